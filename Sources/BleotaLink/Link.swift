@@ -1,0 +1,75 @@
+import BleotaCodec
+
+/// The seam between the transfer engine and whatever carries its bytes.
+///
+/// `BleotaLink` holds the one abstraction every transport implements — ATT/GATT
+/// writes and notifications, an L2CAP credit-based channel, the simulated BLE
+/// link, UDP, a serial console — and nothing Bluetooth-specific. The engine and
+/// the protocols are written against ``Link`` alone, so the same update code runs
+/// unchanged over a radio, a socket in a VM, or the discrete-event simulator.
+///
+/// A link is packet-oriented: ``Link/send(_:)`` takes one packet of at most
+/// ``LinkParameters/maximumPayload`` bytes and ``Link/receive()`` returns one
+/// packet as the peer sent it. Links do not promise delivery: a BLE write
+/// command can be dropped by a flooded peer, so reliability is the engine's job.
+public protocol Link: AnyObject, Sendable {
+    /// What the engine may assume about this link; fixed once connected.
+    var parameters: LinkParameters { get }
+
+    /// Sends one packet. Suspends while the transport's transmit queue is full
+    /// (backpressure), so a sender can never outrun the link. Throws
+    /// ``LinkError/payloadTooLarge(size:maximum:)`` for an oversized packet and
+    /// ``LinkError/disconnected(_:)`` once the link is gone.
+    func send(_ packet: [UInt8]) async throws(LinkError)
+
+    /// Waits for the next packet from the peer. Cancelling the waiting task throws
+    /// `CancellationError`-wrapped ``LinkError/cancelled`` and loses no packet, so a
+    /// caller can race `receive()` against a timer.
+    func receive() async throws(LinkError) -> [UInt8]
+
+    /// Closes the link; pending and later calls throw ``LinkError/disconnected(_:)``.
+    func close() async
+}
+
+/// What a link tells the engine about itself.
+public struct LinkParameters: Sendable, Hashable, Codable {
+    /// The largest packet ``Link/send(_:)`` accepts: ATT MTU − 3 for GATT writes,
+    /// the CoC's SDU size, the UDP datagram limit.
+    public var maximumPayload: Int
+    /// True when ``Link/send(_:)`` returns only after the peer acknowledged the
+    /// packet (ATT write requests); false for write commands and datagrams.
+    public var acknowledgedWrites: Bool
+    /// How the link was reached, for logs and reports (`sim://slow-flash`, `ble://…`).
+    public var description: String
+
+    public init(maximumPayload: Int, acknowledgedWrites: Bool = false, description: String) {
+        self.maximumPayload = maximumPayload
+        self.acknowledgedWrites = acknowledgedWrites
+        self.description = description
+    }
+}
+
+/// Why a link operation failed.
+public enum LinkError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The peer went away or the link was closed; the reason says which.
+    case disconnected(String)
+    /// A packet larger than the link carries.
+    case payloadTooLarge(size: Int, maximum: Int)
+    /// The waiting task was cancelled.
+    case cancelled
+    /// The device could not be reached at all (address wrong, not advertising, …).
+    case unreachable(String)
+    /// The operating system refused (errno text included).
+    case system(String)
+
+    public var description: String {
+        switch self {
+        case .disconnected(let why): return "link disconnected: \(why)"
+        case .payloadTooLarge(let size, let maximum):
+            return "packet of \(size) bytes exceeds the link's maximum payload of \(maximum) bytes"
+        case .cancelled: return "link operation cancelled"
+        case .unreachable(let why): return "device unreachable: \(why)"
+        case .system(let why): return why
+        }
+    }
+}

@@ -1,0 +1,2 @@
+import BleotaCommands
+await BleotaCommand.main()

@@ -1,0 +1,3 @@
+import Testing
+@testable import BleotaCommands
+@Test func parses() throws { _ = try BleotaCommand.parseAsRoot([]) }
