@@ -1,6 +1,133 @@
 import ArgumentParser
+import Foundation
+import Logging
 
+/// The `bleota` command line, as a library so it can be tested in-process.
+///
+/// Every subcommand is an `AsyncParsableCommand` with `--help`; the ones that
+/// report results accept `--json`. Failures are ``CommandFailure`` values that
+/// carry the exit status (see ``ExitStatus``) and a one-line message saying what
+/// went wrong and what to do; ``BleotaCommand/run(arguments:)`` is the single
+/// place that turns them into text on stderr and a process exit code.
 public struct BleotaCommand: AsyncParsableCommand {
-    public static let configuration = CommandConfiguration(commandName: "bleota", abstract: "BLE OTA", version: "0.1.0")
+    public static let version = "0.1.0"
+
+    public static let configuration = CommandConfiguration(
+        commandName: "bleota",
+        abstract: "Reliable file transfer and OTA/DFU firmware updates to Bluetooth Low Energy devices.",
+        discussion: """
+            Devices are named by address: sim://PRESET?key=value (the built-in simulator), \
+            ble://AA:BB:CC:DD:EE:FF, udp://HOST:PORT, serial:///dev/ttyACM0.
+
+            Exit status: 0 success, 1 failure, 2 usage error, 3 bad input file, \
+            4 device refused or reported an error, 5 verification failed, \
+            6 link lost or device not found, 7 Bluetooth unavailable on this machine.
+            """,
+        version: version,
+        subcommands: [ImageCommand.self]
+    )
+
     public init() {}
+
+    /// Parses `arguments`, runs the command and returns the process exit status;
+    /// everything user-visible on failure goes to `stderr` as one line.
+    public static func run(arguments: [String]) async -> Int32 {
+        do {
+            var command = try parseAsRoot(arguments)
+            if var asyncCommand = command as? AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+            return ExitStatus.success.rawValue
+        } catch let failure as CommandFailure {
+            Terminal.standardError.writeLine("error: \(failure.message)")
+            return failure.status.rawValue
+        } catch {
+            let code = exitCode(for: error)
+            let message = fullMessage(for: error)
+            if code == .success {
+                if !message.isEmpty { Terminal.standardOutput.writeLine(message) }
+                return ExitStatus.success.rawValue
+            }
+            if code == .validationFailure {
+                // argument-parser's usage errors: keep its text, but our exit code.
+                Terminal.standardError.writeLine(message)
+                return ExitStatus.usage.rawValue
+            }
+            Terminal.standardError.writeLine("error: \(message.isEmpty ? String(describing: error) : message)")
+            return ExitStatus.failure.rawValue
+        }
+    }
+}
+
+/// Process exit codes, documented in the README and in `bleota --help`.
+public enum ExitStatus: Int32, Sendable, Codable {
+    case success = 0
+    /// Anything not covered below.
+    case failure = 1
+    /// The command line was wrong (unknown option, value out of range).
+    case usage = 2
+    /// An input file is missing, unreadable or malformed.
+    case badInput = 3
+    /// The device refused a request or reported an error.
+    case deviceError = 4
+    /// The image or file failed verification (CRC, hash or signature).
+    case verificationFailed = 5
+    /// The link dropped and could not be recovered, or the device was not found.
+    case linkLost = 6
+    /// This machine has no usable Bluetooth (no kernel support, no adapter, adapter down, no permission).
+    case bluetoothUnavailable = 7
+}
+
+/// A failure the CLI reports as one line and an exit status.
+public struct CommandFailure: Error, Sendable, CustomStringConvertible {
+    public var status: ExitStatus
+    public var message: String
+    public init(_ status: ExitStatus, _ message: String) {
+        self.status = status
+        self.message = message
+    }
+    public var description: String { message }
+}
+
+/// Options every command shares.
+public struct GlobalOptions: ParsableArguments, Sendable {
+    @Flag(name: .long, help: "Print machine-readable JSON on stdout instead of text.")
+    public var json = false
+
+    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    public var logLevel: Logger.Level = .warning
+
+    @Flag(name: [.short, .long], help: "Shorthand for --log-level info.")
+    public var verbose = false
+
+    public init() {}
+
+    /// Sets up swift-log once per process, writing to stderr so JSON on stdout stays clean.
+    public func makeLogger(_ label: String) -> Logger {
+        let level = verbose && logLevel > .info ? .info : logLevel
+        LoggingSetup.bootstrapOnce()
+        var logger = Logger(label: label)
+        logger.logLevel = level
+        return logger
+    }
+}
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}
+
+enum LoggingSetup {
+    private static let once: Void = {
+        LoggingSystem.bootstrap { label in StreamLogHandler.standardError(label: label) }
+    }()
+    static func bootstrapOnce() { _ = once }
+}
+
+/// Shared JSON output: sorted keys so output is stable for scripts and tests.
+enum JSONOutput {
+    static func string(_ value: some Encodable) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
 }

@@ -1,2 +1,4 @@
 import BleotaCommands
-await BleotaCommand.main()
+import Foundation
+
+exit(await BleotaCommand.run(arguments: Array(CommandLine.arguments.dropFirst())))

@@ -1,0 +1,28 @@
+import Foundation
+
+/// stdout/stderr writers that know whether they are a terminal.
+///
+/// Progress bars redraw a line with `\r` only on a terminal; piped output gets
+/// one line per step so logs and CI transcripts stay readable.
+public struct Terminal: Sendable {
+    public let descriptor: Int32
+
+    public static let standardOutput = Terminal(descriptor: STDOUT_FILENO)
+    public static let standardError = Terminal(descriptor: STDERR_FILENO)
+
+    public var isInteractive: Bool { isatty(descriptor) == 1 }
+
+    public func write(_ text: String) {
+        var bytes = Array(text.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes.withUnsafeMutableBytes { buffer in
+                Foundation.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+            }
+            if written <= 0 { return }
+            offset += written
+        }
+    }
+
+    public func writeLine(_ text: String) { write(text + "\n") }
+}

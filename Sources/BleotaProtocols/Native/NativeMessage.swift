@@ -1,0 +1,602 @@
+import BleotaCodec
+
+/// bleota's own OTA protocol, version 1: every message on the wire.
+///
+/// The byte layouts, with worked examples, are in `protocols/bleota.md`; this
+/// file is their one implementation, shared by the host half (``NativeUpdater``)
+/// and the device half (``NativeDevice``). A packet is one opcode byte followed
+/// by its body, all integers little-endian like the ATT layer it usually rides
+/// on. Requests are `0x01…0x0F`, their responses set the top bit
+/// (`request | 0x80`), transfer messages `0x10…0x13` flow in either direction
+/// (host → device for `flash`/`push`, device → host for `pull`), and `0xFF` is an
+/// error reply to anything the receiver could not accept.
+public enum NativeMessage: Sendable, Hashable, WireCodable {
+    case hello(Hello)
+    case helloResponse(HelloResponse)
+    case enterBootloader
+    case start(Start)
+    case startResponse(RangesResponse)
+    case status(sha256: [UInt8])
+    case statusResponse(RangesResponse)
+    case verify
+    case verifyResponse(VerifyResult)
+    case activate
+    case reboot
+    case abort
+    case getFile(GetFile)
+    case getFileResponse(FileInfo)
+    /// A bare `{status}` answer to `enterBootloader`, `activate`, `reboot` or `abort`.
+    case simpleResponse(request: Opcode, status: NativeStatus)
+    case data(DataPacket)
+    case ack(Acknowledgement)
+    case nack(NegativeAcknowledgement)
+    case ackRequest
+    case error(ErrorReply)
+
+    public enum Opcode: UInt8, Sendable, Hashable, CaseIterable {
+        case hello = 0x01, enterBootloader = 0x02, start = 0x03, status = 0x04, verify = 0x05
+        case activate = 0x06, reboot = 0x07, abort = 0x08, getFile = 0x09
+        case data = 0x10, ack = 0x11, nack = 0x12, ackRequest = 0x13
+        case error = 0xFF
+
+        public var responseCode: UInt8 { rawValue | 0x80 }
+        public var name: String { String(describing: self) }
+    }
+
+    /// The highest protocol version this implementation speaks.
+    public static let version: UInt8 = 1
+    /// Bytes a data packet spends on its header: opcode, sequence number, CRC-16.
+    public static let dataHeaderSize = 5
+
+    public init(decoding reader: inout ByteReader) throws(DecodingError) {
+        let code = try reader.readUInt8("opcode")
+        switch code {
+        case Opcode.hello.rawValue:
+            self = .hello(Hello(minimumVersion: try reader.readUInt8("hello.minimumVersion"),
+                                maximumVersion: try reader.readUInt8("hello.maximumVersion")))
+        case Opcode.hello.responseCode: self = .helloResponse(try HelloResponse(decoding: &reader))
+        case Opcode.enterBootloader.rawValue: self = .enterBootloader
+        case Opcode.start.rawValue: self = .start(try Start(decoding: &reader))
+        case Opcode.start.responseCode: self = .startResponse(try RangesResponse(decoding: &reader))
+        case Opcode.status.rawValue: self = .status(sha256: try reader.readBytes(32, "status.sha256"))
+        case Opcode.status.responseCode: self = .statusResponse(try RangesResponse(decoding: &reader))
+        case Opcode.verify.rawValue: self = .verify
+        case Opcode.verify.responseCode: self = .verifyResponse(try VerifyResult(decoding: &reader))
+        case Opcode.activate.rawValue: self = .activate
+        case Opcode.reboot.rawValue: self = .reboot
+        case Opcode.abort.rawValue: self = .abort
+        case Opcode.getFile.rawValue: self = .getFile(try GetFile(decoding: &reader))
+        case Opcode.getFile.responseCode: self = .getFileResponse(try FileInfo(decoding: &reader))
+        case Opcode.enterBootloader.responseCode, Opcode.activate.responseCode,
+             Opcode.reboot.responseCode, Opcode.abort.responseCode:
+            let request = Opcode(rawValue: code & 0x7F)!
+            self = .simpleResponse(request: request, status: try NativeStatus(decoding: &reader))
+        case Opcode.data.rawValue: self = .data(try DataPacket(decoding: &reader))
+        case Opcode.ack.rawValue: self = .ack(try Acknowledgement(decoding: &reader))
+        case Opcode.nack.rawValue: self = .nack(try NegativeAcknowledgement(decoding: &reader))
+        case Opcode.ackRequest.rawValue: self = .ackRequest
+        case Opcode.error.rawValue: self = .error(try ErrorReply(decoding: &reader))
+        default:
+            throw DecodingError(field: "opcode", offset: 0, reason: .invalidValue("unknown opcode 0x\([code].hexString)"))
+        }
+    }
+
+    public func encode(into writer: inout ByteWriter) {
+        switch self {
+        case .hello(let hello):
+            writer.write(Opcode.hello.rawValue)
+            writer.write(hello.minimumVersion)
+            writer.write(hello.maximumVersion)
+        case .helloResponse(let body): writer.write(Opcode.hello.responseCode); body.encode(into: &writer)
+        case .enterBootloader: writer.write(Opcode.enterBootloader.rawValue)
+        case .start(let body): writer.write(Opcode.start.rawValue); body.encode(into: &writer)
+        case .startResponse(let body): writer.write(Opcode.start.responseCode); body.encode(into: &writer)
+        case .status(let sha): writer.write(Opcode.status.rawValue); writer.write(contentsOf: Self.fixed(sha, 32))
+        case .statusResponse(let body): writer.write(Opcode.status.responseCode); body.encode(into: &writer)
+        case .verify: writer.write(Opcode.verify.rawValue)
+        case .verifyResponse(let body): writer.write(Opcode.verify.responseCode); body.encode(into: &writer)
+        case .activate: writer.write(Opcode.activate.rawValue)
+        case .reboot: writer.write(Opcode.reboot.rawValue)
+        case .abort: writer.write(Opcode.abort.rawValue)
+        case .getFile(let body): writer.write(Opcode.getFile.rawValue); body.encode(into: &writer)
+        case .getFileResponse(let body): writer.write(Opcode.getFile.responseCode); body.encode(into: &writer)
+        case .simpleResponse(let request, let status): writer.write(request.responseCode); status.encode(into: &writer)
+        case .data(let body): writer.write(Opcode.data.rawValue); body.encode(into: &writer)
+        case .ack(let body): writer.write(Opcode.ack.rawValue); body.encode(into: &writer)
+        case .nack(let body): writer.write(Opcode.nack.rawValue); body.encode(into: &writer)
+        case .ackRequest: writer.write(Opcode.ackRequest.rawValue)
+        case .error(let body): writer.write(Opcode.error.rawValue); body.encode(into: &writer)
+        }
+    }
+
+    /// Pads or cuts to `count` bytes, so a caller's wrong-length hash can never
+    /// produce a packet the peer misparses.
+    static func fixed(_ bytes: [UInt8], _ count: Int) -> [UInt8] {
+        bytes.count == count ? bytes : Array((bytes + [UInt8](repeating: 0, count: count)).prefix(count))
+    }
+}
+
+/// A result code carried by responses and error replies.
+public struct NativeStatus: RawRepresentable, Sendable, Hashable, WireCodable, CustomStringConvertible {
+    public var rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+
+    public static let ok = NativeStatus(rawValue: 0)
+    public static let unsupportedVersion = NativeStatus(rawValue: 1)
+    public static let invalidState = NativeStatus(rawValue: 2)
+    public static let noSpace = NativeStatus(rawValue: 3)
+    public static let badParameter = NativeStatus(rawValue: 4)
+    public static let notFound = NativeStatus(rawValue: 5)
+    public static let verifyFailed = NativeStatus(rawValue: 6)
+    public static let busy = NativeStatus(rawValue: 7)
+    public static let unknownOpcode = NativeStatus(rawValue: 8)
+    public static let malformed = NativeStatus(rawValue: 9)
+
+    public var description: String {
+        switch self {
+        case .ok: "ok"
+        case .unsupportedVersion: "unsupported protocol version"
+        case .invalidState: "not allowed in the device's current state"
+        case .noSpace: "not enough space on the device"
+        case .badParameter: "bad parameter"
+        case .notFound: "not found"
+        case .verifyFailed: "verification failed"
+        case .busy: "device busy"
+        case .unknownOpcode: "unknown request"
+        case .malformed: "malformed request"
+        default: "status 0x\([rawValue].hexString)"
+        }
+    }
+
+    public init(decoding reader: inout ByteReader) throws(DecodingError) {
+        rawValue = try reader.readUInt8("status")
+    }
+    public func encode(into writer: inout ByteWriter) { writer.write(rawValue) }
+}
+
+extension ByteReader {
+    /// A length-prefixed (u8) UTF-8 string.
+    mutating func readString8(_ field: String) throws(DecodingError) -> String {
+        let start = offset
+        let length = Int(try readUInt8(field + ".length"))
+        let bytes = try readBytes(length, field)
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw invalid(field, "not valid UTF-8", at: start)
+        }
+        return text
+    }
+}
+
+extension ByteWriter {
+    /// Writes a u8-length-prefixed UTF-8 string, cut to 255 bytes at a character boundary.
+    mutating func writeString8(_ text: String) {
+        var bytes = Array(text.utf8)
+        if bytes.count > 255 {
+            var cut = String(text.prefix(255))
+            while cut.utf8.count > 255 { cut.removeLast() }
+            bytes = Array(cut.utf8)
+        }
+        write(UInt8(bytes.count))
+        write(contentsOf: bytes)
+    }
+}
+
+extension NativeMessage {
+    public struct Hello: Sendable, Hashable {
+        public var minimumVersion: UInt8
+        public var maximumVersion: UInt8
+        public init(minimumVersion: UInt8 = 1, maximumVersion: UInt8 = NativeMessage.version) {
+            self.minimumVersion = minimumVersion
+            self.maximumVersion = maximumVersion
+        }
+    }
+
+    /// Whether the device runs its application or its bootloader.
+    public enum DeviceMode: UInt8, Sendable, Hashable, Codable {
+        case application = 0
+        case bootloader = 1
+    }
+
+    /// What the device can do; bits of one byte so old hosts ignore new bits.
+    public struct Capabilities: OptionSet, Sendable, Hashable {
+        public var rawValue: UInt8
+        public init(rawValue: UInt8) { self.rawValue = rawValue }
+        /// Accepts raw-deflate-compressed streams (START flag bit 0).
+        public static let deflate = Capabilities(rawValue: 1 << 0)
+        /// Accepts test transfers (target 2): checked and discarded, for `bleota tune`.
+        public static let testTransfer = Capabilities(rawValue: 1 << 1)
+        /// Has a file store for `push`/`pull`.
+        public static let files = Capabilities(rawValue: 1 << 2)
+        /// Keeps the ranges of an interrupted upload for a later START with the same hash.
+        public static let resume = Capabilities(rawValue: 1 << 3)
+    }
+
+    public struct HelloResponse: Sendable, Hashable, WireCodable {
+        /// The version both sides will speak (the highest in both ranges).
+        public var version: UInt8
+        public var mode: DeviceMode
+        public var capabilities: Capabilities
+        /// The largest data packet (whole message, header included) the device accepts.
+        public var maximumPacket: UInt16
+        /// How many packets the device can queue before it drops; windows above it cost resends.
+        public var bufferCount: UInt16
+        /// Bytes available for an image (the staging slot).
+        public var slotSize: UInt32
+        public var firmwareVersion: String
+        public var name: String
+
+        public init(version: UInt8, mode: DeviceMode, capabilities: Capabilities, maximumPacket: UInt16,
+                    bufferCount: UInt16, slotSize: UInt32, firmwareVersion: String, name: String) {
+            self.version = version
+            self.mode = mode
+            self.capabilities = capabilities
+            self.maximumPacket = maximumPacket
+            self.bufferCount = bufferCount
+            self.slotSize = slotSize
+            self.firmwareVersion = firmwareVersion
+            self.name = name
+        }
+
+        public init(decoding reader: inout ByteReader) throws(DecodingError) {
+            version = try reader.readUInt8("hello.version")
+            let modeOffset = reader.offset
+            let rawMode = try reader.readUInt8("hello.mode")
+            guard let mode = DeviceMode(rawValue: rawMode) else {
+                throw reader.invalid("hello.mode", "unknown mode \(rawMode)", at: modeOffset)
+            }
+            self.mode = mode
+            capabilities = Capabilities(rawValue: try reader.readUInt8("hello.capabilities"))
+            maximumPacket = try reader.readUInt16(.little, "hello.maximumPacket")
+            bufferCount = try reader.readUInt16(.little, "hello.bufferCount")
+            slotSize = try reader.readUInt32(.little, "hello.slotSize")
+            firmwareVersion = try reader.readString8("hello.firmwareVersion")
+            name = try reader.readString8("hello.name")
+        }
+
+        public func encode(into writer: inout ByteWriter) {
+            writer.write(version)
+            writer.write(mode.rawValue)
+            writer.write(capabilities.rawValue)
+            writer.write(maximumPacket)
+            writer.write(bufferCount)
+            writer.write(slotSize)
+            writer.writeString8(firmwareVersion)
+            writer.writeString8(name)
+        }
+    }
+
+    /// What a transfer writes to.
+    public enum Target: UInt8, Sendable, Hashable, Codable {
+        /// The staging slot; activated only after VERIFY succeeds.
+        case firmware = 0
+        /// A named file in the device's file store.
+        case file = 1
+        /// Checked and discarded (for tuning trials): never touches firmware.
+        case test = 2
+    }
+
+    public struct Start: Sendable, Hashable, WireCodable {
+        public var target: Target
+        /// Bit 0: the stream is raw deflate of the image.
+        public var compressed: Bool
+        /// Size of the image (after inflating).
+        public var imageSize: UInt32
+        /// Size of the bytes sent (the compressed stream, or the image).
+        public var streamSize: UInt32
+        /// CRC-32/ISO-HDLC of the image.
+        public var crc32: UInt32
+        /// SHA-256 of the image: also the key under which a device keeps a partial upload.
+        public var sha256: [UInt8]
+        /// Payload bytes per data packet; packet `n` carries stream bytes `n*packetSize ..< (n+1)*packetSize`.
+        public var packetSize: UInt16
+        /// The device sends an ACK after this many packets.
+        public var ackInterval: UInt16
+        /// The version label the device reports once the image runs (firmware), or the file name (file).
+        public var label: String
+
+        public init(target: Target, compressed: Bool, imageSize: UInt32, streamSize: UInt32, crc32: UInt32,
+                    sha256: [UInt8], packetSize: UInt16, ackInterval: UInt16, label: String) {
+            self.target = target
+            self.compressed = compressed
+            self.imageSize = imageSize
+            self.streamSize = streamSize
+            self.crc32 = crc32
+            self.sha256 = NativeMessage.fixed(sha256, 32)
+            self.packetSize = packetSize
+            self.ackInterval = ackInterval
+            self.label = label
+        }
+
+        public init(decoding reader: inout ByteReader) throws(DecodingError) {
+            let targetOffset = reader.offset
+            let rawTarget = try reader.readUInt8("start.target")
+            guard let target = Target(rawValue: rawTarget) else {
+                throw reader.invalid("start.target", "unknown target \(rawTarget)", at: targetOffset)
+            }
+            self.target = target
+            let flagsOffset = reader.offset
+            let flags = try reader.readUInt8("start.flags")
+            guard flags & ~1 == 0 else { throw reader.invalid("start.flags", "unknown flag bits 0x\([flags].hexString)", at: flagsOffset) }
+            compressed = flags & 1 != 0
+            imageSize = try reader.readUInt32(.little, "start.imageSize")
+            streamSize = try reader.readUInt32(.little, "start.streamSize")
+            crc32 = try reader.readUInt32(.little, "start.crc32")
+            sha256 = try reader.readBytes(32, "start.sha256")
+            let sizeOffset = reader.offset
+            packetSize = try reader.readUInt16(.little, "start.packetSize")
+            guard packetSize > 0 else { throw reader.invalid("start.packetSize", "must be at least 1", at: sizeOffset) }
+            let intervalOffset = reader.offset
+            ackInterval = try reader.readUInt16(.little, "start.ackInterval")
+            guard ackInterval > 0 else { throw reader.invalid("start.ackInterval", "must be at least 1", at: intervalOffset) }
+            label = try reader.readString8("start.label")
+        }
+
+        public func encode(into writer: inout ByteWriter) {
+            writer.write(target.rawValue)
+            writer.write(UInt8(compressed ? 1 : 0))
+            writer.write(imageSize)
+            writer.write(streamSize)
+            writer.write(crc32)
+            writer.write(contentsOf: NativeMessage.fixed(sha256, 32))
+            writer.write(packetSize)
+            writer.write(ackInterval)
+            writer.writeString8(label)
+        }
+    }
+
+    /// A status and the byte ranges of the stream the device already holds
+    /// (answers START and STATUS; what makes resume resend only what is missing).
+    public struct RangesResponse: Sendable, Hashable, WireCodable {
+        public var status: NativeStatus
+        public var ranges: [Range<UInt32>]
+
+        public init(status: NativeStatus, ranges: [Range<UInt32>] = []) {
+            self.status = status
+            self.ranges = Array(ranges.prefix(255))
+        }
+
+        public init(decoding reader: inout ByteReader) throws(DecodingError) {
+            status = try NativeStatus(decoding: &reader)
+            let count = Int(try reader.readUInt8("ranges.count"))
+            var ranges: [Range<UInt32>] = []
+            for index in 0..<count {
+                let at = reader.offset
+                let start = try reader.readUInt32(.little, "ranges[\(index)].start")
+                let end = try reader.readUInt32(.little, "ranges[\(index)].end")
+                guard start <= end else { throw reader.invalid("ranges[\(index)]", "start \(start) is after end \(end)", at: at) }
+                ranges.append(start..<end)
+            }
+            self.ranges = ranges
+        }
+
+        public func encode(into writer: inout ByteWriter) {
+            status.encode(into: &writer)
+            writer.write(UInt8(ranges.count))
+            for range in ranges {
+                writer.write(range.lowerBound)
+                writer.write(range.upperBound)
+            }
+        }
+    }
+
+    public struct VerifyResult: Sendable, Hashable, WireCodable {
+        public var status: NativeStatus
+        /// What the device computed over what it holds, so a mismatch can be reported with both values.
+        public var crc32: UInt32
+        public var sha256: [UInt8]
+
+        public init(status: NativeStatus, crc32: UInt32, sha256: [UInt8]) {
+            self.status = status
+            self.crc32 = crc32
+            self.sha256 = NativeMessage.fixed(sha256, 32)
+        }
+
+        public init(decoding reader: inout ByteReader) throws(DecodingError) {
+            status = try NativeStatus(decoding: &reader)
+            crc32 = try reader.readUInt32(.little, "verify.crc32")
+            sha256 = try reader.readBytes(32, "verify.sha256")
+        }
+
+        public func encode(into writer: inout ByteWriter) {
+            status.encode(into: &writer)
+            writer.write(crc32)
+            writer.write(contentsOf: NativeMessage.fixed(sha256, 32))
+        }
+    }
+
+    public struct GetFile: Sendable, Hashable, WireCodable {
+        public var name: String
+        public var packetSize: UInt16
+        public var ackInterval: UInt16
+        public var window: UInt16
+
+        public init(name: String, packetSize: UInt16, ackInterval: UInt16, window: UInt16) {
+            self.name = name
+            self.packetSize = packetSize
+            self.ackInterval = ackInterval
+            self.window = window
+        }
+
+        public init(decoding reader: inout ByteReader) throws(DecodingError) {
+            name = try reader.readString8("getFile.name")
+            let at = reader.offset
+            packetSize = try reader.readUInt16(.little, "getFile.packetSize")
+            guard packetSize > 0 else { throw reader.invalid("getFile.packetSize", "must be at least 1", at: at) }
+            ackInterval = max(1, try reader.readUInt16(.little, "getFile.ackInterval"))
+            window = max(1, try reader.readUInt16(.little, "getFile.window"))
+        }
+
+        public func encode(into writer: inout ByteWriter) {
+            writer.writeString8(name)
+            writer.write(packetSize)
+            writer.write(ackInterval)
+            writer.write(window)
+        }
+    }
+
+    public struct FileInfo: Sendable, Hashable, WireCodable {
+        public var status: NativeStatus
+        public var size: UInt32
+        public var crc32: UInt32
+        public var sha256: [UInt8]
+
+        public init(status: NativeStatus, size: UInt32, crc32: UInt32, sha256: [UInt8]) {
+            self.status = status
+            self.size = size
+            self.crc32 = crc32
+            self.sha256 = NativeMessage.fixed(sha256, 32)
+        }
+
+        public init(decoding reader: inout ByteReader) throws(DecodingError) {
+            status = try NativeStatus(decoding: &reader)
+            size = try reader.readUInt32(.little, "file.size")
+            crc32 = try reader.readUInt32(.little, "file.crc32")
+            sha256 = try reader.readBytes(32, "file.sha256")
+        }
+
+        public func encode(into writer: inout ByteWriter) {
+            status.encode(into: &writer)
+            writer.write(size)
+            writer.write(crc32)
+            writer.write(contentsOf: NativeMessage.fixed(sha256, 32))
+        }
+    }
+
+    /// One packet of the stream. The CRC-16/CCITT-FALSE covers the sequence
+    /// number and the payload, so a corrupted sequence number is caught too.
+    public struct DataPacket: Sendable, Hashable, WireCodable {
+        /// Packet index modulo 2¹⁶; receivers unwrap it against their window.
+        public var sequence: UInt16
+        public var crc16: UInt16
+        public var payload: [UInt8]
+
+        public init(sequence: UInt16, payload: [UInt8]) {
+            self.sequence = sequence
+            self.payload = payload
+            self.crc16 = Self.checksum(sequence: sequence, payload: payload)
+        }
+
+        public init(sequence: UInt16, crc16: UInt16, payload: [UInt8]) {
+            self.sequence = sequence
+            self.crc16 = crc16
+            self.payload = payload
+        }
+
+        public static func checksum(sequence: UInt16, payload: [UInt8]) -> UInt16 {
+            var crc = CRC16(.ccittFalse)
+            crc.update([UInt8(truncatingIfNeeded: sequence), UInt8(truncatingIfNeeded: sequence >> 8)])
+            crc.update(payload)
+            return crc.value
+        }
+
+        /// False when the packet was damaged on the way.
+        public var isIntact: Bool { crc16 == Self.checksum(sequence: sequence, payload: payload) }
+
+        public init(decoding reader: inout ByteReader) throws(DecodingError) {
+            sequence = try reader.readUInt16(.little, "data.sequence")
+            crc16 = try reader.readUInt16(.little, "data.crc16")
+            payload = reader.readRemaining()
+        }
+
+        public func encode(into writer: inout ByteWriter) {
+            writer.write(sequence)
+            writer.write(crc16)
+            writer.write(contentsOf: payload)
+        }
+    }
+
+    /// Cumulative plus selective acknowledgement: every packet before
+    /// `nextExpected` arrived, and bit `i` of `bitmap` (LSB of byte 0 first) says
+    /// packet `nextExpected + 1 + i` arrived too.
+    public struct Acknowledgement: Sendable, Hashable, WireCodable {
+        public var nextExpected: UInt16
+        public var bitmap: [UInt8]
+
+        public init(nextExpected: UInt16, bitmap: [UInt8] = []) {
+            self.nextExpected = nextExpected
+            self.bitmap = Array(bitmap.prefix(32))
+        }
+
+        public init(decoding reader: inout ByteReader) throws(DecodingError) {
+            nextExpected = try reader.readUInt16(.little, "ack.nextExpected")
+            let at = reader.offset
+            let length = Int(try reader.readUInt8("ack.bitmapLength"))
+            guard length <= 32 else { throw reader.invalid("ack.bitmapLength", "\(length) exceeds 32 bytes", at: at) }
+            bitmap = try reader.readBytes(length, "ack.bitmap")
+        }
+
+        public func encode(into writer: inout ByteWriter) {
+            writer.write(nextExpected)
+            writer.write(UInt8(bitmap.count))
+            writer.write(contentsOf: bitmap)
+        }
+
+        /// Whether the bitmap reports packet `nextExpected + 1 + index` received.
+        public func isSet(_ index: Int) -> Bool {
+            guard index >= 0, index / 8 < bitmap.count else { return false }
+            return bitmap[index / 8] & (1 << (index % 8)) != 0
+        }
+    }
+
+    public enum NackReason: UInt8, Sendable, Hashable {
+        /// Packets are missing: a later one arrived first.
+        case gap = 1
+        /// A packet arrived damaged (its CRC-16 did not match).
+        case corrupt = 2
+    }
+
+    /// "Resend these now": `count` packets from `first` are missing.
+    public struct NegativeAcknowledgement: Sendable, Hashable, WireCodable {
+        public var first: UInt16
+        public var count: UInt16
+        public var reason: NackReason
+
+        public init(first: UInt16, count: UInt16, reason: NackReason) {
+            self.first = first
+            self.count = count
+            self.reason = reason
+        }
+
+        public init(decoding reader: inout ByteReader) throws(DecodingError) {
+            first = try reader.readUInt16(.little, "nack.first")
+            count = try reader.readUInt16(.little, "nack.count")
+            let at = reader.offset
+            let raw = try reader.readUInt8("nack.reason")
+            guard let reason = NackReason(rawValue: raw) else { throw reader.invalid("nack.reason", "unknown reason \(raw)", at: at) }
+            self.reason = reason
+        }
+
+        public func encode(into writer: inout ByteWriter) {
+            writer.write(first)
+            writer.write(count)
+            writer.write(reason.rawValue)
+        }
+    }
+
+    /// The reply to a request the receiver could not carry out or parse.
+    public struct ErrorReply: Sendable, Hashable, WireCodable {
+        /// The opcode of the offending message (0 if it had none).
+        public var request: UInt8
+        public var status: NativeStatus
+        /// Human-readable detail for logs and the CLI's error line.
+        public var message: String
+
+        public init(request: UInt8, status: NativeStatus, message: String) {
+            self.request = request
+            self.status = status
+            self.message = message
+        }
+
+        public init(decoding reader: inout ByteReader) throws(DecodingError) {
+            request = try reader.readUInt8("error.request")
+            status = try NativeStatus(decoding: &reader)
+            message = try reader.readString8("error.message")
+        }
+
+        public func encode(into writer: inout ByteWriter) {
+            writer.write(request)
+            status.encode(into: &writer)
+            writer.writeString8(message)
+        }
+    }
+}
