@@ -1,0 +1,86 @@
+/// Every knob of a transfer, in one value so it can be printed, saved per
+/// device by `bleota tune`, and passed whole to the engine.
+///
+/// The defaults suit a modern phone-class link talking to a device that keeps
+/// up (measured on the simulator's `2m-dle` preset: 95 %+ of link capacity).
+/// Slow devices need the opposite of what intuition says: fewer packets in
+/// flight and a gap between them cost less than the resends a flooded receive
+/// buffer causes — which is what `bleota tune` finds for you.
+public struct TransferTuning: Sendable, Hashable, Codable {
+    /// Payload bytes per data packet; `nil` uses the most the link allows.
+    /// Bigger packets amortise the per-packet header and link-layer overhead; a
+    /// smaller one fits a device whose buffers are smaller than the link's MTU.
+    public var packetSize: Int?
+    /// Packets sent before waiting for an acknowledgement. A window keeps the
+    /// link busy across the acknowledgement's round trip (several connection
+    /// intervals); a window larger than the device's buffer overflows it.
+    public var window: Int
+    /// Pause after each data packet. Zero sends as fast as the link accepts;
+    /// a device that needs time to write flash drops packets without one.
+    public var interPacketDelay: Duration
+    /// The receiver acknowledges every this many packets (capped at half the
+    /// window, so an acknowledgement always arrives before the window fills).
+    public var ackInterval: Int
+    /// How long to wait for any acknowledgement before asking for one; also the
+    /// unit of the stall limit below.
+    public var ackTimeout: Duration
+    /// Acknowledgement timeouts in a row (with no progress) before the transfer is
+    /// declared stalled and the link is treated as lost.
+    public var maxRetries: Int
+    /// Halve the window and add delay when loss appears, grow them back while it
+    /// does not (AIMD, like TCP): finds a workable pace on an unknown device.
+    public var adaptive: Bool
+    /// Send a raw-deflate stream when the device supports it. Saves airtime on
+    /// images with padding or repeated data; costs device CPU.
+    public var compression: Compression
+    /// Reconnect and resume this many times after a disconnect before giving up.
+    public var maxReconnects: Int
+
+    public enum Compression: String, Sendable, Hashable, Codable, CaseIterable {
+        /// Compress when the device supports it and it makes the stream smaller.
+        case auto
+        case on
+        case off
+    }
+
+    public static let maximumWindow = 250
+
+    public init(packetSize: Int? = nil, window: Int = 16, interPacketDelay: Duration = .zero, ackInterval: Int = 8,
+                ackTimeout: Duration = .milliseconds(750), maxRetries: Int = 8, adaptive: Bool = false,
+                compression: Compression = .off, maxReconnects: Int = 5) {
+        self.packetSize = packetSize
+        self.window = window
+        self.interPacketDelay = interPacketDelay
+        self.ackInterval = ackInterval
+        self.ackTimeout = ackTimeout
+        self.maxRetries = maxRetries
+        self.adaptive = adaptive
+        self.compression = compression
+        self.maxReconnects = maxReconnects
+    }
+
+    /// The acknowledgement interval actually requested: at most half the window.
+    public var effectiveAckInterval: Int { max(1, min(ackInterval, window / 2)) }
+
+    /// Checks ranges that do not depend on the link; one line per problem, naming the allowed range.
+    public func validate() throws(TransferError) {
+        if window < 1 || window > Self.maximumWindow {
+            throw TransferError(.invalidTuning, step: .transfer, "window \(window) is out of range: use 1…\(Self.maximumWindow)")
+        }
+        if interPacketDelay < .zero {
+            throw TransferError(.invalidTuning, step: .transfer, "inter-packet delay cannot be negative")
+        }
+        if ackInterval < 1 {
+            throw TransferError(.invalidTuning, step: .transfer, "ack interval \(ackInterval) is out of range: use 1…\(Self.maximumWindow)")
+        }
+        if ackTimeout <= .zero {
+            throw TransferError(.invalidTuning, step: .transfer, "ack timeout must be positive")
+        }
+        if maxRetries < 0 || maxReconnects < 0 {
+            throw TransferError(.invalidTuning, step: .transfer, "retry and reconnect limits cannot be negative")
+        }
+        if let packetSize, packetSize < 1 {
+            throw TransferError(.invalidTuning, step: .transfer, "packet size \(packetSize) is out of range: use at least 1")
+        }
+    }
+}
