@@ -1,0 +1,46 @@
+import BleotaCodec
+import BleotaEngine
+import Synchronization
+
+/// What a device keeps in flash: survives reboots and power loss.
+///
+/// Two image slots (active, staging) like every serious bootloader, so a failed
+/// or interrupted update never touches the running image; the staging slot's
+/// received byte ranges, keyed by the image hash, so a later connection
+/// resumes; and a small file store. The simulator's devices and `bleota serve`
+/// keep one of these per device.
+public final class DeviceStorage: Sendable {
+    public struct Staging: Sendable {
+        public var start: NativeMessage.Start
+        public var bytes: [UInt8]
+        public var held: RangeSet
+        /// Set only by a successful verify of exactly these bytes; cleared by any write.
+        public var verified = false
+    }
+
+    public struct State: Sendable {
+        public var activeImage: [UInt8]
+        public var activeVersion: String
+        public var slotSize: Int
+        /// Partial or complete uploads, one per target (firmware, file), kept for resume.
+        public var staging: [NativeMessage.Target: Staging] = [:]
+        public var files: [String: [UInt8]] = [:]
+        /// Set by ENTER_BOOTLOADER so the next boot stays in the bootloader.
+        public var bootToBootloader = false
+        /// Flash pages of the staging slot erased since its transfer began.
+        public var erasedPages = Set<Int>()
+        public var activations = 0
+    }
+
+    private let state: Mutex<State>
+
+    public init(activeImage: [UInt8] = [], activeVersion: String = "1.0.0", slotSize: Int = 1 << 20) {
+        state = Mutex(State(activeImage: activeImage, activeVersion: activeVersion, slotSize: slotSize))
+    }
+
+    public func withState<T: Sendable>(_ body: (inout State) throws -> T) rethrows -> T {
+        try state.withLock { try body(&$0) }
+    }
+
+    public var snapshot: State { state.withLock { $0 } }
+}

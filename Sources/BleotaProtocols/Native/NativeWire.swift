@@ -1,0 +1,35 @@
+import BleotaCodec
+import BleotaEngine
+
+/// The native protocol's framing of the engine's transfer packets.
+public struct NativeWire: TransferWire {
+    public init() {}
+
+    public var dataOverhead: Int { NativeMessage.dataHeaderSize }
+
+    public func encodeData(sequence: UInt16, payload: ArraySlice<UInt8>) -> [UInt8] {
+        NativeMessage.data(.init(sequence: sequence, payload: Array(payload))).encode()
+    }
+
+    public func encodeAckRequest() -> [UInt8] { NativeMessage.ackRequest.encode() }
+
+    public func encodeAcknowledgement(nextExpected: UInt16, bitmap: [UInt8]) -> [UInt8] {
+        NativeMessage.ack(.init(nextExpected: nextExpected, bitmap: bitmap)).encode()
+    }
+
+    public func encodeNegativeAcknowledgement(first: UInt16, count: UInt16, corrupt: Bool) -> [UInt8] {
+        NativeMessage.nack(.init(first: first, count: count, reason: corrupt ? .corrupt : .gap)).encode()
+    }
+
+    public func decodeTransferPacket(_ packet: [UInt8]) -> TransferPacket {
+        guard let message = try? NativeMessage(decoding: packet) else { return .other(packet) }
+        switch message {
+        case .data(let data): return .data(sequence: data.sequence, payload: data.payload, intact: data.isIntact)
+        case .ack(let ack): return .acknowledgement(nextExpected: ack.nextExpected, bitmap: ack.bitmap)
+        case .nack(let nack): return .negativeAcknowledgement(first: nack.first, count: nack.count)
+        case .ackRequest: return .ackRequest
+        case .error(let reply): return .failure("device error (\(reply.status)): \(reply.message)")
+        default: return .other(packet)
+        }
+    }
+}
