@@ -73,3 +73,24 @@ public enum LinkError: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 }
+
+/// Why the host is connecting, so a connector knows where to look: a device
+/// that rebooted into its bootloader may advertise under another address
+/// (Nordic's bootloaders use address + 1) or name.
+public enum ConnectPurpose: String, Sendable, Hashable, Codable {
+    case initial
+    /// After ENTER_BOOTLOADER: look for the bootloader.
+    case bootloader
+    /// After activation: look for the application again.
+    case application
+    /// After a dropped link in the middle of a transfer.
+    case resume
+}
+
+/// Finds a device and opens a ``Link`` to it, again and again: updates reboot
+/// devices and links drop, so the engine reconnects through this.
+public protocol DeviceConnector: Sendable {
+    /// The address as the user gave it, for messages.
+    var description: String { get }
+    func connect(for purpose: ConnectPurpose, timeout: Duration) async throws(LinkError) -> any Link
+}

@@ -1,0 +1,428 @@
+import BleotaCodec
+import BleotaEngine
+import BleotaLink
+import BleotaZlib
+import Logging
+
+/// The host half of bleota's native protocol: `flash`, `push` and `pull`.
+///
+/// A thin shell around ``UpdateStateMachine`` and ``TransferEngine``: it performs
+/// the actions the state machine asks for, turns replies into events, and
+/// reconnects and resumes when a link drops mid-transfer.
+public struct NativeUpdater: Sendable {
+    public var connector: any DeviceConnector
+    public var clock: any BleotaClock
+    public var tuning: TransferTuning
+    public var timeouts: StepTimeouts
+    public var logger: Logger
+    public var onEvent: @Sendable (UpdateEvent) -> Void
+
+    public init(connector: any DeviceConnector, clock: any BleotaClock, tuning: TransferTuning = TransferTuning(),
+                timeouts: StepTimeouts = StepTimeouts(), logger: Logger = Logger(label: "bleota.native"),
+                onEvent: @escaping @Sendable (UpdateEvent) -> Void = { _ in }) {
+        self.connector = connector
+        self.clock = clock
+        self.tuning = tuning
+        self.timeouts = timeouts
+        self.logger = logger
+        self.onEvent = onEvent
+    }
+
+    // MARK: - Flash
+
+    /// Updates the device's firmware to `image`, which it must then report as `version`.
+    public func flash(image: [UInt8], version: String) async throws(TransferError) -> UpdateReport {
+        try tuning.validate()
+        var machine = UpdateStateMachine(expectedVersion: version)
+        var session = Session(updater: self)
+        var action = machine.handle(.start)
+        var link: (any Link)?
+        var versionBefore: String?
+        var transferResult: TransferResult?
+        defer { if let link { Task { await link.close() } } }
+        while true {
+            session.enter(machine.step)
+            let event: UpdateStateMachine.Event
+            do {
+                switch action {
+                case .connect:
+                    let (newLink, hello) = try await session.connect(.initial, step: .connect)
+                    link = newLink
+                    versionBefore = hello.firmwareVersion
+                    try session.checkFits(image.count, hello: hello, step: .connect)
+                    event = .connected(hello.mode == .bootloader ? .bootloader : .application)
+                case .enterBootloader:
+                    try await session.request(.enterBootloader, on: link!, step: .enterBootloader) { message -> Bool? in
+                        if case .simpleResponse(.enterBootloader, let status) = message { return status == .ok }
+                        return nil
+                    }
+                    await link?.close()
+                    link = nil
+                    event = .bootloaderEntered
+                case .reconnect(let mode):
+                    let (newLink, hello) = try await session.connect(mode == .bootloader ? .bootloader : .application,
+                                                                     step: machine.step, timeout: timeouts.reboot)
+                    link = newLink
+                    if mode == .bootloader { try session.checkFits(image.count, hello: hello, step: .reconnect) }
+                    session.lastHello = hello
+                    event = .connected(hello.mode == .bootloader ? .bootloader : .application)
+                case .transfer:
+                    let result = try await session.transfer(stream: image, target: .firmware, label: version, link: &link)
+                    transferResult = result
+                    event = .transferred
+                case .verify:
+                    let result = try await session.verify(on: link!)
+                    event = .verified(ok: result.ok, detail: result.detail)
+                case .activate:
+                    try await session.request(.activate, on: link!, step: .activate) { message -> Bool? in
+                        if case .simpleResponse(.activate, let status) = message { return status == .ok }
+                        return nil
+                    }
+                    await link?.close()
+                    link = nil
+                    event = .activated
+                case .confirm:
+                    event = .confirmed(version: session.lastHello?.firmwareVersion ?? "")
+                case .finish:
+                    var report = session.report(operation: "flash", bytes: image.count, transfer: transferResult)
+                    report.versionBefore = versionBefore
+                    report.versionAfter = session.lastHello?.firmwareVersion
+                    return report
+                case .fail(let error):
+                    throw error
+                }
+            } catch let error as TransferError {
+                action = machine.handle(.failed(error))
+                continue
+            } catch {
+                action = machine.handle(.failed(TransferError(.protocolViolation, step: machine.step, "\(error)")))
+                continue
+            }
+            action = machine.handle(event)
+        }
+    }
+
+    // MARK: - Files
+
+    /// Stores `file` on the device under `name`; it is kept only if it verifies.
+    public func push(file: [UInt8], name: String) async throws(TransferError) -> UpdateReport {
+        try tuning.validate()
+        var session = Session(updater: self)
+        session.enter(.connect)
+        var (link, hello): (any Link, NativeMessage.HelloResponse) = try await session.connect(.initial, step: .connect)
+        defer { let closing = link; Task { await closing.close() } }
+        guard hello.capabilities.contains(.files) else {
+            throw TransferError(.deviceRefused, step: .connect, "\(connector.description) has no file store")
+        }
+        try session.checkFits(file.count, hello: hello, step: .connect)
+        session.enter(.transfer)
+        var optionalLink: (any Link)? = link
+        let result = try await session.transfer(stream: file, target: .file, label: name, link: &optionalLink)
+        link = optionalLink!
+        session.enter(.verify)
+        let verdict = try await session.verify(on: link)
+        guard verdict.ok else {
+            throw TransferError(.verificationFailed, step: .verify, "the device could not verify '\(name)' (\(verdict.detail)); it was not stored")
+        }
+        return session.report(operation: "push", bytes: file.count, transfer: result)
+    }
+
+    /// Fetches file `name` from the device and checks it against the device's
+    /// SHA-256 before returning it; the caller writes it atomically.
+    public func pull(name: String) async throws(TransferError) -> (file: [UInt8], report: UpdateReport) {
+        try tuning.validate()
+        var session = Session(updater: self)
+        session.enter(.connect)
+        let (link, hello) = try await session.connect(.initial, step: .connect)
+        defer { Task { await link.close() } }
+        guard hello.capabilities.contains(.files) else {
+            throw TransferError(.deviceRefused, step: .connect, "\(connector.description) has no file store")
+        }
+        let packetSize = try session.packetSize(link: link, hello: hello)
+        session.enter(.transfer)
+        let request = NativeMessage.GetFile(name: name, packetSize: UInt16(packetSize),
+                                            ackInterval: UInt16(tuning.effectiveAckInterval), window: UInt16(tuning.window))
+        let info = try await session.request(.getFile(request), on: link, step: .transfer) { message -> NativeMessage.FileInfo? in
+            if case .getFileResponse(let info) = message { return info }
+            return nil
+        }
+        guard info.status == .ok else {
+            throw TransferError(.deviceRefused, step: .transfer, info.status == .notFound
+                                ? "the device has no file named '\(name)': check the name" : "the device refused to send '\(name)': \(info.status)")
+        }
+        let started = clock.now
+        let file = try await session.receive(size: Int(info.size), packetSize: packetSize, on: link)
+        let elapsed = clock.now - started
+        session.enter(.verify)
+        guard CRC32.checksum(file) == info.crc32, SHA256Digest.hash(file) == info.sha256 else {
+            throw TransferError(.verificationFailed, step: .verify, "'\(name)' arrived but its hash does not match the device's: nothing was written")
+        }
+        let result = TransferResult(streamBytes: file.count, compressed: false, packetSize: packetSize, elapsed: elapsed)
+        return (file, session.report(operation: "pull", bytes: file.count, transfer: result))
+    }
+}
+
+struct TransferResult {
+    var streamBytes: Int
+    var compressed: Bool
+    var packetSize: Int
+    var elapsed: Duration
+}
+
+/// One operation's mutable bookkeeping: step timing, statistics, the last HELLO.
+struct Session {
+    let updater: NativeUpdater
+    var statistics = TransferStatistics()
+    var stepSeconds: [String: Double] = [:]
+    var currentStep: UpdateStep?
+    var stepStarted: Duration
+    let started: Duration
+    var lastHello: NativeMessage.HelloResponse?
+
+    init(updater: NativeUpdater) {
+        self.updater = updater
+        started = updater.clock.now
+        stepStarted = started
+    }
+
+    mutating func enter(_ step: UpdateStep) {
+        guard step != currentStep else { return }
+        let now = updater.clock.now
+        if let currentStep { stepSeconds[currentStep.rawValue, default: 0] += (now - stepStarted).seconds }
+        currentStep = step
+        stepStarted = now
+        updater.onEvent(.step(step))
+    }
+
+    mutating func report(operation: String, bytes: Int, transfer: TransferResult?) -> UpdateReport {
+        if let currentStep { stepSeconds[currentStep.rawValue, default: 0] += (updater.clock.now - stepStarted).seconds }
+        currentStep = nil
+        var tuning = updater.tuning
+        tuning.packetSize = transfer?.packetSize
+        return UpdateReport(operation: operation, device: updater.connector.description, bytes: bytes,
+                            streamBytes: transfer?.streamBytes ?? bytes, compressed: transfer?.compressed ?? false,
+                            packetSize: transfer?.packetSize ?? 0, transferSeconds: transfer?.elapsed.seconds ?? 0,
+                            totalSeconds: (updater.clock.now - started).seconds, statistics: statistics,
+                            stepSeconds: stepSeconds, tuning: tuning)
+    }
+
+    /// Connects and says HELLO; returns the link and what the device said.
+    mutating func connect(_ purpose: ConnectPurpose, step: UpdateStep, timeout: Duration? = nil)
+        async throws(TransferError) -> (any Link, NativeMessage.HelloResponse)
+    {
+        let link: any Link
+        do {
+            link = try await updater.connector.connect(for: purpose, timeout: timeout ?? updater.timeouts.connect)
+        } catch {
+            throw TransferError(.linkLost, step: step, "cannot connect to \(updater.connector.description): \(error)")
+        }
+        let hello = try await request(.hello(.init()), on: link, step: step) { message -> NativeMessage.HelloResponse? in
+            if case .helloResponse(let hello) = message { return hello }
+            return nil
+        }
+        lastHello = hello
+        return (link, hello)
+    }
+
+    func checkFits(_ size: Int, hello: NativeMessage.HelloResponse, step: UpdateStep) throws(TransferError) {
+        guard size <= Int(hello.slotSize) else {
+            throw TransferError(.deviceRefused, step: step,
+                                "the image is \(size) bytes but the device's slot holds \(hello.slotSize): nothing was sent; build a smaller image")
+        }
+    }
+
+    /// The payload per data packet: the tuning's if it fits, else the most the link and device allow.
+    func packetSize(link: any Link, hello: NativeMessage.HelloResponse) throws(TransferError) -> Int {
+        let header = NativeMessage.dataHeaderSize
+        let maximum = min(link.parameters.maximumPayload, Int(hello.maximumPacket)) - header
+        guard maximum >= 1 else {
+            throw TransferError(.deviceRefused, step: .transfer, "the link carries only \(link.parameters.maximumPayload) bytes per packet, too few for data")
+        }
+        guard let wanted = updater.tuning.packetSize else { return maximum }
+        guard wanted >= 1 && wanted <= maximum else {
+            throw TransferError(.invalidTuning, step: .transfer,
+                                "packet size \(wanted) is out of range for this link and device: use 1…\(maximum)")
+        }
+        return wanted
+    }
+
+    /// Sends `message` and waits for the reply `match` recognises, skipping
+    /// stray transfer traffic; an ERROR reply becomes a ``TransferError``.
+    @discardableResult
+    func request<T: Sendable>(_ message: NativeMessage, on link: any Link, step: UpdateStep, timeout: Duration? = nil,
+                              match: @escaping @Sendable (NativeMessage) -> T?) async throws(TransferError) -> T {
+        let limit = timeout ?? updater.timeouts.response
+        do {
+            try await link.send(message.encode())
+            return try await withDeadline(limit, clock: updater.clock) { () async throws -> T in
+                while true {
+                    let packet = try await link.receive()
+                    guard let reply = try? NativeMessage(decoding: packet) else { continue }
+                    if case .error(let error) = reply {
+                        throw TransferError(.deviceRefused, step: step, "the device refused: \(error.message) (\(error.status))")
+                    }
+                    if let value = match(reply) { return value }
+                }
+            }
+        } catch let error as TransferError {
+            throw error
+        } catch is DeadlineExceeded {
+            throw TransferError(.timeout, step: step, "no answer from the device within \(limit): check it is powered and in range")
+        } catch {
+            throw TransferError(.linkLost, step: step, "\(error)")
+        }
+    }
+
+    /// Runs START and the engine, reconnecting and resuming after disconnects.
+    mutating func transfer(stream image: [UInt8], target: NativeMessage.Target, label: String, link: inout (any Link)?)
+        async throws(TransferError) -> TransferResult
+    {
+        let tuning = updater.tuning
+        guard let hello = lastHello, let current = link else {
+            throw TransferError(.protocolViolation, step: .transfer, "transfer without a connection")
+        }
+        let packetSize = try packetSize(link: current, hello: hello)
+        var stream = image
+        var compressed = false
+        if tuning.compression != .off {
+            if !hello.capabilities.contains(.deflate) {
+                if tuning.compression == .on {
+                    throw TransferError(.deviceRefused, step: .transfer, "the device does not accept compressed transfers: use --compression off")
+                }
+            } else if let deflated = Self.deflate(image), tuning.compression == .on || deflated.count * 10 < image.count * 9 {
+                stream = deflated
+                compressed = true
+                updater.onEvent(.note("compressed \(image.count) bytes to \(deflated.count)"))
+            }
+        }
+        let start = NativeMessage.Start(
+            target: target, compressed: compressed, imageSize: UInt32(image.count), streamSize: UInt32(stream.count),
+            crc32: CRC32.checksum(image), sha256: SHA256Digest.hash(image), packetSize: UInt16(packetSize),
+            ackInterval: UInt16(tuning.effectiveAckInterval), label: label)
+        let onEvent = updater.onEvent
+        let engine = TransferEngine(stream: stream, packetSize: packetSize, wire: NativeWire(), tuning: tuning,
+                                    clock: updater.clock, logger: updater.logger) { onEvent(.progress($0)) }
+        let began = updater.clock.now
+        var reconnects = 0
+        while true {
+            do {
+                guard let active = link else { throw LinkError.disconnected("no link") }
+                let ranges = try await request(.start(start), on: active, step: .transfer) { message -> NativeMessage.RangesResponse? in
+                    if case .startResponse(let response) = message { return response }
+                    return nil
+                }
+                guard ranges.status == .ok else {
+                    throw TransferError(.deviceRefused, step: .transfer, "the device refused the transfer: \(ranges.status)")
+                }
+                var held = RangeSet()
+                for range in ranges.ranges { held.insert(Int(range.lowerBound)..<Int(range.upperBound)) }
+                if !held.isEmpty { updater.onEvent(.note("device already holds \(held.count) of \(stream.count) bytes; resuming")) }
+                engine.resume(held: held)
+                try await engine.run(over: active)
+                break
+            } catch let error as TransferError where error.code != .linkLost && error.code != .timeout {
+                throw error
+            } catch {
+                reconnects += 1
+                await link?.close()
+                link = nil
+                guard reconnects <= tuning.maxReconnects else {
+                    throw TransferError(.linkLost, step: .transfer,
+                                        "the link dropped \(reconnects) times (last: \(error)); run the same command again to resume")
+                }
+                updater.onEvent(.note("link lost (\(error)); reconnecting to resume"))
+                let (newLink, _) = try await connect(.resume, step: .transfer)
+                link = newLink
+            }
+        }
+        statistics = engine.statistics
+        statistics.reconnects = reconnects
+        return TransferResult(streamBytes: stream.count, compressed: compressed, packetSize: packetSize,
+                              elapsed: updater.clock.now - began)
+    }
+
+    static func deflate(_ bytes: [UInt8]) -> [UInt8]? {
+        guard let deflater = try? Deflater(level: 9, format: .raw),
+              let head = try? deflater.update(bytes), let tail = try? deflater.finish() else { return nil }
+        return head + tail
+    }
+
+    func verify(on link: any Link) async throws(TransferError) -> (ok: Bool, detail: String) {
+        let result = try await request(.verify, on: link, step: .verify, timeout: updater.timeouts.verify) { message -> NativeMessage.VerifyResult? in
+            if case .verifyResponse(let result) = message { return result }
+            return nil
+        }
+        switch result.status {
+        case .ok: return (true, "ok")
+        case .invalidState: return (false, "the transfer is incomplete")
+        default: return (false, "device computed CRC-32 0x\(String(result.crc32, radix: 16)), SHA-256 \(result.sha256.hexString.prefix(16))…")
+        }
+    }
+
+    /// The receiving side of `pull`: acknowledges and reports gaps like a device does.
+    mutating func receive(size: Int, packetSize: Int, on link: any Link) async throws(TransferError) -> [UInt8] {
+        var buffer = [UInt8](repeating: 0, count: size)
+        var window = ReceiverWindow(packetCount: (size + packetSize - 1) / packetSize)
+        let wire = NativeWire()
+        let interval = updater.tuning.effectiveAckInterval
+        var idle = 0
+        do {
+            while !window.isComplete {
+                let packet: [UInt8]
+                do {
+                    packet = try await withDeadline(updater.tuning.ackTimeout * 4, clock: updater.clock) { try await link.receive() }
+                } catch is DeadlineExceeded {
+                    idle += 1
+                    if idle > updater.tuning.maxRetries {
+                        throw TransferError(.timeout, step: .transfer, "the device stopped sending: check it is powered and in range")
+                    }
+                    let ack = window.acknowledgement()
+                    try await link.send(wire.encodeAcknowledgement(nextExpected: ack.nextExpected, bitmap: ack.bitmap))
+                    continue
+                }
+                idle = 0
+                switch wire.decodeTransferPacket(packet) {
+                case .data(let sequence, let payload, let intact):
+                    guard intact else {
+                        statistics.corruptReceived += 1
+                        try await link.send(wire.encodeNegativeAcknowledgement(first: sequence, count: 1, corrupt: true))
+                        continue
+                    }
+                    switch window.receive(sequence: sequence) {
+                    case .new(let index, let gap):
+                        let offset = index * packetSize
+                        let expected = min(packetSize, size - offset)
+                        guard payload.count == expected else {
+                            throw TransferError(.protocolViolation, step: .transfer, "packet \(index) has \(payload.count) bytes, expected \(expected)")
+                        }
+                        buffer.replaceSubrange(offset..<offset + expected, with: payload)
+                        if let gap {
+                            try await link.send(wire.encodeNegativeAcknowledgement(
+                                first: SequenceNumber.wrap(gap.lowerBound), count: UInt16(clamping: gap.count), corrupt: false))
+                        }
+                    case .duplicate:
+                        statistics.duplicatesReceived += 1
+                    case .outOfWindow:
+                        continue
+                    }
+                    if window.sinceAcknowledgement >= interval || window.isComplete {
+                        let ack = window.acknowledgement()
+                        try await link.send(wire.encodeAcknowledgement(nextExpected: ack.nextExpected, bitmap: ack.bitmap))
+                    }
+                case .ackRequest:
+                    let ack = window.acknowledgement()
+                    try await link.send(wire.encodeAcknowledgement(nextExpected: ack.nextExpected, bitmap: ack.bitmap))
+                case .failure(let message):
+                    throw TransferError(.deviceRefused, step: .transfer, message)
+                default:
+                    continue
+                }
+            }
+        } catch let error as TransferError {
+            throw error
+        } catch {
+            throw TransferError(.linkLost, step: .transfer, "\(error)")
+        }
+        return buffer
+    }
+}
