@@ -60,6 +60,7 @@ let package = Package(
 
         .testTarget(name: "BleotaCodecTests", dependencies: ["BleotaCodec", "BleotaZlib"],
                     resources: [.copy("Fixtures")]),
+        .testTarget(name: "BleotaEngineTests", dependencies: ["BleotaEngine", "BleotaLink"]),
         .testTarget(name: "BleotaProtocolsTests", dependencies: ["BleotaProtocols", "BleotaEngine", "BleotaCodec", "BleotaLink"]),
         .testTarget(name: "BleotaCommandsTests", dependencies: ["BleotaCommands", "BleotaCodec"]),
     ]

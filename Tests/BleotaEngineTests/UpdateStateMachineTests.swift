@@ -1,0 +1,89 @@
+import Testing
+@testable import BleotaEngine
+
+@Suite struct UpdateStateMachineTests {
+    typealias Machine = UpdateStateMachine
+
+    /// Walks a machine through `events`, returning the actions in order.
+    func run(_ events: [Machine.Event], version: String = "2.0") -> (Machine, [Machine.Action]) {
+        var machine = Machine(expectedVersion: version)
+        var actions: [Machine.Action] = []
+        for event in events { actions.append(machine.handle(event)) }
+        return (machine, actions)
+    }
+
+    @Test func fullUpdateFromApplicationMode() {
+        let (machine, actions) = run([
+            .start, .connected(.application), .bootloaderEntered, .connected(.bootloader), .transferred,
+            .verified(ok: true, detail: "ok"), .activated, .connected(.application), .confirmed(version: "2.0"),
+        ])
+        #expect(actions == [.connect, .enterBootloader, .reconnect(expecting: .bootloader), .transfer, .verify,
+                            .activate, .reconnect(expecting: .application), .confirm, .finish])
+        #expect(machine.state == .done)
+    }
+
+    @Test func deviceAlreadyInBootloaderSkipsTheSwitch() {
+        let (_, actions) = run([.start, .connected(.bootloader)])
+        #expect(actions == [.connect, .transfer])
+    }
+
+    @Test func failedVerificationNeverActivates() {
+        let (machine, actions) = run([.start, .connected(.bootloader), .transferred, .verified(ok: false, detail: "crc mismatch")])
+        guard case .fail(let error) = actions.last else { Issue.record("expected a failure"); return }
+        #expect(error.step == .verify)
+        #expect(error.code == .verificationFailed)
+        #expect(error.message.contains("not activated"))
+        #expect(!actions.contains(.activate))
+        #expect(machine.step == .verify)
+    }
+
+    @Test func wrongVersionAfterRebootFailsConfirm() {
+        let (_, actions) = run([.start, .connected(.bootloader), .transferred, .verified(ok: true, detail: ""),
+                                .activated, .connected(.application), .confirmed(version: "1.0")])
+        guard case .fail(let error) = actions.last else { Issue.record("expected a failure"); return }
+        #expect(error.step == .confirm)
+        #expect(error.code == .confirmFailed)
+        #expect(error.message == "the device runs version '1.0', expected '2.0'")
+    }
+
+    @Test func bootloaderThatComesBackAsApplicationFailsReconnect() {
+        let (_, actions) = run([.start, .connected(.application), .bootloaderEntered, .connected(.application)])
+        guard case .fail(let error) = actions.last else { Issue.record("expected a failure"); return }
+        #expect(error.step == .reconnect)
+    }
+
+    @Test func deviceStuckInBootloaderAfterActivateFailsConfirm() {
+        let (_, actions) = run([.start, .connected(.bootloader), .transferred, .verified(ok: true, detail: ""),
+                                .activated, .connected(.bootloader)])
+        guard case .fail(let error) = actions.last else { Issue.record("expected a failure"); return }
+        #expect(error.step == .confirm)
+        #expect(error.code == .confirmFailed)
+    }
+
+    @Test(arguments: [UpdateStep.connect, .transfer, .verify])
+    func failureEventKeepsItsStep(step: UpdateStep) {
+        let error = TransferError(.linkLost, step: step, "gone")
+        var machine = Machine(expectedVersion: "x")
+        _ = machine.handle(.start)
+        #expect(machine.handle(.failed(error)) == .fail(error))
+        #expect(machine.state == .failed(error))
+        // Once failed, it stays failed whatever arrives.
+        #expect(machine.handle(.transferred) == .fail(error))
+    }
+
+    @Test func unexpectedEventIsAProtocolViolationNamingTheStep() {
+        let (_, actions) = run([.start, .transferred])
+        guard case .fail(let error) = actions.last else { Issue.record("expected a failure"); return }
+        #expect(error.code == .protocolViolation)
+        #expect(error.step == .connect)
+    }
+
+    @Test func tuningValidationNamesTheRange() {
+        var tuning = TransferTuning()
+        tuning.window = 0
+        #expect(throws: TransferError(.invalidTuning, step: .transfer, "window 0 is out of range: use 1…250")) { try tuning.validate() }
+        tuning = TransferTuning(interPacketDelay: .milliseconds(-1))
+        #expect(throws: TransferError(.invalidTuning, step: .transfer, "inter-packet delay cannot be negative")) { try tuning.validate() }
+        #expect(TransferTuning(window: 16, ackInterval: 12).effectiveAckInterval == 8)
+    }
+}
