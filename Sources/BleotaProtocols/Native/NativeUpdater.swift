@@ -42,6 +42,7 @@ public struct NativeUpdater: Sendable {
         defer { if let link { Task { await link.close() } } }
         while true {
             session.enter(machine.step)
+            if case .fail(let error) = action { throw error }
             let event: UpdateStateMachine.Event
             do {
                 switch action {
@@ -88,14 +89,11 @@ public struct NativeUpdater: Sendable {
                     report.versionBefore = versionBefore
                     report.versionAfter = session.lastHello?.firmwareVersion
                     return report
-                case .fail(let error):
-                    throw error
+                case .fail:
+                    continue
                 }
-            } catch let error as TransferError {
-                action = machine.handle(.failed(error))
-                continue
             } catch {
-                action = machine.handle(.failed(TransferError(.protocolViolation, step: machine.step, "\(error)")))
+                action = machine.handle(.failed(error))
                 continue
             }
             action = machine.handle(event)
