@@ -1,0 +1,139 @@
+import ArgumentParser
+import BleotaCodec
+import BleotaEngine
+import BleotaProtocols
+import Foundation
+
+/// Transfer tunables as command-line options; each maps to a field of
+/// ``TransferTuning`` and its help says why you would change it.
+struct TuningOptions: ParsableArguments {
+    @Option(name: .long, help: "Payload bytes per data packet (default: the most the link allows).")
+    var packetSize: Int?
+
+    @Option(name: .long, help: "Packets in flight before waiting for an acknowledgement (1…250). Lower it for devices with small buffers.")
+    var window: Int?
+
+    @Option(name: .long, help: "Milliseconds to wait after each packet (default 0). Raise it when a slow device drops packets.")
+    var delay: Double?
+
+    @Option(name: .long, help: "The device acknowledges every N packets (capped at half the window).")
+    var ackInterval: Int?
+
+    @Option(name: .long, help: "Milliseconds to wait for an acknowledgement before asking again.")
+    var ackTimeout: Double?
+
+    @Option(name: .long, help: "Acknowledgement timeouts in a row before giving up.")
+    var retries: Int?
+
+    @Flag(name: .long, help: "Adapt window and delay to the loss seen (halve on loss, grow back when clean).")
+    var adaptive = false
+
+    @Option(name: .long, help: "Deflate the stream: auto (when the device supports it and it helps), on, off.")
+    var compression: TransferTuning.Compression?
+
+    func validate() throws {
+        if let window, !(1...TransferTuning.maximumWindow).contains(window) {
+            throw ValidationError("--window \(window) is out of range: use 1…\(TransferTuning.maximumWindow)")
+        }
+        if let delay, delay < 0 || !delay.isFinite { throw ValidationError("--delay cannot be negative: use 0 or more milliseconds") }
+        if let packetSize, packetSize < 1 { throw ValidationError("--packet-size \(packetSize) is out of range: use 1 or more (the link sets the maximum)") }
+        if let ackInterval, !(1...TransferTuning.maximumWindow).contains(ackInterval) {
+            throw ValidationError("--ack-interval \(ackInterval) is out of range: use 1…\(TransferTuning.maximumWindow)")
+        }
+        if let ackTimeout, ackTimeout <= 0 || !ackTimeout.isFinite { throw ValidationError("--ack-timeout must be a positive number of milliseconds") }
+        if let retries, retries < 0 { throw ValidationError("--retries cannot be negative") }
+    }
+
+    /// The tuning these options describe, starting from `base` (a saved or default tuning).
+    func tuning(base: TransferTuning = TransferTuning()) -> TransferTuning {
+        var tuning = base
+        if let packetSize { tuning.packetSize = packetSize }
+        if let window { tuning.window = window }
+        if let delay { tuning.interPacketDelay = .microseconds(Int64((delay * 1000).rounded())) }
+        if let ackInterval { tuning.ackInterval = ackInterval }
+        if let ackTimeout { tuning.ackTimeout = .microseconds(Int64((ackTimeout * 1000).rounded())) }
+        if let retries { tuning.maxRetries = retries }
+        if adaptive { tuning.adaptive = true }
+        if let compression { tuning.compression = compression }
+        return tuning
+    }
+}
+
+extension TransferTuning.Compression: ExpressibleByArgument {}
+
+/// Options every command that talks to a device shares.
+struct DeviceOptions: ParsableArguments {
+    @Option(name: .long, help: "The device: sim://PRESET?key=value (built-in simulator), ble://AA:BB:CC:DD:EE:FF[?type=random], udp://HOST[:PORT], serial:///dev/ttyACM0.")
+    var device: String
+
+    @Option(name: .long, help: "Seconds to wait for the device to connect or come back after a reboot.")
+    var connectTimeout: Double = 10
+
+    @Flag(name: .long, help: "No progress output (errors still go to stderr).")
+    var quiet = false
+
+    var timeouts: StepTimeouts {
+        StepTimeouts(connect: .milliseconds(Int64(connectTimeout * 1000)), reboot: .milliseconds(Int64(max(connectTimeout, 30) * 1000)))
+    }
+}
+
+extension TransferError {
+    /// How each kind of failure exits the process (see ``ExitStatus``).
+    var exitStatus: ExitStatus {
+        switch code {
+        case .invalidTuning: .usage
+        case .badInput: .badInput
+        case .deviceRefused, .protocolViolation, .confirmFailed: .deviceError
+        case .verificationFailed: .verificationFailed
+        case .linkLost, .timeout: .linkLost
+        }
+    }
+
+    var commandFailure: CommandFailure { CommandFailure(exitStatus, description) }
+}
+
+/// Reads a whole input file for `push`, with errors that say what to do.
+func readInputFile(_ path: String) throws -> [UInt8] {
+    var isDirectory: ObjCBool = false
+    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+        throw CommandFailure(.badInput, "\(path): no such file: check the path")
+    }
+    guard !isDirectory.boolValue else { throw CommandFailure(.badInput, "\(path) is a directory: give a file") }
+    guard let data = FileManager.default.contents(atPath: path) else {
+        throw CommandFailure(.badInput, "\(path): cannot read the file: check its permissions")
+    }
+    return [UInt8](data)
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same directory,
+/// flushed, then renamed over the target — so `path` is either the old file or
+/// the complete new one, never half-written.
+func writeFileAtomically(_ bytes: [UInt8], to path: String) throws {
+    let url = URL(fileURLWithPath: path)
+    let directory = url.deletingLastPathComponent()
+    var isDirectory: ObjCBool = false
+    guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue else {
+        throw CommandFailure(.badInput, "\(path): the directory \(directory.path) does not exist: create it first")
+    }
+    let temporary = directory.appendingPathComponent(".\(url.lastPathComponent).bleota-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).tmp")
+    let descriptor = open(temporary.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+    guard descriptor >= 0 else {
+        throw CommandFailure(.failure, "\(path): cannot create a file in \(directory.path): \(String(cString: strerror(errno)))")
+    }
+    var offset = 0
+    var failure: Int32 = 0
+    bytes.withUnsafeBytes { buffer in
+        while offset < buffer.count {
+            let written = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+            if written < 0 { if errno == EINTR { continue }; failure = errno; return }
+            offset += written
+        }
+    }
+    if failure == 0 && fsync(descriptor) != 0 { failure = errno }
+    close(descriptor)
+    if failure == 0 && rename(temporary.path, path) != 0 { failure = errno }
+    if failure != 0 {
+        unlink(temporary.path)
+        throw CommandFailure(.failure, "\(path): write failed: \(String(cString: strerror(failure))); nothing was changed")
+    }
+}
