@@ -57,6 +57,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .executableTarget(name: "bleota", dependencies: ["BleotaCommands"]),
+        // Figures, not tests: `swift run -c release bleota-bench` (see README "Performance").
+        .executableTarget(
+            name: "bleota-bench", dependencies: ["BleotaCodec", "BleotaLink", "BleotaEngine", "BleotaProtocols", "BleotaSimulator"],
+            path: "Benchmarks"),
 
         .testTarget(name: "BleotaCodecTests", dependencies: ["BleotaCodec", "BleotaZlib"],
                     resources: [.copy("Fixtures")]),
