@@ -1,0 +1,77 @@
+/// Why an image file could not be loaded or written: the file, the line and
+/// record where it applies, and what is wrong, in one line.
+public struct ImageError: Error, Sendable, Hashable, CustomStringConvertible {
+    public enum Kind: Sendable, Hashable {
+        case notFound(String)
+        case isDirectory
+        case unreadable(String)
+        case unwritable(String)
+        case empty
+        case unknownFormat
+        /// The file ended before it was complete (no end record, or a short record).
+        case truncated(String)
+        case missingStartCode(found: Character)
+        case nonHexCharacter(Character, column: Int)
+        case badLength(String)
+        case badChecksum(expected: UInt8, found: UInt8)
+        case unknownRecordType(String)
+        case dataAfterEnd
+        case badCount(expected: Int, found: Int)
+        case badRecord(String)
+        case overlap(first: UInt32, firstEnd: UInt64, second: UInt32)
+        case beyondAddressSpace(address: UInt64)
+    }
+
+    public var file: String
+    /// 1-based line number in a text format, if the problem is on a line.
+    public var line: Int?
+    /// The record's type as written (`"04"`, `"S3"`), if known.
+    public var record: String?
+    public var kind: Kind
+
+    public init(file: String, line: Int? = nil, record: String? = nil, kind: Kind) {
+        self.file = file
+        self.line = line
+        self.record = record
+        self.kind = kind
+    }
+
+    public var description: String {
+        var location = file + ":"
+        let what: String
+        switch kind {
+        case .notFound(let path): return "\(path): no such file: check the path"
+        case .isDirectory: return "\(file) is a directory: give an image file"
+        case .unreadable(let why): return "\(file): cannot read (\(why)): check its permissions"
+        case .unwritable(let why): return "\(file): cannot write (\(why)); nothing was changed"
+        case .empty: return "\(file) is empty: nothing to load"
+        case .unknownFormat: return "\(file): cannot tell the format from the extension: add --input-format bin, hex or srec"
+        case .truncated(let why): what = "truncated: \(why)"
+        case .missingStartCode(let found): what = "expected a record start code, found '\(found)'"
+        case .nonHexCharacter(let character, let column): what = "'\(character)' at column \(column) is not a hex digit"
+        case .badLength(let why): what = "bad record length: \(why)"
+        case .badChecksum(let expected, let found):
+            what = "bad checksum: expected 0x\(hex(expected)), found 0x\(hex(found))"
+        case .unknownRecordType(let type): what = "unknown record type \(type)"
+        case .dataAfterEnd: what = "records after the end-of-file record"
+        case .badCount(let expected, let found): what = "record count says \(found) data records, the file has \(expected)"
+        case .badRecord(let why): what = why
+        case .overlap(let first, let firstEnd, let second):
+            what = "overlapping segments: 0x\(hex32(first))–0x\(hex32(UInt32(truncatingIfNeeded: firstEnd - 1))) and one starting at 0x\(hex32(second)); fix the build that produced it"
+        case .beyondAddressSpace(let address):
+            what = "data reaches 0x\(String(address, radix: 16, uppercase: true)), beyond the 32-bit address space"
+        }
+        if let line { location += " line \(line)" + (record.map { " (record \($0))" } ?? "") + ":" }
+        return "\(location) \(what)"
+    }
+
+    private func hex(_ value: UInt8) -> String {
+        let digits = String(value, radix: 16, uppercase: true)
+        return digits.count == 1 ? "0" + digits : digits
+    }
+
+    private func hex32(_ value: UInt32) -> String {
+        let digits = String(value, radix: 16, uppercase: true)
+        return String(repeating: "0", count: max(0, 8 - digits.count)) + digits
+    }
+}

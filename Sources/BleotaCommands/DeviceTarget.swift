@@ -1,0 +1,50 @@
+import ArgumentParser
+import BleotaBlueZ
+import BleotaEngine
+import BleotaLink
+import Logging
+
+/// What a session produced, plus what the link model says about capacity when known.
+struct SessionOutcome<Value: Sendable>: Sendable {
+    var value: Value
+    var linkCapacity: Double?
+    var linkModel: String?
+}
+
+/// A `--device` address, parsed: which transport, and where.
+enum DeviceTarget: Sendable, Equatable {
+    case simulator(String)
+    case ble(String)
+    case udp(String)
+    case serial(String)
+
+    static let schemes = "sim://PRESET, ble://AA:BB:CC:DD:EE:FF, udp://HOST[:PORT] or serial:///dev/ttyACM0"
+
+    init(parsing text: String) throws {
+        if text.hasPrefix("sim://") { self = .simulator(text) }
+        else if text.hasPrefix("ble://") { self = .ble(text) }
+        else if text.hasPrefix("udp://") { self = .udp(text) }
+        else if text.hasPrefix("serial://") { self = .serial(text) }
+        else { throw ValidationError("--device '\(text)' is not a device address: use \(Self.schemes)") }
+    }
+
+    /// Opens whatever the address needs (a simulation, an adapter) and runs
+    /// `body` with a connector and the matching clock.
+    func session<T: Sendable>(
+        logger: Logger,
+        _ body: @escaping @Sendable (any DeviceConnector, any BleotaClock) async throws -> T
+    ) async throws -> SessionOutcome<T> {
+        switch self {
+        case .simulator(let address):
+            return try await SimulatedSession.run(address: address, logger: logger, body)
+        case .ble:
+            let availability = BluetoothAvailability.probe()
+            guard case .available = availability else {
+                throw CommandFailure(.bluetoothUnavailable, availability.description)
+            }
+            throw CommandFailure(.failure, "the BLE transport is not in this build yet (see issue 'Step 3'): use a sim:// device")
+        case .udp, .serial:
+            throw CommandFailure(.failure, "UDP and serial transports carry MCUmgr/SMP, which is not in this build yet: use a sim:// device")
+        }
+    }
+}

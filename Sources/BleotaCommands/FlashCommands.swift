@@ -1,0 +1,153 @@
+import ArgumentParser
+import BleotaCodec
+import BleotaEngine
+import BleotaLink
+import BleotaProtocols
+import Foundation
+import Logging
+
+/// `bleota flash`: the main job.
+struct FlashCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "flash",
+        abstract: "Update a device's firmware: transfer, verify, activate and confirm.",
+        discussion: """
+            Steps: connect → enter bootloader → reconnect → transfer → verify → activate → reconnect → confirm. \
+            Loss is detected per packet and only what was lost is resent; a dropped link is resumed. \
+            The device activates the image only after verifying its CRC-32 and SHA-256.
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var deviceOptions: DeviceOptions
+    @OptionGroup var tuningOptions: TuningOptions
+    @OptionGroup var input: ImageInputOptions
+
+    @Option(name: .customLong("version-label"), help: "The version the device must report after the update (default: the image's SHA-256 prefix).")
+    var versionLabel: String?
+
+    @Argument(help: "The image: .bin, .hex or .srec.") var image: String
+
+    func run() async throws {
+        let logger = global.makeLogger("bleota.flash")
+        let firmware = try input.load(image)
+        let bytes = firmware.flattened(fill: input.fill)
+        guard !bytes.isEmpty else { throw CommandFailure(.badInput, "\(image): the image is empty: nothing to flash") }
+        let label = versionLabel ?? "sha256:" + String(SHA256Digest.hash(bytes).hexString.prefix(12))
+        let device = try DeviceTarget(parsing: deviceOptions.device)
+        let reporter = ProgressReporter.automatic(json: global.json, quiet: deviceOptions.quiet)
+        let tuning = tuningOptions.tuning()
+        let timeouts = deviceOptions.timeouts
+        let outcome = try await device.session(logger: logger) { connector, clock in
+            let updater = NativeUpdater(connector: connector, clock: clock, tuning: tuning, timeouts: timeouts, logger: logger) {
+                reporter.handle($0)
+            }
+            return try await updater.flash(image: bytes, version: label)
+        }
+        reporter.finish()
+        try printReport(outcome, json: global.json) { report in
+            "flashed \(formatBytes(report.bytes)) to \(report.device): \(summary(report)); device now runs '\(report.versionAfter ?? "?")' (was '\(report.versionBefore ?? "?")')"
+        }
+    }
+}
+
+/// `bleota push`: put a file into the device's file store.
+struct PushCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "push",
+        abstract: "Store a file on the device (kept only if it verifies).")
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var deviceOptions: DeviceOptions
+    @OptionGroup var tuningOptions: TuningOptions
+
+    @Option(name: .long, help: "Name on the device (default: the file's name).") var name: String?
+    @Argument(help: "The file to send.") var file: String
+
+    func run() async throws {
+        let logger = global.makeLogger("bleota.push")
+        let bytes = try readInputFile(file)
+        let remoteName = name ?? URL(fileURLWithPath: file).lastPathComponent
+        guard !remoteName.isEmpty, remoteName.utf8.count <= 255 else {
+            throw ValidationError("--name must be 1…255 bytes of UTF-8")
+        }
+        let device = try DeviceTarget(parsing: deviceOptions.device)
+        let reporter = ProgressReporter.automatic(json: global.json, quiet: deviceOptions.quiet)
+        let tuning = tuningOptions.tuning()
+        let timeouts = deviceOptions.timeouts
+        let outcome = try await device.session(logger: logger) { connector, clock in
+            let updater = NativeUpdater(connector: connector, clock: clock, tuning: tuning, timeouts: timeouts, logger: logger) {
+                reporter.handle($0)
+            }
+            return try await updater.push(file: bytes, name: remoteName)
+        }
+        reporter.finish()
+        try printReport(outcome, json: global.json) { report in
+            "pushed '\(remoteName)' (\(formatBytes(report.bytes))) to \(report.device): \(summary(report))"
+        }
+    }
+}
+
+/// `bleota pull`: fetch a file from the device's file store.
+struct PullCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pull",
+        abstract: "Fetch a file from the device; written atomically and only after its hash verifies.")
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var deviceOptions: DeviceOptions
+    @OptionGroup var tuningOptions: TuningOptions
+
+    @Option(name: [.short, .customLong("output")], help: "Where to write the file.") var output: String
+    @Argument(help: "The file's name on the device.") var name: String
+
+    func run() async throws {
+        let logger = global.makeLogger("bleota.pull")
+        let device = try DeviceTarget(parsing: deviceOptions.device)
+        let reporter = ProgressReporter.automatic(json: global.json, quiet: deviceOptions.quiet)
+        let tuning = tuningOptions.tuning()
+        let timeouts = deviceOptions.timeouts
+        let outcome = try await device.session(logger: logger) { connector, clock in
+            let updater = NativeUpdater(connector: connector, clock: clock, tuning: tuning, timeouts: timeouts, logger: logger) {
+                reporter.handle($0)
+            }
+            let (file, report) = try await updater.pull(name: name)
+            return PulledFile(bytes: file, report: report)
+        }
+        reporter.finish()
+        try writeFileAtomically(outcome.value.bytes, to: output)
+        let pulled = SessionOutcome(value: outcome.value.report, linkCapacity: outcome.linkCapacity, linkModel: outcome.linkModel)
+        try printReport(pulled, json: global.json) { report in
+            "pulled '\(name)' (\(formatBytes(report.bytes))) from \(report.device) to \(output): \(summary(report))"
+        }
+    }
+}
+
+struct PulledFile: Sendable {
+    var bytes: [UInt8]
+    var report: UpdateReport
+}
+
+func summary(_ report: UpdateReport) -> String {
+    var parts = ["\(formatDuration(report.transferSeconds)) transfer (\(formatBytes(Int(report.goodput)))/s"]
+    if let capacity = report.linkCapacity, capacity > 0 {
+        parts[0] += String(format: ", %.0f%% of the link's %@/s", 100 * report.goodput / capacity, formatBytes(Int(capacity)))
+    }
+    parts[0] += ")"
+    parts.append("\(formatDuration(report.totalSeconds)) in all")
+    parts.append("\(report.statistics.packetsSent) packets, \(report.statistics.packetsResent) resent")
+    if report.statistics.reconnects > 0 { parts.append("\(report.statistics.reconnects) reconnects") }
+    if report.compressed { parts.append("compressed to \(formatBytes(report.streamBytes))") }
+    return parts.joined(separator: ", ")
+}
+
+func printReport(_ outcome: SessionOutcome<UpdateReport>, json: Bool, text: (UpdateReport) -> String) throws {
+    var report = outcome.value
+    report.linkCapacity = outcome.linkCapacity
+    report.linkModel = outcome.linkModel
+    if json {
+        Terminal.standardOutput.writeLine(try JSONOutput.string(report))
+    } else {
+        Terminal.standardOutput.writeLine(text(report))
+    }
+}

@@ -1,0 +1,185 @@
+import ArgumentParser
+import BleotaCodec
+import Foundation
+
+/// `bleota image …`: look inside firmware files and convert between formats.
+struct ImageCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "image",
+        abstract: "Inspect and convert firmware images (raw .bin, Intel HEX, Motorola S-record).",
+        subcommands: [ImageInfo.self, ImageConvert.self]
+    )
+}
+
+extension ImageFormat: ExpressibleByArgument {
+    public init?(argument: String) {
+        switch argument.lowercased() {
+        case "bin", "binary", "raw": self = .bin
+        case "hex", "ihex", "intel-hex": self = .intelHex
+        case "srec", "s19", "s28", "s37", "mot": self = .srec
+        default: return nil
+        }
+    }
+
+    public static var allValueStrings: [String] { ["bin", "hex", "srec"] }
+
+    var displayName: String {
+        switch self {
+        case .bin: "raw binary"
+        case .intelHex: "Intel HEX"
+        case .srec: "Motorola S-record"
+        }
+    }
+
+    var shortName: String {
+        switch self {
+        case .bin: "bin"
+        case .intelHex: "hex"
+        case .srec: "srec"
+        }
+    }
+}
+
+/// Options for reading an image file, shared by every command that takes one.
+struct ImageInputOptions: ParsableArguments {
+    @Option(name: .customLong("input-format"), help: "Format of the input when its extension does not say (bin, hex, srec).")
+    var inputFormat: ImageFormat?
+
+    @Option(name: .long, help: "Load address of a raw .bin image (e.g. 0x8000).", transform: parseAddress)
+    var baseAddress: UInt32 = 0
+
+    @Option(name: .long, help: "Byte that fills gaps between segments when an image is flattened.", transform: parseByte)
+    var fill: UInt8 = 0xFF
+
+    func load(_ path: String) throws -> FirmwareImage {
+        do {
+            var image = try FirmwareImage.load(path: path, format: inputFormat)
+            if image.format == .bin, baseAddress != 0 {
+                image = try FirmwareImage(binary: image.flattened(fill: fill), baseAddress: baseAddress)
+            }
+            return image
+        } catch {
+            throw CommandFailure(.badInput, String(describing: error))
+        }
+    }
+}
+
+func parseAddress(_ text: String) throws -> UInt32 {
+    let value: UInt32?
+    if text.lowercased().hasPrefix("0x") { value = UInt32(text.dropFirst(2), radix: 16) } else { value = UInt32(text) }
+    guard let value else { throw ValidationError("'\(text)' is not an address: use decimal or 0x-prefixed hex up to 0xFFFFFFFF") }
+    return value
+}
+
+func parseByte(_ text: String) throws -> UInt8 {
+    guard let value = try? parseAddress(text), value <= 0xFF else {
+        throw ValidationError("'\(text)' is not a byte: use 0…255 or 0x00…0xFF")
+    }
+    return UInt8(value)
+}
+
+func hex32(_ value: UInt32) -> String {
+    let digits = String(value, radix: 16)
+    return "0x" + String(repeating: "0", count: max(0, 8 - digits.count)) + digits
+}
+
+/// What `image info --json` prints; field names are part of the CLI's contract.
+struct ImageReport: Codable, Equatable {
+    struct Segment: Codable, Equatable {
+        var address: UInt32
+        var length: Int
+    }
+    var file: String
+    var format: String
+    var segments: [Segment]
+    var baseAddress: UInt32
+    var size: Int
+    var startAddress: UInt32?
+    var header: String?
+    var fill: UInt8
+    var crc32: String
+    var sha256: String
+
+    init(file: String, image: FirmwareImage, fill: UInt8) {
+        self.file = file
+        format = image.format.shortName
+        segments = image.segments.map { Segment(address: $0.address, length: $0.bytes.count) }
+        baseAddress = image.baseAddress
+        size = image.size
+        startAddress = image.startAddress
+        header = image.header
+        self.fill = fill
+        crc32 = hex32(image.crc32(fill: fill))
+        sha256 = image.sha256(fill: fill).hexString
+    }
+}
+
+struct ImageInfo: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "info",
+        abstract: "Show an image's format, segments, size, CRC-32 and SHA-256.",
+        discussion: "CRC-32 and SHA-256 are of the flattened image: lowest to highest address, gaps filled with --fill."
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var input: ImageInputOptions
+    @Argument(help: "The image file.") var file: String
+
+    func run() async throws {
+        let image = try input.load(file)
+        let report = ImageReport(file: file, image: image, fill: input.fill)
+        if global.json {
+            Terminal.standardOutput.writeLine(try JSONOutput.string(report))
+            return
+        }
+        var lines = [
+            "file:      \(file)",
+            "format:    \(image.format.displayName)",
+        ]
+        if let header = report.header { lines.append("header:    \(header)") }
+        lines.append("segments:  \(report.segments.count)")
+        for segment in report.segments {
+            let end = UInt64(segment.address) + UInt64(segment.length)
+            lines.append("  \(hex32(segment.address))–\(hex32(UInt32(truncatingIfNeeded: end)))  \(segment.length) bytes")
+        }
+        if let start = report.startAddress { lines.append("start:     \(hex32(start))") }
+        lines.append("size:      \(report.size) bytes flattened from \(hex32(report.baseAddress)), gaps filled with 0x\(String(format: "%02X", input.fill))")
+        lines.append("crc32:     \(report.crc32)")
+        lines.append("sha256:    \(report.sha256)")
+        Terminal.standardOutput.writeLine(lines.joined(separator: "\n"))
+    }
+}
+
+struct ImageConvert: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "convert",
+        abstract: "Convert an image between raw .bin, Intel HEX and Motorola S-record.",
+        discussion: "The output is written to a temporary file and renamed into place, so a failed conversion never leaves a half-written file."
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var input: ImageInputOptions
+    @Option(name: .long, help: "Output format when the output's extension does not say (bin, hex, srec).")
+    var format: ImageFormat?
+    @Argument(help: "The image to read.") var inputFile: String
+    @Argument(help: "The file to write.") var outputFile: String
+
+    func run() async throws {
+        let image = try input.load(inputFile)
+        guard let outputFormat = format ?? ImageFormat(pathExtension: outputFile) else {
+            throw CommandFailure(.usage, "cannot tell the output format of '\(outputFile)' from its extension: add --format bin, hex or srec")
+        }
+        do {
+            try image.write(to: outputFile, format: outputFormat, fill: input.fill)
+        } catch {
+            throw CommandFailure(.failure, "cannot write '\(outputFile)': \(error)")
+        }
+        if global.json {
+            struct Converted: Codable { var input: String; var output: String; var format: String; var size: Int; var crc32: String }
+            let result = Converted(input: inputFile, output: outputFile, format: outputFormat.shortName, size: image.size, crc32: hex32(image.crc32(fill: input.fill)))
+            Terminal.standardOutput.writeLine(try JSONOutput.string(result))
+        } else {
+            Terminal.standardOutput.writeLine("wrote \(outputFile) (\(outputFormat.displayName), \(image.segments.count) segment\(image.segments.count == 1 ? "" : "s"), \(image.size) bytes, crc32 \(hex32(image.crc32(fill: input.fill))))")
+        }
+    }
+}
