@@ -2,6 +2,7 @@ import ArgumentParser
 import BleotaBlueZ
 import BleotaEngine
 import BleotaLink
+import BleotaSimulator
 import Logging
 
 /// What a session produced, plus what the link model says about capacity when known.
@@ -31,6 +32,19 @@ enum DeviceTarget: Sendable, Equatable {
     /// Opens whatever the address needs (a simulation, an adapter) and runs
     /// `body` with a connector and the matching clock.
     func session<T: Sendable>(
+        logger: Logger,
+        _ body: @escaping @Sendable (any DeviceConnector, any BleotaClock) async throws -> T
+    ) async throws -> SessionOutcome<T> {
+        do {
+            return try await open(logger: logger, body)
+        } catch let error as TransferError {
+            throw error.commandFailure
+        } catch let error as SimulationError {
+            throw CommandFailure(.failure, "simulation failed: \(error)")
+        }
+    }
+
+    private func open<T: Sendable>(
         logger: Logger,
         _ body: @escaping @Sendable (any DeviceConnector, any BleotaClock) async throws -> T
     ) async throws -> SessionOutcome<T> {

@@ -1,13 +1,38 @@
 import BleotaEngine
 import BleotaLink
+import BleotaProtocols
+import BleotaSimulator
 import Logging
 
-/// Runs a command's body against the built-in simulator.
+/// Runs a command's body against the built-in simulator: one simulated device
+/// on a virtual clock, the link model and faults from the `sim://` address.
 enum SimulatedSession {
+    static let deviceAddress = "C0:FF:EE:00:00:01"
+    /// A file every simulated device starts with, so `bleota pull` has something to fetch.
+    static let welcomeFile = Array("Hello from the bleota simulator.\n".utf8)
+
     static func run<T: Sendable>(
-        address: String, logger: Logger,
+        address text: String, logger: Logger,
         _ body: @escaping @Sendable (any DeviceConnector, any BleotaClock) async throws -> T
     ) async throws -> SessionOutcome<T> {
-        throw CommandFailure(.failure, "the simulator is not wired in yet")
+        let address: SimulatorAddress
+        do {
+            address = try SimulatorAddress(parsing: text)
+        } catch {
+            throw CommandFailure(.usage, error.description)
+        }
+        logger.info("simulating \(address.preset): \(address.model), seed \(address.seed)")
+        let value = try await SimulationRuntime.run { runtime in
+            let world = SimulatedWorld(runtime: runtime, model: address.model, faults: address.faults, seed: address.seed)
+            let storage = DeviceStorage(activeImage: Array("factory image".utf8), activeVersion: address.initialVersion,
+                                        slotSize: address.slotSize)
+            storage.withState { $0.files["hello.txt"] = welcomeFile }
+            await world.add(SimulatedNativeDevice(address: deviceAddress, storage: storage, model: address.model))
+            let connector = SimulatedConnector(world: world, address: deviceAddress, description: text)
+            return try await body(connector, world.clock)
+        }
+        let payload = address.model.maximumPayload - NativeMessage.dataHeaderSize
+        let capacity = address.model.capacity(payload: address.model.maximumPayload) * Double(payload) / Double(address.model.maximumPayload)
+        return SessionOutcome(value: value, linkCapacity: capacity, linkModel: address.preset)
     }
 }

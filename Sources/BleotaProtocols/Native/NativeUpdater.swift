@@ -39,10 +39,12 @@ public struct NativeUpdater: Sendable {
         var link: (any Link)?
         var versionBefore: String?
         var transferResult: TransferResult?
-        defer { if let link { Task { await link.close() } } }
         while true {
             session.enter(machine.step)
-            if case .fail(let error) = action { throw error }
+            if case .fail(let error) = action {
+                await link?.close()
+                throw error
+            }
             let event: UpdateStateMachine.Event
             do {
                 switch action {
@@ -53,10 +55,9 @@ public struct NativeUpdater: Sendable {
                     try session.checkFits(image.count, hello: hello, step: .connect)
                     event = .connected(hello.mode == .bootloader ? .bootloader : .application)
                 case .enterBootloader:
-                    try await session.request(.enterBootloader, on: link!, step: .enterBootloader) { message -> Bool? in
-                        if case .simpleResponse(.enterBootloader, let status) = message { return status == .ok }
-                        return nil
-                    }
+                    // A device may reset before its answer gets out; the reconnect step
+                    // then finds out whether it reached its bootloader.
+                    try await session.requestAllowingReset(.enterBootloader, on: link!, step: .enterBootloader)
                     await link?.close()
                     link = nil
                     event = .bootloaderEntered
@@ -75,10 +76,7 @@ public struct NativeUpdater: Sendable {
                     let result = try await session.verify(on: link!)
                     event = .verified(ok: result.ok, detail: result.detail)
                 case .activate:
-                    try await session.request(.activate, on: link!, step: .activate) { message -> Bool? in
-                        if case .simpleResponse(.activate, let status) = message { return status == .ok }
-                        return nil
-                    }
+                    try await session.requestAllowingReset(.activate, on: link!, step: .activate)
                     await link?.close()
                     link = nil
                     event = .activated
@@ -88,6 +86,7 @@ public struct NativeUpdater: Sendable {
                     var report = session.report(operation: "flash", bytes: image.count, transfer: transferResult)
                     report.versionBefore = versionBefore
                     report.versionAfter = session.lastHello?.firmwareVersion
+                    await link?.close()
                     return report
                 case .fail:
                     continue
@@ -107,22 +106,26 @@ public struct NativeUpdater: Sendable {
         try tuning.validate()
         var session = Session(updater: self)
         session.enter(.connect)
-        var (link, hello): (any Link, NativeMessage.HelloResponse) = try await session.connect(.initial, step: .connect)
-        defer { let closing = link; Task { await closing.close() } }
-        guard hello.capabilities.contains(.files) else {
-            throw TransferError(.deviceRefused, step: .connect, "\(connector.description) has no file store")
+        let (connected, hello) = try await session.connect(.initial, step: .connect)
+        var link: (any Link)? = connected
+        do throws(TransferError) {
+            guard hello.capabilities.contains(.files) else {
+                throw TransferError(.deviceRefused, step: .connect, "\(connector.description) has no file store")
+            }
+            try session.checkFits(file.count, hello: hello, step: .connect)
+            session.enter(.transfer)
+            let result = try await session.transfer(stream: file, target: .file, label: name, link: &link)
+            session.enter(.verify)
+            let verdict = try await session.verify(on: link!)
+            guard verdict.ok else {
+                throw TransferError(.verificationFailed, step: .verify, "the device could not verify '\(name)' (\(verdict.detail)); it was not stored")
+            }
+            await link?.close()
+            return session.report(operation: "push", bytes: file.count, transfer: result)
+        } catch {
+            await link?.close()
+            throw error
         }
-        try session.checkFits(file.count, hello: hello, step: .connect)
-        session.enter(.transfer)
-        var optionalLink: (any Link)? = link
-        let result = try await session.transfer(stream: file, target: .file, label: name, link: &optionalLink)
-        link = optionalLink!
-        session.enter(.verify)
-        let verdict = try await session.verify(on: link)
-        guard verdict.ok else {
-            throw TransferError(.verificationFailed, step: .verify, "the device could not verify '\(name)' (\(verdict.detail)); it was not stored")
-        }
-        return session.report(operation: "push", bytes: file.count, transfer: result)
     }
 
     /// Fetches file `name` from the device and checks it against the device's
@@ -132,7 +135,19 @@ public struct NativeUpdater: Sendable {
         var session = Session(updater: self)
         session.enter(.connect)
         let (link, hello) = try await session.connect(.initial, step: .connect)
-        defer { Task { await link.close() } }
+        do throws(TransferError) {
+            let result = try await pullBody(name: name, link: link, hello: hello, session: &session)
+            await link.close()
+            return result
+        } catch {
+            await link.close()
+            throw error
+        }
+    }
+
+    private func pullBody(name: String, link: any Link, hello: NativeMessage.HelloResponse, session: inout Session)
+        async throws(TransferError) -> (file: [UInt8], report: UpdateReport)
+    {
         guard hello.capabilities.contains(.files) else {
             throw TransferError(.deviceRefused, step: .connect, "\(connector.description) has no file store")
         }
@@ -268,6 +283,24 @@ struct Session {
             throw TransferError(.timeout, step: step, "no answer from the device within \(limit): check it is powered and in range")
         } catch {
             throw TransferError(.linkLost, step: step, "\(error)")
+        }
+    }
+
+    /// Sends a request after which the device resets (ENTER_BOOTLOADER,
+    /// ACTIVATE). A refusal is an error; a link that drops before the answer
+    /// arrives is not, since the reset may have beaten the answer to the air.
+    func requestAllowingReset(_ message: NativeMessage, on link: any Link, step: UpdateStep) async throws(TransferError) {
+        guard case .some(let opcode) = NativeMessage.Opcode(rawValue: message.encode()[0]) else { return }
+        do throws(TransferError) {
+            let status = try await request(message, on: link, step: step) { reply -> NativeStatus? in
+                if case .simpleResponse(let request, let status) = reply, request == opcode { return status }
+                return nil
+            }
+            guard status == .ok else {
+                throw TransferError(.deviceRefused, step: step, "the device refused \(opcode.name): \(status)")
+            }
+        } catch where error.code == .linkLost {
+            updater.logger.debug("link dropped during \(step); assuming the device is resetting")
         }
     }
 

@@ -1,0 +1,353 @@
+import BleotaLink
+import Synchronization
+
+/// Counters of one simulated connection (or a whole world).
+public struct LinkStatistics: Sendable, Hashable, Codable {
+    public var packetsToDevice = 0
+    public var bytesToDevice = 0
+    public var packetsToHost = 0
+    public var bytesToHost = 0
+    public var lostToDevice = 0
+    public var lostToHost = 0
+    /// Dropped because the device's receive queue was full.
+    public var droppedByDeviceBuffer = 0
+    public var corrupted = 0
+    public var duplicated = 0
+    public var connectionEvents = 0
+    public var disconnects = 0
+    /// Time the radio was busy.
+    public var airTime: Duration = .zero
+
+    public init() {}
+
+    mutating func add(_ other: LinkStatistics) {
+        packetsToDevice += other.packetsToDevice
+        bytesToDevice += other.bytesToDevice
+        packetsToHost += other.packetsToHost
+        bytesToHost += other.bytesToHost
+        lostToDevice += other.lostToDevice
+        lostToHost += other.lostToHost
+        droppedByDeviceBuffer += other.droppedByDeviceBuffer
+        corrupted += other.corrupted
+        duplicated += other.duplicated
+        connectionEvents += other.connectionEvents
+        disconnects += other.disconnects
+        airTime += other.airTime
+    }
+}
+
+/// One simulated BLE connection: a host end and a device end, both ``Link``s,
+/// with connection events moving packets between them under the link model.
+public final class SimulatedConnection: Sendable {
+    struct State {
+        var hostQueue: [[UInt8]] = []
+        var deviceQueue: [[UInt8]] = []
+        /// Fragments still to send of the packet on air, each way.
+        var hostCurrent: (packet: [UInt8], fragments: [Int])?
+        var deviceCurrent: (packet: [UInt8], fragments: [Int])?
+        var sendWaiters: [CheckedContinuation<Void, Never>] = []
+        /// Packets waiting in the device's receive queue, and whether one is being processed.
+        var deviceQueued = 0
+        var deviceProcessing = false
+        var closed = false
+        var reason = ""
+        var statistics = LinkStatistics()
+    }
+
+    public let model: LinkModel
+    let world: SimulatedWorld
+    let state = Mutex(State())
+    let hostInbox = Mailbox<[UInt8]>()
+    let deviceInbox = Mailbox<[UInt8]>()
+    let kick = Mailbox<Void>()
+    public let host: HostEnd
+    public let device: DeviceEnd
+    let address: String
+
+    init(model: LinkModel, world: SimulatedWorld, address: String) {
+        self.model = model
+        self.world = world
+        self.address = address
+        let parameters = LinkParameters(maximumPayload: model.maximumPayload, description: "sim:\(address)")
+        host = HostEnd(parameters: parameters)
+        device = DeviceEnd(parameters: parameters)
+        host.connection = self
+        device.connection = self
+    }
+
+    public var statistics: LinkStatistics { state.withLock { $0.statistics } }
+    public var isClosed: Bool { state.withLock { $0.closed } }
+
+    /// Ends the connection: both ends' waits end with `disconnected`.
+    func close(_ reason: String) {
+        let waiters: [CheckedContinuation<Void, Never>]? = state.withLock { state in
+            guard !state.closed else { return nil }
+            state.closed = true
+            state.reason = reason
+            state.statistics.disconnects += 1
+            defer { state.sendWaiters = [] }
+            return state.sendWaiters
+        }
+        guard let waiters else { return }
+        for waiter in waiters { waiter.resume() }
+        hostInbox.close()
+        deviceInbox.close()
+        kick.close()
+        world.connectionClosed(self)
+    }
+
+    // MARK: Sending
+
+    func enqueueFromHost(_ packet: [UInt8]) async throws(LinkError) {
+        while true {
+            let outcome: Int = state.withLock { state in
+                if state.closed { return 2 }
+                let occupied = state.hostQueue.count + (state.hostCurrent == nil ? 0 : 1)
+                if occupied < model.hostQueue {
+                    state.hostQueue.append(packet)
+                    return 0
+                }
+                return 1
+            }
+            switch outcome {
+            case 0:
+                kick.put(())
+                return
+            case 2:
+                throw .disconnected(state.withLock { $0.reason })
+            default:
+                await withCheckedContinuation { continuation in
+                    let resumeNow = state.withLock { state -> Bool in
+                        if state.closed { return true }
+                        state.sendWaiters.append(continuation)
+                        return false
+                    }
+                    if resumeNow { continuation.resume() }
+                }
+            }
+        }
+    }
+
+    func enqueueFromDevice(_ packet: [UInt8]) throws(LinkError) {
+        let closed = state.withLock { state -> Bool in
+            if state.closed { return true }
+            state.deviceQueue.append(packet)
+            return false
+        }
+        if closed { throw .disconnected(state.withLock { $0.reason }) }
+        kick.put(())
+    }
+
+    // MARK: Connection events
+
+    /// Runs connection events until the connection closes.
+    func runEvents(clock: any BleotaClock) async {
+        var anchor = clock.now
+        let interval = model.connectionInterval
+        while !isClosed {
+            let idle = state.withLock { $0.hostQueue.isEmpty && $0.deviceQueue.isEmpty && $0.hostCurrent == nil && $0.deviceCurrent == nil }
+            if idle {
+                // Nothing to carry: wait for data, then resume at the next anchor.
+                guard (try? await kick.take()) != nil else { return }
+                while kick.poll() != nil {}
+                let now = clock.now
+                if anchor < now {
+                    let missed = Int(((now - anchor) / interval).rounded(.up))
+                    anchor += interval * missed
+                }
+            } else {
+                while kick.poll() != nil {}
+            }
+            do { try await clock.sleep(until: anchor) } catch { return }
+            if isClosed { return }
+            let (duration, toDevice, toHost) = runOneEvent()
+            do { try await clock.sleep(until: anchor + duration) } catch { return }
+            deliver(toDevice: toDevice, toHost: toHost, clock: clock)
+            anchor += interval
+        }
+    }
+
+    /// Plans one event: which fragments go each way, how long it takes, which
+    /// upper-layer packets complete.
+    private func runOneEvent() -> (Duration, [[UInt8]], [[UInt8]]) {
+        state.withLock { state in
+            var time = Duration.zero
+            var pairs = 0
+            var toDevice: [[UInt8]] = []
+            var toHost: [[UInt8]] = []
+            while pairs < model.packetsPerEvent {
+                if state.hostCurrent == nil, !state.hostQueue.isEmpty {
+                    let packet = state.hostQueue.removeFirst()
+                    state.hostCurrent = (packet, model.fragments(bytes: packet.count))
+                }
+                if state.deviceCurrent == nil, !state.deviceQueue.isEmpty {
+                    let packet = state.deviceQueue.removeFirst()
+                    state.deviceCurrent = (packet, model.fragments(bytes: packet.count))
+                }
+                let central = state.hostCurrent?.fragments.first ?? 0
+                let peripheral = state.deviceCurrent?.fragments.first ?? 0
+                if central == 0 && peripheral == 0 && pairs > 0 { break }
+                let cost = model.pairTime(payload: central, response: peripheral)
+                if time + cost > model.connectionInterval { break }
+                time += cost
+                pairs += 1
+                if central > 0 {
+                    state.hostCurrent!.fragments.removeFirst()
+                    if state.hostCurrent!.fragments.isEmpty {
+                        toDevice.append(state.hostCurrent!.packet)
+                        state.hostCurrent = nil
+                    }
+                }
+                if peripheral > 0 {
+                    state.deviceCurrent!.fragments.removeFirst()
+                    if state.deviceCurrent!.fragments.isEmpty {
+                        toHost.append(state.deviceCurrent!.packet)
+                        state.deviceCurrent = nil
+                    }
+                }
+                if central == 0 && peripheral == 0 { break }
+            }
+            state.statistics.connectionEvents += 1
+            state.statistics.airTime += time
+            return (time, toDevice, toHost)
+        }
+    }
+
+    private func deliver(toDevice: [[UInt8]], toHost: [[UInt8]], clock: any BleotaClock) {
+        // Packets that finished transmitting free host queue space.
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            defer { state.sendWaiters = [] }
+            return state.sendWaiters
+        }
+        for waiter in waiters { waiter.resume() }
+        for packet in toDevice {
+            guard !isClosed else { return }
+            state.withLock { state in
+                state.statistics.packetsToDevice += 1
+                state.statistics.bytesToDevice += packet.count
+            }
+            if let fault = world.faultAfterBytesToDevice(packet.count, now: clock.now) {
+                apply(fault)
+                return
+            }
+            guard !world.draw(.writeLoss) else {
+                state.withLock { $0.statistics.lostToDevice += 1 }
+                continue
+            }
+            let delivered = world.draw(.corruption) ? corrupt(packet) : packet
+            let copies = world.draw(.duplication) ? 2 : 1
+            for _ in 0..<copies { deliverToDevice(delivered) }
+        }
+        for packet in toHost {
+            guard !isClosed else { return }
+            state.withLock { state in
+                state.statistics.packetsToHost += 1
+                state.statistics.bytesToHost += packet.count
+            }
+            guard !world.draw(.notificationLoss) else {
+                state.withLock { $0.statistics.lostToHost += 1 }
+                continue
+            }
+            let delivered = world.draw(.corruption) ? corrupt(packet) : packet
+            hostInbox.put(delivered)
+            if world.draw(.duplication) {
+                state.withLock { $0.statistics.duplicated += 1 }
+                hostInbox.put(delivered)
+            }
+        }
+    }
+
+    private func deliverToDevice(_ packet: [UInt8]) {
+        let accepted = state.withLock { state -> Bool in
+            let occupied = state.deviceQueued + (state.deviceProcessing ? 1 : 0)
+            guard occupied < model.deviceBuffer else {
+                state.statistics.droppedByDeviceBuffer += 1
+                return false
+            }
+            state.deviceQueued += 1
+            return true
+        }
+        if accepted { deviceInbox.put(packet) }
+    }
+
+    private func corrupt(_ packet: [UInt8]) -> [UInt8] {
+        guard !packet.isEmpty else { return packet }
+        var copy = packet
+        let bit = Int(world.drawInteger(.corruption, below: UInt64(packet.count * 8)))
+        copy[bit / 8] ^= UInt8(1 << (bit % 8))
+        state.withLock { $0.statistics.corrupted += 1 }
+        return copy
+    }
+
+    private func apply(_ fault: SimulatedWorld.OneShotFault) {
+        switch fault {
+        case .disconnect: close("simulated disconnect")
+        case .powerLoss: world.cutPower(address: address, connection: self)
+        case .reboot: world.rebootDevice(address: address, connection: self)
+        }
+    }
+
+    // MARK: Ends
+
+    /// The host's end: what the engine gets.
+    public final class HostEnd: Link, @unchecked Sendable {
+        public let parameters: LinkParameters
+        var connection: SimulatedConnection?
+        init(parameters: LinkParameters) { self.parameters = parameters }
+
+        public func send(_ packet: [UInt8]) async throws(LinkError) {
+            guard packet.count <= parameters.maximumPayload else {
+                throw .payloadTooLarge(size: packet.count, maximum: parameters.maximumPayload)
+            }
+            guard let connection else { throw .disconnected("connection gone") }
+            try await connection.enqueueFromHost(packet)
+        }
+
+        public func receive() async throws(LinkError) -> [UInt8] {
+            guard let connection else { throw .disconnected("connection gone") }
+            do {
+                guard let packet = try await connection.hostInbox.take() else {
+                    throw LinkError.disconnected(connection.state.withLock { $0.reason })
+                }
+                return packet
+            } catch let error as LinkError { throw error } catch { throw .cancelled }
+        }
+
+        public func close() async { connection?.close("closed by the host") }
+
+        public var statistics: LinkStatistics { connection?.statistics ?? LinkStatistics() }
+    }
+
+    /// The device's end: what a simulated device's firmware gets.
+    public final class DeviceEnd: Link, @unchecked Sendable {
+        public let parameters: LinkParameters
+        var connection: SimulatedConnection?
+        init(parameters: LinkParameters) { self.parameters = parameters }
+
+        public func send(_ packet: [UInt8]) async throws(LinkError) {
+            guard packet.count <= parameters.maximumPayload else {
+                throw .payloadTooLarge(size: packet.count, maximum: parameters.maximumPayload)
+            }
+            guard let connection else { throw .disconnected("connection gone") }
+            try connection.enqueueFromDevice(packet)
+        }
+
+        /// Taking the next packet frees the slot of the one just processed.
+        public func receive() async throws(LinkError) -> [UInt8] {
+            guard let connection else { throw .disconnected("connection gone") }
+            connection.state.withLock { $0.deviceProcessing = false }
+            do {
+                guard let packet = try await connection.deviceInbox.take() else {
+                    throw LinkError.disconnected(connection.state.withLock { $0.reason })
+                }
+                connection.state.withLock { state in
+                    state.deviceQueued -= 1
+                    state.deviceProcessing = true
+                }
+                return packet
+            } catch let error as LinkError { throw error } catch { throw .cancelled }
+        }
+
+        public func close() async { connection?.close("closed by the device") }
+    }
+}

@@ -1,0 +1,224 @@
+import BleotaLink
+import Synchronization
+
+/// A device the simulator can host.
+public protocol SimulatedPeripheral: AnyObject, Sendable {
+    /// Address it advertises now; may change across reboots (Nordic bootloaders
+    /// advertise at address + 1).
+    var address: String { get async }
+    var name: String { get async }
+    /// Serves one connection until its link disconnects.
+    func serve(_ link: any Link, world: SimulatedWorld) async
+    /// Power was cut or the device rebooted: RAM is lost, flash is kept.
+    func powerCycle() async
+}
+
+/// The simulated radio neighbourhood: devices, their connections, the link
+/// model and faults, all on one virtual clock and one seed.
+public final class SimulatedWorld: Sendable {
+    public enum FaultStream: String, CaseIterable, Sendable {
+        case writeLoss, notificationLoss, corruption, duplication, disconnect
+    }
+
+    enum OneShotFault { case disconnect, powerLoss, reboot }
+
+    struct Entry {
+        var peripheral: any SimulatedPeripheral
+        /// Not advertising (rebooting) until this time.
+        var offlineUntil: Duration = .zero
+        var connection: SimulatedConnection?
+        var lastAddress: String
+    }
+
+    struct State {
+        var entries: [Entry] = []
+        var random: [FaultStream: SeededRandom]
+        var bytesToDevice = 0
+        var firedDisconnect = false
+        var firedPowerLoss = false
+        var firedReboot = false
+        var firedTimedDisconnect = false
+        var statistics = LinkStatistics()
+    }
+
+    public let runtime: SimulationRuntime
+    public let model: LinkModel
+    public let faults: LinkFaults
+    public let seed: UInt64
+    private let state: Mutex<State>
+
+    public init(runtime: SimulationRuntime, model: LinkModel, faults: LinkFaults = LinkFaults(), seed: UInt64 = 1) {
+        self.runtime = runtime
+        self.model = model
+        self.faults = faults
+        self.seed = seed
+        var streams: [FaultStream: SeededRandom] = [:]
+        for stream in FaultStream.allCases { streams[stream] = SeededRandom(seed: seed, stream: stream.rawValue) }
+        state = Mutex(State(random: streams))
+    }
+
+    public var clock: SimulationClock { runtime.clock }
+
+    /// Totals over every connection so far (closed ones included).
+    public var statistics: LinkStatistics {
+        state.withLock { state in
+            var total = state.statistics
+            for entry in state.entries { if let connection = entry.connection { total.add(connection.statistics) } }
+            return total
+        }
+    }
+
+    public func add(_ peripheral: any SimulatedPeripheral) async {
+        let address = await peripheral.address
+        state.withLock { $0.entries.append(Entry(peripheral: peripheral, lastAddress: address)) }
+    }
+
+    /// Devices advertising now.
+    public func scan() async -> [(address: String, name: String)] {
+        let now = clock.now
+        let candidates = state.withLock { state in
+            state.entries.filter { $0.offlineUntil <= now && $0.connection == nil }.map(\.peripheral)
+        }
+        var found: [(String, String)] = []
+        for peripheral in candidates { found.append((await peripheral.address, await peripheral.name)) }
+        return found
+    }
+
+    /// Connects to the device advertising as `address`, waiting up to `timeout`
+    /// for it to appear (it may be rebooting).
+    public func connect(to address: String, timeout: Duration) async throws(LinkError) -> SimulatedConnection.HostEnd {
+        let deadline = clock.now + timeout
+        while true {
+            let now = clock.now
+            let candidates = state.withLock { state in
+                state.entries.indices.filter { state.entries[$0].offlineUntil <= now && state.entries[$0].connection == nil }
+                    .map { ($0, state.entries[$0].peripheral) }
+            }
+            for (index, peripheral) in candidates where await peripheral.address == address {
+                // Connection setup takes a few connection intervals on air.
+                try? await clock.sleep(for: model.connectionInterval * 3)
+                let connection = SimulatedConnection(model: model, world: self, address: address)
+                let connectedAt = clock.now
+                let ready = state.withLock { state -> Bool in
+                    guard state.entries[index].connection == nil, state.entries[index].offlineUntil <= connectedAt else { return false }
+                    state.entries[index].connection = connection
+                    state.entries[index].lastAddress = address
+                    return true
+                }
+                guard ready else { break }
+                let eventClock = self.clock
+                Task(executorPreference: runtime) { await connection.runEvents(clock: eventClock) }
+                Task(executorPreference: runtime) { await peripheral.serve(connection.device, world: self) }
+                scheduleTimedDisconnect(connection)
+                return connection.host
+            }
+            guard clock.now < deadline else {
+                let advertising = await scan().map(\.address)
+                throw .unreachable("no device advertising as \(address) (advertising: \(advertising.isEmpty ? "none" : advertising.joined(separator: ", ")))")
+            }
+            do { try await clock.sleep(for: .milliseconds(50)) } catch { throw .cancelled }
+        }
+    }
+
+    private func scheduleTimedDisconnect(_ connection: SimulatedConnection) {
+        guard let at = faults.disconnectAtTime else { return }
+        let fire = state.withLock { state -> Bool in
+            guard !state.firedTimedDisconnect else { return false }
+            return true
+        }
+        guard fire else { return }
+        let clock = self.clock
+        Task(executorPreference: runtime) { [self] in
+            try? await clock.sleep(until: at)
+            let first = state.withLock { state -> Bool in
+                defer { state.firedTimedDisconnect = true }
+                return !state.firedTimedDisconnect
+            }
+            if first && !connection.isClosed { connection.close("simulated disconnect at \(at)") }
+        }
+    }
+
+    func connectionClosed(_ connection: SimulatedConnection) {
+        state.withLock { state in
+            for index in state.entries.indices where state.entries[index].connection === connection {
+                state.statistics.add(connection.statistics)
+                state.entries[index].connection = nil
+            }
+        }
+    }
+
+    // MARK: Faults
+
+    func draw(_ stream: FaultStream) -> Bool {
+        let probability: Double
+        switch stream {
+        case .writeLoss: probability = faults.writeLoss
+        case .notificationLoss: probability = faults.notificationLoss
+        case .corruption: probability = faults.corruption
+        case .duplication: probability = faults.duplication
+        case .disconnect: probability = faults.disconnectProbability
+        }
+        return state.withLock { $0.random[stream]!.chance(probability) }
+    }
+
+    func drawInteger(_ stream: FaultStream, below limit: UInt64) -> UInt64 {
+        state.withLock { $0.random[stream]!.next() % max(1, limit) }
+    }
+
+    /// Counts host → device bytes and says whether a one-shot fault fires now.
+    func faultAfterBytesToDevice(_ count: Int, now: Duration) -> OneShotFault? {
+        let fault = state.withLock { state -> OneShotFault? in
+            state.bytesToDevice += count
+            if let limit = faults.powerLossAfterBytes, !state.firedPowerLoss, state.bytesToDevice >= limit {
+                state.firedPowerLoss = true
+                return .powerLoss
+            }
+            if let limit = faults.rebootAfterBytes, !state.firedReboot, state.bytesToDevice >= limit {
+                state.firedReboot = true
+                return .reboot
+            }
+            if let limit = faults.disconnectAfterBytes, !state.firedDisconnect, state.bytesToDevice >= limit {
+                state.firedDisconnect = true
+                return .disconnect
+            }
+            return nil
+        }
+        if fault != nil { return fault }
+        return draw(.disconnect) ? .disconnect : nil
+    }
+
+    /// The device behind `connection` loses power: the link drops, RAM is lost,
+    /// it advertises again after its reboot time.
+    func cutPower(address: String, connection: SimulatedConnection) {
+        connection.close("device lost power")
+        restart(connection: connection)
+    }
+
+    func rebootDevice(address: String, connection: SimulatedConnection) {
+        connection.close("device rebooted")
+        restart(connection: connection)
+    }
+
+    private func restart(connection: SimulatedConnection) {
+        let now = clock.now
+        let peripheral = state.withLock { state -> (any SimulatedPeripheral)? in
+            guard let index = state.entries.firstIndex(where: { $0.lastAddress == connection.address }) else { return nil }
+            state.entries[index].offlineUntil = now + model.rebootTime
+            return state.entries[index].peripheral
+        }
+        if let peripheral { Task(executorPreference: runtime) { await peripheral.powerCycle() } }
+    }
+
+    /// A device reboots itself (after ENTER_BOOTLOADER or ACTIVATE): its link
+    /// drops and it is gone for its reboot time.
+    public func reboot(_ peripheral: any SimulatedPeripheral) async {
+        let now = clock.now
+        let connection = state.withLock { state -> SimulatedConnection? in
+            guard let index = state.entries.firstIndex(where: { $0.peripheral === peripheral }) else { return nil }
+            state.entries[index].offlineUntil = now + model.rebootTime
+            return state.entries[index].connection
+        }
+        connection?.close("device rebooted")
+        await peripheral.powerCycle()
+    }
+}
