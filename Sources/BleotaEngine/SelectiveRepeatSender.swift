@@ -100,7 +100,7 @@ public struct SelectiveRepeatSender: Sendable {
     public mutating func acknowledge(nextExpected: Int, received: [Int]) -> AckOutcome {
         var outcome = AckOutcome()
         let before = acknowledgedCount
-        let cumulative = min(max(nextExpected, 0), packetCount)
+        let cumulative = min(max(nextExpected, base), packetCount)
         var newest: UInt32 = 0
         for index in base..<cumulative where states[index] != .acknowledged {
             newest = max(newest, lastTransmission[index])

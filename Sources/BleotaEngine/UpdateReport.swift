@@ -17,13 +17,16 @@ public struct StepTimeouts: Sendable, Hashable, Codable {
     public var reboot: Duration
     /// For VERIFY, which hashes the whole image on the device.
     public var verify: Duration
+    /// Times a request is sent before giving up (a request or its answer can be lost).
+    public var attempts: Int
 
-    public init(connect: Duration = .seconds(10), response: Duration = .seconds(5),
-                reboot: Duration = .seconds(30), verify: Duration = .seconds(30)) {
+    public init(connect: Duration = .seconds(10), response: Duration = .seconds(2),
+                reboot: Duration = .seconds(30), verify: Duration = .seconds(30), attempts: Int = 5) {
         self.connect = connect
         self.response = response
         self.reboot = reboot
         self.verify = verify
+        self.attempts = attempts
     }
 }
 

@@ -67,11 +67,13 @@ public actor NativeDevice {
 
     /// Serves one connection until the link drops.
     public func serve(_ link: any Link, environment: NativeDeviceEnvironment) async {
+        var reassembler = NativeReassembler()
         while true {
-            let packet: [UInt8]
-            do { packet = try await link.receive() } catch { return }
-            let cost = environment.processingTime(packet.count)
+            let received: [UInt8]
+            do { received = try await link.receive() } catch { return }
+            let cost = environment.processingTime(received.count)
             if cost > .zero { try? await environment.clock.sleep(for: cost) }
+            guard let packet = reassembler.feed(received) else { continue }
             do {
                 try await handle(packet, link: link, environment: environment)
             } catch {
@@ -81,7 +83,13 @@ public actor NativeDevice {
     }
 
     private func reply(_ message: NativeMessage, on link: any Link) async throws(LinkError) {
-        try await link.send(message.encode())
+        try await NativeFraming.send(message, on: link)
+    }
+
+    /// The acknowledgement bitmap that fits the link: ACK is 6 bytes plus the bitmap.
+    private func acknowledgement(_ receiver: inout ReceiverWindow, link: any Link) -> NativeMessage {
+        let ack = receiver.acknowledgement(bitmapBytes: max(0, min(32, link.parameters.maximumPayload - 6)))
+        return .ack(.init(nextExpected: ack.nextExpected, bitmap: ack.bitmap))
     }
 
     private func fail(_ request: UInt8, _ status: NativeStatus, _ message: String, on link: any Link) async throws(LinkError) {
@@ -94,6 +102,9 @@ public actor NativeDevice {
         do {
             message = try NativeMessage(decoding: packet)
         } catch {
+            // A damaged packet is dropped unanswered: its contents cannot be trusted,
+            // and a lost data packet is noticed by the gap it leaves.
+            if error.field == NativeMessage.checksumField { return }
             // Never answer an error with an error: two confused peers would ping-pong forever.
             guard opcode != NativeMessage.Opcode.error.rawValue else { return }
             let known = NativeMessage.Opcode(rawValue: opcode) != nil || NativeMessage.Opcode(rawValue: opcode & 0x7F) != nil
@@ -145,9 +156,9 @@ public actor NativeDevice {
                 try await fail(opcode, .invalidState, "no transfer in progress: send START first", on: link)
                 return
             }
-            let ack = current.receiver.acknowledgement()
+            let ack = acknowledgement(&current.receiver, link: link)
             transfer = current
-            try await reply(.ack(.init(nextExpected: ack.nextExpected, bitmap: ack.bitmap)), on: link)
+            try await reply(ack, on: link)
 
         case .verify:
             try await reply(.verifyResponse(verify()), on: link)
@@ -186,6 +197,8 @@ public actor NativeDevice {
             try await handleGetFile(request, link: link, environment: environment)
 
         case .error:
+            return
+        case .segment:
             return
         case .helloResponse, .startResponse, .statusResponse, .verifyResponse, .getFileResponse, .simpleResponse, .ack, .nack:
             try await fail(opcode, .invalidState, "a device does not accept \(NativeMessage.Opcode(rawValue: opcode & 0x7F)?.name ?? "this") responses", on: link)
@@ -250,22 +263,14 @@ public actor NativeDevice {
             return
         }
         let packetSize = Int(current.start.packetSize), total = Int(current.start.streamSize)
-        guard data.isIntact else {
-            // The sequence number itself may be what was damaged; report it only if plausible.
-            let index = SequenceNumber.unwrap(data.sequence, near: current.receiver.nextExpected)
-            if index >= 0 && index < current.receiver.packetCount && !current.receiver.isReceived(index) {
-                try await reply(.nack(.init(first: data.sequence, count: 1, reason: .corrupt)), on: link)
-            }
-            return
-        }
         switch current.receiver.receive(sequence: data.sequence) {
         case .outOfWindow:
             return
         case .duplicate:
             if current.receiver.isComplete {
-                let ack = current.receiver.acknowledgement()
+                let ack = acknowledgement(&current.receiver, link: link)
                 transfer = current
-                try await reply(.ack(.init(nextExpected: ack.nextExpected, bitmap: ack.bitmap)), on: link)
+                try await reply(ack, on: link)
             }
             return
         case .new(let index, let gap):
@@ -295,9 +300,9 @@ public actor NativeDevice {
                 try await reply(.nack(.init(first: SequenceNumber.wrap(gap.lowerBound), count: UInt16(clamping: gap.count), reason: .gap)), on: link)
             }
             if current.receiver.sinceAcknowledgement >= Int(current.start.ackInterval) || current.receiver.isComplete {
-                let ack = current.receiver.acknowledgement()
+                let ack = acknowledgement(&current.receiver, link: link)
                 transfer = current
-                try await reply(.ack(.init(nextExpected: ack.nextExpected, bitmap: ack.bitmap)), on: link)
+                try await reply(ack, on: link)
             } else {
                 transfer = current
             }

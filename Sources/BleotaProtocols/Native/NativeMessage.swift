@@ -6,9 +6,12 @@ import BleotaCodec
 /// file is their one implementation, shared by the host half (``NativeUpdater``)
 /// and the device half (``NativeDevice``). A packet is one opcode byte followed
 /// by its body, all integers little-endian like the ATT layer it usually rides
-/// on. Requests are `0x01…0x0F`, their responses set the top bit
-/// (`request | 0x80`), transfer messages `0x10…0x13` flow in either direction
-/// (host → device for `flash`/`push`, device → host for `pull`), and `0xFF` is an
+/// on. Every message ends with a CRC-16/CCITT-FALSE of everything before it, so
+/// a damaged packet of any kind is dropped rather than believed. Requests are
+/// `0x01…0x0F`, their responses set the top bit (`request | 0x80`), transfer
+/// messages `0x10…0x13` flow in either direction (host → device for
+/// `flash`/`push`, device → host for `pull`), `0x14` carries a segment of a
+/// message too long for the link (see ``NativeFraming``), and `0xFF` is an
 /// error reply to anything the receiver could not accept.
 public enum NativeMessage: Sendable, Hashable, WireCodable {
     case hello(Hello)
@@ -31,12 +34,13 @@ public enum NativeMessage: Sendable, Hashable, WireCodable {
     case ack(Acknowledgement)
     case nack(NegativeAcknowledgement)
     case ackRequest
+    case segment(Segment)
     case error(ErrorReply)
 
     public enum Opcode: UInt8, Sendable, Hashable, CaseIterable {
         case hello = 0x01, enterBootloader = 0x02, start = 0x03, status = 0x04, verify = 0x05
         case activate = 0x06, reboot = 0x07, abort = 0x08, getFile = 0x09
-        case data = 0x10, ack = 0x11, nack = 0x12, ackRequest = 0x13
+        case data = 0x10, ack = 0x11, nack = 0x12, ackRequest = 0x13, segment = 0x14
         case error = 0xFF
 
         public var responseCode: UInt8 { rawValue | 0x80 }
@@ -45,10 +49,30 @@ public enum NativeMessage: Sendable, Hashable, WireCodable {
 
     /// The highest protocol version this implementation speaks.
     public static let version: UInt8 = 1
-    /// Bytes a data packet spends on its header: opcode, sequence number, CRC-16.
+    /// Bytes a data packet spends besides its payload: opcode, sequence number, CRC-16.
     public static let dataHeaderSize = 5
+    /// The field name a checksum failure is reported under.
+    public static let checksumField = "crc16"
 
-    public init(decoding reader: inout ByteReader) throws(DecodingError) {
+    public init(decoding outer: inout ByteReader) throws(DecodingError) {
+        let start = outer.offset
+        let all = outer.readRemaining()
+        guard all.count >= 3 else {
+            throw DecodingError(field: all.isEmpty ? "opcode" : Self.checksumField, offset: start, reason: .truncated(needed: 3 - all.count))
+        }
+        let body = Array(all.dropLast(2))
+        let carried = UInt16(all[all.count - 2]) | UInt16(all[all.count - 1]) << 8
+        let computed = CRC16.checksum(body, variant: .ccittFalse)
+        guard carried == computed else {
+            throw DecodingError(field: Self.checksumField, offset: start + body.count,
+                                reason: .invalidValue("checksum mismatch: carried 0x\(String(carried, radix: 16)), computed 0x\(String(computed, radix: 16))"))
+        }
+        var reader = ByteReader(body)
+        try self.init(body: &reader)
+        try reader.expectEnd(Opcode(rawValue: body[0]).map { "\($0.name) message" } ?? "message")
+    }
+
+    private init(body reader: inout ByteReader) throws(DecodingError) {
         let code = try reader.readUInt8("opcode")
         switch code {
         case Opcode.hello.rawValue:
@@ -75,6 +99,7 @@ public enum NativeMessage: Sendable, Hashable, WireCodable {
         case Opcode.ack.rawValue: self = .ack(try Acknowledgement(decoding: &reader))
         case Opcode.nack.rawValue: self = .nack(try NegativeAcknowledgement(decoding: &reader))
         case Opcode.ackRequest.rawValue: self = .ackRequest
+        case Opcode.segment.rawValue: self = .segment(try Segment(decoding: &reader))
         case Opcode.error.rawValue: self = .error(try ErrorReply(decoding: &reader))
         default:
             throw DecodingError(field: "opcode", offset: 0, reason: .invalidValue("unknown opcode 0x\([code].hexString)"))
@@ -82,6 +107,13 @@ public enum NativeMessage: Sendable, Hashable, WireCodable {
     }
 
     public func encode(into writer: inout ByteWriter) {
+        var body = ByteWriter()
+        encodeBody(into: &body)
+        writer.write(contentsOf: body.bytes)
+        writer.write(CRC16.checksum(body.bytes, variant: .ccittFalse))
+    }
+
+    private func encodeBody(into writer: inout ByteWriter) {
         switch self {
         case .hello(let hello):
             writer.write(Opcode.hello.rawValue)
@@ -105,6 +137,7 @@ public enum NativeMessage: Sendable, Hashable, WireCodable {
         case .ack(let body): writer.write(Opcode.ack.rawValue); body.encode(into: &writer)
         case .nack(let body): writer.write(Opcode.nack.rawValue); body.encode(into: &writer)
         case .ackRequest: writer.write(Opcode.ackRequest.rawValue)
+        case .segment(let body): writer.write(Opcode.segment.rawValue); body.encode(into: &writer)
         case .error(let body): writer.write(Opcode.error.rawValue); body.encode(into: &writer)
         }
     }
@@ -462,46 +495,56 @@ extension NativeMessage {
         }
     }
 
-    /// One packet of the stream. The CRC-16/CCITT-FALSE covers the sequence
-    /// number and the payload, so a corrupted sequence number is caught too.
+    /// One packet of the stream: its sequence number and payload (the message
+    /// CRC covers both, so a damaged sequence number is caught too).
     public struct DataPacket: Sendable, Hashable, WireCodable {
         /// Packet index modulo 2¹⁶; receivers unwrap it against their window.
         public var sequence: UInt16
-        public var crc16: UInt16
         public var payload: [UInt8]
 
         public init(sequence: UInt16, payload: [UInt8]) {
             self.sequence = sequence
             self.payload = payload
-            self.crc16 = Self.checksum(sequence: sequence, payload: payload)
         }
-
-        public init(sequence: UInt16, crc16: UInt16, payload: [UInt8]) {
-            self.sequence = sequence
-            self.crc16 = crc16
-            self.payload = payload
-        }
-
-        public static func checksum(sequence: UInt16, payload: [UInt8]) -> UInt16 {
-            var crc = CRC16(.ccittFalse)
-            crc.update([UInt8(truncatingIfNeeded: sequence), UInt8(truncatingIfNeeded: sequence >> 8)])
-            crc.update(payload)
-            return crc.value
-        }
-
-        /// False when the packet was damaged on the way.
-        public var isIntact: Bool { crc16 == Self.checksum(sequence: sequence, payload: payload) }
 
         public init(decoding reader: inout ByteReader) throws(DecodingError) {
             sequence = try reader.readUInt16(.little, "data.sequence")
-            crc16 = try reader.readUInt16(.little, "data.crc16")
             payload = reader.readRemaining()
         }
 
         public func encode(into writer: inout ByteWriter) {
             writer.write(sequence)
-            writer.write(crc16)
             writer.write(contentsOf: payload)
+        }
+    }
+
+    /// Part `index` of `count` of a message too long for the link: the chunks,
+    /// concatenated, are the whole message's bytes (its own CRC included).
+    public struct Segment: Sendable, Hashable, WireCodable {
+        public var index: UInt8
+        public var count: UInt8
+        public var chunk: [UInt8]
+
+        public init(index: UInt8, count: UInt8, chunk: [UInt8]) {
+            self.index = index
+            self.count = count
+            self.chunk = chunk
+        }
+
+        public init(decoding reader: inout ByteReader) throws(DecodingError) {
+            let at = reader.offset
+            index = try reader.readUInt8("segment.index")
+            count = try reader.readUInt8("segment.count")
+            guard count >= 1, index < count else {
+                throw reader.invalid("segment.index", "segment \(index) of \(count) is impossible", at: at)
+            }
+            chunk = reader.readRemaining()
+        }
+
+        public func encode(into writer: inout ByteWriter) {
+            writer.write(index)
+            writer.write(count)
+            writer.write(contentsOf: chunk)
         }
     }
 

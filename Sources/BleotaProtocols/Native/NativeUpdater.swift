@@ -265,25 +265,33 @@ struct Session {
     func request<T: Sendable>(_ message: NativeMessage, on link: any Link, step: UpdateStep, timeout: Duration? = nil,
                               match: @escaping @Sendable (NativeMessage) -> T?) async throws(TransferError) -> T {
         let limit = timeout ?? updater.timeouts.response
-        do {
-            try await link.send(message.encode())
-            return try await withDeadline(limit, clock: updater.clock) { () async throws -> T in
-                while true {
-                    let packet = try await link.receive()
-                    guard let reply = try? NativeMessage(decoding: packet) else { continue }
-                    if case .error(let error) = reply {
-                        throw TransferError(.deviceRefused, step: step, "the device refused: \(error.message) (\(error.status))")
+        let attempts = max(1, updater.timeouts.attempts)
+        for attempt in 1...attempts {
+            do {
+                try await NativeFraming.send(message, on: link)
+                return try await withDeadline(limit, clock: updater.clock) { () async throws -> T in
+                    var reassembler = NativeReassembler()
+                    while true {
+                        guard let packet = reassembler.feed(try await link.receive()),
+                              let reply = try? NativeMessage(decoding: packet) else { continue }
+                        if case .error(let error) = reply {
+                            throw TransferError(.deviceRefused, step: step, "the device refused: \(error.message) (\(error.status))")
+                        }
+                        if let value = match(reply) { return value }
                     }
-                    if let value = match(reply) { return value }
                 }
+            } catch let error as TransferError {
+                throw error
+            } catch is DeadlineExceeded {
+                // The request or its answer was lost: ask again (requests are idempotent).
+                updater.logger.debug("no answer to \(step) request (attempt \(attempt) of \(attempts))")
+                continue
+            } catch {
+                throw TransferError(.linkLost, step: step, "\(error)")
             }
-        } catch let error as TransferError {
-            throw error
-        } catch is DeadlineExceeded {
-            throw TransferError(.timeout, step: step, "no answer from the device within \(limit): check it is powered and in range")
-        } catch {
-            throw TransferError(.linkLost, step: step, "\(error)")
         }
+        throw TransferError(.timeout, step: step,
+                            "no answer from the device after \(attempts) tries of \(limit): check it is powered and in range")
     }
 
     /// Sends a request after which the device resets (ENTER_BOOTLOADER,
@@ -396,6 +404,7 @@ struct Session {
         var window = ReceiverWindow(packetCount: (size + packetSize - 1) / packetSize)
         let wire = NativeWire()
         let interval = updater.tuning.effectiveAckInterval
+        let bitmapBytes = max(0, min(32, link.parameters.maximumPayload - 6))
         var idle = 0
         do {
             while !window.isComplete {
@@ -407,7 +416,7 @@ struct Session {
                     if idle > updater.tuning.maxRetries {
                         throw TransferError(.timeout, step: .transfer, "the device stopped sending: check it is powered and in range")
                     }
-                    let ack = window.acknowledgement()
+                    let ack = window.acknowledgement(bitmapBytes: bitmapBytes)
                     try await link.send(wire.encodeAcknowledgement(nextExpected: ack.nextExpected, bitmap: ack.bitmap))
                     continue
                 }
@@ -437,11 +446,11 @@ struct Session {
                         continue
                     }
                     if window.sinceAcknowledgement >= interval || window.isComplete {
-                        let ack = window.acknowledgement()
+                        let ack = window.acknowledgement(bitmapBytes: bitmapBytes)
                         try await link.send(wire.encodeAcknowledgement(nextExpected: ack.nextExpected, bitmap: ack.bitmap))
                     }
                 case .ackRequest:
-                    let ack = window.acknowledgement()
+                    let ack = window.acknowledgement(bitmapBytes: bitmapBytes)
                     try await link.send(wire.encodeAcknowledgement(nextExpected: ack.nextExpected, bitmap: ack.bitmap))
                 case .failure(let message):
                     throw TransferError(.deviceRefused, step: .transfer, message)

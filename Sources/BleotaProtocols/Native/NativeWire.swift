@@ -22,9 +22,18 @@ public struct NativeWire: TransferWire {
     }
 
     public func decodeTransferPacket(_ packet: [UInt8]) -> TransferPacket {
-        guard let message = try? NativeMessage(decoding: packet) else { return .other(packet) }
+        let message: NativeMessage
+        do {
+            message = try NativeMessage(decoding: packet)
+        } catch {
+            // A damaged data packet: report it, but its sequence number cannot be trusted.
+            if packet.first == NativeMessage.Opcode.data.rawValue, packet.count >= 3 {
+                return .data(sequence: UInt16(packet[1]) | UInt16(packet[2]) << 8, payload: [], intact: false)
+            }
+            return .other(packet)
+        }
         switch message {
-        case .data(let data): return .data(sequence: data.sequence, payload: data.payload, intact: data.isIntact)
+        case .data(let data): return .data(sequence: data.sequence, payload: data.payload, intact: true)
         case .ack(let ack): return .acknowledgement(nextExpected: ack.nextExpected, bitmap: ack.bitmap)
         case .nack(let nack): return .negativeAcknowledgement(first: nack.first, count: nack.count)
         case .ackRequest: return .ackRequest
