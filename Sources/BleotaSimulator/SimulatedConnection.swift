@@ -232,11 +232,15 @@ public final class SimulatedConnection: Sendable {
             }
             guard !world.draw(.writeLoss) else {
                 state.withLock { $0.statistics.lostToDevice += 1 }
+                world.record(">", packet, outcome: "lost")
                 continue
             }
             let delivered = world.draw(.corruption) ? corrupt(packet) : packet
             let copies = world.draw(.duplication) ? 2 : 1
-            for _ in 0..<copies { deliverToDevice(delivered) }
+            if copies == 2 { state.withLock { $0.statistics.duplicated += 1 } }
+            for _ in 0..<copies {
+                world.record(">", delivered, outcome: deliverToDevice(delivered) ? "ok" : "buffer-full")
+            }
         }
         for packet in toHost {
             guard !isClosed else { return }
@@ -246,9 +250,11 @@ public final class SimulatedConnection: Sendable {
             }
             guard !world.draw(.notificationLoss) else {
                 state.withLock { $0.statistics.lostToHost += 1 }
+                world.record("<", packet, outcome: "lost")
                 continue
             }
             let delivered = world.draw(.corruption) ? corrupt(packet) : packet
+            world.record("<", delivered, outcome: "ok")
             hostInbox.put(delivered)
             if world.draw(.duplication) {
                 state.withLock { $0.statistics.duplicated += 1 }
@@ -257,7 +263,8 @@ public final class SimulatedConnection: Sendable {
         }
     }
 
-    private func deliverToDevice(_ packet: [UInt8]) {
+    @discardableResult
+    private func deliverToDevice(_ packet: [UInt8]) -> Bool {
         let accepted = state.withLock { state -> Bool in
             let occupied = state.deviceQueued + (state.deviceProcessing ? 1 : 0)
             guard occupied < model.deviceBuffer else {
@@ -268,6 +275,7 @@ public final class SimulatedConnection: Sendable {
             return true
         }
         if accepted { deviceInbox.put(packet) }
+        return accepted
     }
 
     private func corrupt(_ packet: [UInt8]) -> [UInt8] {

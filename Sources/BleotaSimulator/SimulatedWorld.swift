@@ -1,3 +1,4 @@
+import BleotaCodec
 import BleotaLink
 import Synchronization
 
@@ -39,6 +40,7 @@ public final class SimulatedWorld: Sendable {
         var firedReboot = false
         var firedTimedDisconnect = false
         var statistics = LinkStatistics()
+        var trace: [String]?
     }
 
     public let runtime: SimulationRuntime
@@ -58,6 +60,19 @@ public final class SimulatedWorld: Sendable {
     }
 
     public var clock: SimulationClock { runtime.clock }
+
+    /// Starts recording every delivered packet (time, direction, size, CRC-32):
+    /// two runs with one seed must produce the same transcript.
+    public func startTrace() { state.withLock { $0.trace = [] } }
+    public var trace: [String] { state.withLock { $0.trace ?? [] } }
+
+    func record(_ direction: String, _ packet: [UInt8], outcome: String) {
+        let now = clock.now
+        state.withLock { state in
+            guard state.trace != nil else { return }
+            state.trace!.append("\(now) \(direction) \(packet.count) \(String(CRC32.checksum(packet), radix: 16)) \(outcome)")
+        }
+    }
 
     /// Totals over every connection so far (closed ones included).
     public var statistics: LinkStatistics {

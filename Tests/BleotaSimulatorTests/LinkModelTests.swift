@@ -1,0 +1,206 @@
+import BleotaLink
+import Synchronization
+import Testing
+@testable import BleotaSimulator
+
+@Suite struct LinkModelTests {
+    let oneM = LinkPreset.named("1m-no-dle-30ms")!.model
+    let twoM = LinkPreset.named("2m-dle")!.model
+
+    @Test func airTimeFollowsTheCoreSpecPacketFormat() {
+        // LE 1M: (1 preamble + 4 access address + 2 header + 27 payload + 3 CRC) bytes × 8 µs.
+        #expect(oneM.airTime(payload: 27) == .microseconds(296))
+        #expect(oneM.airTime(payload: 0) == .microseconds(80))
+        // LE 2M: (2 + 4 + 2 + 251 + 3) × 4 µs.
+        #expect(twoM.airTime(payload: 251) == .microseconds(1048))
+    }
+
+    @Test func fragmentationAddsATTAndL2CAPHeaders() {
+        #expect(oneM.fragments(bytes: 20) == [27])
+        #expect(oneM.fragments(bytes: 21) == [27, 1])
+        #expect(twoM.fragments(bytes: 244) == [251])
+        #expect(twoM.fragments(bytes: 300) == [251, 56])
+    }
+
+    @Test func capacityMatchesAHandComputation() {
+        // 2M DLE: a 244-byte write is one 251-byte PDU; a pair takes 1048 + 150 + 44 + 150 = 1392 µs;
+        // 8 fit in 15 ms (the packet limit binds first): 8 × 244 bytes per 15 ms.
+        #expect(abs(twoM.capacity(payload: 244) - 8 * 244 / 0.015) < 0.001)
+        // 1M without DLE: 4 × 20 bytes per 30 ms.
+        #expect(abs(oneM.capacity(payload: 20) - 4 * 20 / 0.030) < 0.001)
+        // Time binds when the packet limit is high: 2 Mbit/s cannot carry more than 250 kB/s.
+        var busy = twoM
+        busy.packetsPerEvent = 64
+        #expect(busy.capacity(payload: 244) < 250_000 * 244 / 251)
+        #expect(abs(busy.capacity(payload: 244) - Double(10 * 244) / 0.015) < 0.001) // 10 × 1392 µs ≤ 15 ms < 11 ×
+    }
+
+    @Test func validationNamesTheRange() {
+        var model = twoM
+        model.attMTU = 600
+        #expect(throws: SimulatorAddressError("mtu 600 is out of range: use 23…517")) { try model.validate() }
+        model = twoM
+        model.connectionInterval = .milliseconds(8)
+        #expect(throws: SimulatorAddressError("interval 8.0 ms is out of range: use 7.5…4000 ms in steps of 1.25 ms")) { try model.validate() }
+    }
+}
+
+/// A peripheral that records what reaches it and echoes nothing.
+final class SinkPeripheral: SimulatedPeripheral {
+    let received = Mutex<[[UInt8]]>([])
+    let lastArrival = Mutex(Duration.zero)
+    let powerCycles = Mutex(0)
+    let processing: Duration
+    let myAddress: String
+    init(address: String = "AA:00:00:00:00:01", processing: Duration = .zero) {
+        myAddress = address
+        self.processing = processing
+    }
+    var address: String { get async { myAddress } }
+    var name: String { get async { "sink" } }
+    func serve(_ link: any Link, world: SimulatedWorld) async {
+        while let packet = try? await link.receive() {
+            received.withLock { $0.append(packet) }
+            lastArrival.withLock { $0 = world.clock.now }
+            if processing > .zero { try? await world.clock.sleep(for: processing) }
+        }
+    }
+    func powerCycle() async { powerCycles.withLock { $0 += 1 } }
+}
+
+/// Floods `count` packets of `size` bytes to a sink and reports what happened.
+func flood(model: LinkModel, faults: LinkFaults = LinkFaults(), seed: UInt64 = 1, count: Int, size: Int,
+           processing: Duration = .zero, gap: Duration = .zero)
+    async throws -> (seconds: Double, received: [[UInt8]], statistics: LinkStatistics, powerCycles: Int, trace: [String])
+{
+    try await SimulationRuntime.run { runtime in
+        let world = SimulatedWorld(runtime: runtime, model: model, faults: faults, seed: seed)
+        world.startTrace()
+        let sink = SinkPeripheral(processing: processing)
+        await world.add(sink)
+        let link = try await world.connect(to: "AA:00:00:00:00:01", timeout: .seconds(1))
+        let start = runtime.clock.now
+        for index in 0..<count {
+            var packet = [UInt8](repeating: UInt8(truncatingIfNeeded: index), count: size)
+            packet[0] = UInt8(truncatingIfNeeded: index >> 8)
+            do { try await link.send(packet) } catch { break }
+            if gap > .zero { try await runtime.clock.sleep(for: gap) }
+        }
+        // Let the queue drain, then measure up to the last arrival.
+        try await runtime.clock.sleep(for: model.connectionInterval * 20)
+        let seconds = (sink.lastArrival.withLock { $0 } - start).seconds
+        let statistics = world.statistics
+        await link.close()
+        return (seconds, sink.received.withLock { $0 }, statistics, sink.powerCycles.withLock { $0 }, world.trace)
+    }
+}
+
+@Suite struct SimulatedLinkTests {
+    @Test(arguments: LinkPreset.all.map(\.name))
+    func floodNeverBeatsCapacityAndReachesItWithoutFaults(preset: String) async throws {
+        var model = LinkPreset.named(preset)!.model
+        model.deviceBuffer = 1024
+        model.deviceProcessingPerPacket = .zero
+        model.deviceProcessingPerByte = .zero
+        let size = model.maximumPayload
+        let result = try await flood(model: model, count: 400, size: size)
+        #expect(result.received.count == 400)
+        // Count whole connection intervals: the last event ends before its interval does.
+        let interval = model.connectionInterval.seconds
+        let rate = Double(400 * size) / ((result.seconds / interval).rounded(.up) * interval)
+        let capacity = model.capacity(payload: size)
+        #expect(rate <= capacity * 1.001)
+        #expect(rate >= capacity * 0.95)
+    }
+
+    @Test func slowDeviceDropsWhenFloodedButNotWhenPaced() async throws {
+        let model = LinkPreset.named("slow-flash")!.model
+        let flooded = try await flood(model: model, count: 200, size: 200, processing: .milliseconds(2))
+        #expect(flooded.statistics.droppedByDeviceBuffer > 0)
+        #expect(flooded.received.count + flooded.statistics.droppedByDeviceBuffer == 200)
+        // Packets arrive in bursts, one burst per 15 ms connection event: pacing must keep a
+        // burst within the 4-packet buffer (5 ms apart: 3 per event), not merely the average rate.
+        let paced = try await flood(model: model, count: 200, size: 200, processing: .milliseconds(2), gap: .milliseconds(5))
+        #expect(paced.statistics.droppedByDeviceBuffer == 0)
+        #expect(paced.received.count == 200)
+    }
+
+    @Test func writeLossMatchesItsProbability() async throws {
+        var faults = LinkFaults()
+        faults.writeLoss = 0.1
+        let result = try await flood(model: LinkPreset.named("2m-dle")!.model, faults: faults, count: 2000, size: 100)
+        #expect(result.statistics.lostToDevice > 150 && result.statistics.lostToDevice < 250)
+        #expect(result.received.count == 2000 - result.statistics.lostToDevice)
+    }
+
+    @Test func corruptionFlipsExactlyOneBit() async throws {
+        var faults = LinkFaults()
+        faults.corruption = 0.2
+        let result = try await flood(model: LinkPreset.named("2m-dle")!.model, faults: faults, count: 300, size: 50)
+        // No loss or duplication: the n-th packet received is the n-th sent.
+        #expect(result.received.count == 300)
+        var flipped = 0
+        for (index, packet) in result.received.enumerated() {
+            var original = [UInt8](repeating: UInt8(truncatingIfNeeded: index), count: 50)
+            original[0] = UInt8(truncatingIfNeeded: index >> 8)
+            let bits = zip(packet, original).reduce(0) { $0 + ($1.0 ^ $1.1).nonzeroBitCount }
+            #expect(bits <= 1)
+            flipped += bits
+        }
+        #expect(flipped == result.statistics.corrupted)
+        #expect(flipped > 30)
+    }
+
+    @Test func duplicationDeliversTwice() async throws {
+        var faults = LinkFaults()
+        faults.duplication = 0.1
+        let result = try await flood(model: LinkPreset.named("2m-dle")!.model, faults: faults, count: 500, size: 30)
+        #expect(result.statistics.duplicated > 20)
+        #expect(result.received.count == 500 + result.statistics.duplicated)
+    }
+
+    @Test func disconnectAfterBytesFiresOnce() async throws {
+        var faults = LinkFaults()
+        faults.disconnectAfterBytes = 1000
+        let result = try await flood(model: LinkPreset.named("2m-dle")!.model, faults: faults, count: 100, size: 100)
+        #expect(result.statistics.disconnects == 1)
+        #expect(result.received.count < 11)
+    }
+
+    @Test func powerLossCyclesTheDevice() async throws {
+        var faults = LinkFaults()
+        faults.powerLossAfterBytes = 500
+        let result = try await flood(model: LinkPreset.named("2m-dle")!.model, faults: faults, count: 20, size: 100)
+        #expect(result.powerCycles == 1)
+        #expect(result.statistics.disconnects == 1)
+    }
+
+    @Test func sameSeedSameTranscriptDifferentSeedDifferent() async throws {
+        var faults = LinkFaults()
+        faults.writeLoss = 0.05
+        faults.corruption = 0.02
+        let model = LinkPreset.named("1m-dle-7.5ms")!.model
+        let a = try await flood(model: model, faults: faults, seed: 3, count: 300, size: 100)
+        let b = try await flood(model: model, faults: faults, seed: 3, count: 300, size: 100)
+        let c = try await flood(model: model, faults: faults, seed: 4, count: 300, size: 100)
+        #expect(a.trace == b.trace)
+        #expect(a.statistics == b.statistics)
+        #expect(a.received == b.received)
+        #expect(a.trace != c.trace)
+        #expect(a.trace.count >= 300)
+    }
+
+    @Test func connectingToAnAbsentDeviceNamesWhatIsAdvertising() async throws {
+        let message = try await SimulationRuntime.run { runtime -> String in
+            let world = SimulatedWorld(runtime: runtime, model: LinkPreset.named("2m-dle")!.model)
+            await world.add(SinkPeripheral())
+            do {
+                _ = try await world.connect(to: "11:22:33:44:55:66", timeout: .seconds(1))
+                return "connected"
+            } catch {
+                return "\(error)"
+            }
+        }
+        #expect(message == "device unreachable: no device advertising as 11:22:33:44:55:66 (advertising: AA:00:00:00:00:01)")
+    }
+}
