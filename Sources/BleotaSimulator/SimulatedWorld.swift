@@ -61,7 +61,8 @@ public final class SimulatedWorld: Sendable {
 
     public var clock: SimulationClock { runtime.clock }
 
-    /// Starts recording every delivered packet (time, direction, size, CRC-32):
+    /// Starts recording every delivered packet (time in µs, direction, first
+    /// byte, size, CRC-32, outcome):
     /// two runs with one seed must produce the same transcript.
     public func startTrace() { state.withLock { $0.trace = [] } }
     public var trace: [String] { state.withLock { $0.trace ?? [] } }
@@ -70,7 +71,9 @@ public final class SimulatedWorld: Sendable {
         let now = clock.now
         state.withLock { state in
             guard state.trace != nil else { return }
-            state.trace!.append("\(now) \(direction) \(packet.count) \(String(CRC32.checksum(packet), radix: 16)) \(outcome)")
+            let micros = now.components.seconds * 1_000_000 + now.components.attoseconds / 1_000_000_000_000
+            let opcode = packet.first.map { String($0, radix: 16) } ?? "-"
+            state.trace!.append("\(micros)us \(direction) op=\(opcode) len=\(packet.count) crc=\(String(CRC32.checksum(packet), radix: 16)) \(outcome)")
         }
     }
 
