@@ -1,0 +1,176 @@
+import Foundation
+import Testing
+@testable import BleotaCommands
+
+@Suite struct ImageCommandTests {
+    struct Checksums: Decodable {
+        struct Entry: Decodable { var size: Int; var crc32: String; var sha256: String }
+        var blinky: Entry
+    }
+
+    static func expected() throws -> Checksums.Entry {
+        let url = BleotaProcess.repositoryRoot.appendingPathComponent("samples/firmware/checksums.json")
+        return try JSONDecoder().decode(Checksums.self, from: Data(contentsOf: url)).blinky
+    }
+
+    @Test(arguments: ["blinky.hex", "blinky.srec", "blinky.bin"])
+    func infoJSONMatchesIndependentChecksums(file: String) throws {
+        let result = try BleotaProcess.run(["image", "info", "samples/firmware/\(file)", "--json"])
+        #expect(result.status == 0)
+        let report = try JSONDecoder().decode(ImageReport.self, from: Data(result.stdout.utf8))
+        let expected = try Self.expected()
+        #expect(report.crc32 == expected.crc32)
+        #expect(report.sha256 == expected.sha256)
+        #expect(report.size == expected.size)
+        if file != "blinky.bin" {
+            #expect(report.segments == [.init(address: 0x8000, length: 10240), .init(address: 0xB000, length: 1024)])
+        }
+    }
+
+    @Test func infoTextShowsSegmentsAndHashes() throws {
+        let result = try BleotaProcess.run(["image", "info", "samples/firmware/blinky.hex"])
+        #expect(result.status == 0)
+        #expect(result.stdout.contains("format:    Intel HEX"))
+        #expect(result.stdout.contains("0x00008000–0x0000a800  10240 bytes"))
+        #expect(result.stdout.contains("crc32:     \(try Self.expected().crc32)"))
+    }
+
+    @Test func hexToBinToHexRoundTrip() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let bin = directory.appendingPathComponent("out.bin").path
+        let hex = directory.appendingPathComponent("again.hex").path
+        #expect(try BleotaProcess.run(["image", "convert", "samples/firmware/blinky.hex", bin]).status == 0)
+        let convert = try BleotaProcess.run(["image", "convert", bin, hex, "--base-address", "0x8000"])
+        #expect(convert.status == 0)
+        #expect(convert.stdout.hasPrefix("wrote \(hex) (Intel HEX"))
+        let original = try BleotaProcess.run(["image", "info", "samples/firmware/blinky.hex", "--json"])
+        let again = try BleotaProcess.run(["image", "info", hex, "--json"])
+        let a = try JSONDecoder().decode(ImageReport.self, from: Data(original.stdout.utf8))
+        let b = try JSONDecoder().decode(ImageReport.self, from: Data(again.stdout.utf8))
+        #expect(a.sha256 == b.sha256)
+        #expect(a.baseAddress == b.baseAddress)
+        #expect(a.size == b.size)
+    }
+
+    @Test func malformedImageIsExit3WithFileAndLine() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("bad-\(UUID().uuidString).hex").path
+        try ":0100000042BD\n:0100010043BC\n:00000001FF\n".write(toFile: path, atomically: true, encoding: .utf8)
+        let result = try BleotaProcess.run(["image", "info", path])
+        #expect(result.status == 3)
+        let name = (path as NSString).lastPathComponent
+        #expect(result.stderr == "error: \(name): line 2 (record 00): bad checksum: expected 0xBB, found 0xBC\n")
+    }
+
+    @Test func missingFileAndUnknownFormat() throws {
+        let missing = try BleotaProcess.run(["image", "info", "nope/none.hex"])
+        #expect(missing.status == 3)
+        #expect(missing.stderr == "error: nope/none.hex: no such file: check the path\n")
+        let unknown = try BleotaProcess.run(["image", "info", "README.md"])
+        #expect(unknown.status == 3)
+        #expect(unknown.stderr.contains("add --input-format bin, hex or srec"))
+        let output = try BleotaProcess.run(["image", "convert", "samples/firmware/blinky.hex", "/tmp/out.weird"])
+        #expect(output.status == 2)
+        #expect(output.stderr.contains("add --format bin, hex or srec"))
+    }
+
+    @Test func everySubcommandHasHelp() throws {
+        for command in [["image"], ["image", "info"], ["image", "convert"], ["flash"], ["push"], ["pull"]] {
+            let result = try BleotaProcess.run(command + ["--help"])
+            #expect(result.status == 0, "\(command)")
+            #expect(result.stdout.contains("USAGE:"), "\(command)")
+        }
+    }
+}
+
+@Suite struct TransferCommandTests {
+    @Test func flashOnTheSimulatorPrintsAJSONReport() throws {
+        let result = try BleotaProcess.run(["flash", "samples/firmware/blinky.hex", "--device", "sim://2m-dle?loss=0.02&seed=3", "--json"])
+        #expect(result.status == 0, "\(result.stderr)")
+        struct Report: Decodable {
+            var bytes: Int
+            var linkCapacity: Double
+            var goodput: Double
+            var versionAfter: String
+            var stepSeconds: [String: Double]
+            var statistics: Statistics
+            struct Statistics: Decodable { var packetsSent: Int; var packetsResent: Int }
+        }
+        let report = try JSONDecoder().decode(Report.self, from: Data(result.stdout.utf8))
+        #expect(report.bytes == 13312)
+        #expect(report.goodput > 0 && report.goodput <= report.linkCapacity)
+        #expect(report.versionAfter.hasPrefix("sha256:06ad61a3f232"))
+        #expect(Set(report.stepSeconds.keys) == ["connect", "enter-bootloader", "reconnect", "transfer", "verify", "activate", "confirm"])
+        #expect(report.statistics.packetsSent >= 56)
+    }
+
+    @Test func flashWithoutATerminalPrintsOneLinePerStep() throws {
+        let result = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", "sim://1m-dle-7.5ms"])
+        #expect(result.status == 0)
+        #expect(result.stderr.split(separator: "\n").map(String.init)
+                == ["step: connect", "step: enter-bootloader", "step: reconnect", "step: transfer", "step: verify", "step: activate", "step: confirm"])
+        #expect(result.stdout.hasPrefix("flashed 13.0 KiB to sim://1m-dle-7.5ms"))
+    }
+
+    @Test func badInputGetsOneLineAndTheRightExitCode() throws {
+        let cases: [([String], Int32, String)] = [
+            (["flash", "missing.bin", "--device", "sim://2m-dle"], 3, "error: missing.bin: no such file: check the path\n"),
+            (["flash", "samples/firmware/app-v2.bin", "--device", "sim://2m-dle?slot=4096"], 4,
+             "error: connect failed: the image is 49152 bytes but the device's slot holds 4096: nothing was sent; build a smaller image\n"),
+            (["flash", "samples/firmware/blinky.bin", "--device", "sim://2m-dle", "--packet-size", "400"], 2,
+             "error: transfer failed: packet size 400 is out of range for this link and device: use 1…239\n"),
+            (["flash", "samples/firmware/blinky.bin", "--device", "sim://2m-dle", "--window", "0"], 2, ""),
+            (["flash", "samples/firmware/blinky.bin", "--device", "sim://2m-dle", "--delay=-1"], 2, ""),
+            (["flash", "samples/firmware/blinky.bin", "--device", "sim://warp-drive"], 2,
+             "error: unknown simulator preset 'warp-drive': use one of 1m-no-dle-30ms, 1m-dle-7.5ms, 2m-dle, linux-bluez, slow-flash\n"),
+            (["flash", "samples/firmware/blinky.bin", "--device", "tcp://x"], 2, ""),
+            (["pull", "nothing.txt", "--device", "sim://2m-dle", "-o", "/tmp/bleota-never-written"], 4,
+             "error: transfer failed: the device has no file named 'nothing.txt': check the name\n"),
+        ]
+        for (arguments, status, message) in cases {
+            let result = try BleotaProcess.run(arguments)
+            #expect(result.status == status, "\(arguments): \(result.stderr)")
+            // Progress lines may come first (one per step); the error is the last line, alone.
+            let last = result.stderr.split(separator: "\n").last.map { String($0) + "\n" }
+            if !message.isEmpty { #expect(last == message, "\(arguments)") }
+            #expect(result.stderr.split(separator: "\n").contains { $0.hasPrefix("error:") || $0.hasPrefix("Error:") }, "\(arguments)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: "/tmp/bleota-never-written"))
+        let window = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", "sim://2m-dle", "--window", "0"])
+        #expect(window.stderr.contains("--window 0 is out of range: use 1…250"))
+        let delay = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", "sim://2m-dle", "--delay=-1"])
+        #expect(delay.stderr.contains("--delay cannot be negative"))
+        let scheme = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", "tcp://x"])
+        #expect(scheme.stderr.contains("is not a device address: use sim://PRESET"))
+    }
+
+    @Test func pullWritesTheFileAtomically() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-pull-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let output = directory.appendingPathComponent("hello.txt").path
+        let result = try BleotaProcess.run(["pull", "hello.txt", "--device", "sim://2m-dle?loss=0.05&seed=2", "-o", output])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try String(contentsOfFile: output, encoding: .utf8) == "Hello from the bleota simulator.\n")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["hello.txt"])
+        // Into a directory that does not exist: an error, and nothing created.
+        let bad = try BleotaProcess.run(["pull", "hello.txt", "--device", "sim://2m-dle", "-o", directory.path + "/no/such/dir/x"])
+        #expect(bad.status == 3)
+        #expect(bad.stderr.contains("does not exist: create it first"))
+    }
+
+    @Test func pushReportsWhatWasStored() throws {
+        let result = try BleotaProcess.run(["push", "samples/firmware/blinky.bin", "--device", "sim://1m-no-dle-30ms", "--name", "fw.bin"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.hasPrefix("pushed 'fw.bin' (13.0 KiB) to sim://1m-no-dle-30ms"))
+    }
+
+    @Test func bleAddressOnAMachineWithoutBluetoothSaysWhatIsMissing() throws {
+        let result = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", "ble://AA:BB:CC:DD:EE:FF"])
+        // This machine's kernel has no Bluetooth: the probe must say so with its own exit code.
+        if result.status == 7 {
+            #expect(result.stderr.hasPrefix("error: this machine's kernel has no Bluetooth support") || result.stderr.contains("adapter"))
+        } else {
+            #expect(result.status == 1)
+        }
+    }
+}
