@@ -93,6 +93,14 @@ public struct SelectiveRepeatSender: Sendable {
     public struct AckOutcome: Sendable, Equatable {
         public var newlyAcknowledged = 0
         public var newlyLost = 0
+        /// The newly acknowledged packet sent most recently (for round-trip samples).
+        public var newest: Int?
+
+        public init(newlyAcknowledged: Int = 0, newlyLost: Int = 0, newest: Int? = nil) {
+            self.newlyAcknowledged = newlyAcknowledged
+            self.newlyLost = newlyLost
+            self.newest = newest
+        }
     }
 
     /// Applies a cumulative + selective acknowledgement. `nextExpected` and the
@@ -103,11 +111,11 @@ public struct SelectiveRepeatSender: Sendable {
         let cumulative = min(max(nextExpected, base), packetCount)
         var newest: UInt32 = 0
         for index in base..<cumulative where states[index] != .acknowledged {
-            newest = max(newest, lastTransmission[index])
+            if lastTransmission[index] > newest { newest = lastTransmission[index]; outcome.newest = index }
             acknowledge(index)
         }
         for index in received where index >= 0 && index < packetCount && states[index] != .acknowledged {
-            newest = max(newest, lastTransmission[index])
+            if lastTransmission[index] > newest { newest = lastTransmission[index]; outcome.newest = index }
             acknowledge(index)
         }
         advanceBase()
@@ -135,6 +143,21 @@ public struct SelectiveRepeatSender: Sendable {
         let upper = min(packetCount, first + max(0, min(count, 4 * TransferTuning.maximumWindow)))
         guard first < upper, first >= 0 else { return 0 }
         for index in first..<upper where states[index] == .inFlight {
+            markLost(index)
+            lost += 1
+        }
+        return lost
+    }
+
+    /// Transmissions so far; mark a moment to compare later sends against.
+    public var transmissionCount: UInt32 { transmissions }
+
+    /// The receiver answered a request for acknowledgement sent after
+    /// transmission `mark`: with in-order delivery it has seen everything sent
+    /// up to then, so packets still in flight from before the mark are lost.
+    public mutating func markLost(sentUpTo mark: UInt32) -> Int {
+        var lost = 0
+        for index in base..<min(packetCount, nextUnsent) where states[index] == .inFlight && lastTransmission[index] <= mark {
             markLost(index)
             lost += 1
         }

@@ -85,6 +85,19 @@ public final class TransferEngine: @unchecked Sendable {
     private var started: Duration?
     private var window: Double
     private var delay: Duration
+    /// When each packet was last sent and how often, for round-trip samples
+    /// (Karn's rule: only packets sent once give a sample).
+    private var sentAt: [Duration]
+    private var sends: [UInt8]
+    /// Smoothed round-trip time from data packet to its acknowledgement.
+    private var smoothedRoundTrip: Duration?
+    /// Adaptive mode looks at the loss rate over about two windows at a time:
+    /// random loss of a few percent is not a reason to slow down, a
+    /// receiver that overflows (most of a burst lost) is.
+    private var recentSent = 0
+    private var recentLost = 0
+    /// Transmission count when the last acknowledgement request went out.
+    private var requestMark: UInt32?
     private let onProgress: @Sendable (TransferProgress) -> Void
 
     public init(stream: [UInt8], packetSize: Int, wire: any TransferWire, tuning: TransferTuning,
@@ -100,6 +113,15 @@ public final class TransferEngine: @unchecked Sendable {
         sender = SelectiveRepeatSender(packetCount: (stream.count + self.packetSize - 1) / self.packetSize)
         window = Double(tuning.window)
         delay = tuning.interPacketDelay
+        sentAt = Array(repeating: .zero, count: sender.packetCount)
+        sends = Array(repeating: 0, count: sender.packetCount)
+    }
+
+    /// How long to wait before asking for an acknowledgement: three smoothed
+    /// round trips once measured, never more than the configured timeout.
+    private var probeDelay: Duration {
+        guard let rtt = smoothedRoundTrip else { return tuning.ackTimeout / 4 }
+        return min(tuning.ackTimeout, max(.milliseconds(20), rtt * 3))
     }
 
     public var packetCount: Int { sender.packetCount }
@@ -162,14 +184,25 @@ public final class TransferEngine: @unchecked Sendable {
             if let index = sender.nextPacket(window: max(1, Int(window))) {
                 let packet = wire.encodeData(sequence: SequenceNumber.wrap(index), payload: payload(index))
                 try await link.send(packet)
+                sentAt[index] = clock.now
+                sends[index] &+= 1
+                recentSent += 1
                 statistics.bytesOnWire += packet.count
                 if delay > .zero { try await clock.sleep(for: delay) }
                 continue
             }
-            // Window full or all sent: wait for feedback. Ask for an
-            // acknowledgement early once (a lost tail has no later packet to
-            // reveal it), then wait out the full timeout.
-            let wait = probed ? tuning.ackTimeout : tuning.ackTimeout / 4
+            // Window full or all sent: wait for feedback. When the window has
+            // shrunk below the receiver's acknowledgement interval, it will not
+            // acknowledge on its own: ask at once. Otherwise ask early once (a
+            // lost tail has no later packet to reveal it), then wait out the
+            // full timeout.
+            if !probed && Int(window) < tuning.effectiveAckInterval && sender.inFlight > 0 {
+                probed = true
+                requestMark = sender.transmissionCount
+                try await link.send(wire.encodeAckRequest())
+            }
+            let wait = probed ? max(probeDelay * 2, min(tuning.ackTimeout, probeDelay * 4)) : probeDelay
+            logger.trace("waiting \(wait): window \(Int(window)) in flight \(sender.inFlight) acked \(sender.acknowledgedCount)/\(sender.packetCount) at \(clock.now)")
             let item: Result<[UInt8], LinkError>?
             do {
                 item = try await withDeadline(wait, clock: clock) { try await inbox.take() }
@@ -191,6 +224,7 @@ public final class TransferEngine: @unchecked Sendable {
                 if timeouts >= 2 { statistics.packetsLost += sender.timeoutAllInFlight(); slowDown() }
             }
             probed = true
+            requestMark = sender.transmissionCount
             try await link.send(wire.encodeAckRequest())
         }
         reportProgress()
@@ -211,18 +245,28 @@ public final class TransferEngine: @unchecked Sendable {
             for bit in 0..<(bitmap.count * 8) where bitmap[bit / 8] & (1 << (bit % 8)) != 0 {
                 received.append(nextIndex + 1 + bit)
             }
-            let outcome = sender.acknowledge(nextExpected: nextIndex, received: received)
+            var outcome = sender.acknowledge(nextExpected: nextIndex, received: received)
+            if let mark = requestMark {
+                // Most likely the answer to our request: it has seen everything sent before it.
+                requestMark = nil
+                outcome.newlyLost += sender.markLost(sentUpTo: mark)
+            }
             statistics.packetsLost += outcome.newlyLost
-            if outcome.newlyLost > 0 { slowDown() } else if outcome.newlyAcknowledged > 0 { speedUp() }
+            recentLost += outcome.newlyLost
+            if let newest = outcome.newest, sends[newest] == 1 {
+                let sample = clock.now - sentAt[newest]
+                smoothedRoundTrip = smoothedRoundTrip.map { $0 * 0.875 + sample * 0.125 } ?? sample
+            }
+            adapt()
             if outcome.newlyAcknowledged > 0 { reportProgress() }
-            return true
+            return outcome.newlyAcknowledged > 0 || outcome.newlyLost > 0
         case .negativeAcknowledgement(let first, let count):
             statistics.negativeAcknowledgements += 1
             let firstIndex = SequenceNumber.unwrap(first, near: sender.base)
             let lost = sender.negativeAcknowledge(first: firstIndex, count: Int(count))
             statistics.packetsLost += lost
-            if lost > 0 { slowDown() }
-            return true
+            recentLost += lost
+            return lost > 0
         case .failure(let message):
             throw TransferError(.deviceRefused, step: .transfer, message)
         case .data, .ackRequest, .other:
@@ -230,19 +274,31 @@ public final class TransferEngine: @unchecked Sendable {
         }
     }
 
-    private func slowDown() {
-        guard tuning.adaptive else { return }
-        window = max(1, window / 2)
-        delay = delay == .zero ? .microseconds(500) : min(delay * 2, .milliseconds(50))
+    /// Adaptive pacing: every two windows of packets, compare the loss rate
+    /// with two thresholds. Above 15 % the receiver is overflowing: halve the
+    /// window and add (or grow) a gap between packets. Below 3 %: grow the
+    /// window by one and shrink the gap. In between, hold.
+    private func adapt() {
+        guard tuning.adaptive, recentSent >= max(8, 2 * Int(window)) else { return }
+        let rate = Double(recentLost) / Double(recentSent)
+        if rate > 0.15 {
+            window = max(2, (window / 2).rounded(.down))
+            delay = delay == .zero ? .microseconds(500) : min(delay * 2, .milliseconds(20))
+            logger.debug("loss \(Int(rate * 100)) %: window \(Int(window)), delay \(delay) at \(clock.now)")
+        } else if rate < 0.03 {
+            window = min(Double(tuning.window), window + 1)
+            if delay > .zero {
+                delay = delay * 0.75
+                if delay < .microseconds(100) { delay = .zero }
+            }
+        }
+        recentSent = 0
+        recentLost = 0
     }
 
-    private func speedUp() {
+    private func slowDown() {
         guard tuning.adaptive else { return }
-        window = min(Double(tuning.window), window + 1 / max(1, window).squareRoot())
-        if delay > .zero {
-            delay = delay * 0.8
-            if delay < .microseconds(100) { delay = .zero }
-        }
+        window = max(2, (window / 2).rounded(.down))
     }
 
     private func reportProgress() {

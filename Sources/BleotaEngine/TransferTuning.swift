@@ -14,6 +14,9 @@ public struct TransferTuning: Sendable, Hashable, Codable {
     /// Packets sent before waiting for an acknowledgement. A window keeps the
     /// link busy across the acknowledgement's round trip (several connection
     /// intervals); a window larger than the device's buffer overflows it.
+    /// The default, 32, is about two round trips of a 2M link (8 packets per
+    /// 15 ms event, ~28 ms round trip): 16 reached 97 % of capacity without
+    /// loss but only 66 % at 5 % loss, 24 and 32 reached 91 % (simulator, `2m-dle`).
     public var window: Int
     /// Pause after each data packet. Zero sends as fast as the link accepts;
     /// a device that needs time to write flash drops packets without one.
@@ -45,7 +48,7 @@ public struct TransferTuning: Sendable, Hashable, Codable {
 
     public static let maximumWindow = 250
 
-    public init(packetSize: Int? = nil, window: Int = 16, interPacketDelay: Duration = .zero, ackInterval: Int = 8,
+    public init(packetSize: Int? = nil, window: Int = 32, interPacketDelay: Duration = .zero, ackInterval: Int = 8,
                 ackTimeout: Duration = .milliseconds(750), maxRetries: Int = 8, adaptive: Bool = false,
                 compression: Compression = .off, maxReconnects: Int = 5) {
         self.packetSize = packetSize
@@ -59,8 +62,10 @@ public struct TransferTuning: Sendable, Hashable, Codable {
         self.maxReconnects = maxReconnects
     }
 
-    /// The acknowledgement interval actually requested: at most half the window.
-    public var effectiveAckInterval: Int { max(1, min(ackInterval, window / 2)) }
+    /// The acknowledgement interval actually requested: at most half the
+    /// window, and 2 in adaptive mode, whose window may shrink far below the
+    /// configured one (a receiver that waits for 8 packets would then stall it).
+    public var effectiveAckInterval: Int { max(1, min(ackInterval, adaptive ? 2 : window / 2)) }
 
     /// Checks ranges that do not depend on the link; one line per problem, naming the allowed range.
     public func validate() throws(TransferError) {

@@ -73,7 +73,9 @@ public final class SimulationRuntime: TaskExecutor, @unchecked Sendable {
                     result.withLock { $0 = outcome }
                     runtime.markFinished()
                 }
-                if let failure = runtime.drive() {
+                let failure = runtime.drive()
+                runtime.abandonTimers()
+                if let failure {
                     continuation.resume(throwing: failure)
                     return
                 }
@@ -83,6 +85,16 @@ public final class SimulationRuntime: TaskExecutor, @unchecked Sendable {
             thread.stackSize = 8 << 20
             thread.start()
         }
+    }
+
+    /// Ends the sleeps still pending when the simulation is over (connection
+    /// event loops, a rebooting device), so no continuation is leaked.
+    private func abandonTimers() {
+        condition.lock()
+        let timers = state.timers
+        state.timers = []
+        condition.unlock()
+        for timer in timers { timer.continuation.resume(throwing: CancellationError()) }
     }
 
     private func markFinished() {

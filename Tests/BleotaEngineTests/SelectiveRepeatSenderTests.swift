@@ -14,7 +14,7 @@ import Testing
         var sender = SelectiveRepeatSender(packetCount: 10)
         while sender.nextPacket(window: 4) != nil {}
         let outcome = sender.acknowledge(nextExpected: 2, received: [])
-        #expect(outcome == .init(newlyAcknowledged: 2, newlyLost: 0))
+        #expect(outcome == .init(newlyAcknowledged: 2, newlyLost: 0, newest: 1))
         #expect(sender.nextPacket(window: 4) == 4)
         #expect(sender.nextPacket(window: 4) == 5)
         #expect(sender.nextPacket(window: 4) == nil)
@@ -26,7 +26,7 @@ import Testing
         while sender.nextPacket(window: 6) != nil {}
         // Receiver has 0, 1, 3, 4, 5 — packet 2 is missing.
         let outcome = sender.acknowledge(nextExpected: 2, received: [3, 4, 5])
-        #expect(outcome == .init(newlyAcknowledged: 5, newlyLost: 1))
+        #expect(outcome == .init(newlyAcknowledged: 5, newlyLost: 1, newest: 5))
         #expect(sender.nextPacket(window: 6) == 2)
         #expect(sender.nextPacket(window: 6) == nil)
         #expect(sender.resentCount == 1)
