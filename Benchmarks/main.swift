@@ -2,28 +2,51 @@ import BleotaCodec
 import BleotaEngine
 import BleotaLink
 import BleotaProtocols
+import BleotaSimulator
 import Foundation
 
-// bleota's benchmark: prints a table and writes JSON (default
-// `.build/bench.json`, or the path given with --json PATH). Figures, not
-// pass/fail: targets are printed next to each figure for the reader.
+// bleota's benchmark: figures, not pass/fail. Prints a table and writes JSON
+// (default `.build/bench.json`, or `--json PATH`). Targets are printed beside
+// each figure for the reader. Run it in release mode:
+//
+//     swift run -c release bleota-bench
+//
+// `--memory-probe FILE` is used internally: the benchmark re-runs itself in a
+// child process to measure the peak memory of sending one large image.
 
 struct Figure: Codable {
+    var group: String
     var name: String
     var value: Double
     var unit: String
     var target: String?
 }
 
-var figures: [Figure] = []
-@MainActor func record(_ name: String, _ value: Double, _ unit: String, target: String? = nil) {
-    figures.append(Figure(name: name, value: value, unit: unit, target: target))
+final class FigureLog: @unchecked Sendable {
+    var figures: [Figure] = []
+}
+let log = FigureLog()
+
+func record(_ group: String, _ name: String, _ value: Double, _ unit: String, target: String? = nil) {
+    log.figures.append(Figure(group: group, name: name, value: value, unit: unit, target: target))
     let shown = value >= 100 ? String(format: "%.0f", value) : String(format: "%.2f", value)
-    print(name.padding(toLength: 52, withPad: " ", startingAt: 0), shown.leftPadded(10), unit.padding(toLength: 10, withPad: " ", startingAt: 0), target ?? "")
+    print(name.padding(toLength: 58, withPad: " ", startingAt: 0) + String(repeating: " ", count: max(0, 10 - shown.count)) + shown
+          + " " + unit.padding(toLength: 8, withPad: " ", startingAt: 0) + (target ?? ""))
 }
 
-extension String {
-    func leftPadded(_ width: Int) -> String { String(repeating: " ", count: max(0, width - count)) + self }
+func pseudoRandom(_ count: Int, seed: UInt64 = 1) -> [UInt8] {
+    var random = SeededRandom(seed: seed)
+    var bytes = [UInt8](repeating: 0, count: count)
+    var index = 0
+    while index < count {
+        var word = random.next()
+        for _ in 0..<8 where index < count {
+            bytes[index] = UInt8(truncatingIfNeeded: word)
+            word >>= 8
+            index += 1
+        }
+    }
+    return bytes
 }
 
 func wallSeconds(_ body: () throws -> Void) rethrows -> Double {
@@ -32,59 +55,133 @@ func wallSeconds(_ body: () throws -> Void) rethrows -> Double {
     return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
 }
 
-func wallSeconds(_ body: () async throws -> Void) async rethrows -> Double {
-    let start = DispatchTime.now().uptimeNanoseconds
-    try await body()
-    return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+func peakResidentBytes() -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+    for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
+        let kilobytes = line.split(separator: " ").compactMap { Int($0) }.first ?? 0
+        return kilobytes * 1024
+    }
+    return 0
 }
 
-func pseudoRandom(_ count: Int, seed: UInt64 = 1) -> [UInt8] {
-    var state = seed
-    var bytes = [UInt8](repeating: 0, count: count)
-    for index in 0..<count {
-        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-        bytes[index] = UInt8(truncatingIfNeeded: state >> 33)
+/// A receiver that acknowledges like a device but keeps nothing: the memory
+/// probe measures the host, not a simulated device's flash.
+func discardingReceiver(_ link: LoopbackLink, packets: Int, ackInterval: Int) async {
+    var window = ReceiverWindow(packetCount: packets)
+    let wire = NativeWire()
+    while !window.isComplete {
+        guard let packet = try? await link.receive() else { return }
+        switch wire.decodeTransferPacket(packet) {
+        case .data(let sequence, _, true):
+            _ = window.receive(sequence: sequence)
+            if window.sinceAcknowledgement >= ackInterval || window.isComplete {
+                let ack = window.acknowledgement()
+                try? await link.send(wire.encodeAcknowledgement(nextExpected: ack.nextExpected, bitmap: ack.bitmap))
+            }
+        case .ackRequest:
+            let ack = window.acknowledgement()
+            try? await link.send(wire.encodeAcknowledgement(nextExpected: ack.nextExpected, bitmap: ack.bitmap))
+        default:
+            continue
+        }
     }
-    return bytes
+}
+
+/// Loads `path` and sends it over loopback with 244-byte packets; returns seconds.
+func sendOverLoopback(_ stream: [UInt8], packetSize: Int = 244) async throws -> Double {
+    let (host, device) = LoopbackLink.pair(maximumPayload: packetSize + NativeMessage.dataHeaderSize)
+    let tuning = TransferTuning(window: 64, ackInterval: 16)
+    let packets = (stream.count + packetSize - 1) / packetSize
+    let receiver = Task { await discardingReceiver(device, packets: packets, ackInterval: tuning.effectiveAckInterval) }
+    let engine = TransferEngine(stream: stream, packetSize: packetSize, wire: NativeWire(), tuning: tuning, clock: SystemClock())
+    let start = DispatchTime.now().uptimeNanoseconds
+    try await engine.run(over: host)
+    let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+    await receiver.value
+    await host.close()
+    return seconds
+}
+
+/// One simulated flash; returns goodput (image bytes per second of transfer time).
+func simulatedFlash(_ address: String, image: [UInt8], tuning: TransferTuning = TransferTuning()) async throws -> (goodput: Double, capacity: Double, resent: Int) {
+    let parsed = try SimulatorAddress(parsing: address)
+    let report = try await SimulationRuntime.run { runtime in
+        let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
+        let storage = DeviceStorage(activeImage: [0], activeVersion: "1", slotSize: max(parsed.slotSize, image.count))
+        await world.add(SimulatedNativeDevice(address: "C0:FF:EE:00:00:01", storage: storage, model: parsed.model))
+        let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
+        return try await NativeUpdater(connector: connector, clock: world.clock, tuning: tuning).flash(image: image, version: "2")
+    }
+    let payload = parsed.model.maximumPayload - NativeMessage.dataHeaderSize
+    let capacity = parsed.model.capacity(payload: parsed.model.maximumPayload) * Double(payload) / Double(parsed.model.maximumPayload)
+    return (report.goodput, capacity, report.statistics.packetsResent)
 }
 
 let arguments = CommandLine.arguments
+
+if let index = arguments.firstIndex(of: "--memory-probe"), arguments.indices.contains(index + 1) {
+    // Child process: load the image from disk, hash it, send it; print peak RSS.
+    let image = try FirmwareImage.load(path: arguments[index + 1])
+    let bytes = image.flattened()
+    _ = image.crc32()
+    _ = image.sha256()
+    _ = try await sendOverLoopback(bytes)
+    print(peakResidentBytes())
+    exit(0)
+}
+
 let jsonPath = arguments.firstIndex(of: "--json").flatMap { arguments.indices.contains($0 + 1) ? arguments[$0 + 1] : nil } ?? ".build/bench.json"
+let cpu = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8))?
+    .split(separator: "\n").first { $0.hasPrefix("model name") }?.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "unknown CPU"
+print("bleota benchmark — \(cpu), \(ProcessInfo.processInfo.processorCount) cores, \(ProcessInfo.processInfo.operatingSystemVersionString)")
 
-print("bleota benchmark — \(ProcessInfo.processInfo.processorCount) cores, \(ProcessInfo.processInfo.operatingSystemVersionString)")
-print("")
+// 1. Native protocol on every simulator preset, at 0 %, 1 % and 5 % random loss.
+print("\n== native protocol on the simulator (1 MiB image, default tuning; efficiency = goodput / link capacity)")
+let image = pseudoRandom(1 << 20)
+for preset in LinkPreset.all {
+    for loss in [0.0, 0.01, 0.05] {
+        let address = "sim://\(preset.name)?loss=\(loss)&seed=1"
+        let result = try await simulatedFlash(address, image: preset.name == "1m-no-dle-30ms" ? Array(image.prefix(256 << 10)) : image)
+        let efficiency = result.goodput / result.capacity
+        let target = preset.name == "slow-flash" ? "device-bound (see tune)"
+            : loss == 0 ? "≥ 90 %" : String(format: "≥ %.0f %%", 80 * (1 - loss))
+        record("native", "\(preset.name) loss \(Int(loss * 100)) %: goodput", result.goodput / 1024, "KiB/s")
+        record("native", "\(preset.name) loss \(Int(loss * 100)) %: capacity", result.capacity / 1024, "KiB/s")
+        record("native", "\(preset.name) loss \(Int(loss * 100)) %: efficiency", efficiency * 100, "%", target: target)
+    }
+}
 
-// Checksums over 64 MiB.
+// 2. Engine and checksums.
+print("\n== engine and checksums (wall clock)")
 let big = pseudoRandom(64 << 20)
 let crcTime = wallSeconds { _ = CRC32.checksum(big) }
-record("CRC-32 (zlib)", Double(big.count) / crcTime / 1e6, "MB/s")
+record("codec", "CRC-32 (zlib)", Double(big.count) / crcTime / 1e6, "MB/s")
 let shaTime = wallSeconds { _ = SHA256Digest.hash(big) }
-record("SHA-256 (swift-crypto)", Double(big.count) / shaTime / 1e6, "MB/s")
+record("codec", "SHA-256 (swift-crypto)", Double(big.count) / shaTime / 1e6, "MB/s")
+let loopbackSeconds = try await sendOverLoopback(Array(big.prefix(16 << 20)))
+record("engine", "engine over in-memory loopback, 244-byte packets", Double(16 << 20) / loopbackSeconds / 1e6, "MB/s", target: "≥ 100 MB/s")
+let simulated = DispatchTime.now().uptimeNanoseconds
+_ = try await simulatedFlash("sim://2m-dle", image: image)
+record("engine", "wall time of a simulated 1 MiB flash (2m-dle)", Double(DispatchTime.now().uptimeNanoseconds - simulated) / 1e6, "ms", target: "well under 1 s")
 
-// Engine over an in-memory loopback link, no link model: how fast the engine
-// and the native device half can go, 244-byte packets.
-do {
-    let stream = Array(big.prefix(16 << 20))
-    let storage = DeviceStorage(slotSize: stream.count)
-    storage.withState { $0.bootToBootloader = true }
-    let device = NativeDevice(name: "bench", storage: storage, bufferCount: 64, maximumPacket: 244 + NativeMessage.dataHeaderSize)
-    let (host, deviceEnd) = LoopbackLink.pair(maximumPayload: 244 + NativeMessage.dataHeaderSize)
-    let clock = SystemClock()
-    let environment = NativeDeviceEnvironment(clock: clock) { _ in }
-    Task { await device.serve(deviceEnd, environment: environment) }
-    let start = NativeMessage.Start(target: .test, compressed: false, imageSize: UInt32(stream.count), streamSize: UInt32(stream.count),
-                                    crc32: CRC32.checksum(stream), sha256: SHA256Digest.hash(stream), packetSize: 244, ackInterval: 16, label: "")
-    try await host.send(NativeMessage.start(start).encode())
-    _ = try await host.receive()
-    let engine = TransferEngine(stream: stream, packetSize: 244, wire: NativeWire(),
-                                tuning: TransferTuning(window: 64, ackInterval: 16), clock: clock)
-    let seconds = try await wallSeconds { try await engine.run(over: host) }
-    record("engine loopback, 244-byte packets (16 MiB)", Double(stream.count) / seconds / 1e6, "MB/s", target: "≥ 100 MB/s")
-    await host.close()
+// 3. Peak memory sending a 64 MiB image, in a child process.
+print("\n== memory")
+let imagePath = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-bench-64m.bin").path
+_ = FileManager.default.createFile(atPath: imagePath, contents: Data(big))
+let child = Process()
+child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+child.arguments = ["--memory-probe", imagePath]
+let pipe = Pipe()
+child.standardOutput = pipe
+try child.run()
+let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+child.waitUntilExit()
+try? FileManager.default.removeItem(atPath: imagePath)
+if let peak = Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) {
+    record("memory", "host peak memory loading, hashing and sending 64 MiB", Double(peak) / 1e6, "MB", target: "< 100 MB")
 }
 
 let encoder = JSONEncoder()
 encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-try encoder.encode(figures).write(to: URL(fileURLWithPath: jsonPath))
-print("")
-print("wrote \(jsonPath)")
+try encoder.encode(log.figures).write(to: URL(fileURLWithPath: jsonPath))
+print("\nwrote \(jsonPath)")
