@@ -75,11 +75,28 @@ import Testing
     }
 
     @Test func everySubcommandHasHelp() throws {
-        for command in [["image"], ["image", "info"], ["image", "convert"], ["flash"], ["push"], ["pull"]] {
+        for command in [["image"], ["image", "info"], ["image", "convert"], ["flash"], ["push"], ["pull"], ["sim"], ["sim", "presets"]] {
             let result = try BleotaProcess.run(command + ["--help"])
             #expect(result.status == 0, "\(command)")
             #expect(result.stdout.contains("USAGE:"), "\(command)")
         }
+    }
+}
+
+@Suite struct SimCommandTests {
+    @Test func presetsJSONListsEveryPresetWithItsCapacity() throws {
+        let result = try BleotaProcess.run(["sim", "presets", "--json"])
+        #expect(result.status == 0)
+        struct Output: Decodable {
+            struct Preset: Decodable { var name: String; var capacity: Double }
+            var presets: [Preset]
+            var keys: [String: String]
+        }
+        let output = try JSONDecoder().decode(Output.self, from: Data(result.stdout.utf8))
+        #expect(output.presets.map(\.name) == ["1m-no-dle-30ms", "1m-dle-7.5ms", "2m-dle", "linux-bluez", "slow-flash"])
+        // 2m-dle: 8 × 244 bytes per 15 ms event.
+        #expect(abs(output.presets[2].capacity - 8 * 244 / 0.015) < 0.01)
+        #expect(output.keys["loss"] != nil)
     }
 }
 
