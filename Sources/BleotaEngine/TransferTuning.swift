@@ -23,6 +23,10 @@ public struct TransferTuning: Sendable, Hashable, Codable {
     public var interPacketDelay: Duration
     /// The receiver acknowledges every this many packets (capped at half the
     /// window, so an acknowledgement always arrives before the window fills).
+    /// Acknowledgements are not free: on a tightly packed link an event that
+    /// carries one back has room for one data packet fewer. On `1m-dle-7.5ms`
+    /// (3 data packets per event) acknowledging every 8 packets reached 89 % of
+    /// capacity, every 16 reached 94 %.
     public var ackInterval: Int
     /// How long to wait for any acknowledgement before asking for one; also the
     /// unit of the stall limit below.
@@ -48,7 +52,7 @@ public struct TransferTuning: Sendable, Hashable, Codable {
 
     public static let maximumWindow = 250
 
-    public init(packetSize: Int? = nil, window: Int = 32, interPacketDelay: Duration = .zero, ackInterval: Int = 8,
+    public init(packetSize: Int? = nil, window: Int = 32, interPacketDelay: Duration = .zero, ackInterval: Int = 16,
                 ackTimeout: Duration = .milliseconds(750), maxRetries: Int = 8, adaptive: Bool = false,
                 compression: Compression = .off, maxReconnects: Int = 5) {
         self.packetSize = packetSize
