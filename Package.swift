@@ -12,6 +12,7 @@ let package = Package(
         .executable(name: "bleota", targets: ["bleota"]),
         .library(name: "BleotaCodec", targets: ["BleotaCodec"]),
         .library(name: "BleotaLink", targets: ["BleotaLink"]),
+        .library(name: "BleotaATT", targets: ["BleotaATT"]),
         .library(name: "BleotaEngine", targets: ["BleotaEngine"]),
         .library(name: "BleotaProtocols", targets: ["BleotaProtocols"]),
         .library(name: "BleotaSimulator", targets: ["BleotaSimulator"]),
@@ -38,6 +39,7 @@ let package = Package(
             name: "BleotaCodec",
             dependencies: ["BleotaZlib", .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "BleotaLink", dependencies: ["BleotaCodec"]),
+        .target(name: "BleotaATT", dependencies: ["BleotaLink", "BleotaCodec"]),
         .target(
             name: "BleotaEngine",
             dependencies: ["BleotaLink", "BleotaCodec", .product(name: "Logging", package: "swift-log")]),
@@ -64,6 +66,7 @@ let package = Package(
 
         .testTarget(name: "BleotaCodecTests", dependencies: ["BleotaCodec", "BleotaZlib"],
                     resources: [.copy("Fixtures")]),
+        .testTarget(name: "BleotaATTTests", dependencies: ["BleotaATT", "BleotaLink", "BleotaCodec"]),
         .testTarget(name: "BleotaEngineTests", dependencies: ["BleotaEngine", "BleotaLink"]),
         .testTarget(name: "BleotaSimulatorTests", dependencies: ["BleotaSimulator", "BleotaProtocols", "BleotaEngine", "BleotaLink", "BleotaCodec"]),
         .testTarget(name: "BleotaProtocolsTests", dependencies: ["BleotaProtocols", "BleotaEngine", "BleotaCodec", "BleotaLink"]),

@@ -112,9 +112,15 @@ func simulatedFlash(_ address: String, image: [UInt8], tuning: TransferTuning = 
         let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
         return try await NativeUpdater(connector: connector, clock: world.clock, tuning: tuning).flash(image: image, version: "2")
     }
-    let payload = parsed.model.maximumPayload - NativeMessage.dataHeaderSize
-    let capacity = parsed.model.capacity(payload: parsed.model.maximumPayload) * Double(payload) / Double(parsed.model.maximumPayload)
+    // The link's capacity for the largest writes it carries: protocol headers count against us.
+    let capacity = parsed.model.capacity(payload: parsed.model.maximumPayload)
     return (report.goodput, capacity, report.statistics.packetsResent)
+}
+
+/// The share of each write that is payload: the native protocol spends 5 bytes per DATA packet.
+func payloadShare(_ address: String) throws -> Double {
+    let model = try SimulatorAddress(parsing: address).model
+    return Double(model.maximumPayload - NativeMessage.dataHeaderSize) / Double(model.maximumPayload)
 }
 
 let arguments = CommandLine.arguments
@@ -136,18 +142,21 @@ let cpu = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8))?
 print("bleota benchmark — \(cpu), \(ProcessInfo.processInfo.processorCount) cores, \(ProcessInfo.processInfo.operatingSystemVersionString)")
 
 // 1. Native protocol on every simulator preset, at 0 %, 1 % and 5 % random loss.
-print("\n== native protocol on the simulator (1 MiB image, default tuning; efficiency = goodput / link capacity)")
+print("\n== native protocol on the simulator (1 MiB image, default tuning; efficiency = goodput / link capacity for MTU−3-byte writes)")
 let image = pseudoRandom(1 << 20)
 for preset in LinkPreset.all {
     for loss in [0.0, 0.01, 0.05] {
         let address = "sim://\(preset.name)?loss=\(loss)&seed=1"
         let result = try await simulatedFlash(address, image: preset.name == "1m-no-dle-30ms" ? Array(image.prefix(256 << 10)) : image)
         let efficiency = result.goodput / result.capacity
+        let share = try payloadShare(address)
         let target = preset.name == "slow-flash" ? "device-bound (see tune)"
             : loss == 0 ? "≥ 90 %" : String(format: "≥ %.0f %%", 80 * (1 - loss))
         record("native", "\(preset.name) loss \(Int(loss * 100)) %: goodput", result.goodput / 1024, "KiB/s")
         record("native", "\(preset.name) loss \(Int(loss * 100)) %: capacity", result.capacity / 1024, "KiB/s")
-        record("native", "\(preset.name) loss \(Int(loss * 100)) %: efficiency", efficiency * 100, "%", target: target)
+        record("native", "\(preset.name) loss \(Int(loss * 100)) %: efficiency", efficiency * 100, "%")
+        // The same, against what the link could carry as payload in the packets sent (headers excluded).
+        record("native", "\(preset.name) loss \(Int(loss * 100)) %: efficiency of the packets sent", efficiency / share * 100, "%", target: target)
     }
 }
 

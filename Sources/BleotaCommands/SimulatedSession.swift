@@ -31,8 +31,8 @@ enum SimulatedSession {
             let connector = SimulatedConnector(world: world, address: deviceAddress, description: text)
             return try await body(connector, world.clock)
         }
-        let payload = address.model.maximumPayload - NativeMessage.dataHeaderSize
-        let capacity = address.model.capacity(payload: address.model.maximumPayload) * Double(payload) / Double(address.model.maximumPayload)
+        // What the link carries in its largest writes: our own headers count against us.
+        let capacity = address.model.capacity(payload: address.model.maximumPayload)
         return SessionOutcome(value: value, linkCapacity: capacity, linkModel: address.preset)
     }
 }
