@@ -44,7 +44,7 @@ public protocol ATTServerHandler: Sendable {
 /// is in use, typically in a task group beside the code that uses it.
 public actor ATTBearer {
     public nonisolated let link: any Link
-    let clock: any BleotaClock
+    public nonisolated let clock: any BleotaClock
     public let transactionTimeout: Duration
     /// The negotiated ATT MTU (23 until an Exchange MTU completes).
     public private(set) var mtu = 23

@@ -1,0 +1,158 @@
+import BleotaCodec
+import BleotaEngine
+import BleotaLink
+import BleotaProtocols
+import BleotaSimulator
+import Synchronization
+import Testing
+@testable import BleotaATT
+
+let otaService = BluetoothUUID("6E400001-B5A3-F393-E0A9-E50E24DCCA9E")!
+let otaRX = BluetoothUUID("6E400002-B5A3-F393-E0A9-E50E24DCCA9E")!
+let otaTX = BluetoothUUID("6E400003-B5A3-F393-E0A9-E50E24DCCA9E")!
+
+/// A client bearer and a server bearer joined by a loopback ATT channel, both
+/// receive loops running, on the virtual clock.
+func withGATT<T: Sendable>(mtu: Int = 517, setup: @escaping @Sendable (GATTServer) -> Void,
+                           _ body: @escaping @Sendable (GATTClient, ATTBearer, GATTServer) async throws -> T) async throws -> T {
+    try await SimulationRuntime.run { runtime in
+        let (central, peripheral) = LoopbackLink.pair(maximumPayload: 517)
+        let server = GATTServer()
+        setup(server)
+        let clientBearer = ATTBearer(link: central, clock: runtime.clock, preferredMTU: mtu)
+        let serverBearer = ATTBearer(link: peripheral, clock: runtime.clock, preferredMTU: 517)
+        await serverBearer.setServer(server)
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { await clientBearer.run(); return nil }
+            group.addTask { await serverBearer.run(); return nil }
+            let result = try await body(GATTClient(bearer: clientBearer), serverBearer, server)
+            await clientBearer.close("done")
+            await serverBearer.close("done")
+            for try await _ in group {}
+            return result
+        }
+    }
+}
+
+@Suite struct GATTTests {
+    static func deviceInformation(_ server: GATTServer) {
+        server.addService(.bit16(0x1800), characteristics: [
+            CharacteristicDefinition(uuid: .deviceName, properties: [.read], value: Array("bleota test".utf8)),
+        ])
+        server.addService(.bit16(0x180A), characteristics: [
+            CharacteristicDefinition(uuid: .bit16(0x2A29), properties: [.read], value: Array(repeating: 0x41, count: 300)),
+            CharacteristicDefinition(uuid: .bit16(0x2A28), properties: [.read, .write], value: [1]),
+        ])
+        server.addService(otaService, characteristics: [
+            CharacteristicDefinition(uuid: otaRX, properties: [.write, .writeWithoutResponse]),
+            CharacteristicDefinition(uuid: otaTX, properties: [.notify, .indicate]),
+        ])
+    }
+
+    @Test func discoversServicesCharacteristicsAndDescriptors() async throws {
+        let result = try await withGATT(setup: Self.deviceInformation) { client, _, _ in
+            let mtu = try await client.exchangeMTU()
+            let services = try await client.discoverPrimaryServices()
+            let byUUID = try await client.discoverPrimaryServices(.bit16(0x180A))
+            let ota = try #require(services.first { $0.uuid == otaService })
+            let characteristics = try await client.discoverCharacteristics(ota)
+            let descriptors = try await client.discoverDescriptors(characteristics[1])
+            return (mtu, services, byUUID, characteristics, descriptors)
+        }
+        #expect(result.0 == 517)
+        #expect(result.1.map(\.uuid) == [.bit16(0x1800), .bit16(0x180A), otaService])
+        #expect(result.1.map(\.start) == [1, 4, 9])
+        #expect(result.2 == [result.1[1]])
+        #expect(result.3.map(\.uuid) == [otaRX, otaTX])
+        #expect(result.3[0].properties == [.write, .writeWithoutResponse])
+        #expect(result.4.map(\.uuid) == [.clientCharacteristicConfiguration])
+    }
+
+    @Test func readsLongValuesWithReadBlobAndWritesLongValuesWithPrepareExecute() async throws {
+        let result = try await withGATT(mtu: 23, setup: Self.deviceInformation) { client, _, server in
+            _ = try await client.exchangeMTU()
+            let services = try await client.discoverPrimaryServices(.bit16(0x180A))
+            let characteristics = try await client.discoverCharacteristics(try #require(services.first))
+            let long = try await client.read(characteristics[0].valueHandle)
+            let value = (0..<100).map { UInt8($0) }
+            try await client.write(characteristics[1].valueHandle, value)
+            let stored = server.attributes.first { $0.handle == characteristics[1].valueHandle }?.value
+            return (long, stored, value)
+        }
+        #expect(result.0 == Array(repeating: 0x41, count: 300))
+        #expect(result.1 == result.2)
+    }
+
+    @Test func writeErrorsComeBackTyped() async throws {
+        let error = try await withGATT(setup: Self.deviceInformation) { client, _, _ in
+            do { try await client.write(3, [1]); return nil as ATTBearerError? } catch { return error as? ATTBearerError }
+        }
+        #expect(error == .peer(.writeNotPermitted, request: .writeRequest, handle: 3))
+    }
+
+    @Test func notificationsFlowOnlyAfterSubscribing() async throws {
+        let result = try await withGATT(setup: Self.deviceInformation) { client, serverBearer, server in
+            let ota = try #require(try await client.discoverPrimaryServices(otaService).first)
+            let tx = try await client.discoverCharacteristics(ota)[1]
+            let before = try await server.notify(tx.valueHandle, value: [1], on: serverBearer)
+            try await client.subscribe(tx)
+            let after = try await server.notify(tx.valueHandle, value: [2], on: serverBearer)
+            let received = try await client.bearer.incoming.take()
+            try await client.subscribe(tx, indications: true)
+            try await server.notify(tx.valueHandle, value: [3], on: serverBearer) // waits for the confirmation
+            let indication = try await client.bearer.incoming.take()
+            return (before, after, received, indication)
+        }
+        #expect(result.0 == false)
+        #expect(result.1 == true)
+        #expect(result.2 == .handleValueNotification(handle: 13, value: [2]))
+        #expect(result.3 == .handleValueIndication(handle: 13, value: [3]))
+    }
+
+    /// The engine and the native protocol over ATT: a whole flash through
+    /// GATTLink (host) and GATTPeripheralLink (device), byte-identical at the end.
+    @Test func nativeFlashOverGATT() async throws {
+        let storage = DeviceStorage(activeImage: [0], activeVersion: "1.0.0", slotSize: 64 * 1024)
+        storage.withState { $0.bootToBootloader = true }
+        let image = (0..<20_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 5) }
+        let box = Mutex<(@Sendable (ATTBearer) async -> GATTPeripheralLink)?>(nil)
+        let report = try await withGATT(mtu: 247, setup: { server in
+            let service = GATTPeripheralLink.addPacketService(to: server, service: otaService, rx: otaRX, tx: otaTX)
+            box.withLock { $0 = service.makeLink }
+        }) { client, serverBearer, _ in
+            let mtu = try await client.exchangeMTU()
+            let ota = try #require(try await client.discoverPrimaryServices(otaService).first)
+            let characteristics = try await client.discoverCharacteristics(ota)
+            try await client.subscribe(characteristics[1])
+            let hostLink = GATTLink(client: client, writeHandle: characteristics[0].valueHandle,
+                                    notifyHandle: characteristics[1].valueHandle, mtu: mtu, description: "gatt")
+            let deviceLink = await box.withLock { $0 }!(serverBearer)
+            let device = NativeDevice(name: "gatt", storage: storage, bufferCount: 32, maximumPacket: mtu - 3)
+            let clock = client.bearer.clock
+            return try await withThrowingTaskGroup(of: UpdateReport?.self) { group in
+                group.addTask {
+                    await device.serve(deviceLink, environment: NativeDeviceEnvironment(clock: clock) { _ in })
+                    return nil
+                }
+                let connector = FixedConnector(link: hostLink)
+                var tuning = TransferTuning()
+                tuning.maxReconnects = 0
+                let updater = NativeUpdater(connector: connector, clock: clock, tuning: tuning)
+                // Transfer and verify only: activation would reboot the device and drop the link.
+                let report = try await updater.push(file: image, name: "over-gatt.bin")
+                await deviceLink.close()
+                for try await _ in group {}
+                return report
+            }
+        }
+        #expect(storage.snapshot.files["over-gatt.bin"] == image)
+        #expect(report.packetSize == 244 - 5)
+    }
+}
+
+/// A connector that hands out one existing link.
+struct FixedConnector: DeviceConnector {
+    let link: any Link
+    var description: String { "fixed" }
+    func connect(for purpose: ConnectPurpose, timeout: Duration) async throws(LinkError) -> any Link { link }
+}
