@@ -50,7 +50,7 @@ let package = Package(
         .target(
             name: "BleotaSimulator",
             dependencies: ["BleotaProtocols", "BleotaEngine", "BleotaLink", "BleotaCodec"]),
-        .target(name: "BleotaBlueZ", dependencies: ["CBlueZ", "BleotaLink"]),
+        .target(name: "BleotaBlueZ", dependencies: ["CBlueZ", "BleotaLink", "BleotaATT"]),
         .target(
             name: "BleotaCommands",
             dependencies: [
@@ -67,6 +67,7 @@ let package = Package(
         .testTarget(name: "BleotaCodecTests", dependencies: ["BleotaCodec", "BleotaZlib"],
                     resources: [.copy("Fixtures")]),
         .testTarget(name: "BleotaATTTests", dependencies: ["BleotaATT", "BleotaLink", "BleotaCodec", "BleotaSimulator", "BleotaProtocols", "BleotaEngine"]),
+        .testTarget(name: "BleotaBlueZTests", dependencies: ["BleotaBlueZ", "BleotaATT", "BleotaLink"]),
         .testTarget(name: "BleotaEngineTests", dependencies: ["BleotaEngine", "BleotaLink"]),
         .testTarget(name: "BleotaSimulatorTests", dependencies: ["BleotaSimulator", "BleotaProtocols", "BleotaEngine", "BleotaLink", "BleotaCodec"]),
         .testTarget(name: "BleotaProtocolsTests", dependencies: ["BleotaProtocols", "BleotaEngine", "BleotaCodec", "BleotaLink"]),
