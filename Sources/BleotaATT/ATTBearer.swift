@@ -1,5 +1,6 @@
 import BleotaCodec
 import BleotaLink
+import Synchronization
 
 /// Why an ATT operation failed.
 public enum ATTBearerError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -47,7 +48,12 @@ public actor ATTBearer {
     public nonisolated let clock: any BleotaClock
     public let transactionTimeout: Duration
     /// The negotiated ATT MTU (23 until an Exchange MTU completes).
-    public private(set) var mtu = 23
+    public private(set) var mtu = 23 {
+        didSet { mtuMirror.withLock { $0 = mtu } }
+    }
+    private nonisolated let mtuMirror = Mutex(23)
+    /// The MTU, readable without awaiting the actor (for link parameters).
+    public nonisolated var currentMTU: Int { mtuMirror.withLock { $0 } }
     /// The MTU this side offers in Exchange MTU.
     public let preferredMTU: Int
 

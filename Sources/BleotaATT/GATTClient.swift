@@ -252,14 +252,17 @@ public final class GATTPeripheralLink: Link {
     public let bearer: ATTBearer
     public let txHandle: UInt16
     let inbox: Mailbox<[UInt8]>
-    public let parameters: LinkParameters
 
-    init(server: GATTServer, bearer: ATTBearer, txHandle: UInt16, inbox: Mailbox<[UInt8]>, mtu: Int) {
+    init(server: GATTServer, bearer: ATTBearer, txHandle: UInt16, inbox: Mailbox<[UInt8]>) {
         self.server = server
         self.bearer = bearer
         self.txHandle = txHandle
         self.inbox = inbox
-        parameters = LinkParameters(maximumPayload: mtu - 3, description: "gatt-server")
+    }
+
+    /// Follows the bearer's MTU, which the client may raise at any time.
+    public var parameters: LinkParameters {
+        LinkParameters(maximumPayload: bearer.currentMTU - 3, description: "gatt-server")
     }
 
     /// Adds a packet service (RX: write + write without response; TX: notify)
@@ -274,7 +277,7 @@ public final class GATTPeripheralLink: Link {
         ])
         let txHandle = handles[1]
         return (handles[0], txHandle, { bearer in
-            GATTPeripheralLink(server: server, bearer: bearer, txHandle: txHandle, inbox: inbox, mtu: await bearer.mtu)
+            GATTPeripheralLink(server: server, bearer: bearer, txHandle: txHandle, inbox: inbox)
         })
     }
 

@@ -66,4 +66,13 @@ public enum BluetoothAvailability: Sendable, Equatable, CustomStringConvertible 
         guard info.flags & 1 != 0 else { return .adapterDown(name) }
         return .available(adapter: name)
     }
+
+    /// The address of adapter `name` (`hci0`), or of the first adapter.
+    public static func address(of name: String?) -> BluetoothAddress? {
+        let deviceID = name.map { hci_devid($0) } ?? hci_get_route(nil)
+        guard deviceID >= 0 else { return nil }
+        var info = hci_dev_info()
+        guard hci_devinfo(deviceID, &info) == 0 else { return nil }
+        return BluetoothAddress(littleEndian: withUnsafeBytes(of: info.bdaddr) { Array($0) })
+    }
 }

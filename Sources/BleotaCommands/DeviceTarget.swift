@@ -51,12 +51,16 @@ enum DeviceTarget: Sendable, Equatable {
         switch self {
         case .simulator(let address):
             return try await SimulatedSession.run(address: address, logger: logger, body)
-        case .ble:
-            let availability = BluetoothAvailability.probe()
-            guard case .available = availability else {
-                throw CommandFailure(.bluetoothUnavailable, availability.description)
+        case .ble(let text):
+            let target: BLEDeviceAddress
+            switch BLEDeviceAddress.parse(text) {
+            case .success(let parsed): target = parsed
+            case .failure(let error): throw CommandFailure(.usage, error.description)
             }
-            throw CommandFailure(.failure, "the BLE transport is not in this build yet (see issue 'Step 3'): use a sim:// device")
+            _ = try requireBluetooth(adapter: target.adapter)
+            let clock = SystemClock()
+            let value = try await body(BLEConnector(target: target, clock: clock, description: text), clock)
+            return SessionOutcome(value: value, linkCapacity: nil, linkModel: nil)
         case .udp, .serial:
             throw CommandFailure(.failure, "UDP and serial transports carry MCUmgr/SMP, which is not in this build yet: use a sim:// device")
         }

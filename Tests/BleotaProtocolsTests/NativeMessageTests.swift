@@ -124,6 +124,20 @@ let goldenVectors: [(name: String, message: NativeMessage, hex: String)] = [
         #expect(error?.field == "verify message")
     }
 
+    /// Found by review: lists set after construction must not overflow their count byte.
+    @Test func oversizedListsAreCutWhenEncoded() throws {
+        var ranges = NativeMessage.RangesResponse(status: .ok)
+        ranges.ranges = (0..<300).map { UInt32($0 * 2)..<UInt32($0 * 2 + 1) }
+        guard case .startResponse(let decoded) = try NativeMessage(decoding: NativeMessage.startResponse(ranges).encode()) else {
+            Issue.record("not a start response"); return
+        }
+        #expect(decoded.ranges.count == 255)
+        var ack = NativeMessage.Acknowledgement(nextExpected: 0)
+        ack.bitmap = Array(repeating: 0xFF, count: 100)
+        guard case .ack(let back) = try NativeMessage(decoding: NativeMessage.ack(ack).encode()) else { Issue.record("not an ack"); return }
+        #expect(back.bitmap.count == 32)
+    }
+
     @Test func acknowledgementBitmapSemantics() {
         let ack = NativeMessage.Acknowledgement(nextExpected: 10, bitmap: [0b0000_0101, 0b1000_0000])
         #expect(ack.isSet(0))   // packet 11

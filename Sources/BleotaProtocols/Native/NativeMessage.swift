@@ -404,6 +404,9 @@ extension NativeMessage {
 
         public func encode(into writer: inout ByteWriter) {
             status.encode(into: &writer)
+            // The fields are public and mutable: cut here too, as the initialiser does,
+            // so a long list can never overflow the count byte.
+            let ranges = self.ranges.prefix(255)
             writer.write(UInt8(ranges.count))
             for range in ranges {
                 writer.write(range.lowerBound)
@@ -570,6 +573,7 @@ extension NativeMessage {
 
         public func encode(into writer: inout ByteWriter) {
             writer.write(nextExpected)
+            let bitmap = self.bitmap.prefix(32)
             writer.write(UInt8(bitmap.count))
             writer.write(contentsOf: bitmap)
         }

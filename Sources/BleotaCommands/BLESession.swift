@@ -1,0 +1,97 @@
+import BleotaATT
+import BleotaBlueZ
+import BleotaEngine
+import BleotaLink
+import Foundation
+import Glibc
+import Logging
+
+/// The GATT service that carries bleota's native protocol: packets to the
+/// device as Write Without Response on RX, from it as notifications on TX.
+enum NativeGATTService {
+    static let service = BluetoothUUID("B1E07A00-5E1F-4C3B-9A6E-0B1E07A00001")!
+    static let rx = BluetoothUUID("B1E07A00-5E1F-4C3B-9A6E-0B1E07A00002")!
+    static let tx = BluetoothUUID("B1E07A00-5E1F-4C3B-9A6E-0B1E07A00003")!
+}
+
+/// Turns "Bluetooth is not usable here" into the CLI's exit code 7 and one line.
+func requireBluetooth(adapter: String?) throws -> BluetoothAddress {
+    let availability = BluetoothAvailability.probe(adapter: adapter)
+    guard case .available = availability else { throw CommandFailure(.bluetoothUnavailable, availability.description) }
+    guard let address = BluetoothAvailability.address(of: adapter) else {
+        throw CommandFailure(.bluetoothUnavailable, BluetoothAvailability.noAdapter(adapter).description)
+    }
+    return address
+}
+
+/// An ATT connection to a device over the LE fixed channel (CID 4).
+struct ATTConnection {
+    let bearer: ATTBearer
+    let client: GATTClient
+    let runner: Task<Void, Never>
+
+    static func open(_ target: BLEDeviceAddress, timeout: Duration, clock: any BleotaClock) async throws(LinkError) -> ATTConnection {
+        guard let local = BluetoothAvailability.address(of: target.adapter) else {
+            throw .unreachable(BluetoothAvailability.noAdapter(target.adapter).description)
+        }
+        let socket: L2CAPSocket
+        do {
+            socket = try await L2CAPSocket.connect(
+                from: L2CAPAddress(address: local, type: .public, cid: L2CAPAddress.attChannel),
+                to: L2CAPAddress(address: target.address, type: target.type, cid: L2CAPAddress.attChannel),
+                security: target.security, timeout: timeout, clock: clock)
+        } catch {
+            throw .unreachable("cannot connect to \(target.address): \(error)")
+        }
+        let bearer = ATTBearer(link: L2CAPLink(socket: socket, maximumPayload: 517, description: "att"), clock: clock)
+        let runner = Task { await bearer.run() }
+        return ATTConnection(bearer: bearer, client: GATTClient(bearer: bearer), runner: runner)
+    }
+}
+
+/// Connects to a device's native-protocol GATT service, again after every reboot.
+struct BLEConnector: DeviceConnector {
+    let target: BLEDeviceAddress
+    let clock: any BleotaClock
+    let description: String
+
+    func connect(for purpose: ConnectPurpose, timeout: Duration) async throws(LinkError) -> any Link {
+        let deadline = clock.now + timeout
+        var lastError = LinkError.unreachable("no attempt made")
+        while clock.now < deadline {
+            do {
+                return try await attempt(timeout: deadline - clock.now)
+            } catch {
+                lastError = error
+                // A rebooting device is briefly absent: try again shortly.
+                try? await clock.sleep(for: .milliseconds(250))
+            }
+        }
+        throw lastError
+    }
+
+    private func attempt(timeout: Duration) async throws(LinkError) -> any Link {
+        let connection = try await ATTConnection.open(target, timeout: timeout, clock: clock)
+        do {
+            let mtu = try await connection.client.exchangeMTU()
+            guard let service = try await connection.client.discoverPrimaryServices(NativeGATTService.service).first else {
+                await connection.bearer.close("no bleota service")
+                throw LinkError.unreachable("\(target.address) does not offer the bleota OTA service \(NativeGATTService.service)")
+            }
+            let characteristics = try await connection.client.discoverCharacteristics(service)
+            guard let rx = characteristics.first(where: { $0.uuid == NativeGATTService.rx }),
+                  let tx = characteristics.first(where: { $0.uuid == NativeGATTService.tx }) else {
+                await connection.bearer.close("incomplete service")
+                throw LinkError.unreachable("\(target.address)'s bleota service lacks its RX or TX characteristic")
+            }
+            try await connection.client.subscribe(tx)
+            return GATTLink(client: connection.client, writeHandle: rx.valueHandle, notifyHandle: tx.valueHandle, mtu: mtu,
+                            description: description)
+        } catch let error as LinkError {
+            throw error
+        } catch {
+            await connection.bearer.close("\(error)")
+            throw .unreachable("GATT setup with \(target.address) failed: \(error)")
+        }
+    }
+}

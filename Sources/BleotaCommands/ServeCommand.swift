@@ -1,0 +1,190 @@
+import ArgumentParser
+import BleotaATT
+import BleotaBlueZ
+import BleotaCodec
+import BleotaEngine
+import BleotaLink
+import BleotaProtocols
+import Foundation
+import Logging
+
+/// `bleota serve`: this machine as an OTA target, from a real adapter.
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Act as a device: serve bleota's native protocol from a Bluetooth adapter in the peripheral role.",
+        discussion: """
+            Listens on the LE ATT channel of the adapter with a GATT server that offers the Generic \
+            Access service and the bleota OTA service (RX write, TX notify), behind which runs the same \
+            device half the simulator uses. The adapter must be connectable and advertising \
+            (e.g. `btmgmt -i hci1 connectable on; btmgmt -i hci1 advertising on`). Runs until interrupted, \
+            or for --duration seconds.
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @Option(name: .long, help: "The adapter to serve from (hci0, hci1, …).") var adapter: String = "hci0"
+    @Option(name: .long, help: "Stop after this many seconds (default: run until interrupted).") var duration: Double?
+    @Option(name: .long, help: "The firmware version the served device starts with.") var version: String = "1.0.0"
+    @Option(name: .long, help: "Bytes the served device's image slot holds.") var slot: Int = 1 << 20
+
+    func run() async throws {
+        let logger = global.makeLogger("bleota.serve")
+        let address = try requireBluetooth(adapter: adapter)
+        let listener: L2CAPListener
+        do {
+            listener = try L2CAPSocket.listen(on: L2CAPAddress(address: address, type: .public, cid: L2CAPAddress.attChannel))
+        } catch {
+            throw CommandFailure(.bluetoothUnavailable, "cannot listen on \(adapter) (\(address)): \(error)")
+        }
+        let storage = DeviceStorage(activeImage: Array("served image".utf8), activeVersion: version, slotSize: slot)
+        storage.withState { $0.files["hello.txt"] = SimulatedSession.welcomeFile }
+        let device = NativeDevice(name: "bleota-serve", storage: storage, bufferCount: 32, maximumPacket: 514)
+        Terminal.standardOutput.writeLine("serving bleota on \(adapter) (\(address)), firmware \(version)")
+        let clock = SystemClock()
+        let serving = Task {
+            while !Task.isCancelled {
+                guard let socket = try? await listener.accept() else { return }
+                logger.info("connection from \(socket.peer.address)")
+                await Self.serve(socket: socket, device: device, clock: clock, logger: logger)
+                logger.info("\(socket.peer.address) disconnected; device runs \(storage.snapshot.activeVersion)")
+            }
+        }
+        if let duration {
+            try? await Task.sleep(for: .milliseconds(Int(duration * 1000)))
+        } else {
+            await serving.value
+        }
+        serving.cancel()
+        listener.close()
+        Terminal.standardOutput.writeLine("stopped; device runs \(storage.snapshot.activeVersion), \(storage.snapshot.files.count) file(s) stored")
+    }
+
+    /// One client: a GATT server on the ATT bearer and the native device behind it.
+    static func serve(socket: L2CAPSocket, device: NativeDevice, clock: any BleotaClock, logger: Logger) async {
+        let bearer = ATTBearer(link: L2CAPLink(socket: socket, maximumPayload: 517, description: "att"), clock: clock)
+        let server = GATTServer()
+        server.addService(.bit16(0x1800), characteristics: [
+            CharacteristicDefinition(uuid: .deviceName, properties: [.read], value: Array("bleota-serve".utf8)),
+        ])
+        let service = GATTPeripheralLink.addPacketService(to: server, service: NativeGATTService.service,
+                                                          rx: NativeGATTService.rx, tx: NativeGATTService.tx)
+        await bearer.setServer(server)
+        let link = await service.makeLink(bearer)
+        let environment = NativeDeviceEnvironment(clock: clock) { _ in
+            // A served device "reboots" by dropping the link and starting afresh.
+            await link.close()
+            await device.boot()
+        }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                await bearer.run()
+                await link.close()
+            }
+            group.addTask { await device.serve(link, environment: environment) }
+        }
+    }
+}
+
+/// `bleota gatt …`: poke at a device's GATT database by hand.
+struct GattCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "gatt",
+        abstract: "Discover, read and write a device's GATT attributes.",
+        subcommands: [GattDiscover.self, GattRead.self]
+    )
+}
+
+struct GattDevice: ParsableArguments {
+    @Option(name: .long, help: "The device: ble://AA:BB:CC:DD:EE:FF[?type=random&adapter=hci0&security=medium].") var device: String
+    @Option(name: .long, help: "Seconds to wait for the connection.") var connectTimeout: Double = 10
+
+    func connect() async throws -> ATTConnection {
+        guard case .success(let target) = BLEDeviceAddress.parse(device) else {
+            if case .failure(let error) = BLEDeviceAddress.parse(device) { throw CommandFailure(.usage, error.description) }
+            throw CommandFailure(.usage, "bad device")
+        }
+        _ = try requireBluetooth(adapter: target.adapter)
+        do {
+            let connection = try await ATTConnection.open(target, timeout: .milliseconds(Int64(connectTimeout * 1000)), clock: SystemClock())
+            _ = try await connection.client.exchangeMTU()
+            return connection
+        } catch {
+            throw CommandFailure(.linkLost, "\(error)")
+        }
+    }
+}
+
+struct GattDiscover: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "discover", abstract: "List services, characteristics and descriptors.")
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var target: GattDevice
+
+    struct Report: Codable {
+        struct Characteristic: Codable { var uuid: String; var handle: UInt16; var properties: UInt8; var descriptors: [String] }
+        struct Service: Codable { var uuid: String; var start: UInt16; var end: UInt16; var characteristics: [Characteristic] }
+        var mtu: Int
+        var services: [Service]
+    }
+
+    func run() async throws {
+        let connection = try await target.connect()
+        var report = Report(mtu: await connection.bearer.mtu, services: [])
+        do {
+            for service in try await connection.client.discoverPrimaryServices() {
+                var entry = Report.Service(uuid: service.uuid.description, start: service.start, end: service.end, characteristics: [])
+                for characteristic in try await connection.client.discoverCharacteristics(service) {
+                    let descriptors = try await connection.client.discoverDescriptors(characteristic)
+                    entry.characteristics.append(.init(uuid: characteristic.uuid.description, handle: characteristic.valueHandle,
+                                                       properties: characteristic.properties.rawValue,
+                                                       descriptors: descriptors.map { $0.uuid.description }))
+                }
+                report.services.append(entry)
+            }
+        } catch {
+            await connection.bearer.close("done")
+            throw CommandFailure(.deviceError, "discovery failed: \(error)")
+        }
+        await connection.bearer.close("done")
+        if global.json {
+            Terminal.standardOutput.writeLine(try JSONOutput.string(report))
+            return
+        }
+        var lines = ["MTU \(report.mtu)"]
+        for service in report.services {
+            lines.append("service \(service.uuid) handles 0x\(String(service.start, radix: 16))–0x\(String(service.end, radix: 16))")
+            for characteristic in service.characteristics {
+                lines.append("  characteristic \(characteristic.uuid) value handle 0x\(String(characteristic.handle, radix: 16)) properties 0x\(String(characteristic.properties, radix: 16))"
+                             + (characteristic.descriptors.isEmpty ? "" : " descriptors \(characteristic.descriptors.joined(separator: ", "))"))
+            }
+        }
+        Terminal.standardOutput.writeLine(lines.joined(separator: "\n"))
+    }
+}
+
+struct GattRead: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "read", abstract: "Read an attribute's value (long values with Read Blob).")
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var target: GattDevice
+    @Option(name: .long, help: "The attribute handle (decimal or 0x-hex).", transform: { text in
+        guard let value = UInt16(text.lowercased().hasPrefix("0x") ? String(text.dropFirst(2)) : text, radix: text.lowercased().hasPrefix("0x") ? 16 : 10),
+              value > 0 else { throw ValidationError("'\(text)' is not an attribute handle: use 1…0xFFFF") }
+        return value
+    }) var handle: UInt16
+
+    func run() async throws {
+        let connection = try await target.connect()
+        let value: [UInt8]
+        do { value = try await connection.client.read(handle) } catch {
+            await connection.bearer.close("done")
+            throw CommandFailure(.deviceError, "read of handle 0x\(String(handle, radix: 16)) failed: \(error)")
+        }
+        await connection.bearer.close("done")
+        if global.json {
+            struct Output: Codable { var handle: UInt16; var hex: String; var text: String? }
+            Terminal.standardOutput.writeLine(try JSONOutput.string(Output(handle: handle, hex: value.hexString, text: String(validating: value, as: UTF8.self))))
+        } else {
+            Terminal.standardOutput.writeLine(value.hexString + (String(validating: value, as: UTF8.self).map { "  \"\($0)\"" } ?? ""))
+        }
+    }
+}
