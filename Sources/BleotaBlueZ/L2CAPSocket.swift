@@ -36,8 +36,10 @@ public final class L2CAPSocket: Sendable {
                                system: any SocketSystem = LinuxSocketSystem.shared) async throws(SocketError) -> L2CAPSocket {
         let fd = try system.l2capSocket()
         do throws(SocketError) {
-            try configure(fd, security: security, receiveMTU: receiveMTU, system: system)
+            try configure(fd, security: security, receiveMTU: nil, system: system)
             try system.bind(fd, local)
+            // The kernel accepts BT_RCVMTU only once the socket is bound to an LE address.
+            try configure(fd, security: .low, receiveMTU: receiveMTU, system: system)
             if try !system.connect(fd, remote) {
                 do {
                     try await withDeadline(timeout, clock: clock) { try await system.wait(fd, writable: true) }
@@ -73,8 +75,9 @@ public final class L2CAPSocket: Sendable {
                               system: any SocketSystem = LinuxSocketSystem.shared) throws(SocketError) -> L2CAPListener {
         let fd = try system.l2capSocket()
         do throws(SocketError) {
-            try configure(fd, security: security, receiveMTU: receiveMTU, system: system)
+            try configure(fd, security: security, receiveMTU: nil, system: system)
             try system.bind(fd, local)
+            try configure(fd, security: .low, receiveMTU: receiveMTU, system: system)
             try system.listen(fd, backlog: 4)
         } catch {
             system.close(fd)

@@ -49,7 +49,11 @@ struct ATTConnection {
     }
 }
 
-/// Connects to a device's native-protocol GATT service, again after every reboot.
+/// The SDU size bleota asks for on credit-based channels.
+let creditChannelMTU = 1024
+
+/// Connects to a device's native-protocol GATT service (or its LE credit-based
+/// channel when the address names a PSM), again after every reboot.
 struct BLEConnector: DeviceConnector {
     let target: BLEDeviceAddress
     let clock: any BleotaClock
@@ -71,6 +75,11 @@ struct BLEConnector: DeviceConnector {
     }
 
     private func attempt(timeout: Duration) async throws(LinkError) -> any Link {
+        if let psm = target.psm {
+            // A credit-based channel carries the protocol's packets directly;
+            // if the device does not accept it, fall back to GATT.
+            if let link = await creditBasedChannel(psm: psm, timeout: timeout) { return link }
+        }
         let connection = try await ATTConnection.open(target, timeout: timeout, clock: clock)
         do {
             let mtu = try await connection.client.exchangeMTU()
@@ -92,6 +101,24 @@ struct BLEConnector: DeviceConnector {
         } catch {
             await connection.bearer.close("\(error)")
             throw .unreachable("GATT setup with \(target.address) failed: \(error)")
+        }
+    }
+
+    private func creditBasedChannel(psm: UInt16, timeout: Duration) async -> (any Link)? {
+        guard let local = BluetoothAvailability.address(of: target.adapter) else { return nil }
+        do {
+            let socket = try await L2CAPSocket.connect(
+                from: L2CAPAddress(address: local, type: .public),
+                to: L2CAPAddress(address: target.address, type: target.type, psm: psm),
+                security: target.security, receiveMTU: creditChannelMTU, timeout: timeout, clock: clock)
+            // The peer's receive MTU bounds what we may send in one SDU.
+            var sendMTU = 23
+            if let raw = try? socket.system.getOption(socket.fd, level: 274, name: 12, size: 2), raw.count == 2 {
+                sendMTU = Int(raw[0]) | Int(raw[1]) << 8
+            }
+            return L2CAPLink(socket: socket, maximumPayload: max(23, sendMTU), description: description + " (L2CAP CoC)")
+        } catch {
+            return nil
         }
     }
 }

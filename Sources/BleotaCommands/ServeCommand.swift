@@ -7,6 +7,7 @@ import BleotaLink
 import BleotaProtocols
 import Foundation
 import Logging
+import Synchronization
 
 /// `bleota serve`: this machine as an OTA target, from a real adapter.
 struct ServeCommand: AsyncParsableCommand {
@@ -27,6 +28,15 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Stop after this many seconds (default: run until interrupted).") var duration: Double?
     @Option(name: .long, help: "The firmware version the served device starts with.") var version: String = "1.0.0"
     @Option(name: .long, help: "Bytes the served device's image slot holds.") var slot: Int = 1 << 20
+    @Option(name: .long, help: "Also accept the native protocol on this LE credit-based channel PSM (0x80…0xFF).", transform: { text in
+        let hex = text.lowercased().hasPrefix("0x")
+        guard let psm = UInt16(hex ? String(text.dropFirst(2)) : text, radix: hex ? 16 : 10), (0x80...0xFF).contains(psm) else {
+            throw ValidationError("--psm '\(text)' is out of range: LE dynamic PSMs are 0x80…0xFF")
+        }
+        return psm
+    }) var psm: UInt16?
+    @Option(name: .long, help: "Fault: drop the first connection after this many bytes reached the device (to exercise resume).")
+    var disconnectAt: Int?
 
     func run() async throws {
         let logger = global.makeLogger("bleota.serve")
@@ -40,14 +50,36 @@ struct ServeCommand: AsyncParsableCommand {
         let storage = DeviceStorage(activeImage: Array("served image".utf8), activeVersion: version, slotSize: slot)
         storage.withState { $0.files["hello.txt"] = SimulatedSession.welcomeFile }
         let device = NativeDevice(name: "bleota-serve", storage: storage, bufferCount: 32, maximumPacket: 514)
-        Terminal.standardOutput.writeLine("serving bleota on \(adapter) (\(address)), firmware \(version)")
+        var channel: L2CAPListener?
+        if let psm {
+            do {
+                channel = try L2CAPSocket.listen(on: L2CAPAddress(address: address, type: .public, psm: psm), receiveMTU: creditChannelMTU)
+            } catch {
+                throw CommandFailure(.bluetoothUnavailable, "cannot listen on PSM 0x\(String(psm, radix: 16)) of \(adapter): \(error)")
+            }
+        }
+        Terminal.standardOutput.writeLine("serving bleota on \(adapter) (\(address)), firmware \(version)" + (psm.map { ", PSM 0x\(String($0, radix: 16))" } ?? ""))
         let clock = SystemClock()
+        let fault = FaultBudget(disconnectAt: disconnectAt)
         let serving = Task {
             while !Task.isCancelled {
                 guard let socket = try? await listener.accept() else { return }
-                logger.info("connection from \(socket.peer.address)")
-                await Self.serve(socket: socket, device: device, clock: clock, logger: logger)
-                logger.info("\(socket.peer.address) disconnected; device runs \(storage.snapshot.activeVersion)")
+                Terminal.standardOutput.writeLine("ATT connection from \(socket.peer.address)")
+                await Self.serve(socket: socket, device: device, clock: clock, fault: fault, logger: logger)
+                Terminal.standardOutput.writeLine("\(socket.peer.address) disconnected; device runs \(storage.snapshot.activeVersion)")
+            }
+        }
+        let creditServing = Task { [channel] in
+            guard let channel else { return }
+            while !Task.isCancelled {
+                guard let socket = try? await channel.accept() else { return }
+                Terminal.standardOutput.writeLine("credit-based channel from \(socket.peer.address) on PSM 0x\(String(psm ?? 0, radix: 16))")
+                let link = FaultyLink(L2CAPLink(socket: socket, maximumPayload: creditChannelMTU, description: "coc"), fault: fault)
+                let environment = NativeDeviceEnvironment(clock: clock) { _ in
+                    await link.close()
+                    await device.boot()
+                }
+                await device.serve(link, environment: environment)
             }
         }
         if let duration {
@@ -56,12 +88,14 @@ struct ServeCommand: AsyncParsableCommand {
             await serving.value
         }
         serving.cancel()
+        creditServing.cancel()
         listener.close()
+        channel?.close()
         Terminal.standardOutput.writeLine("stopped; device runs \(storage.snapshot.activeVersion), \(storage.snapshot.files.count) file(s) stored")
     }
 
     /// One client: a GATT server on the ATT bearer and the native device behind it.
-    static func serve(socket: L2CAPSocket, device: NativeDevice, clock: any BleotaClock, logger: Logger) async {
+    static func serve(socket: L2CAPSocket, device: NativeDevice, clock: any BleotaClock, fault: FaultBudget, logger: Logger) async {
         let bearer = ATTBearer(link: L2CAPLink(socket: socket, maximumPayload: 517, description: "att"), clock: clock)
         let server = GATTServer()
         server.addService(.bit16(0x1800), characteristics: [
@@ -70,7 +104,7 @@ struct ServeCommand: AsyncParsableCommand {
         let service = GATTPeripheralLink.addPacketService(to: server, service: NativeGATTService.service,
                                                           rx: NativeGATTService.rx, tx: NativeGATTService.tx)
         await bearer.setServer(server)
-        let link = await service.makeLink(bearer)
+        let link = FaultyLink(await service.makeLink(bearer), fault: fault)
         let environment = NativeDeviceEnvironment(clock: clock) { _ in
             // A served device "reboots" by dropping the link and starting afresh.
             await link.close()
@@ -84,6 +118,46 @@ struct ServeCommand: AsyncParsableCommand {
             group.addTask { await device.serve(link, environment: environment) }
         }
     }
+}
+
+/// A one-shot fault for `bleota serve`: drop the link once after so many bytes.
+final class FaultBudget: Sendable {
+    private let remaining: Mutex<Int?>
+    init(disconnectAt: Int?) { remaining = Mutex(disconnectAt) }
+
+    /// Counts `bytes`; true exactly once, when the budget runs out.
+    func spend(_ bytes: Int) -> Bool {
+        remaining.withLock { value in
+            guard let left = value else { return false }
+            if left - bytes <= 0 {
+                value = nil
+                return true
+            }
+            value = left - bytes
+            return false
+        }
+    }
+}
+
+/// Wraps a device-side link and drops it when the fault budget runs out.
+final class FaultyLink: Link {
+    let inner: any Link
+    let fault: FaultBudget
+    init(_ inner: any Link, fault: FaultBudget) {
+        self.inner = inner
+        self.fault = fault
+    }
+    var parameters: LinkParameters { inner.parameters }
+    func send(_ packet: [UInt8]) async throws(LinkError) { try await inner.send(packet) }
+    func receive() async throws(LinkError) -> [UInt8] {
+        let packet = try await inner.receive()
+        if fault.spend(packet.count) {
+            await inner.close()
+            throw .disconnected("simulated disconnect (--disconnect-at)")
+        }
+        return packet
+    }
+    func close() async { await inner.close() }
 }
 
 /// `bleota gatt …`: poke at a device's GATT database by hand.

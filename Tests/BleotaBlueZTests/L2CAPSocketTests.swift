@@ -48,7 +48,7 @@ let adapter = L2CAPAddress(address: BluetoothAddress("00:AA:01:00:00:00")!, type
 let device = L2CAPAddress(address: BluetoothAddress("00:AA:01:01:00:01")!, type: .random, cid: L2CAPAddress.attChannel)
 
 @Suite struct L2CAPSocketTests {
-    @Test func configuresBeforeBindingAndConnectsWithoutBlocking() async throws {
+    @Test func configuresBeforeConnectingAndConnectsWithoutBlocking() async throws {
         let system = MockSocketSystem()
         let socket = try await L2CAPSocket.connect(from: adapter, to: device, security: .medium, receiveMTU: 247,
                                                    timeout: .seconds(5), clock: SystemClock(), system: system)
@@ -56,8 +56,8 @@ let device = L2CAPAddress(address: BluetoothAddress("00:AA:01:01:00:01")!, type:
         #expect(system.calls.withLock { $0 } == [
             "socket",
             "setsockopt 274 4 [2, 0]",            // BT_SECURITY medium, before connect
-            "setsockopt 274 13 [247, 0]",         // BT_RCVMTU
             "bind 00:AA:01:00:00:00 cid=4 psm=0 public",
+            "setsockopt 274 13 [247, 0]",         // BT_RCVMTU: only accepted once bound to an LE address
             "connect 00:AA:01:01:00:01 cid=4 psm=0 random",
             "wait writable",                      // EINPROGRESS: wait, then read SO_ERROR
             "getsockopt 1 4",
