@@ -1,0 +1,62 @@
+import ArgumentParser
+import BleotaATT
+import BleotaBlueZ
+import Foundation
+
+/// `bleota scan`: what is advertising nearby.
+struct ScanCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "scan",
+        abstract: "Scan for advertising LE devices: address, RSSI, name, service UUIDs, TX power, manufacturer data (iBeacon decoded)."
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @Option(name: .long, help: "The adapter to scan with (default: the first).") var adapter: String?
+    @Option(name: .long, help: "Seconds to scan.") var duration: Double = 5
+    @Option(name: .long, help: "Only devices whose name contains this.") var name: String?
+    @Option(name: .long, help: "Only this address.") var address: String?
+    @Option(name: .long, help: "Only devices advertising this service UUID (16- or 128-bit).") var service: String?
+    @Flag(name: .long, help: "Passive scan: do not ask for scan responses.") var passive = false
+
+    func validate() throws {
+        guard duration > 0, duration <= 600 else { throw ValidationError("--duration \(duration) is out of range: use more than 0 and at most 600 seconds") }
+        if let service, BluetoothUUID(service) == nil {
+            throw ValidationError("--service '\(service)' is not a UUID: use 4 hex digits (180D) or a full 128-bit UUID")
+        }
+    }
+
+    func run() async throws {
+        _ = try requireBluetooth(adapter: adapter)
+        let filter = ScanFilter(name: name, address: address, service: service.flatMap(BluetoothUUID.init))
+        let adapter = self.adapter, duration = self.duration, active = !passive
+        // The HCI socket is read with poll(2) on a thread of its own, not on Swift's cooperative pool.
+        let found: [Advertisement] = try await withCheckedThrowingContinuation { continuation in
+            Thread {
+                do {
+                    continuation.resume(returning: try Scanner.scan(adapter: adapter, duration: .milliseconds(Int64(duration * 1000)),
+                                                                    active: active, filter: filter))
+                } catch {
+                    continuation.resume(throwing: CommandFailure(.bluetoothUnavailable, "\(error)"))
+                }
+            }.start()
+        }
+        if global.json {
+            Terminal.standardOutput.writeLine(try JSONOutput.string(found))
+            return
+        }
+        if found.isEmpty {
+            Terminal.standardOutput.writeLine("no devices found in \(duration) s")
+            return
+        }
+        for device in found {
+            var line = "\(device.address) (\(device.addressType))"
+            if let rssi = device.rssi { line += " \(rssi) dBm" }
+            if let name = device.localName { line += " \"\(name)\"" }
+            if !device.serviceUUIDs.isEmpty { line += " services \(device.serviceUUIDs.joined(separator: ","))" }
+            if let power = device.txPower { line += " tx \(power) dBm" }
+            if let beacon = device.iBeacon { line += " iBeacon \(beacon.uuid) major \(beacon.major) minor \(beacon.minor)" }
+            else if let maker = device.manufacturer { line += " manufacturer 0x\(String(maker.companyID, radix: 16)) \(maker.data)" }
+            Terminal.standardOutput.writeLine(line)
+        }
+    }
+}

@@ -1,0 +1,70 @@
+import BleotaATT
+import Testing
+@testable import BleotaBlueZ
+
+@Suite struct AdvertisementTests {
+    @Test func decodesFlagsNameUUIDsAndTXPower() {
+        let data: [UInt8] = [
+            0x02, 0x01, 0x06,                         // flags: LE general discoverable, BR/EDR not supported
+            0x05, 0x03, 0x0D, 0x18, 0x0A, 0x18,       // complete 16-bit UUIDs 180D, 180A
+            0x11, 0x07] + Array(BluetoothUUID("6E400001-B5A3-F393-E0A9-E50E24DCCA9E")!.littleEndian) + [
+            0x07, 0x09] + Array("bleota".utf8) + [    // complete local name
+            0x02, 0x0A, 0xF8,                         // TX power −8 dBm
+        ]
+        let ad = Advertisement(address: "C0:FF:EE:00:00:01", addressType: "random", rssi: -60, data: data)
+        #expect(ad.flags == 0x06)
+        #expect(ad.serviceUUIDs == ["180D", "180A", "6E400001-B5A3-F393-E0A9-E50E24DCCA9E"])
+        #expect(ad.localName == "bleota")
+        #expect(ad.txPower == -8)
+    }
+
+    @Test func decodesAnIBeacon() {
+        let uuid: [UInt8] = [0xE2, 0xC5, 0x6D, 0xB5, 0xDF, 0xFB, 0x48, 0xD2, 0xB0, 0x60, 0xD0, 0xF5, 0xA7, 0x10, 0x96, 0xE0]
+        let data: [UInt8] = [0x02, 0x01, 0x06, 0x1A, 0xFF, 0x4C, 0x00, 0x02, 0x15] + uuid + [0x00, 0x01, 0x00, 0x02, 0xC5]
+        let ad = Advertisement(address: "AA:BB:CC:DD:EE:FF", addressType: "public", rssi: nil, data: data)
+        #expect(ad.manufacturer?.companyID == 0x004C)
+        #expect(ad.iBeacon == .init(uuid: "E2C56DB5-DFFB-48D2-B060-D0F5A71096E0", major: 1, minor: 2, measuredPower: -59))
+    }
+
+    @Test func malformedStructuresStopTheParseWithoutTrapping() {
+        // The second structure claims 9 bytes but only 2 follow.
+        let ad = Advertisement(address: "x", addressType: "public", rssi: nil, data: [0x02, 0x01, 0x04, 0x09, 0x09, 0x41, 0x42])
+        #expect(ad.flags == 0x04)
+        #expect(ad.localName == nil)
+        // Zero length ends the data (the rest is padding); odd-length UUID lists keep whole UUIDs only.
+        let padded = Advertisement(address: "x", addressType: "public", rssi: nil, data: [0x00, 0x02, 0x01, 0x04])
+        #expect(padded.flags == nil)
+        let odd = Advertisement(address: "x", addressType: "public", rssi: nil, data: [0x04, 0x03, 0x0D, 0x18, 0x0A])
+        #expect(odd.serviceUUIDs == ["180D"])
+        // Fuzz: nothing traps.
+        var state: UInt64 = 1
+        for _ in 0..<20_000 {
+            state = state &* 6_364_136_223_846_793_005 &+ 1
+            let bytes = (0..<Int(state >> 59)).map { UInt8(truncatingIfNeeded: state >> UInt64($0 % 8 * 8)) }
+            _ = Advertisement(address: "x", addressType: "public", rssi: nil, data: bytes)
+            _ = parseAdvertisingReports(bytes)
+        }
+    }
+
+    @Test func parsesHCIAdvertisingReports() {
+        // Subevent 0x02, one report: ADV_IND, public, 00:AA:01:01:00:01, 3 bytes of data, RSSI −70.
+        let event: [UInt8] = [0x02, 0x01, 0x00, 0x00, 0x01, 0x00, 0x01, 0x01, 0xAA, 0x00, 0x03, 0x02, 0x01, 0x06, 0xBA]
+        let reports = parseAdvertisingReports(event)
+        #expect(reports.count == 1)
+        #expect(reports[0].address == "00:AA:01:01:00:01")
+        #expect(reports[0].rssi == -70)
+        #expect(reports[0].flags == 0x06)
+        #expect(parseAdvertisingReports([0x02, 0x01, 0x00]).isEmpty)  // cut short
+        #expect(parseAdvertisingReports([0x01]).isEmpty)              // another subevent
+    }
+
+    @Test func filtersByNameAddressAndService() {
+        let ad = Advertisement(address: "C0:FF:EE:00:00:01", addressType: "public", rssi: -40,
+                               data: [0x03, 0x03, 0x0D, 0x18, 0x07, 0x09] + Array("bleota".utf8))
+        #expect(ScanFilter(name: "BLE").matches(ad))
+        #expect(!ScanFilter(name: "other").matches(ad))
+        #expect(ScanFilter(address: "c0:ff:ee:00:00:01").matches(ad))
+        #expect(ScanFilter(service: .bit16(0x180D)).matches(ad))
+        #expect(!ScanFilter(service: .bit16(0x180A)).matches(ad))
+    }
+}
