@@ -16,6 +16,14 @@ public struct GATTCharacteristic: Sendable, Hashable {
     public var valueHandle: UInt16
     /// Last handle that belongs to it (before the next declaration or the service end).
     public var end: UInt16
+
+    public init(uuid: BluetoothUUID, properties: CharacteristicProperties, declaration: UInt16, valueHandle: UInt16, end: UInt16) {
+        self.uuid = uuid
+        self.properties = properties
+        self.declaration = declaration
+        self.valueHandle = valueHandle
+        self.end = end
+    }
 }
 
 /// A discovered descriptor.

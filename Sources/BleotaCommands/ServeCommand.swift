@@ -37,6 +37,8 @@ struct ServeCommand: AsyncParsableCommand {
     }) var psm: UInt16?
     @Option(name: .long, help: "Fault: drop the first connection after this many bytes reached the device (to exercise resume).")
     var disconnectAt: Int?
+    @Flag(help: "Advertise the bleota service and name with raw HCI commands (experimental: not yet re-armed after a connection; by default the adapter's own advertising, e.g. from btmgmt, is used).")
+    var advertise = false
 
     func run() async throws {
         let logger = global.makeLogger("bleota.serve")
@@ -59,6 +61,14 @@ struct ServeCommand: AsyncParsableCommand {
             }
         }
         Terminal.standardOutput.writeLine("serving bleota on \(adapter) (\(address)), firmware \(version)" + (psm.map { ", PSM 0x\(String($0, radix: 16))" } ?? ""))
+        if advertise {
+            do {
+                try Advertiser.start(adapter: adapter, name: "bleota-serve", service: NativeGATTService.service)
+                Terminal.standardOutput.writeLine("advertising as \"bleota-serve\" with service \(NativeGATTService.service)")
+            } catch {
+                Terminal.standardError.writeLine("warning: could not start advertising (\(error)); make \(adapter) advertise by other means, e.g. btmgmt -i \(adapter) advertising on")
+            }
+        }
         let clock = SystemClock()
         let fault = FaultBudget(disconnectAt: disconnectAt)
         let serving = Task {
@@ -87,6 +97,7 @@ struct ServeCommand: AsyncParsableCommand {
         } else {
             await serving.value
         }
+        if advertise { Advertiser.stop(adapter: adapter) }
         serving.cancel()
         creditServing.cancel()
         listener.close()
@@ -165,7 +176,7 @@ struct GattCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gatt",
         abstract: "Discover, read and write a device's GATT attributes.",
-        subcommands: [GattDiscover.self, GattRead.self]
+        subcommands: [GattDiscover.self, GattRead.self, GattWrite.self, GattSubscribe.self]
     )
 }
 
@@ -233,6 +244,78 @@ struct GattDiscover: AsyncParsableCommand {
             }
         }
         Terminal.standardOutput.writeLine(lines.joined(separator: "\n"))
+    }
+}
+
+func parseHandle(_ text: String) throws -> UInt16 {
+    let hex = text.lowercased().hasPrefix("0x")
+    guard let value = UInt16(hex ? String(text.dropFirst(2)) : text, radix: hex ? 16 : 10), value > 0 else {
+        throw ValidationError("'\(text)' is not an attribute handle: use 1…0xFFFF")
+    }
+    return value
+}
+
+struct GattWrite: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "write", abstract: "Write an attribute's value (long values with prepare/execute).")
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var target: GattDevice
+    @Option(name: .long, help: "The attribute handle (decimal or 0x-hex).", transform: parseHandle) var handle: UInt16
+    @Option(name: .long, help: "The value as hex (e.g. 0100).") var hex: String
+    @Flag(name: .long, help: "Write without response (a command; no acknowledgement).") var withoutResponse = false
+
+    func validate() throws {
+        guard [UInt8](hex: hex) != nil else { throw ValidationError("--hex '\(hex)' is not hex: write pairs of digits like 0a1b") }
+    }
+
+    func run() async throws {
+        let value = [UInt8](hex: hex)!
+        let connection = try await target.connect()
+        do {
+            if withoutResponse { try await connection.client.writeWithoutResponse(handle, value) }
+            else { try await connection.client.write(handle, value) }
+        } catch {
+            await connection.bearer.close("done")
+            throw CommandFailure(.deviceError, "write to handle 0x\(String(handle, radix: 16)) failed: \(error)")
+        }
+        await connection.bearer.close("done")
+        Terminal.standardOutput.writeLine(global.json ? #"{ "written" : \#(value.count) }"# : "wrote \(value.count) bytes to handle 0x\(String(handle, radix: 16))")
+    }
+}
+
+struct GattSubscribe: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "subscribe", abstract: "Enable notifications (or indications) of a characteristic and print what arrives.")
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var target: GattDevice
+    @Option(name: .long, help: "The characteristic's value handle (decimal or 0x-hex).", transform: parseHandle) var handle: UInt16
+    @Flag(name: .long, help: "Ask for indications instead of notifications.") var indications = false
+    @Option(name: .long, help: "Stop after this many seconds.") var duration: Double = 10
+    @Option(name: .long, help: "Stop after this many values.") var count: Int?
+
+    func run() async throws {
+        let connection = try await target.connect()
+        // The CCCD follows the value: discover it within the characteristic's range.
+        let characteristic = GATTCharacteristic(uuid: .bit16(0), properties: [.notify], declaration: handle - 1,
+                                                valueHandle: handle, end: min(0xFFFF, handle + 3))
+        do { try await connection.client.subscribe(characteristic, indications: indications) } catch {
+            await connection.bearer.close("done")
+            throw CommandFailure(.deviceError, "cannot subscribe to handle 0x\(String(handle, radix: 16)): \(error)")
+        }
+        var received = 0
+        let deadline = ContinuousClock.now + .milliseconds(Int64(duration * 1000))
+        while ContinuousClock.now < deadline, count.map({ received < $0 }) ?? true {
+            let left = deadline - ContinuousClock.now
+            // try? flattens: nil on timeout, on a closed bearer, or at the end of the stream.
+            guard let pdu = try? await withDeadline(left, clock: SystemClock(), operation: { try await connection.bearer.incoming.take() })
+            else { break }
+            switch pdu {
+            case .handleValueNotification(let h, let value), .handleValueIndication(let h, let value):
+                received += 1
+                Terminal.standardOutput.writeLine(global.json ? #"{ "handle" : \#(h), "hex" : "\#(value.hexString)" }"# : "0x\(String(h, radix: 16)): \(value.hexString)")
+            default:
+                continue
+            }
+        }
+        await connection.bearer.close("done")
     }
 }
 
