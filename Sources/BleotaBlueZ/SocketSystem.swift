@@ -116,12 +116,15 @@ public final class LinuxSocketSystem: SocketSystem {
         var raw = sockaddr_l2()
         var length = socklen_t(MemoryLayout<sockaddr_l2>.size)
         let client = withUnsafeMutablePointer(to: &raw) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { accept4(fd, __SOCKADDR_ARG(__sockaddr__: $0), &length, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.accept(fd, $0, &length) }
         }
         if client < 0 {
             if errno == EAGAIN || errno == EWOULDBLOCK { return nil }
             throw SocketError("accept", errno)
         }
+        // accept4 would do this in one call, but needs _GNU_SOURCE (see the CBlueZ shim).
+        _ = fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK)
+        _ = fcntl(client, F_SETFD, FD_CLOEXEC)
         let bytes = withUnsafeBytes(of: raw.l2_bdaddr) { Array($0) }
         let peer = L2CAPAddress(address: BluetoothAddress(littleEndian: bytes), type: raw.l2_bdaddr_type == 2 ? .random : .public,
                                 psm: UInt16(littleEndian: raw.l2_psm), cid: UInt16(littleEndian: raw.l2_cid))

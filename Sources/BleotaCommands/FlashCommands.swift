@@ -34,17 +34,9 @@ struct FlashCommand: AsyncParsableCommand {
         let bytes = firmware.flattened(fill: input.fill)
         guard !bytes.isEmpty else { throw CommandFailure(.badInput, "\(image): the image is empty: nothing to flash") }
         let label = versionLabel ?? "sha256:" + String(SHA256Digest.hash(bytes).hexString.prefix(12))
-        let device = try DeviceTarget(parsing: deviceOptions.device)
-        let reporter = ProgressReporter.automatic(json: global.json, quiet: deviceOptions.quiet)
-        let tuning = tuningOptions.tuning()
-        let timeouts = deviceOptions.timeouts
-        let outcome = try await device.session(logger: logger) { connector, clock in
-            let updater = NativeUpdater(connector: connector, clock: clock, tuning: tuning, timeouts: timeouts, logger: logger) {
-                reporter.handle($0)
-            }
-            return try await updater.flash(image: bytes, version: label)
+        let outcome = try await withNativeUpdater(global: global, device: deviceOptions, tuning: tuningOptions, logger: logger) {
+            try await $0.flash(image: bytes, version: label)
         }
-        reporter.finish()
         try printReport(outcome, json: global.json) { report in
             "flashed \(formatBytes(report.bytes)) to \(report.device): \(summary(report)); device now runs '\(report.versionAfter ?? "?")' (was '\(report.versionBefore ?? "?")')"
         }
@@ -71,17 +63,9 @@ struct PushCommand: AsyncParsableCommand {
         guard !remoteName.isEmpty, remoteName.utf8.count <= 255 else {
             throw ValidationError("--name must be 1…255 bytes of UTF-8")
         }
-        let device = try DeviceTarget(parsing: deviceOptions.device)
-        let reporter = ProgressReporter.automatic(json: global.json, quiet: deviceOptions.quiet)
-        let tuning = tuningOptions.tuning()
-        let timeouts = deviceOptions.timeouts
-        let outcome = try await device.session(logger: logger) { connector, clock in
-            let updater = NativeUpdater(connector: connector, clock: clock, tuning: tuning, timeouts: timeouts, logger: logger) {
-                reporter.handle($0)
-            }
-            return try await updater.push(file: bytes, name: remoteName)
+        let outcome = try await withNativeUpdater(global: global, device: deviceOptions, tuning: tuningOptions, logger: logger) {
+            try await $0.push(file: bytes, name: remoteName)
         }
-        reporter.finish()
         try printReport(outcome, json: global.json) { report in
             "pushed '\(remoteName)' (\(formatBytes(report.bytes))) to \(report.device): \(summary(report))"
         }
@@ -103,24 +87,33 @@ struct PullCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = global.makeLogger("bleota.pull")
-        let device = try DeviceTarget(parsing: deviceOptions.device)
-        let reporter = ProgressReporter.automatic(json: global.json, quiet: deviceOptions.quiet)
-        let tuning = tuningOptions.tuning()
-        let timeouts = deviceOptions.timeouts
-        let outcome = try await device.session(logger: logger) { connector, clock in
-            let updater = NativeUpdater(connector: connector, clock: clock, tuning: tuning, timeouts: timeouts, logger: logger) {
-                reporter.handle($0)
-            }
-            let (file, report) = try await updater.pull(name: name)
+        let outcome = try await withNativeUpdater(global: global, device: deviceOptions, tuning: tuningOptions, logger: logger) {
+            let (file, report) = try await $0.pull(name: name)
             return PulledFile(bytes: file, report: report)
         }
-        reporter.finish()
         try writeFileAtomically(outcome.value.bytes, to: output)
         let pulled = SessionOutcome(value: outcome.value.report, linkCapacity: outcome.linkCapacity, linkModel: outcome.linkModel)
         try printReport(pulled, json: global.json) { report in
             "pulled '\(name)' (\(formatBytes(report.bytes))) from \(report.device) to \(output): \(summary(report))"
         }
     }
+}
+
+/// Opens the device named by `--device`, runs `operation` with a native-protocol
+/// updater reporting progress to the terminal, and closes the progress line.
+func withNativeUpdater<T: Sendable>(global: GlobalOptions, device: DeviceOptions, tuning: TuningOptions, logger: Logger,
+                                    _ operation: @escaping @Sendable (NativeUpdater) async throws -> T) async throws -> SessionOutcome<T> {
+    let target = try DeviceTarget(parsing: device.device)
+    let reporter = ProgressReporter.automatic(json: global.json, quiet: device.quiet)
+    let tuning = tuning.tuning()
+    let timeouts = device.timeouts
+    let outcome = try await target.session(logger: logger) { connector, clock in
+        try await operation(NativeUpdater(connector: connector, clock: clock, tuning: tuning, timeouts: timeouts, logger: logger) {
+            reporter.handle($0)
+        })
+    }
+    reporter.finish()
+    return outcome
 }
 
 struct PulledFile: Sendable {

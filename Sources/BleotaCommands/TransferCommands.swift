@@ -115,25 +115,9 @@ func writeFileAtomically(_ bytes: [UInt8], to path: String) throws {
     guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue else {
         throw CommandFailure(.badInput, "\(path): the directory \(directory.path) does not exist: create it first")
     }
-    let temporary = directory.appendingPathComponent(".\(url.lastPathComponent).bleota-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).tmp")
-    let descriptor = open(temporary.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-    guard descriptor >= 0 else {
-        throw CommandFailure(.failure, "\(path): cannot create a file in \(directory.path): \(String(cString: strerror(errno)))")
-    }
-    var offset = 0
-    var failure: Int32 = 0
-    bytes.withUnsafeBytes { buffer in
-        while offset < buffer.count {
-            let written = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
-            if written < 0 { if errno == EINTR { continue }; failure = errno; return }
-            offset += written
-        }
-    }
-    if failure == 0 && fsync(descriptor) != 0 { failure = errno }
-    close(descriptor)
-    if failure == 0 && rename(temporary.path, path) != 0 { failure = errno }
-    if failure != 0 {
-        unlink(temporary.path)
-        throw CommandFailure(.failure, "\(path): write failed: \(String(cString: strerror(failure))); nothing was changed")
+    do {
+        try AtomicFile.write(bytes, to: path)
+    } catch {
+        throw CommandFailure(.failure, "\(path): write failed: \(String(cString: strerror(error.code))); nothing was changed")
     }
 }

@@ -190,11 +190,29 @@ enum ImageFile {
     }
 
     static func writeAtomically(_ bytes: [UInt8], to path: String) throws(ImageError) {
+        do {
+            try AtomicFile.write(bytes, to: path)
+        } catch {
+            throw ImageError(file: (path as NSString).lastPathComponent, kind: .unwritable(String(cString: strerror(error.code))))
+        }
+    }
+}
+
+/// Writes a file so that it is either the old one or the complete new one:
+/// a temporary file in the same directory, written, synced, then renamed over
+/// the target. Used for converted images and pulled files alike.
+public enum AtomicFile {
+    public struct Failure: Error, Sendable, Equatable {
+        /// The errno of the failed step.
+        public var code: Int32
+    }
+
+    public static func write(_ bytes: [UInt8], to path: String) throws(Failure) {
         let name = (path as NSString).lastPathComponent
         let directory = (path as NSString).deletingLastPathComponent
         let temporary = (directory.isEmpty ? "." : directory) + "/.\(name).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else { throw ImageError(file: name, kind: .unwritable(String(cString: strerror(errno)))) }
+        guard descriptor >= 0 else { throw Failure(code: errno) }
         var failure: Int32 = 0
         bytes.withUnsafeBytes { buffer in
             var offset = 0
@@ -209,7 +227,7 @@ enum ImageFile {
         if failure == 0 && rename(temporary, path) != 0 { failure = errno }
         if failure != 0 {
             unlink(temporary)
-            throw ImageError(file: name, kind: .unwritable(String(cString: strerror(failure))))
+            throw Failure(code: failure)
         }
     }
 }
