@@ -97,6 +97,9 @@ let goldenVectors: [(name: String, message: NativeMessage, hex: String)] = [
         ([0x12, 0, 0, 1, 0, 9], "nack.reason", "unknown reason 9"),
         ([0xFF, 1, 1, 2, 0xC3, 0x28], "error.message", "not valid UTF-8"),
         ([0x14, 2, 2], "segment.index", "segment 2 of 2 is impossible"),
+        ([0x09, 0x01, 0x61, 0xEF, 0x00, 0x00, 0x00, 0x20, 0x00], "getFile.ackInterval", "must be at least 1"),
+        ([0x09, 0x01, 0x61, 0xEF, 0x00, 0x08, 0x00, 0x00, 0x00], "getFile.window", "must be at least 1"),
+        ([0x09, 0x01, 0x61, 0x00, 0x00, 0x08, 0x00, 0x20, 0x00], "getFile.packetSize", "must be at least 1"),
     ] as [([UInt8], String, String)])
     func malformedFieldsAreNamed(body: [UInt8], field: String, why: String) {
         let error = #expect(throws: DecodingError.self) { try NativeMessage(decoding: withCRC(body)) }

@@ -458,8 +458,13 @@ extension NativeMessage {
             let at = reader.offset
             packetSize = try reader.readUInt16(.little, "getFile.packetSize")
             guard packetSize > 0 else { throw reader.invalid("getFile.packetSize", "must be at least 1", at: at) }
-            ackInterval = max(1, try reader.readUInt16(.little, "getFile.ackInterval"))
-            window = max(1, try reader.readUInt16(.little, "getFile.window"))
+            // Zero is refused like START's: silently turning it into 1 would not survive a round trip.
+            let intervalAt = reader.offset
+            ackInterval = try reader.readUInt16(.little, "getFile.ackInterval")
+            guard ackInterval > 0 else { throw reader.invalid("getFile.ackInterval", "must be at least 1", at: intervalAt) }
+            let windowAt = reader.offset
+            window = try reader.readUInt16(.little, "getFile.window")
+            guard window > 0 else { throw reader.invalid("getFile.window", "must be at least 1", at: windowAt) }
         }
 
         public func encode(into writer: inout ByteWriter) {
