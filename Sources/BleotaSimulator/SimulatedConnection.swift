@@ -295,6 +295,16 @@ public final class SimulatedConnection: Sendable {
         }
     }
 
+    /// The next packet of one direction; a closed inbox means the link is gone.
+    func take(from inbox: Mailbox<[UInt8]>) async throws(LinkError) -> [UInt8] {
+        do {
+            guard let packet = try await inbox.take() else {
+                throw LinkError.disconnected(state.withLock { $0.reason })
+            }
+            return packet
+        } catch let error as LinkError { throw error } catch { throw .cancelled }
+    }
+
     // MARK: Ends
 
     /// The host's end: what the engine gets.
@@ -313,12 +323,7 @@ public final class SimulatedConnection: Sendable {
 
         public func receive() async throws(LinkError) -> [UInt8] {
             guard let connection else { throw .disconnected("connection gone") }
-            do {
-                guard let packet = try await connection.hostInbox.take() else {
-                    throw LinkError.disconnected(connection.state.withLock { $0.reason })
-                }
-                return packet
-            } catch let error as LinkError { throw error } catch { throw .cancelled }
+            return try await connection.take(from: connection.hostInbox)
         }
 
         public func close() async { connection?.close("closed by the host") }
@@ -344,16 +349,12 @@ public final class SimulatedConnection: Sendable {
         public func receive() async throws(LinkError) -> [UInt8] {
             guard let connection else { throw .disconnected("connection gone") }
             connection.state.withLock { $0.deviceProcessing = false }
-            do {
-                guard let packet = try await connection.deviceInbox.take() else {
-                    throw LinkError.disconnected(connection.state.withLock { $0.reason })
-                }
-                connection.state.withLock { state in
-                    state.deviceQueued -= 1
-                    state.deviceProcessing = true
-                }
-                return packet
-            } catch let error as LinkError { throw error } catch { throw .cancelled }
+            let packet = try await connection.take(from: connection.deviceInbox)
+            connection.state.withLock { state in
+                state.deviceQueued -= 1
+                state.deviceProcessing = true
+            }
+            return packet
         }
 
         public func close() async { connection?.close("closed by the device") }

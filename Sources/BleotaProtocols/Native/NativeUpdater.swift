@@ -405,6 +405,10 @@ struct Session {
         let wire = NativeWire()
         let interval = updater.tuning.effectiveAckInterval
         let bitmapBytes = max(0, min(32, link.parameters.maximumPayload - 6))
+        func acknowledge(_ window: inout ReceiverWindow) async throws(LinkError) {
+            let ack = window.acknowledgement(bitmapBytes: bitmapBytes)
+            try await link.send(wire.encodeAcknowledgement(nextExpected: ack.nextExpected, bitmap: ack.bitmap))
+        }
         var idle = 0
         do {
             while !window.isComplete {
@@ -416,8 +420,7 @@ struct Session {
                     if idle > updater.tuning.maxRetries {
                         throw TransferError(.timeout, step: .transfer, "the device stopped sending: check it is powered and in range")
                     }
-                    let ack = window.acknowledgement(bitmapBytes: bitmapBytes)
-                    try await link.send(wire.encodeAcknowledgement(nextExpected: ack.nextExpected, bitmap: ack.bitmap))
+                    try await acknowledge(&window)
                     continue
                 }
                 idle = 0
@@ -446,12 +449,10 @@ struct Session {
                         continue
                     }
                     if window.sinceAcknowledgement >= interval || window.isComplete {
-                        let ack = window.acknowledgement(bitmapBytes: bitmapBytes)
-                        try await link.send(wire.encodeAcknowledgement(nextExpected: ack.nextExpected, bitmap: ack.bitmap))
+                        try await acknowledge(&window)
                     }
                 case .ackRequest:
-                    let ack = window.acknowledgement(bitmapBytes: bitmapBytes)
-                    try await link.send(wire.encodeAcknowledgement(nextExpected: ack.nextExpected, bitmap: ack.bitmap))
+                    try await acknowledge(&window)
                 case .failure(let message):
                     throw TransferError(.deviceRefused, step: .transfer, message)
                 default:
