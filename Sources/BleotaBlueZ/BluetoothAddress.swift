@@ -52,7 +52,7 @@ public enum SecurityLevel: String, Sendable, Hashable, Codable, CaseIterable {
     }
 }
 
-/// A `ble://AA:BB:CC:DD:EE:FF[?type=random&adapter=hci0&security=medium&psm=0x80]` device address.
+/// A `ble://AA:BB:CC:DD:EE:FF[?type=random&adapter=hci0&security=medium&psm=0x80&phy=2m&interval=7.5-15]` device address.
 public struct BLEDeviceAddress: Sendable, Hashable {
     public var address: BluetoothAddress
     public var type: AddressType = .public
@@ -60,8 +60,10 @@ public struct BLEDeviceAddress: Sendable, Hashable {
     public var security: SecurityLevel = .low
     /// An LE credit-based channel to use instead of GATT, if the device offers one.
     public var psm: UInt16?
+    /// PHY and connection interval to ask for once connected.
+    public var connection = ConnectionRequest()
 
-    public static let keys = ["type", "adapter", "security", "psm"]
+    public static let keys = ["type", "adapter", "security", "psm", "phy", "interval"]
 
     /// Parses the address; the error is one line naming what is wrong and what is valid.
     public static func parse(_ text: String) -> Result<BLEDeviceAddress, BLEAddressError> {
@@ -95,6 +97,16 @@ public struct BLEDeviceAddress: Sendable, Hashable {
                         return .failure(.init("ble:// psm '\(keyValue[1])' is out of range: LE dynamic PSMs are 0x80…0xFF"))
                     }
                     result.psm = psm
+                case "phy":
+                    guard let phy = LEPHY(rawValue: keyValue[1].lowercased()) else {
+                        return .failure(.init("ble:// phy '\(keyValue[1])' is not 1m, 2m or coded"))
+                    }
+                    result.connection.phy = phy
+                case "interval":
+                    switch ConnectionRequest.parseInterval(keyValue[1]) {
+                    case .success(let range): result.connection.interval = range
+                    case .failure(let error): return .failure(error)
+                    }
                 default:
                     return .failure(.init("unknown ble:// key '\(keyValue[0])': use \(keys.joined(separator: ", "))"))
                 }

@@ -29,6 +29,14 @@ public final class L2CAPSocket: Sendable {
         L2CAPSocket(fd: fd, system: system, peer: peer, receiveCapacity: receiveCapacity)
     }
 
+    /// The HCI handle of the LE connection under this channel (`L2CAP_CONNINFO`),
+    /// which HCI commands about the connection name.
+    public var connectionHandle: UInt16? {
+        // SOL_L2CAP 6, L2CAP_CONNINFO 2: struct l2cap_conninfo { uint16_t hci_handle; uint8_t dev_class[3]; }
+        guard let raw = try? system.getOption(fd, level: 6, name: 2, size: 6), raw.count >= 2 else { return nil }
+        return UInt16(raw[0]) | UInt16(raw[1]) << 8
+    }
+
     /// Connects from `local` (the adapter's address; the kernel needs the
     /// client bound to the same channel for CID 4) to `remote`.
     public static func connect(from local: L2CAPAddress, to remote: L2CAPAddress, security: SecurityLevel = .low,

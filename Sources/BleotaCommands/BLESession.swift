@@ -5,6 +5,7 @@ import BleotaLink
 import Foundation
 import Glibc
 import Logging
+import Synchronization
 
 /// The GATT service that carries bleota's native protocol: packets to the
 /// device as Write Without Response on RX, from it as notifications on TX.
@@ -29,6 +30,8 @@ struct ATTConnection {
     let bearer: ATTBearer
     let client: GATTClient
     let runner: Task<Void, Never>
+    /// What the PHY and interval ended up as, when the address asked for either.
+    let settings: ConnectionSettings?
 
     static func open(_ target: BLEDeviceAddress, timeout: Duration, clock: any BleotaClock) async throws(LinkError) -> ATTConnection {
         guard let local = BluetoothAvailability.address(of: target.adapter) else {
@@ -43,10 +46,35 @@ struct ATTConnection {
         } catch {
             throw .unreachable("cannot connect to \(target.address): \(error)")
         }
+        let settings = applyConnectionRequest(target, socket: socket)
         let bearer = ATTBearer(link: L2CAPLink(socket: socket, maximumPayload: 517, description: "att"), clock: clock)
         let runner = Task { await bearer.run() }
-        return ATTConnection(bearer: bearer, client: GATTClient(bearer: bearer), runner: runner)
+        return ATTConnection(bearer: bearer, client: GATTClient(bearer: bearer), runner: runner, settings: settings)
     }
+}
+
+/// Asks the controller for the PHY and interval `target` names, if any, on the
+/// connection under `socket`. Never fails the connection: what could not be
+/// done comes back as notes.
+func applyConnectionRequest(_ target: BLEDeviceAddress, socket: L2CAPSocket) -> ConnectionSettings? {
+    guard !target.connection.isEmpty else { return nil }
+    let adapterName = target.adapter ?? "the adapter"
+    guard let handle = socket.connectionHandle else {
+        return ConnectionSettings(notes: ["cannot find the connection's HCI handle, so the PHY and interval were left as they are"])
+    }
+    do {
+        let controller = HCIController(transport: try RawHCISocket(adapter: target.adapter))
+        return ConnectionControl.apply(target.connection, handle: handle, adapterName: adapterName, controller: controller)
+    } catch {
+        return ConnectionSettings(notes: ["the PHY and interval were left as they are: \(error)"])
+    }
+}
+
+/// The last connection settings a connector saw, for the final report.
+final class ConnectionSettingsRecord: Sendable {
+    private let value = Mutex<ConnectionSettings?>(nil)
+    func record(_ settings: ConnectionSettings?) { if let settings { value.withLock { $0 = settings } } }
+    var latest: ConnectionSettings? { value.withLock { $0 } }
 }
 
 /// The SDU size bleota asks for on credit-based channels.
@@ -58,6 +86,7 @@ struct BLEConnector: DeviceConnector {
     let target: BLEDeviceAddress
     let clock: any BleotaClock
     let description: String
+    let settings = ConnectionSettingsRecord()
 
     func connect(for purpose: ConnectPurpose, timeout: Duration) async throws(LinkError) -> any Link {
         let deadline = clock.now + timeout
@@ -81,6 +110,7 @@ struct BLEConnector: DeviceConnector {
             if let link = await creditBasedChannel(psm: psm, timeout: timeout) { return link }
         }
         let connection = try await ATTConnection.open(target, timeout: timeout, clock: clock)
+        settings.record(connection.settings)
         do {
             let mtu = try await connection.client.exchangeMTU()
             guard let service = try await connection.client.discoverPrimaryServices(NativeGATTService.service).first else {
@@ -116,6 +146,7 @@ struct BLEConnector: DeviceConnector {
             if let raw = try? socket.system.getOption(socket.fd, level: 274, name: 12, size: 2), raw.count == 2 {
                 sendMTU = Int(raw[0]) | Int(raw[1]) << 8
             }
+            settings.record(applyConnectionRequest(target, socket: socket))
             return L2CAPLink(socket: socket, maximumPayload: max(23, sendMTU), description: description + " (L2CAP CoC)")
         } catch {
             return nil

@@ -10,6 +10,8 @@ struct SessionOutcome<Value: Sendable>: Sendable {
     var value: Value
     var linkCapacity: Double?
     var linkModel: String?
+    /// PHY and interval of a real connection, when the address asked for them.
+    var connection: ConnectionSettings? = nil
 }
 
 /// A `--device` address, parsed: which transport, and where.
@@ -59,8 +61,9 @@ enum DeviceTarget: Sendable, Equatable {
             }
             _ = try requireBluetooth(adapter: target.adapter)
             let clock = SystemClock()
-            let value = try await body(BLEConnector(target: target, clock: clock, description: text), clock)
-            return SessionOutcome(value: value, linkCapacity: nil, linkModel: nil)
+            let connector = BLEConnector(target: target, clock: clock, description: text)
+            let value = try await body(connector, clock)
+            return SessionOutcome(value: value, linkCapacity: nil, linkModel: nil, connection: connector.settings.latest)
         case .udp, .serial:
             throw CommandFailure(.failure, "UDP and serial transports carry MCUmgr/SMP, which is not in this build yet: use a sim:// device")
         }

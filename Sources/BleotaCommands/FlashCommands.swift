@@ -92,7 +92,8 @@ struct PullCommand: AsyncParsableCommand {
             return PulledFile(bytes: file, report: report)
         }
         try writeFileAtomically(outcome.value.bytes, to: output)
-        let pulled = SessionOutcome(value: outcome.value.report, linkCapacity: outcome.linkCapacity, linkModel: outcome.linkModel)
+        let pulled = SessionOutcome(value: outcome.value.report, linkCapacity: outcome.linkCapacity, linkModel: outcome.linkModel,
+                                    connection: outcome.connection)
         try printReport(pulled, json: global.json) { report in
             "pulled '\(name)' (\(formatBytes(report.bytes))) from \(report.device) to \(output): \(summary(report))"
         }
@@ -138,9 +139,13 @@ func printReport(_ outcome: SessionOutcome<UpdateReport>, json: Bool, text: (Upd
     var report = outcome.value
     report.linkCapacity = outcome.linkCapacity
     report.linkModel = outcome.linkModel
+    report.connection = outcome.connection
     if json {
         Terminal.standardOutput.writeLine(try JSONOutput.string(report))
     } else {
-        Terminal.standardOutput.writeLine(text(report))
+        var line = text(report)
+        if let connection = report.connection, !connection.summary.isEmpty { line += "; link \(connection.summary)" }
+        Terminal.standardOutput.writeLine(line)
+        for note in report.connection?.notes ?? [] { Terminal.standardError.writeLine("note: \(note)") }
     }
 }

@@ -181,7 +181,7 @@ struct GattCommand: AsyncParsableCommand {
 }
 
 struct GattDevice: ParsableArguments {
-    @Option(name: .long, help: "The device: ble://AA:BB:CC:DD:EE:FF[?type=random&adapter=hci0&security=medium].") var device: String
+    @Option(name: .long, help: "The device: ble://AA:BB:CC:DD:EE:FF[?type=random&adapter=hci0&security=medium&phy=2m&interval=7.5-15].") var device: String
     @Option(name: .long, help: "Seconds to wait for the connection.") var connectTimeout: Double = 10
 
     func connect() async throws -> ATTConnection {
@@ -209,12 +209,13 @@ struct GattDiscover: AsyncParsableCommand {
         struct Characteristic: Codable { var uuid: String; var handle: UInt16; var properties: UInt8; var descriptors: [String] }
         struct Service: Codable { var uuid: String; var start: UInt16; var end: UInt16; var characteristics: [Characteristic] }
         var mtu: Int
+        var connection: ConnectionSettings?
         var services: [Service]
     }
 
     func run() async throws {
         let connection = try await target.connect()
-        var report = Report(mtu: await connection.bearer.mtu, services: [])
+        var report = Report(mtu: await connection.bearer.mtu, connection: connection.settings, services: [])
         do {
             for service in try await connection.client.discoverPrimaryServices() {
                 var entry = Report.Service(uuid: service.uuid.description, start: service.start, end: service.end, characteristics: [])
@@ -236,6 +237,10 @@ struct GattDiscover: AsyncParsableCommand {
             return
         }
         var lines = ["MTU \(report.mtu)"]
+        if let settings = report.connection {
+            if !settings.summary.isEmpty { lines.append("link \(settings.summary)") }
+            lines += settings.notes.map { "note: \($0)" }
+        }
         for service in report.services {
             lines.append("service \(service.uuid) handles 0x\(String(service.start, radix: 16))–0x\(String(service.end, radix: 16))")
             for characteristic in service.characteristics {
@@ -290,6 +295,18 @@ struct GattSubscribe: AsyncParsableCommand {
     @Flag(name: .long, help: "Ask for indications instead of notifications.") var indications = false
     @Option(name: .long, help: "Stop after this many seconds.") var duration: Double = 10
     @Option(name: .long, help: "Stop after this many values.") var count: Int?
+    @Option(name: .customLong("write-handle"), help: "After subscribing, write --write-hex here without response (to send a request and watch its answer).",
+            transform: parseHandle) var writeHandle: UInt16?
+    @Option(name: .customLong("write-hex"), help: "The value to write to --write-handle, as hex.") var writeHex: String?
+
+    func validate() throws {
+        if (writeHandle == nil) != (writeHex == nil) {
+            throw ValidationError("--write-handle and --write-hex go together: give both or neither")
+        }
+        if let writeHex, [UInt8](hex: writeHex) == nil {
+            throw ValidationError("--write-hex '\(writeHex)' is not hex: write pairs of digits like 0a1b")
+        }
+    }
 
     func run() async throws {
         let connection = try await target.connect()
@@ -299,6 +316,12 @@ struct GattSubscribe: AsyncParsableCommand {
         do { try await connection.client.subscribe(characteristic, indications: indications) } catch {
             await connection.bearer.close("done")
             throw CommandFailure(.deviceError, "cannot subscribe to handle 0x\(String(handle, radix: 16)): \(error)")
+        }
+        if let writeHandle, let writeHex, let value = [UInt8](hex: writeHex) {
+            do { try await connection.client.writeWithoutResponse(writeHandle, value) } catch {
+                await connection.bearer.close("done")
+                throw CommandFailure(.deviceError, "cannot write to handle 0x\(String(writeHandle, radix: 16)): \(error)")
+            }
         }
         var received = 0
         let deadline = ContinuousClock.now + .milliseconds(Int64(duration * 1000))

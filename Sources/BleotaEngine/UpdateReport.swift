@@ -1,3 +1,4 @@
+import BleotaLink
 /// What an update or transfer reports as it goes: step changes, progress, notes.
 public enum UpdateEvent: Sendable {
     case step(UpdateStep)
@@ -52,6 +53,8 @@ public struct UpdateReport: Sendable, Codable, Equatable {
     /// Filled in by the caller when it knows the link model (simulator): bytes/s the link allows.
     public var linkCapacity: Double?
     public var linkModel: String?
+    /// Filled in by the caller for real links when a PHY or interval was asked for.
+    public var connection: ConnectionSettings?
 
     public init(operation: String, device: String, bytes: Int, streamBytes: Int, compressed: Bool, packetSize: Int,
                 transferSeconds: Double, totalSeconds: Double, statistics: TransferStatistics,

@@ -146,7 +146,10 @@ let device = L2CAPAddress(address: BluetoothAddress("00:AA:01:01:00:01")!, type:
             ("ble://C0:FF:EE", "'C0:FF:EE' is not a Bluetooth address: write six hex bytes like ble://C0:FF:EE:00:00:01"),
             ("ble://C0:FF:EE:00:00:01?type=odd", "ble:// type 'odd' is not public or random"),
             ("ble://C0:FF:EE:00:00:01?psm=0x10", "ble:// psm '0x10' is out of range: LE dynamic PSMs are 0x80…0xFF"),
-            ("ble://C0:FF:EE:00:00:01?colour=red", "unknown ble:// key 'colour': use type, adapter, security, psm"),
+            ("ble://C0:FF:EE:00:00:01?colour=red", "unknown ble:// key 'colour': use type, adapter, security, psm, phy, interval"),
+            ("ble://C0:FF:EE:00:00:01?phy=3m", "ble:// phy '3m' is not 1m, 2m or coded"),
+            ("ble://C0:FF:EE:00:00:01?interval=5-10", "ble:// interval '5-10' is out of range: LE connection intervals are 7.5…4000 ms, MIN ≤ MAX"),
+            ("ble://C0:FF:EE:00:00:01?interval=fast", "ble:// interval 'fast' is not MIN-MAX in milliseconds, e.g. interval=7.5-15"),
         ] {
             guard case .failure(let error) = BLEDeviceAddress.parse(text) else { Issue.record("\(text) parsed"); continue }
             #expect(error.description == message)
