@@ -1,0 +1,374 @@
+import Crypto
+
+/// An MCUboot image: a 32-byte header (padded to `headerSize`), the firmware,
+/// then TLV areas — protected (covered by the hash and signature) and
+/// unprotected (the hash, key hash and signature themselves). Layout from
+/// MCUboot's bootutil/image.h and docs/design.md; see protocols/mcuboot.md.
+///
+/// Parsing never trusts a length: every size is checked against the bytes
+/// present, so a truncated or hostile file is a ``DecodingError``.
+public struct MCUbootImage: Sendable, Equatable {
+    public static let magic: UInt32 = 0x96F3_B83D
+    static let protectedInfoMagic: UInt16 = 0x6908
+    static let unprotectedInfoMagic: UInt16 = 0x6907
+
+    public struct Version: Sendable, Hashable, Comparable, CustomStringConvertible {
+        public var major: UInt8
+        public var minor: UInt8
+        public var revision: UInt16
+        public var build: UInt32
+
+        public init(major: UInt8, minor: UInt8, revision: UInt16, build: UInt32) {
+            self.major = major
+            self.minor = minor
+            self.revision = revision
+            self.build = build
+        }
+
+        /// "1.2.3" or "1.2.3.4" when there is a build number, as MCUmgr's image list prints it.
+        public var description: String {
+            "\(major).\(minor).\(revision)" + (build != 0 ? ".\(build)" : "")
+        }
+
+        public static func < (a: Version, b: Version) -> Bool {
+            (a.major, a.minor, a.revision, a.build) < (b.major, b.minor, b.revision, b.build)
+        }
+    }
+
+    public struct TLV: Sendable, Hashable {
+        public var type: UInt16
+        public var value: [UInt8]
+        public var isProtected: Bool
+
+        public var name: String {
+            switch type {
+            case 0x01: "key hash"
+            case 0x02: "public key"
+            case 0x10: "SHA-256"
+            case 0x20: "RSA-2048 signature"
+            case 0x21: "ECDSA P-224 signature"
+            case 0x22: "ECDSA signature"
+            case 0x23: "RSA-3072 signature"
+            case 0x24: "Ed25519 signature"
+            case 0x30: "encrypted key (RSA-OAEP)"
+            case 0x31: "encrypted key (AES-KW 128)"
+            case 0x32: "encrypted key (ECIES P-256)"
+            case 0x40: "dependency"
+            case 0x50: "security counter"
+            case 0x60: "boot record"
+            default: "TLV 0x\(String(type, radix: 16))"
+            }
+        }
+    }
+
+    public enum TLVType {
+        public static let keyHash: UInt16 = 0x01
+        public static let publicKey: UInt16 = 0x02
+        public static let sha256: UInt16 = 0x10
+        public static let ecdsaSignature: UInt16 = 0x22
+        public static let ed25519Signature: UInt16 = 0x24
+    }
+
+    public var loadAddress: UInt32
+    public var headerSize: Int
+    public var protectedTLVSize: Int
+    public var imageSize: Int
+    public var flags: UInt32
+    public var version: Version
+    public var tlvs: [TLV]
+    /// Header, firmware and protected TLVs: what the hash and signature cover.
+    public var hashedBytes: ArraySlice<UInt8>
+    /// The whole file as parsed (header through the last TLV).
+    public var totalSize: Int
+
+    public init(decoding bytes: [UInt8]) throws(DecodingError) {
+        var reader = ByteReader(bytes)
+        let magic = try reader.readUInt32(.little, "MCUboot magic")
+        guard magic == Self.magic else {
+            throw reader.invalid("MCUboot magic", "0x\(String(magic, radix: 16)) is not 0x96f3b83d: not an MCUboot image (sign it with imgtool)", at: 0)
+        }
+        loadAddress = try reader.readUInt32(.little, "load address")
+        headerSize = Int(try reader.readUInt16(.little, "header size"))
+        protectedTLVSize = Int(try reader.readUInt16(.little, "protected TLV size"))
+        imageSize = Int(try reader.readUInt32(.little, "image size"))
+        flags = try reader.readUInt32(.little, "flags")
+        version = Version(major: try reader.readUInt8("version major"), minor: try reader.readUInt8("version minor"),
+                          revision: try reader.readUInt16(.little, "version revision"),
+                          build: try reader.readUInt32(.little, "version build"))
+        guard headerSize >= 32 else { throw reader.invalid("header size", "\(headerSize) is smaller than the 32-byte header", at: 8) }
+        let bodyEnd = headerSize + imageSize
+        guard bodyEnd <= bytes.count else {
+            throw reader.invalid("image size", "header and image need \(bodyEnd) bytes but the file has \(bytes.count)", at: 12)
+        }
+        var tlvs: [TLV] = []
+        var offset = bodyEnd
+        if protectedTLVSize > 0 {
+            let consumed = try Self.readArea(bytes, at: offset, magic: Self.protectedInfoMagic, isProtected: true, into: &tlvs)
+            guard consumed == protectedTLVSize else {
+                throw DecodingError(field: "protected TLV size", offset: 10,
+                                    reason: .invalidValue("the header says \(protectedTLVSize) bytes but the area holds \(consumed)"))
+            }
+            offset += consumed
+        }
+        hashedBytes = bytes[0..<offset]
+        offset += try Self.readArea(bytes, at: offset, magic: Self.unprotectedInfoMagic, isProtected: false, into: &tlvs)
+        totalSize = offset
+        self.tlvs = tlvs
+    }
+
+    /// Reads one TLV area (info header, then entries); returns its size.
+    static func readArea(_ bytes: [UInt8], at start: Int, magic: UInt16, isProtected: Bool,
+                         into tlvs: inout [TLV]) throws(DecodingError) -> Int {
+        let area = isProtected ? "protected TLV area" : "TLV area"
+        var reader = ByteReader(bytes[start...])
+        let found = try reader.readUInt16(.little, "\(area) magic")
+        guard found == magic else {
+            throw DecodingError(field: "\(area) magic", offset: start,
+                                reason: .invalidValue("0x\(String(found, radix: 16)) is not 0x\(String(magic, radix: 16)): the image has no TLVs or is cut short"))
+        }
+        let total = Int(try reader.readUInt16(.little, "\(area) length"))
+        guard total >= 4, total - 4 <= reader.remaining else {
+            throw DecodingError(field: "\(area) length", offset: start + 2,
+                                reason: .invalidValue("\(total) bytes claimed but \(reader.remaining + 4) present"))
+        }
+        var entries = ByteReader(try reader.readBytes(total - 4, area))
+        while !entries.isAtEnd {
+            let type = try entries.readUInt16(.little, "TLV type")
+            let length = Int(try entries.readUInt16(.little, "TLV length"))
+            tlvs.append(TLV(type: type, value: try entries.readBytes(length, "TLV value"), isProtected: isProtected))
+        }
+        return total
+    }
+
+    public func tlv(_ type: UInt16) -> TLV? { tlvs.first { $0.type == type } }
+
+    /// The SHA-256 TLV: what MCUmgr's image list reports as the image's hash.
+    public var hashTLV: [UInt8]? { tlv(TLVType.sha256)?.value }
+
+    /// SHA-256 over header, firmware and protected TLVs.
+    public var computedHash: [UInt8] { SHA256Digest.hash(hashedBytes) }
+
+    public enum Signature: Sendable, Equatable {
+        case ecdsaP256([UInt8])
+        case ed25519([UInt8])
+        case other(type: UInt16)
+    }
+
+    public var signature: Signature? {
+        for tlv in tlvs where !tlv.isProtected {
+            switch tlv.type {
+            case TLVType.ecdsaSignature: return .ecdsaP256(tlv.value)
+            case TLVType.ed25519Signature: return .ed25519(tlv.value)
+            case 0x20, 0x21, 0x23: return .other(type: tlv.type)
+            default: continue
+            }
+        }
+        return nil
+    }
+
+    /// Checks the SHA-256 TLV against the bytes; the error says which way it fails.
+    public func verifyHash() throws(ImageVerificationError) {
+        guard let stored = hashTLV else { throw .noHash }
+        guard stored == computedHash else { throw .hashMismatch(stored: stored, computed: computedHash) }
+    }
+
+    /// Verifies the signature against `key` (and the key hash TLV, when present, against the key).
+    public func verifySignature(with key: MCUbootPublicKey) throws(ImageVerificationError) {
+        try verifyHash()
+        let digest = computedHash
+        if let keyHash = tlv(TLVType.keyHash)?.value, keyHash != key.hash {
+            throw .keyHashMismatch
+        }
+        switch (signature, key) {
+        case (nil, _):
+            throw .unsigned
+        case (.ecdsaP256(let der)?, .p256(let keyDER)):
+            guard let publicKey = try? P256.Signing.PublicKey(derRepresentation: keyDER) else { throw .badSignature("the P-256 key is invalid") }
+            guard let signature = try? P256.Signing.ECDSASignature(derRepresentation: der) else { throw .badSignature("the ECDSA signature is not valid DER") }
+            // imgtool signs the hashed region with ECDSA-SHA256, so the key hashes it again here.
+            guard publicKey.isValidSignature(signature, for: Array(hashedBytes)) else {
+                throw .badSignature("the ECDSA P-256 signature does not verify with this key")
+            }
+        case (.ed25519(let raw)?, .ed25519(let keyBytes)):
+            guard let publicKey = try? Curve25519.Signing.PublicKey(rawRepresentation: keyBytes) else { throw .badSignature("the Ed25519 key is invalid") }
+            // MCUboot's Ed25519 signs the 32-byte hash as the message (not the image).
+            guard publicKey.isValidSignature(raw, for: digest) else {
+                throw .badSignature("the Ed25519 signature does not verify with this key")
+            }
+        case (.ecdsaP256?, _), (.ed25519?, _):
+            throw .badSignature("the image is signed with \(signature!.algorithm) but the key is \(key.algorithm)")
+        case (.other(let type)?, _):
+            throw .badSignature("signature TLV 0x\(String(type, radix: 16)) (RSA or P-224) is not supported; use ECDSA P-256 or Ed25519")
+        }
+    }
+}
+
+extension MCUbootImage.Signature {
+    var algorithm: String {
+        switch self {
+        case .ecdsaP256: "ECDSA P-256"
+        case .ed25519: "Ed25519"
+        case .other(let type): "TLV 0x\(String(type, radix: 16))"
+        }
+    }
+}
+
+public enum ImageVerificationError: Error, Sendable, Equatable, CustomStringConvertible {
+    case noHash
+    case hashMismatch(stored: [UInt8], computed: [UInt8])
+    case unsigned
+    case keyHashMismatch
+    case badSignature(String)
+
+    public var description: String {
+        switch self {
+        case .noHash: "the image has no SHA-256 TLV: sign it with imgtool"
+        case .hashMismatch(let stored, let computed):
+            "the image's SHA-256 TLV (\(stored.hexString.prefix(16))…) does not match its contents (\(computed.hexString.prefix(16))…): the file is corrupt or was changed after signing"
+        case .unsigned: "the image has no signature but --key was given: sign it with imgtool sign --key"
+        case .keyHashMismatch: "the image was signed with a different key (its key hash TLV does not match --key)"
+        case .badSignature(let why): why
+        }
+    }
+}
+
+/// A public key MCUboot images are signed with: ECDSA P-256 or Ed25519, from PEM or DER.
+///
+/// Holds the key's bytes (checked when read) rather than swift-crypto's key
+/// types, which are not `Sendable`.
+public enum MCUbootPublicKey: Sendable, Equatable {
+    /// DER SubjectPublicKeyInfo.
+    case p256(der: [UInt8])
+    /// The raw 32-byte key.
+    case ed25519(raw: [UInt8])
+
+    /// DER SubjectPublicKeyInfo prefix of an Ed25519 key (RFC 8410): the 32 key bytes follow.
+    static let ed25519Prefix: [UInt8] = [0x30, 0x2A, 0x30, 0x05, 0x06, 0x03, 0x2B, 0x65, 0x70, 0x03, 0x21, 0x00]
+
+    /// Reads a PEM (`-----BEGIN PUBLIC KEY-----`) or DER SubjectPublicKeyInfo.
+    public init(_ bytes: [UInt8]) throws(ImageVerificationError) {
+        var der = bytes
+        if let text = String(validating: bytes, as: UTF8.self), text.contains("-----BEGIN") {
+            guard !text.contains("PRIVATE KEY") else {
+                throw .badSignature("the key file holds a private key: give the public key (imgtool getpub -e pem -k KEY)")
+            }
+            let body = text.split(whereSeparator: \.isNewline).filter { !$0.hasPrefix("-----") }.joined()
+            guard let decoded = Base64.decode(String(body)) else { throw .badSignature("the key file's PEM is not valid base64") }
+            der = decoded
+        }
+        if der.count == 44, Array(der.prefix(12)) == Self.ed25519Prefix,
+           (try? Curve25519.Signing.PublicKey(rawRepresentation: der.suffix(32))) != nil {
+            self = .ed25519(raw: Array(der.suffix(32)))
+        } else if let key = try? P256.Signing.PublicKey(derRepresentation: der) {
+            self = .p256(der: Array(key.derRepresentation))
+        } else {
+            throw .badSignature("the key is neither an ECDSA P-256 nor an Ed25519 public key")
+        }
+    }
+
+    public var algorithm: String {
+        switch self {
+        case .p256: "ECDSA P-256"
+        case .ed25519: "Ed25519"
+        }
+    }
+
+    /// DER SubjectPublicKeyInfo, which imgtool hashes for the key hash TLV.
+    public var der: [UInt8] {
+        switch self {
+        case .p256(let der): der
+        case .ed25519(let raw): Self.ed25519Prefix + raw
+        }
+    }
+
+    public var hash: [UInt8] { SHA256Digest.hash(der) }
+}
+
+/// Standard base64 (RFC 4648) for PEM bodies and SMP's serial framing.
+public enum Base64 {
+    static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+    static let values: [Int8] = {
+        var table = [Int8](repeating: -1, count: 256)
+        for (index, character) in alphabet.enumerated() { table[Int(character)] = Int8(index) }
+        return table
+    }()
+
+    public static func encode(_ bytes: some Collection<UInt8>) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count + 2) / 3 * 4)
+        var iterator = bytes.makeIterator()
+        while let a = iterator.next() {
+            let b = iterator.next(), c = iterator.next()
+            let word = UInt32(a) << 16 | UInt32(b ?? 0) << 8 | UInt32(c ?? 0)
+            out.append(alphabet[Int(word >> 18 & 63)])
+            out.append(alphabet[Int(word >> 12 & 63)])
+            out.append(b == nil ? UInt8(ascii: "=") : alphabet[Int(word >> 6 & 63)])
+            out.append(c == nil ? UInt8(ascii: "=") : alphabet[Int(word & 63)])
+        }
+        return out
+    }
+
+    /// Decodes padded base64; nil for anything else (bad characters, bad length).
+    public static func decode(_ text: some Collection<UInt8>) -> [UInt8]? {
+        guard text.count % 4 == 0 else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(text.count / 4 * 3)
+        var quad = [Int](repeating: 0, count: 4)
+        var index = 0
+        var padding = 0
+        for character in text {
+            if character == UInt8(ascii: "=") {
+                padding += 1
+                quad[index] = 0
+            } else {
+                guard padding == 0 else { return nil }
+                let value = values[Int(character)]
+                guard value >= 0 else { return nil }
+                quad[index] = Int(value)
+            }
+            index += 1
+            if index == 4 {
+                let word = quad[0] << 18 | quad[1] << 12 | quad[2] << 6 | quad[3]
+                out.append(UInt8(word >> 16 & 0xFF))
+                if padding < 2 { out.append(UInt8(word >> 8 & 0xFF)) }
+                if padding < 1 { out.append(UInt8(word & 0xFF)) }
+                index = 0
+                if padding > 0 { break }
+            }
+        }
+        guard padding <= 2, out.count == text.count / 4 * 3 - padding else { return nil }
+        return out
+    }
+
+    public static func decode(_ text: String) -> [UInt8]? { decode(Array(text.utf8)) }
+}
+
+extension MCUbootImage {
+    /// Builds an unsigned image the way `imgtool sign --pad-header` without a
+    /// key does: a header padded with 0xFF, the firmware, and a TLV area holding
+    /// the SHA-256. The simulator's factory images are made this way.
+    public static func build(firmware: [UInt8], version: Version, headerSize: Int = 0x200, loadAddress: UInt32 = 0) -> [UInt8] {
+        var writer = ByteWriter(capacity: headerSize + firmware.count + 44)
+        writer.write(magic, .little)
+        writer.write(loadAddress, .little)
+        writer.write(UInt16(headerSize), .little)
+        writer.write(UInt16(0), .little) // no protected TLVs
+        writer.write(UInt32(firmware.count), .little)
+        writer.write(UInt32(0), .little) // flags
+        writer.write(version.major)
+        writer.write(version.minor)
+        writer.write(version.revision, .little)
+        writer.write(version.build, .little)
+        writer.write(UInt32(0), .little) // padding
+        // imgtool fills the rest of the header with the erased-flash value.
+        writer.write(contentsOf: [UInt8](repeating: 0xFF, count: headerSize - 32))
+        writer.write(contentsOf: firmware)
+        let hash = SHA256Digest.hash(writer.bytes)
+        writer.write(unprotectedInfoMagic, .little)
+        writer.write(UInt16(4 + 4 + 32), .little)
+        writer.write(TLVType.sha256, .little)
+        writer.write(UInt16(32), .little)
+        writer.write(contentsOf: hash)
+        return writer.bytes
+    }
+}
