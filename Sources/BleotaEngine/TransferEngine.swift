@@ -42,6 +42,18 @@ public struct TransferProgress: Sendable, Equatable, Codable {
     public var interPacketDelay: Duration
 
     public var fraction: Double { totalBytes == 0 ? 1 : Double(bytesAcknowledged) / Double(totalBytes) }
+
+    public init(bytesAcknowledged: Int, totalBytes: Int, packetsSent: Int, packetsResent: Int, packetsLost: Int,
+                elapsed: Duration, window: Int, interPacketDelay: Duration) {
+        self.bytesAcknowledged = bytesAcknowledged
+        self.totalBytes = totalBytes
+        self.packetsSent = packetsSent
+        self.packetsResent = packetsResent
+        self.packetsLost = packetsLost
+        self.elapsed = elapsed
+        self.window = window
+        self.interPacketDelay = interPacketDelay
+    }
 }
 
 /// Counters of a finished (or failed) transfer.

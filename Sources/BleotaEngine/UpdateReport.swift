@@ -53,6 +53,8 @@ public struct UpdateReport: Sendable, Codable, Equatable {
     /// Filled in by the caller when it knows the link model (simulator): bytes/s the link allows.
     public var linkCapacity: Double?
     public var linkModel: String?
+    /// "native" or "smp".
+    public var protocolName = "native"
     /// Filled in by the caller for real links when a PHY or interval was asked for.
     public var connection: ConnectionSettings?
 

@@ -1,0 +1,324 @@
+import BleotaCodec
+import BleotaEngine
+import BleotaLink
+import Logging
+
+/// How far an SMP upgrade goes.
+public enum SMPUpgradeMode: String, Sendable, Hashable, Codable, CaseIterable {
+    /// Upload, mark for a test boot, reset, check the new image runs, confirm it.
+    case testAndConfirm = "test-and-confirm"
+    /// Upload, mark for a test boot, reset, check it runs; MCUboot reverts it at the next reset unless the app confirms.
+    case test
+    /// Upload, mark permanent, reset, check it runs (no revert possible).
+    case confirm
+    /// Upload only; the image waits in the secondary slot.
+    case upload = "upload-only"
+}
+
+/// The host half of an MCUmgr/MCUboot update over any ``Link``:
+/// upload (pipelined, resumable), verify the slot's hash, mark, reset, wait
+/// for the device to come back by reconnecting (never a fixed sleep), read
+/// the image state, confirm. Every step is reported and every failure named
+/// by the step it happened in.
+public struct SMPUpdater: Sendable {
+    public var connector: any DeviceConnector
+    public var clock: any BleotaClock
+    public var timeouts: StepTimeouts
+    /// Requests in flight during an upload; nil = the device's buffer count − 1.
+    public var window: Int?
+    /// Data bytes per upload request; nil = as many as the device's buffer and the link allow.
+    public var chunkSize: Int?
+    public var logger: Logger
+    public var onEvent: @Sendable (UpdateEvent) -> Void
+
+    public init(connector: any DeviceConnector, clock: any BleotaClock, timeouts: StepTimeouts = StepTimeouts(),
+                window: Int? = nil, chunkSize: Int? = nil, logger: Logger = Logger(label: "bleota.smp"),
+                onEvent: @escaping @Sendable (UpdateEvent) -> Void = { _ in }) {
+        self.connector = connector
+        self.clock = clock
+        self.timeouts = timeouts
+        self.window = window
+        self.chunkSize = chunkSize
+        self.logger = logger
+        self.onEvent = onEvent
+    }
+
+    /// What an upload did, for reports and the benchmark.
+    public struct UploadResult: Sendable {
+        public var bytes: Int
+        public var elapsed: Duration
+        public var requests: Int
+        public var resentBytes: Int
+        public var reconnects: Int
+        public var window: Int
+        public var chunkSize: Int
+    }
+
+    // MARK: Steps shared by the operations
+
+    func fail(_ step: UpdateStep, _ error: SMPClientError) -> TransferError {
+        switch error {
+        case .timeout: TransferError(.timeout, step: step, error.description)
+        case .linkLost: TransferError(.linkLost, step: step, error.description)
+        case .malformed, .sequence, .field: TransferError(.protocolViolation, step: step, error.description)
+        case .device(let deviceError): TransferError(.deviceRefused, step: step, deviceError.description)
+        }
+    }
+
+    func connect(_ purpose: ConnectPurpose, step: UpdateStep, timeout: Duration? = nil) async throws(TransferError) -> SMPConnection {
+        do {
+            let link = try await connector.connect(for: purpose, timeout: timeout ?? timeouts.connect)
+            return SMPConnection(link: link, clock: clock)
+        } catch {
+            throw TransferError(.linkLost, step: step, "cannot reach \(connector.description): \(error)")
+        }
+    }
+
+    /// The request sizes an upload uses on `connection`: window and data bytes per request.
+    func uploadShape(_ parameters: MCUmgrParameters, link: any Link, total: Int) -> (window: Int, chunk: Int) {
+        let window = max(1, self.window ?? (parameters.bufferCount - 1))
+        let overhead = SMPUploadRequest.overhead(dataSize: parameters.bufferSize, maximumOffset: total, first: false)
+        var chunk = max(1, parameters.bufferSize - overhead)
+        let payload = link.parameters.maximumPayload
+        if payload < parameters.bufferSize {
+            // Fill whole link packets: a request of k full packets, not k and a sliver.
+            let packets = (chunk + overhead) / payload
+            if packets >= 1 { chunk = max(1, packets * payload - overhead) }
+        }
+        if let chunkSize { chunk = min(chunk, max(1, chunkSize)) }
+        return (window, chunk)
+    }
+
+    /// Uploads `image` from wherever the device already is; resumes after a dropped link.
+    func upload(_ image: [UInt8], sha: [UInt8], upgrade: Bool, connection start: SMPConnection,
+                parameters: MCUmgrParameters) async throws(TransferError) -> (UploadResult, SMPConnection) {
+        var connection = start
+        let began = clock.now
+        var result = UploadResult(bytes: image.count, elapsed: .zero, requests: 0, resentBytes: 0, reconnects: 0,
+                                  window: 0, chunkSize: 0)
+        var highestSent = 0
+        while true {
+            do {
+                try await uploadOnce(image, sha: sha, upgrade: upgrade, connection: connection, parameters: parameters,
+                                     began: began, result: &result, highestSent: &highestSent)
+                result.elapsed = clock.now - began
+                return (result, connection)
+            } catch .linkLost(let error) {
+                guard result.reconnects < timeouts.attempts else {
+                    throw TransferError(.linkLost, step: .transfer, "the link dropped \(result.reconnects + 1) times during the upload: \(error)")
+                }
+                result.reconnects += 1
+                onEvent(.note("link lost (\(error)); reconnecting to resume the upload"))
+                await connection.close()
+                connection = try await connect(.resume, step: .transfer)
+            } catch {
+                throw fail(.transfer, error)
+            }
+        }
+    }
+
+    private func uploadOnce(_ image: [UInt8], sha: [UInt8], upgrade: Bool, connection: SMPConnection, parameters: MCUmgrParameters,
+                            began: Duration, result: inout UploadResult, highestSent: inout Int) async throws(SMPClientError) {
+        let (window, chunk) = uploadShape(parameters, link: connection.link, total: image.count)
+        result.window = window
+        result.chunkSize = chunk
+        // The first request announces the image; the device answers with where it stands (0, or a resume point).
+        let firstOverhead = SMPUploadRequest.overhead(dataSize: chunk, maximumOffset: image.count, first: true)
+            - SMPUploadRequest.overhead(dataSize: chunk, maximumOffset: image.count, first: false)
+        let firstChunk = min(image.count, max(1, chunk - firstOverhead))
+        let first = SMPUploadRequest(offset: 0, data: Array(image[0..<firstChunk]), length: image.count, sha: sha, upgrade: upgrade)
+        let answer = try await connection.request(.write, group: SMPGroup.image, command: SMPCommandID.imageUpload, body: first.body,
+                                                  timeout: timeouts.verify, attempts: timeouts.attempts, what: "the first upload request")
+        result.requests += 1
+        if highestSent > 0 { result.resentBytes += firstChunk }
+        highestSent = max(highestSent, firstChunk)
+        guard var confirmed = answer["off"]?.int, (0...image.count).contains(confirmed) else {
+            throw .field("the upload answer's 'off' is missing or outside the image")
+        }
+        if confirmed > firstChunk { onEvent(.note("the device already holds \(confirmed) of \(image.count) bytes; resuming")) }
+        report(confirmed, of: image.count, result: result, began: began, window: window)
+
+        struct InFlight { var sequence: UInt8; var end: Int }
+        var inFlight: [InFlight] = []
+        var next = confirmed
+        var timeoutsInARow = 0
+        while confirmed < image.count {
+            while inFlight.count < window, next < image.count {
+                let end = min(image.count, next + chunk)
+                let request = SMPUploadRequest(offset: next, data: Array(image[next..<end]))
+                let number = try await connection.send(.write, group: SMPGroup.image, command: SMPCommandID.imageUpload, body: request.body)
+                result.requests += 1
+                if next < highestSent { result.resentBytes += min(end, highestSent) - next }
+                highestSent = max(highestSent, end)
+                inFlight.append(InFlight(sequence: number, end: end))
+                next = end
+            }
+            guard let response = try await connection.nextResponse(timeout: timeouts.response) else {
+                // A request or its answer was lost: start again from what the device confirmed.
+                timeoutsInARow += 1
+                guard timeoutsInARow <= timeouts.attempts else { throw .timeout("the upload at offset \(confirmed)") }
+                inFlight.removeAll()
+                next = confirmed
+                continue
+            }
+            timeoutsInARow = 0
+            guard let index = inFlight.firstIndex(where: { $0.sequence == response.header.sequence }) else {
+                if connection.wasSent(response.header.sequence) { continue } // answer to a request given up on
+                throw .sequence("the device answered sequence \(response.header.sequence), which no upload request in flight has")
+            }
+            if let error = SMPDeviceError(response: response.body) { throw .device(error) }
+            guard let offset = response.body["off"]?.int, (0...image.count).contains(offset) else {
+                throw .field("the upload answer's 'off' is missing or outside the image")
+            }
+            if response.body["match"]?.boolean == false {
+                throw .device(SMPDeviceError(group: SMPGroup.image, rc: 24, reason: "the device's SHA-256 of the upload does not match"))
+            }
+            let expected = inFlight[index].end
+            inFlight.removeSubrange(...index)
+            if offset == expected {
+                confirmed = max(confirmed, offset)
+            } else {
+                // The device's offset wins: whatever is in flight beyond it is moot.
+                confirmed = offset
+                inFlight.removeAll()
+                next = offset
+            }
+            report(confirmed, of: image.count, result: result, began: began, window: window)
+        }
+    }
+
+    private func report(_ done: Int, of total: Int, result: UploadResult, began: Duration, window: Int) {
+        onEvent(.progress(TransferProgress(bytesAcknowledged: done, totalBytes: total, packetsSent: result.requests,
+                                           packetsResent: result.resentBytes > 0 ? 1 : 0, packetsLost: 0,
+                                           elapsed: clock.now - began, window: window, interPacketDelay: .zero)))
+    }
+
+    // MARK: Upgrade
+
+    /// Runs the upgrade of `imageBytes` (an MCUboot image) in `mode`.
+    public func upgrade(imageBytes: [UInt8], mode: SMPUpgradeMode) async throws(TransferError) -> UpdateReport {
+        let started = clock.now
+        var stepSeconds: [String: Double] = [:]
+        var stepStarted = started
+        var currentStep = UpdateStep.load
+        func enter(_ step: UpdateStep) {
+            stepSeconds[currentStep.rawValue, default: 0] += (clock.now - stepStarted).seconds
+            currentStep = step
+            stepStarted = clock.now
+            onEvent(.step(step))
+        }
+        let image: MCUbootImage
+        do { image = try MCUbootImage(decoding: imageBytes) } catch {
+            throw TransferError(.badInput, step: .load, "not an MCUboot image: \(error)")
+        }
+        do { try image.verifyHash() } catch { throw TransferError(.badInput, step: .load, error.description) }
+        guard let hash = image.hashTLV else { throw TransferError(.badInput, step: .load, "the image has no SHA-256 TLV") }
+
+        enter(.connect)
+        var connection = try await connect(.initial, step: .connect)
+        let parameters: MCUmgrParameters
+        let before: [SMPImageSlot]
+        do {
+            parameters = try await connection.parameters(timeout: timeouts.response)
+            before = try await connection.imageState(timeout: timeouts.response)
+        } catch { throw fail(.connect, error) }
+        let versionBefore = before.first(where: \.active)?.version
+        var result = UploadResult(bytes: imageBytes.count, elapsed: .zero, requests: 0, resentBytes: 0, reconnects: 0, window: 0, chunkSize: 0)
+
+        if before.first(where: \.active)?.hash == hash {
+            onEvent(.note("the device already runs this image (\(image.version))"))
+        } else {
+            if before.contains(where: { $0.hash == hash && !$0.active }) {
+                onEvent(.note("the image is already in the secondary slot; skipping the upload"))
+            } else {
+                enter(.transfer)
+                (result, connection) = try await upload(imageBytes, sha: SHA256Digest.hash(imageBytes), upgrade: false,
+                                                        connection: connection, parameters: parameters)
+            }
+            enter(.verify)
+            let slots: [SMPImageSlot]
+            do { slots = try await connection.imageState(timeout: timeouts.response) } catch { throw fail(.verify, error) }
+            guard let uploaded = slots.first(where: { !$0.active && $0.hash == hash }) else {
+                throw TransferError(.verificationFailed, step: .verify,
+                                    "the device does not list the uploaded image (hash \(hash.hexString.prefix(16))…) in its secondary slot: it did not verify there")
+            }
+            logger.info("secondary slot holds \(uploaded.version)")
+            if mode == .upload {
+                await connection.close()
+                return makeReport(result, image: imageBytes, before: versionBefore, after: versionBefore, started: started,
+                                  stepSeconds: stepSeconds, parameters: parameters)
+            }
+            enter(.activate)
+            do {
+                _ = try await connection.setImageState(hash: hash, confirm: mode == .confirm, timeout: timeouts.response)
+                try await connection.reset(timeout: timeouts.response)
+            } catch { throw fail(.activate, error) }
+            await connection.close()
+            enter(.reconnect)
+            connection = try await waitForReturn()
+        }
+        let after: [SMPImageSlot]
+        do { after = try await connection.imageState(timeout: timeouts.response) } catch { throw fail(.reconnect, error) }
+        guard let running = after.first(where: \.active), running.hash == hash else {
+            throw TransferError(.verificationFailed, step: .reconnect,
+                                "the device came back running \(after.first(where: \.active)?.version ?? "nothing"), not \(image.version): MCUboot refused or reverted the image")
+        }
+        if mode == .testAndConfirm, !running.confirmed {
+            enter(.confirm)
+            do {
+                let slots = try await connection.setImageState(hash: nil, confirm: true, timeout: timeouts.response)
+                guard slots.first(where: \.active)?.confirmed == true else {
+                    throw TransferError(.confirmFailed, step: .confirm, "the device did not mark the running image confirmed")
+                }
+            } catch let error as TransferError { throw error } catch let error as SMPClientError { throw fail(.confirm, error) } catch {
+                throw TransferError(.confirmFailed, step: .confirm, "\(error)")
+            }
+        }
+        await connection.close()
+        enter(.confirm)
+        return makeReport(result, image: imageBytes, before: versionBefore, after: running.version, started: started,
+                          stepSeconds: stepSeconds, parameters: parameters)
+    }
+
+    /// After a reset: reconnect until the device answers again (it is away for the swap).
+    func waitForReturn() async throws(TransferError) -> SMPConnection {
+        let deadline = clock.now + timeouts.reboot
+        var lastError = "no attempt made"
+        while clock.now < deadline {
+            do {
+                let link = try await connector.connect(for: .application, timeout: deadline - clock.now)
+                let connection = SMPConnection(link: link, clock: clock, firstSequence: 0x80)
+                do {
+                    _ = try await connection.echo("bleota", timeout: timeouts.response)
+                    return connection
+                } catch {
+                    lastError = error.description
+                    await connection.close()
+                }
+            } catch {
+                lastError = error.description
+            }
+            try? await clock.sleep(for: .milliseconds(200))
+        }
+        throw TransferError(.timeout, step: .reconnect, "the device did not come back within \(timeouts.reboot) after the reset: \(lastError)")
+    }
+
+    func makeReport(_ result: UploadResult, image: [UInt8], before: String?, after: String?, started: Duration,
+                    stepSeconds: [String: Double], parameters: MCUmgrParameters) -> UpdateReport {
+        var statistics = TransferStatistics()
+        statistics.packetsSent = result.requests
+        statistics.reconnects = result.reconnects
+        statistics.bytesOnWire = image.count + result.resentBytes
+        var tuning = TransferTuning()
+        tuning.window = result.window
+        tuning.packetSize = result.chunkSize
+        var report = UpdateReport(operation: "flash", device: connector.description, bytes: image.count, streamBytes: image.count,
+                                  compressed: false, packetSize: result.chunkSize, transferSeconds: result.elapsed.seconds,
+                                  totalSeconds: (clock.now - started).seconds, statistics: statistics, stepSeconds: stepSeconds,
+                                  tuning: tuning)
+        report.versionBefore = before
+        report.versionAfter = after
+        report.protocolName = "smp"
+        return report
+    }
+}
