@@ -229,11 +229,12 @@ public final class SimulatedWorld: Sendable {
 
     /// A device reboots itself (after ENTER_BOOTLOADER or ACTIVATE): its link
     /// drops and it is gone for its reboot time.
-    public func reboot(_ peripheral: any SimulatedPeripheral) async {
+    /// `extraDowntime` adds to the model's reboot time (an MCUboot swap, say).
+    public func reboot(_ peripheral: any SimulatedPeripheral, extraDowntime: Duration = .zero) async {
         let now = clock.now
         let connection = state.withLock { state -> SimulatedConnection? in
             guard let index = state.entries.firstIndex(where: { $0.peripheral === peripheral }) else { return nil }
-            state.entries[index].offlineUntil = now + model.rebootTime
+            state.entries[index].offlineUntil = now + model.rebootTime + extraDowntime
             return state.entries[index].connection
         }
         connection?.close("device rebooted")

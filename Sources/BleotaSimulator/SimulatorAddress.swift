@@ -10,8 +10,13 @@ public struct SimulatorAddress: Sendable, Hashable {
     public var model: LinkModel
     public var faults: LinkFaults
     public var seed: UInt64
-    /// The device's protocol (`native` today).
+    /// The device's protocol: `native` (bleota's own) or `smp` (MCUmgr with MCUboot).
     public var deviceProtocol: String
+    /// The SMP device's buffer size and count (its MCUmgr parameters).
+    public var smpBufferSize = 2475
+    public var smpBufferCount = 4
+    /// How long an MCUboot swap keeps the SMP device away after a reset.
+    public var swapTime: Duration = .seconds(2)
     /// Bytes the device's image slot holds.
     public var slotSize: Int
     /// The firmware version the simulated device starts with.
@@ -40,7 +45,10 @@ public struct SimulatorAddress: Sendable, Hashable {
         ("reboot-time", "device reboot time in ms"),
         ("slot", "device image slot size in bytes"),
         ("version", "firmware version the device starts with"),
-        ("protocol", "device protocol: native"),
+        ("protocol", "device protocol: native or smp (MCUmgr/MCUboot)"),
+        ("smp-buffer", "SMP device's buffer size in bytes (its MCUmgr buf_size, 128…65535)"),
+        ("smp-buffers", "SMP device's buffer count (its MCUmgr buf_count, 1…64)"),
+        ("swap-time", "MCUboot swap time in ms after a reset with an update pending"),
     ]
 
     public init(parsing text: String) throws(SimulatorAddressError) {
@@ -128,10 +136,19 @@ public struct SimulatorAddress: Sendable, Hashable {
             slotSize = size
         case "version": initialVersion = value
         case "protocol":
-            guard value == "native" else {
-                throw SimulatorAddressError("sim:// protocol '\(value)' is not simulated yet: use protocol=native")
+            guard value == "native" || value == "smp" else {
+                throw SimulatorAddressError("sim:// protocol '\(value)' is not simulated: use protocol=native or protocol=smp")
             }
             deviceProtocol = value
+        case "smp-buffer":
+            let size = try count()
+            guard (128...65_535).contains(size) else { throw SimulatorAddressError("sim:// smp-buffer \(size) is out of range: use 128…65535") }
+            smpBufferSize = size
+        case "smp-buffers":
+            let buffers = try count()
+            guard (1...64).contains(buffers) else { throw SimulatorAddressError("sim:// smp-buffers \(buffers) is out of range: use 1…64") }
+            smpBufferCount = buffers
+        case "swap-time": swapTime = try milliseconds()
         default:
             throw SimulatorAddressError("unknown sim:// key '\(key)': use \(Self.keys.map(\.key).joined(separator: ", "))")
         }

@@ -24,51 +24,33 @@ public enum SMPClientError: Error, Sendable, Equatable, CustomStringConvertible 
 }
 
 /// One SMP connection: sends requests with fresh sequence numbers and
-/// collects the answers, which a reader task puts back together from the
-/// link's packets. Requests can be pipelined: ``send(_:group:command:body:)``
-/// returns the sequence number, ``nextResponse(timeout:)`` the next answer.
+/// collects the answers, putting them back together from the link's packets.
+/// Requests can be pipelined: ``send(_:group:command:body:)`` returns the
+/// sequence number, ``nextResponse(timeout:)`` the next answer. Answers are
+/// pulled from the link by whoever waits for one (no reader task of its own,
+/// so it runs on whatever executor and clock its caller does: the simulator's
+/// virtual one included).
 public final class SMPConnection: Sendable {
     public let link: any Link
     public let clock: any BleotaClock
     public let version: SMPHeader.Version
-    private let responses = Mailbox<Result<SMPPacket, SMPClientError>>()
+    private struct Incoming {
+        var reassembler = SMPReassembler()
+        var ready: [Result<SMPPacket, SMPClientError>] = []
+    }
+    private let incoming = Mutex(Incoming())
     private let sequence: Mutex<UInt8>
     /// Sequence numbers sent on this connection (answers to them may still arrive late).
     private let sent = Mutex<Set<UInt8>>([])
-    private let reader: Task<Void, Never>
 
     public init(link: any Link, clock: any BleotaClock, version: SMPHeader.Version = .v2, firstSequence: UInt8 = 0) {
         self.link = link
         self.clock = clock
         self.version = version
         sequence = Mutex(firstSequence)
-        let responses = self.responses
-        reader = Task {
-            var reassembler = SMPReassembler()
-            while true {
-                let packet: [UInt8]
-                do { packet = try await link.receive() } catch {
-                    responses.put(.failure(.linkLost((error as? LinkError) ?? .disconnected("\(error)"))))
-                    responses.close()
-                    return
-                }
-                for message in reassembler.feed(packet) {
-                    do {
-                        let decoded = try SMPPacket(decoding: message)
-                        guard decoded.header.operation.isResponse else { continue } // a request from the device: not ours
-                        responses.put(.success(decoded))
-                    } catch {
-                        responses.put(.failure(.malformed("\(error)")))
-                    }
-                }
-            }
-        }
     }
 
-    deinit { reader.cancel() }
-
     public func close() async {
-        reader.cancel()
         await link.close()
     }
 
@@ -87,17 +69,41 @@ public final class SMPConnection: Sendable {
 
     /// The next answer, or nil when `timeout` passes first.
     public func nextResponse(timeout: Duration) async throws(SMPClientError) -> SMPPacket? {
-        let responses = self.responses
-        let result: Result<SMPPacket, SMPClientError>??
-        do {
-            result = try await withDeadline(timeout, clock: clock) { try await responses.take() }
-        } catch is DeadlineExceeded {
-            return nil
-        } catch {
-            throw .linkLost(.cancelled)
+        let deadline = clock.now + timeout
+        while true {
+            if let ready = incoming.withLock({ $0.ready.isEmpty ? nil : $0.ready.removeFirst() }) {
+                return try ready.get()
+            }
+            let left = deadline - clock.now
+            guard left > .zero else { return nil }
+            let link = self.link
+            let packet: [UInt8]
+            do {
+                packet = try await withDeadline(left, clock: clock) { try await link.receive() }
+            } catch is DeadlineExceeded {
+                return nil
+            } catch let error as LinkError {
+                throw .linkLost(error)
+            } catch {
+                throw .linkLost(.cancelled)
+            }
+            incoming.withLock { state in
+                for message in state.reassembler.feed(packet) {
+                    do {
+                        let decoded = try SMPPacket(decoding: message)
+                        guard decoded.header.operation.isResponse else { continue } // a request from the device: not ours
+                        state.ready.append(.success(decoded))
+                    } catch {
+                        state.ready.append(.failure(.malformed("\(error)")))
+                    }
+                }
+            }
         }
-        guard let outcome = result ?? nil else { throw .linkLost(.disconnected("the connection closed")) }
-        return try outcome.get()
+    }
+
+    /// Drops a partly received answer (after a timeout its rest is not coming).
+    public func resetReassembly() {
+        incoming.withLock { $0.reassembler.reset() }
     }
 
     /// Whether `number` was sent on this connection (a late answer to it is stale, not stray).

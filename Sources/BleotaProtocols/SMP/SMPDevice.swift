@@ -135,9 +135,14 @@ public actor SMPDevice {
     /// Serves one connection until the link drops.
     public func serve(_ link: any Link, environment: SMPDeviceEnvironment) async {
         var reassembler = SMPReassembler(limit: parameters.bufferSize + SMPHeader.size)
+        var lastPacket = environment.clock.now
         while true {
             let received: [UInt8]
             do { received = try await link.receive() } catch { return }
+            // A message whose rest never came (a fragment was dropped) must not swallow the
+            // next one: after a pause, a packet starts a new message, as Zephyr's reassembly does.
+            if !reassembler.isEmpty, environment.clock.now - lastPacket > .milliseconds(250) { reassembler.reset() }
+            lastPacket = environment.clock.now
             let cost = environment.processingTime(received.count)
             if cost > .zero { try? await environment.clock.sleep(for: cost) }
             for message in reassembler.feed(received) {
@@ -298,7 +303,11 @@ public actor SMPDevice {
         }
         if progress.done {
             let bytes = storage.withUpload { $0?.bytes } ?? []
-            if progress.match != false { storage.withState { $0.secondary = bytes } }
+            if progress.match != false {
+                storage.withState { $0.secondary = bytes }
+            } else {
+                storage.withUpload { $0 = nil } // a damaged upload is not resumable: start again
+            }
             var pairs: [(key: CBOR, value: CBOR)] = [(.text("off"), CBOR(progress.offset))]
             if let match = progress.match { pairs.append((.text("match"), .bool(match))) }
             return .map(pairs)

@@ -97,12 +97,18 @@ public struct SMPUpdater: Sendable {
         var result = UploadResult(bytes: image.count, elapsed: .zero, requests: 0, resentBytes: 0, reconnects: 0,
                                   window: 0, chunkSize: 0)
         var highestSent = 0
+        var restarts = 0
         while true {
             do {
                 try await uploadOnce(image, sha: sha, upgrade: upgrade, connection: connection, parameters: parameters,
                                      began: began, result: &result, highestSent: &highestSent)
                 result.elapsed = clock.now - began
                 return (result, connection)
+            } catch .device(let error) where error.group == SMPGroup.image && error.rc == 24 && error.reason != nil && restarts < 2 {
+                // The device's hash of what arrived differs (a fragment was lost inside a request):
+                // it dropped the upload; send it again.
+                restarts += 1
+                onEvent(.note("the device's SHA-256 of the upload did not match; uploading again"))
             } catch .linkLost(let error) {
                 guard result.reconnects < timeouts.attempts else {
                     throw TransferError(.linkLost, step: .transfer, "the link dropped \(result.reconnects + 1) times during the upload: \(error)")
@@ -157,16 +163,25 @@ public struct SMPUpdater: Sendable {
                 // A request or its answer was lost: start again from what the device confirmed.
                 timeoutsInARow += 1
                 guard timeoutsInARow <= timeouts.attempts else { throw .timeout("the upload at offset \(confirmed)") }
+                connection.resetReassembly()
+                inFlight.removeAll()
+                next = confirmed
+                continue
+            }
+            guard let index = inFlight.firstIndex(where: { $0.sequence == response.header.sequence }) else {
+                if connection.wasSent(response.header.sequence) { continue } // answer to a request given up on
+                throw .sequence("the device answered sequence \(response.header.sequence), which no upload request in flight has")
+            }
+            if let error = SMPDeviceError(response: response.body) {
+                // "Invalid argument" to a chunk is a request the device got damaged (a fragment
+                // lost on the way): resend from its offset. Anything else is the device's verdict.
+                guard error.group == nil, error.rc == 3, timeoutsInARow < timeouts.attempts else { throw .device(error) }
+                timeoutsInARow += 1
                 inFlight.removeAll()
                 next = confirmed
                 continue
             }
             timeoutsInARow = 0
-            guard let index = inFlight.firstIndex(where: { $0.sequence == response.header.sequence }) else {
-                if connection.wasSent(response.header.sequence) { continue } // answer to a request given up on
-                throw .sequence("the device answered sequence \(response.header.sequence), which no upload request in flight has")
-            }
-            if let error = SMPDeviceError(response: response.body) { throw .device(error) }
             guard let offset = response.body["off"]?.int, (0...image.count).contains(offset) else {
                 throw .field("the upload answer's 'off' is missing or outside the image")
             }

@@ -1,0 +1,145 @@
+import BleotaCodec
+import BleotaEngine
+import BleotaLink
+import BleotaProtocols
+import Foundation
+import Testing
+@testable import BleotaSimulator
+
+let repositoryRootForSMP = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+func imgtoolSample(_ name: String) throws -> [UInt8] {
+    try [UInt8](Data(contentsOf: repositoryRootForSMP.appendingPathComponent("samples/mcuboot/imgtool-2.5.0/\(name)")))
+}
+
+struct SMPRun: Sendable {
+    var outcome: Result<UpdateReport, TransferError>
+    var device: SMPDeviceStorage.State
+    var slots: [SMPImageSlot]
+    var steps: [UpdateStep]
+}
+
+/// Runs one SMP upgrade against a simulated MCUboot device at `address`; `after` runs on the same device afterwards.
+func simulateSMPUpgrade(_ address: String, image: [UInt8], mode: SMPUpgradeMode = .testAndConfirm, window: Int? = nil,
+                        prepare: (@Sendable (SMPDeviceStorage) -> Void)? = nil,
+                        after: (@Sendable (SMPDeviceStorage) -> Void)? = nil) async throws -> SMPRun {
+    let parsed = try SimulatorAddress(parsing: address)
+    return try await SimulationRuntime.run { runtime in
+        let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
+        let storage = SMPDeviceStorage(primary: SimulatedSMPDevice.factoryImage(version: .init(major: 1, minor: 0, revision: 0, build: 0)))
+        prepare?(storage)
+        await world.add(SimulatedSMPDevice(address: "C0:FF:EE:00:00:01", storage: storage, model: parsed.model,
+                                           parameters: MCUmgrParameters(bufferSize: parsed.smpBufferSize, bufferCount: parsed.smpBufferCount),
+                                           swapTime: parsed.swapTime))
+        let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
+        let steps = SharedSteps()
+        let updater = SMPUpdater(connector: connector, clock: world.clock, window: window) { event in
+            if case .step(let step) = event { steps.append(step) }
+        }
+        let outcome: Result<UpdateReport, TransferError>
+        do throws(TransferError) { outcome = .success(try await updater.upgrade(imageBytes: image, mode: mode)) } catch { outcome = .failure(error) }
+        after?(storage)
+        return SMPRun(outcome: outcome, device: storage.snapshot, slots: storage.slots, steps: steps.all)
+    }
+}
+
+/// Byte-for-byte equality that keeps megabytes out of failure messages.
+func same(_ a: [UInt8]?, _ b: [UInt8]?) -> Bool { a == b }
+
+@Suite struct SMPSimulationTests {
+    @Test(arguments: ["sim://2m-dle?protocol=smp", "sim://1m-no-dle-30ms?protocol=smp&seed=3", "sim://linux-bluez?protocol=smp&notify-loss=0.05&seed=5"])
+    func testAndConfirmLeavesTheNewImageRunningAndConfirmed(_ address: String) async throws {
+        let image = try imgtoolSample("app-1.1.0-ecdsa-p256.bin")
+        let run = try await simulateSMPUpgrade(address, image: image)
+        let report = try run.outcome.get()
+        #expect(same(run.device.primary, image), "the primary slot holds exactly the uploaded bytes")
+        #expect(run.device.primaryConfirmed)
+        #expect(run.slots.first?.version == "1.1.0")
+        #expect(report.versionBefore == "1.0.0")
+        #expect(report.versionAfter == "1.1.0")
+        #expect(run.steps == [.connect, .transfer, .verify, .activate, .reconnect, .confirm, .confirm])
+        #expect(report.tuning.window == 3, "buffer count 4 − 1 requests in flight")
+    }
+
+    @Test func aTestImageThatIsNotConfirmedIsRevertedAtTheNextReset() async throws {
+        let image = try imgtoolSample("app-1.2.0+7-ed25519.bin")
+        let run = try await simulateSMPUpgrade("sim://2m-dle?protocol=smp", image: image, mode: .test, after: { storage in
+            #expect(same(storage.snapshot.primary, image))
+            #expect(!storage.snapshot.primaryConfirmed)
+            #expect(storage.boot() == "the test image was not confirmed: reverted to the previous image")
+        })
+        #expect(try run.outcome.get().versionAfter == "1.2.0.7")
+        #expect(run.slots.first?.version == "1.0.0")
+        #expect(run.slots.last?.version == "1.2.0.7")
+    }
+
+    @Test(arguments: [UInt64(1), 2, 3, 4])
+    func packetsLostInsideRequestsNeverLeadToADamagedImageRunning(seed: UInt64) async throws {
+        // SMP has no per-packet check: a write lost inside a request can go unnoticed until the
+        // device's SHA-256 of the whole upload disagrees. bleota then uploads again; either way
+        // the device must never boot bytes other than the image's.
+        let image = try imgtoolSample("blinky-1.0.1-unsigned.bin")
+        let run = try await simulateSMPUpgrade("sim://linux-bluez?protocol=smp&loss=0.01&seed=\(seed)", image: image)
+        let factory = SimulatedSMPDevice.factoryImage(version: .init(major: 1, minor: 0, revision: 0, build: 0))
+        switch run.outcome {
+        case .success: #expect(same(run.device.primary, image))
+        case .failure(let error):
+            #expect(same(run.device.primary, factory))
+            #expect(error.step == .transfer)
+        }
+    }
+
+    @Test func uploadOnlyLeavesTheImageWaitingAndTheActiveOneUntouched() async throws {
+        let image = try imgtoolSample("app-1.1.0-ecdsa-p256.bin")
+        let run = try await simulateSMPUpgrade("sim://2m-dle?protocol=smp", image: image, mode: .upload)
+        let factory = SimulatedSMPDevice.factoryImage(version: .init(major: 1, minor: 0, revision: 0, build: 0))
+        #expect(same(run.device.primary, factory))
+        #expect(same(run.device.secondary, image))
+        #expect(run.device.pendingSwap == nil)
+        #expect(run.steps == [.connect, .transfer, .verify])
+    }
+
+    @Test func aDisconnectMidUploadResumesFromTheDevicesOffset() async throws {
+        let image = try imgtoolSample("app-1.1.0-ecdsa-p256.bin")
+        let run = try await simulateSMPUpgrade("sim://2m-dle?protocol=smp&disconnect-at=20000", image: image)
+        let report = try run.outcome.get()
+        #expect(report.statistics.reconnects == 1)
+        #expect(same(run.device.primary, image))
+        // Resumed, not restarted: far less than the whole image went again.
+        #expect(report.statistics.bytesOnWire < image.count + image.count / 4)
+    }
+
+    @Test func windowOneAndThePipelineBothDeliverTheSameBytes() async throws {
+        let image = try imgtoolSample("blinky-1.0.1-unsigned.bin")
+        let single = try await simulateSMPUpgrade("sim://linux-bluez?protocol=smp", image: image, window: 1)
+        let pipelined = try await simulateSMPUpgrade("sim://linux-bluez?protocol=smp", image: image)
+        #expect(same(single.device.primary, image) && same(pipelined.device.primary, image))
+        #expect(try single.outcome.get().tuning.window == 1)
+        #expect(try pipelined.outcome.get().tuning.window == 3)
+    }
+
+    @Test func anImageWhoseHashTLVIsWrongIsRefusedBeforeConnecting() async throws {
+        var image = try imgtoolSample("app-1.1.0-ecdsa-p256.bin")
+        image[0x200 + 7] ^= 0x40
+        let run = try await simulateSMPUpgrade("sim://2m-dle?protocol=smp", image: image)
+        guard case .failure(let error) = run.outcome else { Issue.record("a corrupt image was flashed"); return }
+        #expect(error.step == .load)
+        #expect(error.message.contains("does not match its contents"))
+        #expect(run.steps == [])
+        #expect(run.device.secondary == nil ? true : false)
+        #expect(run.slots.first?.version == "1.0.0")
+    }
+
+    @Test func aDeviceErrorIsNamedWithItsStepAndTheActiveImageStays() async throws {
+        let image = try imgtoolSample("app-1.1.0-ecdsa-p256.bin")
+        let other = try imgtoolSample("blinky-1.0.1-unsigned.bin")
+        // Another image is already pending a swap: the device refuses a new upload.
+        let run = try await simulateSMPUpgrade("sim://2m-dle?protocol=smp", image: image, prepare: { storage in
+            storage.withState { $0.secondary = other; $0.pendingSwap = .test }
+        })
+        guard case .failure(let error) = run.outcome else { Issue.record("upload over a pending image succeeded"); return }
+        #expect(error.step == .transfer)
+        #expect(error.message == "the device's image group answered image already pending (rc 28)")
+        #expect(run.slots.first?.version == "1.0.0")
+    }
+}
