@@ -4,6 +4,7 @@ import BleotaEngine
 import BleotaLink
 import Foundation
 import Glibc
+import BleotaProtocols
 import Logging
 import Synchronization
 
@@ -77,6 +78,25 @@ final class ConnectionSettingsRecord: Sendable {
     var latest: ConnectionSettings? { value.withLock { $0 } }
 }
 
+/// The GATT service a connector looks for.
+enum GATTOTAService: Sendable {
+    /// bleota's own: RX (write without response) and TX (notify).
+    case native
+    /// MCUmgr's SMP: one characteristic, written without response and notifying.
+    case smp
+
+    var service: BluetoothUUID {
+        self == .native ? NativeGATTService.service : BluetoothUUID(SMPTransport.serviceUUID)!
+    }
+    var write: BluetoothUUID {
+        self == .native ? NativeGATTService.rx : BluetoothUUID(SMPTransport.characteristicUUID)!
+    }
+    var notify: BluetoothUUID {
+        self == .native ? NativeGATTService.tx : BluetoothUUID(SMPTransport.characteristicUUID)!
+    }
+    var name: String { self == .native ? "bleota OTA" : "MCUmgr SMP" }
+}
+
 /// The SDU size bleota asks for on credit-based channels.
 let creditChannelMTU = 1024
 
@@ -86,6 +106,7 @@ struct BLEConnector: DeviceConnector {
     let target: BLEDeviceAddress
     let clock: any BleotaClock
     let description: String
+    var service: GATTOTAService = .native
     let settings = ConnectionSettingsRecord()
 
     func connect(for purpose: ConnectPurpose, timeout: Duration) async throws(LinkError) -> any Link {
@@ -104,7 +125,7 @@ struct BLEConnector: DeviceConnector {
     }
 
     private func attempt(timeout: Duration) async throws(LinkError) -> any Link {
-        if let psm = target.psm {
+        if let psm = target.psm, service == .native {
             // A credit-based channel carries the protocol's packets directly;
             // if the device does not accept it, fall back to GATT.
             if let link = await creditBasedChannel(psm: psm, timeout: timeout) { return link }
@@ -113,15 +134,15 @@ struct BLEConnector: DeviceConnector {
         settings.record(connection.settings)
         do {
             let mtu = try await connection.client.exchangeMTU()
-            guard let service = try await connection.client.discoverPrimaryServices(NativeGATTService.service).first else {
-                await connection.bearer.close("no bleota service")
-                throw LinkError.unreachable("\(target.address) does not offer the bleota OTA service \(NativeGATTService.service)")
+            guard let found = try await connection.client.discoverPrimaryServices(service.service).first else {
+                await connection.bearer.close("no \(service.name) service")
+                throw LinkError.unreachable("\(target.address) does not offer the \(service.name) service \(service.service)")
             }
-            let characteristics = try await connection.client.discoverCharacteristics(service)
-            guard let rx = characteristics.first(where: { $0.uuid == NativeGATTService.rx }),
-                  let tx = characteristics.first(where: { $0.uuid == NativeGATTService.tx }) else {
+            let characteristics = try await connection.client.discoverCharacteristics(found)
+            guard let rx = characteristics.first(where: { $0.uuid == service.write }),
+                  let tx = characteristics.first(where: { $0.uuid == service.notify }) else {
                 await connection.bearer.close("incomplete service")
-                throw LinkError.unreachable("\(target.address)'s bleota service lacks its RX or TX characteristic")
+                throw LinkError.unreachable("\(target.address)'s \(service.name) service lacks its characteristics")
             }
             try await connection.client.subscribe(tx)
             return GATTLink(client: connection.client, writeHandle: rx.valueHandle, notifyHandle: tx.valueHandle, mtu: mtu,

@@ -2,6 +2,7 @@ import ArgumentParser
 import BleotaBlueZ
 import BleotaEngine
 import BleotaLink
+import BleotaProtocols
 import BleotaSimulator
 import Logging
 
@@ -34,11 +35,11 @@ enum DeviceTarget: Sendable, Equatable {
     /// Opens whatever the address needs (a simulation, an adapter) and runs
     /// `body` with a connector and the matching clock.
     func session<T: Sendable>(
-        logger: Logger,
+        logger: Logger, smp: Bool = false,
         _ body: @escaping @Sendable (any DeviceConnector, any BleotaClock) async throws -> T
     ) async throws -> SessionOutcome<T> {
         do {
-            return try await open(logger: logger, body)
+            return try await open(logger: logger, smp: smp, body)
         } catch let error as TransferError {
             throw error.commandFailure
         } catch let error as SimulationError {
@@ -47,11 +48,18 @@ enum DeviceTarget: Sendable, Equatable {
     }
 
     private func open<T: Sendable>(
-        logger: Logger,
+        logger: Logger, smp: Bool,
         _ body: @escaping @Sendable (any DeviceConnector, any BleotaClock) async throws -> T
     ) async throws -> SessionOutcome<T> {
         switch self {
         case .simulator(let address):
+            let speaksSMP = (try? SimulatorAddress(parsing: address))?.deviceProtocol == "smp"
+            if smp && !speaksSMP {
+                throw CommandFailure(.usage, "the simulated device speaks bleota's native protocol: add protocol=smp to the sim:// address for an SMP device")
+            }
+            if !smp && speaksSMP {
+                throw CommandFailure(.usage, "the simulated device speaks SMP (protocol=smp): this command needs a native-protocol device")
+            }
             return try await SimulatedSession.run(address: address, logger: logger, body)
         case .ble(let text):
             let target: BLEDeviceAddress
@@ -61,11 +69,17 @@ enum DeviceTarget: Sendable, Equatable {
             }
             _ = try requireBluetooth(adapter: target.adapter)
             let clock = SystemClock()
-            let connector = BLEConnector(target: target, clock: clock, description: text)
+            let connector = BLEConnector(target: target, clock: clock, description: text, service: smp ? .smp : .native)
             let value = try await body(connector, clock)
             return SessionOutcome(value: value, linkCapacity: nil, linkModel: nil, connection: connector.settings.latest)
-        case .udp, .serial:
-            throw CommandFailure(.failure, "UDP and serial transports carry MCUmgr/SMP, which is not in this build yet: use a sim:// device")
+        case .udp(let text), .serial(let text):
+            guard smp else {
+                throw CommandFailure(.usage, "\(text) is an MCUmgr/SMP transport: this command needs a native-protocol device (flash, echo, reset and image state speak SMP)")
+            }
+            let address: SMPNetworkAddress
+            do { address = try SMPNetworkAddress(parsing: text) } catch { throw CommandFailure(.usage, error.description) }
+            let value = try await body(SMPNetworkConnector(address: address, description: text), SystemClock())
+            return SessionOutcome(value: value, linkCapacity: nil, linkModel: nil)
         }
     }
 }

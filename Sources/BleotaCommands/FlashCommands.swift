@@ -22,14 +22,20 @@ struct FlashCommand: AsyncParsableCommand {
     @OptionGroup var deviceOptions: DeviceOptions
     @OptionGroup var tuningOptions: TuningOptions
     @OptionGroup var input: ImageInputOptions
+    @OptionGroup var smp: SMPOptions
 
     @Option(name: .customLong("version-label"), help: "The version the device must report after the update (default: the image's SHA-256 prefix).")
     var versionLabel: String?
 
-    @Argument(help: "The image: .bin, .hex or .srec.") var image: String
+    @Argument(help: "The image: .bin, .hex or .srec (an MCUboot-signed .bin for SMP devices).") var image: String
 
     func run() async throws {
         let logger = global.makeLogger("bleota.flash")
+        let target = try DeviceTarget(parsing: deviceOptions.device)
+        if try smp.deviceProtocol.resolved(for: target) == .smp {
+            try await flashSMP(logger: logger)
+            return
+        }
         let firmware = try input.load(image)
         let bytes = firmware.flattened(fill: input.fill)
         guard !bytes.isEmpty else { throw CommandFailure(.badInput, "\(image): the image is empty: nothing to flash") }
@@ -39,6 +45,21 @@ struct FlashCommand: AsyncParsableCommand {
         }
         try printReport(outcome, json: global.json) { report in
             "flashed \(formatBytes(report.bytes)) to \(report.device): \(summary(report)); device now runs '\(report.versionAfter ?? "?")' (was '\(report.versionBefore ?? "?")')"
+        }
+    }
+
+    /// MCUmgr/MCUboot: the image is checked (hash, and signature with --key) before anything connects.
+    func flashSMP(logger: Logger) async throws {
+        let bytes = try readInputFile(image)
+        let checked = try checkedMCUbootImage(bytes, path: image, keyPath: smp.key)
+        logger.info("MCUboot image \(checked.version), hash \(checked.hashTLV?.hexString ?? "?")")
+        let mode = smp.mode
+        let outcome = try await withSMPUpdater(global: global, device: deviceOptions, tuning: tuningOptions, logger: logger) {
+            try await $0.upgrade(imageBytes: bytes, mode: mode)
+        }
+        try printReport(outcome, json: global.json) { report in
+            let what = mode == .upload ? "uploaded" : "flashed"
+            return "\(what) \(formatBytes(report.bytes)) to \(report.device) over SMP (\(mode.rawValue)): \(summary(report)); device now runs \(report.versionAfter ?? "?") (was \(report.versionBefore ?? "?"))"
         }
     }
 }

@@ -7,7 +7,7 @@ struct ImageCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "image",
         abstract: "Inspect and convert firmware images (raw .bin, Intel HEX, Motorola S-record).",
-        subcommands: [ImageInfo.self, ImageConvert.self]
+        subcommands: [ImageInfo.self, ImageConvert.self, ImageState.self]
     )
 }
 
@@ -99,6 +99,8 @@ struct ImageReport: Codable, Equatable {
     var fill: UInt8
     var crc32: String
     var sha256: String
+    /// Present when the file is an MCUboot image.
+    var mcuboot: MCUbootReport?
 
     init(file: String, image: FirmwareImage, fill: UInt8) {
         self.file = file
@@ -123,15 +125,40 @@ struct ImageInfo: AsyncParsableCommand {
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var input: ImageInputOptions
+    @Option(name: .long, help: "For an MCUboot image: verify its signature with this public key (PEM or DER).") var key: String?
     @Argument(help: "The image file.") var file: String
 
     func run() async throws {
         let image = try input.load(file)
-        let report = ImageReport(file: file, image: image, fill: input.fill)
+        var report = ImageReport(file: file, image: image, fill: input.fill)
+        let flat = image.flattened(fill: input.fill)
+        if flat.count >= 4, UInt32(flat[0]) | UInt32(flat[1]) << 8 | UInt32(flat[2]) << 16 | UInt32(flat[3]) << 24 == MCUbootImage.magic {
+            var key: MCUbootPublicKey?
+            if let keyPath = self.key {
+                do { key = try MCUbootPublicKey(try readInputFile(keyPath)) } catch let error as ImageVerificationError {
+                    throw CommandFailure(.badInput, "\(keyPath): \(error)")
+                }
+            }
+            do {
+                report.mcuboot = MCUbootReport(try MCUbootImage(decoding: flat), key: key)
+            } catch {
+                throw CommandFailure(.badInput, "\(file) starts like an MCUboot image but does not parse: \(error)")
+            }
+        } else if key != nil {
+            throw CommandFailure(.badInput, "\(file) is not an MCUboot image, so --key has nothing to verify")
+        }
         if global.json {
             Terminal.standardOutput.writeLine(try JSONOutput.string(report))
-            return
+        } else {
+            Terminal.standardOutput.writeLine(textLines(report, image: image).joined(separator: "\n"))
         }
+        // A damaged or unverifiable image is reported, and the exit status says so.
+        if let mcuboot = report.mcuboot, !mcuboot.hashValid || mcuboot.signatureVerified == false {
+            throw CommandFailure(.verificationFailed, "\(file): \(mcuboot.problem ?? "the image does not verify")")
+        }
+    }
+
+    func textLines(_ report: ImageReport, image: FirmwareImage) -> [String] {
         var lines = [
             "file:      \(file)",
             "format:    \(image.format.displayName)",
@@ -146,7 +173,8 @@ struct ImageInfo: AsyncParsableCommand {
         lines.append("size:      \(report.size) bytes flattened from \(hex32(report.baseAddress)), gaps filled with 0x\(String(format: "%02X", input.fill))")
         lines.append("crc32:     \(report.crc32)")
         lines.append("sha256:    \(report.sha256)")
-        Terminal.standardOutput.writeLine(lines.joined(separator: "\n"))
+        if let mcuboot = report.mcuboot { lines += mcuboot.lines }
+        return lines
     }
 }
 

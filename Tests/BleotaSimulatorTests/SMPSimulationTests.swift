@@ -57,7 +57,7 @@ func same(_ a: [UInt8]?, _ b: [UInt8]?) -> Bool { a == b }
         #expect(run.slots.first?.version == "1.1.0")
         #expect(report.versionBefore == "1.0.0")
         #expect(report.versionAfter == "1.1.0")
-        #expect(run.steps == [.connect, .transfer, .verify, .activate, .reconnect, .confirm, .confirm])
+        #expect(run.steps == [.connect, .transfer, .verify, .activate, .reconnect, .confirm])
         #expect(report.tuning.window == 3, "buffer count 4 − 1 requests in flight")
     }
 

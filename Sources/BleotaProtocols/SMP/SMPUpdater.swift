@@ -260,6 +260,7 @@ public struct SMPUpdater: Sendable {
             logger.info("secondary slot holds \(uploaded.version)")
             if mode == .upload {
                 await connection.close()
+                stepSeconds[currentStep.rawValue, default: 0] += (clock.now - stepStarted).seconds
                 return makeReport(result, image: imageBytes, before: versionBefore, after: versionBefore, started: started,
                                   stepSeconds: stepSeconds, parameters: parameters)
             }
@@ -290,7 +291,7 @@ public struct SMPUpdater: Sendable {
             }
         }
         await connection.close()
-        enter(.confirm)
+        stepSeconds[currentStep.rawValue, default: 0] += (clock.now - stepStarted).seconds
         return makeReport(result, image: imageBytes, before: versionBefore, after: running.version, started: started,
                           stepSeconds: stepSeconds, parameters: parameters)
     }

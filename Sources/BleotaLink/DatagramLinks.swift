@@ -1,0 +1,207 @@
+import Foundation
+import Glibc
+import Synchronization
+
+/// A file descriptor read by one thread of its own (blocking in poll(2), never
+/// spinning) into a mailbox, so async code can await packets. One thread per
+/// link, not per packet; closing the link stops it within 100 ms.
+final class DescriptorReader: Sendable {
+    let fd: Int32
+    let packets = Mailbox<[UInt8]>()
+    private let stopped = Mutex(false)
+
+    /// `read` pulls one packet (a datagram, a chunk of a byte stream) when the descriptor is readable;
+    /// nil means end of input.
+    init(fd: Int32, name: String, read: @escaping @Sendable (Int32) -> [UInt8]?) {
+        self.fd = fd
+        let packets = self.packets
+        let thread = Thread { [self] in
+            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            while !stopped.withLock({ $0 }) {
+                descriptor.revents = 0
+                let ready = poll(&descriptor, 1, 100)
+                if ready < 0 && errno != EINTR { break }
+                guard ready > 0 else { continue }
+                if descriptor.revents & Int16(POLLIN) == 0, descriptor.revents & Int16(POLLHUP | POLLERR) != 0 { break }
+                guard let packet = read(fd) else { break }
+                if !packet.isEmpty { packets.put(packet) }
+            }
+            packets.close()
+        }
+        thread.name = name
+        thread.start()
+    }
+
+    func stop() { stopped.withLock { $0 = true } }
+}
+
+/// A UDP "connection" to one peer: each ``send(_:)`` is a datagram, each
+/// ``receive()`` one datagram from that peer. Used for MCUmgr's SMP over UDP.
+public final class UDPLink: Link {
+    public let parameters: LinkParameters
+    let fd: Int32
+    let reader: DescriptorReader
+    private let closed = Mutex(false)
+
+    /// Resolves `host` (a name or IPv4/IPv6 literal) and connects a UDP socket to it.
+    public init(host: String, port: UInt16, maximumPayload: Int = 1024) throws(LinkError) {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
+        hints.ai_family = AF_UNSPEC
+        var result: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(host, String(port), &hints, &result)
+        guard status == 0, let first = result else {
+            throw .unreachable("cannot resolve '\(host)': \(String(cString: gai_strerror(status)))")
+        }
+        defer { freeaddrinfo(result) }
+        let fd = socket(first.pointee.ai_family, first.pointee.ai_socktype, first.pointee.ai_protocol)
+        guard fd >= 0 else { throw .system("socket: \(String(cString: strerror(errno)))") }
+        guard Glibc.connect(fd, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0 else {
+            let message = String(cString: strerror(errno))
+            Glibc.close(fd)
+            throw .unreachable("cannot reach \(host):\(port): \(message)")
+        }
+        self.fd = fd
+        parameters = LinkParameters(maximumPayload: maximumPayload, description: "udp://\(host):\(port)")
+        reader = DescriptorReader(fd: fd, name: "bleota-udp") { fd in
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            // ECONNREFUSED: nothing listens there (an ICMP port-unreachable came back). Keep reading;
+            // the request times out with a message saying so.
+            if count < 0 { return errno == ECONNREFUSED || errno == EINTR ? [] : nil }
+            return Array(buffer[..<count])
+        }
+    }
+
+    public func send(_ packet: [UInt8]) async throws(LinkError) {
+        guard !closed.withLock({ $0 }) else { throw .disconnected("the UDP link is closed") }
+        let sent = packet.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, 0) }
+        guard sent == packet.count else {
+            if errno == ECONNREFUSED { return } // an earlier datagram was refused; this one may yet arrive
+            throw .system("UDP send: \(String(cString: strerror(errno)))")
+        }
+    }
+
+    public func receive() async throws(LinkError) -> [UInt8] {
+        do {
+            guard let packet = try await reader.packets.take() else { throw LinkError.disconnected("the UDP link is closed") }
+            return packet
+        } catch let error as LinkError {
+            throw error
+        } catch {
+            throw .cancelled
+        }
+    }
+
+    public func close() async {
+        let wasOpen = closed.withLock { closed in
+            defer { closed = true }
+            return !closed
+        }
+        guard wasOpen else { return }
+        reader.stop()
+        // The reader thread polls every 100 ms; close after it has seen the stop.
+        try? await Task.sleep(for: .milliseconds(150))
+        Glibc.close(fd)
+    }
+}
+
+/// A serial port (or a pseudo-terminal) in raw mode as a byte stream cut into
+/// lines: each ``receive()`` is one line without its newline, each
+/// ``send(_:)`` writes bytes as they are. SMP's console framing runs on top.
+public final class SerialLineLink: Link {
+    public let parameters: LinkParameters
+    let fd: Int32
+    let reader: DescriptorReader
+    private let lines = Mutex<[UInt8]>([])
+    private let closed = Mutex(false)
+    let ownsDescriptor: Bool
+
+    /// Opens `path` at `baud` in raw mode (8N1, no flow control).
+    public convenience init(path: String, baud: Int = 115_200) throws(LinkError) {
+        let fd = open(path, O_RDWR | O_NOCTTY | O_NONBLOCK)
+        guard fd >= 0 else {
+            let code = errno
+            let hint = code == EACCES ? " (add yourself to the dialout group)" : code == ENOENT ? " (is the device plugged in?)" : ""
+            throw .unreachable("cannot open \(path): \(String(cString: strerror(code)))\(hint)")
+        }
+        do {
+            try Self.makeRaw(fd, baud: baud)
+        } catch {
+            Glibc.close(fd)
+            throw error
+        }
+        self.init(fd: fd, description: "serial://\(path)", ownsDescriptor: true)
+    }
+
+    /// Wraps an open descriptor (a pty master in `sim serve`, say).
+    public init(fd: Int32, description: String, ownsDescriptor: Bool) {
+        self.fd = fd
+        self.ownsDescriptor = ownsDescriptor
+        parameters = LinkParameters(maximumPayload: 65_536, description: description)
+        reader = DescriptorReader(fd: fd, name: "bleota-serial") { fd in
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0 { return errno == EAGAIN || errno == EINTR ? [] : nil }
+            if count == 0 { return [] } // a pty with no writer yet reads 0: wait for one
+            return Array(buffer[..<count])
+        }
+    }
+
+    static func makeRaw(_ fd: Int32, baud: Int) throws(LinkError) {
+        var settings = termios()
+        guard tcgetattr(fd, &settings) == 0 else { throw .system("tcgetattr: \(String(cString: strerror(errno)))") }
+        cfmakeraw(&settings)
+        let speeds: [Int: speed_t] = [9600: speed_t(B9600), 19200: speed_t(B19200), 38400: speed_t(B38400), 57600: speed_t(B57600),
+                                      115_200: speed_t(B115200), 230_400: speed_t(B230400), 460_800: speed_t(B460800),
+                                      921_600: speed_t(B921600), 1_000_000: speed_t(B1000000)]
+        guard let speed = speeds[baud] else {
+            throw .system("baud rate \(baud) is not supported: use one of \(speeds.keys.sorted().map(String.init).joined(separator: ", "))")
+        }
+        cfsetispeed(&settings, speed)
+        cfsetospeed(&settings, speed)
+        guard tcsetattr(fd, TCSANOW, &settings) == 0 else { throw .system("tcsetattr: \(String(cString: strerror(errno)))") }
+    }
+
+    public func send(_ packet: [UInt8]) async throws(LinkError) {
+        var offset = 0
+        while offset < packet.count {
+            guard !closed.withLock({ $0 }) else { throw .disconnected("the serial link is closed") }
+            let written = packet[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            if written > 0 { offset += written; continue }
+            guard errno == EAGAIN || errno == EINTR else { throw .disconnected("serial write: \(String(cString: strerror(errno)))") }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+    }
+
+    /// The next complete line (without "\n").
+    public func receive() async throws(LinkError) -> [UInt8] {
+        while true {
+            if let line = lines.withLock({ buffer -> [UInt8]? in
+                guard let end = buffer.firstIndex(of: 0x0A) else { return nil }
+                let line = Array(buffer[..<end])
+                buffer.removeSubrange(...end)
+                return line
+            }) { return line }
+            do {
+                guard let chunk = try await reader.packets.take() else { throw LinkError.disconnected("the serial port closed") }
+                lines.withLock { $0 += chunk }
+            } catch let error as LinkError {
+                throw error
+            } catch {
+                throw .cancelled
+            }
+        }
+    }
+
+    public func close() async {
+        let wasOpen = closed.withLock { closed in
+            defer { closed = true }
+            return !closed
+        }
+        guard wasOpen else { return }
+        reader.stop()
+        try? await Task.sleep(for: .milliseconds(150))
+        if ownsDescriptor { Glibc.close(fd) }
+    }
+}
