@@ -7,7 +7,7 @@ struct SimCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sim",
         abstract: "The built-in BLE simulator: presets and address keys.",
-        subcommands: [SimPresets.self]
+        subcommands: [SimPresets.self, SimServe.self]
     )
 }
 

@@ -12,7 +12,8 @@ final class DescriptorReader: Sendable {
 
     /// `read` pulls one packet (a datagram, a chunk of a byte stream) when the descriptor is readable;
     /// nil means end of input.
-    init(fd: Int32, name: String, read: @escaping @Sendable (Int32) -> [UInt8]?) {
+    /// `hangupEndsInput` false: a hang-up is a peer not there yet (a pty whose slave nobody opened).
+    init(fd: Int32, name: String, hangupEndsInput: Bool = true, read: @escaping @Sendable (Int32) -> [UInt8]?) {
         self.fd = fd
         let packets = self.packets
         let thread = Thread { [self] in
@@ -22,7 +23,11 @@ final class DescriptorReader: Sendable {
                 let ready = poll(&descriptor, 1, 100)
                 if ready < 0 && errno != EINTR { break }
                 guard ready > 0 else { continue }
-                if descriptor.revents & Int16(POLLIN) == 0, descriptor.revents & Int16(POLLHUP | POLLERR) != 0 { break }
+                if descriptor.revents & Int16(POLLIN) == 0, descriptor.revents & Int16(POLLHUP | POLLERR) != 0 {
+                    if hangupEndsInput { break }
+                    usleep(50_000)
+                    continue
+                }
                 guard let packet = read(fd) else { break }
                 if !packet.isEmpty { packets.put(packet) }
             }
@@ -134,15 +139,19 @@ public final class SerialLineLink: Link {
         self.init(fd: fd, description: "serial://\(path)", ownsDescriptor: true)
     }
 
-    /// Wraps an open descriptor (a pty master in `sim serve`, say).
-    public init(fd: Int32, description: String, ownsDescriptor: Bool) {
+    /// Wraps an open descriptor. `isPseudoTerminalMaster`: the far end comes and goes
+    /// (clients open and close the slave), which is not the end of input.
+    public init(fd: Int32, description: String, ownsDescriptor: Bool, isPseudoTerminalMaster: Bool = false) {
         self.fd = fd
         self.ownsDescriptor = ownsDescriptor
         parameters = LinkParameters(maximumPayload: 65_536, description: description)
-        reader = DescriptorReader(fd: fd, name: "bleota-serial") { fd in
+        reader = DescriptorReader(fd: fd, name: "bleota-serial", hangupEndsInput: !isPseudoTerminalMaster) { fd in
             var buffer = [UInt8](repeating: 0, count: 4096)
             let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count < 0 { return errno == EAGAIN || errno == EINTR ? [] : nil }
+            if count < 0 {
+                if errno == EIO && isPseudoTerminalMaster { usleep(50_000); return [] } // no slave open right now
+                return errno == EAGAIN || errno == EINTR ? [] : nil
+            }
             if count == 0 { return [] } // a pty with no writer yet reads 0: wait for one
             return Array(buffer[..<count])
         }
@@ -203,5 +212,110 @@ public final class SerialLineLink: Link {
         reader.stop()
         try? await Task.sleep(for: .milliseconds(150))
         if ownsDescriptor { Glibc.close(fd) }
+    }
+}
+
+/// A bound UDP socket answering whoever writes to it: the server side of
+/// SMP over UDP (`bleota sim serve --udp`).
+public final class UDPServerSocket: Sendable {
+    /// A peer's address, kept opaque (`sockaddr_storage` bytes).
+    public struct Peer: Sendable, Hashable { let storage: [UInt8]; let length: socklen_t }
+
+    let fd: Int32
+    let reader: DescriptorReader
+    private let datagrams = Mailbox<(bytes: [UInt8], peer: Peer)>()
+    public let port: UInt16
+
+    /// Binds `host` (an IPv4 or IPv6 literal, or a name) and `port` (0 = any free port).
+    public init(host: String, port: UInt16) throws(LinkError) {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
+        hints.ai_family = AF_UNSPEC
+        hints.ai_flags = AI_PASSIVE
+        var result: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(host, String(port), &hints, &result)
+        guard status == 0, let first = result else {
+            throw .unreachable("cannot resolve '\(host)': \(String(cString: gai_strerror(status)))")
+        }
+        defer { freeaddrinfo(result) }
+        let fd = socket(first.pointee.ai_family, first.pointee.ai_socktype, first.pointee.ai_protocol)
+        guard fd >= 0 else { throw .system("socket: \(String(cString: strerror(errno)))") }
+        var yes: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+        guard bind(fd, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0 else {
+            let message = String(cString: strerror(errno))
+            Glibc.close(fd)
+            throw .system("cannot listen on \(host):\(port): \(message)")
+        }
+        var bound = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        _ = withUnsafeMutablePointer(to: &bound) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        let boundPort = withUnsafeBytes(of: &bound) { raw -> UInt16 in
+            // sin_port and sin6_port sit at the same offset (2), in network order.
+            UInt16(raw[2]) << 8 | UInt16(raw[3])
+        }
+        self.fd = fd
+        self.port = boundPort
+        let datagrams = self.datagrams
+        reader = DescriptorReader(fd: fd, name: "bleota-udp-server") { fd in
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            var peer = sockaddr_storage()
+            var peerLength = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            let count = buffer.withUnsafeMutableBytes { raw in
+                withUnsafeMutablePointer(to: &peer) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(fd, raw.baseAddress, raw.count, 0, $0, &peerLength) }
+                }
+            }
+            if count < 0 { return errno == EINTR ? [] : nil }
+            let peerBytes = withUnsafeBytes(of: &peer) { Array($0) }
+            datagrams.put((Array(buffer[..<count]), Peer(storage: peerBytes, length: peerLength)))
+            return []
+        }
+    }
+
+    /// The next datagram and who sent it; nil once closed.
+    public func receive() async throws -> (bytes: [UInt8], peer: Peer)? {
+        try await datagrams.take()
+    }
+
+    public func send(_ bytes: [UInt8], to peer: Peer) {
+        var storage = peer.storage
+        _ = bytes.withUnsafeBytes { raw in
+            storage.withUnsafeMutableBytes { address in
+                sendto(fd, raw.baseAddress, raw.count, 0, address.baseAddress!.assumingMemoryBound(to: sockaddr.self), peer.length)
+            }
+        }
+    }
+
+    public func close() {
+        reader.stop()
+        datagrams.close()
+    }
+}
+
+/// A pseudo-terminal pair: the master side for the simulated device, the
+/// slave's path for a client (`smpmgr --port /dev/pts/N`).
+public struct PseudoTerminal: Sendable {
+    public let master: Int32
+    public let path: String
+
+    public static func open() throws(LinkError) -> PseudoTerminal {
+        // posix_openpt/grantpt/unlockpt/ptsname, spelled with the kernel's ioctls (devpts does the granting).
+        let master = Glibc.open("/dev/ptmx", O_RDWR | O_NOCTTY | O_NONBLOCK)
+        guard master >= 0 else { throw .system("cannot create a pseudo-terminal: \(String(cString: strerror(errno)))") }
+        var unlock: Int32 = 0
+        var number: UInt32 = 0
+        guard ioctl(master, 0x4004_5431 /* TIOCSPTLCK */, &unlock) == 0, ioctl(master, 0x8004_5430 /* TIOCGPTN */, &number) == 0 else {
+            let message = String(cString: strerror(errno))
+            Glibc.close(master)
+            throw .system("cannot set up the pseudo-terminal: \(message)")
+        }
+        let name = "/dev/pts/\(number)"
+        var settings = termios()
+        if tcgetattr(master, &settings) == 0 {
+            cfmakeraw(&settings)
+            tcsetattr(master, TCSANOW, &settings)
+        }
+        return PseudoTerminal(master: master, path: name)
     }
 }
