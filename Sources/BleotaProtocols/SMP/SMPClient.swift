@@ -112,7 +112,9 @@ public final class SMPConnection: Sendable {
     /// One request and its answer, sent up to `attempts` times; a device error becomes ``SMPClientError/device(_:)``.
     public func request(_ operation: SMPHeader.Operation, group: UInt16, command: UInt8, body: CBOR = .map([]),
                         timeout: Duration, attempts: Int = 3, what: String) async throws(SMPClientError) -> CBOR {
-        for _ in 0..<max(1, attempts) {
+        for attempt in 0..<max(1, attempts) {
+            // Whatever half-arrived before the last try timed out will not be completed.
+            if attempt > 0 { resetReassembly() }
             let number = try await send(operation, group: group, command: command, body: body)
             let deadline = clock.now + timeout
             while clock.now < deadline {

@@ -11,7 +11,7 @@ public final class SMPSerialLink: Link {
     public let parameters: LinkParameters
     private let logger: Logger
 
-    public init(lines: SerialLineLink, lineLength: Int = 127, logger: Logger = Logger(label: "bleota.smp.serial")) {
+    public init(lines: SerialLineLink, lineLength: Int = 128, logger: Logger = Logger(label: "bleota.smp.serial")) {
         self.lines = lines
         self.lineLength = lineLength
         self.logger = logger

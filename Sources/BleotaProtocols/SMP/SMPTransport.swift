@@ -50,20 +50,22 @@ public struct SMPReassembler: Sendable {
 
 /// MCUmgr's serial (console) framing: a message becomes
 /// base64([length BE16][message][CRC-16/XMODEM BE]) cut into lines of at most
-/// `lineLength` bytes, the first starting 0x06 0x09, the rest 0x04 0x14, each
+/// `lineLength` − 1 bytes, the first starting 0x06 0x09, the rest 0x04 0x14, each
 /// ending in a newline; every line's base64 stands on its own (a multiple of 4).
 public enum SMPSerialFraming {
     public static let start: [UInt8] = [0x06, 0x09]
     public static let continuation: [UInt8] = [0x04, 0x14]
 
-    public static func encode(_ message: [UInt8], lineLength: Int = 127) -> [[UInt8]] {
+    /// `lineLength` is the device's line buffer (Zephyr's default 128); a line
+    /// carries the largest multiple of 4 base64 characters that leaves room for
+    /// the two prefix bytes, the newline and the terminating NUL.
+    public static func encode(_ message: [UInt8], lineLength: Int = 128) -> [[UInt8]] {
         var framed = ByteWriter(capacity: message.count + 4)
         framed.write(UInt16(message.count + 2), .big)
         framed.write(contentsOf: message)
         framed.write(CRC16.checksum(message, variant: .xmodem), .big)
         let text = Base64.encode(framed.bytes)
-        // Two prefix bytes and the newline, and a whole number of base64 quads.
-        let perLine = max(4, (lineLength - 3) / 4 * 4)
+        let perLine = max(4, (lineLength - 4) / 4 * 4)
         var lines: [[UInt8]] = []
         var index = 0
         while index < text.count {
