@@ -74,7 +74,8 @@ struct PushCommand: AsyncParsableCommand {
     @OptionGroup var deviceOptions: DeviceOptions
     @OptionGroup var tuningOptions: TuningOptions
 
-    @Option(name: .long, help: "Name on the device (default: the file's name).") var name: String?
+    @OptionGroup var protocolOption: ProtocolOption
+    @Option(name: .long, help: "Name on the device (default: the file's name; over SMP, relative names go under /lfs/).") var name: String?
     @Argument(help: "The file to send.") var file: String
 
     func run() async throws {
@@ -84,8 +85,15 @@ struct PushCommand: AsyncParsableCommand {
         guard !remoteName.isEmpty, remoteName.utf8.count <= 255 else {
             throw ValidationError("--name must be 1…255 bytes of UTF-8")
         }
-        let outcome = try await withNativeUpdater(global: global, device: deviceOptions, tuning: tuningOptions, logger: logger) {
-            try await $0.push(file: bytes, name: remoteName)
+        let outcome: SessionOutcome<UpdateReport>
+        if try protocolOption.resolved(deviceOptions) == .smp {
+            outcome = try await withSMPUpdater(global: global, device: deviceOptions, tuning: tuningOptions, logger: logger) {
+                try await $0.push(file: bytes, name: remoteName)
+            }
+        } else {
+            outcome = try await withNativeUpdater(global: global, device: deviceOptions, tuning: tuningOptions, logger: logger) {
+                try await $0.push(file: bytes, name: remoteName)
+            }
         }
         try printReport(outcome, json: global.json) { report in
             "pushed '\(remoteName)' (\(formatBytes(report.bytes))) to \(report.device): \(summary(report))"
@@ -103,14 +111,24 @@ struct PullCommand: AsyncParsableCommand {
     @OptionGroup var deviceOptions: DeviceOptions
     @OptionGroup var tuningOptions: TuningOptions
 
+    @OptionGroup var protocolOption: ProtocolOption
     @Option(name: [.short, .customLong("output")], help: "Where to write the file.") var output: String
-    @Argument(help: "The file's name on the device.") var name: String
+    @Argument(help: "The file's name on the device (over SMP, relative names are under /lfs/).") var name: String
 
     func run() async throws {
         let logger = global.makeLogger("bleota.pull")
-        let outcome = try await withNativeUpdater(global: global, device: deviceOptions, tuning: tuningOptions, logger: logger) {
-            let (file, report) = try await $0.pull(name: name)
-            return PulledFile(bytes: file, report: report)
+        let name = self.name
+        let outcome: SessionOutcome<PulledFile>
+        if try protocolOption.resolved(deviceOptions) == .smp {
+            outcome = try await withSMPUpdater(global: global, device: deviceOptions, tuning: tuningOptions, logger: logger) {
+                let (file, report) = try await $0.pull(name: name)
+                return PulledFile(bytes: file, report: report)
+            }
+        } else {
+            outcome = try await withNativeUpdater(global: global, device: deviceOptions, tuning: tuningOptions, logger: logger) {
+                let (file, report) = try await $0.pull(name: name)
+                return PulledFile(bytes: file, report: report)
+            }
         }
         try writeFileAtomically(outcome.value.bytes, to: output)
         let pulled = SessionOutcome(value: outcome.value.report, linkCapacity: outcome.linkCapacity, linkModel: outcome.linkModel,

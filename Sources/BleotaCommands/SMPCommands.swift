@@ -25,6 +25,16 @@ enum DeviceProtocol: String, ExpressibleByArgument, CaseIterable, Sendable {
     }
 }
 
+/// Which protocol to speak, for commands that work over both.
+struct ProtocolOption: ParsableArguments {
+    @Option(name: .customLong("protocol"), help: "The device's protocol: auto, native or smp (MCUmgr; auto = what the address says).")
+    var deviceProtocol: DeviceProtocol = .auto
+
+    func resolved(_ device: DeviceOptions) throws -> DeviceProtocol {
+        try deviceProtocol.resolved(for: try DeviceTarget(parsing: device.device))
+    }
+}
+
 /// Options of SMP upgrades.
 struct SMPOptions: ParsableArguments {
     @Option(name: .customLong("protocol"), help: "The device's update protocol: auto, native or smp (MCUmgr with MCUboot).")

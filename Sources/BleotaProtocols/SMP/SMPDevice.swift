@@ -209,6 +209,8 @@ public actor SMPDevice {
                 return (reply(try fileUpload(body)), .none)
             case (SMPGroup.fileSystem, SMPCommandID.file, false):
                 return (reply(try fileDownload(body)), .none)
+            case (SMPGroup.fileSystem, 2, false):
+                return (reply(try fileHash(body)), .none)
             default:
                 throw SMPDeviceError(group: nil, rc: 8) // ENOTSUP
             }
@@ -335,6 +337,25 @@ public actor SMPDevice {
             // Zephyr writes through to the file as it goes: the file holds what arrived.
             if let bytes { storage.withState { $0.files[request.name] = bytes } }
             return .textMap(["off": CBOR(offset)])
+        }
+    }
+
+    /// File group command 2: a file's SHA-256 (or CRC-32) over `off`…`off+len`.
+    private func fileHash(_ body: CBOR) throws(SMPDeviceError) -> CBOR {
+        guard let name = body["name"]?.string else { throw SMPDeviceError(group: nil, rc: 3) }
+        guard let file = storage.snapshot.files[name] else { throw SMPDeviceError(group: SMPGroup.fileSystem, rc: 3) }
+        let type = body["type"]?.string ?? "crc32"
+        let offset = body["off"]?.int ?? 0
+        guard (0...file.count).contains(offset) else { throw SMPDeviceError(group: SMPGroup.fileSystem, rc: 12) }
+        let length = min(body["len"]?.int ?? file.count - offset, file.count - offset)
+        let slice = file[offset..<offset + length]
+        switch type {
+        case "sha256":
+            return .textMap(["type": .text(type), "off": CBOR(offset), "len": CBOR(length), "output": .bytes(SHA256Digest.hash(slice))])
+        case "crc32":
+            return .textMap(["type": .text(type), "off": CBOR(offset), "len": CBOR(length), "output": CBOR(Int(CRC32.checksum(slice)))])
+        default:
+            throw SMPDeviceError(group: SMPGroup.fileSystem, rc: 13) // checksum/hash type not found
         }
     }
 

@@ -338,3 +338,120 @@ public struct SMPUpdater: Sendable {
         return report
     }
 }
+
+// MARK: Files (the file-system group)
+
+extension SMPUpdater {
+    /// A device path for `name`: as given when absolute, else under Zephyr's usual LittleFS mount.
+    public static func devicePath(_ name: String) -> String { name.hasPrefix("/") ? name : "/lfs/" + name }
+
+    /// Writes `file` to `name` on the device, then checks the device's SHA-256 of it.
+    public func push(file: [UInt8], name: String) async throws(TransferError) -> UpdateReport {
+        let started = clock.now
+        let path = Self.devicePath(name)
+        onEvent(.step(.connect))
+        let connection = try await connect(.initial, step: .connect)
+        let parameters: MCUmgrParameters
+        do { parameters = try await connection.parameters(timeout: timeouts.response) } catch { throw fail(.connect, error) }
+        onEvent(.step(.transfer))
+        let began = clock.now
+        var offset = 0
+        var requests = 0
+        var resent = 0
+        let chunk = max(1, min(chunkSize ?? .max, parameters.bufferSize - SMPHeader.size - 32 - path.utf8.count))
+        repeat {
+            let end = min(file.count, offset + chunk)
+            let request = SMPFileUploadRequest(name: path, offset: offset, data: Array(file[offset..<end]),
+                                               length: offset == 0 ? file.count : nil)
+            let answer: CBOR
+            do {
+                answer = try await connection.request(.write, group: SMPGroup.fileSystem, command: SMPCommandID.file, body: request.body,
+                                                      timeout: timeouts.response, attempts: timeouts.attempts, what: "the file upload at \(offset)")
+            } catch { throw fail(.transfer, error) }
+            requests += 1
+            guard let next = answer["off"]?.int, (0...file.count).contains(next) else {
+                throw TransferError(.protocolViolation, step: .transfer, "the file upload answer's 'off' is missing or outside the file")
+            }
+            if next < end { resent += end - next }
+            offset = next
+            onEvent(.progress(TransferProgress(bytesAcknowledged: offset, totalBytes: file.count, packetsSent: requests,
+                                               packetsResent: 0, packetsLost: 0, elapsed: clock.now - began, window: 1,
+                                               interPacketDelay: .zero)))
+        } while offset < file.count
+        let elapsed = clock.now - began
+        onEvent(.step(.verify))
+        try await verifyFile(path, expected: SHA256Digest.hash(file), length: file.count, connection: connection)
+        await connection.close()
+        var report = makeReport(UploadResult(bytes: file.count, elapsed: elapsed, requests: requests, resentBytes: resent,
+                                             reconnects: 0, window: 1, chunkSize: chunk),
+                                image: file, before: nil, after: nil, started: started, stepSeconds: [:], parameters: parameters)
+        report.operation = "push"
+        return report
+    }
+
+    /// Reads `name` from the device, checking its SHA-256 when the device can compute it.
+    public func pull(name: String) async throws(TransferError) -> ([UInt8], UpdateReport) {
+        let started = clock.now
+        let path = Self.devicePath(name)
+        onEvent(.step(.connect))
+        let connection = try await connect(.initial, step: .connect)
+        let parameters: MCUmgrParameters
+        do { parameters = try await connection.parameters(timeout: timeouts.response) } catch { throw fail(.connect, error) }
+        onEvent(.step(.transfer))
+        let began = clock.now
+        var file: [UInt8] = []
+        var total: Int?
+        var requests = 0
+        repeat {
+            let answer: CBOR
+            do {
+                answer = try await connection.request(.read, group: SMPGroup.fileSystem, command: SMPCommandID.file,
+                                                      body: .textMap(["name": .text(path), "off": CBOR(file.count)]),
+                                                      timeout: timeouts.response, attempts: timeouts.attempts,
+                                                      what: "the file download at \(file.count)")
+            } catch { throw fail(.transfer, error) }
+            requests += 1
+            if total == nil {
+                guard let length = answer["len"]?.int, length >= 0 else {
+                    throw TransferError(.protocolViolation, step: .transfer, "the first download answer lacks the file's 'len'")
+                }
+                total = length
+            }
+            guard answer["off"]?.int == file.count, let data = answer["data"]?.byteString,
+                  file.count + data.count <= total!, !(data.isEmpty && file.count < total!) else {
+                throw TransferError(.protocolViolation, step: .transfer, "the download answer does not continue at offset \(file.count)")
+            }
+            file += data
+            onEvent(.progress(TransferProgress(bytesAcknowledged: file.count, totalBytes: total!, packetsSent: requests,
+                                               packetsResent: 0, packetsLost: 0, elapsed: clock.now - began, window: 1,
+                                               interPacketDelay: .zero)))
+        } while file.count < total!
+        let elapsed = clock.now - began
+        onEvent(.step(.verify))
+        try await verifyFile(path, expected: SHA256Digest.hash(file), length: file.count, connection: connection)
+        await connection.close()
+        var report = makeReport(UploadResult(bytes: file.count, elapsed: elapsed, requests: requests, resentBytes: 0,
+                                             reconnects: 0, window: 1, chunkSize: parameters.bufferSize),
+                                image: file, before: nil, after: nil, started: started, stepSeconds: [:], parameters: parameters)
+        report.operation = "pull"
+        return (file, report)
+    }
+
+    /// The file group's hash command (command 2, SHA-256) against what was sent or received.
+    func verifyFile(_ path: String, expected: [UInt8], length: Int, connection: SMPConnection) async throws(TransferError) {
+        let answer: CBOR
+        do {
+            answer = try await connection.request(.read, group: SMPGroup.fileSystem, command: 2,
+                                                  body: .textMap(["name": .text(path), "type": .text("sha256")]),
+                                                  timeout: timeouts.verify, attempts: timeouts.attempts, what: "the file hash request")
+        } catch .device(let error) where error.group == nil && error.rc == 8 {
+            onEvent(.note("the device cannot hash files (not supported); the transfer's sizes matched"))
+            return
+        } catch {
+            throw fail(.verify, error)
+        }
+        guard answer["output"]?.byteString == expected, answer["len"]?.int == length else {
+            throw TransferError(.verificationFailed, step: .verify, "the device's SHA-256 of \(path) differs from the host's: the copy is damaged")
+        }
+    }
+}
