@@ -279,11 +279,13 @@ public final class GATTPeripheralLink: Link {
         -> (rxHandle: UInt16, txHandle: UInt16, makeLink: @Sendable (ATTBearer) async -> GATTPeripheralLink)
     {
         let inbox = Mailbox<[UInt8]>()
-        let handles = server.addService(service, characteristics: [
-            CharacteristicDefinition(uuid: rx, properties: [.write, .writeWithoutResponse]) { inbox.put($0) },
-            CharacteristicDefinition(uuid: tx, properties: [.notify]),
-        ])
-        let txHandle = handles[1]
+        // One UUID for both directions (MCUmgr's SMP characteristic): one characteristic, written and notifying.
+        let definitions = rx == tx
+            ? [CharacteristicDefinition(uuid: rx, properties: [.write, .writeWithoutResponse, .notify]) { inbox.put($0) }]
+            : [CharacteristicDefinition(uuid: rx, properties: [.write, .writeWithoutResponse]) { inbox.put($0) },
+               CharacteristicDefinition(uuid: tx, properties: [.notify])]
+        let handles = server.addService(service, characteristics: definitions)
+        let txHandle = handles[handles.count - 1]
         return (handles[0], txHandle, { bearer in
             GATTPeripheralLink(server: server, bearer: bearer, txHandle: txHandle, inbox: inbox)
         })

@@ -5,6 +5,7 @@ import BleotaCodec
 import BleotaEngine
 import BleotaLink
 import BleotaProtocols
+import BleotaSimulator
 import Foundation
 import Logging
 import Synchronization
@@ -13,11 +14,11 @@ import Synchronization
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Act as a device: serve bleota's native protocol from a Bluetooth adapter in the peripheral role.",
+        abstract: "Act as a device: serve bleota's native protocol and MCUmgr/SMP from a Bluetooth adapter in the peripheral role.",
         discussion: """
             Listens on the LE ATT channel of the adapter with a GATT server that offers the Generic \
-            Access service and the bleota OTA service (RX write, TX notify), behind which runs the same \
-            device half the simulator uses. The adapter must be connectable and advertising \
+            Access service, the bleota OTA service (RX write, TX notify) and MCUmgr's SMP service, behind \
+            which run the same device halves the simulator uses (the SMP one an MCUboot device). The adapter must be connectable and advertising \
             (e.g. `btmgmt -i hci1 connectable on; btmgmt -i hci1 advertising on`). Runs until interrupted, \
             or for --duration seconds.
             """
@@ -52,6 +53,8 @@ struct ServeCommand: AsyncParsableCommand {
         let storage = DeviceStorage(activeImage: Array("served image".utf8), activeVersion: version, slotSize: slot)
         storage.withState { $0.files["hello.txt"] = SimulatedSession.welcomeFile }
         let device = NativeDevice(name: "bleota-serve", storage: storage, bufferCount: 32, maximumPacket: 514)
+        let smpStorage = SMPDeviceStorage(primary: SimulatedSMPDevice.factoryImage(version: SimulatedSession.mcubootVersion(version)))
+        let smpDevice = SMPDevice(name: "bleota-serve", storage: smpStorage)
         var channel: L2CAPListener?
         if let psm {
             do {
@@ -75,7 +78,7 @@ struct ServeCommand: AsyncParsableCommand {
             while !Task.isCancelled {
                 guard let socket = try? await listener.accept() else { return }
                 Terminal.standardOutput.writeLine("ATT connection from \(socket.peer.address)")
-                await Self.serve(socket: socket, device: device, clock: clock, fault: fault, logger: logger)
+                await Self.serve(socket: socket, device: device, smpDevice: smpDevice, clock: clock, fault: fault, logger: logger)
                 Terminal.standardOutput.writeLine("\(socket.peer.address) disconnected; device runs \(storage.snapshot.activeVersion)")
             }
         }
@@ -106,7 +109,8 @@ struct ServeCommand: AsyncParsableCommand {
     }
 
     /// One client: a GATT server on the ATT bearer and the native device behind it.
-    static func serve(socket: L2CAPSocket, device: NativeDevice, clock: any BleotaClock, fault: FaultBudget, logger: Logger) async {
+    static func serve(socket: L2CAPSocket, device: NativeDevice, smpDevice: SMPDevice, clock: any BleotaClock, fault: FaultBudget,
+                      logger: Logger) async {
         let bearer = ATTBearer(link: L2CAPLink(socket: socket, maximumPayload: 517, description: "att"), clock: clock)
         let server = GATTServer()
         server.addService(.bit16(0x1800), characteristics: [
@@ -114,8 +118,17 @@ struct ServeCommand: AsyncParsableCommand {
         ])
         let service = GATTPeripheralLink.addPacketService(to: server, service: NativeGATTService.service,
                                                           rx: NativeGATTService.rx, tx: NativeGATTService.tx)
+        let smpUUID = BluetoothUUID(SMPTransport.characteristicUUID)!
+        let smpService = GATTPeripheralLink.addPacketService(to: server, service: BluetoothUUID(SMPTransport.serviceUUID)!,
+                                                             rx: smpUUID, tx: smpUUID)
         await bearer.setServer(server)
         let link = FaultyLink(await service.makeLink(bearer), fault: fault)
+        let smpLink = await smpService.makeLink(bearer)
+        let smpEnvironment = SMPDeviceEnvironment(clock: clock) {
+            let outcome = smpDevice.storage.boot()
+            logger.notice("SMP reset: \(outcome)")
+            await smpLink.close()
+        }
         let environment = NativeDeviceEnvironment(clock: clock) { _ in
             // A served device "reboots" by dropping the link and starting afresh.
             await link.close()
@@ -127,6 +140,7 @@ struct ServeCommand: AsyncParsableCommand {
                 await link.close()
             }
             group.addTask { await device.serve(link, environment: environment) }
+            group.addTask { await smpDevice.serve(smpLink, environment: smpEnvironment) }
         }
     }
 }
