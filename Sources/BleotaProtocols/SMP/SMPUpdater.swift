@@ -98,17 +98,20 @@ public struct SMPUpdater: Sendable {
                                   window: 0, chunkSize: 0)
         var highestSent = 0
         var restarts = 0
+        // Set once packets go missing; see uploadOnce.
+        var oneAtATime = false
         while true {
             do {
                 try await uploadOnce(image, sha: sha, upgrade: upgrade, connection: connection, parameters: parameters,
-                                     began: began, result: &result, highestSent: &highestSent)
+                                     began: began, result: &result, highestSent: &highestSent, oneAtATime: &oneAtATime)
                 result.elapsed = clock.now - began
                 return (result, connection)
             } catch .device(let error) where error.group == SMPGroup.image && error.rc == 24 && error.reason != nil && restarts < 2 {
                 // The device's hash of what arrived differs (a fragment was lost inside a request):
                 // it dropped the upload; send it again.
                 restarts += 1
-                onEvent(.note("the device's SHA-256 of the upload did not match; uploading again"))
+                oneAtATime = true
+                onEvent(.note("the device's SHA-256 of the upload did not match; uploading again, one request at a time"))
             } catch .linkLost(let error) {
                 guard result.reconnects < timeouts.attempts else {
                     throw TransferError(.linkLost, step: .transfer, "the link dropped \(result.reconnects + 1) times during the upload: \(error)")
@@ -123,10 +126,28 @@ public struct SMPUpdater: Sendable {
         }
     }
 
+    /// One pass of the upload on one connection.
+    ///
+    /// SMP carries no checksum per request, so a write lost inside a request
+    /// that has another right behind it lets the device glue the next
+    /// request's first packet into the gap and store wrong bytes at the right
+    /// offset; only the SHA-256 at the end shows it. With one request in
+    /// flight a lost write merely leaves a request unfinished, which the
+    /// device drops after a pause. So the pipeline runs while the link is
+    /// clean, and at the first sign of loss (a timeout, an answer to no
+    /// request, "invalid argument") the upload drops to one request at a time.
     private func uploadOnce(_ image: [UInt8], sha: [UInt8], upgrade: Bool, connection: SMPConnection, parameters: MCUmgrParameters,
-                            began: Duration, result: inout UploadResult, highestSent: inout Int) async throws(SMPClientError) {
-        let (window, chunk) = uploadShape(parameters, link: connection.link, total: image.count)
-        result.window = window
+                            began: Duration, result: inout UploadResult, highestSent: inout Int,
+                            oneAtATime: inout Bool) async throws(SMPClientError) {
+        let (fullWindow, chunk) = uploadShape(parameters, link: connection.link, total: image.count)
+        var window = oneAtATime ? 1 : fullWindow
+        func slowDown() {
+            guard window > 1 else { return }
+            window = 1
+            oneAtATime = true
+            onEvent(.note("packets are being lost: sending one upload request at a time (SMP cannot tell a damaged request otherwise)"))
+        }
+        result.window = fullWindow
         result.chunkSize = chunk
         // The first request announces the image; the device answers with where it stands (0, or a resume point).
         let firstOverhead = SMPUploadRequest.overhead(dataSize: chunk, maximumOffset: image.count, first: true)
@@ -148,6 +169,16 @@ public struct SMPUpdater: Sendable {
         var inFlight: [InFlight] = []
         var next = confirmed
         var timeoutsInARow = 0
+        var strays = 0
+        // Answers normally come within a few round trips; waiting the full response timeout
+        // after a lost write would make a lossy upload crawl. Never below 600 ms, which
+        // leaves the device time to drop a half-received request (it does after 250 ms).
+        var roundTrip: Duration?
+        var sentAt: [UInt8: Duration] = [:]
+        func answerTimeout() -> Duration {
+            guard let roundTrip else { return timeouts.response }
+            return min(timeouts.response, max(.milliseconds(600), roundTrip * 3))
+        }
         while confirmed < image.count {
             while inFlight.count < window, next < image.count {
                 let end = min(image.count, next + chunk)
@@ -157,26 +188,40 @@ public struct SMPUpdater: Sendable {
                 if next < highestSent { result.resentBytes += min(end, highestSent) - next }
                 highestSent = max(highestSent, end)
                 inFlight.append(InFlight(sequence: number, end: end))
+                sentAt[number] = clock.now
                 next = end
             }
-            guard let response = try await connection.nextResponse(timeout: timeouts.response) else {
+            guard let response = try await connection.nextResponse(timeout: answerTimeout()) else {
                 // A request or its answer was lost: start again from what the device confirmed.
                 timeoutsInARow += 1
-                guard timeoutsInARow <= timeouts.attempts else { throw .timeout("the upload at offset \(confirmed)") }
+                guard timeoutsInARow <= timeouts.attempts * 2 else { throw .timeout("the upload at offset \(confirmed)") }
+                slowDown()
                 connection.resetReassembly()
                 inFlight.removeAll()
                 next = confirmed
                 continue
             }
             guard let index = inFlight.firstIndex(where: { $0.sequence == response.header.sequence }) else {
-                if connection.wasSent(response.header.sequence) { continue } // answer to a request given up on
-                throw .sequence("the device answered sequence \(response.header.sequence), which no upload request in flight has")
+                // An answer to a request given up on, or to a request the device pieced together
+                // from fragments of two (its sequence number is whatever byte landed there).
+                strays += 1
+                guard strays <= 64 else {
+                    throw .sequence("the device keeps answering sequence numbers no upload request has (last \(response.header.sequence))")
+                }
+                if !connection.wasSent(response.header.sequence) { slowDown() }
+                continue
+            }
+            if let sent = sentAt.removeValue(forKey: response.header.sequence) {
+                // Send to answer, queueing behind earlier requests included: what the next one will see.
+                let sample = clock.now - sent
+                roundTrip = roundTrip.map { ($0 * 7 + sample) / 8 } ?? sample
             }
             if let error = SMPDeviceError(response: response.body) {
                 // "Invalid argument" to a chunk is a request the device got damaged (a fragment
                 // lost on the way): resend from its offset. Anything else is the device's verdict.
-                guard error.group == nil, error.rc == 3, timeoutsInARow < timeouts.attempts else { throw .device(error) }
+                guard error.group == nil, error.rc == 3, timeoutsInARow < timeouts.attempts * 2 else { throw .device(error) }
                 timeoutsInARow += 1
+                slowDown()
                 inFlight.removeAll()
                 next = confirmed
                 continue
