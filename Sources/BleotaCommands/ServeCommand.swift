@@ -137,7 +137,9 @@ struct ServeCommand: AsyncParsableCommand {
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 await bearer.run()
+                // The connection is gone: both devices stop waiting for packets.
                 await link.close()
+                await smpLink.close()
             }
             group.addTask { await device.serve(link, environment: environment) }
             group.addTask { await smpDevice.serve(smpLink, environment: smpEnvironment) }

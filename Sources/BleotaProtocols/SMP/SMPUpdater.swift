@@ -141,7 +141,12 @@ public struct SMPUpdater: Sendable {
                             oneAtATime: inout Bool) async throws(SMPClientError) {
         let (fullWindow, chunk) = uploadShape(parameters, link: connection.link, total: image.count)
         var window = oneAtATime ? 1 : fullWindow
+        // Data per request; halved on each loss once the window is 1 (a long request on a short
+        // MTU spans so many writes that it seldom arrives whole), never below one link packet's worth.
+        var chunkLimit = oneAtATime ? max(1, chunk / 2) : chunk
+        let smallestChunk = max(16, min(chunk, connection.link.parameters.maximumPayload - 24))
         func slowDown() {
+            if window == 1 { chunkLimit = max(smallestChunk, chunkLimit / 2) }
             guard window > 1 else { return }
             window = 1
             oneAtATime = true
@@ -152,10 +157,28 @@ public struct SMPUpdater: Sendable {
         // The first request announces the image; the device answers with where it stands (0, or a resume point).
         let firstOverhead = SMPUploadRequest.overhead(dataSize: chunk, maximumOffset: image.count, first: true)
             - SMPUploadRequest.overhead(dataSize: chunk, maximumOffset: image.count, first: false)
-        let firstChunk = min(image.count, max(1, chunk - firstOverhead))
-        let first = SMPUploadRequest(offset: 0, data: Array(image[0..<firstChunk]), length: image.count, sha: sha, upgrade: upgrade)
-        let answer = try await connection.request(.write, group: SMPGroup.image, command: SMPCommandID.imageUpload, body: first.body,
-                                                  timeout: timeouts.verify, attempts: timeouts.attempts, what: "the first upload request")
+        // On a link that loses writes a big request rarely arrives whole: each failed try halves
+        // the data it carries (not below 32 bytes, which Zephyr wants to see the image header).
+        var firstChunk = min(image.count, max(1, chunk - firstOverhead, oneAtATime ? 32 : 1))
+        var answer: CBOR?
+        for attempt in 0..<(timeouts.attempts * 2) {
+            if attempt > 0 {
+                firstChunk = max(min(32, image.count), firstChunk / 2)
+                slowDown()
+            }
+            let first = SMPUploadRequest(offset: 0, data: Array(image[0..<firstChunk]), length: image.count, sha: sha, upgrade: upgrade)
+            do {
+                answer = try await connection.request(.write, group: SMPGroup.image, command: SMPCommandID.imageUpload, body: first.body,
+                                                      timeout: attempt == 0 ? timeouts.verify : timeouts.response, attempts: 1,
+                                                      what: "the first upload request")
+                break
+            } catch .timeout {
+                continue
+            } catch .device(let error) where error.group == nil && error.rc == 3 {
+                continue // a damaged request: smaller, again
+            }
+        }
+        guard let answer else { throw .timeout("the first upload request after \(timeouts.attempts * 2) tries") }
         result.requests += 1
         if highestSent > 0 { result.resentBytes += firstChunk }
         highestSent = max(highestSent, firstChunk)
@@ -181,7 +204,7 @@ public struct SMPUpdater: Sendable {
         }
         while confirmed < image.count {
             while inFlight.count < window, next < image.count {
-                let end = min(image.count, next + chunk)
+                let end = min(image.count, next + chunkLimit)
                 let request = SMPUploadRequest(offset: next, data: Array(image[next..<end]))
                 let number = try await connection.send(.write, group: SMPGroup.image, command: SMPCommandID.imageUpload, body: request.body)
                 result.requests += 1
