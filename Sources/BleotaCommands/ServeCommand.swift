@@ -78,8 +78,11 @@ struct ServeCommand: AsyncParsableCommand {
             while !Task.isCancelled {
                 guard let socket = try? await listener.accept() else { return }
                 Terminal.standardOutput.writeLine("ATT connection from \(socket.peer.address)")
-                await Self.serve(socket: socket, device: device, smpDevice: smpDevice, clock: clock, fault: fault, logger: logger)
-                Terminal.standardOutput.writeLine("\(socket.peer.address) disconnected; device runs \(storage.snapshot.activeVersion)")
+                // Each connection on its own task: one still winding down never delays the next.
+                Task {
+                    await Self.serve(socket: socket, device: device, smpDevice: smpDevice, clock: clock, fault: fault, logger: logger)
+                    Terminal.standardOutput.writeLine("\(socket.peer.address) disconnected; device runs \(storage.snapshot.activeVersion)")
+                }
             }
         }
         let creditServing = Task { [channel] in
