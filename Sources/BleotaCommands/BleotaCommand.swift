@@ -24,7 +24,7 @@ public struct BleotaCommand: AsyncParsableCommand {
             6 link lost or device not found, 7 Bluetooth unavailable on this machine.
             """,
         version: version,
-        subcommands: [FlashCommand.self, PushCommand.self, PullCommand.self, ImageCommand.self, EchoCommand.self, ResetCommand.self,
+        subcommands: [FlashCommand.self, PushCommand.self, PullCommand.self, TuneCommand.self, ImageCommand.self, EchoCommand.self, ResetCommand.self,
                       SimCommand.self, ServeCommand.self, GattCommand.self, ScanCommand.self]
     )
 

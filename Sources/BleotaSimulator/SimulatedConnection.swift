@@ -49,6 +49,8 @@ public final class SimulatedConnection: Sendable {
         /// Packets waiting in the device's receive queue, and whether one is being processed.
         var deviceQueued = 0
         var deviceProcessing = false
+        /// CPU time the device owes for packets it had to drop (see deliverToDevice).
+        var dropDebt = Duration.zero
         var closed = false
         var reason = ""
         var statistics = LinkStatistics()
@@ -269,6 +271,9 @@ public final class SimulatedConnection: Sendable {
             let occupied = state.deviceQueued + (state.deviceProcessing ? 1 : 0)
             guard occupied < model.deviceBuffer else {
                 state.statistics.droppedByDeviceBuffer += 1
+                // The device's stack still takes the packet off the controller and runs it up to the
+                // full queue before dropping it: that costs a packet's processing, stalling the drain.
+                state.dropDebt += model.deviceProcessingPerPacket
                 return false
             }
             state.deviceQueued += 1
@@ -348,6 +353,11 @@ public final class SimulatedConnection: Sendable {
         /// Taking the next packet frees the slot of the one just processed.
         public func receive() async throws(LinkError) -> [UInt8] {
             guard let connection else { throw .disconnected("connection gone") }
+            let debt = connection.state.withLock { state -> Duration in
+                defer { state.dropDebt = .zero }
+                return state.dropDebt
+            }
+            if debt > .zero { try? await connection.world.clock.sleep(for: debt) }
             connection.state.withLock { $0.deviceProcessing = false }
             let packet = try await connection.take(from: connection.deviceInbox)
             connection.state.withLock { state in

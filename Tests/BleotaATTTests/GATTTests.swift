@@ -156,3 +156,34 @@ struct FixedConnector: DeviceConnector {
     var description: String { "fixed" }
     func connect(for purpose: ConnectPurpose, timeout: Duration) async throws(LinkError) -> any Link { link }
 }
+
+@Suite struct GATTServedServicesTests {
+    /// What `bleota serve` offers: GAP, the bleota service and MCUmgr's one-characteristic SMP service.
+    static func served(_ server: GATTServer) {
+        server.addService(.bit16(0x1800), characteristics: [
+            CharacteristicDefinition(uuid: .deviceName, properties: [.read], value: Array("bleota-serve".utf8)),
+        ])
+        _ = GATTPeripheralLink.addPacketService(to: server, service: otaService, rx: otaRX, tx: otaTX)
+        let smp = BluetoothUUID("DA2E7828-FBCE-4E01-AE9E-261174997C48")!
+        _ = GATTPeripheralLink.addPacketService(to: server, service: BluetoothUUID("8D53DC1D-1DB7-4CD3-868B-8A527460AA84")!, rx: smp, tx: smp)
+    }
+
+    @Test func primaryDiscoveryAtTheDefaultMTUWalksEveryServiceOnce() async throws {
+        // No MTU exchange (as gatttool --primary): 23 bytes, one 128-bit service per response.
+        let services = try await withGATT(mtu: 23, setup: Self.served) { client, _, _ in
+            try await client.discoverPrimaryServices()
+        }
+        #expect(services.map(\.start) == [1, 4, 10])
+        #expect(services.map(\.end) == [3, 9, 13])
+        #expect(services.last?.uuid == BluetoothUUID("8D53DC1D-1DB7-4CD3-868B-8A527460AA84")!)
+    }
+
+    @Test func theSMPCharacteristicIsWrittenAndNotifiesOnOneHandle() async throws {
+        let characteristics = try await withGATT(setup: Self.served) { client, _, _ in
+            let services = try await client.discoverPrimaryServices()
+            return try await client.discoverCharacteristics(try #require(services.last))
+        }
+        #expect(characteristics.count == 1)
+        #expect(characteristics.first?.properties == [.write, .writeWithoutResponse, .notify])
+    }
+}

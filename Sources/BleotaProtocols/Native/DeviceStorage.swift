@@ -14,6 +14,8 @@ public final class DeviceStorage: Sendable {
         public var start: NativeMessage.Start
         public var bytes: [UInt8]
         public var held: RangeSet
+        /// Pages a test transfer has "erased": it is paced like a firmware write but writes nothing.
+        public var testPages: Set<Int> = []
         /// Set only by a successful verify of exactly these bytes; cleared by any write.
         public var verified = false
     }

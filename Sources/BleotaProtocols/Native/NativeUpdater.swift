@@ -99,6 +99,36 @@ public struct NativeUpdater: Sendable {
         }
     }
 
+    // MARK: - Test transfers
+
+    /// Sends `bytes` as a test transfer (target 2): the device checks every
+    /// packet and the whole stream's hash, then discards it. Firmware and files
+    /// are untouched, so `bleota tune` can try settings on a device in use.
+    public func testTransfer(_ bytes: [UInt8]) async throws(TransferError) -> UpdateReport {
+        try tuning.validate()
+        var session = Session(updater: self)
+        session.enter(.connect)
+        let (connected, hello) = try await session.connect(.initial, step: .connect)
+        var link: (any Link)? = connected
+        do throws(TransferError) {
+            guard hello.capabilities.contains(.testTransfer) else {
+                throw TransferError(.deviceRefused, step: .connect, "\(connector.description) does not accept test transfers, so it cannot be tuned without changing its firmware")
+            }
+            session.enter(.transfer)
+            let result = try await session.transfer(stream: bytes, target: .test, label: "tune", link: &link)
+            session.enter(.verify)
+            let verdict = try await session.verify(on: link!)
+            guard verdict.ok else {
+                throw TransferError(.verificationFailed, step: .verify, "the device could not verify the test transfer (\(verdict.detail))")
+            }
+            await link?.close()
+            return session.report(operation: "test", bytes: bytes.count, transfer: result)
+        } catch {
+            await link?.close()
+            throw error
+        }
+    }
+
     // MARK: - Files
 
     /// Stores `file` on the device under `name`; it is kept only if it verifies.

@@ -1,0 +1,300 @@
+import ArgumentParser
+import BleotaCodec
+import BleotaEngine
+import BleotaLink
+import BleotaProtocols
+import BleotaSimulator
+import Foundation
+import Logging
+
+/// `bleota tune`: find the packet size, window and delay that suit a device.
+struct TuneCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "tune",
+        abstract: "Find the packet size, window and inter-packet delay that suit a device, by measuring them.",
+        discussion: """
+            Runs short test transfers (the device checks and discards them: its firmware and files are not touched), \
+            searching from the default setting for the best goodput among settings that lose under 1 % of packets. \
+            --grid measures every setting instead. The choice is saved for the device in \
+            $XDG_CONFIG_HOME/bleota/tuning.json (~/.config/bleota/…), and flash, push and pull use it unless told \
+            --no-saved-tuning or given settings on the command line.
+            """)
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var deviceOptions: DeviceOptions
+    @Flag(name: .long, help: "Measure every setting of the grid, not only the search's path.") var grid = false
+    @Option(name: .long, help: "Bytes per trial transfer.") var trialBytes = 32 * 1024
+    @Option(name: .long, help: "Largest packet to try (default: the link's largest).") var maximumPacket: Int?
+    @Option(name: .long, help: "Write a heatmap of goodput over packet size × delay (loss shown, choice marked) to this SVG file.") var plot: String?
+    @Flag(name: .long, help: "Measure and report, but do not save the choice.") var noSave = false
+
+    func validate() throws {
+        guard (1024...(16 << 20)).contains(trialBytes) else { throw ValidationError("--trial-bytes \(trialBytes) is out of range: use 1024…16777216") }
+        if let maximumPacket, maximumPacket < 16 { throw ValidationError("--maximum-packet must be at least 16") }
+    }
+
+    struct Report: Codable {
+        var device: String
+        var identity: String
+        var mode: String
+        var space: TuningSpace
+        var trials: [TuningTrial]
+        var gridSize: Int
+        var chosen: TuningTrial
+        var reference: TuningTrial?
+        var reasons: [String]
+        var savedTo: String?
+    }
+
+    func run() async throws {
+        let logger = global.makeLogger("bleota.tune")
+        let target = try DeviceTarget(parsing: deviceOptions.device)
+        guard try DeviceProtocol.auto.resolved(for: target) == .native else {
+            throw CommandFailure(.usage, "tune measures with bleota's native test transfers; \(deviceOptions.device) speaks SMP, whose uploads would change the device")
+        }
+        try await tune(target: target, logger: logger)
+    }
+
+    func tune(target: DeviceTarget, logger: Logger) async throws {
+        let timeouts = deviceOptions.timeouts
+        let trialBytes = self.trialBytes
+        let maximumPacket = self.maximumPacket
+        let useGrid = grid
+        let quiet = deviceOptions.quiet || global.json
+        let outcome = try await target.session(logger: logger) { connector, clock in
+            // The link's largest packet, from a default test transfer (also the reference point).
+            let defaults = TransferTuning()
+            var trialTuning = defaults
+            trialTuning.compression = .off
+            trialTuning.maxReconnects = 0
+            let base = trialTuning
+            let seed = SeedCounter()
+            @Sendable func measure(_ point: TuningPoint) async -> TuningTrial {
+                let updater = NativeUpdater(connector: connector, clock: clock, tuning: point.apply(to: base), timeouts: timeouts, logger: logger)
+                let bytes = pseudoRandomBytes(trialBytes, seed: seed.next())
+                do {
+                    let report = try await updater.testTransfer(bytes)
+                    let statistics = report.statistics
+                    let loss = statistics.packetsSent > 0 ? Double(statistics.packetsLost) / Double(statistics.packetsSent) : 0
+                    let trial = TuningTrial(point: point, goodput: report.goodput, loss: loss, packetsSent: statistics.packetsSent,
+                                            packetsResent: statistics.packetsResent)
+                    if !quiet { Terminal.standardError.writeLine(Self.row(trial)) }
+                    return trial
+                } catch {
+                    let trial = TuningTrial(point: point, goodput: 0, loss: 1, packetsSent: 0, packetsResent: 0, failure: error.message)
+                    if !quiet { Terminal.standardError.writeLine(Self.row(trial)) }
+                    return trial
+                }
+            }
+            // The largest packet the link and device take: what a default transfer uses.
+            let probeReport: UpdateReport
+            do {
+                var probeTuning = base
+                probeTuning.packetSize = maximumPacket
+                probeReport = try await NativeUpdater(connector: connector, clock: clock, tuning: probeTuning, timeouts: timeouts,
+                                                      logger: logger).testTransfer(pseudoRandomBytes(4096, seed: seed.next()))
+            } catch let error as TransferError {
+                throw CommandFailure(error.exitStatus, "the first test transfer failed: \(error)")
+            }
+            let effectiveLargest = probeReport.packetSize
+            let space = TuningSpace.standard(maximumPacket: effectiveLargest)
+            if !quiet { Terminal.standardError.writeLine(Self.header) }
+            let reference = await measure(TuningPoint(packetSize: effectiveLargest, window: defaults.window, delay: defaults.interPacketDelay))
+            let start = reference.point
+            let trials: [TuningTrial]
+            if useGrid {
+                trials = await TuningSearch.grid(space, measure: measure)
+            } else {
+                trials = await TuningSearch.search(space, from: start) { point in
+                    point == reference.point ? reference : await measure(point)
+                }
+            }
+            return (space, trials, reference)
+        }
+        let (space, trials, reference) = outcome.value
+        guard let (chosen, reasons) = TuningSearch.choose(trials, reference: reference) else {
+            throw CommandFailure(.deviceError, "every trial failed: the device could not take any setting (see the table above)")
+        }
+        let identity = DeviceIdentity(deviceOptions.device)
+        var savedTo: String?
+        if !noSave {
+            do {
+                savedTo = try TuningStore().save(SavedTuning(point: chosen.point, goodput: chosen.goodput, loss: chosen.loss,
+                                                             trials: trials.count, savedAt: Date()), for: identity)
+            } catch {
+                throw CommandFailure(.failure, "cannot save the tuning: \(error.localizedDescription)")
+            }
+        }
+        if let plot {
+            do {
+                try AtomicFile.write(Array(TuningPlot.svg(space: space, trials: trials, chosen: chosen, title: "bleota tune — \(deviceOptions.device)").utf8), to: plot)
+            } catch {
+                throw CommandFailure(.failure, "cannot write \(plot): \(error)")
+            }
+        }
+        let report = Report(device: deviceOptions.device, identity: identity.key, mode: grid ? "grid" : "search", space: space,
+                            trials: trials, gridSize: space.count, chosen: chosen, reference: reference, reasons: reasons, savedTo: savedTo)
+        if global.json {
+            Terminal.standardOutput.writeLine(try JSONOutput.string(report))
+            return
+        }
+        var lines = ["\(trials.count) of \(space.count) settings measured (\(grid ? "full grid" : "search")); chose \(chosen.point):",
+                     String(format: "  %@/s, loss %.1f %%, %d resent", formatBytes(Int(chosen.goodput)), chosen.loss * 100, chosen.packetsResent)]
+        lines += reasons.map { "  - " + $0 }
+        if let savedTo { lines.append("saved for \(identity.key) in \(savedTo); flash, push and pull will use it") }
+        if let plot { lines.append("heatmap written to \(plot)") }
+        Terminal.standardOutput.writeLine(lines.joined(separator: "\n"))
+    }
+
+    static let header = "packet  window  delay ms   goodput/s   loss %  resent"
+    static func row(_ trial: TuningTrial) -> String {
+        if let failure = trial.failure {
+            return String(format: "%6d  %6d  %8.1f   failed: %@", trial.point.packetSize, trial.point.window,
+                          Double(trial.point.delayMicroseconds) / 1000, failure)
+        }
+        return String(format: "%6d  %6d  %8.1f  %10@  %7.1f  %6d", trial.point.packetSize, trial.point.window,
+                      Double(trial.point.delayMicroseconds) / 1000, formatBytes(Int(trial.goodput)), trial.loss * 100, trial.packetsResent)
+    }
+}
+
+/// Seeds for the trials' payloads: a different stream each time, so no trial resumes another.
+final class SeedCounter: @unchecked Sendable {
+    private var value: UInt64 = 0x7E57
+    private let lock = NSLock()
+    func next() -> UInt64 { lock.lock(); defer { lock.unlock() }; value &+= 1; return value }
+}
+
+func pseudoRandomBytes(_ count: Int, seed: UInt64) -> [UInt8] {
+    var generator = SeededRandom(seed: seed)
+    var bytes = [UInt8](repeating: 0, count: count)
+    var index = 0
+    while index < count {
+        let word = generator.next()
+        for shift in stride(from: 0, to: 64, by: 8) where index < count {
+            bytes[index] = UInt8(truncatingIfNeeded: word >> UInt64(shift))
+            index += 1
+        }
+    }
+    return bytes
+}
+
+/// Which device a saved tuning belongs to: the address without what does not
+/// change the device (a simulator seed, a BLE adapter or security level).
+struct DeviceIdentity: Equatable {
+    var key: String
+
+    init(_ address: String) {
+        guard let query = address.firstIndex(of: "?") else { key = address; return }
+        let base = String(address[..<query])
+        if address.hasPrefix("ble://") { key = base; return }
+        let kept = address[address.index(after: query)...].split(separator: "&").filter { !$0.hasPrefix("seed=") }
+        key = kept.isEmpty ? base : base + "?" + kept.joined(separator: "&")
+    }
+}
+
+/// One device's chosen setting, as saved.
+struct SavedTuning: Codable, Equatable {
+    var point: TuningPoint
+    var goodput: Double
+    var loss: Double
+    var trials: Int
+    var savedAt: Date
+}
+
+/// `$XDG_CONFIG_HOME/bleota/tuning.json` (or `~/.config/…`): saved settings by device identity.
+struct TuningStore {
+    let path: String
+
+    init(environment: [String: String] = ProcessInfo.processInfo.environment) {
+        let base = environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? ((environment["HOME"] ?? NSHomeDirectory()) + "/.config")
+        path = base + "/bleota/tuning.json"
+    }
+
+    struct File: Codable { var devices: [String: SavedTuning] = [:] }
+
+    func load() -> File {
+        guard let data = FileManager.default.contents(atPath: path) else { return File() }
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return (try? decoder.decode(File.self, from: data)) ?? File()
+    }
+
+    func saved(for identity: DeviceIdentity) -> SavedTuning? { load().devices[identity.key] }
+
+    /// Saves atomically; returns the file's path.
+    func save(_ tuning: SavedTuning, for identity: DeviceIdentity) throws -> String {
+        var file = load()
+        file.devices[identity.key] = tuning
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        encoder.dateEncodingStrategy = .iso8601
+        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try AtomicFile.write(Array(try encoder.encode(file)), to: path)
+        return path
+    }
+}
+
+/// The heatmap `tune --plot` draws: packet size down, delay across, colour
+/// by goodput (the best window at that cell), loss and window written in,
+/// untried cells grey, the choice outlined.
+enum TuningPlot {
+    static func svg(space: TuningSpace, trials: [TuningTrial], chosen: TuningTrial, title: String) -> String {
+        let rows = space.packetSizes.reversed() as [Int]
+        let columns = space.delaysMicroseconds
+        let cellWidth = 104, cellHeight = 58, left = 90, top = 70
+        let width = left + columns.count * cellWidth + 30, height = top + rows.count * cellHeight + 90
+        var best: [String: TuningTrial] = [:]
+        for trial in trials where trial.failure == nil {
+            let key = "\(trial.point.packetSize)/\(trial.point.delayMicroseconds)"
+            if best[key].map({ trial.score > $0.score }) ?? true { best[key] = trial }
+        }
+        let top1 = max(1, best.values.map(\.goodput).max() ?? 1)
+        func escape(_ text: String) -> String {
+            text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
+        }
+        func colour(_ fraction: Double) -> String {
+            // Red (poor) through yellow to green (best).
+            let f = min(1, max(0, fraction))
+            let red = f < 0.5 ? 220 : Int(220 - (f - 0.5) * 2 * 170)
+            let green = f < 0.5 ? Int(60 + f * 2 * 140) : 200
+            return "rgb(\(red),\(green),70)"
+        }
+        var svg = """
+            <svg xmlns="http://www.w3.org/2000/svg" width="\(width)" height="\(height)" font-family="sans-serif" font-size="12">
+            <rect width="100%" height="100%" fill="white"/>
+            <text x="\(left)" y="24" font-size="16" font-weight="bold">\(escape(title))</text>
+            <text x="\(left)" y="44">goodput per setting (best window shown); red cells lost ≥ 1 % of packets; outlined: the choice</text>
+
+            """
+        for (index, delay) in columns.enumerated() {
+            svg += "<text x=\"\(left + index * cellWidth + cellWidth / 2)\" y=\"\(top - 8)\" text-anchor=\"middle\">\(Double(delay) / 1000) ms</text>\n"
+        }
+        svg += "<text x=\"\(left + columns.count * cellWidth / 2)\" y=\"\(top + rows.count * cellHeight + 24)\" text-anchor=\"middle\">inter-packet delay</text>\n"
+        svg += "<text x=\"20\" y=\"\(top + rows.count * cellHeight / 2)\" transform=\"rotate(-90 20 \(top + rows.count * cellHeight / 2))\" text-anchor=\"middle\">packet size (bytes)</text>\n"
+        for (row, size) in rows.enumerated() {
+            let y = top + row * cellHeight
+            svg += "<text x=\"\(left - 8)\" y=\"\(y + cellHeight / 2 + 4)\" text-anchor=\"end\">\(size)</text>\n"
+            for (column, delay) in columns.enumerated() {
+                let x = left + column * cellWidth
+                guard let trial = best["\(size)/\(delay)"] else {
+                    svg += "<rect x=\"\(x)\" y=\"\(y)\" width=\"\(cellWidth - 2)\" height=\"\(cellHeight - 2)\" fill=\"#eeeeee\"/>"
+                    svg += "<text x=\"\(x + cellWidth / 2)\" y=\"\(y + cellHeight / 2 + 4)\" text-anchor=\"middle\" fill=\"#999999\">not tried</text>\n"
+                    continue
+                }
+                let lossy = trial.loss >= TuningSearch.acceptableLoss
+                let fill = lossy ? "rgb(235,140,140)" : colour(trial.goodput / top1)
+                svg += "<rect x=\"\(x)\" y=\"\(y)\" width=\"\(cellWidth - 2)\" height=\"\(cellHeight - 2)\" fill=\"\(fill)\"/>"
+                svg += "<text x=\"\(x + cellWidth / 2)\" y=\"\(y + 20)\" text-anchor=\"middle\" font-weight=\"bold\">\(escape(formatBytes(Int(trial.goodput))))/s</text>"
+                svg += "<text x=\"\(x + cellWidth / 2)\" y=\"\(y + 36)\" text-anchor=\"middle\">\(String(format: "loss %.1f %%", trial.loss * 100))</text>"
+                svg += "<text x=\"\(x + cellWidth / 2)\" y=\"\(y + 50)\" text-anchor=\"middle\" fill=\"#333333\">window \(trial.point.window)</text>\n"
+            }
+        }
+        if let row = rows.firstIndex(of: chosen.point.packetSize), let column = columns.firstIndex(of: chosen.point.delayMicroseconds) {
+            svg += "<rect x=\"\(left + column * cellWidth - 2)\" y=\"\(top + row * cellHeight - 2)\" width=\"\(cellWidth + 2)\" height=\"\(cellHeight + 2)\" fill=\"none\" stroke=\"black\" stroke-width=\"4\"/>\n"
+        }
+        svg += "<text x=\"\(left)\" y=\"\(top + rows.count * cellHeight + 50)\">chosen: \(escape(chosen.point.description)) — \(escape(formatBytes(Int(chosen.goodput))))/s, \(String(format: "%.1f", chosen.loss * 100)) % loss; \(trials.count) trials of \(space.count)</text>\n"
+        svg += "</svg>\n"
+        return svg
+    }
+}
