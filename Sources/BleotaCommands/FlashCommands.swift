@@ -145,7 +145,8 @@ func withNativeUpdater<T: Sendable>(global: GlobalOptions, device: DeviceOptions
                                     _ operation: @escaping @Sendable (NativeUpdater) async throws -> T) async throws -> SessionOutcome<T> {
     let target = try DeviceTarget(parsing: device.device)
     let reporter = ProgressReporter.automatic(json: global.json, quiet: device.quiet)
-    let tuning = tuning.tuning()
+    let (tuning, source) = effectiveTuning(tuning, device: device.device)
+    if let source, !global.json, !device.quiet { Terminal.standardError.writeLine(source) }
     let timeouts = device.timeouts
     let outcome = try await target.session(logger: logger) { connector, clock in
         try await operation(NativeUpdater(connector: connector, clock: clock, tuning: tuning, timeouts: timeouts, logger: logger) {
@@ -154,6 +155,20 @@ func withNativeUpdater<T: Sendable>(global: GlobalOptions, device: DeviceOptions
     }
     reporter.finish()
     return outcome
+}
+
+/// The tuning a transfer uses: the command line's options over the setting
+/// `bleota tune` saved for this device (unless --no-saved-tuning), over the
+/// defaults. The second value says where the setting came from, for the user.
+func effectiveTuning(_ options: TuningOptions, device: String,
+                     store: TuningStore = TuningStore()) -> (TransferTuning, String?) {
+    guard !options.noSavedTuning, let saved = store.saved(for: DeviceIdentity(device)) else {
+        return (options.tuning(), nil)
+    }
+    let base = saved.point.apply(to: TransferTuning())
+    let overridden = options.setsTuning ? " (options given on the command line take precedence)" : ""
+    return (options.tuning(base: base),
+            "using the tuning saved for this device: \(saved.point)\(overridden); --no-saved-tuning ignores it (\(store.path))")
 }
 
 struct PulledFile: Sendable {

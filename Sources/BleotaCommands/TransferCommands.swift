@@ -31,6 +31,12 @@ struct TuningOptions: ParsableArguments {
     @Option(name: .long, help: "Deflate the stream: auto (when the device supports it and it helps), on, off.")
     var compression: TransferTuning.Compression?
 
+    @Flag(name: .long, help: "Ignore the setting `bleota tune` saved for this device.")
+    var noSavedTuning = false
+
+    /// True when the command line sets any of what a saved tuning would.
+    var setsTuning: Bool { packetSize != nil || window != nil || delay != nil }
+
     func validate() throws {
         if let window, !(1...TransferTuning.maximumWindow).contains(window) {
             throw ValidationError("--window \(window) is out of range: use 1…\(TransferTuning.maximumWindow)")

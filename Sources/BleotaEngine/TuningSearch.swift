@@ -119,6 +119,19 @@ public struct TuningSpace: Sendable, Codable, Equatable {
         around(packetSizes, point.packetSize) { TuningPoint(packetSize: $0, window: point.window, delay: point.delay) }
         return result
     }
+
+    /// Steps that change window and delay together: pacing trades one for the other, so
+    /// the best settings often lie on a diagonal ridge that single-axis steps cannot climb.
+    func diagonals(of point: TuningPoint) -> [TuningPoint] {
+        guard let w = windows.firstIndex(of: point.window), let d = delaysMicroseconds.firstIndex(of: point.delayMicroseconds) else { return [] }
+        var result: [TuningPoint] = []
+        for (dw, dd) in [(1, 1), (-1, -1), (1, -1), (-1, 1)] {
+            let wi = w + dw, di = d + dd
+            guard windows.indices.contains(wi), delaysMicroseconds.indices.contains(di) else { continue }
+            result.append(TuningPoint(packetSize: point.packetSize, window: windows[wi], delay: .microseconds(delaysMicroseconds[di])))
+        }
+        return result
+    }
 }
 
 public enum TuningSearch {
@@ -127,7 +140,10 @@ public enum TuningSearch {
     /// A move must beat the current score by this fraction.
     public static let minimumGain = 0.02
 
-    /// Coordinate descent from `start`; every measured trial is returned, in order.
+    /// Coordinate descent from `start`, then again from a cautious start (the largest
+    /// packet, the second-smallest window, no delay) when trials remain: slow devices
+    /// often have a second, better mode at small windows that a descent from the
+    /// aggressive default does not reach. Every measured trial is returned, in order.
     public static func search(_ space: TuningSpace, from start: TuningPoint, maximumTrials: Int? = nil,
                               measure: (TuningPoint) async -> TuningTrial) async -> [TuningTrial] {
         var trials: [TuningPoint: TuningTrial] = [:]
@@ -140,21 +156,31 @@ public enum TuningSearch {
             order.append(trial)
             return trial
         }
-        var current = await measured(space.snap(start))
-        while order.count < limit {
-            var best = current
-            for neighbour in space.neighbours(of: current.point) where trials[neighbour] == nil {
-                guard order.count < limit else { break }
-                let trial = await measured(neighbour)
-                if trial.score > best.score { best = trial }
+        func descend(from point: TuningPoint) async {
+            var current = await measured(point)
+            while order.count < limit {
+                var best = current
+                for neighbour in space.neighbours(of: current.point) {
+                    if trials[neighbour] == nil, order.count >= limit { break }
+                    let trial = await measured(neighbour)
+                    if trial.score > best.score { best = trial }
+                }
+                if best.score <= current.score * (1 + minimumGain) {
+                    // Stuck along every axis: try the window × delay diagonals before giving up.
+                    for neighbour in space.diagonals(of: current.point) {
+                        if trials[neighbour] == nil, order.count >= limit { break }
+                        let trial = await measured(neighbour)
+                        if trial.score > best.score { best = trial }
+                    }
+                }
+                guard best.score > current.score * (1 + minimumGain) else { return }
+                current = best
             }
-            // Already-measured neighbours count too (they may have been tried from elsewhere).
-            for neighbour in space.neighbours(of: current.point) {
-                if let known = trials[neighbour], known.score > best.score { best = known }
-            }
-            guard best.score > current.score * (1 + minimumGain) else { break }
-            current = best
         }
+        await descend(from: space.snap(start))
+        let cautious = TuningPoint(packetSize: space.packetSizes.last ?? start.packetSize,
+                                   window: space.windows.count > 1 ? space.windows[1] : space.windows.first ?? start.window, delay: .zero)
+        if order.count < limit, trials[cautious] == nil { await descend(from: cautious) }
         return order
     }
 

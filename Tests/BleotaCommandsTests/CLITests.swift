@@ -18,11 +18,17 @@ struct BleotaProcess {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     }
 
-    static func run(_ arguments: [String], currentDirectory: URL? = nil) throws -> BleotaProcess {
+    static let configHome = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-tests-\(UUID())")
+
+    static func run(_ arguments: [String], currentDirectory: URL? = nil, configHome: URL = BleotaProcess.configHome) throws -> BleotaProcess {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
         process.currentDirectoryURL = currentDirectory ?? repositoryRoot
+        // Saved tunings go to a directory of this test run, never the user's own.
+        var environment = ProcessInfo.processInfo.environment
+        environment["XDG_CONFIG_HOME"] = configHome.path
+        process.environment = environment
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
         process.standardError = err
