@@ -148,6 +148,14 @@ func payloadShare(_ address: String) throws -> Double {
 
 let arguments = CommandLine.arguments
 
+if arguments.contains("--engine-only") {
+    // Just the engine over loopback (for profiling).
+    let stream = pseudoRandom(16 << 20)
+    let seconds = try await sendOverLoopback(stream)
+    print(String(format: "engine over in-memory loopback: %.1f MB/s", Double(stream.count) / seconds / 1e6))
+    exit(0)
+}
+
 if let index = arguments.firstIndex(of: "--memory-probe"), arguments.indices.contains(index + 1) {
     // Child process: load the image from disk, hash it, send it; print peak RSS.
     let image = try FirmwareImage.load(path: arguments[index + 1])

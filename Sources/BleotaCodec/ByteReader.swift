@@ -133,9 +133,9 @@ public struct ByteReader: Sendable {
     public func peekUInt8() -> UInt8? { isAtEnd ? nil : bytes[offset] }
 
     /// Throws unless every byte has been read (for messages of exact length).
-    public func expectEnd(_ field: String = "message") throws(DecodingError) {
+    public func expectEnd(_ field: @autoclosure () -> String = "message") throws(DecodingError) {
         guard remaining == 0 else {
-            throw DecodingError(field: field, offset: offset, reason: .trailingBytes(remaining))
+            throw DecodingError(field: field(), offset: offset, reason: .trailingBytes(remaining))
         }
     }
 

@@ -66,11 +66,20 @@ public struct CRC16: Sendable, Hashable {
     }
 
     public mutating func update(_ bytes: some Sequence<UInt8>) {
+        // Contiguous bytes (arrays, slices) go through one tight pointer loop; this runs
+        // twice per data packet, so a generic iterator here costs more than the rest of the engine.
+        if bytes.withContiguousStorageIfAvailable({ update(buffer: UnsafeRawBufferPointer($0)) }) != nil { return }
+        Array(bytes).withUnsafeBytes { update(buffer: $0) }
+    }
+
+    public mutating func update(buffer: UnsafeRawBufferPointer) {
         var crc = register
-        if variant.reflected {
-            for byte in bytes { crc = (crc >> 8) ^ table[Int((crc ^ UInt16(byte)) & 0xFF)] }
-        } else {
-            for byte in bytes { crc = (crc << 8) ^ table[Int(((crc >> 8) ^ UInt16(byte)) & 0xFF)] }
+        table.withUnsafeBufferPointer { table in
+            if variant.reflected {
+                for byte in buffer { crc = (crc >> 8) ^ table[Int((crc ^ UInt16(byte)) & 0xFF)] }
+            } else {
+                for byte in buffer { crc = (crc << 8) ^ table[Int(((crc >> 8) ^ UInt16(byte)) & 0xFF)] }
+            }
         }
         register = crc
     }

@@ -216,3 +216,20 @@ struct FuzzRandom: RandomNumberGenerator {
         return state
     }
 }
+
+@Suite struct NativeWireFastPathTests {
+    @Test func theDataFastPathsAgreeWithTheGeneralCodec() {
+        var generator = SystemRandomNumberGenerator()
+        let wire = NativeWire()
+        for _ in 0..<500 {
+            let sequence = UInt16.random(in: 0...UInt16.max, using: &generator)
+            let payload = (0..<Int.random(in: 0...300, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let fast = wire.encodeData(sequence: sequence, payload: payload[...])
+            #expect(fast == NativeMessage.data(.init(sequence: sequence, payload: payload)).encode())
+            #expect(wire.decodeTransferPacket(fast) == .data(sequence: sequence, payload: payload, intact: true))
+            var damaged = fast
+            damaged[Int.random(in: 3..<damaged.count, using: &generator)] ^= 0x10
+            #expect(wire.decodeTransferPacket(damaged) == .data(sequence: sequence, payload: [], intact: false))
+        }
+    }
+}

@@ -7,8 +7,19 @@ public struct NativeWire: TransferWire {
 
     public var dataOverhead: Int { NativeMessage.dataHeaderSize }
 
+    /// The same bytes as `NativeMessage.data(…).encode()`, built in one buffer: this runs
+    /// once per packet, and the general encoder's intermediate arrays cost more than the CRC.
     public func encodeData(sequence: UInt16, payload: ArraySlice<UInt8>) -> [UInt8] {
-        NativeMessage.data(.init(sequence: sequence, payload: Array(payload))).encode()
+        var packet = [UInt8]()
+        packet.reserveCapacity(payload.count + NativeMessage.dataHeaderSize)
+        packet.append(NativeMessage.Opcode.data.rawValue)
+        packet.append(UInt8(truncatingIfNeeded: sequence))
+        packet.append(UInt8(truncatingIfNeeded: sequence >> 8))
+        packet.append(contentsOf: payload)
+        let crc = CRC16.checksum(packet, variant: .ccittFalse)
+        packet.append(UInt8(truncatingIfNeeded: crc))
+        packet.append(UInt8(truncatingIfNeeded: crc >> 8))
+        return packet
     }
 
     public func encodeAckRequest() -> [UInt8] { NativeMessage.ackRequest.encode() }
@@ -22,6 +33,16 @@ public struct NativeWire: TransferWire {
     }
 
     public func decodeTransferPacket(_ packet: [UInt8]) -> TransferPacket {
+        // Data packets, the bulk of a transfer, straight from the bytes (same checks as the general decoder).
+        if packet.count >= NativeMessage.dataHeaderSize, packet[0] == NativeMessage.Opcode.data.rawValue {
+            let end = packet.count - 2
+            let carried = UInt16(packet[end]) | UInt16(packet[end + 1]) << 8
+            let sequence = UInt16(packet[1]) | UInt16(packet[2]) << 8
+            guard carried == CRC16.checksum(packet[..<end], variant: .ccittFalse) else {
+                return .data(sequence: sequence, payload: [], intact: false)
+            }
+            return .data(sequence: sequence, payload: Array(packet[3..<end]), intact: true)
+        }
         let message: NativeMessage
         do {
             message = try NativeMessage(decoding: packet)
