@@ -213,6 +213,45 @@ for preset in LinkPreset.all {
     }
 }
 
+// 1c. Tune quality: the search's choice against the full grid's best, on fresh simulated devices.
+print("\n== tune (32 KiB test transfers; search vs the full grid)")
+func tuneTrial(_ address: String, _ point: TuningPoint) async -> TuningTrial {
+    do {
+        let parsed = try SimulatorAddress(parsing: address)
+        var trialTuning = point.apply(to: TransferTuning())
+        trialTuning.compression = .off
+        let tuning = trialTuning
+        let report = try await SimulationRuntime.run { runtime in
+            let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
+            await world.add(SimulatedNativeDevice(address: "C0:FF:EE:00:00:01",
+                                                  storage: DeviceStorage(activeImage: [0], activeVersion: "1", slotSize: 1 << 20), model: parsed.model))
+            let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
+            return try await NativeUpdater(connector: connector, clock: world.clock, tuning: tuning).testTransfer(pseudoRandom(32 << 10, seed: 5))
+        }
+        let statistics = report.statistics
+        return TuningTrial(point: point, goodput: report.goodput,
+                           loss: statistics.packetsSent > 0 ? Double(statistics.packetsLost) / Double(statistics.packetsSent) : 0,
+                           packetsSent: statistics.packetsSent, packetsResent: statistics.packetsResent)
+    } catch {
+        return TuningTrial(point: point, goodput: 0, loss: 1, packetsSent: 0, packetsResent: 0, failure: "\(error)")
+    }
+}
+for preset in ["slow-flash", "1m-dle-7.5ms", "2m-dle"] {
+    let address = "sim://\(preset)?seed=2"
+    let largest = try SimulatorAddress(parsing: address).model.maximumPayload - NativeMessage.dataHeaderSize
+    let space = TuningSpace.standard(maximumPacket: largest)
+    let start = TuningPoint(packetSize: largest, window: TransferTuning().window, delay: .zero)
+    let searched = await TuningSearch.search(space, from: start) { await tuneTrial(address, $0) }
+    let grid = await TuningSearch.grid(space) { await tuneTrial(address, $0) }
+    let pick = searched.max { $0.score < $1.score }!
+    let best = grid.max { $0.score < $1.score }!
+    let reference = searched[0]
+    record("tune", "\(preset): search pick / grid best goodput", pick.score / best.score * 100, "%", target: "≥ 95 %")
+    record("tune", "\(preset): trials, search / grid", Double(searched.count) / Double(grid.count) * 100, "%", target: "≤ 25 %")
+    record("tune", "\(preset): pick goodput (loss \(String(format: "%.1f", pick.loss * 100)) %)", pick.goodput / 1024, "KiB/s")
+    record("tune", "\(preset): default goodput (loss \(String(format: "%.1f", reference.loss * 100)) %)", reference.goodput / 1024, "KiB/s")
+}
+
 // 2. Engine and checksums.
 print("\n== engine and checksums (wall clock)")
 let big = pseudoRandom(64 << 20)
