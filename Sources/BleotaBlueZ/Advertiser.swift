@@ -1,14 +1,22 @@
 import BleotaATT
+import BleotaCodec
 import CBlueZ
 import Glibc
 
-/// LE advertising through HCI commands (Core v5.4, Vol 4, Part E, §7.8.5–§7.8.9):
-/// connectable undirected advertising every 100 ms with flags and one 128-bit
-/// service UUID, and the device name in the scan response.
+/// LE advertising through the kernel's Bluetooth management interface (the
+/// `HCI_CHANNEL_CONTROL` socket btmgmt and bluetoothd use; BlueZ's
+/// doc/mgmt-api.txt): the adapter is powered, made connectable, named, and
+/// given an advertising instance with the service UUID. The kernel owns the
+/// instance from then on, so it advertises again by itself after every
+/// connection ends — which raw HCI advertising commands, issued behind the
+/// kernel's back, do not get.
 public enum Advertiser {
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
     }
+
+    /// The advertising instance bleota adds (1…the controller's maximum).
+    static let instance: UInt8 = 1
 
     /// The advertising payload: flags (LE general discoverable, no BR/EDR) and the service UUID.
     public static func advertisingData(service: BluetoothUUID) -> [UInt8] {
@@ -23,57 +31,142 @@ public enum Advertiser {
         return [UInt8(bytes.count + 1), 0x09] + bytes
     }
 
+    /// Management commands as bytes: `[opcode LE][controller index LE][length LE][parameters]`.
+    public struct Command: Equatable, Sendable {
+        public var opcode: UInt16
+        public var index: UInt16
+        public var parameters: [UInt8]
+
+        public func encode() -> [UInt8] {
+            var writer = ByteWriter(capacity: 6 + parameters.count)
+            writer.write(opcode)
+            writer.write(index)
+            writer.write(UInt16(parameters.count))
+            writer.write(contentsOf: parameters)
+            return writer.bytes
+        }
+
+        public static func setPowered(_ index: UInt16, _ on: Bool) -> Command { Command(opcode: 0x0005, index: index, parameters: [on ? 1 : 0]) }
+        public static func setConnectable(_ index: UInt16, _ on: Bool) -> Command { Command(opcode: 0x0007, index: index, parameters: [on ? 1 : 0]) }
+
+        /// Set Local Name: 249 bytes of name and 11 of short name, NUL padded.
+        public static func setLocalName(_ index: UInt16, _ name: String) -> Command {
+            let full = Array(name.utf8.prefix(248)), short = Array(name.utf8.prefix(10))
+            return Command(opcode: 0x000F, index: index,
+                           parameters: full + [UInt8](repeating: 0, count: 249 - full.count) + short + [UInt8](repeating: 0, count: 11 - short.count))
+        }
+
+        /// Add Advertising: connectable, general discoverable, flags managed by the kernel, local name in the scan response.
+        public static func addAdvertising(_ index: UInt16, instance: UInt8, data: [UInt8]) -> Command {
+            let flags: UInt32 = 1 << 0 | 1 << 1 | 1 << 6 // connectable, discoverable, local name
+            var writer = ByteWriter()
+            writer.write(instance)
+            writer.write(flags)
+            writer.write(UInt16(0)) // duration: the default
+            writer.write(UInt16(0)) // timeout: none
+            writer.write(UInt8(data.count))
+            writer.write(UInt8(0))  // scan response: the kernel adds the name
+            writer.write(contentsOf: data)
+            return Command(opcode: 0x003E, index: index, parameters: writer.bytes)
+        }
+
+        public static func removeAdvertising(_ index: UInt16, instance: UInt8) -> Command {
+            Command(opcode: 0x003F, index: index, parameters: [instance])
+        }
+    }
+
+    /// The status a management event reports for `opcode`, or nil if the event is about something else.
+    public static func status(of event: [UInt8], for opcode: UInt16) -> UInt8? {
+        guard event.count >= 9 else { return nil }
+        let code = UInt16(event[0]) | UInt16(event[1]) << 8
+        let answered = UInt16(event[6]) | UInt16(event[7]) << 8
+        guard code == 0x0001 || code == 0x0002, answered == opcode else { return nil }
+        return event[8]
+    }
+
+    static func statusName(_ status: UInt8) -> String {
+        switch status {
+        case 0x01: "unknown command"
+        case 0x03: "failed"
+        case 0x05: "busy"
+        case 0x0C: "not supported"
+        case 0x0D: "invalid parameters"
+        case 0x0F: "not powered"
+        case 0x11: "invalid index"
+        case 0x14: "permission denied"
+        default: "status 0x\(String(status, radix: 16))"
+        }
+    }
+
+    /// Starts advertising `service` as `name` from `adapter` until ``stop(adapter:)``.
     public static func start(adapter: String, name: String, service: BluetoothUUID) throws(Failure) {
-        let deviceID = hci_devid(adapter)
-        guard deviceID >= 0 else { throw Failure(description: BluetoothAvailability.noAdapter(adapter).description) }
-        let dd = hci_open_dev(deviceID)
-        guard dd >= 0 else { throw Failure(description: "cannot open \(adapter): \(String(cString: strerror(errno)))") }
-        defer { hci_close_dev(dd) }
-        _ = send(dd, ocf: 0x000A, [0x00]) // stop any advertising first; ignore the answer
-        // Interval 0x00A0 × 0.625 ms = 100 ms, ADV_IND, public own address, all three channels.
-        try check(send(dd, ocf: 0x0006, [0xA0, 0x00, 0xA0, 0x00, 0x00, 0x00, 0x00, 0, 0, 0, 0, 0, 0, 0x07, 0x00]), "set advertising parameters")
-        try check(send(dd, ocf: 0x0008, padded(advertisingData(service: service))), "set advertising data")
-        try check(send(dd, ocf: 0x0009, padded(scanResponse(name: name))), "set scan response data")
-        try check(send(dd, ocf: 0x000A, [0x01]), "enable advertising")
+        let index = try controllerIndex(adapter)
+        let socket = try ManagementSocket()
+        defer { socket.close() }
+        try socket.run(.setPowered(index, true), "power on \(adapter)")
+        try socket.run(.setConnectable(index, true), "make \(adapter) connectable")
+        try socket.run(.setLocalName(index, name), "name \(adapter)")
+        _ = try? socket.run(.removeAdvertising(index, instance: instance), "remove an old advertising instance")
+        // The kernel adds the flags field itself (it is "managed"): the data carries the UUID only.
+        let data = Array(advertisingData(service: service).dropFirst(3))
+        try socket.run(.addAdvertising(index, instance: instance, data: data), "add an advertising instance to \(adapter)")
     }
 
     public static func stop(adapter: String) {
-        let deviceID = hci_devid(adapter)
-        guard deviceID >= 0 else { return }
-        let dd = hci_open_dev(deviceID)
-        guard dd >= 0 else { return }
-        _ = send(dd, ocf: 0x000A, [0x00])
-        hci_close_dev(dd)
+        guard let index = try? controllerIndex(adapter), let socket = try? ManagementSocket() else { return }
+        _ = try? socket.run(.removeAdvertising(index, instance: instance), "stop advertising")
+        socket.close()
     }
 
-    /// Length byte plus 31 bytes, zero padded, as both data commands take.
-    static func padded(_ data: [UInt8]) -> [UInt8] {
-        [UInt8(data.count)] + data + [UInt8](repeating: 0, count: 31 - data.count)
+    static func controllerIndex(_ adapter: String) throws(Failure) -> UInt16 {
+        let id = hci_devid(adapter)
+        guard id >= 0 else { throw Failure(description: BluetoothAvailability.noAdapter(adapter).description) }
+        return UInt16(id)
+    }
+}
+
+/// The kernel's Bluetooth management socket (needs `CAP_NET_ADMIN`).
+final class ManagementSocket {
+    let fd: Int32
+
+    init() throws(Advertiser.Failure) {
+        fd = socket(AF_BLUETOOTH, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), BTPROTO_HCI)
+        guard fd >= 0 else { throw Advertiser.Failure(description: "cannot open the Bluetooth management socket: \(String(cString: strerror(errno)))") }
+        var address = sockaddr_hci()
+        address.hci_family = sa_family_t(AF_BLUETOOTH)
+        address.hci_dev = 0xFFFF // HCI_DEV_NONE
+        address.hci_channel = UInt16(HCI_CHANNEL_CONTROL)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_hci>.size)) }
+        }
+        guard bound == 0 else {
+            let code = errno
+            Glibc.close(fd)
+            let hint = code == EPERM || code == EACCES ? ": advertising needs CAP_NET_ADMIN (run as root)" : ""
+            throw Advertiser.Failure(description: "cannot bind the Bluetooth management socket: \(String(cString: strerror(code)))\(hint)")
+        }
     }
 
-    /// Sends an LE controller command; returns the controller's status (0 = success) or −1.
-    static func send(_ dd: Int32, ocf: UInt16, _ parameters: [UInt8]) -> Int {
-        var parameters = parameters
-        var status: UInt8 = 0xFF
-        let result = parameters.withUnsafeMutableBytes { parameterBuffer in
-            withUnsafeMutablePointer(to: &status) { statusPointer in
-                var request = hci_request()
-                request.ogf = UInt16(OGF_LE_CTL)
-                request.ocf = ocf
-                request.cparam = parameterBuffer.baseAddress
-                request.clen = Int32(parameterBuffer.count)
-                request.rparam = UnsafeMutableRawPointer(statusPointer)
-                request.rlen = 1
-                return hci_send_req(dd, &request, 1000)
+    func close() { Glibc.close(fd) }
+
+    /// Sends `command` and waits (up to 2 s) for its Command Complete or Status.
+    @discardableResult
+    func run(_ command: Advertiser.Command, _ what: String) throws(Advertiser.Failure) -> UInt8 {
+        let bytes = command.encode()
+        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        guard written == bytes.count else { throw Advertiser.Failure(description: "cannot \(what): \(String(cString: strerror(errno)))") }
+        var buffer = [UInt8](repeating: 0, count: 1024)
+        let deadline = ContinuousClock.now + .seconds(2)
+        while ContinuousClock.now < deadline {
+            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&descriptor, 1, 200) > 0 else { continue }
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            guard count > 0 else { continue }
+            if let status = Advertiser.status(of: Array(buffer[..<count]), for: command.opcode) {
+                guard status == 0 else { throw Advertiser.Failure(description: "cannot \(what): \(Advertiser.statusName(status))") }
+                return status
             }
         }
-        return result < 0 ? -1 : Int(status)
-    }
-
-    static func check(_ status: Int, _ what: String) throws(Failure) {
-        guard status == 0 else {
-            throw Failure(description: status < 0 ? "\(what) failed: \(String(cString: strerror(errno)))"
-                                                  : "\(what) refused by the controller (HCI status 0x\(String(status, radix: 16)))")
-        }
+        throw Advertiser.Failure(description: "cannot \(what): the kernel did not answer")
     }
 }

@@ -38,7 +38,7 @@ struct ServeCommand: AsyncParsableCommand {
     }) var psm: UInt16?
     @Option(name: .long, help: "Fault: drop the first connection after this many bytes reached the device (to exercise resume).")
     var disconnectAt: Int?
-    @Flag(help: "Advertise the bleota service and name with raw HCI commands (experimental: not yet re-armed after a connection; by default the adapter's own advertising, e.g. from btmgmt, is used).")
+    @Flag(help: "Advertise the bleota service and the name bleota-serve through the kernel's management interface (needs root; the kernel advertises again after each connection). Without it, advertising is left to the adapter's owner, e.g. btmgmt or bluetoothd.")
     var advertise = false
 
     func run() async throws {

@@ -68,3 +68,28 @@ import Testing
         #expect(!ScanFilter(service: .bit16(0x180A)).matches(ad))
     }
 }
+
+@Suite struct ManagementAdvertisingTests {
+    @Test func commandsFollowTheManagementAPILayout() {
+        // Set Powered on hci1: opcode 0x0005, index 1, one byte.
+        #expect(Advertiser.Command.setPowered(1, true).encode() == [0x05, 0x00, 0x01, 0x00, 0x01, 0x00, 0x01])
+        let name = Advertiser.Command.setLocalName(0, "bleota-serve")
+        #expect(name.parameters.count == 260)
+        #expect(Array(name.parameters.prefix(12)) == Array("bleota-serve".utf8))
+        #expect(Array(name.parameters[249..<259]) == Array("bleota-ser".utf8))
+        let add = Advertiser.Command.addAdvertising(2, instance: 1, data: [0x11, 0x07] + [UInt8](repeating: 0xAB, count: 16))
+        // instance, flags (connectable | discoverable | local name), duration, timeout, data length, scan response length, data
+        #expect(Array(add.encode().prefix(17)) == [0x3E, 0x00, 0x02, 0x00, 29, 0x00, 0x01, 0x43, 0x00, 0x00, 0x00, 0, 0, 0, 0, 18, 0])
+    }
+
+    @Test func statusesAreReadFromCommandCompleteAndStatusEventsForTheRightCommand() {
+        // Command Complete (0x0001) for Add Advertising (0x003E) on index 0: status 0, instance 1.
+        #expect(Advertiser.status(of: [0x01, 0x00, 0x00, 0x00, 0x04, 0x00, 0x3E, 0x00, 0x00, 0x01], for: 0x003E) == 0)
+        // Command Status (0x0002) permission denied for Set Powered.
+        #expect(Advertiser.status(of: [0x02, 0x00, 0x00, 0x00, 0x03, 0x00, 0x05, 0x00, 0x14], for: 0x0005) == 0x14)
+        // Another command's answer, another event, too short: not ours.
+        #expect(Advertiser.status(of: [0x01, 0x00, 0x00, 0x00, 0x03, 0x00, 0x07, 0x00, 0x00], for: 0x0005) == nil)
+        #expect(Advertiser.status(of: [0x06, 0x00, 0x00, 0x00, 0x04, 0x00, 0x3E, 0x00, 0x00], for: 0x003E) == nil)
+        #expect(Advertiser.status(of: [0x01, 0x00], for: 0x003E) == nil)
+    }
+}
