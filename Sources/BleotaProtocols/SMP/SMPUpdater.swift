@@ -325,7 +325,7 @@ public struct SMPUpdater: Sendable {
                 throw TransferError(.verificationFailed, step: .verify,
                                     "the device does not list the uploaded image (hash \(hash.hexString.prefix(16))…) in its secondary slot: it did not verify there")
             }
-            logger.info("secondary slot holds \(uploaded.version)")
+            logger.debug("secondary slot holds \(uploaded.version)")
             if mode == .upload {
                 await connection.close()
                 stepSeconds[currentStep.rawValue, default: 0] += (clock.now - stepStarted).seconds
