@@ -56,17 +56,20 @@ public enum Advertiser {
                            parameters: full + [UInt8](repeating: 0, count: 249 - full.count) + short + [UInt8](repeating: 0, count: 11 - short.count))
         }
 
-        /// Add Advertising: connectable, general discoverable, flags managed by the kernel, local name in the scan response.
-        public static func addAdvertising(_ index: UInt16, instance: UInt8, data: [UInt8]) -> Command {
-            let flags: UInt32 = 1 << 0 | 1 << 1 | 1 << 6 // connectable, discoverable, local name
+        /// Add Advertising: connectable, general discoverable, the flags field managed by the kernel,
+        /// and our own scan response (the complete name: the kernel's would fall back to the
+        /// 10-byte short name).
+        public static func addAdvertising(_ index: UInt16, instance: UInt8, data: [UInt8], scanResponse: [UInt8]) -> Command {
+            let flags: UInt32 = 1 << 0 | 1 << 1 // connectable, general discoverable
             var writer = ByteWriter()
             writer.write(instance)
             writer.write(flags)
             writer.write(UInt16(0)) // duration: the default
             writer.write(UInt16(0)) // timeout: none
             writer.write(UInt8(data.count))
-            writer.write(UInt8(0))  // scan response: the kernel adds the name
+            writer.write(UInt8(scanResponse.count))
             writer.write(contentsOf: data)
+            writer.write(contentsOf: scanResponse)
             return Command(opcode: 0x003E, index: index, parameters: writer.bytes)
         }
 
@@ -109,7 +112,8 @@ public enum Advertiser {
         _ = try? socket.run(.removeAdvertising(index, instance: instance), "remove an old advertising instance")
         // The kernel adds the flags field itself (it is "managed"): the data carries the UUID only.
         let data = Array(advertisingData(service: service).dropFirst(3))
-        try socket.run(.addAdvertising(index, instance: instance, data: data), "add an advertising instance to \(adapter)")
+        try socket.run(.addAdvertising(index, instance: instance, data: data, scanResponse: scanResponse(name: name)),
+                       "add an advertising instance to \(adapter)")
     }
 
     public static func stop(adapter: String) {

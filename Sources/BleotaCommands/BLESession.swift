@@ -174,3 +174,36 @@ struct BLEConnector: DeviceConnector {
         }
     }
 }
+
+/// Which update service a BLE device offers: bleota's native one, MCUmgr's SMP, or both
+/// (then `preferSMP` decides: true for MCUboot images).
+func detectBLEProtocol(_ text: String, preferSMP: Bool, timeout: Duration) async throws -> DeviceProtocol {
+    let target: BLEDeviceAddress
+    switch BLEDeviceAddress.parse(text) {
+    case .success(let parsed): target = parsed
+    case .failure(let error): throw CommandFailure(.usage, error.description)
+    }
+    _ = try requireBluetooth(adapter: target.adapter)
+    let connection: ATTConnection
+    do { connection = try await ATTConnection.open(target, timeout: timeout, clock: SystemClock()) } catch {
+        throw CommandFailure(.linkLost, "cannot reach \(text): \(error)")
+    }
+    let services: [GATTService]
+    do {
+        _ = try await connection.client.exchangeMTU()
+        services = try await connection.client.discoverPrimaryServices()
+    } catch {
+        await connection.bearer.close("done")
+        throw CommandFailure(.linkLost, "cannot discover \(text)'s services: \(error)")
+    }
+    await connection.bearer.close("protocol detected")
+    let native = services.contains { $0.uuid == GATTOTAService.native.service }
+    let smp = services.contains { $0.uuid == GATTOTAService.smp.service }
+    switch (native, smp) {
+    case (true, true): return preferSMP ? .smp : .native
+    case (true, false): return .native
+    case (false, true): return .smp
+    case (false, false):
+        throw CommandFailure(.deviceError, "\(text) offers neither bleota's OTA service nor MCUmgr's SMP service: is it running OTA-capable firmware?")
+    }
+}

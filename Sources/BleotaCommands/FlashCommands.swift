@@ -32,7 +32,15 @@ struct FlashCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = global.makeLogger("bleota.flash")
         let target = try DeviceTarget(parsing: deviceOptions.device)
-        if try smp.deviceProtocol.resolved(for: target) == .smp {
+        var deviceProtocol = try smp.deviceProtocol.resolved(for: target)
+        if smp.deviceProtocol == .auto, case .ble(let text) = target {
+            // Ask the device what it offers; an MCUboot image goes over SMP when it can.
+            let header = (try? readInputFile(image).prefix(4)).map(Array.init) ?? []
+            let isMCUboot = header.count == 4 && UInt32(header[0]) | UInt32(header[1]) << 8 | UInt32(header[2]) << 16 | UInt32(header[3]) << 24 == MCUbootImage.magic
+            deviceProtocol = try await detectBLEProtocol(text, preferSMP: isMCUboot, timeout: deviceOptions.timeouts.connect)
+            logger.info("\(text) offers \(deviceProtocol == .smp ? "MCUmgr's SMP" : "bleota's native") service: using it")
+        }
+        if deviceProtocol == .smp {
             try await flashSMP(logger: logger)
             return
         }

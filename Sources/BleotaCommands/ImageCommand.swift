@@ -7,7 +7,7 @@ struct ImageCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "image",
         abstract: "Inspect and convert firmware images (raw .bin, Intel HEX, Motorola S-record).",
-        subcommands: [ImageInfo.self, ImageConvert.self, ImageState.self]
+        subcommands: [ImageInfo.self, ImageConvert.self, ImageState.self, ImageErase.self]
     )
 }
 

@@ -179,11 +179,15 @@ struct ImageState: AsyncParsableCommand {
         let test = self.test.flatMap { [UInt8](hex: $0) }
         let hash = self.hash.flatMap { [UInt8](hex: $0) }
         let confirm = self.confirm
-        let slots = try await withSMPConnection(global: global, device: deviceOptions, logger: global.makeLogger("bleota.image")) { connection, timeouts in
+        let (slots, bootloader) = try await withSMPConnection(global: global, device: deviceOptions, logger: global.makeLogger("bleota.image")) { connection, timeouts in
             do {
-                if let test { return try await connection.setImageState(hash: test, confirm: false, timeout: timeouts.response) }
-                if confirm { return try await connection.setImageState(hash: hash, confirm: true, timeout: timeouts.response) }
-                return try await connection.imageState(timeout: timeouts.response)
+                let slots: [SMPImageSlot]
+                if let test { slots = try await connection.setImageState(hash: test, confirm: false, timeout: timeouts.response) }
+                else if confirm { slots = try await connection.setImageState(hash: hash, confirm: true, timeout: timeouts.response) }
+                else { slots = try await connection.imageState(timeout: timeouts.response) }
+                // Not every device answers bootloader info; the slots are what was asked for.
+                let info = try? await connection.bootloaderInfo(timeout: timeouts.response)
+                return (slots, info.map { $0.name + ($0.mode.map { " (\(mcubootModeName($0)))" } ?? "") })
             } catch let error as SMPClientError { throw error.commandFailure }
         }
         if global.json {
@@ -193,8 +197,8 @@ struct ImageState: AsyncParsableCommand {
             }
             let rows = slots.map { Slot(image: $0.image, slot: $0.slot, version: $0.version, hash: $0.hash.hexString, bootable: $0.bootable,
                                         pending: $0.pending, confirmed: $0.confirmed, active: $0.active, permanent: $0.permanent) }
-            struct Listing: Codable { var images: [Slot] }
-            Terminal.standardOutput.writeLine(try JSONOutput.string(Listing(images: rows)))
+            struct Listing: Codable { var images: [Slot]; var bootloader: String? }
+            Terminal.standardOutput.writeLine(try JSONOutput.string(Listing(images: rows, bootloader: bootloader)))
             return
         }
         var lines: [String] = []
@@ -204,7 +208,36 @@ struct ImageState: AsyncParsableCommand {
             lines.append("image \(slot.image) slot \(slot.slot): \(slot.version)  \(flags.joined(separator: " "))")
             lines.append("  hash \(slot.hash.hexString)")
         }
+        if let bootloader { lines.append("bootloader: \(bootloader)") }
         Terminal.standardOutput.writeLine(lines.isEmpty ? "no images" : lines.joined(separator: "\n"))
+    }
+}
+
+/// `bleota image erase`: empty an SMP device's secondary slot.
+struct ImageErase: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "erase", abstract: "Erase an SMP device's secondary slot (refused while an image there is pending).")
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var deviceOptions: DeviceOptions
+
+    func run() async throws {
+        try await withSMPConnection(global: global, device: deviceOptions, logger: global.makeLogger("bleota.image")) { connection, timeouts in
+            do { try await connection.eraseSecondarySlot(timeout: timeouts.response) } catch let error as SMPClientError { throw error.commandFailure }
+        }
+        Terminal.standardOutput.writeLine(global.json ? #"{ "erased" : 1 }"# : "erased slot 1 of \(deviceOptions.device)")
+    }
+}
+
+/// MCUboot's modes as the bootloader info command numbers them.
+func mcubootModeName(_ mode: Int) -> String {
+    switch mode {
+    case 0: "application"
+    case 1: "swap using scratch"
+    case 2: "overwrite only"
+    case 3: "swap without scratch"
+    case 4: "direct XIP without revert"
+    case 5: "direct XIP with revert"
+    case 6: "RAM loader"
+    default: "mode \(mode)"
     }
 }
 

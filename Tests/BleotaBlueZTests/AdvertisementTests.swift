@@ -77,9 +77,11 @@ import Testing
         #expect(name.parameters.count == 260)
         #expect(Array(name.parameters.prefix(12)) == Array("bleota-serve".utf8))
         #expect(Array(name.parameters[249..<259]) == Array("bleota-ser".utf8))
-        let add = Advertiser.Command.addAdvertising(2, instance: 1, data: [0x11, 0x07] + [UInt8](repeating: 0xAB, count: 16))
-        // instance, flags (connectable | discoverable | local name), duration, timeout, data length, scan response length, data
-        #expect(Array(add.encode().prefix(17)) == [0x3E, 0x00, 0x02, 0x00, 29, 0x00, 0x01, 0x43, 0x00, 0x00, 0x00, 0, 0, 0, 0, 18, 0])
+        let add = Advertiser.Command.addAdvertising(2, instance: 1, data: [0x11, 0x07] + [UInt8](repeating: 0xAB, count: 16),
+                                                    scanResponse: Advertiser.scanResponse(name: "bleota-serve"))
+        // instance, flags (connectable | discoverable), duration, timeout, data length, scan response length, data, scan response
+        #expect(Array(add.encode().prefix(17)) == [0x3E, 0x00, 0x02, 0x00, 43, 0x00, 0x01, 0x03, 0x00, 0x00, 0x00, 0, 0, 0, 0, 18, 14])
+        #expect(Array(add.encode().suffix(14)) == [13, 0x09] + Array("bleota-serve".utf8))
     }
 
     @Test func statusesAreReadFromCommandCompleteAndStatusEventsForTheRightCommand() {

@@ -163,6 +163,22 @@ public final class SMPConnection: Sendable {
         do { return try SMPImageSlot.list(from: body) } catch { throw .field(error.description) }
     }
 
+    /// OS group command 8: which bootloader, and with `mode` its MCUboot mode.
+    public func bootloaderInfo(timeout: Duration) async throws(SMPClientError) -> (name: String, mode: Int?) {
+        let body = try await request(.read, group: SMPGroup.os, command: SMPCommandID.bootloaderInfo, timeout: timeout,
+                                     what: "the bootloader info request")
+        guard let name = body["bootloader"]?.string else { throw .field("the bootloader info lacks a text 'bootloader'") }
+        let mode = try? await request(.read, group: SMPGroup.os, command: SMPCommandID.bootloaderInfo,
+                                      body: .textMap(["query": .text("mode")]), timeout: timeout, what: "the bootloader mode request")
+        return (name, mode?["mode"]?.int)
+    }
+
+    /// Image group command 5: erases the secondary slot.
+    public func eraseSecondarySlot(timeout: Duration) async throws(SMPClientError) {
+        _ = try await request(.write, group: SMPGroup.image, command: SMPCommandID.imageErase, body: .textMap(["slot": CBOR(1)]),
+                              timeout: timeout, what: "the erase request")
+    }
+
     public func reset(timeout: Duration) async throws(SMPClientError) {
         _ = try await request(.write, group: SMPGroup.os, command: SMPCommandID.reset, timeout: timeout, attempts: 1,
                               what: "the reset request")
