@@ -184,10 +184,18 @@ func detectBLEProtocol(_ text: String, preferSMP: Bool, timeout: Duration) async
     case .failure(let error): throw CommandFailure(.usage, error.description)
     }
     _ = try requireBluetooth(adapter: target.adapter)
-    let connection: ATTConnection
-    do { connection = try await ATTConnection.open(target, timeout: timeout, clock: SystemClock()) } catch {
-        throw CommandFailure(.linkLost, "cannot reach \(text): \(error)")
+    // Retried like every connect: a link the kernel is still tearing down refuses for a moment.
+    let clock = SystemClock()
+    let deadline = clock.now + timeout
+    var connection: ATTConnection?
+    var lastError: (any Error)?
+    while connection == nil, clock.now < deadline {
+        do { connection = try await ATTConnection.open(target, timeout: deadline - clock.now, clock: clock) } catch {
+            lastError = error
+            try? await clock.sleep(for: .milliseconds(250))
+        }
     }
+    guard let connection else { throw CommandFailure(.linkLost, "cannot reach \(text): \(lastError.map { "\($0)" } ?? "timed out")") }
     let services: [GATTService]
     do {
         _ = try await connection.client.exchangeMTU()
