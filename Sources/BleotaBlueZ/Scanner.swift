@@ -5,14 +5,16 @@ import Glibc
 
 /// LE scanning through an HCI socket (libbluetooth): set scan parameters,
 /// enable scanning, read LE Advertising Report events until the duration
-/// ends, then disable it again and restore the socket's filter.
+/// ends, then disable it again and restore the socket's filter. The socket is
+/// non-blocking and waited on through the same epoll reactor as the L2CAP
+/// sockets: no thread of its own, no polling loop.
 public enum Scanner {
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
     }
 
     /// Scans on `adapter` for `duration`, returning one merged advertisement per address.
-    public static func scan(adapter: String?, duration: Duration, active: Bool = true, filter: ScanFilter = ScanFilter()) throws -> [Advertisement] {
+    public static func scan(adapter: String?, duration: Duration, active: Bool = true, filter: ScanFilter = ScanFilter()) async throws -> [Advertisement] {
         let deviceID = adapter.map { hci_devid($0) } ?? hci_get_route(nil)
         guard deviceID >= 0 else { throw Failure(description: BluetoothAvailability.noAdapter(adapter).description) }
         let dd = hci_open_dev(deviceID)
@@ -44,30 +46,40 @@ public enum Scanner {
 
         var found: [String: Advertisement] = [:]
         var order: [String] = []
-        let deadline = ContinuousClock.now + duration
+        let flags = fcntl(dd, F_GETFL)
+        _ = fcntl(dd, F_SETFL, flags | O_NONBLOCK)
+        let system = LinuxSocketSystem.shared
+        defer { system.reactor.forget(dd) }
+        let clock = SystemClock()
+        let deadline = clock.now + duration
         var buffer = [UInt8](repeating: 0, count: 260)
-        while ContinuousClock.now < deadline {
-            let left = deadline - ContinuousClock.now
-            var descriptor = pollfd(fd: dd, events: Int16(POLLIN), revents: 0)
-            let milliseconds = Int32(max(1, left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000))
-            guard poll(&descriptor, 1, milliseconds) > 0 else { continue }
-            let count = buffer.withUnsafeMutableBytes { read(dd, $0.baseAddress, $0.count) }
-            // [packet type 0x04][event 0x3E][parameter length][parameters…]
-            guard count > 3, buffer[0] == UInt8(HCI_EVENT_PKT), buffer[1] == UInt8(EVT_LE_META_EVENT) else { continue }
-            for report in parseAdvertisingReports(Array(buffer[3..<count])) {
-                if var existing = found[report.address] {
-                    // A scan response adds to what the advertisement said.
-                    existing.rssi = report.rssi ?? existing.rssi
-                    existing.localName = report.localName ?? existing.localName
-                    existing.flags = report.flags ?? existing.flags
-                    existing.txPower = report.txPower ?? existing.txPower
-                    existing.manufacturer = report.manufacturer ?? existing.manufacturer
-                    existing.iBeacon = report.iBeacon ?? existing.iBeacon
-                    for uuid in report.serviceUUIDs where !existing.serviceUUIDs.contains(uuid) { existing.serviceUUIDs.append(uuid) }
-                    found[report.address] = existing
-                } else {
-                    found[report.address] = report
-                    order.append(report.address)
+        while clock.now < deadline {
+            do {
+                try await withDeadline(deadline - clock.now, clock: clock) { try await system.wait(dd, writable: false) }
+            } catch {
+                break // the duration is over (or the task was cancelled)
+            }
+            // Drain everything that arrived, then wait again.
+            while true {
+                let count = buffer.withUnsafeMutableBytes { read(dd, $0.baseAddress, $0.count) }
+                guard count > 0 else { break }
+                // [packet type 0x04][event 0x3E][parameter length][parameters…]
+                guard count > 3, buffer[0] == UInt8(HCI_EVENT_PKT), buffer[1] == UInt8(EVT_LE_META_EVENT) else { continue }
+                for report in parseAdvertisingReports(Array(buffer[3..<count])) {
+                    if var existing = found[report.address] {
+                        // A scan response adds to what the advertisement said.
+                        existing.rssi = report.rssi ?? existing.rssi
+                        existing.localName = report.localName ?? existing.localName
+                        existing.flags = report.flags ?? existing.flags
+                        existing.txPower = report.txPower ?? existing.txPower
+                        existing.manufacturer = report.manufacturer ?? existing.manufacturer
+                        existing.iBeacon = report.iBeacon ?? existing.iBeacon
+                        for uuid in report.serviceUUIDs where !existing.serviceUUIDs.contains(uuid) { existing.serviceUUIDs.append(uuid) }
+                        found[report.address] = existing
+                    } else {
+                        found[report.address] = report
+                        order.append(report.address)
+                    }
                 }
             }
         }

@@ -29,16 +29,11 @@ struct ScanCommand: AsyncParsableCommand {
         _ = try requireBluetooth(adapter: adapter)
         let filter = ScanFilter(name: name, address: address, service: service.flatMap(BluetoothUUID.init))
         let adapter = self.adapter, duration = self.duration, active = !passive
-        // The HCI socket is read with poll(2) on a thread of its own, not on Swift's cooperative pool.
-        let found: [Advertisement] = try await withCheckedThrowingContinuation { continuation in
-            Thread {
-                do {
-                    continuation.resume(returning: try Scanner.scan(adapter: adapter, duration: .milliseconds(Int64(duration * 1000)),
-                                                                    active: active, filter: filter))
-                } catch {
-                    continuation.resume(throwing: CommandFailure(.bluetoothUnavailable, "\(error)"))
-                }
-            }.start()
+        let found: [Advertisement]
+        do {
+            found = try await Scanner.scan(adapter: adapter, duration: .milliseconds(Int64(duration * 1000)), active: active, filter: filter)
+        } catch {
+            throw CommandFailure(.bluetoothUnavailable, "\(error)")
         }
         if global.json {
             Terminal.standardOutput.writeLine(try JSONOutput.string(found))
