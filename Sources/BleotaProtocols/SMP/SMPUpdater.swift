@@ -145,7 +145,11 @@ public struct SMPUpdater: Sendable {
         // MTU spans so many writes that it seldom arrives whole), never below one link packet's worth.
         var chunkLimit = oneAtATime ? max(1, chunk / 2) : chunk
         let smallestChunk = max(16, min(chunk, connection.link.parameters.maximumPayload - 24))
+        // Clean answers in a row since the last loss: after 8, requests grow back (doubling, up to
+        // the full chunk) — loss comes and goes, and small requests waste the link's headers.
+        var cleanRun = 0
         func slowDown() {
+            cleanRun = 0
             if window == 1 { chunkLimit = max(smallestChunk, chunkLimit / 2) }
             guard window > 1 else { return }
             window = 1
@@ -250,6 +254,11 @@ public struct SMPUpdater: Sendable {
                 continue
             }
             timeoutsInARow = 0
+            cleanRun += 1
+            if cleanRun >= 8, chunkLimit < chunk {
+                chunkLimit = min(chunk, chunkLimit * 2)
+                cleanRun = 0
+            }
             guard let offset = response.body["off"]?.int, (0...image.count).contains(offset) else {
                 throw .field("the upload answer's 'off' is missing or outside the image")
             }
