@@ -73,12 +73,38 @@ public struct CRC16: Sendable, Hashable {
     }
 
     public mutating func update(buffer: UnsafeRawBufferPointer) {
+        if !variant.reflected && variant.polynomial == 0x1021 {
+            updateSliced(buffer)
+            return
+        }
         var crc = register
         table.withUnsafeBufferPointer { table in
             if variant.reflected {
                 for byte in buffer { crc = (crc >> 8) ^ table[Int((crc ^ UInt16(byte)) & 0xFF)] }
             } else {
                 for byte in buffer { crc = (crc << 8) ^ table[Int(((crc >> 8) ^ UInt16(byte)) & 0xFF)] }
+            }
+        }
+        register = crc
+    }
+
+    /// Four bytes per step for the 0x1021 family (CCITT-FALSE, XMODEM): the CRC of every
+    /// packet and message goes through here, twice per packet. T1…T3 are T0 advanced by
+    /// 8, 16 and 24 more zero bits, so the four lookups of a step are independent.
+    private mutating func updateSliced(_ buffer: UnsafeRawBufferPointer) {
+        var crc = register
+        CRC16Tables.normal1021Slices.withUnsafeBufferPointer { t in
+            var index = 0
+            let count = buffer.count
+            while index + 4 <= count {
+                let b0 = UInt16(buffer[index]), b1 = UInt16(buffer[index + 1])
+                let b2 = Int(buffer[index + 2]), b3 = Int(buffer[index + 3])
+                crc = t[768 + Int((crc >> 8) ^ b0)] ^ t[512 + Int((crc & 0xFF) ^ b1)] ^ t[256 + b2] ^ t[b3]
+                index += 4
+            }
+            while index < count {
+                crc = (crc << 8) ^ t[Int(((crc >> 8) ^ UInt16(buffer[index])) & 0xFF)]
+                index += 1
             }
         }
         register = crc
@@ -100,6 +126,17 @@ public struct CRC16: Sendable, Hashable {
 enum CRC16Tables {
     static let normal1021 = make(polynomial: 0x1021, reflected: false)
     static let reflected8005 = make(polynomial: 0x8005, reflected: true)
+    /// T0…T3 of the slice-by-4 loop, 256 entries each.
+    static let normal1021Slices: [UInt16] = {
+        var tables = normal1021
+        var previous = normal1021
+        for _ in 1...3 {
+            let next = previous.map { (($0 << 8) & 0xFFFF) ^ normal1021[Int($0 >> 8)] }
+            tables += next
+            previous = next
+        }
+        return tables
+    }()
 
     static func table(for variant: CRC16.Variant) -> [UInt16] {
         switch (variant.polynomial, variant.reflected) {
