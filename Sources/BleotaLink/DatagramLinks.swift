@@ -38,6 +38,32 @@ final class DescriptorReader: Sendable {
     }
 
     func stop() { stopped.withLock { $0 = true } }
+
+    var isStopped: Bool { stopped.withLock { $0 } }
+
+    /// The next packet read; once input has ended, `closed` as the link's error.
+    func next(closed: String) async throws(LinkError) -> [UInt8] {
+        do {
+            guard let packet = try await packets.take() else { throw LinkError.disconnected(closed) }
+            return packet
+        } catch let error as LinkError {
+            throw error
+        } catch {
+            throw .cancelled
+        }
+    }
+
+    /// Stops the reader once and, after its thread has seen the stop (it polls every
+    /// 100 ms), closes the descriptor if the link owns it. Later calls do nothing.
+    func shutDown(closingDescriptor: Bool) async {
+        let wasRunning = stopped.withLock { stopped in
+            defer { stopped = true }
+            return !stopped
+        }
+        guard wasRunning else { return }
+        try? await Task.sleep(for: .milliseconds(150))
+        if closingDescriptor { Glibc.close(fd) }
+    }
 }
 
 /// A UDP "connection" to one peer: each ``send(_:)`` is a datagram, each
@@ -46,7 +72,6 @@ public final class UDPLink: Link {
     public let parameters: LinkParameters
     let fd: Int32
     let reader: DescriptorReader
-    private let closed = Mutex(false)
 
     /// Resolves `host` (a name or IPv4/IPv6 literal) and connects a UDP socket to it.
     public init(host: String, port: UInt16, maximumPayload: Int = 1024) throws(LinkError) {
@@ -79,7 +104,7 @@ public final class UDPLink: Link {
     }
 
     public func send(_ packet: [UInt8]) async throws(LinkError) {
-        guard !closed.withLock({ $0 }) else { throw .disconnected("the UDP link is closed") }
+        guard !reader.isStopped else { throw .disconnected("the UDP link is closed") }
         let sent = packet.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, 0) }
         guard sent == packet.count else {
             if errno == ECONNREFUSED { return } // an earlier datagram was refused; this one may yet arrive
@@ -88,27 +113,10 @@ public final class UDPLink: Link {
     }
 
     public func receive() async throws(LinkError) -> [UInt8] {
-        do {
-            guard let packet = try await reader.packets.take() else { throw LinkError.disconnected("the UDP link is closed") }
-            return packet
-        } catch let error as LinkError {
-            throw error
-        } catch {
-            throw .cancelled
-        }
+        try await reader.next(closed: "the UDP link is closed")
     }
 
-    public func close() async {
-        let wasOpen = closed.withLock { closed in
-            defer { closed = true }
-            return !closed
-        }
-        guard wasOpen else { return }
-        reader.stop()
-        // The reader thread polls every 100 ms; close after it has seen the stop.
-        try? await Task.sleep(for: .milliseconds(150))
-        Glibc.close(fd)
-    }
+    public func close() async { await reader.shutDown(closingDescriptor: true) }
 }
 
 /// A serial port (or a pseudo-terminal) in raw mode as a byte stream cut into
@@ -119,7 +127,6 @@ public final class SerialLineLink: Link {
     let fd: Int32
     let reader: DescriptorReader
     private let lines = Mutex<[UInt8]>([])
-    private let closed = Mutex(false)
     let ownsDescriptor: Bool
 
     /// Opens `path` at `baud` in raw mode (8N1, no flow control).
@@ -175,7 +182,7 @@ public final class SerialLineLink: Link {
     public func send(_ packet: [UInt8]) async throws(LinkError) {
         var offset = 0
         while offset < packet.count {
-            guard !closed.withLock({ $0 }) else { throw .disconnected("the serial link is closed") }
+            guard !reader.isStopped else { throw .disconnected("the serial link is closed") }
             let written = packet[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
             if written > 0 { offset += written; continue }
             guard errno == EAGAIN || errno == EINTR else { throw .disconnected("serial write: \(String(cString: strerror(errno)))") }
@@ -192,27 +199,12 @@ public final class SerialLineLink: Link {
                 buffer.removeSubrange(...end)
                 return line
             }) { return line }
-            do {
-                guard let chunk = try await reader.packets.take() else { throw LinkError.disconnected("the serial port closed") }
-                lines.withLock { $0 += chunk }
-            } catch let error as LinkError {
-                throw error
-            } catch {
-                throw .cancelled
-            }
+            let chunk = try await reader.next(closed: "the serial port closed")
+            lines.withLock { $0 += chunk }
         }
     }
 
-    public func close() async {
-        let wasOpen = closed.withLock { closed in
-            defer { closed = true }
-            return !closed
-        }
-        guard wasOpen else { return }
-        reader.stop()
-        try? await Task.sleep(for: .milliseconds(150))
-        if ownsDescriptor { Glibc.close(fd) }
-    }
+    public func close() async { await reader.shutDown(closingDescriptor: ownsDescriptor) }
 }
 
 /// A bound UDP socket answering whoever writes to it: the server side of

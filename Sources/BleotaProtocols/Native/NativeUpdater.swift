@@ -105,53 +105,44 @@ public struct NativeUpdater: Sendable {
     /// packet and the whole stream's hash, then discards it. Firmware and files
     /// are untouched, so `bleota tune` can try settings on a device in use.
     public func testTransfer(_ bytes: [UInt8]) async throws(TransferError) -> UpdateReport {
-        try tuning.validate()
-        var session = Session(updater: self)
-        session.enter(.connect)
-        let (connected, hello) = try await session.connect(.initial, step: .connect)
-        var link: (any Link)? = connected
-        do throws(TransferError) {
+        try await sendVerified(bytes, target: .test, label: "tune", operation: "test") { hello, _ throws(TransferError) in
             guard hello.capabilities.contains(.testTransfer) else {
                 throw TransferError(.deviceRefused, step: .connect, "\(connector.description) does not accept test transfers, so it cannot be tuned without changing its firmware")
             }
-            session.enter(.transfer)
-            let result = try await session.transfer(stream: bytes, target: .test, label: "tune", link: &link)
-            session.enter(.verify)
-            let verdict = try await session.verify(on: link!)
-            guard verdict.ok else {
-                throw TransferError(.verificationFailed, step: .verify, "the device could not verify the test transfer (\(verdict.detail))")
-            }
-            await link?.close()
-            return session.report(operation: "test", bytes: bytes.count, transfer: result)
-        } catch {
-            await link?.close()
-            throw error
-        }
+        } unverified: { "the device could not verify the test transfer (\($0))" }
     }
 
     // MARK: - Files
 
     /// Stores `file` on the device under `name`; it is kept only if it verifies.
     public func push(file: [UInt8], name: String) async throws(TransferError) -> UpdateReport {
+        try await sendVerified(file, target: .file, label: name, operation: "push") { hello, session throws(TransferError) in
+            guard hello.capabilities.contains(.files) else {
+                throw TransferError(.deviceRefused, step: .connect, "\(connector.description) has no file store")
+            }
+            try session.checkFits(file.count, hello: hello, step: .connect)
+        } unverified: { "the device could not verify '\(name)' (\($0)); it was not stored" }
+    }
+
+    /// connect → (admit) → transfer → verify, for the operations that send a
+    /// stream and need nothing after the device's verdict (push, test transfers).
+    private func sendVerified(_ bytes: [UInt8], target: NativeMessage.Target, label: String, operation: String,
+                              admit: (NativeMessage.HelloResponse, Session) throws(TransferError) -> Void,
+                              unverified: (String) -> String) async throws(TransferError) -> UpdateReport {
         try tuning.validate()
         var session = Session(updater: self)
         session.enter(.connect)
         let (connected, hello) = try await session.connect(.initial, step: .connect)
         var link: (any Link)? = connected
         do throws(TransferError) {
-            guard hello.capabilities.contains(.files) else {
-                throw TransferError(.deviceRefused, step: .connect, "\(connector.description) has no file store")
-            }
-            try session.checkFits(file.count, hello: hello, step: .connect)
+            try admit(hello, session)
             session.enter(.transfer)
-            let result = try await session.transfer(stream: file, target: .file, label: name, link: &link)
+            let result = try await session.transfer(stream: bytes, target: target, label: label, link: &link)
             session.enter(.verify)
             let verdict = try await session.verify(on: link!)
-            guard verdict.ok else {
-                throw TransferError(.verificationFailed, step: .verify, "the device could not verify '\(name)' (\(verdict.detail)); it was not stored")
-            }
+            guard verdict.ok else { throw TransferError(.verificationFailed, step: .verify, unverified(verdict.detail)) }
             await link?.close()
-            return session.report(operation: "push", bytes: file.count, transfer: result)
+            return session.report(operation: operation, bytes: bytes.count, transfer: result)
         } catch {
             await link?.close()
             throw error

@@ -280,8 +280,12 @@ public struct SMPUpdater: Sendable {
     }
 
     private func report(_ done: Int, of total: Int, result: UploadResult, began: Duration, window: Int) {
-        onEvent(.progress(TransferProgress(bytesAcknowledged: done, totalBytes: total, packetsSent: result.requests,
-                                           packetsResent: result.resentBytes > 0 ? 1 : 0, packetsLost: 0,
+        progress(done, of: total, requests: result.requests, resent: result.resentBytes > 0, began: began, window: window)
+    }
+
+    func progress(_ done: Int, of total: Int, requests: Int, resent: Bool = false, began: Duration, window: Int) {
+        onEvent(.progress(TransferProgress(bytesAcknowledged: done, totalBytes: total, packetsSent: requests,
+                                           packetsResent: resent ? 1 : 0, packetsLost: 0,
                                            elapsed: clock.now - began, window: window, interPacketDelay: .zero)))
     }
 
@@ -339,7 +343,7 @@ public struct SMPUpdater: Sendable {
                 await connection.close()
                 stepSeconds[currentStep.rawValue, default: 0] += (clock.now - stepStarted).seconds
                 return makeReport(result, image: imageBytes, before: versionBefore, after: versionBefore, started: started,
-                                  stepSeconds: stepSeconds, parameters: parameters)
+                                  stepSeconds: stepSeconds)
             }
             enter(.activate)
             do {
@@ -370,7 +374,7 @@ public struct SMPUpdater: Sendable {
         await connection.close()
         stepSeconds[currentStep.rawValue, default: 0] += (clock.now - stepStarted).seconds
         return makeReport(result, image: imageBytes, before: versionBefore, after: running.version, started: started,
-                          stepSeconds: stepSeconds, parameters: parameters)
+                          stepSeconds: stepSeconds)
     }
 
     /// After a reset: reconnect until the device answers again (it is away for the swap).
@@ -397,7 +401,7 @@ public struct SMPUpdater: Sendable {
     }
 
     func makeReport(_ result: UploadResult, image: [UInt8], before: String?, after: String?, started: Duration,
-                    stepSeconds: [String: Double], parameters: MCUmgrParameters) -> UpdateReport {
+                    stepSeconds: [String: Double], operation: String = "flash") -> UpdateReport {
         var statistics = TransferStatistics()
         statistics.packetsSent = result.requests
         statistics.reconnects = result.reconnects
@@ -405,7 +409,7 @@ public struct SMPUpdater: Sendable {
         var tuning = TransferTuning()
         tuning.window = result.window
         tuning.packetSize = result.chunkSize
-        var report = UpdateReport(operation: "flash", device: connector.description, bytes: image.count, streamBytes: image.count,
+        var report = UpdateReport(operation: operation, device: connector.description, bytes: image.count, streamBytes: image.count,
                                   compressed: false, packetSize: result.chunkSize, transferSeconds: result.elapsed.seconds,
                                   totalSeconds: (clock.now - started).seconds, statistics: statistics, stepSeconds: stepSeconds,
                                   tuning: tuning)
@@ -424,94 +428,88 @@ extension SMPUpdater {
 
     /// Writes `file` to `name` on the device, then checks the device's SHA-256 of it.
     public func push(file: [UInt8], name: String) async throws(TransferError) -> UpdateReport {
-        let started = clock.now
-        let path = Self.devicePath(name)
-        onEvent(.step(.connect))
-        let connection = try await connect(.initial, step: .connect)
-        let parameters: MCUmgrParameters
-        do { parameters = try await connection.parameters(timeout: timeouts.response) } catch { throw fail(.connect, error) }
-        onEvent(.step(.transfer))
-        let began = clock.now
-        var offset = 0
-        var requests = 0
-        var resent = 0
-        let chunk = max(1, min(chunkSize ?? .max, parameters.bufferSize - SMPHeader.size - 32 - path.utf8.count))
-        repeat {
-            let end = min(file.count, offset + chunk)
-            let request = SMPFileUploadRequest(name: path, offset: offset, data: Array(file[offset..<end]),
-                                               length: offset == 0 ? file.count : nil)
-            let answer: CBOR
-            do {
-                answer = try await connection.request(.write, group: SMPGroup.fileSystem, command: SMPCommandID.file, body: request.body,
-                                                      timeout: timeouts.response, attempts: timeouts.attempts, what: "the file upload at \(offset)")
-            } catch { throw fail(.transfer, error) }
-            requests += 1
-            guard let next = answer["off"]?.int, (0...file.count).contains(next) else {
-                throw TransferError(.protocolViolation, step: .transfer, "the file upload answer's 'off' is missing or outside the file")
-            }
-            if next < end { resent += end - next }
-            offset = next
-            onEvent(.progress(TransferProgress(bytesAcknowledged: offset, totalBytes: file.count, packetsSent: requests,
-                                               packetsResent: 0, packetsLost: 0, elapsed: clock.now - began, window: 1,
-                                               interPacketDelay: .zero)))
-        } while offset < file.count
-        let elapsed = clock.now - began
-        onEvent(.step(.verify))
-        try await verifyFile(path, expected: SHA256Digest.hash(file), length: file.count, connection: connection)
-        await connection.close()
-        var report = makeReport(UploadResult(bytes: file.count, elapsed: elapsed, requests: requests, resentBytes: resent,
-                                             reconnects: 0, window: 1, chunkSize: chunk),
-                                image: file, before: nil, after: nil, started: started, stepSeconds: [:], parameters: parameters)
-        report.operation = "push"
-        return report
+        try await fileSession("push", name: name) { (connection: SMPConnection, parameters: MCUmgrParameters, path: String, began: Duration) async throws(TransferError) -> ([UInt8], UploadResult) in
+            var offset = 0
+            var requests = 0
+            var resent = 0
+            let chunk = max(1, min(chunkSize ?? .max, parameters.bufferSize - SMPHeader.size - 32 - path.utf8.count))
+            repeat {
+                let end = min(file.count, offset + chunk)
+                let request = SMPFileUploadRequest(name: path, offset: offset, data: Array(file[offset..<end]),
+                                                   length: offset == 0 ? file.count : nil)
+                let answer: CBOR
+                do throws(SMPClientError) {
+                    answer = try await connection.request(.write, group: SMPGroup.fileSystem, command: SMPCommandID.file, body: request.body,
+                                                          timeout: timeouts.response, attempts: timeouts.attempts, what: "the file upload at \(offset)")
+                } catch { throw fail(.transfer, error) }
+                requests += 1
+                guard let next = answer["off"]?.int, (0...file.count).contains(next) else {
+                    throw TransferError(.protocolViolation, step: .transfer, "the file upload answer's 'off' is missing or outside the file")
+                }
+                if next < end { resent += end - next }
+                offset = next
+                progress(offset, of: file.count, requests: requests, began: began, window: 1)
+            } while offset < file.count
+            return (file, UploadResult(bytes: file.count, elapsed: clock.now - began, requests: requests, resentBytes: resent,
+                                       reconnects: 0, window: 1, chunkSize: chunk))
+        }.report
     }
 
     /// Reads `name` from the device, checking its SHA-256 when the device can compute it.
     public func pull(name: String) async throws(TransferError) -> ([UInt8], UpdateReport) {
+        try await fileSession("pull", name: name) { (connection: SMPConnection, parameters: MCUmgrParameters, path: String, began: Duration) async throws(TransferError) -> ([UInt8], UploadResult) in
+            var file: [UInt8] = []
+            var total: Int?
+            var requests = 0
+            repeat {
+                let answer: CBOR
+                do throws(SMPClientError) {
+                    answer = try await connection.request(.read, group: SMPGroup.fileSystem, command: SMPCommandID.file,
+                                                          body: .textMap(["name": .text(path), "off": CBOR(file.count)]),
+                                                          timeout: timeouts.response, attempts: timeouts.attempts,
+                                                          what: "the file download at \(file.count)")
+                } catch { throw fail(.transfer, error) }
+                requests += 1
+                if total == nil {
+                    guard let length = answer["len"]?.int, length >= 0 else {
+                        throw TransferError(.protocolViolation, step: .transfer, "the first download answer lacks the file's 'len'")
+                    }
+                    total = length
+                }
+                guard answer["off"]?.int == file.count, let data = answer["data"]?.byteString,
+                      file.count + data.count <= total!, !(data.isEmpty && file.count < total!) else {
+                    throw TransferError(.protocolViolation, step: .transfer, "the download answer does not continue at offset \(file.count)")
+                }
+                file += data
+                progress(file.count, of: total!, requests: requests, began: began, window: 1)
+            } while file.count < total!
+            return (file, UploadResult(bytes: file.count, elapsed: clock.now - began, requests: requests, resentBytes: 0,
+                                       reconnects: 0, window: 1, chunkSize: parameters.bufferSize))
+        }
+    }
+
+    /// connect → read the parameters → `transfer` → the device's SHA-256 of the file → report.
+    /// The connection is closed however it ends.
+    private func fileSession(_ operation: String, name: String,
+                             transfer: (SMPConnection, MCUmgrParameters, String, Duration) async throws(TransferError) -> ([UInt8], UploadResult))
+        async throws(TransferError) -> (file: [UInt8], report: UpdateReport) {
         let started = clock.now
         let path = Self.devicePath(name)
         onEvent(.step(.connect))
         let connection = try await connect(.initial, step: .connect)
-        let parameters: MCUmgrParameters
-        do { parameters = try await connection.parameters(timeout: timeouts.response) } catch { throw fail(.connect, error) }
-        onEvent(.step(.transfer))
-        let began = clock.now
-        var file: [UInt8] = []
-        var total: Int?
-        var requests = 0
-        repeat {
-            let answer: CBOR
-            do {
-                answer = try await connection.request(.read, group: SMPGroup.fileSystem, command: SMPCommandID.file,
-                                                      body: .textMap(["name": .text(path), "off": CBOR(file.count)]),
-                                                      timeout: timeouts.response, attempts: timeouts.attempts,
-                                                      what: "the file download at \(file.count)")
-            } catch { throw fail(.transfer, error) }
-            requests += 1
-            if total == nil {
-                guard let length = answer["len"]?.int, length >= 0 else {
-                    throw TransferError(.protocolViolation, step: .transfer, "the first download answer lacks the file's 'len'")
-                }
-                total = length
-            }
-            guard answer["off"]?.int == file.count, let data = answer["data"]?.byteString,
-                  file.count + data.count <= total!, !(data.isEmpty && file.count < total!) else {
-                throw TransferError(.protocolViolation, step: .transfer, "the download answer does not continue at offset \(file.count)")
-            }
-            file += data
-            onEvent(.progress(TransferProgress(bytesAcknowledged: file.count, totalBytes: total!, packetsSent: requests,
-                                               packetsResent: 0, packetsLost: 0, elapsed: clock.now - began, window: 1,
-                                               interPacketDelay: .zero)))
-        } while file.count < total!
-        let elapsed = clock.now - began
-        onEvent(.step(.verify))
-        try await verifyFile(path, expected: SHA256Digest.hash(file), length: file.count, connection: connection)
-        await connection.close()
-        var report = makeReport(UploadResult(bytes: file.count, elapsed: elapsed, requests: requests, resentBytes: 0,
-                                             reconnects: 0, window: 1, chunkSize: parameters.bufferSize),
-                                image: file, before: nil, after: nil, started: started, stepSeconds: [:], parameters: parameters)
-        report.operation = "pull"
-        return (file, report)
+        do throws(TransferError) {
+            let parameters: MCUmgrParameters
+            do { parameters = try await connection.parameters(timeout: timeouts.response) } catch { throw fail(.connect, error) }
+            onEvent(.step(.transfer))
+            let (file, result) = try await transfer(connection, parameters, path, clock.now)
+            onEvent(.step(.verify))
+            try await verifyFile(path, expected: SHA256Digest.hash(file), length: file.count, connection: connection)
+            await connection.close()
+            return (file, makeReport(result, image: file, before: nil, after: nil, started: started, stepSeconds: [:], operation: operation))
+        } catch {
+            await connection.close()
+            throw error
+        }
     }
 
     /// The file group's hash command (command 2, SHA-256) against what was sent or received.
