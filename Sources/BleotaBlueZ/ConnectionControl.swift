@@ -69,17 +69,29 @@ public final class HCIController {
     /// Sends `command` and returns its Command Complete parameters or Command Status.
     public func send(_ command: HCICommand) throws(HCIError) -> Answer {
         try transport.write(command.encode())
+        let answer = try firstEvent(within: timeout) { event -> Answer? in
+            switch event {
+            case .commandComplete(let opcode, let parameters) where opcode == command.opcode: .complete(parameters)
+            case .commandStatus(let status, let opcode) where opcode == command.opcode: .status(status)
+            default: nil
+            }
+        }
+        guard let answer else {
+            throw HCIError("the controller did not answer HCI command 0x\(String(command.opcode, radix: 16)) within \(timeout)")
+        }
+        return answer
+    }
+
+    /// Reads events until `match` accepts one or `timeout` (on ``clock``) passes; the others are kept if wanted later.
+    private func firstEvent<T>(within timeout: Duration, _ match: (HCIEvent) -> T?) throws(HCIError) -> T? {
         let deadline = clock.now + timeout
         while clock.now < deadline {
             guard let packet = try transport.read(timeout: deadline - clock.now),
                   let event = try? HCIEvent(decoding: packet) else { continue }
-            switch event {
-            case .commandComplete(let opcode, let parameters) where opcode == command.opcode: return .complete(parameters)
-            case .commandStatus(let status, let opcode) where opcode == command.opcode: return .status(status)
-            default: keep(event)
-            }
+            if let found = match(event) { return found }
+            keep(event)
         }
-        throw HCIError("the controller did not answer HCI command 0x\(String(command.opcode, radix: 16)) within \(timeout)")
+        return nil
     }
 
     /// Waits for an LE meta `subevent` about connection `handle`; returns its parameters after the handle, or nil on timeout.
@@ -93,14 +105,7 @@ public final class HCIController {
         if let index = early.firstIndex(where: { matches($0) != nil }) {
             return matches(early.remove(at: index))
         }
-        let deadline = clock.now + timeout
-        while clock.now < deadline {
-            guard let packet = try transport.read(timeout: deadline - clock.now),
-                  let event = try? HCIEvent(decoding: packet) else { continue }
-            if let found = matches(event) { return found }
-            keep(event)
-        }
-        return nil
+        return try firstEvent(within: timeout, matches)
     }
 }
 

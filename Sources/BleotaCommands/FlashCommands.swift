@@ -35,8 +35,8 @@ struct FlashCommand: AsyncParsableCommand {
         var deviceProtocol = try smp.deviceProtocol.resolved(for: target)
         if smp.deviceProtocol == .auto, case .ble(let text) = target {
             // Ask the device what it offers; an MCUboot image goes over SMP when it can.
-            let header = (try? readInputFile(image).prefix(4)).map(Array.init) ?? []
-            let isMCUboot = header.count == 4 && UInt32(header[0]) | UInt32(header[1]) << 8 | UInt32(header[2]) << 16 | UInt32(header[3]) << 24 == MCUbootImage.magic
+            let header = FileHandle(forReadingAtPath: image).map { [UInt8]($0.readData(ofLength: 4)) } ?? []
+            let isMCUboot = MCUbootImage.startsWithMagic(header)
             deviceProtocol = try await detectBLEProtocol(text, preferSMP: isMCUboot, timeout: deviceOptions.timeouts.connect)
             logger.info("\(text) offers \(deviceProtocol == .smp ? "MCUmgr's SMP" : "bleota's native") service: using it")
         }

@@ -132,7 +132,7 @@ struct ImageInfo: AsyncParsableCommand {
         let image = try input.load(file)
         var report = ImageReport(file: file, image: image, fill: input.fill)
         let flat = image.flattened(fill: input.fill)
-        if flat.count >= 4, UInt32(flat[0]) | UInt32(flat[1]) << 8 | UInt32(flat[2]) << 16 | UInt32(flat[3]) << 24 == MCUbootImage.magic {
+        if MCUbootImage.startsWithMagic(flat) {
             var key: MCUbootPublicKey?
             if let keyPath = self.key {
                 do { key = try MCUbootPublicKey(try readInputFile(keyPath)) } catch let error as ImageVerificationError {

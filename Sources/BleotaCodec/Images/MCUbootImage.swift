@@ -69,6 +69,12 @@ public struct MCUbootImage: Sendable, Equatable {
         public static let ed25519Signature: UInt16 = 0x24
     }
 
+    /// Whether `bytes` begin with the MCUboot header magic (little endian), without parsing further.
+    public static func startsWithMagic(_ bytes: some Collection<UInt8>) -> Bool {
+        var reader = ByteReader(bytes.prefix(4))
+        return (try? reader.readUInt32(.little)) == magic
+    }
+
     public var loadAddress: UInt32
     public var headerSize: Int
     public var protectedTLVSize: Int

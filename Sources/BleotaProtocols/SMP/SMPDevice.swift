@@ -275,9 +275,8 @@ public actor SMPDevice {
                 return current.bytes.count
             }
             if let resumed, resumed > 0 { return .textMap(["off": CBOR(resumed)]) }
-            if request.data.count >= 4 {
-                let magic = UInt32(request.data[0]) | UInt32(request.data[1]) << 8 | UInt32(request.data[2]) << 16 | UInt32(request.data[3]) << 24
-                guard magic == MCUbootImage.magic else { throw SMPDeviceError(group: SMPGroup.image, rc: 23) }
+            if request.data.count >= 4, !MCUbootImage.startsWithMagic(request.data) {
+                throw SMPDeviceError(group: SMPGroup.image, rc: 23) // invalid image header magic
             }
             storage.withState { $0.secondary = nil }
             storage.withUpload { $0 = SMPDeviceStorage.Upload(length: length, sha: request.sha, bytes: []) }
