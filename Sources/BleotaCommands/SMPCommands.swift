@@ -58,10 +58,7 @@ func checkedMCUbootImage(_ bytes: [UInt8], path: String, keyPath: String?) throw
     }
     do { try image.verifyHash() } catch { throw CommandFailure(.verificationFailed, "\(path): \(error)") }
     if let keyPath {
-        let keyBytes: [UInt8]
-        do { keyBytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: keyPath))) } catch {
-            throw CommandFailure(.badInput, "cannot read the key \(keyPath): \(error.localizedDescription)")
-        }
+        let keyBytes = try readInputFile(keyPath)
         do {
             let key = try MCUbootPublicKey(keyBytes)
             try image.verifySignature(with: key)

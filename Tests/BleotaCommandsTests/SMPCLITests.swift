@@ -109,3 +109,25 @@ import Testing
         #expect(badUDP.stderr.contains("the port must be 1…65535"))
     }
 }
+
+@Suite struct SMPBadInputTests {
+    @Test(arguments: [
+        (["image", "state", "--device", "sim://2m-dle?protocol=smp", "--test", "abc"], Int32(2), "'abc' is not a SHA-256: write 64 hex digits"),
+        (["sim", "serve", "--buffer", "10"], 2, "--buffer 10 is out of range: use 128…65535"),
+        (["gatt", "subscribe", "--device", "ble://C0:FF:EE:00:00:01", "--handle", "8", "--write-handle", "3"], 2,
+         "--write-handle and --write-hex go together: give both or neither"),
+        (["flash", "samples/mcuboot/imgtool-2.5.0/app-1.1.0-ecdsa-p256.bin", "--device", "sim://2m-dle?protocol=smp", "--key", "/nonexistent.pem"], 3,
+         "/nonexistent.pem: no such file: check the path"),
+        (["echo", "x", "--device", "serial://ttyACM0"], 2, "needs an absolute device path: write serial:///dev/ttyACM0"),
+        (["image", "info", "samples/firmware/blinky.bin", "--key", "samples/mcuboot/imgtool-2.5.0/ed25519.pub.pem"], 3,
+         "is not an MCUboot image, so --key has nothing to verify"),
+        (["tune", "--device", "udp://127.0.0.1:1337"], 2, "speaks SMP"),
+    ])
+    func badInputIsOneLineWithTheFix(arguments: [String], status: Int32, message: String) throws {
+        let result = try BleotaProcess.run(arguments)
+        #expect(result.status == status, "\(result.stderr)")
+        #expect(result.stderr.contains(message), "\(result.stderr)")
+        let errorLines = result.stderr.split(separator: "\n").filter { $0.lowercased().hasPrefix("error:") }
+        #expect(errorLines.count == 1)
+    }
+}
