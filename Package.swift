@@ -42,7 +42,7 @@ let package = Package(
         .target(name: "BleotaATT", dependencies: ["BleotaLink", "BleotaCodec"]),
         .target(
             name: "BleotaEngine",
-            dependencies: ["BleotaLink", "BleotaCodec", .product(name: "Logging", package: "swift-log")]),
+            dependencies: ["BleotaATT", "BleotaLink", "BleotaCodec", .product(name: "Logging", package: "swift-log")]),
         .target(
             name: "BleotaProtocols",
             dependencies: ["BleotaEngine", "BleotaLink", "BleotaCodec", "BleotaZlib",
@@ -50,7 +50,8 @@ let package = Package(
         .target(
             name: "BleotaSimulator",
             dependencies: ["BleotaProtocols", "BleotaEngine", "BleotaLink", "BleotaCodec"]),
-        .target(name: "BleotaBlueZ", dependencies: ["CBlueZ", "BleotaLink", "BleotaATT"]),
+        .target(name: "BleotaBlueZ", dependencies: ["CBlueZ", "BleotaEngine", "BleotaLink", "BleotaATT",
+                                                   .product(name: "Logging", package: "swift-log")]),
         .target(
             name: "BleotaCommands",
             dependencies: [

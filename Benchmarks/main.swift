@@ -102,13 +102,20 @@ func sendOverLoopback(_ stream: [UInt8], packetSize: Int = 244) async throws -> 
     return seconds
 }
 
+/// bleota's native device half on the simulator, with the link model's buffer and packet size.
+func nativeDevice(_ storage: DeviceStorage, _ model: LinkModel) -> SimulatedDevice {
+    SimulatedDevice(address: "C0:FF:EE:00:00:01",
+                    half: NativeDevice(name: "bleota-sim", storage: storage, bufferCount: model.deviceBuffer, maximumPacket: model.maximumPayload),
+                    model: model)
+}
+
 /// One simulated flash; returns goodput (image bytes per second of transfer time).
 func simulatedFlash(_ address: String, image: [UInt8], tuning: TransferTuning = TransferTuning()) async throws -> (goodput: Double, capacity: Double, resent: Int) {
     let parsed = try SimulatorAddress(parsing: address)
     let report = try await SimulationRuntime.run { runtime in
         let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
         let storage = DeviceStorage(activeImage: [0], activeVersion: "1", slotSize: max(parsed.slotSize, image.count))
-        await world.add(SimulatedNativeDevice(address: "C0:FF:EE:00:00:01", storage: storage, model: parsed.model))
+        await world.add(nativeDevice(storage, parsed.model))
         let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
         return try await NativeUpdater(connector: connector, clock: world.clock, tuning: tuning).flash(image: image, version: "2")
     }
@@ -122,10 +129,10 @@ func simulatedSMPUpload(_ address: String, image: [UInt8], window: Int?) async t
     let parsed = try SimulatorAddress(parsing: address)
     let outcome: Result<UpdateReport, TransferError> = try await SimulationRuntime.run { runtime in
         let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
-        let storage = SMPDeviceStorage(primary: SimulatedSMPDevice.factoryImage(version: .init(major: 1, minor: 0, revision: 0, build: 0)),
-                                       slotSize: 4 << 20)
-        await world.add(SimulatedSMPDevice(address: "C0:FF:EE:00:00:01", storage: storage, model: parsed.model,
-                                           parameters: MCUmgrParameters(bufferSize: parsed.smpBufferSize, bufferCount: parsed.smpBufferCount)))
+        var configuration = Simulation.configuration(parsed)
+        configuration.slotSize = 4 << 20
+        let device = try SMPProtocol().makeDevice(configuration)
+        await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model))
         let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
         do throws(TransferError) {
             return .success(try await SMPUpdater(connector: connector, clock: world.clock, window: window).upgrade(imageBytes: image, mode: .upload))
@@ -223,8 +230,7 @@ func tuneTrial(_ address: String, _ point: TuningPoint) async -> TuningTrial {
         let tuning = trialTuning
         let report = try await SimulationRuntime.run { runtime in
             let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
-            await world.add(SimulatedNativeDevice(address: "C0:FF:EE:00:00:01",
-                                                  storage: DeviceStorage(activeImage: [0], activeVersion: "1", slotSize: 1 << 20), model: parsed.model))
+            await world.add(nativeDevice(DeviceStorage(activeImage: [0], activeVersion: "1", slotSize: 1 << 20), parsed.model))
             let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
             return try await NativeUpdater(connector: connector, clock: world.clock, tuning: tuning).testTransfer(pseudoRandom(32 << 10, seed: 5))
         }

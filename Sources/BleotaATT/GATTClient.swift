@@ -185,11 +185,16 @@ public struct GATTClient: Sendable {
     }
 
     /// Enables notifications (or indications) through the CCCD (§4.10, §3.3.3.3).
-    public func subscribe(_ characteristic: GATTCharacteristic, indications: Bool = false) async throws(ATTBearerError) {
+    /// Enables notifications (or indications). `afresh` first disables them:
+    /// some servers tie state to the subscription (Zephyr's SMP transport drops a
+    /// half-received request when its client unsubscribes), and a new
+    /// connection should start clean.
+    public func subscribe(_ characteristic: GATTCharacteristic, indications: Bool = false, afresh: Bool = false) async throws(ATTBearerError) {
         let descriptors = try await discoverDescriptors(characteristic)
         guard let cccd = descriptors.first(where: { $0.uuid == .clientCharacteristicConfiguration }) else {
             throw .peer(.attributeNotFound, request: .findInformationRequest, handle: characteristic.valueHandle)
         }
+        if afresh { _ = try await bearer.request(.writeRequest(handle: cccd.handle, value: [0, 0])) }
         _ = try await bearer.request(.writeRequest(handle: cccd.handle, value: [indications ? 2 : 1, 0]))
     }
 

@@ -1,4 +1,6 @@
 import ArgumentParser
+import BleotaEngine
+import BleotaProtocols
 import Foundation
 import Logging
 
@@ -21,18 +23,26 @@ public struct BleotaCommand: AsyncParsableCommand {
 
             Exit status: 0 success, 1 failure, 2 usage error, 3 bad input file, \
             4 device refused or reported an error, 5 verification failed, \
-            6 link lost or device not found, 7 Bluetooth unavailable on this machine.
+            6 link lost or device not found, 7 Bluetooth unavailable on this machine, \
+            8 the update failed late but the device runs the new image unconfirmed, \
+            9 the update failed late and the device could not be reached to tell what it runs.
             """,
         version: version,
         subcommands: [FlashCommand.self, PushCommand.self, PullCommand.self, TuneCommand.self, ImageCommand.self, EchoCommand.self, ResetCommand.self,
-                      SimCommand.self, ServeCommand.self, GattCommand.self, ScanCommand.self]
+                      ProtocolsCommand.self, SimCommand.self, ServeCommand.self, GattCommand.self, ScanCommand.self]
     )
 
     public init() {}
 
-    /// Parses `arguments`, runs the command and returns the process exit status;
-    /// everything user-visible on failure goes to `stderr` as one line.
-    public static func run(arguments: [String]) async -> Int32 {
+    /// Parses `arguments`, runs the command with the protocols of `registry`
+    /// (bleota's built-in ones unless a vendor's executable passes its own) and
+    /// returns the process exit status; everything user-visible on failure goes
+    /// to `stderr` as one line, and with `--json` also to stdout as an object.
+    public static func run(arguments: [String], registry: ProtocolRegistry = .builtIn) async -> Int32 {
+        await CommandContext.$registry.withValue(registry) { await run(parsing: arguments) }
+    }
+
+    private static func run(parsing arguments: [String]) async -> Int32 {
         do {
             var command = try parseAsRoot(arguments)
             if var asyncCommand = command as? AsyncParsableCommand {
@@ -43,6 +53,9 @@ public struct BleotaCommand: AsyncParsableCommand {
             return ExitStatus.success.rawValue
         } catch let failure as CommandFailure {
             Terminal.standardError.writeLine("error: \(failure.message)")
+            if arguments.contains("--json"), let json = try? JSONOutput.string(FailureReport(failure)) {
+                Terminal.standardOutput.writeLine(json)
+            }
             return failure.status.rawValue
         } catch {
             let code = exitCode(for: error)
@@ -79,17 +92,61 @@ public enum ExitStatus: Int32, Sendable, Codable {
     case linkLost = 6
     /// This machine has no usable Bluetooth (no kernel support, no adapter, adapter down, no permission).
     case bluetoothUnavailable = 7
+    /// The update failed after the activation reached the device, which now runs the new image
+    /// unconfirmed: the bootloader reverts it at the next reset unless it is confirmed.
+    case newImageUnconfirmed = 8
+    /// The update failed after the activation may have reached the device, which could not be
+    /// reached again to find out what it runs.
+    case deviceStateUnknown = 9
 }
 
 /// A failure the CLI reports as one line and an exit status.
 public struct CommandFailure: Error, Sendable, CustomStringConvertible {
     public var status: ExitStatus
     public var message: String
-    public init(_ status: ExitStatus, _ message: String) {
+    /// Where a transfer failed and what the device runs since, when known.
+    public var details: FailureDetails?
+    public init(_ status: ExitStatus, _ message: String, details: FailureDetails? = nil) {
         self.status = status
         self.message = message
+        self.details = details
     }
     public var description: String { message }
+}
+
+/// What `--json` adds about a failed transfer.
+public struct FailureDetails: Sendable, Codable {
+    public var step: String
+    public var code: String
+    /// What the device runs after a late failure: new-image-confirmed, new-image-unconfirmed, old-image, unknown.
+    public var deviceState: String?
+    public var deviceVersion: String?
+
+    init(_ error: TransferError) {
+        step = error.step.rawValue
+        code = error.code.rawValue
+        deviceState = error.outcome?.name
+        if case .oldImage(let version)? = error.outcome { deviceVersion = version }
+    }
+}
+
+/// The object `--json` prints on stdout when a command fails.
+struct FailureReport: Codable {
+    var error: String
+    var exitStatus: Int32
+    var step: String?
+    var code: String?
+    var deviceState: String?
+    var deviceVersion: String?
+
+    init(_ failure: CommandFailure) {
+        error = failure.message
+        exitStatus = failure.status.rawValue
+        step = failure.details?.step
+        code = failure.details?.code
+        deviceState = failure.details?.deviceState
+        deviceVersion = failure.details?.deviceVersion
+    }
 }
 
 /// Options every command shares.

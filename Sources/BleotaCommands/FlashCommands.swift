@@ -2,9 +2,26 @@ import ArgumentParser
 import BleotaCodec
 import BleotaEngine
 import BleotaLink
-import BleotaProtocols
 import Foundation
 import Logging
+
+/// Which protocol to speak, for commands that work over several.
+struct ProtocolOption: ParsableArguments {
+    @Option(name: .customLong("protocol"),
+            help: "The device's update protocol (default: what the address, the image or the device says). `bleota protocols` lists them.")
+    var name: String?
+}
+
+/// Options of `flash` beyond transfer tuning.
+struct FlashOptions: ParsableArguments {
+    @Option(name: .long, help: "How far to go: test-and-confirm, test, confirm or upload-only (the protocol says which it supports).")
+    var mode: FlashMode?
+
+    @Option(name: .long, help: "Public or private key (PEM or DER; ECDSA P-256 or Ed25519) the image must be signed with; checked before connecting.")
+    var key: String?
+}
+
+extension FlashMode: ExpressibleByArgument {}
 
 /// `bleota flash`: the main job.
 struct FlashCommand: AsyncParsableCommand {
@@ -12,9 +29,11 @@ struct FlashCommand: AsyncParsableCommand {
         commandName: "flash",
         abstract: "Update a device's firmware: transfer, verify, activate and confirm.",
         discussion: """
-            Steps: connect → enter bootloader → reconnect → transfer → verify → activate → reconnect → confirm. \
-            Loss is detected per packet and only what was lost is resent; a dropped link is resumed. \
-            The device activates the image only after verifying its CRC-32 and SHA-256.
+            Steps: connect → enter bootloader → reconnect → transfer → verify → activate → reconnect → confirm, \
+            as far as the protocol and --mode go. The protocol comes from --protocol, the address, the image \
+            or what the device offers; the image is checked (and with --key its signature verified) before \
+            anything connects. A failure after the activation may have reached the device is followed by a \
+            reconnect that finds out what the device runs, which the message, --json and the exit status say.
             """
     )
 
@@ -22,52 +41,35 @@ struct FlashCommand: AsyncParsableCommand {
     @OptionGroup var deviceOptions: DeviceOptions
     @OptionGroup var tuningOptions: TuningOptions
     @OptionGroup var input: ImageInputOptions
-    @OptionGroup var smp: SMPOptions
+    @OptionGroup var protocolOption: ProtocolOption
+    @OptionGroup var flashOptions: FlashOptions
 
-    @Option(name: .customLong("version-label"), help: "The version the device must report after the update (default: the image's SHA-256 prefix).")
+    @Option(name: .customLong("version-label"), help: "The version the device must report after the update, when the image carries none (default: the image's SHA-256 prefix).")
     var versionLabel: String?
 
-    @Argument(help: "The image: .bin, .hex or .srec (an MCUboot-signed .bin for SMP devices).") var image: String
+    @Argument(help: "The image: .bin, .hex, .srec, or the protocol's own format (an MCUboot-signed .bin, …).") var image: String
 
     func run() async throws {
         let logger = global.makeLogger("bleota.flash")
-        let target = try DeviceTarget(parsing: deviceOptions.device)
-        var deviceProtocol = try smp.deviceProtocol.resolved(for: target)
-        if smp.deviceProtocol == .auto, case .ble(let text) = target {
-            // Ask the device what it offers; an MCUboot image goes over SMP when it can.
-            let header = FileHandle(forReadingAtPath: image).map { [UInt8]($0.readData(ofLength: 4)) } ?? []
-            let isMCUboot = MCUbootImage.startsWithMagic(header)
-            deviceProtocol = try await detectBLEProtocol(text, preferSMP: isMCUboot, timeout: deviceOptions.timeouts.connect)
-            logger.info("\(text) offers \(deviceProtocol == .smp ? "MCUmgr's SMP" : "bleota's native") service: using it")
+        let device = deviceOptions.device
+        let updateProtocol = try await device.resolveProtocol(explicit: protocolOption.name, image: ImageFiles.probe(image), needs: .flash,
+                                                              timeout: deviceOptions.timeouts.connect, logger: logger)
+        let mode = flashOptions.mode ?? updateProtocol.flashModes.first ?? .testAndConfirm
+        guard updateProtocol.flashModes.contains(mode) else {
+            throw CommandFailure(.usage, "--mode \(mode.rawValue): \(updateProtocol.identity.displayName) supports \(updateProtocol.flashModes.map(\.rawValue).joined(separator: ", "))")
         }
-        if deviceProtocol == .smp {
-            try await flashSMP(logger: logger)
-            return
+        try tuningOptions.check(against: updateProtocol)
+        let request = ImageRequest(path: image, keyPath: flashOptions.key, versionLabel: versionLabel,
+                                   inputFormat: input.inputFormat?.rawValue, baseAddress: input.baseAddress, fill: input.fill)
+        let prepared: PreparedImage
+        do { prepared = try updateProtocol.prepareImage(request) } catch { throw error.commandFailure }
+        logger.info("\(prepared.summary)")
+        let outcome = try await withHost(updateProtocol, global: global, device: deviceOptions, tuning: tuningOptions, logger: logger) {
+            try await $0.flash(prepared, mode: mode)
         }
-        let firmware = try input.load(image)
-        let bytes = firmware.flattened(fill: input.fill)
-        guard !bytes.isEmpty else { throw CommandFailure(.badInput, "\(image): the image is empty: nothing to flash") }
-        let label = versionLabel ?? "sha256:" + String(SHA256Digest.hash(bytes).hexString.prefix(12))
-        let outcome = try await withNativeUpdater(global: global, device: deviceOptions, tuning: tuningOptions, logger: logger) {
-            try await $0.flash(image: bytes, version: label)
-        }
+        let via = updateProtocol.flashModes.count > 1 ? " over \(updateProtocol.identity.displayName) (\(mode.rawValue))" : ""
         try printReport(outcome, json: global.json) { report in
-            "flashed \(formatBytes(report.bytes)) to \(report.device): \(summary(report)); device now runs '\(report.versionAfter ?? "?")' (was '\(report.versionBefore ?? "?")')"
-        }
-    }
-
-    /// MCUmgr/MCUboot: the image is checked (hash, and signature with --key) before anything connects.
-    func flashSMP(logger: Logger) async throws {
-        let bytes = try readInputFile(image)
-        let checked = try checkedMCUbootImage(bytes, path: image, keyPath: smp.key)
-        logger.info("MCUboot image \(checked.version), hash \(checked.hashTLV?.hexString ?? "?")")
-        let mode = smp.mode
-        let outcome = try await withSMPUpdater(global: global, device: deviceOptions, tuning: tuningOptions, logger: logger) {
-            try await $0.upgrade(imageBytes: bytes, mode: mode)
-        }
-        try printReport(outcome, json: global.json) { report in
-            let what = mode == .upload ? "uploaded" : "flashed"
-            return "\(what) \(formatBytes(report.bytes)) to \(report.device) over SMP (\(mode.rawValue)): \(summary(report)); device now runs \(report.versionAfter ?? "?") (was \(report.versionBefore ?? "?"))"
+            "\(mode == .upload ? "uploaded" : "flashed") \(formatBytes(report.bytes)) to \(report.device)\(via): \(summary(report)); device now runs '\(report.versionAfter ?? "?")' (was '\(report.versionBefore ?? "?")')"
         }
     }
 }
@@ -81,9 +83,8 @@ struct PushCommand: AsyncParsableCommand {
     @OptionGroup var global: GlobalOptions
     @OptionGroup var deviceOptions: DeviceOptions
     @OptionGroup var tuningOptions: TuningOptions
-
     @OptionGroup var protocolOption: ProtocolOption
-    @Option(name: .long, help: "Name on the device (default: the file's name; over SMP, relative names go under /lfs/).") var name: String?
+    @Option(name: .long, help: "Name on the device (default: the file's name; protocols with a mounted file system put relative names under it, e.g. /lfs/).") var name: String?
     @Argument(help: "The file to send.") var file: String
 
     func run() async throws {
@@ -93,15 +94,11 @@ struct PushCommand: AsyncParsableCommand {
         guard !remoteName.isEmpty, remoteName.utf8.count <= 255 else {
             throw ValidationError("--name must be 1…255 bytes of UTF-8")
         }
-        let outcome: SessionOutcome<UpdateReport>
-        if try protocolOption.resolved(deviceOptions) == .smp {
-            outcome = try await withSMPUpdater(global: global, device: deviceOptions, tuning: tuningOptions, logger: logger) {
-                try await $0.push(file: bytes, name: remoteName)
-            }
-        } else {
-            outcome = try await withNativeUpdater(global: global, device: deviceOptions, tuning: tuningOptions, logger: logger) {
-                try await $0.push(file: bytes, name: remoteName)
-            }
+        let updateProtocol = try await deviceOptions.device.resolveProtocol(explicit: protocolOption.name, needs: .push,
+                                                                            timeout: deviceOptions.timeouts.connect, logger: logger)
+        try tuningOptions.check(against: updateProtocol)
+        let outcome = try await withHost(updateProtocol, global: global, device: deviceOptions, tuning: tuningOptions, logger: logger) {
+            try await $0.push(bytes, name: remoteName)
         }
         try printReport(outcome, json: global.json) { report in
             "pushed '\(remoteName)' (\(formatBytes(report.bytes))) to \(report.device): \(summary(report))"
@@ -118,25 +115,22 @@ struct PullCommand: AsyncParsableCommand {
     @OptionGroup var global: GlobalOptions
     @OptionGroup var deviceOptions: DeviceOptions
     @OptionGroup var tuningOptions: TuningOptions
-
     @OptionGroup var protocolOption: ProtocolOption
     @Option(name: [.short, .customLong("output")], help: "Where to write the file.") var output: String
-    @Argument(help: "The file's name on the device (over SMP, relative names are under /lfs/).") var name: String
+    @Argument(help: "The file's name on the device (protocols with a mounted file system look relative names up under it).") var name: String
+
+    func validate() throws {
+        if output.isEmpty { throw ValidationError("-o/--output is empty: give the file to write, e.g. -o hello.txt") }
+    }
 
     func run() async throws {
         let logger = global.makeLogger("bleota.pull")
         let name = self.name
-        let outcome: SessionOutcome<PulledFile>
-        if try protocolOption.resolved(deviceOptions) == .smp {
-            outcome = try await withSMPUpdater(global: global, device: deviceOptions, tuning: tuningOptions, logger: logger) {
-                let (file, report) = try await $0.pull(name: name)
-                return PulledFile(bytes: file, report: report)
-            }
-        } else {
-            outcome = try await withNativeUpdater(global: global, device: deviceOptions, tuning: tuningOptions, logger: logger) {
-                let (file, report) = try await $0.pull(name: name)
-                return PulledFile(bytes: file, report: report)
-            }
+        let updateProtocol = try await deviceOptions.device.resolveProtocol(explicit: protocolOption.name, needs: .pull,
+                                                                            timeout: deviceOptions.timeouts.connect, logger: logger)
+        try tuningOptions.check(against: updateProtocol)
+        let outcome = try await withHost(updateProtocol, global: global, device: deviceOptions, tuning: tuningOptions, logger: logger) {
+            try await $0.pull(name)
         }
         try writeFileAtomically(outcome.value.bytes, to: output)
         let pulled = SessionOutcome(value: outcome.value.report, linkCapacity: outcome.linkCapacity, linkModel: outcome.linkModel,
@@ -147,41 +141,39 @@ struct PullCommand: AsyncParsableCommand {
     }
 }
 
-/// Opens the device named by `--device`, runs `operation` with a native-protocol
-/// updater reporting progress to the terminal, and closes the progress line.
-func withNativeUpdater<T: Sendable>(global: GlobalOptions, device: DeviceOptions, tuning: TuningOptions, logger: Logger,
-                                    _ operation: @escaping @Sendable (NativeUpdater) async throws -> T) async throws -> SessionOutcome<T> {
-    let target = try DeviceTarget(parsing: device.device)
+/// Opens the device named by `--device`, runs `operation` with `protocol`'s host
+/// half reporting progress to the terminal, and closes the progress line.
+func withHost<T: Sendable>(_ updateProtocol: any UpdateProtocol, global: GlobalOptions, device: DeviceOptions, tuning: TuningOptions,
+                           logger: Logger, _ operation: @escaping @Sendable (any ProtocolHost) async throws -> T) async throws -> SessionOutcome<T> {
     let reporter = ProgressReporter.automatic(json: global.json, quiet: device.quiet)
-    let (tuning, source) = effectiveTuning(tuning, device: device.device)
+    let (effective, knobs, source) = effectiveTuning(tuning, device: device.device.text, for: updateProtocol)
     if let source, !global.json, !device.quiet { Terminal.standardError.writeLine(source) }
     let timeouts = device.timeouts
-    let outcome = try await target.session(logger: logger) { connector, clock in
-        try await operation(NativeUpdater(connector: connector, clock: clock, tuning: tuning, timeouts: timeouts, logger: logger) {
-            reporter.handle($0)
-        })
+    let name = updateProtocol.name
+    let outcome = try await device.device.session(protocol: updateProtocol, logger: logger) { connector, clock in
+        let context = HostContext(protocolName: name, connector: connector, clock: clock, tuning: effective, explicitKnobs: knobs,
+                                  timeouts: timeouts, logger: logger) { reporter.handle($0) }
+        return try await operation(updateProtocol.makeHost(context))
     }
     reporter.finish()
     return outcome
 }
 
 /// The tuning a transfer uses: the command line's options over the setting
-/// `bleota tune` saved for this device (unless --no-saved-tuning), over the
-/// defaults. The second value says where the setting came from, for the user.
-func effectiveTuning(_ options: TuningOptions, device: String,
-                     store: TuningStore = TuningStore()) -> (TransferTuning, String?) {
-    guard !options.noSavedTuning, let saved = store.saved(for: DeviceIdentity(device)) else {
-        return (options.tuning(), nil)
+/// `bleota tune` saved for this device (unless --no-saved-tuning, and only the
+/// knobs the protocol gives a meaning), over the defaults. Also returns which
+/// knobs were given, and a line saying where the setting came from.
+func effectiveTuning(_ options: TuningOptions, device: String, for updateProtocol: any UpdateProtocol,
+                     store: TuningStore = TuningStore()) -> (TransferTuning, Set<TuningKnob>, String?) {
+    let savedKnobs: Set<TuningKnob> = [.packetSize, .window, .delay]
+    guard !options.noSavedTuning, savedKnobs.isSubset(of: Set(updateProtocol.tuningKnobs.keys)),
+          let saved = store.saved(for: DeviceIdentity(device)) else {
+        return (options.tuning(), options.givenKnobs, nil)
     }
     let base = saved.point.apply(to: TransferTuning())
     let overridden = options.setsTuning ? " (options given on the command line take precedence)" : ""
-    return (options.tuning(base: base),
+    return (options.tuning(base: base), options.givenKnobs.union(savedKnobs),
             "using the tuning saved for this device: \(saved.point)\(overridden); --no-saved-tuning ignores it (\(store.path))")
-}
-
-struct PulledFile: Sendable {
-    var bytes: [UInt8]
-    var report: UpdateReport
 }
 
 func summary(_ report: UpdateReport) -> String {

@@ -4,8 +4,6 @@ import BleotaBlueZ
 import BleotaCodec
 import BleotaEngine
 import BleotaLink
-import BleotaProtocols
-import BleotaSimulator
 import Foundation
 import Logging
 import Synchronization
@@ -14,12 +12,12 @@ import Synchronization
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Act as a device: serve bleota's native protocol and MCUmgr/SMP from a Bluetooth adapter in the peripheral role.",
+        abstract: "Act as a device: serve every registered protocol's device half from a Bluetooth adapter in the peripheral role.",
         discussion: """
             Listens on the LE ATT channel of the adapter with a GATT server that offers the Generic \
-            Access service, the bleota OTA service (RX write, TX notify) and MCUmgr's SMP service, behind \
-            which run the same device halves the simulator uses (the SMP one an MCUboot device). The adapter must be connectable and advertising \
-            (e.g. `btmgmt -i hci1 connectable on; btmgmt -i hci1 advertising on`). Runs until interrupted, \
+            Access service and, for each protocol bleota knows (`bleota protocols`), its GATT service, behind \
+            which run the same device halves the simulator uses. The adapter must be connectable and advertising \
+            (e.g. `btmgmt -i hci1 connectable on; btmgmt -i hci1 advertising on`, or --advertise). Runs until interrupted, \
             or for --duration seconds.
             """
     )
@@ -29,7 +27,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Stop after this many seconds (default: run until interrupted).") var duration: Double?
     @Option(name: .long, help: "The firmware version the served device starts with.") var version: String = "1.0.0"
     @Option(name: .long, help: "Bytes the served device's image slot holds.") var slot: Int = 1 << 20
-    @Option(name: .long, help: "Also accept the native protocol on this LE credit-based channel PSM (0x80…0xFF).", transform: { text in
+    @Option(name: .long, help: "Also accept the first protocol that runs over credit-based channels on this LE PSM (0x80…0xFF).", transform: { text in
         let hex = text.lowercased().hasPrefix("0x")
         guard let psm = UInt16(hex ? String(text.dropFirst(2)) : text, radix: hex ? 16 : 10), (0x80...0xFF).contains(psm) else {
             throw ValidationError("--psm '\(text)' is out of range: LE dynamic PSMs are 0x80…0xFF")
@@ -38,8 +36,13 @@ struct ServeCommand: AsyncParsableCommand {
     }) var psm: UInt16?
     @Option(name: .long, help: "Fault: drop the first connection after this many bytes reached the device (to exercise resume).")
     var disconnectAt: Int?
-    @Flag(help: "Advertise the bleota service and the name bleota-serve through the kernel's management interface (needs root; the kernel advertises again after each connection). Without it, advertising is left to the adapter's owner, e.g. btmgmt or bluetoothd.")
+    @Flag(help: "Advertise the first protocol's service and the name bleota-serve through the kernel's management interface (needs root; the kernel advertises again after each connection). Without it, advertising is left to the adapter's owner, e.g. btmgmt or bluetoothd.")
     var advertise = false
+
+    func validate() throws {
+        if let duration { _ = try TimeValue.duration(duration, option: "--duration", unit: .seconds, range: 0...31_536_000) }
+        guard slot > 0 else { throw ValidationError("--slot \(slot) is out of range: use 1 or more bytes") }
+    }
 
     func run() async throws {
         let logger = global.makeLogger("bleota.serve")
@@ -50,11 +53,21 @@ struct ServeCommand: AsyncParsableCommand {
         } catch {
             throw CommandFailure(.bluetoothUnavailable, "cannot listen on \(adapter) (\(address)): \(error)")
         }
-        let storage = DeviceStorage(activeImage: Array("served image".utf8), activeVersion: version, slotSize: slot)
-        storage.withState { $0.files["hello.txt"] = SimulatedSession.welcomeFile }
-        let device = NativeDevice(name: "bleota-serve", storage: storage, bufferCount: 32, maximumPacket: 514)
-        let smpStorage = SMPDeviceStorage(primary: SimulatedSMPDevice.factoryImage(version: SimulatedSession.mcubootVersion(version)))
-        let smpDevice = SMPDevice(name: "bleota-serve", storage: smpStorage)
+        // One device half per protocol with a GATT service, all behind one GATT server.
+        let configuration = DeviceConfiguration(name: "bleota-serve", initialVersion: version, slotSize: slot, bufferCount: 32,
+                                                maximumPacket: 514, files: [DeviceConfiguration.welcomeFile.name: DeviceConfiguration.welcomeFile.bytes])
+        var hosted: [HostedDevice] = []
+        var credit: (any DeviceHalf)?
+        for updateProtocol in CommandContext.registry.protocols {
+            guard let service = updateProtocol.identity.gattServices.first else { continue }
+            let half: any DeviceHalf
+            do { half = try updateProtocol.makeDevice(configuration) } catch {
+                throw CommandFailure(.usage, "cannot make the \(updateProtocol.name) device: \(error)")
+            }
+            hosted.append(HostedDevice(service: service, half: half))
+            if credit == nil, updateProtocol.identity.transports.contains(.creditChannel) { credit = half }
+        }
+        let devices = hosted
         var channel: L2CAPListener?
         if let psm {
             do {
@@ -64,38 +77,40 @@ struct ServeCommand: AsyncParsableCommand {
             }
         }
         Terminal.standardOutput.writeLine("serving bleota on \(adapter) (\(address)), firmware \(version)" + (psm.map { ", PSM 0x\(String($0, radix: 16))" } ?? ""))
-        if advertise {
+        if advertise, let service = devices.first?.service.service {
             do {
-                try Advertiser.start(adapter: adapter, name: "bleota-serve", service: NativeGATTService.service)
-                Terminal.standardOutput.writeLine("advertising as \"bleota-serve\" with service \(NativeGATTService.service)")
+                try Advertiser.start(adapter: adapter, name: "bleota-serve", service: service)
+                Terminal.standardOutput.writeLine("advertising as \"bleota-serve\" with service \(service)")
             } catch {
                 Terminal.standardError.writeLine("warning: could not start advertising (\(error)); make \(adapter) advertise by other means, e.g. btmgmt -i \(adapter) advertising on")
             }
         }
         let clock = SystemClock()
         let fault = FaultBudget(disconnectAt: disconnectAt)
+        @Sendable func running() async -> String { await devices.first?.half.runningVersion ?? version }
         let serving = Task {
             while !Task.isCancelled {
                 guard let socket = try? await listener.accept() else { return }
                 Terminal.standardOutput.writeLine("ATT connection from \(socket.peer.address)")
                 // Each connection on its own task: one still winding down never delays the next.
                 Task {
-                    await Self.serve(socket: socket, device: device, smpDevice: smpDevice, clock: clock, fault: fault, logger: logger)
-                    Terminal.standardOutput.writeLine("\(socket.peer.address) disconnected; device runs \(storage.snapshot.activeVersion)")
+                    await BLEPeripheralHost.serve(socket: socket, devices: devices, name: "bleota-serve", clock: clock,
+                                                  wrap: { FaultyLink($0, fault: fault) }, logger: logger)
+                    Terminal.standardOutput.writeLine("\(socket.peer.address) disconnected; device runs \(await running())")
                 }
             }
         }
-        let creditServing = Task { [channel] in
-            guard let channel else { return }
+        let creditServing = Task { [channel, credit] in
+            guard let channel, let credit else { return }
             while !Task.isCancelled {
                 guard let socket = try? await channel.accept() else { return }
                 Terminal.standardOutput.writeLine("credit-based channel from \(socket.peer.address) on PSM 0x\(String(psm ?? 0, radix: 16))")
                 let link = FaultyLink(L2CAPLink(socket: socket, maximumPayload: creditChannelMTU, description: "coc"), fault: fault)
-                let environment = NativeDeviceEnvironment(clock: clock) { _ in
+                let environment = DeviceEnvironment(clock: clock) { _ in
                     await link.close()
-                    await device.boot()
+                    await credit.powerCycle()
                 }
-                await device.serve(link, environment: environment)
+                await credit.serve(link, environment: environment)
             }
         }
         if let duration {
@@ -108,45 +123,7 @@ struct ServeCommand: AsyncParsableCommand {
         creditServing.cancel()
         listener.close()
         channel?.close()
-        Terminal.standardOutput.writeLine("stopped; device runs \(storage.snapshot.activeVersion), \(storage.snapshot.files.count) file(s) stored")
-    }
-
-    /// One client: a GATT server on the ATT bearer and the native device behind it.
-    static func serve(socket: L2CAPSocket, device: NativeDevice, smpDevice: SMPDevice, clock: any BleotaClock, fault: FaultBudget,
-                      logger: Logger) async {
-        let bearer = ATTBearer(link: L2CAPLink(socket: socket, maximumPayload: 517, description: "att"), clock: clock)
-        let server = GATTServer()
-        server.addService(.bit16(0x1800), characteristics: [
-            CharacteristicDefinition(uuid: .deviceName, properties: [.read], value: Array("bleota-serve".utf8)),
-        ])
-        let service = GATTPeripheralLink.addPacketService(to: server, service: NativeGATTService.service,
-                                                          rx: NativeGATTService.rx, tx: NativeGATTService.tx)
-        let smpUUID = BluetoothUUID(SMPTransport.characteristicUUID)!
-        let smpService = GATTPeripheralLink.addPacketService(to: server, service: BluetoothUUID(SMPTransport.serviceUUID)!,
-                                                             rx: smpUUID, tx: smpUUID)
-        await bearer.setServer(server)
-        let link = FaultyLink(await service.makeLink(bearer), fault: fault)
-        let smpLink = await smpService.makeLink(bearer)
-        let smpEnvironment = SMPDeviceEnvironment(clock: clock) {
-            let outcome = smpDevice.storage.boot()
-            logger.notice("SMP reset: \(outcome)")
-            await smpLink.close()
-        }
-        let environment = NativeDeviceEnvironment(clock: clock) { _ in
-            // A served device "reboots" by dropping the link and starting afresh.
-            await link.close()
-            await device.boot()
-        }
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                await bearer.run()
-                // The connection is gone: both devices stop waiting for packets.
-                await link.close()
-                await smpLink.close()
-            }
-            group.addTask { await device.serve(link, environment: environment) }
-            group.addTask { await smpDevice.serve(smpLink, environment: smpEnvironment) }
-        }
+        Terminal.standardOutput.writeLine("stopped; device runs \(await running())")
     }
 }
 

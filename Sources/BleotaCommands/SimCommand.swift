@@ -35,7 +35,7 @@ struct SimPresets: AsyncParsableCommand {
         }
         if global.json {
             struct Output: Codable { var presets: [PresetReport]; var keys: [String: String] }
-            let keys = Dictionary(uniqueKeysWithValues: SimulatorAddress.keys.map { ($0.key, $0.meaning) })
+            let keys = Dictionary(uniqueKeysWithValues: SimulatorAddress.keys(CommandContext.registry).map { ($0.key, $0.meaning) })
             Terminal.standardOutput.writeLine(try JSONOutput.string(Output(presets: presets, keys: keys)))
             return
         }
@@ -45,7 +45,7 @@ struct SimPresets: AsyncParsableCommand {
         }
         lines.append("")
         lines.append("keys (sim://NAME?key=value&…):")
-        for (key, meaning) in SimulatorAddress.keys {
+        for (key, meaning) in SimulatorAddress.keys(CommandContext.registry) {
             lines.append("  \(key.padding(toLength: 16, withPad: " ", startingAt: 0)) \(meaning)")
         }
         Terminal.standardOutput.writeLine(lines.joined(separator: "\n"))

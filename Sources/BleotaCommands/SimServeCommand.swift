@@ -1,58 +1,102 @@
 import ArgumentParser
 import BleotaCodec
+import BleotaEngine
 import BleotaLink
-import BleotaProtocols
-import BleotaSimulator
 import Foundation
 import Logging
 import Synchronization
 
-/// `bleota sim serve`: a simulated MCUboot/SMP device in real time, over UDP
-/// and a serial pseudo-terminal, for SMP clients that are not bleota.
+/// `bleota sim serve`: a simulated device in real time, over UDP and a serial
+/// pseudo-terminal, for clients that are not bleota.
 struct SimServe: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Serve a simulated MCUboot device over SMP in real time: UDP and/or a serial pseudo-terminal.",
+        abstract: "Serve a simulated device in real time over UDP and/or a serial pseudo-terminal (default: an MCUboot device over SMP).",
         discussion: """
-            Third-party MCUmgr clients run a whole upgrade against it: e.g. `smpmgr --ip 127.0.0.1 upgrade --confirm app.bin` \
-            or `smpmgr --port /dev/pts/N …` with the path this prints. The device keeps its slots while it runs; \
-            a reset takes --swap-time when a swap is pending, during which it does not answer.
+            Third-party clients run a whole update against it: e.g. `smpmgr --ip 127.0.0.1 upgrade --confirm app.bin` \
+            or `smpmgr --port /dev/pts/N …` with the path this prints. The device keeps its state while it runs; \
+            a reset takes --swap-time when a swap is pending, during which it does not answer. --protocol picks another \
+            protocol that runs over UDP or serial (`bleota protocols`).
             """)
 
     @OptionGroup var global: GlobalOptions
-    @Option(name: .long, help: "Listen for SMP over UDP on HOST:PORT (default 127.0.0.1:1337 when --serial is not given).") var udp: String?
-    @Flag(name: .long, help: "Serve SMP's console framing on a new pseudo-terminal; its path is printed.") var serial = false
-    @Option(name: .long, help: "Also make this path a symlink to the pseudo-terminal.") var serialLink: String?
-    @Option(name: .customLong("version"), help: "Version of the factory image in the primary slot.") var initialVersion = "1.0.0"
-    @Option(name: .long, help: "The device's SMP buffer size (MCUmgr buf_size).") var buffer = 2475
-    @Option(name: .long, help: "The device's SMP buffer count (MCUmgr buf_count).") var buffers = 4
-    @Option(name: .long, help: "Milliseconds a reset with a pending swap keeps the device away.") var swapTime: Double = 1000
+    @OptionGroup var protocolOption: ProtocolOption
+    @Option(name: .long, help: "Listen over UDP on HOST:PORT (default 127.0.0.1:1337 when --serial is not given).") var udp: String?
+    @Flag(name: .long, help: "Serve on a new pseudo-terminal with the protocol's serial framing; its path is printed.") var serial = false
+    @Option(name: .long, help: "Also make this path a symlink to the pseudo-terminal (removed on exit, signals included).") var serialLink: String?
+    @Option(name: .customLong("version"), help: "Version of the factory image the device starts with.") var initialVersion = "1.0.0"
+    @Option(name: .long, help: "The device's buffer size in bytes (MCUmgr's buf_size).") var buffer: Int?
+    @Option(name: .long, help: "The device's buffer count (MCUmgr's buf_count).") var buffers: Int?
+    @Option(name: .long, help: "Milliseconds a reset with a pending swap keeps the device away (default 1000).") var swapTime: Double?
     @Option(name: .long, help: "Stop after this many seconds (default: run until interrupted).") var duration: Double?
 
     func validate() throws {
-        guard (128...65_535).contains(buffer) else { throw ValidationError("--buffer \(buffer) is out of range: use 128…65535") }
-        guard (1...64).contains(buffers) else { throw ValidationError("--buffers \(buffers) is out of range: use 1…64") }
-        guard swapTime >= 0, swapTime.isFinite else { throw ValidationError("--swap-time cannot be negative") }
+        if let swapTime {
+            guard swapTime >= 0 || !swapTime.isFinite else { throw ValidationError("--swap-time cannot be negative") }
+            _ = try TimeValue.duration(swapTime, option: "--swap-time", unit: .milliseconds, range: 0...3_600_000)
+        }
+        if let duration { _ = try TimeValue.duration(duration, option: "--duration", unit: .seconds, range: 0...31_536_000) }
+    }
+
+    /// The protocol-neutral options, by the name a protocol's device option gives for them.
+    var serveOptions: [String: String] {
+        var options: [String: String] = ["swap-time": String(swapTime ?? 1000)]
+        if let buffer { options["buffer"] = String(buffer) }
+        if let buffers { options["buffers"] = String(buffers) }
+        return options
     }
 
     func run() async throws {
         let logger = global.makeLogger("bleota.sim.serve")
-        let storage = SMPDeviceStorage(primary: SimulatedSMPDevice.factoryImage(version: SimulatedSession.mcubootVersion(initialVersion)))
-        storage.withState { $0.files["/lfs/hello.txt"] = SimulatedSession.welcomeFile }
-        let device = SMPDevice(storage: storage, parameters: MCUmgrParameters(bufferSize: buffer, bufferCount: buffers))
-        let swap = Duration.milliseconds(Int64(swapTime))
+        let registry = CommandContext.registry
+        let updateProtocol: any UpdateProtocol
+        if let name = protocolOption.name {
+            guard let named = registry.named(name) else {
+                throw CommandFailure(.usage, "--protocol '\(name)' is not a protocol bleota knows: use one of \(registry.names.joined(separator: ", "))")
+            }
+            updateProtocol = named
+        } else {
+            guard let first = registry.protocols.first(where: { !$0.identity.transports.isDisjoint(with: [.udp, .serial]) }) else {
+                throw CommandFailure(.usage, "no registered protocol runs over UDP or serial")
+            }
+            updateProtocol = first
+        }
+        // Map the neutral options onto the protocol's own keys; one it has no use for is refused.
+        var options: [String: String] = [:]
+        for (flag, value) in serveOptions {
+            if let spec = updateProtocol.deviceOptions.first(where: { $0.serveOption == flag }) {
+                options[spec.key] = value
+            } else if flag != "swap-time" {
+                throw CommandFailure(.usage, "--\(flag) has no meaning for \(updateProtocol.identity.displayName)'s device: drop it")
+            }
+        }
+        let configuration = DeviceConfiguration(name: "bleota-sim", initialVersion: initialVersion,
+                                                files: [DeviceConfiguration.welcomeFile.name: DeviceConfiguration.welcomeFile.bytes],
+                                                options: options)
+        let device: any DeviceHalf
+        do { device = try updateProtocol.makeDevice(configuration) } catch {
+            let flag = updateProtocol.deviceOptions.first { $0.key == error.key }?.serveOption ?? error.key
+            throw CommandFailure(.usage, "--\(flag) \(error.problem)")
+        }
         let clock = SystemClock()
-        let rebooting = RebootWindow()
+        let away = RebootWindow()
 
         var endpoints: [String: String] = [:]
         var server: UDPServerSocket?
         if udp != nil || !serial {
+            guard updateProtocol.identity.transports.contains(.udp) else {
+                throw CommandFailure(.usage, "\(updateProtocol.identity.displayName) does not run over UDP: use --serial")
+            }
             let (host, port) = try Self.hostAndPort(udp ?? "127.0.0.1:1337")
             do { server = try UDPServerSocket(host: host, port: port) } catch { throw CommandFailure(.failure, "\(error)") }
             endpoints["udp"] = "\(host):\(server!.port)"
         }
         var terminal: PseudoTerminal?
+        var cleanup: TemporaryPaths?
         if serial {
+            guard updateProtocol.identity.transports.contains(.serial) else {
+                throw CommandFailure(.usage, "\(updateProtocol.identity.displayName) does not run over a serial port")
+            }
             do { terminal = try PseudoTerminal.open() } catch { throw CommandFailure(.failure, "\(error)") }
             endpoints["serial"] = terminal!.path
             if let serialLink {
@@ -60,52 +104,62 @@ struct SimServe: AsyncParsableCommand {
                 do { try FileManager.default.createSymbolicLink(atPath: serialLink, withDestinationPath: terminal!.path) } catch {
                     throw CommandFailure(.failure, "cannot link \(serialLink) to \(terminal!.path): \(error.localizedDescription)")
                 }
+                cleanup = TemporaryPaths.removingOnExit([serialLink])
             }
         }
+        defer { cleanup?.removeNow() }
         if global.json {
             Terminal.standardOutput.writeLine(try JSONOutput.string(endpoints))
         } else {
             for (kind, place) in endpoints.sorted(by: { $0.key < $1.key }) {
-                Terminal.standardOutput.writeLine("serving SMP over \(kind) at \(place)")
+                Terminal.standardOutput.writeLine("serving \(updateProtocol.name) over \(kind) at \(place)")
             }
         }
 
-        let environment = SMPDeviceEnvironment(clock: clock, swapTime: swap) {
-            let swapping = storage.snapshot.pendingSwap != nil || !storage.snapshot.primaryConfirmed
-            let outcome = storage.boot()
-            logger.notice("reset: \(outcome)")
-            rebooting.until(clock.now + .milliseconds(100) + (swapping ? swap : .zero))
+        /// A reset: the device boots (MCUboot swaps) and is away for a moment plus any swap.
+        @Sendable func reboot(_ request: RebootRequest) async {
+            await device.powerCycle()
+            let version = await device.runningVersion
+            logger.notice("reset: the device runs \(version)")
+            away.until(clock.now + .milliseconds(100) + request.extraDowntime)
         }
         try await withThrowingTaskGroup(of: Void.self) { group in
             if let server {
                 group.addTask {
-                    var reassemblers: [UDPServerSocket.Peer: SMPReassembler] = [:]
-                    while let (bytes, peer) = try await server.receive() {
-                        if rebooting.isAway(at: clock.now) { continue } // a resetting device hears nothing
-                        var reassembler = reassemblers[peer] ?? SMPReassembler(limit: device.parameters.bufferSize + SMPHeader.size)
-                        let messages = reassembler.feed(bytes)
-                        reassemblers[peer] = reassembler
-                        for message in messages {
-                            guard let (response, after) = await device.respond(to: message, environment: environment) else { continue }
-                            server.send(response.encode(), to: peer)
-                            if after == .reset { await environment.reset() }
+                    let (arrivals, arrived) = AsyncStream.makeStream(of: UDPPeerLink.self)
+                    await withTaskGroup(of: Void.self) { peers in
+                        peers.addTask {
+                            defer { arrived.finish() }
+                            try? await server.servePeers(clock: clock) { arrived.yield($0) }
                         }
+                        for await link in arrivals {
+                            // Each client is served like a connection; after a reset the device serves it again once back.
+                            peers.addTask {
+                                while !Task.isCancelled {
+                                    let environment = DeviceEnvironment(clock: clock) { request in
+                                        await reboot(request)
+                                        link.ignore(until: away.end)
+                                    }
+                                    await device.serve(link, environment: environment)
+                                    guard !link.isClosed, (try? await clock.sleep(until: away.end)) != nil else { return }
+                                }
+                            }
+                        }
+                        peers.cancelAll()
                     }
                 }
             }
             if let terminal {
+                let transport = TransportKind.serial
                 group.addTask {
-                    let link = SMPSerialLink(lines: SerialLineLink(fd: terminal.master, description: terminal.path, ownsDescriptor: true,
-                                                                    isPseudoTerminalMaster: true))
-                    let serialEnvironment = SMPDeviceEnvironment(clock: clock, swapTime: swap) {
-                        await environment.reset()
-                        try? await clock.sleep(until: rebooting.end)
-                    }
+                    let lines = SerialLineLink(fd: terminal.master, description: terminal.path, ownsDescriptor: true, isPseudoTerminalMaster: true)
+                    let link = updateProtocol.frame(lines, over: transport)
+                    let environment = DeviceEnvironment(clock: clock) { request in await reboot(request) }
                     while !Task.isCancelled {
-                        await device.serve(link, environment: serialEnvironment)
+                        await device.serve(link, environment: environment)
                         // serve returns after a reset (the link stays: a serial port does not disconnect).
                         if Task.isCancelled { break }
-                        try? await Task.sleep(for: .milliseconds(10))
+                        try? await clock.sleep(until: max(away.end, clock.now + .milliseconds(10)))
                     }
                 }
             }
@@ -118,12 +172,11 @@ struct SimServe: AsyncParsableCommand {
                 try await group.waitForAll()
             }
         }
-        if let serialLink { try? FileManager.default.removeItem(atPath: serialLink) }
     }
 
     static func hostAndPort(_ text: String) throws -> (String, UInt16) {
-        let address: SMPNetworkAddress
-        do { address = try SMPNetworkAddress(parsing: "udp://" + text) } catch {
+        let address: NetworkAddress
+        do { address = try NetworkAddress(parsing: "udp://" + text) } catch {
             throw ValidationError("--udp '\(text)' is not HOST:PORT: \(error)")
         }
         guard case .udp(let host, let port) = address else { throw ValidationError("--udp '\(text)' is not HOST:PORT") }
@@ -136,5 +189,4 @@ final class RebootWindow: Sendable {
     private let endTime = Mutex<Duration>(.zero)
     func until(_ time: Duration) { endTime.withLock { $0 = time } }
     var end: Duration { endTime.withLock { $0 } }
-    func isAway(at now: Duration) -> Bool { now < end }
 }

@@ -5,12 +5,14 @@ import BleotaProtocols
 import Foundation
 
 /// Transfer tunables as command-line options; each maps to a field of
-/// ``TransferTuning`` and its help says why you would change it.
+/// ``TransferTuning`` and its help says why you would change it. What each
+/// means depends on the protocol (`bleota protocols` lists it); a knob the
+/// protocol gives no meaning is refused rather than ignored.
 struct TuningOptions: ParsableArguments {
-    @Option(name: .long, help: "Payload bytes per data packet (default: the most the link allows).")
+    @Option(name: .long, help: "Payload bytes per data packet (default: the most the link allows; over SMP, data bytes per upload request).")
     var packetSize: Int?
 
-    @Option(name: .long, help: "Packets in flight before waiting for an acknowledgement (1…250). Lower it for devices with small buffers.")
+    @Option(name: .long, help: "Packets in flight before waiting for an acknowledgement (1…250; over SMP, upload requests in flight). Lower it for devices with small buffers.")
     var window: Int?
 
     @Option(name: .long, help: "Milliseconds to wait after each packet (default 0). Raise it when a slow device drops packets.")
@@ -37,17 +39,34 @@ struct TuningOptions: ParsableArguments {
     /// True when the command line sets any of what a saved tuning would.
     var setsTuning: Bool { packetSize != nil || window != nil || delay != nil }
 
+    /// The knobs given on the command line.
+    var givenKnobs: Set<TuningKnob> {
+        var knobs: Set<TuningKnob> = []
+        if packetSize != nil { knobs.insert(.packetSize) }
+        if window != nil { knobs.insert(.window) }
+        if delay != nil { knobs.insert(.delay) }
+        if ackInterval != nil { knobs.insert(.ackInterval) }
+        if ackTimeout != nil { knobs.insert(.ackTimeout) }
+        if retries != nil { knobs.insert(.retries) }
+        if adaptive { knobs.insert(.adaptive) }
+        if compression != nil { knobs.insert(.compression) }
+        return knobs
+    }
+
     func validate() throws {
         if let window, !(1...TransferTuning.maximumWindow).contains(window) {
             throw ValidationError("--window \(window) is out of range: use 1…\(TransferTuning.maximumWindow)")
         }
-        if let delay, delay < 0 || !delay.isFinite { throw ValidationError("--delay cannot be negative: use 0 or more milliseconds") }
+        if let delay {
+            guard delay >= 0 || !delay.isFinite else { throw ValidationError("--delay cannot be negative: use 0 or more milliseconds") }
+            _ = try TimeValue.duration(delay, option: "--delay", unit: .milliseconds, range: 0...60_000)
+        }
         if let packetSize, packetSize < 1 { throw ValidationError("--packet-size \(packetSize) is out of range: use 1 or more (the link sets the maximum)") }
         if let ackInterval, !(1...TransferTuning.maximumWindow).contains(ackInterval) {
             throw ValidationError("--ack-interval \(ackInterval) is out of range: use 1…\(TransferTuning.maximumWindow)")
         }
-        if let ackTimeout, ackTimeout <= 0 || !ackTimeout.isFinite { throw ValidationError("--ack-timeout must be a positive number of milliseconds") }
-        if let retries, retries < 0 { throw ValidationError("--retries cannot be negative") }
+        if let ackTimeout { _ = try TimeValue.duration(ackTimeout, option: "--ack-timeout", unit: .milliseconds, range: 1...600_000) }
+        if let retries, !(0...10_000).contains(retries) { throw ValidationError("--retries \(retries) is out of range: use 0…10000") }
     }
 
     /// The tuning these options describe, starting from `base` (a saved or default tuning).
@@ -63,6 +82,16 @@ struct TuningOptions: ParsableArguments {
         if let compression { tuning.compression = compression }
         return tuning
     }
+
+    /// Refuses knobs `updateProtocol` gives no meaning, naming the ones it has.
+    func check(against updateProtocol: any UpdateProtocol) throws {
+        let meaningless = givenKnobs.filter { updateProtocol.tuningKnobs[$0] == nil }.map { "--" + $0.rawValue }.sorted()
+        guard meaningless.isEmpty else {
+            let meaningful = updateProtocol.tuningKnobs.keys.map { "--" + $0.rawValue }.sorted()
+            throw CommandFailure(.usage, "\(meaningless.joined(separator: ", ")) \(meaningless.count == 1 ? "has" : "have") no meaning for \(updateProtocol.identity.displayName): drop \(meaningless.count == 1 ? "it" : "them")"
+                                 + (meaningful.isEmpty ? "" : " (it takes \(meaningful.joined(separator: ", ")))"))
+        }
+    }
 }
 
 extension TransferTuning.Compression: ExpressibleByArgument {}
@@ -70,13 +99,17 @@ extension TransferTuning.Compression: ExpressibleByArgument {}
 /// Options every command that talks to a device shares.
 struct DeviceOptions: ParsableArguments {
     @Option(name: .long, help: "The device: sim://PRESET?key=value (built-in simulator), ble://AA:BB:CC:DD:EE:FF[?type=random], udp://HOST[:PORT], serial:///dev/ttyACM0.")
-    var device: String
+    var device: DeviceAddress
 
-    @Option(name: .long, help: "Seconds to wait for the device to connect or come back after a reboot.")
+    @Option(name: .long, help: "Seconds to wait for the device to connect or come back after a reboot (0.1…3600).")
     var connectTimeout: Double = 10
 
     @Flag(name: .long, help: "No progress output (errors still go to stderr).")
     var quiet = false
+
+    func validate() throws {
+        _ = try TimeValue.duration(connectTimeout, option: "--connect-timeout", unit: .seconds, range: 0.1...3600)
+    }
 
     var timeouts: StepTimeouts {
         StepTimeouts(connect: .milliseconds(Int64(connectTimeout * 1000)), reboot: .milliseconds(Int64(max(connectTimeout, 30) * 1000)))
@@ -84,42 +117,48 @@ struct DeviceOptions: ParsableArguments {
 }
 
 extension TransferError {
-    /// How each kind of failure exits the process (see ``ExitStatus``).
+    /// How each kind of failure exits the process (see ``ExitStatus``). A failure
+    /// after which the device was found running the new image unconfirmed, or
+    /// could not be reached, exits with its own status: the device changed, or may have.
     var exitStatus: ExitStatus {
+        switch outcome {
+        case .newImageUnconfirmed?: return .newImageUnconfirmed
+        case .unknown?: return .deviceStateUnknown
+        default: break
+        }
         switch code {
-        case .invalidTuning: .usage
-        case .badInput: .badInput
-        case .deviceRefused, .protocolViolation, .confirmFailed: .deviceError
-        case .verificationFailed: .verificationFailed
-        case .linkLost, .timeout: .linkLost
+        case .invalidTuning, .unsupported: return .usage
+        case .badInput: return .badInput
+        case .deviceRefused, .protocolViolation, .confirmFailed: return .deviceError
+        case .verificationFailed: return .verificationFailed
+        case .linkLost, .timeout: return .linkLost
         }
     }
 
-    var commandFailure: CommandFailure { CommandFailure(exitStatus, description) }
+    /// A load failure (a bad image, before any device is involved) is its message alone.
+    var commandFailure: CommandFailure {
+        CommandFailure(exitStatus, step == .load ? message : description, details: FailureDetails(self))
+    }
 }
 
 /// Reads a whole input file for `push`, with errors that say what to do.
 func readInputFile(_ path: String) throws -> [UInt8] {
-    var isDirectory: ObjCBool = false
-    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-        throw CommandFailure(.badInput, "\(path): no such file: check the path")
-    }
-    guard !isDirectory.boolValue else { throw CommandFailure(.badInput, "\(path) is a directory: give a file") }
-    guard let data = FileManager.default.contents(atPath: path) else {
-        throw CommandFailure(.badInput, "\(path): cannot read the file: check its permissions")
-    }
-    return [UInt8](data)
+    do { return try ImageFiles.read(path) } catch { throw error.commandFailure }
 }
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same directory,
 /// flushed, then renamed over the target — so `path` is either the old file or
 /// the complete new one, never half-written.
 func writeFileAtomically(_ bytes: [UInt8], to path: String) throws {
+    guard !path.isEmpty else { throw CommandFailure(.usage, "the output path is empty: give a file name, e.g. -o hello.txt") }
     let url = URL(fileURLWithPath: path)
     let directory = url.deletingLastPathComponent()
     var isDirectory: ObjCBool = false
     guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue else {
         throw CommandFailure(.badInput, "\(path): the directory \(directory.path) does not exist: create it first")
+    }
+    if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+        throw CommandFailure(.badInput, "\(path) is a directory: give a file name inside it")
     }
     do {
         try AtomicFile.write(bytes, to: path)

@@ -2,7 +2,6 @@ import ArgumentParser
 import BleotaCodec
 import BleotaEngine
 import BleotaLink
-import BleotaProtocols
 import BleotaSimulator
 import Foundation
 import Logging
@@ -46,22 +45,29 @@ struct TuneCommand: AsyncParsableCommand {
         var savedTo: String?
     }
 
+    @OptionGroup var protocolOption: ProtocolOption
+
     func run() async throws {
         let logger = global.makeLogger("bleota.tune")
-        let target = try DeviceTarget(parsing: deviceOptions.device)
-        guard try DeviceProtocol.auto.resolved(for: target) == .native else {
-            throw CommandFailure(.usage, "tune measures with bleota's native test transfers; \(deviceOptions.device) speaks SMP, whose uploads would change the device")
-        }
-        try await tune(target: target, logger: logger)
+        // Tuning measures test transfers the device checks and discards: a protocol without
+        // them could only be measured by changing the device.
+        let updateProtocol = try await deviceOptions.device.resolveProtocol(explicit: protocolOption.name, needs: .testTransfer,
+                                                                            timeout: deviceOptions.timeouts.connect, logger: logger)
+        try await tune(updateProtocol, logger: logger)
     }
 
-    func tune(target: DeviceTarget, logger: Logger) async throws {
+    func tune(_ updateProtocol: any UpdateProtocol, logger: Logger) async throws {
         let timeouts = deviceOptions.timeouts
         let trialBytes = self.trialBytes
         let maximumPacket = self.maximumPacket
         let useGrid = grid
         let quiet = deviceOptions.quiet || global.json
-        let outcome = try await target.session(logger: logger) { connector, clock in
+        let name = updateProtocol.name
+        let outcome = try await deviceOptions.device.session(protocol: updateProtocol, logger: logger) { connector, clock in
+            @Sendable func host(_ tuning: TransferTuning) -> any ProtocolHost {
+                updateProtocol.makeHost(HostContext(protocolName: name, connector: connector, clock: clock, tuning: tuning,
+                                                    explicitKnobs: [.packetSize, .window, .delay], timeouts: timeouts, logger: logger))
+            }
             // The link's largest packet, from a default test transfer (also the reference point).
             let defaults = TransferTuning()
             var trialTuning = defaults
@@ -70,10 +76,9 @@ struct TuneCommand: AsyncParsableCommand {
             let base = trialTuning
             let seed = SeedCounter()
             @Sendable func measure(_ point: TuningPoint) async -> TuningTrial {
-                let updater = NativeUpdater(connector: connector, clock: clock, tuning: point.apply(to: base), timeouts: timeouts, logger: logger)
                 let bytes = pseudoRandomBytes(trialBytes, seed: seed.next())
                 do {
-                    let report = try await updater.testTransfer(bytes)
+                    let report = try await host(point.apply(to: base)).testTransfer(bytes)
                     let statistics = report.statistics
                     let loss = statistics.packetsSent > 0 ? Double(statistics.packetsLost) / Double(statistics.packetsSent) : 0
                     let trial = TuningTrial(point: point, goodput: report.goodput, loss: loss, packetsSent: statistics.packetsSent,
@@ -91,8 +96,7 @@ struct TuneCommand: AsyncParsableCommand {
             do {
                 var probeTuning = base
                 probeTuning.packetSize = maximumPacket
-                probeReport = try await NativeUpdater(connector: connector, clock: clock, tuning: probeTuning, timeouts: timeouts,
-                                                      logger: logger).testTransfer(pseudoRandomBytes(4096, seed: seed.next()))
+                probeReport = try await host(probeTuning).testTransfer(pseudoRandomBytes(4096, seed: seed.next()))
             } catch let error as TransferError {
                 throw CommandFailure(error.exitStatus, "the first test transfer failed: \(error)")
             }
@@ -115,7 +119,7 @@ struct TuneCommand: AsyncParsableCommand {
         guard let (chosen, reasons) = TuningSearch.choose(trials, reference: reference) else {
             throw CommandFailure(.deviceError, "every trial failed: the device could not take any setting (see the table above)")
         }
-        let identity = DeviceIdentity(deviceOptions.device)
+        let identity = DeviceIdentity(deviceOptions.device.text)
         var savedTo: String?
         if !noSave {
             do {
@@ -126,13 +130,10 @@ struct TuneCommand: AsyncParsableCommand {
             }
         }
         if let plot {
-            do {
-                try AtomicFile.write(Array(TuningPlot.svg(space: space, trials: trials, chosen: chosen, title: "bleota tune — \(deviceOptions.device)").utf8), to: plot)
-            } catch {
-                throw CommandFailure(.failure, "cannot write \(plot): \(error)")
-            }
+            let svg = TuningPlot.svg(space: space, trials: trials, chosen: chosen, title: "bleota tune — \(deviceOptions.device)")
+            try writeFileAtomically(Array(svg.utf8), to: plot)
         }
-        let report = Report(device: deviceOptions.device, identity: identity.key, mode: grid ? "grid" : "search", space: space,
+        let report = Report(device: deviceOptions.device.text, identity: identity.key, mode: grid ? "grid" : "search", space: space,
                             trials: trials, gridSize: space.count, chosen: chosen, reference: reference, reasons: reasons, savedTo: savedTo)
         if global.json {
             Terminal.standardOutput.writeLine(try JSONOutput.string(report))

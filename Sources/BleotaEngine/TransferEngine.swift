@@ -101,8 +101,8 @@ public final class TransferEngine: @unchecked Sendable {
     /// (Karn's rule: only packets sent once give a sample).
     private var sentAt: [Duration]
     private var sends: [UInt8]
-    /// Smoothed round-trip time from data packet to its acknowledgement.
-    private var smoothedRoundTrip: Duration?
+    /// Round-trip time from data packet to its acknowledgement.
+    private var roundTrip = RoundTripEstimator()
     /// Adaptive mode looks at the loss rate over about two windows at a time:
     /// random loss of a few percent is not a reason to slow down, a
     /// receiver that overflows (most of a burst lost) is.
@@ -132,8 +132,7 @@ public final class TransferEngine: @unchecked Sendable {
     /// How long to wait before asking for an acknowledgement: three smoothed
     /// round trips once measured, never more than the configured timeout.
     private var probeDelay: Duration {
-        guard let rtt = smoothedRoundTrip else { return tuning.ackTimeout / 4 }
-        return min(tuning.ackTimeout, max(.milliseconds(20), rtt * 3))
+        roundTrip.scaled(by: 3, minimum: .milliseconds(20), maximum: tuning.ackTimeout, fallback: tuning.ackTimeout / 4)
     }
 
     public var packetCount: Int { sender.packetCount }
@@ -266,8 +265,7 @@ public final class TransferEngine: @unchecked Sendable {
             statistics.packetsLost += outcome.newlyLost
             recentLost += outcome.newlyLost
             if let newest = outcome.newest, sends[newest] == 1 {
-                let sample = clock.now - sentAt[newest]
-                smoothedRoundTrip = smoothedRoundTrip.map { $0 * 0.875 + sample * 0.125 } ?? sample
+                roundTrip.add(clock.now - sentAt[newest])
             }
             adapt()
             if outcome.newlyAcknowledged > 0 { reportProgress() }

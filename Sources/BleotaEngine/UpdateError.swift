@@ -37,11 +37,16 @@ public struct TransferError: Error, Sendable, Hashable, CustomStringConvertible 
         case protocolViolation
         /// The device came back running something other than what was sent.
         case confirmFailed
+        /// The protocol cannot do what was asked (a usage error).
+        case unsupported
     }
 
     public var code: Code
     public var step: UpdateStep
     public var message: String
+    /// What the device runs after the failure, when the failure came after the
+    /// activation could have reached it (nil: nothing on the device changed).
+    public var outcome: DeviceOutcome?
 
     public init(_ code: Code, step: UpdateStep, _ message: String) {
         self.code = code
@@ -49,5 +54,40 @@ public struct TransferError: Error, Sendable, Hashable, CustomStringConvertible 
         self.message = message
     }
 
-    public var description: String { "\(step) failed: \(message)" }
+    public var description: String {
+        guard let outcome else { return "\(step) failed: \(message)" }
+        return "\(step) failed: \(message); \(outcome.sentence)"
+    }
+}
+
+/// What a device runs after an update that failed late, found by reconnecting
+/// and asking it: never left to guesswork.
+public enum DeviceOutcome: Sendable, Hashable, Codable {
+    /// The new image runs and is confirmed: the update took effect in the end.
+    case newImageConfirmed
+    /// The new image runs but is not confirmed: the bootloader reverts it at the next reset unless it is confirmed.
+    case newImageUnconfirmed
+    /// The old image runs (its version); nothing changed.
+    case oldImage(String)
+    /// The device could not be reached to find out.
+    case unknown
+
+    /// For `--json`: "new-image-confirmed", "new-image-unconfirmed", "old-image", "unknown".
+    public var name: String {
+        switch self {
+        case .newImageConfirmed: "new-image-confirmed"
+        case .newImageUnconfirmed: "new-image-unconfirmed"
+        case .oldImage: "old-image"
+        case .unknown: "unknown"
+        }
+    }
+
+    public var sentence: String {
+        switch self {
+        case .newImageConfirmed: "the device runs the new image, confirmed"
+        case .newImageUnconfirmed: "the device runs the new image but it is not confirmed: confirm it (bleota image state --confirm) or it is reverted at the next reset"
+        case .oldImage(let version): "the device still runs its old image (\(version))"
+        case .unknown: "the device could not be reached afterwards, so what it runs is unknown: check it with bleota image state"
+        }
+    }
 }

@@ -4,26 +4,30 @@ public struct SimulatorAddressError: Error, Sendable, Equatable, CustomStringCon
     public init(_ description: String) { self.description = description }
 }
 
+import BleotaEngine
+import BleotaProtocols
+
 /// `sim://PRESET?key=value&…`: which link model, which faults, which device.
-public struct SimulatorAddress: Sendable, Hashable {
+///
+/// Keys are the simulator's own (link, faults, slot, version, protocol) plus
+/// the device options of the protocols in the registry the address is parsed
+/// against, which go to that protocol's device half as they are.
+public struct SimulatorAddress: Sendable {
     public var preset: String
     public var model: LinkModel
     public var faults: LinkFaults
     public var seed: UInt64
-    /// The device's protocol: `native` (bleota's own) or `smp` (MCUmgr with MCUboot).
-    public var deviceProtocol: String
-    /// The SMP device's buffer size and count (its MCUmgr parameters).
-    public var smpBufferSize = 2475
-    public var smpBufferCount = 4
-    /// How long an MCUboot swap keeps the SMP device away after a reset.
-    public var swapTime: Duration = .seconds(2)
+    /// The device's protocol, as the address names it (`protocol=`); nil for the registry's default.
+    public var deviceProtocol: String?
+    /// Keys for the protocol's device half (its ``UpdateProtocol/deviceOptions``).
+    public var deviceOptions: [String: String] = [:]
     /// Bytes the device's image slot holds.
     public var slotSize: Int
     /// The firmware version the simulated device starts with.
     public var initialVersion: String
 
-    /// Every key the address accepts, with what it sets.
-    public static let keys: [(key: String, meaning: String)] = [
+    /// The simulator's own keys, with what they set.
+    public static let simulatorKeys: [(key: String, meaning: String)] = [
         ("seed", "random seed (the same seed gives the same run)"),
         ("loss", "probability a host→device packet is lost (0…1)"),
         ("notify-loss", "probability a device→host packet is lost (0…1)"),
@@ -45,13 +49,25 @@ public struct SimulatorAddress: Sendable, Hashable {
         ("reboot-time", "device reboot time in ms"),
         ("slot", "device image slot size in bytes"),
         ("version", "firmware version the device starts with"),
-        ("protocol", "device protocol: native or smp (MCUmgr/MCUboot)"),
-        ("smp-buffer", "SMP device's buffer size in bytes (its MCUmgr buf_size, 128…65535)"),
-        ("smp-buffers", "SMP device's buffer count (its MCUmgr buf_count, 1…64)"),
-        ("swap-time", "MCUboot swap time in ms after a reset with an update pending"),
     ]
 
-    public init(parsing text: String) throws(SimulatorAddressError) {
+    /// Every key an address accepts with `registry`'s protocols, with what it sets.
+    public static func keys(_ registry: ProtocolRegistry = .builtIn) -> [(key: String, meaning: String)] {
+        var keys = simulatorKeys
+        keys.append(("protocol", "device protocol: " + registry.protocols.filter { $0.identity.transports.contains(.simulator) }
+            .map { "\($0.name) (\($0.identity.displayName))" }.joined(separator: ", ")))
+        for (_, option) in registry.deviceOptions where !keys.contains(where: { $0.key == option.key }) {
+            keys.append((option.key, option.meaning))
+        }
+        return keys
+    }
+
+    /// The protocol the address's device speaks.
+    public func updateProtocol(in registry: ProtocolRegistry = .builtIn) -> (any UpdateProtocol)? {
+        deviceProtocol.map { registry.named($0) } ?? registry.defaultProtocol
+    }
+
+    public init(parsing text: String, registry: ProtocolRegistry = .builtIn) throws(SimulatorAddressError) {
         guard text.hasPrefix("sim://") else {
             throw SimulatorAddressError("'\(text)' is not a simulator address: use sim://PRESET?key=value")
         }
@@ -66,7 +82,6 @@ public struct SimulatorAddress: Sendable, Hashable {
         model = preset.model
         faults = LinkFaults()
         seed = 1
-        deviceProtocol = "native"
         slotSize = 1 << 20
         initialVersion = "1.0.0"
         guard parts.count == 2, !parts[1].isEmpty else { return }
@@ -76,12 +91,21 @@ public struct SimulatorAddress: Sendable, Hashable {
             guard keyValue.count == 2, !keyValue[1].isEmpty else {
                 throw SimulatorAddressError("sim:// key '\(key)' needs a value: write \(key)=VALUE")
             }
-            try apply(key: key, value: String(keyValue[1]))
+            try apply(key: key, value: String(keyValue[1]), registry: registry)
         }
         try model.validate()
+        // The device half checks its own keys.
+        guard !deviceOptions.isEmpty, let chosen = updateProtocol(in: registry) else { return }
+        for key in deviceOptions.keys.sorted() where !chosen.deviceOptions.contains(where: { $0.key == key }) {
+            throw SimulatorAddressError("sim:// key '\(key)' is for another protocol's device: \(chosen.name) takes "
+                + (chosen.deviceOptions.isEmpty ? "none" : chosen.deviceOptions.map(\.key).joined(separator: ", ")))
+        }
+        do { _ = try chosen.makeDevice(Simulation.configuration(self)) } catch {
+            throw SimulatorAddressError("sim:// \(error.description)")
+        }
     }
 
-    private mutating func apply(key: String, value: String) throws(SimulatorAddressError) {
+    private mutating func apply(key: String, value: String, registry: ProtocolRegistry) throws(SimulatorAddressError) {
         func number() throws(SimulatorAddressError) -> Double {
             guard let number = Double(value), number.isFinite else {
                 throw SimulatorAddressError("sim:// key '\(key)' needs a number, got '\(value)'")
@@ -136,21 +160,18 @@ public struct SimulatorAddress: Sendable, Hashable {
             slotSize = size
         case "version": initialVersion = value
         case "protocol":
-            guard value == "native" || value == "smp" else {
-                throw SimulatorAddressError("sim:// protocol '\(value)' is not simulated: use protocol=native or protocol=smp")
+            let simulated = registry.protocols.filter { $0.identity.transports.contains(.simulator) }.map(\.name)
+            guard simulated.contains(value) else {
+                let choices = simulated.map { "protocol=\($0)" }
+                let list = choices.count > 1 ? choices.dropLast().joined(separator: ", ") + " or " + choices.last! : choices.joined()
+                throw SimulatorAddressError("sim:// protocol '\(value)' is not simulated: use \(list)")
             }
             deviceProtocol = value
-        case "smp-buffer":
-            let size = try count()
-            guard (128...65_535).contains(size) else { throw SimulatorAddressError("sim:// smp-buffer \(size) is out of range: use 128…65535") }
-            smpBufferSize = size
-        case "smp-buffers":
-            let buffers = try count()
-            guard (1...64).contains(buffers) else { throw SimulatorAddressError("sim:// smp-buffers \(buffers) is out of range: use 1…64") }
-            smpBufferCount = buffers
-        case "swap-time": swapTime = try milliseconds()
         default:
-            throw SimulatorAddressError("unknown sim:// key '\(key)': use \(Self.keys.map(\.key).joined(separator: ", "))")
+            guard registry.deviceOptions.contains(where: { $0.option.key == key }) else {
+                throw SimulatorAddressError("unknown sim:// key '\(key)': use \(Self.keys(registry).map(\.key).joined(separator: ", "))")
+            }
+            deviceOptions[key] = value
         }
     }
 }

@@ -31,7 +31,7 @@ struct SMPVector: Decodable, Sendable, CustomTestStringConvertible {
         let packet = try SMPPacket(decoding: vector.bytes)
         #expect(packet.header.operation.rawValue == vector.op)
         #expect(packet.header.version.rawValue == vector.version)
-        #expect(packet.header.group == vector.group)
+        #expect(packet.header.group.rawValue == vector.group)
         #expect(packet.header.sequence == vector.sequence)
         #expect(packet.header.command == vector.command)
         #expect(packet.header.length == vector.length)

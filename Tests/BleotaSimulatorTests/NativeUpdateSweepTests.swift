@@ -27,7 +27,10 @@ func simulateFlash(_ address: String, firmware: [UInt8], version: String = "2.0.
         let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
         world.startTrace()
         let storage = DeviceStorage(activeImage: Array("old firmware".utf8), activeVersion: "1.0.0", slotSize: slot ?? parsed.slotSize)
-        await world.add(SimulatedNativeDevice(address: "C0:FF:EE:00:00:01", storage: storage, model: parsed.model))
+        await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01",
+                                        half: NativeDevice(name: "bleota-sim", storage: storage, bufferCount: parsed.model.deviceBuffer,
+                                                           maximumPacket: parsed.model.maximumPayload),
+                                        model: parsed.model))
         let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
         let steps = SharedSteps()
         let updater = NativeUpdater(connector: connector, clock: world.clock, tuning: tuning) { event in

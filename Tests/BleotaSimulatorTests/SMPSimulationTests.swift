@@ -26,11 +26,10 @@ func simulateSMPUpgrade(_ address: String, image: [UInt8], mode: SMPUpgradeMode 
     let parsed = try SimulatorAddress(parsing: address)
     return try await SimulationRuntime.run { runtime in
         let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
-        let storage = SMPDeviceStorage(primary: SimulatedSMPDevice.factoryImage(version: .init(major: 1, minor: 0, revision: 0, build: 0)))
+        let device = try SMPProtocol().makeDevice(Simulation.configuration(parsed)) as! SMPDevice
+        let storage = device.storage
         prepare?(storage)
-        await world.add(SimulatedSMPDevice(address: "C0:FF:EE:00:00:01", storage: storage, model: parsed.model,
-                                           parameters: MCUmgrParameters(bufferSize: parsed.smpBufferSize, bufferCount: parsed.smpBufferCount),
-                                           swapTime: parsed.swapTime))
+        await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model))
         let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
         let steps = SharedSteps()
         let updater = SMPUpdater(connector: connector, clock: world.clock, window: window) { event in
@@ -89,7 +88,7 @@ func same(_ a: [UInt8]?, _ b: [UInt8]?) -> Bool { a == b }
     @Test func uploadOnlyLeavesTheImageWaitingAndTheActiveOneUntouched() async throws {
         let image = try imgtoolSample("app-1.1.0-ecdsa-p256.bin")
         let run = try await simulateSMPUpgrade("sim://2m-dle?protocol=smp", image: image, mode: .upload)
-        let factory = SimulatedSMPDevice.factoryImage(version: .init(major: 1, minor: 0, revision: 0, build: 0))
+        let factory = SMPDevice.factoryImage(version: .init(major: 1, minor: 0, revision: 0, build: 0))
         #expect(same(run.device.primary, factory))
         #expect(same(run.device.secondary, image))
         #expect(run.device.pendingSwap == nil)
@@ -130,13 +129,14 @@ func same(_ a: [UInt8]?, _ b: [UInt8]?) -> Bool { a == b }
     @Test func aDeviceErrorIsNamedWithItsStepAndTheActiveImageStays() async throws {
         let image = try imgtoolSample("app-1.1.0-ecdsa-p256.bin")
         let other = try imgtoolSample("blinky-1.0.1-unsigned.bin")
-        // Another image is already pending a swap: the device refuses a new upload.
+        // Another image is already pending a swap: the secondary slot is in use, and Zephyr
+        // refuses a new upload with "no free slot" (img_mgmt_slot_in_use; see protocols/smp.md).
         let run = try await simulateSMPUpgrade("sim://2m-dle?protocol=smp", image: image, prepare: { storage in
             storage.withState { $0.secondary = other; $0.pendingSwap = .test }
         })
         guard case .failure(let error) = run.outcome else { Issue.record("upload over a pending image succeeded"); return }
         #expect(error.step == .transfer)
-        #expect(error.message == "the device's image group answered image already pending (rc 28)")
+        #expect(error.message == "the device's image group answered no free slot (rc 9)")
         #expect(run.slots.first?.version == "1.0.0")
     }
 }

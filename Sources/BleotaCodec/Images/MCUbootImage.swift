@@ -33,6 +33,15 @@ public struct MCUbootImage: Sendable, Equatable {
         public static func < (a: Version, b: Version) -> Bool {
             (a.major, a.minor, a.revision, a.build) < (b.major, b.minor, b.revision, b.build)
         }
+
+        /// "1.2.3" or "1.2.3+4" (imgtool's form) or "1.2.3.4"; missing or unparsable parts are 0,
+        /// out-of-range ones clamped, so any label gives a version.
+        public init(parsing text: String) {
+            let parts = text.split(whereSeparator: { $0 == "." || $0 == "+" }).map { UInt32($0) ?? 0 }
+            func part(_ index: Int) -> UInt32 { index < parts.count ? parts[index] : 0 }
+            self.init(major: UInt8(clamping: part(0)), minor: UInt8(clamping: part(1)), revision: UInt16(clamping: part(2)),
+                      build: part(3))
+        }
     }
 
     public struct TLV: Sendable, Hashable {

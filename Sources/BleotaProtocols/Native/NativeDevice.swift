@@ -4,28 +4,8 @@ import BleotaLink
 import BleotaZlib
 import Logging
 
-/// What the device half needs from the world around it: time, costs, reboots.
-public struct NativeDeviceEnvironment: Sendable {
-    public var clock: any BleotaClock
-    /// CPU time to take in one packet of `bytes` bytes (the receive buffer slot stays
-    /// occupied meanwhile, which is how a slow device ends up dropping packets).
-    public var processingTime: @Sendable (_ bytes: Int) -> Duration
-    public var flashPageSize: Int
-    public var eraseTimePerPage: Duration
-    /// Drops the connection and restarts the device; `toBootloader` when it was asked
-    /// to enter the bootloader. Returns once the connection is gone.
-    public var reboot: @Sendable (_ toBootloader: Bool) async -> Void
-
-    public init(clock: any BleotaClock, processingTime: @escaping @Sendable (Int) -> Duration = { _ in .zero },
-                flashPageSize: Int = 4096, eraseTimePerPage: Duration = .zero,
-                reboot: @escaping @Sendable (Bool) async -> Void) {
-        self.clock = clock
-        self.processingTime = processingTime
-        self.flashPageSize = flashPageSize
-        self.eraseTimePerPage = eraseTimePerPage
-        self.reboot = reboot
-    }
-}
+/// The environment the native device half runs in: the shared one.
+public typealias NativeDeviceEnvironment = DeviceEnvironment
 
 /// The device half of bleota's native protocol: the reference a firmware
 /// implementation can be checked against, served by the simulator and by
@@ -35,13 +15,14 @@ public struct NativeDeviceEnvironment: Sendable {
 /// successful VERIFY of exactly the bytes held; a transfer interrupted by a
 /// disconnect or power loss keeps what reached flash, keyed by the image hash;
 /// anything malformed gets an ERROR reply, never a crash.
-public actor NativeDevice {
+public actor NativeDevice: DeviceHalf {
     public nonisolated let storage: DeviceStorage
     public nonisolated let name: String
     public let capabilities: NativeMessage.Capabilities
     public let bufferCount: Int
     public let maximumPacket: Int
-    public private(set) var mode: NativeMessage.DeviceMode = .application
+    /// Application or bootloader, as HELLO reports it.
+    public private(set) var currentMode: NativeMessage.DeviceMode = .application
     private var logger = Logger(label: "bleota.device")
 
     /// RAM: the transfer in progress on this boot.
@@ -54,14 +35,20 @@ public actor NativeDevice {
         self.bufferCount = bufferCount
         self.maximumPacket = maximumPacket
         self.capabilities = capabilities
-        mode = storage.snapshot.bootToBootloader ? .bootloader : .application
+        currentMode = storage.snapshot.bootToBootloader ? .bootloader : .application
     }
 
     /// Power-up: RAM is gone, flash decides the mode.
     public func boot() {
         transfer = nil
-        mode = storage.withState { $0.bootToBootloader } ? .bootloader : .application
+        currentMode = storage.withState { $0.bootToBootloader } ? .bootloader : .application
     }
+
+    public func powerCycle() { boot() }
+
+    public var mode: DeviceMode { currentMode == .bootloader ? .bootloader : .application }
+
+    public var runningVersion: String { firmwareVersion }
 
     public var firmwareVersion: String { storage.withState { $0.activeVersion } }
 
@@ -121,18 +108,18 @@ public actor NativeDevice {
             }
             let state = storage.snapshot
             try await reply(.helloResponse(.init(
-                version: min(hello.maximumVersion, NativeMessage.version), mode: mode, capabilities: capabilities,
+                version: min(hello.maximumVersion, NativeMessage.version), mode: currentMode, capabilities: capabilities,
                 maximumPacket: UInt16(clamping: maximumPacket), bufferCount: UInt16(clamping: bufferCount),
                 slotSize: UInt32(clamping: state.slotSize), firmwareVersion: state.activeVersion, name: name)), on: link)
 
         case .enterBootloader:
-            if mode == .bootloader {
+            if currentMode == .bootloader {
                 try await reply(.simpleResponse(request: .enterBootloader, status: .ok), on: link)
                 return
             }
             storage.withState { $0.bootToBootloader = true }
             try await reply(.simpleResponse(request: .enterBootloader, status: .ok), on: link)
-            await environment.reboot(true)
+            await environment.reboot(RebootRequest(toBootloader: true))
 
         case .start(let start):
             try await handleStart(start, opcode: opcode, link: link)
@@ -180,11 +167,11 @@ public actor NativeDevice {
             }
             transfer = nil
             try await reply(.simpleResponse(request: .activate, status: .ok), on: link)
-            await environment.reboot(false)
+            await environment.reboot(RebootRequest())
 
         case .reboot:
             try await reply(.simpleResponse(request: .reboot, status: .ok), on: link)
-            await environment.reboot(false)
+            await environment.reboot(RebootRequest())
 
         case .abort:
             if let current = transfer {
@@ -207,7 +194,7 @@ public actor NativeDevice {
 
     private func handleStart(_ start: NativeMessage.Start, opcode: UInt8, link: any Link) async throws(LinkError) {
         let slotSize = storage.withState { $0.slotSize }
-        if start.target == .firmware && mode != .bootloader {
+        if start.target == .firmware && currentMode != .bootloader {
             try await fail(opcode, .invalidState, "firmware transfers need the bootloader: send ENTER_BOOTLOADER first", on: link)
             return
         }

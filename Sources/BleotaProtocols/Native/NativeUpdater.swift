@@ -4,28 +4,41 @@ import BleotaLink
 import BleotaZlib
 import Logging
 
-/// The host half of bleota's native protocol: `flash`, `push` and `pull`.
+/// The host half of bleota's native protocol: `flash`, `push`, `pull` and test transfers.
 ///
 /// A thin shell around ``UpdateStateMachine`` and ``TransferEngine``: it performs
 /// the actions the state machine asks for, turns replies into events, and
-/// reconnects and resumes when a link drops mid-transfer.
-public struct NativeUpdater: Sendable {
-    public var connector: any DeviceConnector
-    public var clock: any BleotaClock
-    public var tuning: TransferTuning
-    public var timeouts: StepTimeouts
-    public var logger: Logger
-    public var onEvent: @Sendable (UpdateEvent) -> Void
+/// reconnects and resumes when a link drops mid-transfer. Every knob of
+/// ``TransferTuning`` means what its documentation says.
+public struct NativeUpdater: ProtocolHost {
+    public var context: HostContext
+    public var connector: any DeviceConnector { context.connector }
+    public var clock: any BleotaClock { context.clock }
+    public var tuning: TransferTuning { context.tuning }
+    public var timeouts: StepTimeouts { context.timeouts }
+    public var logger: Logger { context.logger }
+    public var onEvent: @Sendable (UpdateEvent) -> Void { context.onEvent }
+
+    public init(context: HostContext) { self.context = context }
 
     public init(connector: any DeviceConnector, clock: any BleotaClock, tuning: TransferTuning = TransferTuning(),
                 timeouts: StepTimeouts = StepTimeouts(), logger: Logger = Logger(label: "bleota.native"),
                 onEvent: @escaping @Sendable (UpdateEvent) -> Void = { _ in }) {
-        self.connector = connector
-        self.clock = clock
-        self.tuning = tuning
-        self.timeouts = timeouts
-        self.logger = logger
-        self.onEvent = onEvent
+        self.init(context: HostContext(protocolName: NativeProtocol.name, connector: connector, clock: clock, tuning: tuning,
+                                       timeouts: timeouts, logger: logger, onEvent: onEvent))
+    }
+
+    public func flash(_ image: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
+        try await flash(image: image.bytes, version: image.version)
+    }
+
+    public func push(_ file: [UInt8], name: String) async throws(TransferError) -> UpdateReport {
+        try await push(file: file, name: name)
+    }
+
+    public func pull(_ name: String) async throws(TransferError) -> PulledFile {
+        let (file, report) = try await pull(name: name)
+        return PulledFile(bytes: file, report: report)
     }
 
     // MARK: - Flash
@@ -34,7 +47,7 @@ public struct NativeUpdater: Sendable {
     public func flash(image: [UInt8], version: String) async throws(TransferError) -> UpdateReport {
         try tuning.validate()
         var machine = UpdateStateMachine(expectedVersion: version)
-        var session = Session(updater: self)
+        var session = Session(updater: self, operation: "flash")
         var action = machine.handle(.start)
         var link: (any Link)?
         var versionBefore: String?
@@ -83,9 +96,9 @@ public struct NativeUpdater: Sendable {
                 case .confirm:
                     event = .confirmed(version: session.lastHello?.firmwareVersion ?? "")
                 case .finish:
-                    var report = session.report(operation: "flash", bytes: image.count, transfer: transferResult)
-                    report.versionBefore = versionBefore
-                    report.versionAfter = session.lastHello?.firmwareVersion
+                    session.recorder.versionBefore = versionBefore
+                    session.recorder.versionAfter = session.lastHello?.firmwareVersion
+                    let report = session.report(bytes: image.count, transfer: transferResult)
                     await link?.close()
                     return report
                 case .fail:
@@ -130,7 +143,7 @@ public struct NativeUpdater: Sendable {
                               admit: (NativeMessage.HelloResponse, Session) throws(TransferError) -> Void,
                               unverified: (String) -> String) async throws(TransferError) -> UpdateReport {
         try tuning.validate()
-        var session = Session(updater: self)
+        var session = Session(updater: self, operation: operation)
         session.enter(.connect)
         let (connected, hello) = try await session.connect(.initial, step: .connect)
         var link: (any Link)? = connected
@@ -142,7 +155,7 @@ public struct NativeUpdater: Sendable {
             let verdict = try await session.verify(on: link!)
             guard verdict.ok else { throw TransferError(.verificationFailed, step: .verify, unverified(verdict.detail)) }
             await link?.close()
-            return session.report(operation: operation, bytes: bytes.count, transfer: result)
+            return session.report(bytes: bytes.count, transfer: result)
         } catch {
             await link?.close()
             throw error
@@ -153,7 +166,7 @@ public struct NativeUpdater: Sendable {
     /// SHA-256 before returning it; the caller writes it atomically.
     public func pull(name: String) async throws(TransferError) -> (file: [UInt8], report: UpdateReport) {
         try tuning.validate()
-        var session = Session(updater: self)
+        var session = Session(updater: self, operation: "pull")
         session.enter(.connect)
         let (link, hello) = try await session.connect(.initial, step: .connect)
         do throws(TransferError) {
@@ -191,53 +204,31 @@ public struct NativeUpdater: Sendable {
         guard CRC32.checksum(file) == info.crc32, SHA256Digest.hash(file) == info.sha256 else {
             throw TransferError(.verificationFailed, step: .verify, "'\(name)' arrived but its hash does not match the device's: nothing was written")
         }
-        let result = TransferResult(streamBytes: file.count, compressed: false, packetSize: packetSize, elapsed: elapsed)
-        return (file, session.report(operation: "pull", bytes: file.count, transfer: result))
+        let result = TransferSummary(streamBytes: file.count, compressed: false, packetSize: packetSize, elapsed: elapsed)
+        return (file, session.report(bytes: file.count, transfer: result))
     }
 }
 
-struct TransferResult {
-    var streamBytes: Int
-    var compressed: Bool
-    var packetSize: Int
-    var elapsed: Duration
-}
+typealias TransferResult = TransferSummary
 
-/// One operation's mutable bookkeeping: step timing, statistics, the last HELLO.
+/// One operation's mutable bookkeeping: the shared step recorder, statistics, the last HELLO.
 struct Session {
     let updater: NativeUpdater
+    var recorder: OperationRecorder
     var statistics = TransferStatistics()
-    var stepSeconds: [String: Double] = [:]
-    var currentStep: UpdateStep?
-    var stepStarted: Duration
-    let started: Duration
     var lastHello: NativeMessage.HelloResponse?
 
-    init(updater: NativeUpdater) {
+    init(updater: NativeUpdater, operation: String) {
         self.updater = updater
-        started = updater.clock.now
-        stepStarted = started
+        recorder = updater.context.recorder(operation)
     }
 
-    mutating func enter(_ step: UpdateStep) {
-        guard step != currentStep else { return }
-        let now = updater.clock.now
-        if let currentStep { stepSeconds[currentStep.rawValue, default: 0] += (now - stepStarted).seconds }
-        currentStep = step
-        stepStarted = now
-        updater.onEvent(.step(step))
-    }
+    mutating func enter(_ step: UpdateStep) { recorder.enter(step) }
 
-    mutating func report(operation: String, bytes: Int, transfer: TransferResult?) -> UpdateReport {
-        if let currentStep { stepSeconds[currentStep.rawValue, default: 0] += (updater.clock.now - stepStarted).seconds }
-        currentStep = nil
+    mutating func report(bytes: Int, transfer: TransferSummary?) -> UpdateReport {
         var tuning = updater.tuning
         tuning.packetSize = transfer?.packetSize
-        return UpdateReport(operation: operation, device: updater.connector.description, bytes: bytes,
-                            streamBytes: transfer?.streamBytes ?? bytes, compressed: transfer?.compressed ?? false,
-                            packetSize: transfer?.packetSize ?? 0, transferSeconds: transfer?.elapsed.seconds ?? 0,
-                            totalSeconds: (updater.clock.now - started).seconds, statistics: statistics,
-                            stepSeconds: stepSeconds, tuning: tuning)
+        return recorder.finish(bytes: bytes, transfer: transfer, statistics: statistics, tuning: tuning)
     }
 
     /// Connects and says HELLO; returns the link and what the device said.
@@ -397,8 +388,8 @@ struct Session {
         }
         statistics = engine.statistics
         statistics.reconnects = reconnects
-        return TransferResult(streamBytes: stream.count, compressed: compressed, packetSize: packetSize,
-                              elapsed: updater.clock.now - began)
+        return TransferSummary(streamBytes: stream.count, compressed: compressed, packetSize: packetSize,
+                               elapsed: updater.clock.now - began)
     }
 
     static func deflate(_ bytes: [UInt8]) -> [UInt8]? {

@@ -1,373 +1,409 @@
 import BleotaCodec
+import BleotaEngine
 import BleotaLink
-import Synchronization
 
-/// What an MCUboot device keeps in flash: two slots and the swap trailer's
-/// flags. Survives connections and resets; the upload in progress survives
-/// connections only, as in Zephyr, where it lives in RAM.
-public final class SMPDeviceStorage: Sendable {
-    public struct State: Sendable {
-        public var primary: [UInt8]
-        public var secondary: [UInt8]?
-        /// The image in the primary slot is confirmed (it will not be reverted).
-        public var primaryConfirmed = true
-        /// A swap to the secondary image is requested: test (once) or permanent.
-        public var pendingSwap: PendingSwap?
-        /// Boots of the device so far.
-        public var boots = 0
-        public var slotSize: Int
-        public var files: [String: [UInt8]] = [:]
-
-        public enum PendingSwap: Sendable, Equatable { case test, permanent }
-    }
-
-    /// An upload in progress (RAM on a real device).
-    public struct Upload: Sendable {
-        public var length: Int
-        public var sha: [UInt8]?
-        public var bytes: [UInt8]
-    }
-
-    private let state: Mutex<State>
-    private let upload = Mutex<Upload?>(nil)
-    private let fileUploads = Mutex<[String: [UInt8]]>([:])
-
-    public init(primary: [UInt8], slotSize: Int = 512 * 1024) {
-        state = Mutex(State(primary: primary, slotSize: slotSize))
-    }
-
-    public func withState<T>(_ body: (inout State) throws -> T) rethrows -> T { try state.withLock { try body(&$0) } }
-    public var snapshot: State { state.withLock { $0 } }
-    func withUpload<T>(_ body: (inout Upload?) -> T) -> T { upload.withLock { body(&$0) } }
-    func withFileUploads<T>(_ body: (inout [String: [UInt8]]) -> T) -> T { fileUploads.withLock { body(&$0) } }
-
-    /// Power-up as MCUboot does it: perform a requested swap if the secondary
-    /// image verifies, revert an unconfirmed test image, never boot a bad one.
-    /// Returns what happened, for logs and the simulator's trace.
-    @discardableResult
-    public func boot() -> String {
-        upload.withLock { $0 = nil }
-        fileUploads.withLock { $0 = [:] }
-        return state.withLock { state in
-            state.boots += 1
-            if let swap = state.pendingSwap {
-                state.pendingSwap = nil
-                guard let secondary = state.secondary, Self.verifies(secondary) else {
-                    state.secondary = nil
-                    return "the secondary image does not verify: erased it, kept the primary"
-                }
-                state.secondary = state.primary
-                state.primary = secondary
-                state.primaryConfirmed = swap == .permanent
-                return swap == .permanent ? "swapped to the new image permanently" : "swapped to the new image for a test boot"
-            }
-            if !state.primaryConfirmed, let secondary = state.secondary, Self.verifies(secondary) {
-                // A test image that was not confirmed: put the old one back.
-                state.secondary = state.primary
-                state.primary = secondary
-                state.primaryConfirmed = true
-                return "the test image was not confirmed: reverted to the previous image"
-            }
-            return "booted the primary image"
-        }
-    }
-
-    static func verifies(_ image: [UInt8]) -> Bool {
-        guard let parsed = try? MCUbootImage(decoding: image) else { return false }
-        return (try? parsed.verifyHash()) != nil
-    }
-
-    /// The image list MCUmgr reports: primary (active) and secondary when it holds an image.
-    public var slots: [SMPImageSlot] {
-        let state = snapshot
-        var slots: [SMPImageSlot] = []
-        if let image = try? MCUbootImage(decoding: state.primary) {
-            slots.append(SMPImageSlot(slot: 0, version: image.version.description, hash: image.hashTLV ?? [],
-                                      bootable: true, confirmed: state.primaryConfirmed, active: true))
-        }
-        if let secondary = state.secondary, let image = try? MCUbootImage(decoding: secondary) {
-            slots.append(SMPImageSlot(slot: 1, version: image.version.description, hash: image.hashTLV ?? [],
-                                      bootable: true, pending: state.pendingSwap != nil,
-                                      confirmed: false, active: false, permanent: state.pendingSwap == .permanent))
-        }
-        return slots
-    }
-}
-
-/// Timing and reboots, from the simulator or the wall clock.
-public struct SMPDeviceEnvironment: Sendable {
-    public var clock: any BleotaClock
-    public var processingTime: @Sendable (_ bytes: Int) -> Duration
-    /// Flash programming time per byte written (erase included).
-    public var writeTimePerByte: Duration
-    /// How long the swap takes at boot, during which the device is away.
-    public var swapTime: Duration
-    /// Drops the connection, boots (``SMPDeviceStorage/boot()``) and returns once the link is gone.
-    public var reset: @Sendable () async -> Void
-
-    public init(clock: any BleotaClock, processingTime: @escaping @Sendable (Int) -> Duration = { _ in .zero },
-                writeTimePerByte: Duration = .zero, swapTime: Duration = .zero, reset: @escaping @Sendable () async -> Void) {
-        self.clock = clock
-        self.processingTime = processingTime
-        self.writeTimePerByte = writeTimePerByte
-        self.swapTime = swapTime
-        self.reset = reset
-    }
-}
-
-/// An MCUmgr SMP server in front of MCUboot: the OS, image and file-system
-/// groups, answering the way Zephyr's SMP server does — the same sequence,
-/// group and command echoed, v1 or v2 errors to match the request, the
-/// device's upload offset always authoritative — so standard SMP clients run
-/// a whole upgrade against it unchanged.
-public actor SMPDevice {
+/// An MCUmgr SMP server in front of MCUboot — the device half of ``SMPProtocol`` —
+/// answering as Zephyr's `os_mgmt`, `img_mgmt` and `fs_mgmt` do (read from
+/// Zephyr's sources; see protocols/smp.md, "What the simulated device does"):
+/// the same sequence, group and command echoed; v1 requests get general codes
+/// (`rc`), v2 requests the group's own (`err {group, rc}`); the device's upload
+/// offset always wins; an upload is refused while the secondary slot is in
+/// use (a swap pending, or a test image running unconfirmed); marking an
+/// image does not validate it — MCUboot does that at boot, and erases an
+/// image that fails. Standard SMP clients run a whole upgrade against it
+/// unchanged.
+public actor SMPDevice: DeviceHalf {
     public nonisolated let storage: SMPDeviceStorage
     public nonisolated let parameters: MCUmgrParameters
     public nonisolated let name: String
+    /// How long an MCUboot swap (or revert) keeps the device away after a reset.
+    public nonisolated let swapTime: Duration
+
+    /// Zephyr's BLE reassembly buffer: one for the transport, no timeout; see ``collect(_:)``.
+    private var partial: (bytes: [UInt8], remaining: Int)?
+    /// `fs_mgmt`'s one transfer context: the file being uploaded and the offset it expects next.
+    private var fileUpload: (name: String, expected: Int, length: Int?)?
 
     public init(name: String = "bleota-smp", storage: SMPDeviceStorage,
-                parameters: MCUmgrParameters = MCUmgrParameters(bufferSize: 2475, bufferCount: 4)) {
+                parameters: MCUmgrParameters = MCUmgrParameters(bufferSize: 2475, bufferCount: 4), swapTime: Duration = .seconds(2)) {
         self.name = name
         self.storage = storage
         self.parameters = parameters
+        self.swapTime = swapTime
     }
 
-    /// Serves one connection until the link drops.
-    public func serve(_ link: any Link, environment: SMPDeviceEnvironment) async {
-        var reassembler = SMPReassembler(limit: parameters.bufferSize + SMPHeader.size)
-        var lastPacket = environment.clock.now
+    public var mode: DeviceMode { .application }
+
+    public var runningVersion: String {
+        (try? MCUbootImage(decoding: storage.snapshot.primary))?.version.description ?? "none"
+    }
+
+    /// Power-up: MCUboot's boot decisions, and RAM lost.
+    public func powerCycle() {
+        storage.boot()
+        partial = nil
+        fileUpload = nil
+    }
+
+    /// Serves one connection until the link drops or the device resets.
+    ///
+    /// A new connection starts with an empty reassembly buffer: bleota's BLE
+    /// connector unsubscribes and subscribes again on connecting, which is
+    /// what clears Zephyr's (a disconnect alone does not).
+    public func serve(_ link: any Link, environment: DeviceEnvironment) async {
+        partial = nil
         while true {
             let received: [UInt8]
             do { received = try await link.receive() } catch { return }
-            // A message whose rest never came (a fragment was dropped) must not swallow the
-            // next one: after a pause, a packet starts a new message, as Zephyr's reassembly does.
-            if !reassembler.isEmpty, environment.clock.now - lastPacket > .milliseconds(250) { reassembler.reset() }
-            lastPacket = environment.clock.now
             let cost = environment.processingTime(received.count)
             if cost > .zero { try? await environment.clock.sleep(for: cost) }
-            for message in reassembler.feed(received) {
-                guard let (response, after) = await respond(to: message, environment: environment) else { continue }
-                do { try await SMPTransport.send(response, on: link) } catch { return }
-                if after == .reset {
-                    await environment.reset()
-                    return
-                }
+            guard let message = collect(received) else { continue }
+            guard let (response, after) = await respond(to: message, environment: environment) else { continue }
+            do { try await SMPTransport.send(response, on: link) } catch { return }
+            if after == .reset {
+                await environment.reboot(RebootRequest(extraDowntime: storage.snapshot.swapType == .none ? .zero : swapTime))
+                return
             }
         }
+    }
+
+    /// Zephyr's SMP reassembly over BLE (`smp_reassembly.c`): a write starts a
+    /// request when none is partly received — it must hold the 8-byte header,
+    /// and the request must fit the buffer — and is otherwise appended blindly,
+    /// with no timeout. A write longer than what the partial request still
+    /// needs overflows: both are dropped. Whole messages (serial, UDP) pass straight through.
+    func collect(_ fragment: [UInt8]) -> [UInt8]? {
+        if var current = partial {
+            guard fragment.count <= current.remaining else {
+                partial = nil // -EOVERFLOW: the partial request and this write are both lost
+                return nil
+            }
+            current.bytes += fragment
+            current.remaining -= fragment.count
+            guard current.remaining == 0 else {
+                partial = current
+                return nil
+            }
+            partial = nil
+            return current.bytes
+        }
+        guard fragment.count >= SMPHeader.size, let total = SMPPacket.totalLength(of: fragment) else { return nil } // -ENODATA
+        guard fragment.count <= parameters.bufferSize, total <= parameters.bufferSize else { return nil } // -ENOSR: buf_size counts the header
+        guard fragment.count <= total else { return nil } // -EOVERFLOW
+        guard fragment.count < total else { return fragment }
+        partial = (fragment, total - fragment.count)
+        return nil
     }
 
     public enum Aftermath: Sendable { case none, reset }
 
-    /// Answers one whole message; nil when it cannot be answered (no valid header).
-    public func respond(to message: [UInt8], environment: SMPDeviceEnvironment) async -> (SMPPacket, Aftermath)? {
-        var reader = ByteReader(message)
-        guard let header = try? SMPHeader(decoding: &reader), !header.operation.isResponse else { return nil }
+    /// Answers one whole message; nil when it cannot be answered (fewer than 8 bytes).
+    public func respond(to message: [UInt8], environment: DeviceEnvironment) async -> (SMPPacket, Aftermath)? {
+        guard message.count >= SMPHeader.size else { return nil }
+        let operation = SMPHeader.Operation(rawValue: message[0] & 0x07) ?? .read
+        guard !operation.isResponse else { return nil } // an answer sent to a server: not for us
+        let versionBits = (message[0] >> 3) & 0x03
+        let version: SMPHeader.Version = versionBits == 0 ? .v1 : .v2
+        let group = SMPGroup(rawValue: UInt16(message[4]) << 8 | UInt16(message[5]))
+        let header = SMPHeader(operation: operation, version: version, length: 0, group: group, sequence: message[6], command: message[7])
         func reply(_ body: CBOR) -> SMPPacket {
-            SMPPacket(header: SMPHeader(operation: header.operation.response, version: header.version, length: 0,
-                                        group: header.group, sequence: header.sequence, command: header.command), body: body)
+            SMPPacket(header: SMPHeader(operation: operation.response, version: version, length: 0, group: group,
+                                        sequence: header.sequence, command: header.command), body: body)
         }
         func failure(_ error: SMPDeviceError) -> SMPPacket {
-            // A v1 client knows only the general codes; v2 gets the group's own.
-            if header.version == .v1, let group = error.group {
-                return reply(.textMap(["rc": CBOR(Self.generalCode(group: group, rc: error.rc))]))
-            }
+            // A v1 client knows only the general codes: Zephyr translates and drops the rest.
+            if version == .v1, error.group != nil { return reply(.textMap(["rc": CBOR(error.code.general.rawValue)])) }
             return reply(error.body)
         }
+        if versionBits > 1 { return (failure(SMPDeviceError(.general(.versionTooNew))), .none) }
+        let length = Int(UInt16(message[2]) << 8 | UInt16(message[3]))
+        guard length <= message.count - SMPHeader.size else { return (failure(SMPDeviceError(.general(.corrupt))), .none) }
         let body: CBOR
         do {
-            body = try SMPPacket(decoding: message).body
+            body = try CBOR(decoding: Array(message[SMPHeader.size..<SMPHeader.size + length]))
+            guard case .map = body else { throw SMPDeviceError(.general(.invalidArgument)) }
         } catch {
-            return (failure(SMPDeviceError(group: nil, rc: 3)), .none) // EINVAL
+            return (failure(SMPDeviceError(.general(.invalidArgument))), .none)
         }
-        let isWrite = header.operation == .write
+        let isWrite = operation == .write
         do {
-            switch (header.group, header.command, isWrite) {
-            case (SMPGroup.os, SMPCommandID.echo, true):
-                guard let text = body["d"]?.string else { throw SMPDeviceError(group: nil, rc: 3) }
-                return (reply(.textMap(["r": .text(text)])), .none)
-            case (SMPGroup.os, SMPCommandID.reset, true):
+            switch (header.smpCommand, isWrite) {
+            case (.echo, _):
+                // Zephyr serves echo for read and write alike; a missing `d` echoes nothing.
+                guard body["d"] == nil || body["d"]?.string != nil else { throw SMPDeviceError(.general(.invalidArgument)) }
+                return (reply(SMPEchoResponse(text: body["d"]?.string ?? "").body), .none)
+            case (.reset, true):
+                // The body is not looked at (no reset hook): empty, garbage or anything resets.
                 return (reply(.map([])), .reset)
-            case (SMPGroup.os, SMPCommandID.parameters, false):
+            case (.parameters, false):
                 return (reply(parameters.body), .none)
-            case (SMPGroup.os, SMPCommandID.bootloaderInfo, false):
-                if let query = body["query"]?.string {
-                    guard query == "mode" else { throw SMPDeviceError(group: SMPGroup.os, rc: 3) } // query yields no answer
-                    return (reply(.textMap(["mode": CBOR(1), "no-downgrade": .bool(false)])), .none)
+            case (.applicationInfo, false):
+                return (reply(try applicationInfo(body)), .none)
+            case (.bootloaderInfo, false):
+                if let query = body["query"] {
+                    // Any query but "mode" yields no answer; Zephyr returns it as a plain code.
+                    guard query.string == "mode" else { throw SMPDeviceError(.general(.invalidArgument)) }
+                    return (reply(SMPBootloaderInfo(mode: 1, noDowngrade: false).body), .none)
                 }
-                return (reply(.textMap(["bootloader": .text("MCUboot")])), .none)
-            case (SMPGroup.image, SMPCommandID.imageState, false):
+                return (reply(SMPBootloaderInfo(bootloader: "MCUboot").body), .none)
+            case (.imageState, false):
                 return (reply(SMPImageSlot.listBody(storage.slots)), .none)
-            case (SMPGroup.image, SMPCommandID.imageState, true):
+            case (.imageState, true):
                 try setState(body)
                 return (reply(SMPImageSlot.listBody(storage.slots)), .none)
-            case (SMPGroup.image, SMPCommandID.imageUpload, true):
+            case (.imageUpload, true):
                 return (reply(try await upload(body, environment: environment)), .none)
-            case (SMPGroup.image, SMPCommandID.imageErase, true):
+            case (.imageErase, true):
                 try erase(body)
                 return (reply(.map([])), .none)
-            case (SMPGroup.fileSystem, SMPCommandID.file, true):
-                return (reply(try fileUpload(body)), .none)
-            case (SMPGroup.fileSystem, SMPCommandID.file, false):
+            case (.file, true):
+                return (reply(try fileUpload(body, version: version)), .none)
+            case (.file, false):
                 return (reply(try fileDownload(body)), .none)
-            case (SMPGroup.fileSystem, 2, false):
+            case (.fileStatus, false):
+                return (reply(SMPFileStatus(length: try file(named: body).count).body), .none)
+            case (.fileHash, false):
                 return (reply(try fileHash(body)), .none)
+            case (.fileHashTypes, false):
+                return (reply(Self.hashTypes.body), .none)
+            case (.fileClose, true):
+                fileUpload = nil
+                return (reply(.map([])), .none)
             default:
-                throw SMPDeviceError(group: nil, rc: 8) // ENOTSUP
+                throw SMPDeviceError(.general(.notSupported))
             }
         } catch let error as SMPDeviceError {
             return (failure(error), .none)
+        } catch let error as FileOffsetError {
+            // fs_mgmt answers a wrong upload offset with its error and the offset it expects.
+            if version == .v1 { return (reply(.textMap(["rc": CBOR(SMPReturnCode.unknown.rawValue)])), .none) }
+            return (reply(.textMap(["err": .textMap(["group": CBOR(Int(SMPGroup.fileSystem.rawValue)),
+                                                     "rc": CBOR(SMPFileSystemReturnCode.fileOffsetNotValid.rawValue)]),
+                                    "len": CBOR(error.expected)])), .none)
         } catch {
-            return (failure(SMPDeviceError(group: nil, rc: 3)), .none)
+            return (failure(SMPDeviceError(.general(.invalidArgument))), .none)
         }
     }
 
-    /// The general MCUmgr code a v1 client gets for a group error.
-    static func generalCode(group: UInt16, rc: Int) -> Int {
-        switch (group, rc) {
-        case (SMPGroup.image, 3), (SMPGroup.image, 8), (SMPGroup.fileSystem, 3): 5 // ENOENT
-        case (SMPGroup.image, 9), (SMPGroup.image, 15), (SMPGroup.image, 30): 2 // ENOMEM
-        case (SMPGroup.image, 28), (SMPGroup.image, 32), (SMPGroup.image, 33): 6 // EBADSTATE
-        default: 3 // EINVAL
-        }
+    // MARK: OS group
+
+    /// `os_mgmt_info`: the fields `format` picks, in Zephyr's fixed order.
+    private func applicationInfo(_ body: CBOR) throws(SMPDeviceError) -> CBOR {
+        let request: SMPApplicationInfoRequest
+        do { request = try SMPApplicationInfoRequest(body: body) } catch { throw SMPDeviceError(.general(.invalidArgument)) }
+        let format = (request.format ?? "").isEmpty ? "s" : request.format!
+        let fields: [(Character, String)] = [
+            ("s", "Zephyr"), ("n", name), ("r", "3.7.0"), ("v", "3.7.0"), ("m", "arm"), ("p", "cortex-m4"),
+            ("i", "bleota_sim"), ("o", "Zephyr"),
+        ]
+        let all = format.contains("a")
+        var valid = 0
+        for letter in format where letter == "a" || fields.contains(where: { $0.0 == letter }) { valid += 1 }
+        guard valid == format.count else { throw SMPDeviceError(.os(.invalidFormat)) }
+        let output = fields.filter { all || format.contains($0.0) }.map(\.1).joined(separator: " ")
+        return SMPApplicationInfo(output: output).body
     }
 
+    // MARK: Image group
+
+    /// `img_mgmt_state_write`: marking never validates the image (MCUboot does at boot).
     private func setState(_ body: CBOR) throws(SMPDeviceError) {
-        let confirm = body["confirm"]?.boolean ?? false
-        let hash = body["hash"]?.byteString
+        let request: SMPImageStateWriteRequest
+        do { request = try SMPImageStateWriteRequest(body: body) } catch { throw SMPDeviceError(.general(.invalidArgument)) }
         let slots = storage.slots
-        if let hash, let target = slots.first(where: { $0.hash == hash }) {
-            if target.active {
-                guard confirm else { throw SMPDeviceError(group: SMPGroup.image, rc: 33) } // test the active image: denied
-                storage.withState { $0.primaryConfirmed = true }
-                return
-            }
-            guard let secondary = storage.snapshot.secondary, SMPDeviceStorage.verifies(secondary) else {
-                throw SMPDeviceError(group: SMPGroup.image, rc: 24) // invalid hash: the image does not verify
-            }
-            storage.withState { $0.pendingSwap = confirm ? .permanent : .test }
-        } else if hash == nil, confirm {
-            storage.withState { $0.primaryConfirmed = true }
+        let type = storage.snapshot.swapType
+        let target: SMPImageSlot
+        if let hash = request.hash {
+            guard hash.count == 32 else { throw SMPDeviceError(.image(.invalidHash)) }
+            guard let found = slots.first(where: { $0.hash == hash }) else { throw SMPDeviceError(.image(.hashNotFound)) }
+            target = found
         } else {
-            throw SMPDeviceError(group: SMPGroup.image, rc: 8) // hash not found
+            guard request.confirm, let active = slots.first(where: \.active) else { throw SMPDeviceError(.image(.invalidHash)) }
+            target = active
+        }
+        if !request.confirm && target.active { throw SMPDeviceError(.image(.imageSettingTestToActiveDenied)) }
+        switch type {
+        case .test:
+            // A test is pending: asking for that same test again is fine, anything else is not.
+            guard !request.confirm && target.slot == 1 else { throw SMPDeviceError(.image(.imageAlreadyPending)) }
+        case .permanent:
+            guard request.confirm && target.slot == 1 else { throw SMPDeviceError(.image(.imageAlreadyPending)) }
+        case .revert:
+            // A test boot: confirming the running image makes it stay; confirming the
+            // previous one is accepted and changes nothing; a new test must wait.
+            guard request.confirm else { throw SMPDeviceError(.image(.imageAlreadyPending)) }
+            if target.active { storage.withState { $0.primaryConfirmed = true } }
+        case .none:
+            if target.active { return } // confirming what already runs confirmed
+            storage.withState { $0.pendingSwap = request.confirm ? .permanent : .test }
         }
     }
+
+    /// Whether slot 1 may be written or erased (`img_mgmt_slot_in_use`): not while a
+    /// swap is pending, nor while a test image runs unconfirmed (slot 1 holds the way back).
+    private var secondaryInUse: Bool { storage.snapshot.swapType != .none }
 
     private func erase(_ body: CBOR) throws(SMPDeviceError) {
-        let slot = body["slot"]?.int ?? 1
-        guard slot == 1 else { throw SMPDeviceError(group: SMPGroup.image, rc: 14) } // invalid slot
-        guard storage.snapshot.pendingSwap == nil else { throw SMPDeviceError(group: SMPGroup.image, rc: 28) }
+        let request: SMPImageEraseRequest
+        do { request = try SMPImageEraseRequest(body: body) } catch { throw SMPDeviceError(.general(.invalidArgument)) }
+        let slot = request.slot ?? 1
+        guard slot == 0 || slot == 1 else { throw SMPDeviceError(.image(.invalidSlot)) }
+        guard slot == 1, !secondaryInUse else { throw SMPDeviceError(.image(.noFreeSlot)) }
         storage.withState { $0.secondary = nil }
         storage.withUpload { $0 = nil }
     }
 
-    private func upload(_ body: CBOR, environment: SMPDeviceEnvironment) async throws(SMPDeviceError) -> CBOR {
+    /// `img_mgmt_upload` and its inspection, in Zephyr's order of checks. Any
+    /// refusal forgets the upload in progress; a chunk at the wrong offset is
+    /// not an error: its answer says where the device is.
+    private func upload(_ body: CBOR, environment: DeviceEnvironment) async throws(SMPDeviceError) -> CBOR {
+        do {
+            return try await uploadChecked(body, environment: environment)
+        } catch {
+            storage.withUpload { $0 = nil }
+            throw error
+        }
+    }
+
+    private func uploadChecked(_ body: CBOR, environment: DeviceEnvironment) async throws(SMPDeviceError) -> CBOR {
+        guard body["off"] != nil else { throw SMPDeviceError(.image(.invalidOffset)) }
         let request: SMPUploadRequest
-        do { request = try SMPUploadRequest(body: body) } catch { throw SMPDeviceError(group: nil, rc: 3) }
-        guard request.image == 0 else { throw SMPDeviceError(group: SMPGroup.image, rc: 14) }
-        let slotSize = storage.snapshot.slotSize
+        do { request = try SMPUploadRequest(body: body) } catch { throw SMPDeviceError(.general(.invalidArgument)) }
         if request.offset == 0 {
-            guard let length = request.length, length > 0 else { throw SMPDeviceError(group: SMPGroup.image, rc: 21) }
-            guard length <= slotSize else { throw SMPDeviceError(group: SMPGroup.image, rc: 30) }
-            guard storage.snapshot.pendingSwap == nil else { throw SMPDeviceError(group: SMPGroup.image, rc: 28) }
-            // The same image again (by its SHA) resumes where the last upload stopped.
+            guard request.data.count >= 32 else { throw SMPDeviceError(.image(.invalidImageHeader)) }
+            guard let length = request.length else { throw SMPDeviceError(.image(.invalidLength)) }
+            guard MCUbootImage.startsWithMagic(request.data) else { throw SMPDeviceError(.image(.invalidImageHeaderMagic)) }
+            if let sha = request.sha, sha.count > 32 { throw SMPDeviceError(.image(.invalidHash)) }
+            // The same image again (by its SHA) resumes where the last upload stopped; nothing is written.
             let resumed = storage.withUpload { upload -> Int? in
-                guard let current = upload, let sha = request.sha, current.sha == sha, current.length == length else { return nil }
+                guard let current = upload, let sha = request.sha, !sha.isEmpty, current.sha == sha else { return nil }
                 return current.bytes.count
             }
-            if let resumed, resumed > 0 { return .textMap(["off": CBOR(resumed)]) }
-            if request.data.count >= 4, !MCUbootImage.startsWithMagic(request.data) {
-                throw SMPDeviceError(group: SMPGroup.image, rc: 23) // invalid image header magic
-            }
+            if let resumed { return SMPUploadResponse(offset: resumed).body }
+            guard !secondaryInUse else { throw SMPDeviceError(.image(.noFreeSlot)) }
+            guard length <= storage.snapshot.slotSize else { throw SMPDeviceError(.image(.imageTooLarge)) }
+            // `image` names no slot on a single-image device: the upload goes to the secondary slot.
             storage.withState { $0.secondary = nil }
             storage.withUpload { $0 = SMPDeviceStorage.Upload(length: length, sha: request.sha, bytes: []) }
         }
-        let outcome = storage.withUpload { upload -> Result<(offset: Int, done: Bool, match: Bool?), SMPDeviceError> in
-            guard var current = upload else { return .failure(SMPDeviceError(group: SMPGroup.image, rc: 17)) } // no context
-            // Not where the device is: tell the client where it is instead.
-            guard request.offset == current.bytes.count else { return .success((current.bytes.count, false, nil)) }
-            guard current.bytes.count + request.data.count <= current.length else {
-                return .failure(SMPDeviceError(group: SMPGroup.image, rc: 31)) // data overrun
+        let progress = storage.withUpload { upload -> Result<(offset: Int, done: Bool, match: Bool?), SMPDeviceError>? in
+            guard upload != nil else { return .success((0, false, nil)) } // no upload: it expects offset 0
+            // Not where the device is: drop the data and say where it is.
+            guard request.offset == upload!.bytes.count else { return .success((upload!.bytes.count, false, nil)) }
+            guard upload!.bytes.count + request.data.count <= upload!.length || request.offset == 0 else {
+                return .failure(SMPDeviceError(.image(.imageDataOverrun)))
             }
-            current.bytes += request.data
-            upload = current
-            let done = current.bytes.count == current.length
-            let match = done ? current.sha.map { $0 == SHA256Digest.hash(current.bytes) } : nil
-            return .success((current.bytes.count, done, match))
+            upload!.bytes.append(contentsOf: request.data) // in place: no copy of what is already there
+            let count = upload!.bytes.count
+            let done = count >= upload!.length
+            let match = done ? upload!.sha.map { $0 == SHA256Digest.hash(upload!.bytes.prefix(upload!.length)) } : nil
+            return .success((count, done, match))
         }
-        let progress: (offset: Int, done: Bool, match: Bool?)
-        switch outcome {
-        case .success(let value): progress = value
-        case .failure(let error): throw error
+        guard case .success(let state)? = progress else {
+            if case .failure(let error)? = progress { throw error }
+            return SMPUploadResponse(offset: 0).body
         }
-        if environment.writeTimePerByte > .zero, !request.data.isEmpty {
+        if environment.writeTimePerByte > .zero, !request.data.isEmpty, state.offset > request.offset {
             try? await environment.clock.sleep(for: environment.writeTimePerByte * request.data.count)
         }
-        if progress.done {
-            let bytes = storage.withUpload { $0?.bytes } ?? []
-            if progress.match != false {
-                storage.withState { $0.secondary = bytes }
-            } else {
-                storage.withUpload { $0 = nil } // a damaged upload is not resumable: start again
+        if state.done {
+            // The upload is complete and leaves RAM; the slot holds what arrived, whatever its hash.
+            let bytes = storage.withUpload { upload -> [UInt8] in
+                defer { upload = nil }
+                return upload.map { Array($0.bytes.prefix($0.length)) } ?? []
             }
-            var pairs: [(key: CBOR, value: CBOR)] = [(.text("off"), CBOR(progress.offset))]
-            if let match = progress.match { pairs.append((.text("match"), .bool(match))) }
-            return .map(pairs)
+            storage.withState { $0.secondary = bytes }
         }
-        return .textMap(["off": CBOR(progress.offset)])
+        return SMPUploadResponse(offset: state.offset, match: state.match).body
     }
 
-    private func fileUpload(_ body: CBOR) throws(SMPDeviceError) -> CBOR {
+    // MARK: File-system group
+
+    struct FileOffsetError: Error { var expected: Int }
+
+    private func file(named body: CBOR) throws(SMPDeviceError) -> [UInt8] {
+        guard let name = body["name"]?.string else { throw SMPDeviceError(.general(.invalidArgument)) }
+        guard let file = storage.snapshot.files[name] else { throw SMPDeviceError(.fileSystem(.fileNotFound)) }
+        return file
+    }
+
+    /// `fs_mgmt_file_upload`: writes through as it goes; a chunk at the wrong offset
+    /// is an error carrying the offset expected, and closes the transfer.
+    private func fileUpload(_ body: CBOR, version: SMPHeader.Version) throws -> CBOR {
         let request: SMPFileUploadRequest
-        do { request = try SMPFileUploadRequest(body: body) } catch { throw SMPDeviceError(group: nil, rc: 3) }
-        guard !request.name.isEmpty, request.name.utf8.count <= 255 else { throw SMPDeviceError(group: SMPGroup.fileSystem, rc: 2) }
-        let result = storage.withFileUploads { uploads -> Result<(Int, [UInt8]?), SMPDeviceError> in
-            if request.offset == 0 {
-                uploads[request.name] = []
-            }
-            guard var bytes = uploads[request.name] else { return .failure(SMPDeviceError(group: SMPGroup.fileSystem, rc: 11)) }
-            guard request.offset == bytes.count else { return .success((bytes.count, nil)) }
-            bytes += request.data
-            uploads[request.name] = bytes
-            return .success((bytes.count, bytes))
+        do { request = try SMPFileUploadRequest(body: body) } catch { throw SMPDeviceError(.general(.invalidArgument)) }
+        guard !request.name.isEmpty, request.name.utf8.count <= 255 else { throw SMPDeviceError(.fileSystem(.invalidName)) }
+        if request.offset == 0 {
+            guard request.length != nil else { throw SMPDeviceError(.general(.invalidArgument)) }
+            fileUpload = (request.name, 0, request.length)
+            if !request.data.isEmpty { storage.withState { $0.files[request.name] = [] } }
+        } else if fileUpload?.name != request.name {
+            // A fresh context resumes at the file's current size.
+            fileUpload = (request.name, storage.snapshot.files[request.name]?.count ?? 0, nil)
         }
-        switch result {
-        case .failure(let error): throw error
-        case .success(let (offset, bytes)):
-            // Zephyr writes through to the file as it goes: the file holds what arrived.
-            if let bytes { storage.withState { $0.files[request.name] = bytes } }
-            return .textMap(["off": CBOR(offset)])
+        guard let context = fileUpload, request.offset == context.expected else {
+            let expected = fileUpload?.expected ?? 0
+            fileUpload = nil
+            throw FileOffsetError(expected: expected)
         }
-    }
-
-    /// File group command 2: a file's SHA-256 (or CRC-32) over `off`…`off+len`.
-    private func fileHash(_ body: CBOR) throws(SMPDeviceError) -> CBOR {
-        guard let name = body["name"]?.string else { throw SMPDeviceError(group: nil, rc: 3) }
-        guard let file = storage.snapshot.files[name] else { throw SMPDeviceError(group: SMPGroup.fileSystem, rc: 3) }
-        let type = body["type"]?.string ?? "crc32"
-        let offset = body["off"]?.int ?? 0
-        guard (0...file.count).contains(offset) else { throw SMPDeviceError(group: SMPGroup.fileSystem, rc: 12) }
-        let length = min(body["len"]?.int ?? file.count - offset, file.count - offset)
-        let slice = file[offset..<offset + length]
-        switch type {
-        case "sha256":
-            return .textMap(["type": .text(type), "off": CBOR(offset), "len": CBOR(length), "output": .bytes(SHA256Digest.hash(slice))])
-        case "crc32":
-            return .textMap(["type": .text(type), "off": CBOR(offset), "len": CBOR(length), "output": CBOR(Int(CRC32.checksum(slice)))])
-        default:
-            throw SMPDeviceError(group: SMPGroup.fileSystem, rc: 13) // checksum/hash type not found
-        }
+        storage.withState { $0.files[request.name, default: []].append(contentsOf: request.data) }
+        let offset = context.expected + request.data.count
+        fileUpload = (context.name, offset, context.length)
+        if let length = context.length, length > 0, offset >= length { fileUpload = nil }
+        return SMPFileOffsetResponse(offset: offset).body
     }
 
     private func fileDownload(_ body: CBOR) throws(SMPDeviceError) -> CBOR {
-        guard let name = body["name"]?.string, let offset = body["off"]?.int, offset >= 0 else {
-            throw SMPDeviceError(group: nil, rc: 3)
-        }
-        guard let file = storage.snapshot.files[name] else { throw SMPDeviceError(group: SMPGroup.fileSystem, rc: 3) }
-        guard offset <= file.count else { throw SMPDeviceError(group: SMPGroup.fileSystem, rc: 12) }
+        let request: SMPFileDownloadRequest
+        do { request = try SMPFileDownloadRequest(body: body) } catch { throw SMPDeviceError(.general(.invalidArgument)) }
+        guard request.offset >= 0 else { throw SMPDeviceError(.general(.invalidArgument)) }
+        guard let file = storage.snapshot.files[request.name] else { throw SMPDeviceError(.fileSystem(.fileNotFound)) }
+        guard request.offset <= file.count else { throw SMPDeviceError(.fileSystem(.fileOffsetLargerThanFile)) }
         // Leave room for the header and the map's keys within the buffer.
-        let chunk = min(file.count - offset, parameters.bufferSize - 48)
-        var pairs: [(key: CBOR, value: CBOR)] = [(.text("off"), CBOR(offset)), (.text("data"), .bytes(Array(file[offset..<offset + chunk])))]
-        if offset == 0 { pairs.append((.text("len"), CBOR(file.count))) }
+        let chunk = min(file.count - request.offset, parameters.bufferSize - 48)
+        let data = Array(file[request.offset..<request.offset + chunk])
+        return SMPFileDownloadResponse(offset: request.offset, data: data, length: request.offset == 0 ? file.count : nil).body
+    }
+
+    static let hashTypes = SMPFileHashTypes(types: [("crc32", .init(format: 0, size: 4)), ("sha256", .init(format: 1, size: 32))])
+
+    /// `fs_mgmt` hash/checksum: CRC-32 by default, SHA-256 on request, over `off`…`off+len`.
+    private func fileHash(_ body: CBOR) throws(SMPDeviceError) -> CBOR {
+        let request: SMPFileHashRequest
+        do { request = try SMPFileHashRequest(body: body) } catch { throw SMPDeviceError(.general(.invalidArgument)) }
+        let file = try file(named: body)
+        let type = request.type ?? "crc32"
+        guard Self.hashTypes.types.contains(where: { $0.name == type }) else { throw SMPDeviceError(.fileSystem(.checksumHashNotFound)) }
+        let offset = request.offset ?? 0
+        guard request.length != 0 else { throw SMPDeviceError(.general(.invalidArgument)) }
+        guard offset >= 0, offset < file.count else {
+            throw SMPDeviceError(.fileSystem(file.isEmpty ? .fileEmpty : .fileOffsetLargerThanFile))
+        }
+        let length = min(request.length ?? (file.count - offset), file.count - offset)
+        let slice = file[offset..<offset + length]
+        let output: CBOR = type == "sha256" ? .bytes(SHA256Digest.hash(slice)) : CBOR(Int(CRC32.checksum(slice)))
+        var pairs: [(key: CBOR, value: CBOR)] = [(.text("type"), .text(type))]
+        if offset != 0 { pairs.append((.text("off"), CBOR(offset))) }
+        pairs += [(.text("len"), CBOR(length)), (.text("output"), output)]
         return .map(pairs)
+    }
+
+    /// The factory image a simulated device starts with: a real (unsigned) MCUboot image.
+    public static func factoryImage(version: MCUbootImage.Version, size: Int = 24 * 1024) -> [UInt8] {
+        var generator = FactoryRandom(state: 0x5EED)
+        let firmware = (0..<size).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        return MCUbootImage.build(firmware: firmware, version: version)
+    }
+}
+
+/// SplitMix64 for the factory image's filler bytes: the same on every machine.
+struct FactoryRandom: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }

@@ -3,55 +3,62 @@ import BleotaEngine
 import BleotaLink
 import Logging
 
-/// How far an SMP upgrade goes.
-public enum SMPUpgradeMode: String, Sendable, Hashable, Codable, CaseIterable {
-    /// Upload, mark for a test boot, reset, check the new image runs, confirm it.
-    case testAndConfirm = "test-and-confirm"
-    /// Upload, mark for a test boot, reset, check it runs; MCUboot reverts it at the next reset unless the app confirms.
-    case test
-    /// Upload, mark permanent, reset, check it runs (no revert possible).
-    case confirm
-    /// Upload only; the image waits in the secondary slot.
-    case upload = "upload-only"
-}
+/// How far an SMP upgrade goes: the shared ``FlashMode``.
+public typealias SMPUpgradeMode = FlashMode
 
-/// The host half of an MCUmgr/MCUboot update over any ``Link``:
-/// upload (pipelined, resumable), verify the slot's hash, mark, reset, wait
-/// for the device to come back by reconnecting (never a fixed sleep), read
-/// the image state, confirm. Every step is reported and every failure named
-/// by the step it happened in.
-public struct SMPUpdater: Sendable {
-    public var connector: any DeviceConnector
-    public var clock: any BleotaClock
-    public var timeouts: StepTimeouts
-    /// Requests in flight during an upload; nil = the device's buffer count − 1.
-    public var window: Int?
-    /// Data bytes per upload request; nil = as many as the device's buffer and the link allow.
-    public var chunkSize: Int?
-    public var logger: Logger
-    public var onEvent: @Sendable (UpdateEvent) -> Void
+/// The host half of an MCUmgr/MCUboot update over any ``Link``: a thin shell
+/// that performs what ``SMPUpgradeStateMachine`` and ``SMPUploadPipeline``
+/// decide — upload (pipelined, resumable), verify the slot's hash, mark,
+/// reset, wait for the device to come back by reconnecting (never a fixed
+/// sleep), read the image state, confirm — and reports through the shared
+/// ``OperationRecorder``.
+///
+/// Tuning knobs mean, for SMP: `window` the upload requests in flight (default:
+/// the device's buffer count − 1), `packet-size` the data bytes per request
+/// (default: what the device's buffer and the link's packets allow); the others
+/// have no meaning here.
+public struct SMPUpdater: ProtocolHost {
+    public var context: HostContext
+    /// Knobs given explicitly (on the command line or by a saved tuning); the rest take SMP's own defaults.
+    public var explicitKnobs: Set<TuningKnob>
 
+    public var connector: any DeviceConnector { context.connector }
+    public var clock: any BleotaClock { context.clock }
+    public var timeouts: StepTimeouts { context.timeouts }
+    var logger: Logger { context.logger }
+    var onEvent: @Sendable (UpdateEvent) -> Void { context.onEvent }
+
+    public init(context: HostContext, explicitKnobs: Set<TuningKnob>) {
+        self.context = context
+        self.explicitKnobs = explicitKnobs
+    }
+
+    /// The form tests and the benchmark use: window and request size given directly.
     public init(connector: any DeviceConnector, clock: any BleotaClock, timeouts: StepTimeouts = StepTimeouts(),
                 window: Int? = nil, chunkSize: Int? = nil, logger: Logger = Logger(label: "bleota.smp"),
                 onEvent: @escaping @Sendable (UpdateEvent) -> Void = { _ in }) {
-        self.connector = connector
-        self.clock = clock
-        self.timeouts = timeouts
-        self.window = window
-        self.chunkSize = chunkSize
-        self.logger = logger
-        self.onEvent = onEvent
+        var tuning = TransferTuning()
+        var knobs: Set<TuningKnob> = []
+        if let window { tuning.window = window; knobs.insert(.window) }
+        if let chunkSize { tuning.packetSize = chunkSize; knobs.insert(.packetSize) }
+        self.init(context: HostContext(protocolName: SMPProtocol.name, connector: connector, clock: clock, tuning: tuning,
+                                       timeouts: timeouts, logger: logger, onEvent: onEvent),
+                  explicitKnobs: knobs)
     }
+
+    var window: Int? { explicitKnobs.contains(.window) ? context.tuning.window : nil }
+    var chunkSize: Int? { explicitKnobs.contains(.packetSize) ? context.tuning.packetSize : nil }
 
     /// What an upload did, for reports and the benchmark.
     public struct UploadResult: Sendable {
         public var bytes: Int
-        public var elapsed: Duration
-        public var requests: Int
-        public var resentBytes: Int
-        public var reconnects: Int
-        public var window: Int
-        public var chunkSize: Int
+        public var elapsed: Duration = .zero
+        public var requests = 0
+        public var resentBytes = 0
+        public var reconnects = 0
+        public var lossEvents = 0
+        public var window = 0
+        public var chunkSize = 0
     }
 
     // MARK: Steps shared by the operations
@@ -65,53 +72,132 @@ public struct SMPUpdater: Sendable {
         }
     }
 
-    func connect(_ purpose: ConnectPurpose, step: UpdateStep, timeout: Duration? = nil) async throws(TransferError) -> SMPConnection {
+    func connect(_ purpose: ConnectPurpose, step: UpdateStep, timeout: Duration? = nil, firstSequence: UInt8 = 0)
+        async throws(TransferError) -> SMPConnection {
         do {
             let link = try await connector.connect(for: purpose, timeout: timeout ?? timeouts.connect)
-            return SMPConnection(link: link, clock: clock)
+            return SMPConnection(link: link, clock: clock, firstSequence: firstSequence)
         } catch {
             throw TransferError(.linkLost, step: step, "cannot reach \(connector.description): \(error)")
         }
     }
 
-    /// The request sizes an upload uses on `connection`: window and data bytes per request.
-    func uploadShape(_ parameters: MCUmgrParameters, link: any Link, total: Int) -> (window: Int, chunk: Int) {
-        let window = max(1, self.window ?? (parameters.bufferCount - 1))
-        let overhead = SMPUploadRequest.overhead(dataSize: parameters.bufferSize, maximumOffset: total, first: false)
-        var chunk = max(1, parameters.bufferSize - overhead)
+    /// The shape of an upload on `link`: requests in flight, data per request while
+    /// the link is clean, and the data that keeps a request within one link packet.
+    func uploadConfiguration(_ parameters: MCUmgrParameters, link: any Link, total: Int) -> SMPUploadPipeline.Configuration {
+        let window = max(1, window ?? (parameters.bufferCount - 1))
         let payload = link.parameters.maximumPayload
-        if payload < parameters.bufferSize {
+        // The device's buffer holds a whole request, header included (Zephyr drops a longer one).
+        func data(first: Bool) -> Int {
+            var bytes = parameters.bufferSize
             // Fill whole link packets: a request of k full packets, not k and a sliver.
-            let packets = (chunk + overhead) / payload
-            if packets >= 1 { chunk = max(1, packets * payload - overhead) }
+            if payload < bytes { bytes = bytes / payload * payload }
+            var chunk = max(1, SMPUploadRequest.dataCapacity(within: bytes, maximumOffset: total, first: first))
+            if let chunkSize { chunk = min(chunk, max(1, chunkSize)) }
+            return chunk
         }
-        if let chunkSize { chunk = min(chunk, max(1, chunkSize)) }
-        return (window, chunk)
+        let within = min(payload, parameters.bufferSize)
+        let single = SMPUploadRequest.dataCapacity(within: within, maximumOffset: total, first: false)
+        // A one-packet request is worth it only with room for a useful amount of data.
+        let singlePacket = single >= 64 ? min(single, data(first: false)) : nil
+        let singleFirst = singlePacket.map { _ in SMPUploadRequest.dataCapacity(within: within, maximumOffset: total, first: true) }
+        return SMPUploadPipeline.Configuration(total: total, chunk: data(first: false), firstChunk: data(first: true),
+                                               singlePacketChunk: singlePacket, singlePacketFirstChunk: singleFirst, window: window,
+                                               maximumAnswerTimeout: timeouts.response, stallLimit: timeouts.attempts * 2)
+    }
+
+    /// After a lost answer on a link where requests span several packets: a
+    /// Zephyr device may hold a half-received request, to which it appends
+    /// whatever comes next (it has no timeout). Writes of one byte less than a
+    /// link packet, filled with 0xFF, either overflow such a partial request
+    /// (the device then drops it and the write) or, with no partial request,
+    /// read as a header far longer than its buffer and are dropped as well —
+    /// so the next request starts clean.
+    func flushPartialRequest(_ connection: SMPConnection, bufferSize: Int) async throws(SMPClientError) {
+        let size = max(1, connection.link.parameters.maximumPayload - 1)
+        let filler = [UInt8](repeating: 0xFF, count: size)
+        for _ in 0...(bufferSize / size + 1) {
+            do { try await connection.link.send(filler) } catch { throw .linkLost(error) }
+        }
     }
 
     /// Uploads `image` from wherever the device already is; resumes after a dropped link.
-    func upload(_ image: [UInt8], sha: [UInt8], upgrade: Bool, connection start: SMPConnection,
+    func upload(_ image: [UInt8], sha: [UInt8], connection start: SMPConnection,
                 parameters: MCUmgrParameters) async throws(TransferError) -> (UploadResult, SMPConnection) {
         var connection = start
         let began = clock.now
-        var result = UploadResult(bytes: image.count, elapsed: .zero, requests: 0, resentBytes: 0, reconnects: 0,
-                                  window: 0, chunkSize: 0)
-        var highestSent = 0
+        let configuration = uploadConfiguration(parameters, link: connection.link, total: image.count)
+        var pipeline = SMPUploadPipeline(configuration)
+        var result = UploadResult(bytes: image.count)
+        result.window = configuration.window
+        result.chunkSize = configuration.chunk
         var restarts = 0
-        // Set once packets go missing; see uploadOnce.
-        var oneAtATime = false
+        var lossNoted = false
+        func report() {
+            onEvent(.progress(TransferProgress(bytesAcknowledged: pipeline.confirmed, totalBytes: image.count,
+                                               packetsSent: pipeline.requests, packetsResent: pipeline.resentBytes > 0 ? 1 : 0,
+                                               packetsLost: pipeline.lossEvents, elapsed: clock.now - began,
+                                               window: pipeline.window, interPacketDelay: .zero)))
+        }
+        report()
         while true {
-            do {
-                try await uploadOnce(image, sha: sha, upgrade: upgrade, connection: connection, parameters: parameters,
-                                     began: began, result: &result, highestSent: &highestSent, oneAtATime: &oneAtATime)
-                result.elapsed = clock.now - began
-                return (result, connection)
-            } catch .device(let error) where error.group == SMPGroup.image && error.rc == 24 && error.reason != nil && restarts < 2 {
-                // The device's hash of what arrived differs (a fragment was lost inside a request):
-                // it dropped the upload; send it again.
-                restarts += 1
-                oneAtATime = true
-                onEvent(.note("the device's SHA-256 of the upload did not match; uploading again, one request at a time"))
+            do throws(SMPClientError) {
+                switch pipeline.nextAction() {
+                case .done:
+                    result.elapsed = clock.now - began
+                    result.requests = pipeline.requests
+                    result.resentBytes = pipeline.resentBytes
+                    result.lossEvents = pipeline.lossEvents
+                    report()
+                    return (result, connection)
+                case .send(let offset, let end, let first):
+                    let request = first
+                        ? SMPUploadRequest(offset: 0, data: Array(image[0..<end]), length: image.count, sha: sha, upgrade: false)
+                        : SMPUploadRequest(offset: offset, data: Array(image[offset..<end]))
+                    let number = try await connection.send(SMPUploadRequest.operation, command: SMPUploadRequest.command, body: request.body)
+                    pipeline.sent(sequence: number, offset: offset, end: end, at: clock.now)
+                case .wait(let timeout):
+                    guard let response = try await connection.nextResponse(timeout: timeout) else {
+                        connection.resetReassembly()
+                        let spanned = pipeline.requestsSpanPackets && configuration.firstChunk + 64 > connection.link.parameters.maximumPayload
+                        guard pipeline.timedOut() else { throw SMPClientError.timeout("the upload at offset \(pipeline.confirmed)") }
+                        if spanned { try await flushPartialRequest(connection, bufferSize: parameters.bufferSize) }
+                        continue
+                    }
+                    guard response.header.smpCommand == .imageUpload else { continue } // a stray answer to something else
+                    if let error = SMPDeviceError(response: response.body) {
+                        // "Invalid argument" to a chunk is a request that arrived damaged: the device
+                        // stands where it was. Anything else is the device's verdict.
+                        guard error.code == .general(.invalidArgument) else { throw SMPClientError.device(error) }
+                        pipeline.refused(sequence: response.header.sequence)
+                        if pipeline.isStalled { throw SMPClientError.device(error) }
+                        continue
+                    }
+                    guard let answer = try? SMPUploadResponse(body: response.body) else { continue } // damaged: its request times out
+                    switch pipeline.answered(sequence: response.header.sequence, offset: answer.offset, match: answer.match, at: clock.now) {
+                    case .progress:
+                        report()
+                    case .moved(let offset):
+                        if offset > 0, pipeline.requests == 1 || (!lossNoted && offset > configuration.chunk && pipeline.resentBytes == 0) {
+                            onEvent(.note("the device already holds \(offset) of \(image.count) bytes; resuming"))
+                        }
+                        report()
+                    case .ignored:
+                        if pipeline.isStalled { throw SMPClientError.sequence("the device keeps answering without taking data (offset \(pipeline.confirmed))") }
+                    case .mismatch:
+                        restarts += 1
+                        guard restarts <= 2 else {
+                            throw SMPClientError.device(SMPDeviceError(.image(.invalidHash), reason: "the device's SHA-256 of the upload does not match, \(restarts) times"))
+                        }
+                        onEvent(.note("the device's SHA-256 of the upload did not match; uploading again"))
+                    }
+                    if !lossNoted, pipeline.lossEvents > 0 {
+                        lossNoted = true
+                        onEvent(.note(pipeline.singlePackets
+                            ? "packets are being lost: sending requests that fit one link packet each, so a loss costs a whole request and never damages one"
+                            : "packets are being lost: sending one upload request at a time (SMP cannot tell a damaged request otherwise)"))
+                    }
+                }
             } catch .linkLost(let error) {
                 guard result.reconnects < timeouts.attempts else {
                     throw TransferError(.linkLost, step: .transfer, "the link dropped \(result.reconnects + 1) times during the upload: \(error)")
@@ -120,413 +206,226 @@ public struct SMPUpdater: Sendable {
                 onEvent(.note("link lost (\(error)); reconnecting to resume the upload"))
                 await connection.close()
                 connection = try await connect(.resume, step: .transfer)
+                pipeline.reconnected()
             } catch {
                 throw fail(.transfer, error)
             }
         }
     }
 
-    /// One pass of the upload on one connection.
-    ///
-    /// SMP carries no checksum per request, so a write lost inside a request
-    /// that has another right behind it lets the device glue the next
-    /// request's first packet into the gap and store wrong bytes at the right
-    /// offset; only the SHA-256 at the end shows it. With one request in
-    /// flight a lost write merely leaves a request unfinished, which the
-    /// device drops after a pause. So the pipeline runs while the link is
-    /// clean, and at the first sign of loss (a timeout, an answer to no
-    /// request, "invalid argument") the upload drops to one request at a time.
-    private func uploadOnce(_ image: [UInt8], sha: [UInt8], upgrade: Bool, connection: SMPConnection, parameters: MCUmgrParameters,
-                            began: Duration, result: inout UploadResult, highestSent: inout Int,
-                            oneAtATime: inout Bool) async throws(SMPClientError) {
-        let (fullWindow, chunk) = uploadShape(parameters, link: connection.link, total: image.count)
-        var window = oneAtATime ? 1 : fullWindow
-        // Data per request; halved on each loss once the window is 1 (a long request on a short
-        // MTU spans so many writes that it seldom arrives whole), never below one link packet's worth.
-        var chunkLimit = oneAtATime ? max(1, chunk / 2) : chunk
-        let smallestChunk = max(16, min(chunk, connection.link.parameters.maximumPayload - 24))
-        // Clean answers in a row since the last loss: after 8, requests grow back (doubling, up to
-        // the full chunk) — loss comes and goes, and small requests waste the link's headers.
-        var cleanRun = 0
-        func slowDown() {
-            cleanRun = 0
-            if window == 1 { chunkLimit = max(smallestChunk, chunkLimit / 2) }
-            guard window > 1 else { return }
-            window = 1
-            oneAtATime = true
-            onEvent(.note("packets are being lost: sending one upload request at a time (SMP cannot tell a damaged request otherwise)"))
-        }
-        result.window = fullWindow
-        result.chunkSize = chunk
-        // The first request announces the image; the device answers with where it stands (0, or a resume point).
-        let firstOverhead = SMPUploadRequest.overhead(dataSize: chunk, maximumOffset: image.count, first: true)
-            - SMPUploadRequest.overhead(dataSize: chunk, maximumOffset: image.count, first: false)
-        // On a link that loses writes a big request rarely arrives whole: each failed try halves
-        // the data it carries (not below 32 bytes, which Zephyr wants to see the image header).
-        var firstChunk = min(image.count, max(1, chunk - firstOverhead, oneAtATime ? 32 : 1))
-        var answer: CBOR?
-        for attempt in 0..<(timeouts.attempts * 2) {
-            if attempt > 0 {
-                firstChunk = max(min(32, image.count), firstChunk / 2)
-                slowDown()
-            }
-            let first = SMPUploadRequest(offset: 0, data: Array(image[0..<firstChunk]), length: image.count, sha: sha, upgrade: upgrade)
-            do {
-                answer = try await connection.request(.write, group: SMPGroup.image, command: SMPCommandID.imageUpload, body: first.body,
-                                                      timeout: attempt == 0 ? timeouts.verify : timeouts.response, attempts: 1,
-                                                      what: "the first upload request")
-                break
-            } catch .timeout {
-                continue
-            } catch .device(let error) where error.group == nil && error.rc == 3 {
-                continue // a damaged request: smaller, again
-            }
-        }
-        guard let answer else { throw .timeout("the first upload request after \(timeouts.attempts * 2) tries") }
-        result.requests += 1
-        if highestSent > 0 { result.resentBytes += firstChunk }
-        highestSent = max(highestSent, firstChunk)
-        guard var confirmed = answer["off"]?.int, (0...image.count).contains(confirmed) else {
-            throw .field("the upload answer's 'off' is missing or outside the image")
-        }
-        if confirmed > firstChunk { onEvent(.note("the device already holds \(confirmed) of \(image.count) bytes; resuming")) }
-        report(confirmed, of: image.count, result: result, began: began, window: window)
-
-        struct InFlight { var sequence: UInt8; var end: Int }
-        var inFlight: [InFlight] = []
-        var next = confirmed
-        var timeoutsInARow = 0
-        var strays = 0
-        // Answers normally come within a few round trips; waiting the full response timeout
-        // after a lost write would make a lossy upload crawl. Never below 600 ms, which
-        // leaves the device time to drop a half-received request (it does after 250 ms).
-        var roundTrip: Duration?
-        var sentAt: [UInt8: Duration] = [:]
-        func answerTimeout() -> Duration {
-            guard let roundTrip else { return timeouts.response }
-            return min(timeouts.response, max(.milliseconds(600), roundTrip * 3))
-        }
-        while confirmed < image.count {
-            while inFlight.count < window, next < image.count {
-                let end = min(image.count, next + chunkLimit)
-                let request = SMPUploadRequest(offset: next, data: Array(image[next..<end]))
-                let number = try await connection.send(.write, group: SMPGroup.image, command: SMPCommandID.imageUpload, body: request.body)
-                result.requests += 1
-                if next < highestSent { result.resentBytes += min(end, highestSent) - next }
-                highestSent = max(highestSent, end)
-                inFlight.append(InFlight(sequence: number, end: end))
-                sentAt[number] = clock.now
-                next = end
-            }
-            guard let response = try await connection.nextResponse(timeout: answerTimeout()) else {
-                // A request or its answer was lost: start again from what the device confirmed.
-                timeoutsInARow += 1
-                guard timeoutsInARow <= timeouts.attempts * 2 else { throw .timeout("the upload at offset \(confirmed)") }
-                slowDown()
-                connection.resetReassembly()
-                inFlight.removeAll()
-                next = confirmed
-                continue
-            }
-            guard let index = inFlight.firstIndex(where: { $0.sequence == response.header.sequence }) else {
-                // An answer to a request given up on, or to a request the device pieced together
-                // from fragments of two (its sequence number is whatever byte landed there).
-                strays += 1
-                guard strays <= 64 else {
-                    throw .sequence("the device keeps answering sequence numbers no upload request has (last \(response.header.sequence))")
-                }
-                if !connection.wasSent(response.header.sequence) { slowDown() }
-                continue
-            }
-            if let sent = sentAt.removeValue(forKey: response.header.sequence) {
-                // Send to answer, queueing behind earlier requests included: what the next one will see.
-                let sample = clock.now - sent
-                roundTrip = roundTrip.map { ($0 * 7 + sample) / 8 } ?? sample
-            }
-            if let error = SMPDeviceError(response: response.body) {
-                // "Invalid argument" to a chunk is a request the device got damaged (a fragment
-                // lost on the way): resend from its offset. Anything else is the device's verdict.
-                guard error.group == nil, error.rc == 3, timeoutsInARow < timeouts.attempts * 2 else { throw .device(error) }
-                timeoutsInARow += 1
-                slowDown()
-                inFlight.removeAll()
-                next = confirmed
-                continue
-            }
-            timeoutsInARow = 0
-            cleanRun += 1
-            if cleanRun >= 8, chunkLimit < chunk {
-                chunkLimit = min(chunk, chunkLimit * 2)
-                cleanRun = 0
-            }
-            guard let offset = response.body["off"]?.int, (0...image.count).contains(offset) else {
-                throw .field("the upload answer's 'off' is missing or outside the image")
-            }
-            if response.body["match"]?.boolean == false {
-                throw .device(SMPDeviceError(group: SMPGroup.image, rc: 24, reason: "the device's SHA-256 of the upload does not match"))
-            }
-            let expected = inFlight[index].end
-            inFlight.removeSubrange(...index)
-            if offset == expected {
-                confirmed = max(confirmed, offset)
-            } else {
-                // The device's offset wins: whatever is in flight beyond it is moot.
-                confirmed = offset
-                inFlight.removeAll()
-                next = offset
-            }
-            report(confirmed, of: image.count, result: result, began: began, window: window)
-        }
-    }
-
-    private func report(_ done: Int, of total: Int, result: UploadResult, began: Duration, window: Int) {
-        progress(done, of: total, requests: result.requests, resent: result.resentBytes > 0, began: began, window: window)
-    }
-
-    func progress(_ done: Int, of total: Int, requests: Int, resent: Bool = false, began: Duration, window: Int) {
-        onEvent(.progress(TransferProgress(bytesAcknowledged: done, totalBytes: total, packetsSent: requests,
-                                           packetsResent: resent ? 1 : 0, packetsLost: 0,
-                                           elapsed: clock.now - began, window: window, interPacketDelay: .zero)))
-    }
-
-    // MARK: Upgrade
+    // MARK: Flash
 
     /// Runs the upgrade of `imageBytes` (an MCUboot image) in `mode`.
-    public func upgrade(imageBytes: [UInt8], mode: SMPUpgradeMode) async throws(TransferError) -> UpdateReport {
-        let started = clock.now
-        var stepSeconds: [String: Double] = [:]
-        var stepStarted = started
-        var currentStep = UpdateStep.load
-        func enter(_ step: UpdateStep) {
-            stepSeconds[currentStep.rawValue, default: 0] += (clock.now - stepStarted).seconds
-            currentStep = step
-            stepStarted = clock.now
-            onEvent(.step(step))
-        }
+    public func upgrade(imageBytes: [UInt8], mode: FlashMode) async throws(TransferError) -> UpdateReport {
+        try await flash(try SMPProtocol.prepare(imageBytes, path: "the image", keyPath: nil), mode: mode)
+    }
+
+    public func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
+        var recorder = context.recorder("flash")
+        recorder.beginQuietly(.load)
+        let imageBytes = prepared.bytes
         let image: MCUbootImage
         do { image = try MCUbootImage(decoding: imageBytes) } catch {
             throw TransferError(.badInput, step: .load, "not an MCUboot image: \(error)")
         }
-        do { try image.verifyHash() } catch { throw TransferError(.badInput, step: .load, error.description) }
         guard let hash = image.hashTLV else { throw TransferError(.badInput, step: .load, "the image has no SHA-256 TLV") }
-
-        enter(.connect)
-        var connection = try await connect(.initial, step: .connect)
-        let parameters: MCUmgrParameters
-        let before: [SMPImageSlot]
-        do {
-            parameters = try await connection.parameters(timeout: timeouts.response)
-            before = try await connection.imageState(timeout: timeouts.response)
-        } catch { throw fail(.connect, error) }
-        let versionBefore = before.first(where: \.active)?.version
-        var result = UploadResult(bytes: imageBytes.count, elapsed: .zero, requests: 0, resentBytes: 0, reconnects: 0, window: 0, chunkSize: 0)
-
-        if before.first(where: \.active)?.hash == hash {
-            onEvent(.note("the device already runs this image (\(image.version))"))
-        } else {
-            if before.contains(where: { $0.hash == hash && !$0.active }) {
-                onEvent(.note("the image is already in the secondary slot; skipping the upload"))
-            } else {
-                enter(.transfer)
-                (result, connection) = try await upload(imageBytes, sha: SHA256Digest.hash(imageBytes), upgrade: false,
-                                                        connection: connection, parameters: parameters)
+        var machine = SMPUpgradeStateMachine(mode: mode, hash: hash, version: image.version.description)
+        var connection: SMPConnection?
+        var parameters: MCUmgrParameters?
+        var result = UploadResult(bytes: imageBytes.count)
+        var running: SMPImageSlot?
+        var action = machine.handle(.start)
+        while true {
+            if case .finish = action {} else { recorder.enter(machine.step) }
+            if case .note(let text, .action(let next)) = action {
+                onEvent(.note(text))
+                action = next
+                continue
             }
-            enter(.verify)
-            let slots: [SMPImageSlot]
-            do { slots = try await connection.imageState(timeout: timeouts.response) } catch { throw fail(.verify, error) }
-            guard let uploaded = slots.first(where: { !$0.active && $0.hash == hash }) else {
-                throw TransferError(.verificationFailed, step: .verify,
-                                    "the device does not list the uploaded image (hash \(hash.hexString.prefix(16))…) in its secondary slot: it did not verify there")
+            if case .fail(let error) = action {
+                await connection?.close()
+                throw error
             }
-            logger.debug("secondary slot holds \(uploaded.version)")
-            if mode == .upload {
-                await connection.close()
-                stepSeconds[currentStep.rawValue, default: 0] += (clock.now - stepStarted).seconds
-                return makeReport(result, image: imageBytes, before: versionBefore, after: versionBefore, started: started,
-                                  stepSeconds: stepSeconds)
-            }
-            enter(.activate)
-            do {
-                _ = try await connection.setImageState(hash: hash, confirm: mode == .confirm, timeout: timeouts.response)
-                try await connection.reset(timeout: timeouts.response)
-            } catch { throw fail(.activate, error) }
-            await connection.close()
-            enter(.reconnect)
-            connection = try await waitForReturn()
-        }
-        let after: [SMPImageSlot]
-        do { after = try await connection.imageState(timeout: timeouts.response) } catch { throw fail(.reconnect, error) }
-        guard let running = after.first(where: \.active), running.hash == hash else {
-            throw TransferError(.verificationFailed, step: .reconnect,
-                                "the device came back running \(after.first(where: \.active)?.version ?? "nothing"), not \(image.version): MCUboot refused or reverted the image")
-        }
-        if mode == .testAndConfirm, !running.confirmed {
-            enter(.confirm)
-            do {
-                let slots = try await connection.setImageState(hash: nil, confirm: true, timeout: timeouts.response)
-                guard slots.first(where: \.active)?.confirmed == true else {
-                    throw TransferError(.confirmFailed, step: .confirm, "the device did not mark the running image confirmed")
+            let event: SMPUpgradeStateMachine.Event
+            do throws(TransferError) {
+                switch action {
+                case .connect:
+                    connection = try await connect(.initial, step: .connect)
+                    event = .connected
+                case .readState:
+                    let slots: [SMPImageSlot]
+                    do {
+                        if parameters == nil { parameters = try await connection!.parameters(timeout: timeouts.response) }
+                        slots = try await connection!.imageState(timeout: timeouts.response)
+                    } catch { throw fail(machine.step, error) }
+                    event = .stateRead(slots)
+                case .upload:
+                    let uploaded: UploadResult
+                    (uploaded, connection) = try await upload(imageBytes, sha: SHA256Digest.hash(imageBytes), connection: connection!,
+                                                              parameters: parameters!)
+                    result = merge(result, uploaded)
+                    event = .uploaded
+                case .mark(let confirm):
+                    do { event = .marked(try await connection!.setImageState(hash: hash, confirm: confirm, timeout: timeouts.response)) }
+                    catch { throw fail(.activate, error) }
+                case .reset:
+                    event = try await sendReset(connection!)
+                    await connection?.close()
+                    connection = nil
+                case .reconnect:
+                    connection = try await waitForReturn()
+                    event = .connected
+                case .confirm:
+                    do { event = .marked(try await connection!.setImageState(hash: nil, confirm: true, timeout: timeouts.response)) }
+                    catch { throw fail(.confirm, error) }
+                case .probe:
+                    await connection?.close()
+                    connection = nil
+                    let found = await probe()
+                    connection = found?.connection
+                    event = .probed(found?.slots)
+                case .finish(let slot):
+                    running = slot
+                    await connection?.close()
+                    recorder.versionBefore = machine.versionBefore
+                    recorder.versionAfter = running?.version ?? machine.versionBefore
+                    return report(&recorder, result, bytes: imageBytes.count)
+                case .fail, .note:
+                    continue
                 }
-            } catch let error as TransferError { throw error } catch let error as SMPClientError { throw fail(.confirm, error) } catch {
-                throw TransferError(.confirmFailed, step: .confirm, "\(error)")
+            } catch {
+                action = machine.handle(.failed(error))
+                continue
             }
+            action = machine.handle(event)
         }
-        await connection.close()
-        stepSeconds[currentStep.rawValue, default: 0] += (clock.now - stepStarted).seconds
-        return makeReport(result, image: imageBytes, before: versionBefore, after: running.version, started: started,
-                          stepSeconds: stepSeconds)
+    }
+
+    private func merge(_ total: UploadResult, _ more: UploadResult) -> UploadResult {
+        var merged = more
+        merged.elapsed += total.elapsed
+        merged.requests += total.requests
+        merged.resentBytes += total.resentBytes + (total.requests > 0 ? total.bytes : 0)
+        merged.reconnects += total.reconnects
+        merged.lossEvents += total.lossEvents
+        return merged
+    }
+
+    /// Sends the reset. The device resets right after answering, so a lost answer or a
+    /// link that drops is expected; either way the reconnect step finds out what happened.
+    private func sendReset(_ connection: SMPConnection) async throws(TransferError) -> SMPUpgradeStateMachine.Event {
+        do {
+            try await connection.reset(timeout: timeouts.response, attempts: 2)
+        } catch .linkLost {
+            logger.debug("the link dropped at the reset: the device is resetting")
+        } catch .timeout {
+            logger.debug("no answer to the reset: the device may be resetting")
+        } catch {
+            throw fail(.activate, error)
+        }
+        return .resetSent
     }
 
     /// After a reset: reconnect until the device answers again (it is away for the swap).
     func waitForReturn() async throws(TransferError) -> SMPConnection {
-        let deadline = clock.now + timeouts.reboot
-        var lastError = "no attempt made"
-        while clock.now < deadline {
-            do {
-                let link = try await connector.connect(for: .application, timeout: deadline - clock.now)
-                let connection = SMPConnection(link: link, clock: clock, firstSequence: 0x80)
-                do {
-                    _ = try await connection.echo("bleota", timeout: timeouts.response)
-                    return connection
-                } catch {
-                    lastError = error.description
-                    await connection.close()
-                }
-            } catch {
-                lastError = error.description
-            }
-            try? await clock.sleep(for: .milliseconds(200))
+        do {
+            return try await reconnectAndEcho()
+        } catch {
+            throw TransferError(.timeout, step: .reconnect, "the device did not come back within \(timeouts.reboot) after the reset: \(error)")
         }
-        throw TransferError(.timeout, step: .reconnect, "the device did not come back within \(timeouts.reboot) after the reset: \(lastError)")
     }
 
-    func makeReport(_ result: UploadResult, image: [UInt8], before: String?, after: String?, started: Duration,
-                    stepSeconds: [String: Double], operation: String = "flash") -> UpdateReport {
+    private func reconnectAndEcho() async throws(LinkError) -> SMPConnection {
+        let clock = self.clock, connector = self.connector, timeouts = self.timeouts
+        return try await retryUntil(deadline: clock.now + timeouts.reboot, clock: clock, pause: .milliseconds(200)) { left throws(LinkError) in
+            let link = try await connector.connect(for: .application, timeout: left)
+            let connection = SMPConnection(link: link, clock: clock, firstSequence: 0x80)
+            do {
+                _ = try await connection.echo("bleota", timeout: timeouts.response)
+                return connection
+            } catch {
+                await connection.close()
+                throw LinkError.unreachable("\(error)")
+            }
+        }
+    }
+
+    /// Reconnects within the reboot budget and reads the slots; nil when the device cannot be reached.
+    /// The connection stays open for whatever step the probe leads to.
+    private func probe() async -> (slots: [SMPImageSlot], connection: SMPConnection)? {
+        do {
+            let connection = try await reconnectAndEcho()
+            do {
+                return (try await connection.imageState(timeout: timeouts.response), connection)
+            } catch {
+                await connection.close()
+                return nil
+            }
+        } catch {
+            return nil
+        }
+    }
+
+    func report(_ recorder: inout OperationRecorder, _ result: UploadResult, bytes: Int) -> UpdateReport {
         var statistics = TransferStatistics()
         statistics.packetsSent = result.requests
         statistics.reconnects = result.reconnects
-        statistics.bytesOnWire = image.count + result.resentBytes
+        statistics.packetsLost = result.lossEvents
+        statistics.bytesOnWire = result.requests > 0 ? bytes + result.resentBytes : 0
         var tuning = TransferTuning()
         tuning.window = result.window
         tuning.packetSize = result.chunkSize
-        var report = UpdateReport(operation: operation, device: connector.description, bytes: image.count, streamBytes: image.count,
-                                  compressed: false, packetSize: result.chunkSize, transferSeconds: result.elapsed.seconds,
-                                  totalSeconds: (clock.now - started).seconds, statistics: statistics, stepSeconds: stepSeconds,
-                                  tuning: tuning)
-        report.versionBefore = before
-        report.versionAfter = after
-        report.protocolName = "smp"
-        return report
+        let transfer = TransferSummary(streamBytes: bytes, packetSize: result.chunkSize, elapsed: result.elapsed)
+        return recorder.finish(bytes: bytes, transfer: transfer, statistics: statistics, tuning: tuning)
+    }
+
+    // MARK: Device management
+
+    public func imageState(_ change: ImageStateChange?) async throws(TransferError) -> DeviceImageState {
+        try await session(.connect) { connection throws(SMPClientError) in
+            let slots: [SMPImageSlot]
+            switch change {
+            case .test(let hash)?: slots = try await connection.setImageState(hash: hash, confirm: false, timeout: timeouts.response)
+            case .confirm(let hash)?: slots = try await connection.setImageState(hash: hash, confirm: true, timeout: timeouts.response)
+            case nil: slots = try await connection.imageState(timeout: timeouts.response)
+            }
+            // Not every device answers bootloader info; the slots are what was asked for.
+            let info = try? await connection.bootloaderInfo(timeout: timeouts.response)
+            let bootloader = info.map { $0.name + ($0.mode.map { " (\(SMPBootloaderInfo.modeName($0)))" } ?? "") }
+            return DeviceImageState(slots: slots.map(\.state), bootloader: bootloader)
+        }
+    }
+
+    public func echo(_ text: String) async throws(TransferError) -> String {
+        try await session(.connect) { connection throws(SMPClientError) in try await connection.echo(text, timeout: timeouts.response) }
+    }
+
+    public func reset() async throws(TransferError) {
+        try await session(.activate) { connection throws(SMPClientError) in try await connection.reset(timeout: timeouts.response, attempts: 2) }
+    }
+
+    public func eraseStaging() async throws(TransferError) {
+        try await session(.connect) { connection throws(SMPClientError) in try await connection.eraseSecondarySlot(timeout: timeouts.response) }
+    }
+
+    /// One connection for one management exchange, closed however it ends.
+    func session<T: Sendable>(_ step: UpdateStep, _ body: (SMPConnection) async throws(SMPClientError) -> T) async throws(TransferError) -> T {
+        let connection = try await connect(.initial, step: .connect)
+        do {
+            let value = try await body(connection)
+            await connection.close()
+            return value
+        } catch {
+            await connection.close()
+            throw fail(step, error)
+        }
     }
 }
 
-// MARK: Files (the file-system group)
-
-extension SMPUpdater {
-    /// A device path for `name`: as given when absolute, else under Zephyr's usual LittleFS mount.
-    public static func devicePath(_ name: String) -> String { name.hasPrefix("/") ? name : "/lfs/" + name }
-
-    /// Writes `file` to `name` on the device, then checks the device's SHA-256 of it.
-    public func push(file: [UInt8], name: String) async throws(TransferError) -> UpdateReport {
-        try await fileSession("push", name: name) { (connection: SMPConnection, parameters: MCUmgrParameters, path: String, began: Duration) async throws(TransferError) -> ([UInt8], UploadResult) in
-            var offset = 0
-            var requests = 0
-            var resent = 0
-            let chunk = max(1, min(chunkSize ?? .max, parameters.bufferSize - SMPHeader.size - 32 - path.utf8.count))
-            repeat {
-                let end = min(file.count, offset + chunk)
-                let request = SMPFileUploadRequest(name: path, offset: offset, data: Array(file[offset..<end]),
-                                                   length: offset == 0 ? file.count : nil)
-                let answer: CBOR
-                do throws(SMPClientError) {
-                    answer = try await connection.request(.write, group: SMPGroup.fileSystem, command: SMPCommandID.file, body: request.body,
-                                                          timeout: timeouts.response, attempts: timeouts.attempts, what: "the file upload at \(offset)")
-                } catch { throw fail(.transfer, error) }
-                requests += 1
-                guard let next = answer["off"]?.int, (0...file.count).contains(next) else {
-                    throw TransferError(.protocolViolation, step: .transfer, "the file upload answer's 'off' is missing or outside the file")
-                }
-                if next < end { resent += end - next }
-                offset = next
-                progress(offset, of: file.count, requests: requests, began: began, window: 1)
-            } while offset < file.count
-            return (file, UploadResult(bytes: file.count, elapsed: clock.now - began, requests: requests, resentBytes: resent,
-                                       reconnects: 0, window: 1, chunkSize: chunk))
-        }.report
-    }
-
-    /// Reads `name` from the device, checking its SHA-256 when the device can compute it.
-    public func pull(name: String) async throws(TransferError) -> ([UInt8], UpdateReport) {
-        try await fileSession("pull", name: name) { (connection: SMPConnection, parameters: MCUmgrParameters, path: String, began: Duration) async throws(TransferError) -> ([UInt8], UploadResult) in
-            var file: [UInt8] = []
-            var total: Int?
-            var requests = 0
-            repeat {
-                let answer: CBOR
-                do throws(SMPClientError) {
-                    answer = try await connection.request(.read, group: SMPGroup.fileSystem, command: SMPCommandID.file,
-                                                          body: .textMap(["name": .text(path), "off": CBOR(file.count)]),
-                                                          timeout: timeouts.response, attempts: timeouts.attempts,
-                                                          what: "the file download at \(file.count)")
-                } catch { throw fail(.transfer, error) }
-                requests += 1
-                if total == nil {
-                    guard let length = answer["len"]?.int, length >= 0 else {
-                        throw TransferError(.protocolViolation, step: .transfer, "the first download answer lacks the file's 'len'")
-                    }
-                    total = length
-                }
-                guard answer["off"]?.int == file.count, let data = answer["data"]?.byteString,
-                      file.count + data.count <= total!, !(data.isEmpty && file.count < total!) else {
-                    throw TransferError(.protocolViolation, step: .transfer, "the download answer does not continue at offset \(file.count)")
-                }
-                file += data
-                progress(file.count, of: total!, requests: requests, began: began, window: 1)
-            } while file.count < total!
-            return (file, UploadResult(bytes: file.count, elapsed: clock.now - began, requests: requests, resentBytes: 0,
-                                       reconnects: 0, window: 1, chunkSize: parameters.bufferSize))
-        }
-    }
-
-    /// connect → read the parameters → `transfer` → the device's SHA-256 of the file → report.
-    /// The connection is closed however it ends.
-    private func fileSession(_ operation: String, name: String,
-                             transfer: (SMPConnection, MCUmgrParameters, String, Duration) async throws(TransferError) -> ([UInt8], UploadResult))
-        async throws(TransferError) -> (file: [UInt8], report: UpdateReport) {
-        let started = clock.now
-        let path = Self.devicePath(name)
-        onEvent(.step(.connect))
-        let connection = try await connect(.initial, step: .connect)
-        do throws(TransferError) {
-            let parameters: MCUmgrParameters
-            do { parameters = try await connection.parameters(timeout: timeouts.response) } catch { throw fail(.connect, error) }
-            onEvent(.step(.transfer))
-            let (file, result) = try await transfer(connection, parameters, path, clock.now)
-            onEvent(.step(.verify))
-            try await verifyFile(path, expected: SHA256Digest.hash(file), length: file.count, connection: connection)
-            await connection.close()
-            return (file, makeReport(result, image: file, before: nil, after: nil, started: started, stepSeconds: [:], operation: operation))
-        } catch {
-            await connection.close()
-            throw error
-        }
-    }
-
-    /// The file group's hash command (command 2, SHA-256) against what was sent or received.
-    func verifyFile(_ path: String, expected: [UInt8], length: Int, connection: SMPConnection) async throws(TransferError) {
-        let answer: CBOR
-        do {
-            answer = try await connection.request(.read, group: SMPGroup.fileSystem, command: 2,
-                                                  body: .textMap(["name": .text(path), "type": .text("sha256")]),
-                                                  timeout: timeouts.verify, attempts: timeouts.attempts, what: "the file hash request")
-        } catch .device(let error) where error.group == nil && error.rc == 8 {
-            onEvent(.note("the device cannot hash files (not supported); the transfer's sizes matched"))
-            return
-        } catch {
-            throw fail(.verify, error)
-        }
-        guard answer["output"]?.byteString == expected, answer["len"]?.int == length else {
-            throw TransferError(.verificationFailed, step: .verify, "the device's SHA-256 of \(path) differs from the host's: the copy is damaged")
-        }
+extension SMPImageSlot {
+    /// The protocol-independent form `image state` prints.
+    public var state: ImageSlotState {
+        ImageSlotState(image: image, slot: slot, version: version, hash: hash, bootable: bootable, pending: pending,
+                       confirmed: confirmed, active: active, permanent: permanent)
     }
 }

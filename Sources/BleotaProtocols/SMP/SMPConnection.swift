@@ -25,11 +25,13 @@ public enum SMPClientError: Error, Sendable, Equatable, CustomStringConvertible 
 
 /// One SMP connection: sends requests with fresh sequence numbers and
 /// collects the answers, putting them back together from the link's packets.
-/// Requests can be pipelined: ``send(_:group:command:body:)`` returns the
-/// sequence number, ``nextResponse(timeout:)`` the next answer. Answers are
-/// pulled from the link by whoever waits for one (no reader task of its own,
-/// so it runs on whatever executor and clock its caller does: the simulator's
-/// virtual one included).
+///
+/// Requests can be pipelined: ``send(_:command:body:)`` returns the sequence
+/// number, ``nextResponse(timeout:)`` the next answer. Answers are pulled from
+/// the link by whoever waits for one (no reader task of its own, so it runs on
+/// whatever executor and clock its caller does: the simulator's virtual one
+/// included). A typed request (``request(_:timeout:attempts:)``) names its
+/// response type and gets it decoded.
 public final class SMPConnection: Sendable {
     public let link: any Link
     public let clock: any BleotaClock
@@ -56,13 +58,13 @@ public final class SMPConnection: Sendable {
 
     /// Sends a request; returns its sequence number.
     @discardableResult
-    public func send(_ operation: SMPHeader.Operation, group: UInt16, command: UInt8, body: CBOR) async throws(SMPClientError) -> UInt8 {
+    public func send(_ operation: SMPHeader.Operation, command: SMPCommand, body: CBOR) async throws(SMPClientError) -> UInt8 {
         let number = sequence.withLock { value -> UInt8 in
             defer { value &+= 1 }
             return value
         }
         sent.withLock { _ = $0.insert(number) }
-        let packet = SMPPacket(operation, group: group, command: command, sequence: number, version: version, body: body)
+        let packet = SMPPacket(operation, command: command, sequence: number, version: version, body: body)
         do { try await SMPTransport.send(packet, on: link) } catch { throw .linkLost(error) }
         return number
     }
@@ -109,78 +111,90 @@ public final class SMPConnection: Sendable {
     /// Whether `number` was sent on this connection (a late answer to it is stale, not stray).
     public func wasSent(_ number: UInt8) -> Bool { sent.withLock { $0.contains(number) } }
 
-    /// One request and its answer, sent up to `attempts` times; a device error becomes ``SMPClientError/device(_:)``.
-    public func request(_ operation: SMPHeader.Operation, group: UInt16, command: UInt8, body: CBOR = .map([]),
+    /// A typed request and its decoded answer, sent up to `attempts` times.
+    public func request<R: SMPRequest>(_ request: R, timeout: Duration, attempts: Int = 3) async throws(SMPClientError) -> R.Response {
+        let body = try await self.request(R.operation, command: R.command, body: request.body, timeout: timeout,
+                                          attempts: attempts, what: request.what)
+        do { return try R.Response(body: body) } catch { throw .field(error.description) }
+    }
+
+    /// One request and its answer body, sent up to `attempts` times; a device error becomes ``SMPClientError/device(_:)``.
+    ///
+    /// Answers to earlier requests of this connection (late or duplicated) are
+    /// skipped. An answer carrying a sequence number no request had is skipped
+    /// too — a damaged packet must not end an update — but if the request then
+    /// goes unanswered, that stray is what the error reports.
+    public func request(_ operation: SMPHeader.Operation, command: SMPCommand, body: CBOR = .map([]),
                         timeout: Duration, attempts: Int = 3, what: String) async throws(SMPClientError) -> CBOR {
+        var stray: SMPClientError?
         for attempt in 0..<max(1, attempts) {
             // Whatever half-arrived before the last try timed out will not be completed.
             if attempt > 0 { resetReassembly() }
-            let number = try await send(operation, group: group, command: command, body: body)
+            let number = try await send(operation, command: command, body: body)
             let deadline = clock.now + timeout
             while clock.now < deadline {
-                guard let response = try await nextResponse(timeout: deadline - clock.now) else { break }
-                guard response.header.sequence == number else {
-                    if wasSent(response.header.sequence) { continue } // the late answer to an earlier try
-                    throw .sequence("the device answered sequence \(response.header.sequence) to request \(number) (\(what))")
+                let response: SMPPacket?
+                do { response = try await nextResponse(timeout: deadline - clock.now) } catch .malformed(let why) {
+                    stray = .malformed(why)
+                    continue
                 }
-                guard response.header.group == group, response.header.command == command else {
-                    throw .sequence("the device answered \(what) with group \(response.header.group) command \(response.header.command)")
+                guard let response else { break }
+                guard response.header.sequence == number else {
+                    if !wasSent(response.header.sequence) {
+                        stray = stray ?? .sequence("the device answered sequence \(response.header.sequence) to request \(number) (\(what))")
+                    }
+                    continue
+                }
+                guard response.header.smpCommand == command else {
+                    stray = .sequence("the device answered \(what) with \(response.header.smpCommand)")
+                    continue
                 }
                 if let error = SMPDeviceError(response: response.body) { throw .device(error) }
                 return response.body
             }
         }
-        throw .timeout("\(what) after \(max(1, attempts)) tries")
+        throw stray ?? .timeout("\(what) after \(max(1, attempts)) tries")
+    }
+
+    /// The raw form with a group and command number, for tools and tests.
+    public func request(_ operation: SMPHeader.Operation, group: SMPGroup, command: UInt8, body: CBOR = .map([]),
+                        timeout: Duration, attempts: Int = 3, what: String) async throws(SMPClientError) -> CBOR {
+        try await request(operation, command: SMPCommand(group: group, id: command), body: body, timeout: timeout,
+                          attempts: attempts, what: what)
     }
 
     // MARK: Commands
 
-    public func echo(_ text: String, timeout: Duration) async throws(SMPClientError) -> String {
-        let body = try await request(.write, group: SMPGroup.os, command: SMPCommandID.echo, body: .textMap(["d": .text(text)]),
-                                     timeout: timeout, what: "echo")
-        guard let reply = body["r"]?.string else { throw .field("the echo answer lacks a text 'r'") }
-        return reply
+    public func echo(_ text: String, timeout: Duration, attempts: Int = 3) async throws(SMPClientError) -> String {
+        try await request(SMPEchoRequest(text: text), timeout: timeout, attempts: attempts).text
     }
 
     public func parameters(timeout: Duration) async throws(SMPClientError) -> MCUmgrParameters {
-        let body = try await request(.read, group: SMPGroup.os, command: SMPCommandID.parameters, timeout: timeout,
-                                     what: "the MCUmgr parameters request")
-        do { return try MCUmgrParameters(body: body) } catch { throw .field(error.description) }
+        try await request(SMPParametersRequest(), timeout: timeout)
     }
 
     public func imageState(timeout: Duration) async throws(SMPClientError) -> [SMPImageSlot] {
-        let body = try await request(.read, group: SMPGroup.image, command: SMPCommandID.imageState, timeout: timeout,
-                                     what: "the image state request")
-        do { return try SMPImageSlot.list(from: body) } catch { throw .field(error.description) }
+        try await request(SMPImageStateRequest(), timeout: timeout).slots
     }
 
     public func setImageState(hash: [UInt8]?, confirm: Bool, timeout: Duration) async throws(SMPClientError) -> [SMPImageSlot] {
-        var pairs: [(key: CBOR, value: CBOR)] = []
-        if let hash { pairs.append((.text("hash"), .bytes(hash))) }
-        pairs.append((.text("confirm"), .bool(confirm)))
-        let body = try await request(.write, group: SMPGroup.image, command: SMPCommandID.imageState, body: .map(pairs),
-                                     timeout: timeout, what: confirm ? "the confirm request" : "the test request")
-        do { return try SMPImageSlot.list(from: body) } catch { throw .field(error.description) }
+        try await request(SMPImageStateWriteRequest(hash: hash, confirm: confirm), timeout: timeout).slots
     }
 
-    /// OS group command 8: which bootloader, and with `mode` its MCUboot mode.
+    /// Which bootloader, and its MCUboot mode when it answers that query.
     public func bootloaderInfo(timeout: Duration) async throws(SMPClientError) -> (name: String, mode: Int?) {
-        let body = try await request(.read, group: SMPGroup.os, command: SMPCommandID.bootloaderInfo, timeout: timeout,
-                                     what: "the bootloader info request")
-        guard let name = body["bootloader"]?.string else { throw .field("the bootloader info lacks a text 'bootloader'") }
-        let mode = try? await request(.read, group: SMPGroup.os, command: SMPCommandID.bootloaderInfo,
-                                      body: .textMap(["query": .text("mode")]), timeout: timeout, what: "the bootloader mode request")
-        return (name, mode?["mode"]?.int)
+        let info = try await request(SMPBootloaderInfoRequest(), timeout: timeout)
+        guard let name = info.bootloader else { throw .field("the bootloader info lacks a text 'bootloader'") }
+        let mode = try? await request(SMPBootloaderInfoRequest(query: "mode"), timeout: timeout)
+        return (name, mode?.mode)
     }
 
-    /// Image group command 5: erases the secondary slot.
+    /// Erases the secondary slot.
     public func eraseSecondarySlot(timeout: Duration) async throws(SMPClientError) {
-        _ = try await request(.write, group: SMPGroup.image, command: SMPCommandID.imageErase, body: .textMap(["slot": CBOR(1)]),
-                              timeout: timeout, what: "the erase request")
+        _ = try await request(SMPImageEraseRequest(slot: 1), timeout: timeout)
     }
 
-    public func reset(timeout: Duration) async throws(SMPClientError) {
-        _ = try await request(.write, group: SMPGroup.os, command: SMPCommandID.reset, timeout: timeout, attempts: 1,
-                              what: "the reset request")
+    public func reset(timeout: Duration, attempts: Int = 1) async throws(SMPClientError) {
+        _ = try await request(SMPResetRequest(), timeout: timeout, attempts: attempts)
     }
 }

@@ -1,61 +1,5 @@
 import BleotaCodec
 
-/// The bodies of the SMP commands bleota sends and serves, as values with a
-/// CBOR form each way. Decoding is strict about types (a `len` that is text
-/// is an error naming the field) and lenient about extra keys, as MCUmgr
-/// clients are.
-public enum SMPBody {
-    public struct FieldError: Error, Sendable, Equatable, CustomStringConvertible {
-        public var description: String
-        init(_ description: String) { self.description = description }
-    }
-
-    static func int(_ body: CBOR, _ key: String, in what: String) throws(FieldError) -> Int {
-        guard let value = body[key] else { throw FieldError("\(what) lacks '\(key)'") }
-        guard let int = value.int else { throw FieldError("\(what)'s '\(key)' is \(value), not an integer") }
-        return int
-    }
-
-    static func optionalInt(_ body: CBOR, _ key: String, in what: String) throws(FieldError) -> Int? {
-        guard let value = body[key] else { return nil }
-        guard let int = value.int else { throw FieldError("\(what)'s '\(key)' is \(value), not an integer") }
-        return int
-    }
-
-    static func optionalBytes(_ body: CBOR, _ key: String, in what: String) throws(FieldError) -> [UInt8]? {
-        guard let value = body[key] else { return nil }
-        guard let bytes = value.byteString else { throw FieldError("\(what)'s '\(key)' is \(value), not a byte string") }
-        return bytes
-    }
-
-    static func optionalBool(_ body: CBOR, _ key: String, in what: String) throws(FieldError) -> Bool? {
-        guard let value = body[key] else { return nil }
-        guard let bool = value.boolean else { throw FieldError("\(what)'s '\(key)' is \(value), not a boolean") }
-        return bool
-    }
-}
-
-/// OS group, command 6: the device's SMP buffer size and count.
-public struct MCUmgrParameters: Sendable, Hashable {
-    public var bufferSize: Int
-    public var bufferCount: Int
-
-    public init(bufferSize: Int, bufferCount: Int) {
-        self.bufferSize = bufferSize
-        self.bufferCount = bufferCount
-    }
-
-    public var body: CBOR { .textMap(["buf_size": CBOR(bufferSize), "buf_count": CBOR(bufferCount)]) }
-
-    public init(body: CBOR) throws(SMPBody.FieldError) {
-        bufferSize = try SMPBody.int(body, "buf_size", in: "the MCUmgr parameters")
-        bufferCount = try SMPBody.int(body, "buf_count", in: "the MCUmgr parameters")
-        guard bufferSize >= 64, bufferCount >= 1 else {
-            throw SMPBody.FieldError("the MCUmgr parameters (buffer \(bufferSize) × \(bufferCount)) are too small to upload with")
-        }
-    }
-}
-
 /// One slot in the image group's state list.
 public struct SMPImageSlot: Sendable, Hashable, Codable {
     public var image: Int
@@ -103,19 +47,65 @@ public struct SMPImageSlot: Sendable, Hashable, Codable {
     }
 
     public static func list(from body: CBOR) throws(SMPBody.FieldError) -> [SMPImageSlot] {
-        guard let images = body["images"]?.elements else { throw SMPBody.FieldError("the image state lacks an 'images' array") }
-        var slots: [SMPImageSlot] = []
-        for image in images { slots.append(try SMPImageSlot(body: image)) }
-        return slots
+        try SMPImageStateResponse(body: body).slots
     }
 
-    public static func listBody(_ slots: [SMPImageSlot]) -> CBOR {
-        .textMap(["images": .array(slots.map(\.body)), "splitStatus": CBOR(0)])
+    public static func listBody(_ slots: [SMPImageSlot]) -> CBOR { SMPImageStateResponse(slots: slots).body }
+}
+
+/// Image group, command 0 (read): the slots.
+public struct SMPImageStateRequest: SMPRequest, Hashable {
+    public typealias Response = SMPImageStateResponse
+    public static let command = SMPCommand.imageState
+    public static let operation = SMPHeader.Operation.read
+    public init() {}
+    public var what: String { "the image state request" }
+    public var body: CBOR { .map([]) }
+}
+
+/// Image group, command 0 (write): mark the image with `hash` for a test
+/// boot (`confirm` false) or permanently, or confirm the running image (no hash).
+public struct SMPImageStateWriteRequest: SMPRequest, Hashable {
+    public typealias Response = SMPImageStateResponse
+    public static let command = SMPCommand.imageState
+    public static let operation = SMPHeader.Operation.write
+    public var hash: [UInt8]?
+    public var confirm: Bool
+    public init(hash: [UInt8]?, confirm: Bool) {
+        self.hash = hash
+        self.confirm = confirm
+    }
+    public var what: String { confirm ? "the confirm request" : "the test request" }
+    public var body: CBOR { SMPBody.map([("hash", hash.map(CBOR.bytes)), ("confirm", .bool(confirm))]) }
+    public init(body: CBOR) throws(SMPBody.FieldError) {
+        let what = "the image state request"
+        hash = try SMPBody.optionalBytes(body, "hash", in: what)
+        confirm = try SMPBody.optionalBool(body, "confirm", in: what) ?? false
     }
 }
 
+public struct SMPImageStateResponse: SMPResponse, Hashable {
+    public var slots: [SMPImageSlot]
+    public var splitStatus: Int?
+    public init(slots: [SMPImageSlot], splitStatus: Int? = 0) {
+        self.slots = slots
+        self.splitStatus = splitStatus
+    }
+    public init(body: CBOR) throws(SMPBody.FieldError) {
+        guard let images = body["images"]?.elements else { throw SMPBody.FieldError("the image state lacks an 'images' array") }
+        var slots: [SMPImageSlot] = []
+        for image in images { slots.append(try SMPImageSlot(body: image)) }
+        self.slots = slots
+        splitStatus = try SMPBody.optionalInt(body, "splitStatus", in: "the image state")
+    }
+    public var body: CBOR { SMPBody.map([("images", .array(slots.map(\.body))), ("splitStatus", splitStatus.map { CBOR($0) })]) }
+}
+
 /// Image group, command 1: one chunk of an upload.
-public struct SMPUploadRequest: Sendable, Hashable {
+public struct SMPUploadRequest: SMPRequest, Hashable {
+    public typealias Response = SMPUploadResponse
+    public static let command = SMPCommand.imageUpload
+    public static let operation = SMPHeader.Operation.write
     public var image: Int
     public var offset: Int
     public var data: [UInt8]
@@ -133,6 +123,8 @@ public struct SMPUploadRequest: Sendable, Hashable {
         self.upgrade = upgrade
     }
 
+    public var what: String { "the upload request at \(offset)" }
+
     public var body: CBOR {
         var pairs: [(key: CBOR, value: CBOR)] = []
         if offset == 0 { pairs.append((.text("image"), CBOR(image))) }
@@ -148,17 +140,16 @@ public struct SMPUploadRequest: Sendable, Hashable {
         let what = "the upload request"
         offset = try SMPBody.int(body, "off", in: what)
         guard offset >= 0 else { throw SMPBody.FieldError("\(what)'s 'off' is negative") }
-        guard let data = try SMPBody.optionalBytes(body, "data", in: what) else { throw SMPBody.FieldError("\(what) lacks 'data'") }
-        self.data = data
+        data = try SMPBody.bytes(body, "data", in: what)
         image = try SMPBody.optionalInt(body, "image", in: what) ?? 0
         length = try SMPBody.optionalInt(body, "len", in: what)
         sha = try SMPBody.optionalBytes(body, "sha", in: what)
         upgrade = try SMPBody.optionalBool(body, "upgrade", in: what)
     }
 
-    /// Bytes of CBOR a chunk of `dataSize` adds to its request, beyond the data
-    /// itself, for an offset up to `maximumOffset`; the first chunk carries
-    /// `image`, `len`, `sha` and `upgrade` too.
+    /// Bytes a chunk of `dataSize` adds to its request on the wire (header
+    /// and CBOR), beyond the data itself, for an offset up to `maximumOffset`;
+    /// the first chunk carries `image`, `len`, `sha` and `upgrade` too.
     public static func overhead(dataSize: Int, maximumOffset: Int, first: Bool) -> Int {
         let probe = SMPUploadRequest(offset: first ? 0 : max(1, maximumOffset), data: [],
                                      length: first ? maximumOffset : nil, sha: first ? [UInt8](repeating: 0, count: 32) : nil,
@@ -167,36 +158,39 @@ public struct SMPUploadRequest: Sendable, Hashable {
         let dataHead = dataSize < 24 ? 1 : dataSize < 256 ? 2 : dataSize < 65_536 ? 3 : 5
         return SMPHeader.size + probe.body.encode().count - 1 + dataHead
     }
+
+    /// The most data bytes a request whose encoding must fit `bytes` can carry.
+    public static func dataCapacity(within bytes: Int, maximumOffset: Int, first: Bool) -> Int {
+        var data = max(0, bytes - overhead(dataSize: 0, maximumOffset: maximumOffset, first: first))
+        while data > 0, data + overhead(dataSize: data, maximumOffset: maximumOffset, first: first) > bytes { data -= 1 }
+        return data
+    }
 }
 
-/// File-system group, command 0 (write): one chunk of a file upload.
-public struct SMPFileUploadRequest: Sendable, Hashable {
-    public var name: String
+/// The answer to an upload chunk: where the device stands now, and once the
+/// last chunk is in, whether the whole upload matched the `sha` of the first.
+public struct SMPUploadResponse: SMPResponse, Hashable {
     public var offset: Int
-    public var data: [UInt8]
-    public var length: Int?
-
-    public init(name: String, offset: Int, data: [UInt8], length: Int? = nil) {
-        self.name = name
+    public var match: Bool?
+    public init(offset: Int, match: Bool? = nil) {
         self.offset = offset
-        self.data = data
-        self.length = length
+        self.match = match
     }
-
-    public var body: CBOR {
-        var pairs: [(key: CBOR, value: CBOR)] = [(.text("name"), .text(name)), (.text("off"), CBOR(offset))]
-        if let length { pairs.append((.text("len"), CBOR(length))) }
-        pairs.append((.text("data"), .bytes(data)))
-        return .map(pairs)
-    }
-
     public init(body: CBOR) throws(SMPBody.FieldError) {
-        let what = "the file upload request"
-        guard let name = body["name"]?.string else { throw SMPBody.FieldError("\(what) lacks a text 'name'") }
-        self.name = name
-        offset = try SMPBody.int(body, "off", in: what)
-        guard let data = try SMPBody.optionalBytes(body, "data", in: what) else { throw SMPBody.FieldError("\(what) lacks 'data'") }
-        self.data = data
-        length = try SMPBody.optionalInt(body, "len", in: what)
+        offset = try SMPBody.int(body, "off", in: "the upload answer")
+        match = try SMPBody.optionalBool(body, "match", in: "the upload answer")
     }
+    public var body: CBOR { SMPBody.map([("off", CBOR(offset)), ("match", match.map(CBOR.bool))]) }
+}
+
+/// Image group, command 5: erase a slot (the secondary by default).
+public struct SMPImageEraseRequest: SMPRequest, Hashable {
+    public typealias Response = SMPEmptyResponse
+    public static let command = SMPCommand.imageErase
+    public static let operation = SMPHeader.Operation.write
+    public var slot: Int?
+    public init(slot: Int? = 1) { self.slot = slot }
+    public var what: String { "the erase request" }
+    public var body: CBOR { SMPBody.map([("slot", slot.map { CBOR($0) })]) }
+    public init(body: CBOR) throws(SMPBody.FieldError) { slot = try SMPBody.optionalInt(body, "slot", in: "the erase request") }
 }

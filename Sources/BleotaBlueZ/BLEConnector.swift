@@ -1,0 +1,165 @@
+import BleotaATT
+import BleotaLink
+import Glibc
+import Synchronization
+
+/// An ATT connection to a device over the LE fixed channel (CID 4): the
+/// bearer, a GATT client on it, and the task that runs the bearer.
+public struct ATTConnection: Sendable {
+    public let bearer: ATTBearer
+    public let client: GATTClient
+    let runner: Task<Void, Never>
+    /// What the PHY and interval ended up as, when the address asked for either.
+    public let settings: ConnectionSettings?
+
+    /// Connects once (no retries); the error says why it failed.
+    public static func open(_ target: BLEDeviceAddress, timeout: Duration, clock: any BleotaClock) async throws(LinkError) -> ATTConnection {
+        guard let local = BluetoothAvailability.address(of: target.adapter) else {
+            throw .unreachable(BluetoothAvailability.noAdapter(target.adapter).description)
+        }
+        let socket: L2CAPSocket
+        do {
+            socket = try await L2CAPSocket.connect(
+                from: L2CAPAddress(address: local, type: .public, cid: L2CAPAddress.attChannel),
+                to: L2CAPAddress(address: target.address, type: target.type, cid: L2CAPAddress.attChannel),
+                security: target.security, timeout: timeout, clock: clock)
+        } catch {
+            throw .unreachable("cannot connect to \(target.address): \(error)")
+        }
+        let settings = applyConnectionRequest(target, socket: socket)
+        let bearer = ATTBearer(link: L2CAPLink(socket: socket, maximumPayload: 517, description: "att"), clock: clock)
+        let runner = Task { await bearer.run() }
+        return ATTConnection(bearer: bearer, client: GATTClient(bearer: bearer), runner: runner, settings: settings)
+    }
+
+    /// Connects, retrying until `timeout` passes: a link the kernel is still tearing
+    /// down refuses for a moment, and a rebooting device is briefly absent.
+    public static func openRetrying(_ target: BLEDeviceAddress, timeout: Duration, clock: any BleotaClock) async throws(LinkError) -> ATTConnection {
+        try await retryUntil(deadline: clock.now + timeout, clock: clock, pause: .milliseconds(250)) { left throws(LinkError) in
+            try await open(target, timeout: left, clock: clock)
+        }
+    }
+
+    /// The primary services the device's GATT database lists (after an MTU exchange); closes the connection.
+    public func discoverServicesAndClose() async throws(ATTBearerError) -> [BluetoothUUID] {
+        do {
+            _ = try await client.exchangeMTU()
+            let services = try await client.discoverPrimaryServices()
+            await bearer.close("services discovered")
+            return services.map(\.uuid)
+        } catch {
+            await bearer.close("discovery failed")
+            throw error
+        }
+    }
+}
+
+/// Asks the controller for the PHY and interval `target` names, if any, on the
+/// connection under `socket`. Never fails the connection: what could not be
+/// done comes back as notes.
+func applyConnectionRequest(_ target: BLEDeviceAddress, socket: L2CAPSocket) -> ConnectionSettings? {
+    guard !target.connection.isEmpty else { return nil }
+    let adapterName = target.adapter ?? "the adapter"
+    guard let handle = socket.connectionHandle else {
+        return ConnectionSettings(notes: ["cannot find the connection's HCI handle, so the PHY and interval were left as they are"])
+    }
+    do {
+        let controller = HCIController(transport: try RawHCISocket(adapter: target.adapter))
+        return ConnectionControl.apply(target.connection, handle: handle, adapterName: adapterName, controller: controller)
+    } catch {
+        return ConnectionSettings(notes: ["the PHY and interval were left as they are: \(error)"])
+    }
+}
+
+/// The last connection settings a connector saw, for the final report.
+public final class ConnectionSettingsRecord: Sendable {
+    private let value = Mutex<ConnectionSettings?>(nil)
+    public init() {}
+    public func record(_ settings: ConnectionSettings?) { if let settings { value.withLock { $0 = settings } } }
+    public var latest: ConnectionSettings? { value.withLock { $0 } }
+}
+
+/// The SDU size bleota asks for on credit-based channels.
+public let creditChannelMTU = 1024
+
+/// Connects to a real device, again after every reboot: to a protocol's GATT
+/// packet service (discovered, subscribed, as a ``GATTLink``), or to its LE
+/// credit-based channel when the address names a PSM and the protocol can
+/// run over one (falling back to GATT when the device does not accept it).
+///
+/// On connecting it subscribes afresh — writing the CCC descriptor 0, then 1 —
+/// which is what makes a Zephyr device drop a half-received SMP request it
+/// would otherwise keep across connections.
+public struct BLEConnector: DeviceConnector {
+    public let target: BLEDeviceAddress
+    public let clock: any BleotaClock
+    public let description: String
+    public let service: GATTPacketService
+    public let allowsCreditChannel: Bool
+    public let settings = ConnectionSettingsRecord()
+
+    public init(target: BLEDeviceAddress, clock: any BleotaClock, description: String, service: GATTPacketService,
+                allowsCreditChannel: Bool) {
+        self.target = target
+        self.clock = clock
+        self.description = description
+        self.service = service
+        self.allowsCreditChannel = allowsCreditChannel
+    }
+
+    public func connect(for purpose: ConnectPurpose, timeout: Duration) async throws(LinkError) -> any Link {
+        try await retryUntil(deadline: clock.now + timeout, clock: clock, pause: .milliseconds(250)) { left throws(LinkError) in
+            try await attempt(timeout: left)
+        }
+    }
+
+    private func attempt(timeout: Duration) async throws(LinkError) -> any Link {
+        if let psm = target.psm, allowsCreditChannel {
+            // A credit-based channel carries the protocol's packets directly;
+            // if the device does not accept it, fall back to GATT.
+            if let link = await creditBasedChannel(psm: psm, timeout: timeout) { return link }
+        }
+        let connection = try await ATTConnection.open(target, timeout: timeout, clock: clock)
+        settings.record(connection.settings)
+        do {
+            let mtu = try await connection.client.exchangeMTU()
+            guard let found = try await connection.client.discoverPrimaryServices(service.service).first else {
+                await connection.bearer.close("no \(service.name) service")
+                throw LinkError.unreachable("\(target.address) does not offer the \(service.name) service \(service.service)")
+            }
+            let characteristics = try await connection.client.discoverCharacteristics(found)
+            guard let rx = characteristics.first(where: { $0.uuid == service.write }),
+                  let tx = characteristics.first(where: { $0.uuid == service.notify }) else {
+                await connection.bearer.close("incomplete service")
+                throw LinkError.unreachable("\(target.address)'s \(service.name) service lacks its characteristics")
+            }
+            try await connection.client.subscribe(tx, afresh: true)
+            return GATTLink(client: connection.client, writeHandle: rx.valueHandle, notifyHandle: tx.valueHandle, mtu: mtu,
+                            description: description)
+        } catch let error as LinkError {
+            throw error
+        } catch {
+            await connection.bearer.close("\(error)")
+            throw .unreachable("GATT setup with \(target.address) failed: \(error)")
+        }
+    }
+
+    private func creditBasedChannel(psm: UInt16, timeout: Duration) async -> (any Link)? {
+        guard let local = BluetoothAvailability.address(of: target.adapter) else { return nil }
+        do {
+            let socket = try await L2CAPSocket.connect(
+                from: L2CAPAddress(address: local, type: .public),
+                to: L2CAPAddress(address: target.address, type: target.type, psm: psm),
+                security: target.security, receiveMTU: creditChannelMTU, timeout: timeout, clock: clock)
+            // The peer's receive MTU bounds what we may send in one SDU.
+            var sendMTU = 23
+            if let raw = try? socket.system.getOption(socket.fd, level: 274, name: 12, size: 2), raw.count == 2 {
+                sendMTU = Int(raw[0]) | Int(raw[1]) << 8
+            }
+            settings.record(applyConnectionRequest(target, socket: socket))
+            return L2CAPLink(socket: socket, maximumPayload: max(23, sendMTU), description: description + " (L2CAP CoC)")
+        } catch {
+            return nil
+        }
+    }
+}

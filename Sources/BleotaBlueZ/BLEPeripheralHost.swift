@@ -1,0 +1,55 @@
+import BleotaATT
+import BleotaEngine
+import BleotaLink
+import Logging
+
+/// A device half offered over GATT by `bleota serve`: the protocol's packet
+/// service and what answers behind it.
+public struct HostedDevice: Sendable {
+    public var service: GATTPacketService
+    public var half: any DeviceHalf
+    public init(service: GATTPacketService, half: any DeviceHalf) {
+        self.service = service
+        self.half = half
+    }
+}
+
+/// This machine as a peripheral: on one ATT connection, a GATT server with
+/// the Generic Access service and every hosted device's packet service, each
+/// served by its device half; a half that reboots drops its link and starts afresh.
+public enum BLEPeripheralHost {
+    public static func serve(socket: L2CAPSocket, devices: [HostedDevice], name: String, clock: any BleotaClock,
+                             wrap: @escaping @Sendable (any Link) -> any Link = { $0 }, logger: Logger) async {
+        let bearer = ATTBearer(link: L2CAPLink(socket: socket, maximumPayload: 517, description: "att"), clock: clock)
+        let server = GATTServer()
+        server.addService(.bit16(0x1800), characteristics: [
+            CharacteristicDefinition(uuid: .deviceName, properties: [.read], value: Array(name.utf8)),
+        ])
+        let makers = devices.map { device in
+            (device, GATTPeripheralLink.addPacketService(to: server, service: device.service.service,
+                                                         rx: device.service.write, tx: device.service.notify).makeLink)
+        }
+        await bearer.setServer(server)
+        var built: [(HostedDevice, any Link)] = []
+        for (device, makeLink) in makers { built.append((device, wrap(await makeLink(bearer)))) }
+        let links = built
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                await bearer.run()
+                // The connection is gone: every device half stops waiting for packets.
+                for (_, link) in links { await link.close() }
+            }
+            for (device, link) in links {
+                group.addTask {
+                    // A served device "reboots" by dropping the link and starting afresh.
+                    let environment = DeviceEnvironment(clock: clock) { _ in
+                        logger.notice("\(device.service.name): the device resets")
+                        await link.close()
+                        await device.half.powerCycle()
+                    }
+                    await device.half.serve(link, environment: environment)
+                }
+            }
+        }
+    }
+}

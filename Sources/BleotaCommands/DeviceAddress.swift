@@ -1,0 +1,169 @@
+import ArgumentParser
+import BleotaATT
+import BleotaBlueZ
+import BleotaEngine
+import BleotaLink
+import BleotaSimulator
+import Logging
+
+/// The protocols the running commands know: bleota's built-in ones, or a
+/// vendor's registry when bleota's commands run as a library
+/// (``BleotaCommand/run(arguments:registry:)``).
+enum CommandContext {
+    @TaskLocal static var registry: ProtocolRegistry = .builtIn
+}
+
+/// A `--device` address, parsed once: which transport, and where.
+///
+/// Parsing happens when the arguments are parsed; a malformed address is kept
+/// with its error so the command reports it as its one-line usage error.
+public struct DeviceAddress: ExpressibleByArgument, Sendable, CustomStringConvertible {
+    public enum Kind: Sendable {
+        case simulator(SimulatorAddress)
+        case ble(BLEDeviceAddress)
+        case network(NetworkAddress)
+    }
+
+    public let text: String
+    private let parsed: Result<Kind, AddressError>
+
+    struct AddressError: Error, Sendable { var message: String }
+
+    static let schemes = "sim://PRESET, ble://AA:BB:CC:DD:EE:FF, udp://HOST[:PORT] or serial:///dev/ttyACM0"
+
+    public init?(argument: String) {
+        text = argument
+        parsed = Self.parse(argument, registry: CommandContext.registry)
+    }
+
+    private static func parse(_ text: String, registry: ProtocolRegistry) -> Result<Kind, AddressError> {
+        if text.hasPrefix("sim://") {
+            do { return .success(.simulator(try SimulatorAddress(parsing: text, registry: registry))) } catch {
+                return .failure(AddressError(message: error.description))
+            }
+        }
+        if text.hasPrefix("ble://") {
+            return BLEDeviceAddress.parse(text).map(Kind.ble).mapError { AddressError(message: $0.description) }
+        }
+        if text.hasPrefix("udp://") || text.hasPrefix("serial://") {
+            do { return .success(.network(try NetworkAddress(parsing: text))) } catch {
+                return .failure(AddressError(message: error.description))
+            }
+        }
+        return .failure(AddressError(message: "--device '\(text)' is not a device address: use \(schemes)"))
+    }
+
+    public var description: String { text }
+
+    /// The parsed address, or the usage error that names what is wrong with it.
+    func kind() throws -> Kind {
+        switch parsed {
+        case .success(let kind): return kind
+        case .failure(let error): throw CommandFailure(.usage, error.message)
+        }
+    }
+
+    func transport() throws -> TransportKind {
+        switch try kind() {
+        case .simulator: .simulator
+        case .ble: .ble
+        case .network(.udp): .udp
+        case .network(.serial): .serial
+        }
+    }
+}
+
+/// What a session produced, plus what the link model says about capacity when known.
+struct SessionOutcome<Value: Sendable>: Sendable {
+    var value: Value
+    var linkCapacity: Double?
+    var linkModel: String?
+    /// PHY and interval of a real connection, when the address asked for them.
+    var connection: ConnectionSettings? = nil
+}
+
+extension DeviceAddress {
+    /// Decides, once, which protocol this command speaks to this device:
+    /// `--protocol`, what the address says, the image, or what a BLE device offers.
+    func resolveProtocol(explicit: String?, image: ImageProbe? = nil, needs: ProtocolCapabilities,
+                         timeout: Duration, logger: Logger) async throws -> any UpdateProtocol {
+        let registry = CommandContext.registry
+        var request = ProtocolRequest(explicit: explicit, transport: try transport(), device: text, image: image, needs: needs)
+        switch try kind() {
+        case .simulator(let address):
+            request.deviceProtocol = address.deviceProtocol ?? registry.defaultProtocol?.name
+        case .ble(let target):
+            let candidates = registry.protocols.filter { $0.identity.transports.contains(.ble) && $0.capabilities.isSuperset(of: needs) }
+            if explicit == nil, candidates.count > 1 {
+                request.offeredServices = try await offeredServices(target, timeout: timeout)
+            }
+        case .network:
+            break
+        }
+        do {
+            let chosen = try registry.resolve(request)
+            logger.info("\(text): speaking \(chosen.identity.displayName)")
+            return chosen
+        } catch {
+            throw CommandFailure(error.usage ? .usage : .deviceError, error.description)
+        }
+    }
+
+    /// The GATT services a BLE device offers, for protocol detection.
+    private func offeredServices(_ target: BLEDeviceAddress, timeout: Duration) async throws -> [BluetoothUUID] {
+        _ = try requireBluetooth(adapter: target.adapter)
+        let connection: ATTConnection
+        do { connection = try await ATTConnection.openRetrying(target, timeout: timeout, clock: SystemClock()) } catch {
+            throw CommandFailure(.linkLost, "cannot reach \(text): \(error)")
+        }
+        do { return try await connection.discoverServicesAndClose() } catch {
+            throw CommandFailure(.linkLost, "cannot discover \(text)'s services: \(error)")
+        }
+    }
+
+    /// Opens whatever the address needs (a simulation, an adapter, a socket) and
+    /// runs `body` with a connector for `protocol` and the matching clock.
+    func session<T: Sendable>(
+        protocol updateProtocol: any UpdateProtocol, logger: Logger,
+        _ body: @escaping @Sendable (any DeviceConnector, any BleotaClock) async throws -> T
+    ) async throws -> SessionOutcome<T> {
+        do {
+            switch try kind() {
+            case .simulator(let address):
+                logger.info("simulating \(address.preset): \(address.model), seed \(address.seed)")
+                let outcome = try await Simulation.run(address, protocol: updateProtocol, description: text, body)
+                return SessionOutcome(value: outcome.value, linkCapacity: outcome.linkCapacity, linkModel: outcome.preset)
+            case .ble(let target):
+                _ = try requireBluetooth(adapter: target.adapter)
+                guard let service = updateProtocol.identity.gattServices.first else {
+                    throw CommandFailure(.usage, "\(updateProtocol.identity.displayName) has no GATT service to reach \(text) through")
+                }
+                let clock = SystemClock()
+                let connector = BLEConnector(target: target, clock: clock, description: text, service: service,
+                                             allowsCreditChannel: updateProtocol.identity.transports.contains(.creditChannel))
+                let value = try await body(connector, clock)
+                return SessionOutcome(value: value, connection: connector.settings.latest)
+            case .network(let address):
+                let transport = try transport()
+                let connector = NetworkConnector(address: address, description: text) { updateProtocol.frame($0, over: transport) }
+                return SessionOutcome(value: try await body(connector, SystemClock()))
+            }
+        } catch let error as TransferError {
+            throw error.commandFailure
+        } catch let error as SimulationError {
+            throw CommandFailure(.failure, "simulation failed: \(error)")
+        } catch let error as DeviceConfigurationError {
+            throw CommandFailure(.usage, "sim:// \(error)")
+        }
+    }
+}
+
+/// Turns "Bluetooth is not usable here" into the CLI's exit code 7 and one line.
+func requireBluetooth(adapter: String?) throws -> BluetoothAddress {
+    let availability = BluetoothAvailability.probe(adapter: adapter)
+    guard case .available = availability else { throw CommandFailure(.bluetoothUnavailable, availability.description) }
+    guard let address = BluetoothAvailability.address(of: adapter) else {
+        throw CommandFailure(.bluetoothUnavailable, BluetoothAvailability.noAdapter(adapter).description)
+    }
+    return address
+}

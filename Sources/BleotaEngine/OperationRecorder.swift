@@ -1,0 +1,85 @@
+import BleotaLink
+
+/// The step timer and report builder every protocol's host half shares.
+///
+/// An operation enters steps as it goes (each change is reported once as an
+/// ``UpdateEvent/step(_:)``) and ends with ``finish(bytes:transfer:statistics:tuning:)``,
+/// which turns the time spent per step, the transfer's figures and the
+/// statistics into the ``UpdateReport`` that `--json` prints. Keeping this in
+/// one place is what makes every protocol's reports and progress look alike.
+public struct OperationRecorder: Sendable {
+    public let operation: String
+    public let protocolName: String
+    public let device: String
+    public let clock: any BleotaClock
+    private let onEvent: @Sendable (UpdateEvent) -> Void
+    public let started: Duration
+    public private(set) var currentStep: UpdateStep?
+    private var stepStarted: Duration
+    public private(set) var stepSeconds: [String: Double] = [:]
+    public var versionBefore: String?
+    public var versionAfter: String?
+
+    public init(operation: String, protocolName: String, device: String, clock: any BleotaClock,
+                onEvent: @escaping @Sendable (UpdateEvent) -> Void) {
+        self.operation = operation
+        self.protocolName = protocolName
+        self.device = device
+        self.clock = clock
+        self.onEvent = onEvent
+        started = clock.now
+        stepStarted = started
+    }
+
+    /// Starts counting time in `step` without reporting it: for work before the
+    /// device is involved (loading and checking an image), which the report
+    /// accounts for but progress need not announce.
+    public mutating func beginQuietly(_ step: UpdateStep) {
+        closeStep()
+        currentStep = step
+        stepStarted = clock.now
+    }
+
+    /// Starts `step` (once: entering the current step again changes nothing).
+    public mutating func enter(_ step: UpdateStep) {
+        guard step != currentStep else { return }
+        closeStep()
+        currentStep = step
+        stepStarted = clock.now
+        onEvent(.step(step))
+    }
+
+    private mutating func closeStep() {
+        if let currentStep { stepSeconds[currentStep.rawValue, default: 0] += (clock.now - stepStarted).seconds }
+    }
+
+    /// The report of the operation so far; the current step's time is counted up to now.
+    public mutating func finish(bytes: Int, transfer: TransferSummary?, statistics: TransferStatistics,
+                                tuning: TransferTuning) -> UpdateReport {
+        closeStep()
+        currentStep = nil
+        var report = UpdateReport(operation: operation, device: device, bytes: bytes,
+                                  streamBytes: transfer?.streamBytes ?? bytes, compressed: transfer?.compressed ?? false,
+                                  packetSize: transfer?.packetSize ?? 0, transferSeconds: transfer?.elapsed.seconds ?? 0,
+                                  totalSeconds: (clock.now - started).seconds, statistics: statistics,
+                                  stepSeconds: stepSeconds, tuning: tuning)
+        report.protocolName = protocolName
+        report.versionBefore = versionBefore
+        report.versionAfter = versionAfter
+        return report
+    }
+}
+
+/// What a transfer step moved, for the report.
+public struct TransferSummary: Sendable, Hashable {
+    public var streamBytes: Int
+    public var compressed: Bool
+    public var packetSize: Int
+    public var elapsed: Duration
+    public init(streamBytes: Int, compressed: Bool = false, packetSize: Int, elapsed: Duration) {
+        self.streamBytes = streamBytes
+        self.compressed = compressed
+        self.packetSize = packetSize
+        self.elapsed = elapsed
+    }
+}

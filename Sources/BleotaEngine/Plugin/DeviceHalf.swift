@@ -1,0 +1,107 @@
+import BleotaLink
+
+/// The device half of a protocol: a model of the firmware that speaks it,
+/// hosted by the simulator, `bleota sim serve` and `bleota serve` alike.
+///
+/// It keeps its own storage (what survives a reboot) and RAM (what does not),
+/// answers on whatever ``Link`` it is given, and asks its host to reboot it
+/// through the ``DeviceEnvironment``, which also supplies time and the costs
+/// of processing and flash. Its rules should be the real firmware's: what it
+/// refuses, when it activates, what it does at boot.
+public protocol DeviceHalf: AnyObject, Sendable {
+    /// Application or bootloader: the simulator advertises a device in its
+    /// bootloader at address + 1 when the protocol's bootloaders do that.
+    var mode: DeviceMode { get async }
+    /// The running firmware's version, for logs and `serve`'s messages.
+    var runningVersion: String { get async }
+    /// Serves one connection until the link drops (or the device reboots).
+    func serve(_ link: any Link, environment: DeviceEnvironment) async
+    /// Power-up after a reset or power loss: RAM is gone, flash decides.
+    func powerCycle() async
+}
+
+/// What a device half needs from the world around it: time, costs, reboots.
+public struct DeviceEnvironment: Sendable {
+    public var clock: any BleotaClock
+    /// CPU time to take in one packet of `bytes` bytes (the receive buffer slot stays
+    /// occupied meanwhile, which is how a slow device ends up dropping packets).
+    public var processingTime: @Sendable (_ bytes: Int) -> Duration
+    public var flashPageSize: Int
+    public var eraseTimePerPage: Duration
+    /// Drops the connection and restarts the device (calling its ``DeviceHalf/powerCycle()``);
+    /// returns once the connection is gone.
+    public var reboot: @Sendable (RebootRequest) async -> Void
+
+    public init(clock: any BleotaClock, processingTime: @escaping @Sendable (Int) -> Duration = { _ in .zero },
+                flashPageSize: Int = 4096, eraseTimePerPage: Duration = .zero,
+                reboot: @escaping @Sendable (RebootRequest) async -> Void) {
+        self.clock = clock
+        self.processingTime = processingTime
+        self.flashPageSize = flashPageSize
+        self.eraseTimePerPage = eraseTimePerPage
+        self.reboot = reboot
+    }
+
+    /// Flash programming time per byte, at roughly one page erase per page written.
+    public var writeTimePerByte: Duration {
+        flashPageSize > 0 ? eraseTimePerPage / flashPageSize : .zero
+    }
+}
+
+/// Why and for how long a device goes away.
+public struct RebootRequest: Sendable, Hashable {
+    /// It was asked to enter its bootloader.
+    public var toBootloader: Bool
+    /// Time away beyond the ordinary reboot (an MCUboot swap, say).
+    public var extraDowntime: Duration
+
+    public init(toBootloader: Bool = false, extraDowntime: Duration = .zero) {
+        self.toBootloader = toBootloader
+        self.extraDowntime = extraDowntime
+    }
+}
+
+/// How to make a device half: what every simulated device has, plus the
+/// protocol's own keys.
+public struct DeviceConfiguration: Sendable {
+    /// The name it advertises.
+    public var name: String
+    /// The firmware version it starts with.
+    public var initialVersion: String
+    /// Bytes its image slot holds.
+    public var slotSize: Int
+    /// Packets its receive buffer holds.
+    public var bufferCount: Int
+    /// The largest packet its link carries (ATT MTU − 3 on BLE).
+    public var maximumPacket: Int
+    /// Files it starts with, by plain name (a protocol puts them where its file system keeps them).
+    public var files: [String: [UInt8]]
+    /// The protocol's own keys (``UpdateProtocol/deviceOptions``), as given.
+    public var options: [String: String]
+
+    public init(name: String = "bleota-sim", initialVersion: String = "1.0.0", slotSize: Int = 1 << 20, bufferCount: Int = 32,
+                maximumPacket: Int = 244, files: [String: [UInt8]] = [:], options: [String: String] = [:]) {
+        self.name = name
+        self.initialVersion = initialVersion
+        self.slotSize = slotSize
+        self.bufferCount = bufferCount
+        self.maximumPacket = maximumPacket
+        self.files = files
+        self.options = options
+    }
+
+    /// A file every simulated device starts with, so `pull` has something to fetch.
+    public static let welcomeFile = (name: "hello.txt", bytes: Array("Hello from the bleota simulator.\n".utf8))
+}
+
+/// A device option that does not parse or is out of range, said in one line:
+/// the key, and what is wrong with the value and what to use instead.
+public struct DeviceConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var key: String
+    public var problem: String
+    public init(key: String, _ problem: String) {
+        self.key = key
+        self.problem = problem
+    }
+    public var description: String { "\(key) \(problem)" }
+}

@@ -1,0 +1,94 @@
+/// The first bytes and name of an image file: enough for a protocol to say
+/// whether the image is its own (an MCUboot magic, a Nordic package's zip
+/// signature, a `.gbl` tag) before anything is read whole.
+public struct ImageProbe: Sendable, Hashable {
+    public var path: String
+    /// Up to the first 64 bytes.
+    public var head: [UInt8]
+    public init(path: String, head: [UInt8]) {
+        self.path = path
+        self.head = head
+    }
+
+    /// The file name's extension, lower case.
+    public var pathExtension: String {
+        guard let dot = path.lastIndex(of: "."), !path[dot...].contains("/") else { return "" }
+        return path[path.index(after: dot)...].lowercased()
+    }
+}
+
+/// How strongly an image belongs to a protocol.
+public enum ImageAffinity: Int, Sendable, Hashable, Comparable {
+    /// It cannot carry this image.
+    case refuses = 0
+    /// It can carry it as plain bytes.
+    case accepts = 1
+    /// The image is made for it (its bootloader's format).
+    case owns = 2
+
+    public static func < (lhs: ImageAffinity, rhs: ImageAffinity) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+/// What `flash` asks a protocol to prepare.
+public struct ImageRequest: Sendable, Hashable {
+    public var path: String
+    /// A key to verify the image's signature with; a protocol that cannot
+    /// verify a signature must refuse it rather than ignore it.
+    public var keyPath: String?
+    /// The version the device must report afterwards, when the image does not carry one.
+    public var versionLabel: String?
+    /// The format of the input when its extension does not say.
+    public var inputFormat: String?
+    /// Load address of a raw binary.
+    public var baseAddress: UInt32
+    /// The byte that fills gaps between segments.
+    public var fill: UInt8
+
+    public init(path: String, keyPath: String? = nil, versionLabel: String? = nil, inputFormat: String? = nil,
+                baseAddress: UInt32 = 0, fill: UInt8 = 0xFF) {
+        self.path = path
+        self.keyPath = keyPath
+        self.versionLabel = versionLabel
+        self.inputFormat = inputFormat
+        self.baseAddress = baseAddress
+        self.fill = fill
+    }
+}
+
+/// An image checked and ready to send: one part, or several that go in order
+/// (a Nordic package's SoftDevice and bootloader, then its application).
+public struct PreparedImage: Sendable, Hashable {
+    public struct Part: Sendable, Hashable {
+        /// "application", "softdevice+bootloader".
+        public var name: String
+        public var data: [UInt8]
+        /// What goes before the data (an init packet), if the protocol has such a thing.
+        public var metadata: [UInt8]
+        public init(name: String, data: [UInt8], metadata: [UInt8] = []) {
+            self.name = name
+            self.data = data
+            self.metadata = metadata
+        }
+    }
+
+    public var parts: [Part]
+    /// What the device must report running afterwards.
+    public var version: String
+    /// One line for logs: "MCUboot image 1.2.0, hash 3f2a…".
+    public var summary: String
+
+    public init(parts: [Part], version: String, summary: String) {
+        self.parts = parts
+        self.version = version
+        self.summary = summary
+    }
+
+    /// A single-part image.
+    public init(bytes: [UInt8], version: String, summary: String) {
+        self.init(parts: [Part(name: "application", data: bytes)], version: version, summary: summary)
+    }
+
+    /// The first part's data: the whole image for single-part protocols.
+    public var bytes: [UInt8] { parts.first?.data ?? [] }
+    public var totalBytes: Int { parts.reduce(0) { $0 + $1.data.count } }
+}

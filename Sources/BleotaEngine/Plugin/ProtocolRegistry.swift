@@ -1,0 +1,144 @@
+import BleotaATT
+
+/// The update protocols bleota knows, in order of preference, and the one
+/// place that decides which of them a device and an image call for.
+///
+/// The built-in registry (`ProtocolRegistry.builtIn`, in BleotaProtocols)
+/// holds bleota's own protocols; a vendor adds its own with
+/// ``registering(_:)`` and runs bleota's commands with the result (see
+/// `samples/vendor-protocol`). Order matters only when several protocols fit
+/// equally well: the earlier one wins.
+public struct ProtocolRegistry: Sendable {
+    public private(set) var protocols: [any UpdateProtocol]
+
+    public init(_ protocols: [any UpdateProtocol]) {
+        self.protocols = []
+        for item in protocols { self = registering(item) }
+    }
+
+    /// This registry with `item` added, or put in place of the protocol of the same name.
+    public func registering(_ item: any UpdateProtocol) -> ProtocolRegistry {
+        var copy = self
+        if let index = copy.protocols.firstIndex(where: { $0.name == item.name }) {
+            copy.protocols[index] = item
+        } else {
+            copy.protocols.append(item)
+        }
+        return copy
+    }
+
+    public var names: [String] { protocols.map(\.name) }
+
+    public func named(_ name: String) -> (any UpdateProtocol)? { protocols.first { $0.name == name } }
+
+    /// The protocol a simulated device speaks when its address names none.
+    public var defaultProtocol: (any UpdateProtocol)? { protocols.first { $0.identity.transports.contains(.simulator) } }
+
+    /// Every key a simulated device of any registered protocol accepts.
+    public var deviceOptions: [(protocolName: String, option: DeviceOptionSpec)] {
+        protocols.flatMap { item in item.deviceOptions.map { (item.name, $0) } }
+    }
+
+    /// Picks the protocol for one command, once: from `--protocol`, from what
+    /// the address says, from the image, or from what the device offers —
+    /// in that order of authority. Every refusal says what would work.
+    public func resolve(_ request: ProtocolRequest) throws(ProtocolResolutionError) -> any UpdateProtocol {
+        let names = self.names.joined(separator: ", ")
+        if let explicit = request.explicit {
+            guard let chosen = named(explicit) else {
+                throw ProtocolResolutionError("--protocol '\(explicit)' is not a protocol bleota knows: use one of \(names)", usage: true)
+            }
+            try check(chosen, fits: request)
+            return chosen
+        }
+        if let spoken = request.deviceProtocol {
+            guard let chosen = named(spoken) else {
+                throw ProtocolResolutionError("the device speaks '\(spoken)', which bleota does not know: use one of \(names)", usage: true)
+            }
+            try check(chosen, fits: request)
+            return chosen
+        }
+        var candidates = protocols.filter { $0.identity.transports.contains(request.transport) }
+        if let services = request.offeredServices {
+            candidates = candidates.filter { $0.recognises(services: services) }
+            guard !candidates.isEmpty else {
+                let known = protocols.flatMap(\.identity.gattServices).map(\.name)
+                throw ProtocolResolutionError(
+                    "\(request.device) offers none of the update services bleota knows (\(known.joined(separator: ", "))): is it running OTA-capable firmware?",
+                    usage: false)
+            }
+        }
+        let able = candidates.filter { $0.capabilities.isSuperset(of: request.needs) }
+        guard !able.isEmpty else {
+            let spoken = candidates.map { $0.identity.displayName }.joined(separator: " or ")
+            throw ProtocolResolutionError(
+                "\(request.device) speaks \(spoken.isEmpty ? "no protocol bleota knows over \(request.transport.rawValue)" : spoken), which cannot \(request.needs.summary)",
+                usage: true)
+        }
+        if let probe = request.image {
+            let ranked = able.map { ($0, $0.imageAffinity(probe)) }.filter { $0.1 > .refuses }
+            guard let best = ranked.max(by: { $0.1 < $1.1 }) else {
+                throw ProtocolResolutionError("no protocol \(request.device) speaks can carry \(probe.path): give --protocol", usage: true)
+            }
+            return best.0
+        }
+        return able[0]
+    }
+
+    private func check(_ chosen: any UpdateProtocol, fits request: ProtocolRequest) throws(ProtocolResolutionError) {
+        guard chosen.identity.transports.contains(request.transport) else {
+            let fitting = protocols.filter { $0.identity.transports.contains(request.transport) }.map(\.name)
+            throw ProtocolResolutionError(
+                "\(chosen.identity.displayName) does not run over \(request.transport.rawValue) (\(request.device))"
+                    + (fitting.isEmpty ? "" : ": use --protocol \(fitting.joined(separator: " or ")) (or leave it out)"),
+                usage: true)
+        }
+        guard chosen.capabilities.isSuperset(of: request.needs) else {
+            let able = protocols.filter { $0.capabilities.isSuperset(of: request.needs) && $0.identity.transports.contains(request.transport) }
+            var message = "\(request.device) speaks \(chosen.identity.displayName), which cannot \(request.needs.subtracting(chosen.capabilities).summary)"
+            if request.transport == .simulator, let other = able.first {
+                message += ": add protocol=\(other.name) to the sim:// address for a device that can"
+            }
+            throw ProtocolResolutionError(message, usage: true)
+        }
+    }
+}
+
+/// What is known when a command resolves its protocol.
+public struct ProtocolRequest: Sendable {
+    /// `--protocol`, if given.
+    public var explicit: String?
+    /// How the device is reached.
+    public var transport: TransportKind
+    /// The device address as given, for messages.
+    public var device: String
+    /// The protocol the address itself names (a simulated device's `protocol=`).
+    public var deviceProtocol: String?
+    /// The image to flash, if any.
+    public var image: ImageProbe?
+    /// The GATT services the device offers, once discovered (BLE).
+    public var offeredServices: [BluetoothUUID]?
+    /// What the command needs the protocol to do.
+    public var needs: ProtocolCapabilities
+
+    public init(explicit: String? = nil, transport: TransportKind, device: String, deviceProtocol: String? = nil,
+                image: ImageProbe? = nil, offeredServices: [BluetoothUUID]? = nil, needs: ProtocolCapabilities) {
+        self.explicit = explicit
+        self.transport = transport
+        self.device = device
+        self.deviceProtocol = deviceProtocol
+        self.image = image
+        self.offeredServices = offeredServices
+        self.needs = needs
+    }
+}
+
+/// Why no protocol fits, in one line; `usage` when the command line asked for the impossible.
+public struct ProtocolResolutionError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var description: String
+    public var usage: Bool
+    public init(_ description: String, usage: Bool) {
+        self.description = description
+        self.usage = usage
+    }
+}

@@ -1,0 +1,181 @@
+import BleotaATT
+import BleotaLink
+
+/// An update protocol as a plug-in: everything bleota needs to know to flash,
+/// transfer files to and simulate a device that speaks it.
+///
+/// A protocol is a value registered once in a ``ProtocolRegistry``; nothing
+/// above it names it again. It brings:
+///
+/// - **Identity and detection** (``identity``): its name for `--protocol` and
+///   `sim://…?protocol=`, the GATT services it is reached through, the
+///   transports it runs on, and a test on an image file
+///   (``imageAffinity(_:)``) so `flash` can pick it from the image alone.
+/// - **Capabilities** (``capabilities``, ``flashModes``, ``tuningKnobs``): what
+///   its host half can do and what each knob of ``TransferTuning`` means for
+///   it, so the CLI offers only what the protocol can do and refuses the rest
+///   with a message instead of ignoring it.
+/// - **A host half** (``makeHost(_:)``): the ``ProtocolHost`` that drives an
+///   update through the shared step, report and transfer machinery.
+/// - **A device half** (``makeDevice(_:)``): the ``DeviceHalf`` that the
+///   simulator, `bleota sim serve` and `bleota serve` host, modelled on the
+///   firmware it stands for.
+///
+/// The sample package `samples/vendor-protocol` shows a protocol written
+/// outside bleota's own sources; the DocC article "Writing an update protocol"
+/// walks through it.
+public protocol UpdateProtocol: Sendable {
+    var identity: ProtocolIdentity { get }
+    var capabilities: ProtocolCapabilities { get }
+    /// The flash modes the host half supports; the first is the default.
+    var flashModes: [FlashMode] { get }
+    /// What each tuning knob means for this protocol, in one line each. A knob
+    /// missing here has no meaning for it and is refused when given.
+    var tuningKnobs: [TuningKnob: String] { get }
+    /// The keys its device half accepts (in a `sim://` address, for `sim serve`),
+    /// beyond those every simulated device has.
+    var deviceOptions: [DeviceOptionSpec] { get }
+
+    /// How strongly an image file belongs to this protocol.
+    func imageAffinity(_ probe: ImageProbe) -> ImageAffinity
+    /// Reads and checks an image before anything connects: a bad image, a hash
+    /// that does not match or a signature that does not verify is refused here.
+    func prepareImage(_ request: ImageRequest) throws(TransferError) -> PreparedImage
+    /// Puts this protocol's framing on a raw transport link (a serial port's
+    /// lines, say); both halves use it. Links that carry whole messages as they
+    /// are (GATT, UDP, the simulator) are returned unchanged by default.
+    func frame(_ link: any Link, over transport: TransportKind) -> any Link
+    func makeHost(_ context: HostContext) -> any ProtocolHost
+    func makeDevice(_ configuration: DeviceConfiguration) throws(DeviceConfigurationError) -> any DeviceHalf
+}
+
+extension UpdateProtocol {
+    public var name: String { identity.name }
+    public var deviceOptions: [DeviceOptionSpec] { [] }
+    public var flashModes: [FlashMode] { [.testAndConfirm] }
+    public func frame(_ link: any Link, over transport: TransportKind) -> any Link { link }
+
+    /// Whether the device whose GATT database lists `services` speaks this protocol.
+    public func recognises(services: [BluetoothUUID]) -> Bool {
+        identity.gattServices.contains { service in services.contains(service.service) }
+    }
+
+    /// The message for a capability this protocol lacks, naming what it can do instead.
+    public func unsupported(_ what: String) -> TransferError {
+        TransferError(.unsupported, step: .load,
+                      "\(identity.displayName) (--protocol \(name)) cannot \(what): it can \(capabilities.summary)")
+    }
+}
+
+/// Who a protocol is and how it is reached.
+public struct ProtocolIdentity: Sendable, Hashable {
+    /// The name for `--protocol` and `sim://…?protocol=`: lower case, no spaces.
+    public var name: String
+    /// For messages: "MCUmgr SMP", "bleota native".
+    public var displayName: String
+    /// One line for `--help` and `bleota protocols`.
+    public var summary: String
+    /// The GATT services a device offers it through, tried in order.
+    public var gattServices: [GATTPacketService]
+    /// The transports it runs over.
+    public var transports: Set<TransportKind>
+    /// The image formats it takes, for help texts ("bin, hex, srec", "MCUboot").
+    public var imageFormats: [String]
+
+    public init(name: String, displayName: String, summary: String, gattServices: [GATTPacketService],
+                transports: Set<TransportKind>, imageFormats: [String]) {
+        self.name = name
+        self.displayName = displayName
+        self.summary = summary
+        self.gattServices = gattServices
+        self.transports = transports
+        self.imageFormats = imageFormats
+    }
+}
+
+/// What a protocol's host half can do.
+public struct ProtocolCapabilities: OptionSet, Sendable, Hashable {
+    public let rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+
+    /// Update firmware (`flash`).
+    public static let flash = ProtocolCapabilities(rawValue: 1 << 0)
+    /// Store a file on the device (`push`).
+    public static let push = ProtocolCapabilities(rawValue: 1 << 1)
+    /// Fetch a file from the device (`pull`).
+    public static let pull = ProtocolCapabilities(rawValue: 1 << 2)
+    /// Send test transfers the device checks and discards (`tune`).
+    public static let testTransfer = ProtocolCapabilities(rawValue: 1 << 3)
+    /// Read the device's image slots and mark one for test or confirm it (`image state`).
+    public static let imageState = ProtocolCapabilities(rawValue: 1 << 4)
+    /// Echo text (`echo`).
+    public static let echo = ProtocolCapabilities(rawValue: 1 << 5)
+    /// Reset the device (`reset`).
+    public static let reset = ProtocolCapabilities(rawValue: 1 << 6)
+    /// Erase the staging slot (`image erase`).
+    public static let eraseStaging = ProtocolCapabilities(rawValue: 1 << 7)
+
+    static let names: [(ProtocolCapabilities, String)] = [
+        (.flash, "flash"), (.push, "push files"), (.pull, "pull files"), (.testTransfer, "tune"),
+        (.imageState, "show and change image state"), (.echo, "echo"), (.reset, "reset"), (.eraseStaging, "erase its staging slot"),
+    ]
+
+    /// "flash, push files and tune".
+    public var summary: String {
+        let parts = Self.names.filter { contains($0.0) }.map(\.1)
+        guard parts.count > 1 else { return parts.first ?? "nothing" }
+        return parts.dropLast().joined(separator: ", ") + " and " + parts.last!
+    }
+}
+
+/// How far `flash` goes after the transfer.
+public enum FlashMode: String, Sendable, Hashable, Codable, CaseIterable {
+    /// Transfer, verify, activate, check the device runs the new image, confirm it.
+    case testAndConfirm = "test-and-confirm"
+    /// Activate for one test boot; the bootloader reverts it at the next reset unless the application confirms it.
+    case test
+    /// Activate permanently (no revert possible).
+    case confirm
+    /// Transfer and verify only; the image waits in the staging slot.
+    case upload = "upload-only"
+}
+
+/// The knobs of ``TransferTuning`` a protocol may give a meaning.
+public enum TuningKnob: String, Sendable, Hashable, CaseIterable, Codable {
+    case packetSize = "packet-size"
+    case window
+    case delay
+    case ackInterval = "ack-interval"
+    case ackTimeout = "ack-timeout"
+    case retries
+    case adaptive
+    case compression
+}
+
+/// A key a protocol's simulated device accepts.
+public struct DeviceOptionSpec: Sendable, Hashable {
+    /// The key in a `sim://` address.
+    public var key: String
+    public var meaning: String
+    /// The generic `bleota sim serve` option that sets it (`buffer` for `--buffer`), if any.
+    public var serveOption: String?
+    public init(key: String, meaning: String, serveOption: String? = nil) {
+        self.key = key
+        self.meaning = meaning
+        self.serveOption = serveOption
+    }
+}
+
+/// The transports bleota carries protocols over.
+public enum TransportKind: String, Sendable, Hashable, Codable, CaseIterable {
+    /// ATT/GATT over the LE fixed channel: the protocol's GATT service.
+    case ble
+    /// An LE credit-based channel (L2CAP CoC) carrying the protocol's packets directly.
+    case creditChannel = "credit-channel"
+    /// The built-in simulator's BLE link.
+    case simulator
+    /// One message per UDP datagram.
+    case udp
+    /// A serial port or pseudo-terminal.
+    case serial
+}

@@ -1,0 +1,108 @@
+import BleotaATT
+import BleotaCodec
+import BleotaEngine
+import BleotaLink
+
+/// MCUmgr's Simple Management Protocol with MCUboot (Zephyr, nRF Connect
+/// SDK), as a registered protocol: over BLE (its GATT service), UDP, a serial
+/// console and the simulator. Wire format: protocols/smp.md and protocols/mcuboot.md.
+public struct SMPProtocol: UpdateProtocol {
+    public static let name = "smp"
+    /// MCUmgr's SMP GATT service: one characteristic, written without response and notifying.
+    public static let gattService = GATTPacketService(
+        service: BluetoothUUID("8D53DC1D-1DB7-4CD3-868B-8A527460AA84")!,
+        write: BluetoothUUID("DA2E7828-FBCE-4E01-AE9E-261174997C48")!,
+        notify: BluetoothUUID("DA2E7828-FBCE-4E01-AE9E-261174997C48")!,
+        name: "MCUmgr SMP")
+
+    public init() {}
+
+    public var identity: ProtocolIdentity {
+        ProtocolIdentity(name: Self.name, displayName: "SMP (MCUmgr)",
+                         summary: "MCUmgr's Simple Management Protocol with MCUboot (Zephyr, nRF Connect SDK)",
+                         gattServices: [Self.gattService], transports: [.ble, .simulator, .udp, .serial],
+                         imageFormats: ["MCUboot (.bin signed by imgtool)"])
+    }
+
+    public var capabilities: ProtocolCapabilities {
+        [.flash, .push, .pull, .imageState, .echo, .reset, .eraseStaging]
+    }
+
+    public var flashModes: [FlashMode] { [.testAndConfirm, .test, .confirm, .upload] }
+
+    public var tuningKnobs: [TuningKnob: String] {
+        [.window: "upload requests in flight (default: the device's buffer count − 1)",
+         .packetSize: "data bytes per upload request (default: what the device's buffer and the link's packets allow)"]
+    }
+
+    public var deviceOptions: [DeviceOptionSpec] {
+        [DeviceOptionSpec(key: "smp-buffer", meaning: "SMP device's buffer size in bytes (its MCUmgr buf_size, 128…65535)", serveOption: "buffer"),
+         DeviceOptionSpec(key: "smp-buffers", meaning: "SMP device's buffer count (its MCUmgr buf_count, 1…64)", serveOption: "buffers"),
+         DeviceOptionSpec(key: "swap-time", meaning: "MCUboot swap time in ms after a reset with an update pending", serveOption: "swap-time")]
+    }
+
+    public func imageAffinity(_ probe: ImageProbe) -> ImageAffinity {
+        MCUbootImage.startsWithMagic(probe.head) ? .owns : .refuses
+    }
+
+    public func prepareImage(_ request: ImageRequest) throws(TransferError) -> PreparedImage {
+        try Self.prepare(try ImageFiles.read(request.path), path: request.path, keyPath: request.keyPath)
+    }
+
+    /// Checks an MCUboot image before anything connects: the hash TLV always,
+    /// the signature when a key is given.
+    public static func prepare(_ bytes: [UInt8], path: String, keyPath: String?) throws(TransferError) -> PreparedImage {
+        let image: MCUbootImage
+        do { image = try MCUbootImage(decoding: bytes) } catch {
+            throw TransferError(.badInput, step: .load,
+                                "\(path) is not an MCUboot image (\(error)): sign it with imgtool, or flash it with a protocol that takes plain images")
+        }
+        do { try image.verifyHash() } catch { throw TransferError(.verificationFailed, step: .load, "\(path): \(error)") }
+        if let keyPath {
+            let keyBytes = try ImageFiles.read(keyPath)
+            do {
+                let key = try MCUbootPublicKey(keyBytes)
+                try image.verifySignature(with: key)
+            } catch {
+                throw TransferError(.verificationFailed, step: .load, "\(path): \(error)")
+            }
+        }
+        return PreparedImage(bytes: bytes, version: image.version.description,
+                             summary: "MCUboot image \(image.version), hash \(image.hashTLV?.hexString ?? "?")")
+    }
+
+    public func frame(_ link: any Link, over transport: TransportKind) -> any Link {
+        guard transport == .serial, let lines = link as? SerialLineLink else { return link }
+        return SMPSerialLink(lines: lines)
+    }
+
+    public func makeHost(_ context: HostContext) -> any ProtocolHost {
+        SMPUpdater(context: context, explicitKnobs: context.explicitKnobs)
+    }
+
+    public func makeDevice(_ configuration: DeviceConfiguration) throws(DeviceConfigurationError) -> any DeviceHalf {
+        func integer(_ key: String, _ range: ClosedRange<Int>, default value: Int) throws(DeviceConfigurationError) -> Int {
+            guard let text = configuration.options[key] else { return value }
+            guard let number = Int(text), range.contains(number) else {
+                throw DeviceConfigurationError(key: key, "\(text) is out of range: use \(range.lowerBound)…\(range.upperBound)")
+            }
+            return number
+        }
+        let bufferSize = try integer("smp-buffer", 128...65_535, default: 2475)
+        let bufferCount = try integer("smp-buffers", 1...64, default: 4)
+        var swapTime = Duration.seconds(2)
+        if let text = configuration.options["swap-time"] {
+            guard let milliseconds = Double(text), milliseconds.isFinite, (0...3_600_000).contains(milliseconds) else {
+                throw DeviceConfigurationError(key: "swap-time", "'\(text)' is out of range: use 0…3600000 ms")
+            }
+            swapTime = .microseconds(Int64((milliseconds * 1000).rounded()))
+        }
+        let storage = SMPDeviceStorage(primary: SMPDevice.factoryImage(version: MCUbootImage.Version(parsing: configuration.initialVersion)),
+                                       slotSize: configuration.slotSize)
+        storage.withState { state in
+            for (name, bytes) in configuration.files { state.files[SMPUpdater.devicePath(name)] = bytes }
+        }
+        return SMPDevice(name: configuration.name, storage: storage,
+                         parameters: MCUmgrParameters(bufferSize: bufferSize, bufferCount: bufferCount), swapTime: swapTime)
+    }
+}

@@ -1,0 +1,83 @@
+import BleotaEngine
+import BleotaLink
+
+/// Any protocol's device half in the simulator: it advertises at its address
+/// (at address + 1 while in its bootloader, as Nordic's bootloaders and
+/// bleota's own do), pays the link model's processing and flash-erase times,
+/// and reboots through the world, which takes it off the air for its reboot
+/// time plus whatever the half asks for (an MCUboot swap).
+public final class SimulatedDevice: SimulatedPeripheral {
+    public let baseAddress: String
+    public let half: any DeviceHalf
+    public let model: LinkModel
+    public let applicationName: String
+    public let bootloaderName: String
+
+    public init(address: String, half: any DeviceHalf, model: LinkModel, name: String = "bleota-sim", bootloaderName: String = "bleota-dfu") {
+        baseAddress = address
+        self.half = half
+        self.model = model
+        applicationName = name
+        self.bootloaderName = bootloaderName
+    }
+
+    public var address: String {
+        get async { await half.mode == .bootloader ? Self.increment(baseAddress) : baseAddress }
+    }
+
+    public var name: String {
+        get async { await half.mode == .bootloader ? bootloaderName : applicationName }
+    }
+
+    public func serve(_ link: any Link, world: SimulatedWorld) async {
+        let model = self.model
+        let environment = DeviceEnvironment(
+            clock: world.clock, processingTime: { model.processingTime(bytes: $0) },
+            flashPageSize: model.flashPageSize, eraseTimePerPage: model.flashEraseTimePerPage
+        ) { [self] request in
+            // Real firmware resets a moment after answering, so the answer gets out.
+            try? await world.clock.sleep(for: model.connectionInterval * 4)
+            await world.reboot(self, extraDowntime: request.extraDowntime)
+        }
+        await half.serve(link, environment: environment)
+    }
+
+    public func powerCycle() async { await half.powerCycle() }
+
+    /// `C0:FF:EE:00:00:01` → `C0:FF:EE:00:00:02` (the last byte wraps).
+    public static func increment(_ address: String) -> String {
+        var parts = address.split(separator: ":").map(String.init)
+        guard let last = parts.last, let value = UInt8(last, radix: 16) else { return address + "+1" }
+        let next = String(value &+ 1, radix: 16, uppercase: true)
+        parts[parts.count - 1] = next.count == 1 ? "0" + next : next
+        return parts.joined(separator: ":")
+    }
+}
+
+/// Finds the simulated device again after each reboot: at its own address, or
+/// at address + 1 when it went to its bootloader.
+public struct SimulatedConnector: DeviceConnector {
+    public let world: SimulatedWorld
+    public let address: String
+    public let description: String
+
+    public init(world: SimulatedWorld, address: String, description: String) {
+        self.world = world
+        self.address = address
+        self.description = description
+    }
+
+    public func connect(for purpose: ConnectPurpose, timeout: Duration) async throws(LinkError) -> any Link {
+        let candidates = purpose == .bootloader ? [SimulatedDevice.increment(address), address]
+                                                : [address, SimulatedDevice.increment(address)]
+        let world = self.world
+        // Alternate between the addresses the device may use until one answers.
+        return try await retryUntil(deadline: world.clock.now + timeout, clock: world.clock, pause: .zero) { _ throws(LinkError) in
+            var lastError = LinkError.unreachable("no device at \(candidates[0])")
+            for candidate in candidates {
+                do throws(LinkError) { return try await world.connect(to: candidate, timeout: .milliseconds(100)) } catch { lastError = error }
+            }
+            throw lastError
+        }
+    }
+}

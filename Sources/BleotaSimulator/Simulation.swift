@@ -1,0 +1,45 @@
+import BleotaCodec
+import BleotaEngine
+import BleotaLink
+import BleotaProtocols
+
+/// A whole simulated session from a `sim://` address: a world on a virtual
+/// clock with the address's link model and faults, one device running the
+/// device half of the protocol the address names (looked up in a
+/// ``ProtocolRegistry``), and a connector to it.
+public enum Simulation {
+    /// The simulated device's address.
+    public static let deviceAddress = "C0:FF:EE:00:00:01"
+
+    /// What a simulated run produced, and what the link allows.
+    public struct Outcome<Value: Sendable>: Sendable {
+        public var value: Value
+        /// Bytes per second of the link's largest writes with no loss.
+        public var linkCapacity: Double
+        public var preset: String
+    }
+
+    /// The device configuration an address describes.
+    public static func configuration(_ address: SimulatorAddress) -> DeviceConfiguration {
+        DeviceConfiguration(name: "bleota-sim", initialVersion: address.initialVersion, slotSize: address.slotSize,
+                            bufferCount: address.model.deviceBuffer, maximumPacket: address.model.maximumPayload,
+                            files: [DeviceConfiguration.welcomeFile.name: DeviceConfiguration.welcomeFile.bytes],
+                            options: address.deviceOptions)
+    }
+
+    /// Runs `body` against the device `address` describes, speaking `protocol`.
+    public static func run<T: Sendable>(
+        _ address: SimulatorAddress, protocol updateProtocol: any UpdateProtocol, description: String,
+        _ body: @escaping @Sendable (any DeviceConnector, any BleotaClock) async throws -> T
+    ) async throws -> Outcome<T> {
+        let half = try updateProtocol.makeDevice(configuration(address))
+        let value = try await SimulationRuntime.run { runtime in
+            let world = SimulatedWorld(runtime: runtime, model: address.model, faults: address.faults, seed: address.seed)
+            await world.add(SimulatedDevice(address: deviceAddress, half: half, model: address.model))
+            let connector = SimulatedConnector(world: world, address: deviceAddress, description: description)
+            return try await body(connector, world.clock)
+        }
+        // What the link carries in its largest writes: our own headers count against us.
+        return Outcome(value: value, linkCapacity: address.model.capacity(payload: address.model.maximumPayload), preset: address.preset)
+    }
+}
