@@ -32,13 +32,15 @@ let package = Package(
         .systemLibrary(
             name: "CBlueZ", path: "Sources/CBlueZ", pkgConfig: "bluez",
             providers: [.apt(["libbluetooth-dev"])]),
+        // epoll(7), which Swift's Glibc module leaves out: BleotaLink's reactor waits through it.
+        .systemLibrary(name: "CEpoll", path: "Sources/CEpoll"),
         .target(name: "BleotaZlib", dependencies: ["CZlib"]),
 
         // Layers, bottom up.
         .target(
             name: "BleotaCodec",
             dependencies: ["BleotaZlib", .product(name: "Crypto", package: "swift-crypto")]),
-        .target(name: "BleotaLink", dependencies: ["BleotaCodec"]),
+        .target(name: "BleotaLink", dependencies: ["BleotaCodec", "CEpoll"]),
         .target(name: "BleotaATT", dependencies: ["BleotaLink", "BleotaCodec"]),
         .target(
             name: "BleotaEngine",
@@ -66,6 +68,7 @@ let package = Package(
 
         .testTarget(name: "BleotaCodecTests", dependencies: ["BleotaCodec", "BleotaZlib"],
                     resources: [.copy("Fixtures")]),
+        .testTarget(name: "BleotaLinkTests", dependencies: ["BleotaLink", "BleotaCodec"]),
         .testTarget(name: "BleotaATTTests", dependencies: ["BleotaATT", "BleotaLink", "BleotaCodec", "BleotaSimulator", "BleotaProtocols", "BleotaEngine"]),
         .testTarget(name: "BleotaBlueZTests", dependencies: ["BleotaBlueZ", "BleotaATT", "BleotaLink"]),
         .testTarget(name: "BleotaEngineTests", dependencies: ["BleotaEngine", "BleotaLink"]),
