@@ -107,6 +107,7 @@ struct SimServe: AsyncParsableCommand {
                         if Task.isCancelled { break }
                         try? await Task.sleep(for: .milliseconds(10))
                     }
+                    await link.close()
                 }
             }
             if let duration {

@@ -40,7 +40,7 @@ func waitUntilParked(_ fd: Int32, count: Int = 1, sourceLocation: SourceLocation
             try await waitUntilParked(left)
             let sent = [UInt8]([1, 2, 3]).withUnsafeBytes { send(right, $0.baseAddress, $0.count, 0) }
             #expect(sent == 3)
-            return try await reader.value
+            return try await value(of: reader)
         }
         #expect(received == [1, 2, 3])
     }
@@ -59,7 +59,7 @@ func waitUntilParked(_ fd: Int32, count: Int = 1, sourceLocation: SourceLocation
             }
             try await waitUntilParked(left)
             waiter.cancel()
-            let outcome = await waiter.value
+            let outcome = await value(of: waiter)
             #expect(DescriptorReactor.shared.waitingTasks(on: left) == 0)
             return outcome
         }
@@ -72,25 +72,21 @@ func waitUntilParked(_ fd: Int32, count: Int = 1, sourceLocation: SourceLocation
                 withUnsafeCurrentTask { $0?.cancel() }
                 do throws(DescriptorWaitError) { try await DescriptorReactor.shared.wait(left, writable: false); return nil } catch { return error }
             }
-            return await waiter.value
+            return await value(of: waiter)
         }
         #expect(outcome == .cancelled)
     }
 
     @Test func forgetEndsEveryWaitOnTheDescriptor() async throws {
         let outcomes = try await withSocketPair { left, _ in
-            try await withThrowingTaskGroup(of: DescriptorWaitError?.self) { group in
-                for _ in 0..<2 {
-                    group.addTask {
-                        do throws(DescriptorWaitError) { try await DescriptorReactor.shared.wait(left, writable: false); return nil } catch { return error }
-                    }
+            let waiters = (0..<2).map { _ in
+                Task { () -> DescriptorWaitError? in
+                    do throws(DescriptorWaitError) { try await DescriptorReactor.shared.wait(left, writable: false); return nil } catch { return error }
                 }
-                try await waitUntilParked(left, count: 2)
-                DescriptorReactor.shared.forget(left)
-                var outcomes: [DescriptorWaitError?] = []
-                for try await outcome in group { outcomes.append(outcome) }
-                return outcomes
             }
+            try await waitUntilParked(left, count: 2)
+            DescriptorReactor.shared.forget(left)
+            return [await value(of: waiters[0]), await value(of: waiters[1])]
         }
         #expect(outcomes == [.forgotten, .forgotten])
     }
