@@ -110,18 +110,14 @@ struct BLEConnector: DeviceConnector {
     let settings = ConnectionSettingsRecord()
 
     func connect(for purpose: ConnectPurpose, timeout: Duration) async throws(LinkError) -> any Link {
-        let deadline = clock.now + timeout
-        var lastError = LinkError.unreachable("no attempt made")
-        while clock.now < deadline {
-            do {
-                return try await attempt(timeout: deadline - clock.now)
-            } catch {
-                lastError = error
-                // A rebooting device is briefly absent: try again shortly.
-                try? await clock.sleep(for: .milliseconds(250))
+        // A rebooting device is briefly absent: try again shortly.
+        do {
+            return try await retryingUntil(deadline: clock.now + timeout, clock: clock, pause: .milliseconds(250)) {
+                remaining throws(LinkError) in try await attempt(timeout: remaining)
             }
+        } catch {
+            throw error.lastError ?? .unreachable("no attempt made")
         }
-        throw lastError
     }
 
     private func attempt(timeout: Duration) async throws(LinkError) -> any Link {
@@ -186,16 +182,14 @@ func detectBLEProtocol(_ text: String, preferSMP: Bool, timeout: Duration) async
     _ = try requireBluetooth(adapter: target.adapter)
     // Retried like every connect: a link the kernel is still tearing down refuses for a moment.
     let clock = SystemClock()
-    let deadline = clock.now + timeout
-    var connection: ATTConnection?
-    var lastError: (any Error)?
-    while connection == nil, clock.now < deadline {
-        do { connection = try await ATTConnection.open(target, timeout: deadline - clock.now, clock: clock) } catch {
-            lastError = error
-            try? await clock.sleep(for: .milliseconds(250))
+    let connection: ATTConnection
+    do {
+        connection = try await retryingUntil(deadline: clock.now + timeout, clock: clock, pause: .milliseconds(250)) {
+            remaining throws(LinkError) in try await ATTConnection.open(target, timeout: remaining, clock: clock)
         }
+    } catch {
+        throw CommandFailure(.linkLost, "cannot reach \(text): \(error.lastError.map { "\($0)" } ?? "timed out")")
     }
-    guard let connection else { throw CommandFailure(.linkLost, "cannot reach \(text): \(lastError.map { "\($0)" } ?? "timed out")") }
     let services: [GATTService]
     do {
         _ = try await connection.client.exchangeMTU()

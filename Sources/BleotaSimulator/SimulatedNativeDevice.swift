@@ -68,18 +68,23 @@ public struct SimulatedConnector: DeviceConnector {
     public func connect(for purpose: ConnectPurpose, timeout: Duration) async throws(LinkError) -> any Link {
         let candidates = purpose == .bootloader ? [SimulatedNativeDevice.increment(address), address]
                                                 : [address, SimulatedNativeDevice.increment(address)]
-        let deadline = world.clock.now + timeout
-        var lastError = LinkError.unreachable("no device at \(address)")
-        // Alternate between the addresses the device may use until one answers.
-        while world.clock.now < deadline {
-            for candidate in candidates {
-                do {
-                    return try await world.connect(to: candidate, timeout: .milliseconds(100))
-                } catch {
-                    lastError = error
+        // Alternate between the addresses the device may use until one answers. No pause:
+        // each connect waits up to 100 ms of virtual time for an advertisement.
+        do {
+            return try await retryingUntil(deadline: world.clock.now + timeout, clock: world.clock, pause: .zero) {
+                _ throws(LinkError) in
+                var lastError = LinkError.unreachable("no device at \(address)")
+                for candidate in candidates {
+                    do throws(LinkError) {
+                        return try await world.connect(to: candidate, timeout: .milliseconds(100))
+                    } catch {
+                        lastError = error
+                    }
                 }
+                throw lastError
             }
+        } catch {
+            throw error.lastError ?? .unreachable("no device at \(address)")
         }
-        throw lastError
     }
 }

@@ -379,25 +379,31 @@ public struct SMPUpdater: Sendable {
 
     /// After a reset: reconnect until the device answers again (it is away for the swap).
     func waitForReturn() async throws(TransferError) -> SMPConnection {
-        let deadline = clock.now + timeouts.reboot
-        var lastError = "no attempt made"
-        while clock.now < deadline {
-            do {
-                let link = try await connector.connect(for: .application, timeout: deadline - clock.now)
+        do {
+            return try await retryingUntil(deadline: clock.now + timeouts.reboot, clock: clock, pause: .milliseconds(200)) {
+                remaining throws(ReturnFailure) in
+                let link: any Link
+                do throws(LinkError) { link = try await connector.connect(for: .application, timeout: remaining) } catch {
+                    throw ReturnFailure(description: error.description)
+                }
                 let connection = SMPConnection(link: link, clock: clock, firstSequence: 0x80)
-                do {
+                do throws(SMPClientError) {
                     _ = try await connection.echo("bleota", timeout: timeouts.response)
                     return connection
                 } catch {
-                    lastError = error.description
                     await connection.close()
+                    throw ReturnFailure(description: error.description)
                 }
-            } catch {
-                lastError = error.description
             }
-            try? await clock.sleep(for: .milliseconds(200))
+        } catch {
+            let lastError = error.lastError?.description ?? "no attempt made"
+            throw TransferError(.timeout, step: .reconnect, "the device did not come back within \(timeouts.reboot) after the reset: \(lastError)")
         }
-        throw TransferError(.timeout, step: .reconnect, "the device did not come back within \(timeouts.reboot) after the reset: \(lastError)")
+    }
+
+    /// Why one attempt of ``waitForReturn()`` failed: the connect's or the echo's message.
+    struct ReturnFailure: Error {
+        var description: String
     }
 
     func makeReport(_ result: UploadResult, image: [UInt8], before: String?, after: String?, started: Duration,
