@@ -33,7 +33,8 @@ public final class SerialLineLink: Link {
     private let pending = Mutex<[UInt8]>([])
 
     /// How long a hung-up pseudo-terminal master waits before looking again when
-    /// no inotify watch could be set up (a client notices no delay below ~100 ms).
+    /// no inotify watch could be set up: short, since a client that has just opened
+    /// the slave waits for its first answer this long at most.
     static let hangUpBackOff = Duration.milliseconds(50)
 
     /// Opens `path` at `baud` in raw mode (8N1, no flow control).
