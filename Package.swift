@@ -32,13 +32,15 @@ let package = Package(
         .systemLibrary(
             name: "CBlueZ", path: "Sources/CBlueZ", pkgConfig: "bluez",
             providers: [.apt(["libbluetooth-dev"])]),
+        // epoll(7), which Swift's Glibc module leaves out: BleotaLink's reactor waits through it.
+        .systemLibrary(name: "CEpoll", path: "Sources/CEpoll"),
         .target(name: "BleotaZlib", dependencies: ["CZlib"]),
 
         // Layers, bottom up.
         .target(
             name: "BleotaCodec",
             dependencies: ["BleotaZlib", .product(name: "Crypto", package: "swift-crypto")]),
-        .target(name: "BleotaLink", dependencies: ["BleotaCodec"]),
+        .target(name: "BleotaLink", dependencies: ["BleotaCodec", "CEpoll"]),
         .target(name: "BleotaATT", dependencies: ["BleotaLink", "BleotaCodec"]),
         .target(
             name: "BleotaEngine",
@@ -67,11 +69,12 @@ let package = Package(
 
         .testTarget(name: "BleotaCodecTests", dependencies: ["BleotaCodec", "BleotaZlib"],
                     resources: [.copy("Fixtures")]),
-        .testTarget(name: "BleotaATTTests", dependencies: ["BleotaATT", "BleotaLink", "BleotaCodec", "BleotaSimulator", "BleotaProtocols", "BleotaEngine"]),
+        .testTarget(name: "BleotaLinkTests", dependencies: ["BleotaLink", "BleotaCodec"]),
+        .testTarget(name: "BleotaATTTests", dependencies: ["BleotaATT", "BleotaLink", "BleotaCodec"]),
         .testTarget(name: "BleotaBlueZTests", dependencies: ["BleotaBlueZ", "BleotaATT", "BleotaLink"]),
-        .testTarget(name: "BleotaEngineTests", dependencies: ["BleotaEngine", "BleotaLink"]),
+        .testTarget(name: "BleotaEngineTests", dependencies: ["BleotaEngine", "BleotaLink", "BleotaCodec"]),
         .testTarget(name: "BleotaSimulatorTests", dependencies: ["BleotaSimulator", "BleotaProtocols", "BleotaEngine", "BleotaLink", "BleotaCodec"]),
-        .testTarget(name: "BleotaProtocolsTests", dependencies: ["BleotaProtocols", "BleotaEngine", "BleotaCodec", "BleotaLink"],
+        .testTarget(name: "BleotaProtocolsTests", dependencies: ["BleotaProtocols", "BleotaEngine", "BleotaCodec", "BleotaLink", "BleotaATT"],
                     resources: [.copy("Fixtures")]),
         .testTarget(name: "BleotaCommandsTests", dependencies: ["BleotaCommands", "BleotaCodec"]),
     ]

@@ -1,7 +1,6 @@
-import Foundation
+import BleotaLink
 import CBlueZ
 import Glibc
-import Synchronization
 
 /// An errno from a socket call, with the call's name.
 public struct SocketError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -55,10 +54,12 @@ public protocol SocketSystem: Sendable {
     func wait(_ fd: Int32, writable: Bool) async throws(SocketError)
 }
 
-/// The real system calls, non-blocking, with an epoll reactor for waiting.
+/// The real system calls, non-blocking, waited on through the process's one
+/// epoll loop (BleotaLink's ``DescriptorReactor``), which the UDP and serial
+/// links share.
 public final class LinuxSocketSystem: SocketSystem {
     public static let shared = LinuxSocketSystem()
-    let reactor = Reactor()
+    let reactor = DescriptorReactor.shared
 
     public func l2capSocket() throws(SocketError) -> Int32 {
         let fd = socket(AF_BLUETOOTH, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), BTPROTO_L2CAP)
@@ -152,110 +153,14 @@ public final class LinuxSocketSystem: SocketSystem {
     }
 
     public func wait(_ fd: Int32, writable: Bool) async throws(SocketError) {
-        try await reactor.wait(fd, writable: writable)
-    }
-}
-
-/// One thread running `epoll_wait` for every socket: a waiting task parks a
-/// continuation here and is resumed when its descriptor is ready. No polling
-/// loops, no thread per connection or packet.
-final class Reactor: Sendable {
-    private struct Waiter {
-        var id: UInt64
-        var continuation: CheckedContinuation<Void, any Error>
-    }
-
-    private struct State {
-        var readers: [Int32: Waiter] = [:]
-        var writers: [Int32: Waiter] = [:]
-        var nextID: UInt64 = 0
-        var started = false
-    }
-
-    private let epoll: Int32
-    private let state = Mutex(State())
-
-    init() {
-        epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
-    }
-
-    private func startIfNeeded() {
-        let start = state.withLock { state -> Bool in
-            defer { state.started = true }
-            return !state.started
-        }
-        guard start else { return }
-        let thread = Thread { [self] in loop() }
-        thread.start()
-    }
-
-    private func loop() {
-        var events = [epoll_event](repeating: epoll_event(), count: 32)
-        while true {
-            let count = epoll_wait(epoll, &events, Int32(events.count), -1)
-            if count < 0 { if errno == EINTR { continue }; return }
-            for index in 0..<Int(count) {
-                let fd = Int32(truncatingIfNeeded: events[index].data.fd)
-                let flags = events[index].events
-                let ready = state.withLock { state -> [Waiter] in
-                    var ready: [Waiter] = []
-                    let failed = flags & (EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0
-                    if flags & EPOLLIN.rawValue != 0 || failed, let waiter = state.readers.removeValue(forKey: fd) { ready.append(waiter) }
-                    if flags & EPOLLOUT.rawValue != 0 || failed, let waiter = state.writers.removeValue(forKey: fd) { ready.append(waiter) }
-                    return ready
-                }
-                for waiter in ready { waiter.continuation.resume() }
-                rearm(fd)
-            }
-        }
-    }
-
-    /// Re-registers `fd` for whatever waiters remain (one-shot registrations).
-    private func rearm(_ fd: Int32) {
-        let mask: UInt32 = state.withLock { state in
-            (state.readers[fd] != nil ? EPOLLIN.rawValue : 0) | (state.writers[fd] != nil ? EPOLLOUT.rawValue : 0)
-        }
-        guard mask != 0 else { return }
-        var event = epoll_event(events: mask | EPOLLONESHOT.rawValue, data: epoll_data_t(fd: fd))
-        if epoll_ctl(epoll, EPOLL_CTL_MOD, fd, &event) != 0 {
-            _ = epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &event)
-        }
-    }
-
-    func wait(_ fd: Int32, writable: Bool) async throws(SocketError) {
-        startIfNeeded()
-        let id = state.withLock { state -> UInt64 in
-            state.nextID += 1
-            return state.nextID
-        }
         do {
-            try await withTaskCancellationHandler {
-                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                    state.withLock { state in
-                        if writable { state.writers[fd] = Waiter(id: id, continuation: continuation) }
-                        else { state.readers[fd] = Waiter(id: id, continuation: continuation) }
-                    }
-                    rearm(fd)
-                }
-            } onCancel: {
-                let waiter = state.withLock { state -> Waiter? in
-                    if writable, state.writers[fd]?.id == id { return state.writers.removeValue(forKey: fd) }
-                    if !writable, state.readers[fd]?.id == id { return state.readers.removeValue(forKey: fd) }
-                    return nil
-                }
-                waiter?.continuation.resume(throwing: CancellationError())
-            }
+            try await reactor.wait(fd, writable: writable)
+        } catch .refused(let code) {
+            throw SocketError("epoll_ctl", code)
         } catch {
+            // Cancelled, or closed under the waiting task: both read as a cancelled wait
+            // (`L2CAPLink` turns ECANCELED into `LinkError.cancelled`), as they always have.
             throw SocketError("wait", ECANCELED)
         }
-    }
-
-    /// Drops a closed descriptor, failing anything still waiting on it.
-    func forget(_ fd: Int32) {
-        let waiters = state.withLock { state -> [Waiter] in
-            [state.readers.removeValue(forKey: fd), state.writers.removeValue(forKey: fd)].compactMap { $0 }
-        }
-        _ = epoll_ctl(epoll, EPOLL_CTL_DEL, fd, nil)
-        for waiter in waiters { waiter.continuation.resume(throwing: SocketError("wait", EBADF)) }
     }
 }

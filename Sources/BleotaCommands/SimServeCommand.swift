@@ -161,6 +161,7 @@ struct SimServe: AsyncParsableCommand {
                         if Task.isCancelled { break }
                         try? await clock.sleep(until: max(away.end, clock.now + .milliseconds(10)))
                     }
+                    await link.close()
                 }
             }
             if let duration {

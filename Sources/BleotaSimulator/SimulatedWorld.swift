@@ -16,6 +16,14 @@ public protocol SimulatedPeripheral: AnyObject, Sendable {
 
 /// The simulated radio neighbourhood: devices, their connections, the link
 /// model and faults, all on one virtual clock and one seed.
+///
+/// `BleotaSimulator` is how bleota is tested and demonstrated without a radio:
+/// a BLE link model (PHY, connection interval, packets per connection event,
+/// data length, MTU, device buffer and flash timing, faults) and simulated
+/// devices that speak the same protocols as real ones, on the virtual clock of
+/// a ``SimulationRuntime`` (from `BleotaLink`). The engine and protocol code
+/// under test is the real `async` code, unchanged, and a seed gives one
+/// byte-identical run.
 public final class SimulatedWorld: Sendable {
     public enum FaultStream: String, CaseIterable, Sendable {
         case writeLoss, notificationLoss, corruption, duplication, disconnect

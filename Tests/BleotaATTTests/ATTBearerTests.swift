@@ -1,6 +1,5 @@
 import BleotaCodec
 import BleotaLink
-import BleotaSimulator
 import Synchronization
 import Testing
 @testable import BleotaATT

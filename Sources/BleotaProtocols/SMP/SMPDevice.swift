@@ -390,20 +390,9 @@ public actor SMPDevice: DeviceHalf {
 
     /// The factory image a simulated device starts with: a real (unsigned) MCUboot image.
     public static func factoryImage(version: MCUbootImage.Version, size: Int = 24 * 1024) -> [UInt8] {
-        var generator = FactoryRandom(state: 0x5EED)
+        var generator = SeededRandom(seed: 0x5EED)
         let firmware = (0..<size).map { _ in UInt8.random(in: 0...255, using: &generator) }
         return MCUbootImage.build(firmware: firmware, version: version)
     }
 }
 
-/// SplitMix64 for the factory image's filler bytes: the same on every machine.
-struct FactoryRandom: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

@@ -1,14 +1,13 @@
-import BleotaLink
 import Foundation
 import Synchronization
 
 /// Runs async code as a deterministic discrete-event simulation.
 ///
-/// `BleotaSimulator` is how bleota is tested and demonstrated without a radio:
-/// a BLE link model (PHY, connection interval, packets per connection event,
-/// data length, MTU, device buffer and flash timing, faults) and simulated
-/// devices that speak the same protocols as real ones, on a virtual clock. The
-/// engine and protocol code under test is the real `async` code, unchanged.
+/// The engine, the ATT bearer and the protocols wait on a ``BleotaClock``; run
+/// on this runtime's ``SimulationClock`` they are the real `async` code,
+/// unchanged, on virtual time. It lives in `BleotaLink`, beside the clock seam,
+/// so any layer's tests (ATT, engine) can use it without the simulator;
+/// `BleotaSimulator` builds its BLE link model and simulated devices on it.
 ///
 /// Determinism comes from this runtime: a `TaskExecutor` (SE-0417) that runs
 /// every job of the simulation — child tasks, default actors, continuations —
