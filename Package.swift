@@ -67,15 +67,17 @@ let package = Package(
             name: "bleota-bench", dependencies: ["BleotaCodec", "BleotaLink", "BleotaEngine", "BleotaProtocols", "BleotaSimulator"],
             path: "Benchmarks"),
 
-        .testTarget(name: "BleotaCodecTests", dependencies: ["BleotaCodec", "BleotaZlib"],
+        // Seeded random inputs whose seed is printed, for every test target.
+        .target(name: "BleotaTestSupport", dependencies: ["BleotaLink"], path: "Tests/BleotaTestSupport"),
+        .testTarget(name: "BleotaCodecTests", dependencies: ["BleotaTestSupport", "BleotaCodec", "BleotaZlib"],
                     resources: [.copy("Fixtures")]),
-        .testTarget(name: "BleotaLinkTests", dependencies: ["BleotaLink", "BleotaCodec"]),
-        .testTarget(name: "BleotaATTTests", dependencies: ["BleotaATT", "BleotaLink", "BleotaCodec"]),
-        .testTarget(name: "BleotaBlueZTests", dependencies: ["BleotaBlueZ", "BleotaATT", "BleotaLink"]),
-        .testTarget(name: "BleotaEngineTests", dependencies: ["BleotaEngine", "BleotaLink", "BleotaCodec"]),
-        .testTarget(name: "BleotaSimulatorTests", dependencies: ["BleotaSimulator", "BleotaProtocols", "BleotaEngine", "BleotaLink", "BleotaCodec"]),
-        .testTarget(name: "BleotaProtocolsTests", dependencies: ["BleotaProtocols", "BleotaEngine", "BleotaCodec", "BleotaLink", "BleotaATT"],
+        .testTarget(name: "BleotaLinkTests", dependencies: ["BleotaTestSupport", "BleotaLink", "BleotaCodec"]),
+        .testTarget(name: "BleotaATTTests", dependencies: ["BleotaTestSupport", "BleotaATT", "BleotaLink", "BleotaCodec"]),
+        .testTarget(name: "BleotaBlueZTests", dependencies: ["BleotaTestSupport", "BleotaBlueZ", "BleotaATT", "BleotaLink"]),
+        .testTarget(name: "BleotaEngineTests", dependencies: ["BleotaTestSupport", "BleotaEngine", "BleotaLink", "BleotaCodec"]),
+        .testTarget(name: "BleotaSimulatorTests", dependencies: ["BleotaTestSupport", "BleotaSimulator", "BleotaProtocols", "BleotaEngine", "BleotaLink", "BleotaCodec"]),
+        .testTarget(name: "BleotaProtocolsTests", dependencies: ["BleotaTestSupport", "BleotaProtocols", "BleotaEngine", "BleotaCodec", "BleotaLink", "BleotaATT"],
                     resources: [.copy("Fixtures")]),
-        .testTarget(name: "BleotaCommandsTests", dependencies: ["BleotaCommands", "BleotaCodec"]),
+        .testTarget(name: "BleotaCommandsTests", dependencies: ["BleotaTestSupport", "BleotaCommands", "BleotaCodec"]),
     ]
 )

@@ -44,8 +44,9 @@ public enum BLEPeripheralHost {
                     // A served device "reboots" by dropping the link and starting afresh.
                     let environment = DeviceEnvironment(clock: clock) { _ in
                         logger.notice("\(device.service.name): the device resets")
-                        await link.close()
+                        // Boot first, then drop the link: a client that reconnects at once meets the rebooted device.
                         await device.half.powerCycle()
+                        await link.close()
                     }
                     await device.half.serve(link, environment: environment)
                 }

@@ -107,8 +107,8 @@ struct ServeCommand: AsyncParsableCommand {
                 Terminal.standardOutput.writeLine("credit-based channel from \(socket.peer.address) on PSM 0x\(String(psm ?? 0, radix: 16))")
                 let link = FaultyLink(L2CAPLink(socket: socket, maximumPayload: creditChannelMTU, description: "coc"), fault: fault)
                 let environment = DeviceEnvironment(clock: clock) { _ in
-                    await link.close()
                     await credit.powerCycle()
+                    await link.close()
                 }
                 await credit.serve(link, environment: environment)
             }

@@ -62,9 +62,24 @@ let attVectors: [(name: String, pdu: ATTPDU, hex: String)] = [
         // the value; every cut inside a fixed field must throw, never trap.
         for vector in attVectors {
             let bytes = try #require([UInt8](hex: vector.hex))
+            var refused = 0
             for length in 0..<bytes.count {
-                _ = try? ATTPDU(decoding: bytes.prefix(length))
+                let prefix = Array(bytes.prefix(length))
+                do {
+                    // A cut that decodes must be a shorter value of the same PDU, read back exactly.
+                    let pdu = try ATTPDU(decoding: prefix)
+                    // (A Read Multiple Variable Response's last value may itself be cut by the MTU,
+                    // §3.4.4.12, so its declared length is not kept.)
+                    if pdu.opcode != .readMultipleVariableResponse {
+                        #expect(pdu.encode() == prefix, "\(vector.name) cut at \(length) decoded as something else")
+                    }
+                    #expect(pdu.opcode == vector.pdu.opcode, "\(vector.name) cut at \(length)")
+                } catch {
+                    refused += 1
+                }
             }
+            // At least the empty prefix and every cut inside the opcode's fixed fields throw.
+            #expect(refused >= 1, "\(vector.name): no truncation was refused")
         }
         #expect(throws: DecodingError.self) { try ATTPDU(decoding: [UInt8]()) }
         #expect(throws: DecodingError.self) { try ATTPDU(decoding: [0x01, 0x0A, 0x03]) }

@@ -1,5 +1,6 @@
 import BleotaCodec
 import BleotaLink
+import BleotaTestSupport
 import Testing
 @testable import BleotaBlueZ
 
@@ -88,7 +89,7 @@ final class ScriptedController: HCITransport, @unchecked Sendable {
         #expect(throws: DecodingError.self) { try HCIEvent(decoding: [0x04, 0x0F, 4, 0x11]) }
         #expect(throws: DecodingError.self) { try HCIEvent(decoding: [0x02, 0x0F, 0]) }
         #expect(throws: DecodingError.self) { try HCIEvent(decoding: []) }
-        var random = SystemRandomNumberGenerator()
+        var random = seededGenerator("HCI events")
         for _ in 0..<2000 {
             let bytes = (0..<Int.random(in: 0...12, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
             _ = try? HCIEvent(decoding: bytes)

@@ -1,4 +1,5 @@
 import Foundation
+import BleotaTestSupport
 import Testing
 @testable import BleotaCodec
 
@@ -114,7 +115,7 @@ struct CBORVector: Decodable, Sendable, CustomTestStringConvertible {
     }
 
     @Test func randomBytesNeverTrap() {
-        var generator = SystemRandomNumberGenerator()
+        var generator = seededGenerator("CBOR random bytes")
         for _ in 0..<20_000 {
             let count = Int.random(in: 0...24, using: &generator)
             let bytes = (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }

@@ -1,4 +1,5 @@
 import Foundation
+import BleotaTestSupport
 import Testing
 @testable import BleotaCodec
 
@@ -87,14 +88,18 @@ struct ImgtoolVerdict: Decodable { var version: String; var digest: String; var 
             #expect(error.description.contains("not an MCUboot image"))
         }
         // Every prefix and random corruption: errors, never a trap.
-        for length in stride(from: 0, to: bytes.count, by: 97) { _ = try? MCUbootImage(decoding: Array(bytes.prefix(length))) }
-        var generator = SystemRandomNumberGenerator()
+        for length in stride(from: 0, to: bytes.count, by: 97) {
+            #expect(throws: DecodingError.self, "a \(length)-byte prefix decoded") { try MCUbootImage(decoding: Array(bytes.prefix(length))) }
+        }
+        var generator = seededGenerator("MCUboot corruption")
         for _ in 0..<300 {
             var damaged = bytes
             for _ in 0..<4 { damaged[Int.random(in: 0..<32, using: &generator)] = UInt8.random(in: 0...255, using: &generator) }
             let tail = Int.random(in: (bytes.count - 300)..<bytes.count, using: &generator)
             damaged[tail] = UInt8.random(in: 0...255, using: &generator)
-            _ = try? MCUbootImage(decoding: damaged)
+            guard damaged != bytes, let image = try? MCUbootImage(decoding: damaged) else { continue }
+            // Whatever still parses must not pass as the original: its hash no longer matches.
+            #expect(throws: ImageVerificationError.self) { try image.verifyHash() }
         }
     }
 

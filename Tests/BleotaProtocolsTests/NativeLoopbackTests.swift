@@ -50,8 +50,10 @@ final class LoopbackConnector: DeviceConnector {
         let device = self.device
         let clock = self.clock
         let environment = NativeDeviceEnvironment(clock: clock) { _ in
-            await deviceEnd.close()
+            // Boot before the link drops: a host that reconnects at once must find the rebooted device,
+            // never the old one (on a loaded machine the reconnect can beat an unordered boot).
             await device.boot()
+            await deviceEnd.close()
         }
         Task { await device.serve(deviceEnd, environment: environment) }
         return host

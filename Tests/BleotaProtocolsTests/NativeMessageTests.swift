@@ -1,4 +1,5 @@
 import BleotaCodec
+import BleotaTestSupport
 import Testing
 @testable import BleotaProtocols
 
@@ -219,7 +220,7 @@ struct FuzzRandom: RandomNumberGenerator {
 
 @Suite struct NativeWireFastPathTests {
     @Test func theDataFastPathsAgreeWithTheGeneralCodec() {
-        var generator = SystemRandomNumberGenerator()
+        var generator = seededGenerator("native data packets")
         let wire = NativeWire()
         for _ in 0..<500 {
             let sequence = UInt16.random(in: 0...UInt16.max, using: &generator)

@@ -1,0 +1,191 @@
+import BleotaEngine
+import Testing
+@testable import BleotaProtocols
+
+/// The upload policy as tables: what it sends, what each answer means, no I/O.
+@Suite struct SMPUploadPipelineTests {
+    static func pipeline(total: Int = 1000, chunk: Int = 100, single: Int? = nil, window: Int = 3) -> SMPUploadPipeline {
+        SMPUploadPipeline(.init(total: total, chunk: chunk, firstChunk: chunk, singlePacketChunk: single, window: window))
+    }
+
+    /// Sends everything the pipeline asks to send now; returns the (sequence, offset, end) sent.
+    static func sendAll(_ pipeline: inout SMPUploadPipeline, from sequence: inout UInt8) -> [(UInt8, Int, Int)] {
+        var sent: [(UInt8, Int, Int)] = []
+        while case .send(let offset, let end, _) = pipeline.nextAction() {
+            pipeline.sent(sequence: sequence, offset: offset, end: end, at: .zero)
+            sent.append((sequence, offset, end))
+            sequence &+= 1
+        }
+        return sent
+    }
+
+    @Test func theFirstChunkAnnouncesAndNothingElseFlowsUntilItIsAnswered() {
+        var pipeline = Self.pipeline()
+        #expect(pipeline.nextAction() == .send(offset: 0, end: 100, first: true))
+        pipeline.sent(sequence: 0, offset: 0, end: 100, at: .zero)
+        guard case .wait = pipeline.nextAction() else { Issue.record("sent more before the first answer"); return }
+        #expect(pipeline.answered(sequence: 0, offset: 100, match: nil, at: .milliseconds(30)) == .progress(offset: 100))
+        var sequence: UInt8 = 1
+        let sent = Self.sendAll(&pipeline, from: &sequence)
+        #expect(sent.map(\.1) == [100, 200, 300], "the window of three")
+    }
+
+    @Test func aResumeAnswerMovesToTheDevicesOffset() {
+        var pipeline = Self.pipeline()
+        pipeline.sent(sequence: 0, offset: 0, end: 100, at: .zero)
+        let outcome1 = pipeline.answered(sequence: 0, offset: 600, match: nil, at: .zero)
+        #expect(outcome1 == .moved(to: 600))
+        #expect(pipeline.nextAction() == .send(offset: 600, end: 700, first: false))
+        #expect(pipeline.lossEvents == 0, "a resume is not a loss")
+    }
+
+    @Test func aLostRequestIsResentFromTheDevicesOffsetAndStaleAnswersAreIgnored() {
+        var pipeline = Self.pipeline(single: 50)
+        pipeline.sent(sequence: 0, offset: 0, end: 100, at: .zero)
+        _ = pipeline.answered(sequence: 0, offset: 100, match: nil, at: .zero)
+        var sequence: UInt8 = 1
+        _ = Self.sendAll(&pipeline, from: &sequence) // 100, 200, 300 as 1, 2, 3
+        // Request 1 was lost: the device answers 2 with the offset it still expects.
+        let outcome2 = pipeline.answered(sequence: 2, offset: 100, match: nil, at: .zero)
+        #expect(outcome2 == .moved(to: 100))
+        #expect(pipeline.lossEvents == 1)
+        #expect(pipeline.singlePackets, "after a loss, requests that fit one link packet")
+        // Request 3, sent before the go-back, answers the same offset: nothing new.
+        let outcome3 = pipeline.answered(sequence: 3, offset: 100, match: nil, at: .zero)
+        #expect(outcome3 == .ignored)
+        #expect(pipeline.nextAction() == .send(offset: 100, end: 150, first: false))
+        // A duplicate of an answer already used is ignored too.
+        let outcome4 = pipeline.answered(sequence: 2, offset: 100, match: nil, at: .zero)
+        #expect(outcome4 == .ignored)
+    }
+
+    @Test func withoutRoomForOnePacketRequestsALossDropsToOneRequestAtATime() {
+        var pipeline = Self.pipeline(single: nil)
+        pipeline.sent(sequence: 0, offset: 0, end: 100, at: .zero)
+        _ = pipeline.answered(sequence: 0, offset: 100, match: nil, at: .zero)
+        var sequence: UInt8 = 1
+        _ = Self.sendAll(&pipeline, from: &sequence)
+        let goesOn = pipeline.timedOut()
+        #expect(goesOn)
+        #expect(pipeline.window == 1)
+        #expect(pipeline.requestsSpanPackets)
+        #expect(pipeline.nextAction() == .send(offset: 100, end: 150, first: false), "halved, from the last confirmed offset")
+    }
+
+    @Test func aHashMismatchStartsOverAndTooManyTimeoutsStall() {
+        var pipeline = Self.pipeline(total: 200)
+        pipeline.sent(sequence: 0, offset: 0, end: 100, at: .zero)
+        _ = pipeline.answered(sequence: 0, offset: 100, match: nil, at: .zero)
+        pipeline.sent(sequence: 1, offset: 100, end: 200, at: .zero)
+        let outcome5 = pipeline.answered(sequence: 1, offset: 200, match: false, at: .zero)
+        #expect(outcome5 == .mismatch)
+        #expect(pipeline.nextAction() == .send(offset: 0, end: 50, first: true))
+        var stalled = Self.pipeline()
+        for _ in 0...stalled.configuration.stallLimit { _ = stalled.timedOut() }
+        #expect(stalled.isStalled)
+    }
+
+    @Test func anAnswerOutsideTheImageIsIgnoredAndTheLastOneCompletes() {
+        var pipeline = Self.pipeline(total: 150)
+        pipeline.sent(sequence: 0, offset: 0, end: 100, at: .zero)
+        let outcome6 = pipeline.answered(sequence: 0, offset: 5000, match: nil, at: .zero)
+        #expect(outcome6 == .ignored)
+        pipeline.sent(sequence: 1, offset: 0, end: 100, at: .zero)
+        _ = pipeline.answered(sequence: 1, offset: 100, match: nil, at: .zero)
+        #expect(pipeline.nextAction() == .send(offset: 100, end: 150, first: false))
+        pipeline.sent(sequence: 2, offset: 100, end: 150, at: .zero)
+        let outcome7 = pipeline.answered(sequence: 2, offset: 150, match: true, at: .zero)
+        #expect(outcome7 == .progress(offset: 150))
+        #expect(pipeline.nextAction() == .done)
+    }
+}
+
+/// The upgrade state machine as a table: every row an event in a state and the action out.
+@Suite struct SMPUpgradeStateMachineTests {
+    static let hash = [UInt8](repeating: 0xAB, count: 32)
+    static let old = SMPImageSlot(slot: 0, version: "1.0.0", hash: [UInt8](repeating: 1, count: 32), confirmed: true, active: true)
+    static func staged(pending: Bool = false, permanent: Bool = false) -> SMPImageSlot {
+        SMPImageSlot(slot: 1, version: "2.0.0", hash: hash, pending: pending, permanent: permanent)
+    }
+    static func running(confirmed: Bool) -> SMPImageSlot {
+        SMPImageSlot(slot: 0, version: "2.0.0", hash: hash, confirmed: confirmed, active: true)
+    }
+
+    static func machine(_ mode: FlashMode, through events: [SMPUpgradeStateMachine.Event]) -> (SMPUpgradeStateMachine, SMPUpgradeStateMachine.Action) {
+        var machine = SMPUpgradeStateMachine(mode: mode, hash: hash, version: "2.0.0")
+        var action = machine.handle(.start)
+        for event in events { action = machine.handle(event) }
+        return (machine, action)
+    }
+
+    static let activated: [SMPUpgradeStateMachine.Event] = [.connected, .stateRead([old]), .uploaded, .stateRead([old, staged()]),
+                                                             .marked([old, staged(pending: true)]), .resetSent]
+
+    @Test func theHappyPathOfEachMode() {
+        #expect(Self.machine(.testAndConfirm, through: []).1 == .connect)
+        #expect(Self.machine(.testAndConfirm, through: [.connected]).1 == .readState)
+        #expect(Self.machine(.testAndConfirm, through: [.connected, .stateRead([Self.old])]).1 == .upload)
+        #expect(Self.machine(.testAndConfirm, through: Array(Self.activated.prefix(4))).1 == .mark(confirm: false))
+        #expect(Self.machine(.confirm, through: Array(Self.activated.prefix(4))).1 == .mark(confirm: true))
+        #expect(Self.machine(.upload, through: Array(Self.activated.prefix(4))).1 == .finish(running: Self.old))
+        #expect(Self.machine(.testAndConfirm, through: Array(Self.activated.prefix(5))).1 == .reset)
+        #expect(Self.machine(.testAndConfirm, through: Self.activated).1 == .reconnect)
+        let checked = Self.activated + [.connected, .stateRead([Self.running(confirmed: false), Self.old])]
+        #expect(Self.machine(.testAndConfirm, through: checked).1 == .confirm)
+        #expect(Self.machine(.test, through: checked).1 == .finish(running: Self.running(confirmed: false)))
+        let confirmed = checked + [.marked([Self.running(confirmed: true)])]
+        #expect(Self.machine(.testAndConfirm, through: confirmed).1 == .finish(running: Self.running(confirmed: true)))
+    }
+
+    @Test func stepsAreNamedForProgressAndErrors() {
+        #expect(Self.machine(.testAndConfirm, through: [.connected, .stateRead([Self.old])]).0.step == .transfer)
+        #expect(Self.machine(.testAndConfirm, through: Array(Self.activated.prefix(4))).0.step == .activate)
+        #expect(Self.machine(.testAndConfirm, through: Self.activated).0.step == .reconnect)
+    }
+
+    @Test func anImageTheDeviceAlreadyRunsOrHoldsIsNotUploadedAgain() {
+        let (_, running) = Self.machine(.testAndConfirm, through: [.connected, .stateRead([Self.running(confirmed: true), Self.old])])
+        #expect(running == .note("the device already runs this image (2.0.0)", then: .action(.finish(running: Self.running(confirmed: true)))))
+        let (_, holding) = Self.machine(.testAndConfirm, through: [.connected, .stateRead([Self.old, Self.staged()])])
+        #expect(holding == .note("the image is already in the secondary slot; skipping the upload", then: .action(.readState)))
+    }
+
+    @Test func aFailureBeforeTheActivationEndsIt() {
+        let error = TransferError(.linkLost, step: .transfer, "gone")
+        let (machine, action) = Self.machine(.testAndConfirm, through: [.connected, .stateRead([Self.old]), .failed(error)])
+        #expect(action == .fail(error))
+        #expect(machine.state == .failed(error))
+    }
+
+    @Test func aFailureAfterTheActivationIsFollowedByAProbeThatDecides() {
+        let lost = TransferError(.linkLost, step: .confirm, "the link dropped")
+        let confirming = Self.activated + [.connected, .stateRead([Self.running(confirmed: false), Self.old]), .failed(lost)]
+        #expect(Self.machine(.testAndConfirm, through: confirming).1 == .probe)
+        // The confirm had arrived: success after all.
+        let (_, done) = Self.machine(.testAndConfirm, through: confirming + [.probed([Self.running(confirmed: true), Self.old])])
+        guard case .note(_, .action(.finish(let slot))) = done else { Issue.record("\(done)"); return }
+        #expect(slot == Self.running(confirmed: true))
+        // It had not: confirm again.
+        #expect(Self.machine(.testAndConfirm, through: confirming + [.probed([Self.running(confirmed: false), Self.old])]).1
+                == .note("the device runs 2.0.0 unconfirmed; confirming again", then: .action(.confirm)))
+        // The reset never arrived: reset again; the mark never arrived: mark again.
+        let resetLost = Array(Self.activated.prefix(5)) + [.failed(TransferError(.timeout, step: .activate, "no answer"))]
+        #expect(Self.machine(.testAndConfirm, through: resetLost + [.probed([Self.old, Self.staged(pending: true)])]).1
+                == .note("the image is still pending (the reset did not arrive); resetting again", then: .action(.reset)))
+        #expect(Self.machine(.testAndConfirm, through: resetLost + [.probed([Self.old, Self.staged()])]).1
+                == .note("the image is not marked pending (the request did not arrive); marking it again", then: .action(.mark(confirm: false))))
+        // Unreachable: the outcome is unknown, and says so.
+        guard case .fail(let unknown) = Self.machine(.testAndConfirm, through: confirming + [.probed(nil)]).1 else { Issue.record("no failure"); return }
+        #expect(unknown.outcome == .unknown)
+    }
+
+    @Test func aDeviceThatComesBackWithTheOldImageSaysWhy() {
+        let erased = Self.activated + [.connected, .stateRead([Self.old])]
+        guard case .fail(let refused) = Self.machine(.testAndConfirm, through: erased).1 else { Issue.record("no failure"); return }
+        #expect(refused.message.contains("MCUboot refused the image at boot"))
+        #expect(refused.outcome == .oldImage("1.0.0"))
+        let reverted = Self.activated + [.connected, .stateRead([Self.old, Self.staged()])]
+        guard case .fail(let back) = Self.machine(.testAndConfirm, through: reverted).1 else { Issue.record("no failure"); return }
+        #expect(back.message.contains("MCUboot reverted the image"))
+    }
+}
