@@ -36,7 +36,9 @@ public final class SimulatedDevice: SimulatedPeripheral {
             flashPageSize: model.flashPageSize, eraseTimePerPage: model.flashEraseTimePerPage
         ) { [self] request in
             // Real firmware resets a moment after answering, so the answer gets out.
-            try? await world.clock.sleep(for: model.connectionInterval * 4)
+            let delay = model.connectionInterval * 4
+            world.goingDown(self, in: delay, extraDowntime: request.extraDowntime)
+            try? await world.clock.sleep(for: delay)
             await world.reboot(self, extraDowntime: request.extraDowntime)
         }
         await half.serve(link, environment: environment)

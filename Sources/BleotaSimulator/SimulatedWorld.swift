@@ -235,6 +235,17 @@ public final class SimulatedWorld: Sendable {
         if let peripheral { Task(executorPreference: runtime) { await peripheral.powerCycle() } }
     }
 
+    /// A device that has decided to reboot in `delay` (it answers first, then
+    /// resets) takes no new connection from now on: a host that drops the link
+    /// and reconnects at once must not reach the firmware that is going away.
+    public func goingDown(_ peripheral: any SimulatedPeripheral, in delay: Duration, extraDowntime: Duration = .zero) {
+        let until = clock.now + delay + model.rebootTime + extraDowntime
+        state.withLock { state in
+            guard let index = state.entries.firstIndex(where: { $0.peripheral === peripheral }) else { return }
+            state.entries[index].offlineUntil = max(state.entries[index].offlineUntil, until)
+        }
+    }
+
     /// A device reboots itself (after ENTER_BOOTLOADER or ACTIVATE): its link
     /// drops and it is gone for its reboot time.
     /// `extraDowntime` adds to the model's reboot time (an MCUboot swap, say).

@@ -77,7 +77,9 @@ public struct AcmeHost: ProtocolHost {
                 try await link.send(message.encode())
                 return try await withDeadline(limit, clock: context.clock) { () async throws -> T in
                     while true {
-                        if let decoded = try? AcmeMessage(decoding: try await link.receive()), let value = match(decoded) { return value }
+                        // A closed link ends the wait (it throws); only a damaged packet is skipped.
+                        let packet = try await link.receive()
+                        if let decoded = try? AcmeMessage(decoding: packet), let value = match(decoded) { return value }
                     }
                 }
             } catch is DeadlineExceeded {
