@@ -35,7 +35,7 @@ struct FlashCommand: AsyncParsableCommand {
         var deviceProtocol = try smp.deviceProtocol.resolved(for: target)
         if smp.deviceProtocol == .auto, case .ble(let text) = target {
             // Ask the device what it offers; an MCUboot image goes over SMP when it can.
-            let header = FileHandle(forReadingAtPath: image).map { [UInt8]($0.readData(ofLength: 4)) } ?? []
+            let header = try input.leadingBytes(image, count: 4)
             let isMCUboot = MCUbootImage.startsWithMagic(header)
             deviceProtocol = try await detectBLEProtocol(text, preferSMP: isMCUboot, timeout: deviceOptions.timeouts.connect)
             logger.info("\(text) offers \(deviceProtocol == .smp ? "MCUmgr's SMP" : "bleota's native") service: using it")

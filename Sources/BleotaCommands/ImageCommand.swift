@@ -62,6 +62,13 @@ struct ImageInputOptions: ParsableArguments {
             throw CommandFailure(.badInput, String(describing: error))
         }
     }
+
+    /// The first `count` bytes of the file at `path` (to recognise a format by
+    /// its magic), with the same checks as reading all of it: a FIFO or device
+    /// is refused instead of blocking.
+    func leadingBytes(_ path: String, count: Int) throws -> [UInt8] {
+        do { return try InputFile.prefix(path, count: count) } catch { throw CommandFailure(.badInput, error.description) }
+    }
 }
 
 func parseAddress(_ text: String) throws -> UInt32 {

@@ -98,17 +98,11 @@ extension TransferError {
     var commandFailure: CommandFailure { CommandFailure(exitStatus, description) }
 }
 
-/// Reads a whole input file for `push`, with errors that say what to do.
+/// Reads a whole input file (a file to push, an MCUboot image, a key) through
+/// ``InputFile``, as images are read: only regular files, so a FIFO or a device
+/// is refused with what it is instead of hanging or reading forever.
 func readInputFile(_ path: String) throws -> [UInt8] {
-    var isDirectory: ObjCBool = false
-    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-        throw CommandFailure(.badInput, "\(path): no such file: check the path")
-    }
-    guard !isDirectory.boolValue else { throw CommandFailure(.badInput, "\(path) is a directory: give a file") }
-    guard let data = FileManager.default.contents(atPath: path) else {
-        throw CommandFailure(.badInput, "\(path): cannot read the file: check its permissions")
-    }
-    return [UInt8](data)
+    do { return try InputFile.read(path) } catch { throw CommandFailure(.badInput, error.description) }
 }
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same directory,

@@ -260,19 +260,23 @@ func srecError(_ text: String, file: String = "t.srec") -> ImageError? {
 
     @Test func fileErrors() throws {
         let missing = "/nonexistent/dir/app.hex"
-        #expect(throws: ImageError(file: "app.hex", kind: .notFound(missing))) { try FirmwareImage.load(path: missing) }
+        #expect(throws: ImageError(file: "app.hex", kind: .inputFile(InputFileError(path: missing, kind: .notFound)))) {
+            try FirmwareImage.load(path: missing)
+        }
         let empty = try temporaryFile("empty.bin", [])
         #expect(throws: ImageError(file: "empty.bin", kind: .empty)) { try FirmwareImage.load(path: empty) }
         let directory = (empty as NSString).deletingLastPathComponent
         let folder = directory + "/folder.hex"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        #expect(throws: ImageError(file: "folder.hex", kind: .isDirectory)) { try FirmwareImage.load(path: folder) }
+        let directoryError = #expect(throws: ImageError.self) { try FirmwareImage.load(path: folder) }
+        #expect(directoryError?.kind == .inputFile(InputFileError(path: folder, kind: .notRegularFile(.directory))))
+        #expect(directoryError?.description == "\(folder) is a directory: give a regular file")
         let unknown = try temporaryFile("notes.txt", [1])
         let error = #expect(throws: ImageError.self) { try FirmwareImage.load(path: unknown) }
         #expect(error?.description == "notes.txt: cannot tell the format from the extension: add --input-format bin, hex or srec")
         #expect(try FirmwareImage.load(path: unknown, format: .bin).flattened() == [1])
-        #expect(ImageError(file: "x.hex", kind: .notFound("/a/x.hex")).description == "/a/x.hex: no such file: check the path")
-        #expect(ImageError(file: "x.hex", kind: .isDirectory).description == "x.hex is a directory: give an image file")
+        #expect(ImageError(file: "x.hex", kind: .inputFile(InputFileError(path: "/a/x.hex", kind: .notFound))).description
+                == "/a/x.hex: no such file: check the path")
         #expect(ImageError(file: "x.hex", kind: .empty).description == "x.hex is empty: nothing to load")
     }
 
@@ -280,12 +284,14 @@ func srecError(_ text: String, file: String = "t.srec") -> ImageError? {
         guard getuid() != 0 else { return } // root reads everything; the error text is covered below
         let path = try temporaryFile("secret.bin", [1, 2])
         chmod(path, 0)
-        #expect(throws: ImageError(file: "secret.bin", kind: .unreadable("permission denied"))) { try FirmwareImage.load(path: path) }
+        #expect(throws: ImageError(file: "secret.bin", kind: .inputFile(InputFileError(path: path, kind: .permissionDenied)))) {
+            try FirmwareImage.load(path: path)
+        }
     }
 
     @Test func unreadableMessageSaysWhatToDo() {
-        #expect(ImageError(file: "s.bin", kind: .unreadable("permission denied")).description
-                == "s.bin: cannot read (permission denied): check its permissions")
+        #expect(ImageError(file: "s.bin", kind: .inputFile(InputFileError(path: "dir/s.bin", kind: .permissionDenied))).description
+                == "dir/s.bin: cannot read (permission denied): check its permissions")
     }
 
     @Test func writesAreAtomicAndLeaveNoTemporaryFiles() throws {

@@ -130,12 +130,18 @@ public struct FirmwareImage: Sendable, Hashable {
 
 extension FirmwareImage {
     /// Loads `path`, taking the format from `format` or else the extension.
+    ///
+    /// Only regular files are read (see ``InputFile``): a FIFO, a device or a
+    /// directory is refused with what it is.
     public static func load(path: String, format: ImageFormat? = nil) throws(ImageError) -> FirmwareImage {
         let name = (path as NSString).lastPathComponent
+        // What the path is comes first: `/dev/null` is a device, not a file of unknown format.
+        do { _ = try InputFile.size(path) } catch { throw ImageError(file: name, kind: .inputFile(error)) }
         guard let format = format ?? ImageFormat(pathExtension: path) else {
             throw ImageError(file: name, kind: .unknownFormat)
         }
-        let bytes = try ImageFile.read(path)
+        let bytes: [UInt8]
+        do { bytes = try InputFile.read(path) } catch { throw ImageError(file: name, kind: .inputFile(error)) }
         guard !bytes.isEmpty else { throw ImageError(file: name, kind: .empty) }
         switch format {
         case .bin:
@@ -160,35 +166,8 @@ extension FirmwareImage {
     }
 }
 
-/// File access for images: one read into one buffer, atomic writes, errors that name the file.
+/// Atomic writes for images, with errors that name the file.
 enum ImageFile {
-    static func read(_ path: String) throws(ImageError) -> [UInt8] {
-        let name = (path as NSString).lastPathComponent
-        var info = stat()
-        guard stat(path, &info) == 0 else {
-            throw ImageError(file: name, kind: errno == EACCES ? .unreadable("permission denied") : .notFound(path))
-        }
-        guard info.st_mode & S_IFMT != S_IFDIR else { throw ImageError(file: name, kind: .isDirectory) }
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw ImageError(file: name, kind: .unreadable(String(cString: strerror(errno)))) }
-        defer { close(descriptor) }
-        let size = Int(info.st_size)
-        // Read straight into the array's storage: a 64 MiB image is held once.
-        var failure: Int32 = 0
-        let bytes = [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
-            var offset = 0
-            while offset < size {
-                let got = Glibc.read(descriptor, buffer.baseAddress! + offset, size - offset)
-                if got < 0 { if errno == EINTR { continue }; failure = errno; break }
-                if got == 0 { break }
-                offset += got
-            }
-            count = offset
-        }
-        if failure != 0 { throw ImageError(file: name, kind: .unreadable(String(cString: strerror(failure)))) }
-        return bytes
-    }
-
     static func writeAtomically(_ bytes: [UInt8], to path: String) throws(ImageError) {
         do {
             try AtomicFile.write(bytes, to: path)

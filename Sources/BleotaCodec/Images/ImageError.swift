@@ -2,9 +2,8 @@
 /// record where it applies, and what is wrong, in one line.
 public struct ImageError: Error, Sendable, Hashable, CustomStringConvertible {
     public enum Kind: Sendable, Hashable {
-        case notFound(String)
-        case isDirectory
-        case unreadable(String)
+        /// Missing, not a regular file, or unreadable.
+        case inputFile(InputFileError)
         case unwritable(String)
         case empty
         case unknownFormat
@@ -40,9 +39,7 @@ public struct ImageError: Error, Sendable, Hashable, CustomStringConvertible {
         var location = file + ":"
         let what: String
         switch kind {
-        case .notFound(let path): return "\(path): no such file: check the path"
-        case .isDirectory: return "\(file) is a directory: give an image file"
-        case .unreadable(let why): return "\(file): cannot read (\(why)): check its permissions"
+        case .inputFile(let error): return error.description
         case .unwritable(let why): return "\(file): cannot write (\(why)); nothing was changed"
         case .empty: return "\(file) is empty: nothing to load"
         case .unknownFormat: return "\(file): cannot tell the format from the extension: add --input-format bin, hex or srec"

@@ -1,0 +1,126 @@
+import BleotaCodec
+import Foundation
+import Testing
+@testable import BleotaCommands
+
+/// The `bleota` executable run with a deadline (a hang fails the test instead
+/// of stalling the suite) and its peak memory measured.
+///
+/// The peak comes from a small Python parent that runs bleota and reads
+/// `RUSAGE_CHILDREN`: a child spawned straight from this test process would
+/// report this process's own peak, because Linux records the old address
+/// space's peak at `exec` and `posix_spawn` execs from a copy of the parent's.
+struct GuardedRun {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+    /// bleota's peak resident set, in bytes.
+    var peakResident: Int
+    /// True when the deadline passed and the process group was killed.
+    var killed: Bool
+
+    static let measure = """
+        import os, resource, subprocess, sys
+        peak_file, root, *command = sys.argv[1:]
+        os.chdir(root)
+        status = subprocess.call(command)
+        with open(peak_file, "w") as f:
+            f.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
+        sys.exit(status if status >= 0 else 128 - status)
+        """
+
+    static func run(_ arguments: [String], deadline seconds: Double = 60) throws -> GuardedRun {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-run-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let outPath = directory.appendingPathComponent("out").path
+        let errPath = directory.appendingPathComponent("err").path
+        let peakPath = directory.appendingPathComponent("peak").path
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        // Its own process group, so the deadline kills bleota along with Python.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+        posix_spawnattr_setpgroup(&attributes, 0)
+        let command = ["/usr/bin/env", "python3", "-c", measure, peakPath, BleotaProcess.repositoryRoot.path, BleotaProcess.executable.path] + arguments
+        let argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var environment = ProcessInfo.processInfo.environment
+        environment["XDG_CONFIG_HOME"] = BleotaProcess.configHome.path
+        let envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { envp.forEach { free($0) } }
+        var pid: pid_t = 0
+        guard posix_spawn(&pid, command[0], &actions, &attributes, argv, envp) == 0 else { throw CocoaError(.executableLoad) }
+
+        var status: Int32 = 0
+        var killed = false
+        let start = Date()
+        while waitpid(pid, &status, WNOHANG) != pid {
+            if Date().timeIntervalSince(start) > seconds, !killed {
+                kill(-pid, SIGKILL)
+                killed = true
+            }
+            usleep(20_000)
+        }
+        let exited = status & 0x7F == 0
+        let peak = (try? String(contentsOfFile: peakPath, encoding: .utf8)).flatMap { Int($0) } ?? 0
+        return GuardedRun(status: exited ? (status >> 8) & 0xFF : 128 + (status & 0x7F),
+                          stdout: (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "",
+                          stderr: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "",
+                          peakResident: peak * 1024, killed: killed)
+    }
+}
+
+func scratchDirectory() throws -> String {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-cli-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    return directory.path
+}
+
+/// Input files that are not regular files are refused, with what they are, exit status 3, and no hang.
+@Suite struct NonRegularInputTests {
+    static func commands(_ path: String) -> [[String]] {
+        [
+            ["image", "info", path],
+            ["image", "info", path, "--input-format", "bin"],
+            ["image", "convert", path, "/tmp/bleota-never-written.hex"],
+            ["flash", path, "--device", "sim://2m-dle"],
+            ["flash", path, "--device", "sim://2m-dle?protocol=smp"],
+            ["push", path, "--device", "sim://2m-dle"],
+        ]
+    }
+
+    @Test func aFIFOIsRefusedByEveryCommand() throws {
+        let fifo = try scratchDirectory() + "/pipe.hex"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        for arguments in Self.commands(fifo) {
+            let result = try GuardedRun.run(arguments, deadline: 30)
+            #expect(!result.killed, "\(arguments) hung on a FIFO")
+            #expect(result.status == 3, "\(arguments): \(result.stderr)")
+            #expect(result.stderr == "error: \(fifo) is a FIFO (named pipe): give a regular file\n", "\(arguments)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: "/tmp/bleota-never-written.hex"))
+    }
+
+    @Test(arguments: ["/dev/null", "/dev/zero"])
+    func characterDevicesAreRefusedByEveryCommand(device: String) throws {
+        for arguments in Self.commands(device) + [["image", "info", "samples/mcuboot/imgtool-2.5.0/app-1.1.0-ecdsa-p256.bin", "--key", device]] {
+            let result = try GuardedRun.run(arguments, deadline: 30)
+            #expect(!result.killed, "\(arguments) hung on \(device)")
+            #expect(result.status == 3, "\(arguments): \(result.stderr)")
+            #expect(result.stderr == "error: \(device) is a character device: give a regular file\n", "\(arguments)")
+        }
+    }
+
+    @Test func aDirectoryIsRefusedLikeAnyOtherNonRegularFile() throws {
+        let directory = try scratchDirectory()
+        let result = try GuardedRun.run(["push", directory, "--device", "sim://2m-dle"])
+        #expect(result.status == 3)
+        #expect(result.stderr == "error: \(directory) is a directory: give a regular file\n")
+    }
+}
