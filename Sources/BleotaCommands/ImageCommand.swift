@@ -170,7 +170,7 @@ struct ImageInfo: AsyncParsableCommand {
             "file:      \(file)",
             "format:    \(image.format.displayName)",
         ]
-        if let header = report.header { lines.append("header:    \(header)") }
+        if let header = report.header { lines.append("header:    \(printable(header))") }
         lines.append("segments:  \(report.segments.count)")
         for segment in report.segments {
             let end = UInt64(segment.address) + UInt64(segment.length)
@@ -183,6 +183,20 @@ struct ImageInfo: AsyncParsableCommand {
         if let mcuboot = report.mcuboot { lines += mcuboot.lines }
         return lines
     }
+}
+
+/// `text` with control characters (C0, DEL, C1) shown as `\xNN` / `\u{NN}`: an
+/// S0 header is the file's own bytes, and printed raw it could drive the terminal.
+func printable(_ text: String) -> String {
+    var result = ""
+    for scalar in text.unicodeScalars {
+        switch scalar.value {
+        case 0x00..<0x20, 0x7F: result += String(format: "\\x%02X", scalar.value)
+        case 0x80..<0xA0: result += String(format: "\\u{%02X}", scalar.value)
+        default: result.unicodeScalars.append(scalar)
+        }
+    }
+    return result
 }
 
 struct ImageConvert: AsyncParsableCommand {

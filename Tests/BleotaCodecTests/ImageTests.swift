@@ -177,11 +177,11 @@ func srecError(_ text: String, file: String = "t.srec") -> ImageError? {
 
     @Test func malformedRecords() {
         #expect(srecError("S4030000FC\n")?.description == "t.srec: line 1 (record S4): unknown record type S4")
-        #expect(srecError("X1050000112207\n")?.kind == .missingStartCode(found: "X"))
+        #expect(srecError("X1050000112207\n")?.kind == .missingStartCode(found: UInt8(ascii: "X")))
         #expect(srecError("S\n")?.kind == .truncated("the record has no type digit"))
         #expect(srecError("S10300\n")?.kind == .truncated("S1 needs at least 4 bytes, the record has 2"))
         #expect(srecError("S10600001122C7\nS9030000FC\n")?.kind == .badLength("count says 6 bytes follow, the record has 5"))
-        #expect(srecError("S105000011Z2C7\n")?.kind == .nonHexCharacter("Z", column: 11))
+        #expect(srecError("S105000011Z2C7\n")?.kind == .nonHexCharacter(UInt8(ascii: "Z"), column: 11))
         #expect(srecError("S9030000FC\nS10500001122C7\n")?.kind == .dataAfterEnd)
         #expect(srecError("S5040001AA50\n")?.kind == .badLength("S5 carries no data"))
         #expect(srecError("S10500001122C7\nS1050001334482\nS9030000FC\n")?.kind == .overlap(first: 0, firstEnd: 2, second: 1))
@@ -312,5 +312,50 @@ func srecError(_ text: String, file: String = "t.srec") -> ImageError? {
         #expect(image.size == bytes.count)
         #expect(image.segments.count == 1)
         #expect(image.crc32() == CRC32.checksum(bytes))
+    }
+}
+
+/// Error messages quote input bytes escaped, never raw.
+@Suite struct QuotedInputTests {
+    @Test func controlAndNonASCIIBytesAreQuotedAsEscapes() {
+        #expect(RecordLines.quote(0x00) == "\\x00")
+        #expect(RecordLines.quote(0x1B) == "\\x1B")
+        #expect(RecordLines.quote(0x7F) == "\\x7F")
+        #expect(RecordLines.quote(0xC3) == "\\xC3")
+        #expect(RecordLines.quote(0x27) == "\\x27")
+        #expect(RecordLines.quote(0x5C) == "\\x5C")
+        #expect(RecordLines.quote(UInt8(ascii: "G")) == "G")
+        #expect(RecordLines.quote(UInt8(ascii: " ")) == " ")
+    }
+
+    @Test func intelHexQuotesTheOffendingByte() {
+        #expect(hexError(":01000000\u{0}2BD\n")?.description == "t.hex: line 1: '\\x00' at column 10 is not a hex digit")
+        #expect(hexError(":01000000é2BD\n")?.description == "t.hex: line 1: '\\xC3' at column 10 is not a hex digit")
+        #expect(hexError("\u{1B}[2J:00000001FF\n")?.description == "t.hex: line 1: expected a record start code, found '\\x1B'")
+        #expect(hexError("'00000001FF\n")?.description == "t.hex: line 1: expected a record start code, found '\\x27'")
+    }
+
+    @Test func sRecordsQuoteTheOffendingByteAndTheRecordType() {
+        #expect(srecError("S\u{7}030000FC\n")?.description == "t.srec: line 1 (record S\\x07): unknown record type S\\x07")
+        #expect(srecError("S1050000\u{8}122C7\n")?.description == "t.srec: line 1 (record S1): '\\x08' at column 9 is not a hex digit")
+        #expect(srecError("\u{FF}1050000112207\n")?.description == "t.srec: line 1: expected a record start code, found '\\xC3'")
+    }
+
+    @Test func noMessageCarriesAControlByte() {
+        var generator = SeededGenerator.announced("noMessageCarriesAControlByte", seed: 99)
+        for _ in 0..<2000 {
+            var line = Array(":0100000042BD".utf8)
+            line[Int.random(in: 0..<line.count, using: &generator)] = UInt8.random(in: 0...255, using: &generator)
+            let text = line + Array("\n:00000001FF\n".utf8)
+            var message: String?
+            do { _ = try IntelHex.parse(text) } catch { message = error.description }
+            var srec = Array("S10500001122C7".utf8)
+            srec[Int.random(in: 0..<srec.count, using: &generator)] = UInt8.random(in: 0...255, using: &generator)
+            var srecMessage: String?
+            do { _ = try SRecord.parse(srec + [0x0A]) } catch { srecMessage = error.description }
+            for text in [message, srecMessage].compactMap({ $0 }) {
+                #expect(!text.unicodeScalars.contains { $0.value < 0x20 || ($0.value >= 0x7F && $0.value < 0xA0) }, "\(text.debugDescription)")
+            }
+        }
     }
 }

@@ -124,3 +124,27 @@ func scratchDirectory() throws -> String {
         #expect(result.stderr == "error: \(directory) is a directory: give a regular file\n")
     }
 }
+
+/// Parser errors through the CLI quote input bytes escaped.
+@Suite struct QuotedInputCLITests {
+    @Test func errorMessagesQuoteControlBytesEscaped() throws {
+        let path = try scratchDirectory() + "/bad.hex"
+        try Data(Array(":01000000\u{1B}[31m\n:00000001FF\n".utf8)).write(to: URL(fileURLWithPath: path))
+        let result = try BleotaProcess.run(["image", "info", path])
+        #expect(result.status == 3)
+        #expect(result.stderr == "error: bad.hex: line 1: '\\x1B' at column 10 is not a hex digit\n")
+    }
+
+    @Test func anSRecordHeaderIsShownWithControlCharactersEscaped() throws {
+        let header: [UInt8] = [0x1B] + Array("[2Jhi".utf8)
+        let body = [UInt8(header.count + 3), 0, 0] + header
+        let checksum = UInt8(255 - body.reduce(0) { $0 + Int($1) } % 256)
+        let s0 = "S0" + (body + [checksum]).map { String(format: "%02X", $0) }.joined()
+        let path = try scratchDirectory() + "/h.srec"
+        try (s0 + "\nS10500001122C7\nS9030000FC\n").write(toFile: path, atomically: true, encoding: .utf8)
+        let result = try BleotaProcess.run(["image", "info", path])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("header:    \\x1B[2Jhi\n"))
+        #expect(!result.stdout.contains("\u{1B}"))
+    }
+}

@@ -9,8 +9,10 @@ public struct ImageError: Error, Sendable, Hashable, CustomStringConvertible {
         case unknownFormat
         /// The file ended before it was complete (no end record, or a short record).
         case truncated(String)
-        case missingStartCode(found: Character)
-        case nonHexCharacter(Character, column: Int)
+        /// The byte the line starts with instead (quoted escaped in the message).
+        case missingStartCode(found: UInt8)
+        /// The byte that is not a hex digit (quoted escaped in the message), and its 1-based column.
+        case nonHexCharacter(UInt8, column: Int)
         case badLength(String)
         case badChecksum(expected: UInt8, found: UInt8)
         case unknownRecordType(String)
@@ -44,8 +46,8 @@ public struct ImageError: Error, Sendable, Hashable, CustomStringConvertible {
         case .empty: return "\(file) is empty: nothing to load"
         case .unknownFormat: return "\(file): cannot tell the format from the extension: add --input-format bin, hex or srec"
         case .truncated(let why): what = "truncated: \(why)"
-        case .missingStartCode(let found): what = "expected a record start code, found '\(found)'"
-        case .nonHexCharacter(let character, let column): what = "'\(character)' at column \(column) is not a hex digit"
+        case .missingStartCode(let found): what = "expected a record start code, found '\(RecordLines.quote(found))'"
+        case .nonHexCharacter(let byte, let column): what = "'\(RecordLines.quote(byte))' at column \(column) is not a hex digit"
         case .badLength(let why): what = "bad record length: \(why)"
         case .badChecksum(let expected, let found):
             what = "bad checksum: expected 0x\(hex(expected)), found 0x\(hex(found))"

@@ -15,7 +15,7 @@ public enum IntelHex {
         for line in RecordLines.split(bytes) {
             if ended { throw ImageError(file: fileName, line: line.number, kind: .dataAfterEnd) }
             guard line.text.first == UInt8(ascii: ":") else {
-                throw ImageError(file: fileName, line: line.number, kind: .missingStartCode(found: Character(UnicodeScalar(line.text.first!))))
+                throw ImageError(file: fileName, line: line.number, kind: .missingStartCode(found: line.text.first!))
             }
             let record = try RecordLines.decode(line, skip: 1, file: fileName, record: nil)
             guard record.count >= 5 else {

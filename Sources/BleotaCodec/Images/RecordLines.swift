@@ -28,6 +28,17 @@ enum RecordLines {
         return lines
     }
 
+    /// A byte of the input as an error message quotes it: printable ASCII as
+    /// itself, anything else (control bytes, bytes of a multi-byte character)
+    /// and the quote and backslash as `\xNN`, so a message never carries raw
+    /// control bytes to a terminal and always says exactly which byte it was.
+    static func quote(_ byte: UInt8) -> String {
+        switch byte {
+        case 0x20...0x7E where byte != 0x27 && byte != 0x5C: String(UnicodeScalar(byte))
+        default: "\\x" + hex2(byte)
+        }
+    }
+
     static func hexValue(_ byte: UInt8) -> UInt8? {
         switch byte {
         case 0x30...0x39: byte - 0x30
@@ -46,7 +57,7 @@ enum RecordLines {
         for (offset, byte) in digits.enumerated() {
             guard let value = hexValue(byte) else {
                 throw ImageError(file: file, line: line.number, record: record,
-                                 kind: .nonHexCharacter(Character(UnicodeScalar(byte)), column: skip + offset + 1))
+                                 kind: .nonHexCharacter(byte, column: skip + offset + 1))
             }
             if let pending = high {
                 result.append(pending << 4 | value)

@@ -15,16 +15,17 @@ public enum SRecord {
         for line in RecordLines.split(bytes) {
             if ended { throw ImageError(file: fileName, line: line.number, kind: .dataAfterEnd) }
             guard line.text.first == UInt8(ascii: "S") || line.text.first == UInt8(ascii: "s") else {
-                throw ImageError(file: fileName, line: line.number, kind: .missingStartCode(found: Character(UnicodeScalar(line.text.first!))))
+                throw ImageError(file: fileName, line: line.number, kind: .missingStartCode(found: line.text.first!))
             }
             guard line.text.count >= 2 else {
                 throw ImageError(file: fileName, line: line.number, kind: .truncated("the record has no type digit"))
             }
-            let typeCharacter = Character(UnicodeScalar(line.text[line.text.startIndex + 1]))
-            let typeName = "S\(typeCharacter)"
-            guard let type = typeCharacter.wholeNumberValue, [0, 1, 2, 3, 5, 6, 7, 8, 9].contains(type) else {
+            let typeByte = line.text[line.text.startIndex + 1]
+            let typeName = "S" + RecordLines.quote(typeByte)
+            guard (0x30...0x39).contains(typeByte), [0, 1, 2, 3, 5, 6, 7, 8, 9].contains(typeByte - 0x30) else {
                 throw ImageError(file: fileName, line: line.number, record: typeName, kind: .unknownRecordType(typeName))
             }
+            let type = Int(typeByte - 0x30)
             let record = try RecordLines.decode(line, skip: 2, file: fileName, record: typeName)
             let addressLength = [0: 2, 1: 2, 2: 3, 3: 4, 5: 2, 6: 3, 7: 4, 8: 3, 9: 2][type]!
             guard record.count >= 1 + addressLength + 1 else {
