@@ -170,9 +170,23 @@ func srecError(_ text: String, file: String = "t.srec") -> ImageError? {
                 == "t.srec: line 2 (record S5): record count says 2 data records, the file has 1")
     }
 
-    @Test func missingTerminationIsTruncation() {
-        #expect(srecError("S10500001122C7\n")?.description
-                == "t.srec: truncated: no termination record (S7, S8 or S9): the file was cut short")
+    @Test func dataWithoutATerminationRecordLoadsWithoutAStartAddress() throws {
+        let image = try SRecord.parse(Array("S10500001122C7\n".utf8))
+        #expect(image.segments == [ImageSegment(address: 0, bytes: [0x11, 0x22])])
+        #expect(image.startAddress == nil)
+    }
+
+    @Test func noDataAndNoTerminationIsTruncation() {
+        // Only a header: nothing to load and nothing saying the file ended.
+        #expect(srecError("S00600004844521B\n")?.description
+                == "t.srec: truncated: no data records and no termination record (S7, S8 or S9): the file was cut short")
+        // Only blank lines are not an empty file on disk, but hold no records either.
+        #expect(srecError("\n  \n\t\n")?.kind == .truncated("no data records and no termination record (S7, S8 or S9): the file was cut short"))
+    }
+
+    @Test func aCountRecordIsStillCheckedWithoutATerminationRecord() {
+        #expect(srecError("S10500001122C7\nS5030002FA\n")?.description
+                == "t.srec: line 2 (record S5): record count says 2 data records, the file has 1")
     }
 
     @Test func malformedRecords() {
@@ -312,6 +326,75 @@ func srecError(_ text: String, file: String = "t.srec") -> ImageError? {
         #expect(image.size == bytes.count)
         #expect(image.segments.count == 1)
         #expect(image.crc32() == CRC32.checksum(bytes))
+    }
+}
+
+/// S-record files as other tools write them.
+@Suite struct ForeignRecordTests {
+    /// bincopy's layout: S0 header, S1/S2/S3 data 32 bytes a line, S5 count, and no
+    /// S7/S8/S9 when the image has no execution start address.
+    static func bincopyStyle(_ segments: [ImageSegment], width: Int, header: String = "bincopy") -> String {
+        var lines = [ReferenceRecords.srec(type: 0, address: 0, width: 2, data: Array(header.utf8))]
+        var count = 0
+        for segment in segments {
+            for offset in stride(from: 0, to: segment.bytes.count, by: 32) {
+                let data = Array(segment.bytes[offset..<min(offset + 32, segment.bytes.count)])
+                lines.append(ReferenceRecords.srec(type: width - 1, address: segment.address + UInt32(offset), width: width, data: data))
+                count += 1
+            }
+        }
+        lines.append(ReferenceRecords.srec(type: 5, address: UInt32(count), width: 2))
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// GNU objcopy's layout cut after the data: S0 with the file name, S3 data 16 bytes a line, CRLF.
+    static func objcopyStyle(_ segments: [ImageSegment]) -> String {
+        var lines = [ReferenceRecords.srec(type: 0, address: 0, width: 2, data: Array("app.srec".utf8))]
+        for segment in segments {
+            for offset in stride(from: 0, to: segment.bytes.count, by: 16) {
+                let data = Array(segment.bytes[offset..<min(offset + 16, segment.bytes.count)])
+                lines.append(ReferenceRecords.srec(type: 3, address: segment.address + UInt32(offset), width: 4, data: data))
+            }
+        }
+        return lines.joined(separator: "\r\n") + "\r\n"
+    }
+
+    static func randomSegments(_ generator: inout SeededGenerator, width: Int) -> [ImageSegment] {
+        let top: UInt32 = width == 2 ? 0xF000 : width == 3 ? 0xF0_0000 : 0xF000_0000
+        var address = UInt32.random(in: 0...(top / 2), using: &generator)
+        var segments: [ImageSegment] = []
+        for _ in 0..<Int.random(in: 1...4, using: &generator) {
+            let length = Int.random(in: 1...700, using: &generator)
+            segments.append(ImageSegment(address: address, bytes: (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }))
+            address += UInt32(length) + UInt32.random(in: 1...300, using: &generator)
+        }
+        return segments
+    }
+
+    @Test(arguments: [2, 3, 4])
+    func bincopyFilesWithoutATerminationRecordLoad(width: Int) throws {
+        var generator = SeededGenerator.announced("bincopy width \(width)", seed: 7_000 + UInt64(width))
+        let segments = Self.randomSegments(&generator, width: width)
+        let image = try SRecord.parse(Array(Self.bincopyStyle(segments, width: width).utf8), fileName: "b.srec")
+        #expect(image.segments == segments)
+        #expect(image.startAddress == nil)
+        #expect(image.header == "bincopy")
+    }
+
+    @Test func objcopyFilesWithoutCountOrTerminationLoad() throws {
+        var generator = SeededGenerator.announced("objcopy", seed: 4_242)
+        let segments = Self.randomSegments(&generator, width: 4)
+        let image = try SRecord.parse(Array(Self.objcopyStyle(segments).utf8))
+        #expect(image.segments == segments)
+        #expect(image.startAddress == nil)
+        #expect(image.header == "app.srec")
+    }
+
+    @Test func aWrongCountInAFileWithoutTerminationIsStillAnError() {
+        var text = Self.bincopyStyle([ImageSegment(address: 0x100, bytes: [1, 2, 3])], width: 2)
+        text = text.replacingOccurrences(of: ReferenceRecords.srec(type: 5, address: 1, width: 2),
+                                         with: ReferenceRecords.srec(type: 5, address: 3, width: 2))
+        #expect(srecError(text)?.description == "t.srec: line 3 (record S5): record count says 3 data records, the file has 1")
     }
 }
 

@@ -5,6 +5,12 @@
 /// complement of the low byte of their sum (count included). Types: S0 header,
 /// S1/S2/S3 data with 16/24/32-bit addresses, S5/S6 a 16/24-bit count of the
 /// data records, S7/S8/S9 the start address (32/24/16-bit) that ends the file.
+///
+/// The termination record is optional in practice: bincopy writes one only
+/// when there is a start address, and GNU objcopy's output is often cut after
+/// the data or count records by tools that concatenate S-records. A file with
+/// data records and no termination record is read as an image without a start
+/// address; a file with neither is refused as truncated.
 public enum SRecord {
     public static func parse(_ bytes: [UInt8], fileName: String = "image.srec") throws(ImageError) -> FirmwareImage {
         var builder = SegmentBuilder()
@@ -64,8 +70,8 @@ public enum SRecord {
                 ended = true
             }
         }
-        guard ended else {
-            throw ImageError(file: fileName, kind: .truncated("no termination record (S7, S8 or S9): the file was cut short"))
+        guard ended || dataRecords > 0 else {
+            throw ImageError(file: fileName, kind: .truncated("no data records and no termination record (S7, S8 or S9): the file was cut short"))
         }
         return try FirmwareImage(format: .srec, segments: builder.segments, startAddress: start, header: header, fileName: fileName)
     }
