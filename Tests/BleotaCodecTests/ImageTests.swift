@@ -329,7 +329,7 @@ func srecError(_ text: String, file: String = "t.srec") -> ImageError? {
     }
 }
 
-/// S-record files as other tools write them.
+/// S-record files as other tools write them, and what a conversion keeps of the start address.
 @Suite struct ForeignRecordTests {
     /// bincopy's layout: S0 header, S1/S2/S3 data 32 bytes a line, S5 count, and no
     /// S7/S8/S9 when the image has no execution start address.
@@ -396,7 +396,48 @@ func srecError(_ text: String, file: String = "t.srec") -> ImageError? {
                                          with: ReferenceRecords.srec(type: 5, address: 3, width: 2))
         #expect(srecError(text)?.description == "t.srec: line 3 (record S5): record count says 3 data records, the file has 1")
     }
+
+    static let hexWithoutStart = [
+        ReferenceRecords.intelHex(type: 0x00, address: 0x8000, data: [1, 2, 3, 4]),
+        ReferenceRecords.intelHex(type: 0x01, address: 0),
+    ].joined(separator: "\n") + "\n"
+
+    static func terminationRecords(_ text: String) -> [Substring] {
+        text.split(separator: "\n").filter { $0.hasPrefix("S7") || $0.hasPrefix("S8") || $0.hasPrefix("S9") }
+    }
+
+    @Test func aConversionWithoutAStartAddressWritesNoStartRecord() throws {
+        let hex = try IntelHex.parse(Array(Self.hexWithoutStart.utf8))
+        #expect(hex.startAddress == nil)
+        let srecText = SRecord.encode(hex)
+        #expect(Self.terminationRecords(srecText).isEmpty)
+        #expect(srecText.split(separator: "\n").last == Substring(ReferenceRecords.srec(type: 5, address: 1, width: 2)))
+        let srec = try SRecord.parse(Array(srecText.utf8))
+        #expect(srec.startAddress == nil)
+        #expect(srec.segments == hex.segments)
+        let hexAgain = IntelHex.encode(srec)
+        #expect(!hexAgain.split(separator: "\n").contains { $0.dropFirst(7).hasPrefix("05") || $0.dropFirst(7).hasPrefix("03") })
+        #expect(hexAgain == Self.hexWithoutStart)
+    }
+
+    @Test(arguments: [(UInt32(0x0000_8101), "S9"), (0x0001_0001, "S8"), (0x0800_0101, "S7"), (0, "S9")])
+    func aStartAddressSurvivesBothWays(start: UInt32, termination: String) throws {
+        let text = [
+            ReferenceRecords.intelHex(type: 0x00, address: 0x8000, data: [1, 2, 3, 4]),
+            ReferenceRecords.intelHex(type: 0x05, address: 0, data: [UInt8(start >> 24), UInt8((start >> 16) & 0xFF), UInt8((start >> 8) & 0xFF), UInt8(start & 0xFF)]),
+            ReferenceRecords.intelHex(type: 0x01, address: 0),
+        ].joined(separator: "\n") + "\n"
+        let hex = try IntelHex.parse(Array(text.utf8))
+        #expect(hex.startAddress == start)
+        let srecText = SRecord.encode(hex)
+        let width = ["S9": 2, "S8": 3, "S7": 4][termination]!
+        #expect(Self.terminationRecords(srecText) == [Substring(ReferenceRecords.srec(type: Int(termination.dropFirst())!, address: start, width: width))])
+        let srec = try SRecord.parse(Array(srecText.utf8))
+        #expect(srec.startAddress == start)
+        #expect(IntelHex.encode(srec) == text)
+    }
 }
+
 
 /// Error messages quote input bytes escaped, never raw.
 @Suite struct QuotedInputTests {

@@ -125,6 +125,45 @@ func scratchDirectory() throws -> String {
     }
 }
 
+/// What `image convert` writes about the start address, and that bleota reads back what it writes.
+@Suite struct ConvertStartRecordCLITests {
+    @Test func aStartAddressIsKeptThroughSRecordsAndBack() throws {
+        let directory = try scratchDirectory()
+        let srec = directory + "/blinky.srec"
+        let hex = directory + "/blinky.hex"
+        #expect(try BleotaProcess.run(["image", "convert", "samples/firmware/blinky.hex", srec]).status == 0)
+        let srecLines = try String(contentsOfFile: srec, encoding: .utf8).split(separator: "\n")
+        // blinky ends below 64 KiB, so 16-bit records and S9, carrying 0x8101.
+        let termination: String = "S9038101" + String(format: "%02X", 255 - (3 + 0x81 + 0x01))
+        #expect(srecLines.last.map(String.init) == termination)
+        #expect(try BleotaProcess.run(["image", "convert", srec, hex]).status == 0)
+        let info = try BleotaProcess.run(["image", "info", hex, "--json"])
+        let report = try JSONDecoder().decode(ImageReport.self, from: Data(info.stdout.utf8))
+        #expect(report.startAddress == 0x8101)
+        #expect(try String(contentsOfFile: hex, encoding: .utf8).contains(":0400000500008101"))
+    }
+
+    @Test func noStartAddressMeansNoStartRecord() throws {
+        let directory = try scratchDirectory()
+        let srec = directory + "/app.srec"
+        let hex = directory + "/app.hex"
+        #expect(try BleotaProcess.run(["image", "convert", "samples/firmware/app-v2.bin", srec, "--base-address", "0x20000"]).status == 0)
+        let srecText = try String(contentsOfFile: srec, encoding: .utf8)
+        #expect(!srecText.split(separator: "\n").contains { $0.hasPrefix("S7") || $0.hasPrefix("S8") || $0.hasPrefix("S9") })
+        #expect(srecText.split(separator: "\n").last?.hasPrefix("S5") == true)
+        // bleota reads back what it wrote, termination record or not.
+        let converted = try BleotaProcess.run(["image", "convert", srec, hex])
+        #expect(converted.status == 0, "\(converted.stderr)")
+        let hexText = try String(contentsOfFile: hex, encoding: .utf8)
+        #expect(!hexText.split(separator: "\n").contains { $0.count >= 9 && ["03", "05"].contains($0.dropFirst(7).prefix(2)) })
+        let info = try BleotaProcess.run(["image", "info", hex, "--json"])
+        let report = try JSONDecoder().decode(ImageReport.self, from: Data(info.stdout.utf8))
+        #expect(report.startAddress == nil)
+        #expect(report.baseAddress == 0x20000)
+        #expect(report.crc32 == "0x5309b2db")
+    }
+}
+
 /// Parser errors through the CLI quote input bytes escaped.
 @Suite struct QuotedInputCLITests {
     @Test func errorMessagesQuoteControlBytesEscaped() throws {

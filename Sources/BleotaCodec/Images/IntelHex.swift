@@ -73,7 +73,8 @@ public enum IntelHex {
     }
 
     /// Writes `image` as Intel HEX with type 04 records wherever the upper 16
-    /// address bits change; records never cross a 64 KiB boundary.
+    /// address bits change; records never cross a 64 KiB boundary. A start
+    /// address record (05) is written only when the image has a start address.
     public static func encode(_ image: FirmwareImage, bytesPerRecord: Int = 16) -> String {
         let perRecord = max(1, min(255, bytesPerRecord))
         var out = ""

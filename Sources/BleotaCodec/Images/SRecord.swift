@@ -76,11 +76,13 @@ public enum SRecord {
         return try FirmwareImage(format: .srec, segments: builder.segments, startAddress: start, header: header, fileName: fileName)
     }
 
-    /// Writes `image` with the narrowest address width that fits, an S0 header,
-    /// a count record and the matching termination record.
+    /// Writes `image` with the narrowest address width that fits, an S0 header
+    /// and a count record; the termination record carrying the start address
+    /// (S7, S8 or S9, matching the data records' width) only when the image has
+    /// a start address, as bincopy does, so a conversion never invents one.
     public static func encode(_ image: FirmwareImage, bytesPerRecord: Int = 16) -> String {
         let perRecord = max(1, min(250, bytesPerRecord))
-        let highest = max(image.segments.last?.end ?? 0, UInt64(image.startAddress ?? 0) + 1)
+        let highest = max(image.segments.last?.end ?? 0, image.startAddress.map { UInt64($0) + 1 } ?? 0)
         let (dataType, endType, width): (Int, Int, Int) = highest <= 0x1_0000 ? (1, 9, 2) : highest <= 0x100_0000 ? (2, 8, 3) : (3, 7, 4)
         var out = record(type: 0, address: 0, width: 2, data: Array((image.header ?? "bleota").utf8.prefix(64)))
         var count = 0
@@ -99,7 +101,9 @@ public enum SRecord {
         } else if count <= 0xFF_FFFF {
             out += record(type: 6, address: UInt64(count), width: 3, data: [])
         }
-        out += record(type: endType, address: UInt64(image.startAddress ?? 0), width: width, data: [])
+        if let start = image.startAddress {
+            out += record(type: endType, address: UInt64(start), width: width, data: [])
+        }
         return out
     }
 
