@@ -44,8 +44,8 @@ struct FlashCommand: AsyncParsableCommand {
             try await flashSMP(logger: logger)
             return
         }
-        let firmware = try input.load(image)
-        let bytes = firmware.flattened(fill: input.fill)
+        // The native protocol carries the image's size in 32 bits.
+        let bytes = try input.loadFlattened(image, limit: Int(UInt32.max))
         guard !bytes.isEmpty else { throw CommandFailure(.badInput, "\(image): the image is empty: nothing to flash") }
         let label = versionLabel ?? "sha256:" + String(SHA256Digest.hash(bytes).hexString.prefix(12))
         let outcome = try await withNativeUpdater(global: global, device: deviceOptions, tuning: tuningOptions, logger: logger) {

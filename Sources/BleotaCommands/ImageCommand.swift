@@ -51,13 +51,23 @@ struct ImageInputOptions: ParsableArguments {
     @Option(name: .long, help: "Byte that fills gaps between segments when an image is flattened.", transform: parseByte)
     var fill: UInt8 = 0xFF
 
-    func load(_ path: String) throws -> FirmwareImage {
+    /// Loads an image, kept sparse: nothing is flattened here. With `limit`, an
+    /// image whose flattened size is larger is refused (a raw .bin by its file
+    /// size, before it is read).
+    func load(_ path: String, limit: Int = .max) throws -> FirmwareImage {
         do {
-            var image = try FirmwareImage.load(path: path, format: inputFormat)
-            if image.format == .bin, baseAddress != 0 {
-                image = try FirmwareImage(binary: image.flattened(fill: fill), baseAddress: baseAddress)
-            }
-            return image
+            return try FirmwareImage.load(path: path, format: inputFormat, baseAddress: baseAddress, limit: limit)
+        } catch {
+            throw CommandFailure(.badInput, String(describing: error))
+        }
+    }
+
+    /// Loads an image and flattens it with `--fill`, refusing one larger than
+    /// `limit` bytes before flattening.
+    func loadFlattened(_ path: String, limit: Int) throws -> [UInt8] {
+        let image = try load(path, limit: limit)
+        do {
+            return try image.flattened(fill: fill, limit: limit, fileName: (path as NSString).lastPathComponent)
         } catch {
             throw CommandFailure(.badInput, String(describing: error))
         }
@@ -109,6 +119,7 @@ struct ImageReport: Codable, Equatable {
     /// Present when the file is an MCUboot image.
     var mcuboot: MCUbootReport?
 
+    /// Sizes and checksums come from the sparse image: one streaming pass, no gap materialised.
     init(file: String, image: FirmwareImage, fill: UInt8) {
         self.file = file
         format = image.format.shortName
@@ -118,8 +129,9 @@ struct ImageReport: Codable, Equatable {
         startAddress = image.startAddress
         header = image.header
         self.fill = fill
-        crc32 = hex32(image.crc32(fill: fill))
-        sha256 = image.sha256(fill: fill).hexString
+        let checksums = image.checksums(fill: fill)
+        crc32 = hex32(checksums.crc32)
+        sha256 = checksums.sha256.hexString
     }
 }
 
@@ -138,8 +150,7 @@ struct ImageInfo: AsyncParsableCommand {
     func run() async throws {
         let image = try input.load(file)
         var report = ImageReport(file: file, image: image, fill: input.fill)
-        let flat = image.flattened(fill: input.fill)
-        if MCUbootImage.startsWithMagic(flat) {
+        if MCUbootImage.startsWithMagic(image.prefix(4, fill: input.fill)) {
             var key: MCUbootPublicKey?
             if let keyPath = self.key {
                 do { key = try MCUbootPublicKey(try readInputFile(keyPath)) } catch let error as ImageVerificationError {
@@ -147,7 +158,7 @@ struct ImageInfo: AsyncParsableCommand {
                 }
             }
             do {
-                report.mcuboot = MCUbootReport(try MCUbootImage(decoding: flat), key: key)
+                report.mcuboot = MCUbootReport(try MCUbootImage(decoding: image, fill: input.fill), key: key)
             } catch {
                 throw CommandFailure(.badInput, "\(file) starts like an MCUboot image but does not parse: \(error)")
             }

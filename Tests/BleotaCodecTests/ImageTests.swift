@@ -438,7 +438,6 @@ func srecError(_ text: String, file: String = "t.srec") -> ImageError? {
     }
 }
 
-
 /// Error messages quote input bytes escaped, never raw.
 @Suite struct QuotedInputTests {
     @Test func controlAndNonASCIIBytesAreQuotedAsEscapes() {

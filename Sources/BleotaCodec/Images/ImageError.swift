@@ -2,7 +2,7 @@
 /// record where it applies, and what is wrong, in one line.
 public struct ImageError: Error, Sendable, Hashable, CustomStringConvertible {
     public enum Kind: Sendable, Hashable {
-        /// Missing, not a regular file, or unreadable.
+        /// Missing, not a regular file, unreadable, or over the caller's size limit.
         case inputFile(InputFileError)
         case unwritable(String)
         case empty
@@ -21,6 +21,8 @@ public struct ImageError: Error, Sendable, Hashable, CustomStringConvertible {
         case badRecord(String)
         case overlap(first: UInt32, firstEnd: UInt64, second: UInt32)
         case beyondAddressSpace(address: UInt64)
+        /// The flattened image is larger than the caller accepts; it was not flattened.
+        case tooLarge(size: UInt64, limit: UInt64)
     }
 
     public var file: String
@@ -59,6 +61,8 @@ public struct ImageError: Error, Sendable, Hashable, CustomStringConvertible {
             what = "overlapping segments: 0x\(hex32(first))–0x\(hex32(UInt32(truncatingIfNeeded: firstEnd - 1))) and one starting at 0x\(hex32(second)); fix the build that produced it"
         case .beyondAddressSpace(let address):
             what = "data reaches 0x\(String(address, radix: 16, uppercase: true)), beyond the 32-bit address space"
+        case .tooLarge(let size, let limit):
+            return "\(file): the image is \(size) bytes flattened, more than the limit of \(limit) bytes"
         }
         if let line { location += " line \(line)" + (record.map { " (record \($0))" } ?? "") + ":" }
         return "\(location) \(what)"

@@ -88,6 +88,39 @@ public struct MCUbootImage: Sendable, Equatable {
     public var totalSize: Int
 
     public init(decoding bytes: [UInt8]) throws(DecodingError) {
+        try self.init(decoding: bytes, fileSize: bytes.count)
+    }
+
+    /// Parses the MCUboot image at the start of a firmware image that may be
+    /// sparse, flattening it only as far as the header says the MCUboot image
+    /// can reach (header, firmware, protected TLVs and at most 64 KiB of TLVs):
+    /// a header that claims more than the file holds is refused without
+    /// flattening anything.
+    public init(decoding image: FirmwareImage, fill: UInt8 = 0xFF) throws(DecodingError) {
+        let head = image.prefix(32, fill: fill)
+        guard let (bodyEnd, reach) = Self.extent(ofHeader: head), bodyEnd <= image.size else {
+            // Too short for a header, or claiming more than there is: this throws.
+            try self.init(decoding: head, fileSize: image.size)
+            return
+        }
+        try self.init(decoding: image.prefix(min(reach, image.size), fill: fill), fileSize: image.size)
+    }
+
+    /// Where the firmware ends and how far parsing can read, from the header's
+    /// sizes; nil when `header` is shorter than 32 bytes. The unprotected TLV
+    /// area's length is a 16-bit field, so it cannot reach further than 64 KiB.
+    static func extent(ofHeader header: [UInt8]) -> (bodyEnd: Int, reach: Int)? {
+        guard header.count >= 32 else { return nil }
+        func field(_ offset: Int, _ length: Int) -> Int {
+            (0..<length).reduce(0) { $0 | Int(header[offset + $1]) << (8 * $1) }
+        }
+        let bodyEnd = field(8, 2) + field(12, 4)
+        return (bodyEnd, bodyEnd + field(10, 2) + 0xFFFF)
+    }
+
+    /// `bytes` is the start of a file of `fileSize` bytes: all of it, or at
+    /// least as much as the header says the image reaches.
+    init(decoding bytes: [UInt8], fileSize: Int) throws(DecodingError) {
         var reader = ByteReader(bytes)
         let magic = try reader.readUInt32(.little, "MCUboot magic")
         guard magic == Self.magic else {
@@ -103,8 +136,8 @@ public struct MCUbootImage: Sendable, Equatable {
                           build: try reader.readUInt32(.little, "version build"))
         guard headerSize >= 32 else { throw reader.invalid("header size", "\(headerSize) is smaller than the 32-byte header", at: 8) }
         let bodyEnd = headerSize + imageSize
-        guard bodyEnd <= bytes.count else {
-            throw reader.invalid("image size", "header and image need \(bodyEnd) bytes but the file has \(bytes.count)", at: 12)
+        guard bodyEnd <= bytes.count, bodyEnd <= fileSize else {
+            throw reader.invalid("image size", "header and image need \(bodyEnd) bytes but the file has \(fileSize)", at: 12)
         }
         var tlvs: [TLV] = []
         var offset = bodyEnd

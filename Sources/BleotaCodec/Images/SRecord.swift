@@ -18,7 +18,7 @@ public enum SRecord {
         var start: UInt32?
         var dataRecords = 0
         var ended = false
-        for line in RecordLines.split(bytes) {
+        try RecordLines.forEach(bytes) { line throws(ImageError) in
             if ended { throw ImageError(file: fileName, line: line.number, kind: .dataAfterEnd) }
             guard line.text.first == UInt8(ascii: "S") || line.text.first == UInt8(ascii: "s") else {
                 throw ImageError(file: fileName, line: line.number, kind: .missingStartCode(found: line.text.first!))
@@ -48,7 +48,7 @@ public enum SRecord {
                 throw ImageError(file: fileName, line: line.number, record: typeName, kind: .badChecksum(expected: expected, found: record.last!))
             }
             let address = record[1...addressLength].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-            let data = Array(record[(1 + addressLength)..<(record.count - 1)])
+            let data = record[(1 + addressLength)..<(record.count - 1)]
             switch type {
             case 0:
                 header = String(decoding: data.prefix { $0 != 0 }, as: UTF8.self)
@@ -73,7 +73,7 @@ public enum SRecord {
         guard ended || dataRecords > 0 else {
             throw ImageError(file: fileName, kind: .truncated("no data records and no termination record (S7, S8 or S9): the file was cut short"))
         }
-        return try FirmwareImage(format: .srec, segments: builder.segments, startAddress: start, header: header, fileName: fileName)
+        return try FirmwareImage(format: .srec, segments: builder.segments(), startAddress: start, header: header, fileName: fileName)
     }
 
     /// Writes `image` with the narrowest address width that fits, an S0 header
@@ -81,37 +81,48 @@ public enum SRecord {
     /// (S7, S8 or S9, matching the data records' width) only when the image has
     /// a start address, as bincopy does, so a conversion never invents one.
     public static func encode(_ image: FirmwareImage, bytesPerRecord: Int = 16) -> String {
+        var text: [UInt8] = []
+        encode(image, bytesPerRecord: bytesPerRecord) { text.append(contentsOf: $0) }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// Writes `image` as ``encode(_:bytesPerRecord:)`` does, handing the text
+    /// to `sink` in pieces of about 1 MiB as it is produced.
+    public static func encode(_ image: FirmwareImage, bytesPerRecord: Int = 16, to sink: (UnsafeRawBufferPointer) -> Void) {
         let perRecord = max(1, min(250, bytesPerRecord))
         let highest = max(image.segments.last?.end ?? 0, image.startAddress.map { UInt64($0) + 1 } ?? 0)
-        let (dataType, endType, width): (Int, Int, Int) = highest <= 0x1_0000 ? (1, 9, 2) : highest <= 0x100_0000 ? (2, 8, 3) : (3, 7, 4)
-        var out = record(type: 0, address: 0, width: 2, data: Array((image.header ?? "bleota").utf8.prefix(64)))
+        let (dataType, endType, width): (UInt8, UInt8, Int) = highest <= 0x1_0000 ? (1, 9, 2) : highest <= 0x100_0000 ? (2, 8, 3) : (3, 7, 4)
+        let writer = RecordWriter()
+        var fields: [UInt8] = []
+        fields.reserveCapacity(6 + perRecord)
+        func record(type: UInt8, address: UInt64, width: Int, data: ArraySlice<UInt8>) {
+            fields.removeAll(keepingCapacity: true)
+            fields.append(UInt8(width + data.count + 1))
+            for index in stride(from: width - 1, through: 0, by: -1) { fields.append(UInt8((address >> (8 * UInt64(index))) & 0xFF)) }
+            fields.append(contentsOf: data)
+            fields.append(~fields.reduce(UInt8(0)) { $0 &+ $1 })
+            writer.line(start: UInt8(ascii: "S"), type: 0x30 + type, fields: fields, sink: sink)
+        }
+        record(type: 0, address: 0, width: 2, data: Array((image.header ?? "bleota").utf8.prefix(64))[...])
         var count = 0
         for segment in image.segments {
             var offset = 0
             while offset < segment.bytes.count {
                 let length = min(perRecord, segment.bytes.count - offset)
-                out += record(type: dataType, address: UInt64(segment.address) + UInt64(offset), width: width,
-                              data: Array(segment.bytes[offset..<offset + length]))
+                record(type: dataType, address: UInt64(segment.address) + UInt64(offset), width: width,
+                       data: segment.bytes[offset..<offset + length])
                 offset += length
                 count += 1
             }
         }
         if count <= 0xFFFF {
-            out += record(type: 5, address: UInt64(count), width: 2, data: [])
+            record(type: 5, address: UInt64(count), width: 2, data: [])
         } else if count <= 0xFF_FFFF {
-            out += record(type: 6, address: UInt64(count), width: 3, data: [])
+            record(type: 6, address: UInt64(count), width: 3, data: [])
         }
         if let start = image.startAddress {
-            out += record(type: endType, address: UInt64(start), width: width, data: [])
+            record(type: endType, address: UInt64(start), width: width, data: [])
         }
-        return out
-    }
-
-    static func record(type: Int, address: UInt64, width: Int, data: [UInt8]) -> String {
-        var body: [UInt8] = [UInt8(width + data.count + 1)]
-        for index in stride(from: width - 1, through: 0, by: -1) { body.append(UInt8((address >> (8 * UInt64(index))) & 0xFF)) }
-        body += data
-        let checksum = ~body.reduce(UInt8(0)) { $0 &+ $1 }
-        return "S\(type)" + (body + [checksum]).map(hex2).joined() + "\n"
+        writer.finish(sink: sink)
     }
 }
