@@ -64,7 +64,7 @@ let package = Package(
             name: "bleota-bench", dependencies: ["BleotaCodec", "BleotaLink", "BleotaEngine", "BleotaProtocols", "BleotaSimulator"],
             path: "Benchmarks"),
 
-        .testTarget(name: "BleotaCodecTests", dependencies: ["BleotaCodec", "BleotaZlib"],
+        .testTarget(name: "BleotaCodecTests", dependencies: ["BleotaCodec", "BleotaZlib", .product(name: "Crypto", package: "swift-crypto")],
                     resources: [.copy("Fixtures")]),
         .testTarget(name: "BleotaATTTests", dependencies: ["BleotaATT", "BleotaLink", "BleotaCodec", "BleotaSimulator", "BleotaProtocols", "BleotaEngine"]),
         .testTarget(name: "BleotaBlueZTests", dependencies: ["BleotaBlueZ", "BleotaATT", "BleotaLink"]),
@@ -72,6 +72,6 @@ let package = Package(
         .testTarget(name: "BleotaSimulatorTests", dependencies: ["BleotaSimulator", "BleotaProtocols", "BleotaEngine", "BleotaLink", "BleotaCodec"]),
         .testTarget(name: "BleotaProtocolsTests", dependencies: ["BleotaProtocols", "BleotaEngine", "BleotaCodec", "BleotaLink"],
                     resources: [.copy("Fixtures")]),
-        .testTarget(name: "BleotaCommandsTests", dependencies: ["BleotaCommands", "BleotaCodec"]),
+        .testTarget(name: "BleotaCommandsTests", dependencies: ["BleotaCommands", "BleotaCodec", .product(name: "Crypto", package: "swift-crypto")]),
     ]
 )

@@ -144,7 +144,7 @@ struct ImageInfo: AsyncParsableCommand {
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var input: ImageInputOptions
-    @Option(name: .long, help: "For an MCUboot image: verify its signature with this public key (PEM or DER).") var key: String?
+    @Option(name: .long, help: "For an MCUboot image: verify its signature with this public key, or the private key it comes from (PEM or DER).") var key: String?
     @Argument(help: "The image file.") var file: String
 
     func run() async throws {

@@ -1,4 +1,5 @@
 import BleotaCodec
+import Crypto
 import Foundation
 import Testing
 @testable import BleotaCommands
@@ -231,5 +232,57 @@ func scratchDirectory() throws -> String {
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("header:    \\x1B[2Jhi\n"))
         #expect(!result.stdout.contains("\u{1B}"))
+    }
+}
+
+/// `image info --key` with a private key, as imgtool accepts one.
+@Suite struct PrivateKeyCLITests {
+    /// An MCUboot image signed with `key` the way imgtool signs with ECDSA P-256.
+    static func signedImage(_ firmware: [UInt8], key: P256.Signing.PrivateKey) throws -> [UInt8] {
+        let unsigned = MCUbootImage.build(firmware: firmware, version: .init(major: 3, minor: 1, revision: 4, build: 0))
+        let hashed = Array(unsigned.dropLast(40))
+        let hash = Array(SHA256.hash(data: hashed))
+        let keyHash = Array(SHA256.hash(data: key.publicKey.derRepresentation))
+        let signature = Array(try key.signature(for: hashed).derRepresentation)
+        var entries: [UInt8] = []
+        for (type, value) in [(UInt8(0x10), hash), (0x01, keyHash), (0x22, signature)] {
+            entries += [type, 0, UInt8(value.count), 0] + value
+        }
+        return hashed + [0x07, 0x69, UInt8((entries.count + 4) & 0xFF), UInt8((entries.count + 4) >> 8)] + entries
+    }
+
+    static func opensslKey(_ suffix: String) throws -> String {
+        let directory = BleotaProcess.repositoryRoot.appendingPathComponent("samples/keys")
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        let name = try #require(names.sorted().first { $0.hasPrefix("openssl-") && $0.hasSuffix(suffix) })
+        return "samples/keys/" + name
+    }
+
+    @Test(arguments: ["-ec-p256-private.pem", "-ec-p256-private-sec1.pem", "-ec-p256-public.pem"])
+    func anImageSignedWithOpensslsKeyVerifiesWithItsPrivateOrPublicKey(keyFile suffix: String) throws {
+        let keyPath = try Self.opensslKey(suffix)
+        let signingPEM = try String(contentsOfFile: BleotaProcess.repositoryRoot.appendingPathComponent(try Self.opensslKey("-ec-p256-private.pem")).path,
+                                    encoding: .utf8)
+        let key = try P256.Signing.PrivateKey(pemRepresentation: signingPEM)
+        let image = try scratchDirectory() + "/signed.bin"
+        try Data(try Self.signedImage((0..<5000).map { UInt8(truncatingIfNeeded: $0) }, key: key)).write(to: URL(fileURLWithPath: image))
+        let result = try BleotaProcess.run(["image", "info", image, "--key", keyPath])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("signature: ECDSA P-256 (verified with the given key)"))
+        let json = try BleotaProcess.run(["image", "info", image, "--key", keyPath, "--json"])
+        let report = try JSONDecoder().decode(ImageReport.self, from: Data(json.stdout.utf8))
+        #expect(report.mcuboot?.signatureVerified == true)
+        #expect(report.mcuboot?.keyHash == Array(SHA256.hash(data: key.publicKey.derRepresentation)).map { String(format: "%02x", $0) }.joined())
+    }
+
+    @Test func anotherPrivateKeyDoesNotVerify() throws {
+        let directory = try scratchDirectory()
+        let image = directory + "/signed.bin"
+        try Data(try Self.signedImage([1, 2, 3], key: P256.Signing.PrivateKey())).write(to: URL(fileURLWithPath: image))
+        let other = directory + "/other.pem"
+        try P256.Signing.PrivateKey().pemRepresentation.write(toFile: other, atomically: true, encoding: .utf8)
+        let result = try BleotaProcess.run(["image", "info", image, "--key", other])
+        #expect(result.status == 5)
+        #expect(result.stderr.hasSuffix("the image was signed with a different key (its key hash TLV does not match --key)\n"))
     }
 }
