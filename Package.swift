@@ -69,7 +69,7 @@ let package = Package(
 
         // Seeded random inputs whose seed is printed, for every test target.
         .target(name: "BleotaTestSupport", dependencies: ["BleotaLink"], path: "Tests/BleotaTestSupport"),
-        .testTarget(name: "BleotaCodecTests", dependencies: ["BleotaTestSupport", "BleotaCodec", "BleotaZlib"],
+        .testTarget(name: "BleotaCodecTests", dependencies: ["BleotaTestSupport", "BleotaCodec", "BleotaZlib", .product(name: "Crypto", package: "swift-crypto")],
                     resources: [.copy("Fixtures")]),
         .testTarget(name: "BleotaLinkTests", dependencies: ["BleotaTestSupport", "BleotaLink", "BleotaCodec"]),
         .testTarget(name: "BleotaATTTests", dependencies: ["BleotaTestSupport", "BleotaATT", "BleotaLink", "BleotaCodec"]),
@@ -78,6 +78,6 @@ let package = Package(
         .testTarget(name: "BleotaSimulatorTests", dependencies: ["BleotaTestSupport", "BleotaSimulator", "BleotaProtocols", "BleotaEngine", "BleotaLink", "BleotaCodec"]),
         .testTarget(name: "BleotaProtocolsTests", dependencies: ["BleotaTestSupport", "BleotaProtocols", "BleotaEngine", "BleotaCodec", "BleotaLink", "BleotaATT"],
                     resources: [.copy("Fixtures")]),
-        .testTarget(name: "BleotaCommandsTests", dependencies: ["BleotaTestSupport", "BleotaCommands", "BleotaCodec"]),
+        .testTarget(name: "BleotaCommandsTests", dependencies: ["BleotaTestSupport", "BleotaCommands", "BleotaCodec", .product(name: "Crypto", package: "swift-crypto")]),
     ]
 )

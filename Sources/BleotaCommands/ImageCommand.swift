@@ -51,16 +51,33 @@ struct ImageInputOptions: ParsableArguments {
     @Option(name: .long, help: "Byte that fills gaps between segments when an image is flattened.", transform: parseByte)
     var fill: UInt8 = 0xFF
 
-    func load(_ path: String) throws -> FirmwareImage {
+    /// Loads an image, kept sparse: nothing is flattened here. With `limit`, an
+    /// image whose flattened size is larger is refused (a raw .bin by its file
+    /// size, before it is read).
+    func load(_ path: String, limit: Int = .max) throws -> FirmwareImage {
         do {
-            var image = try FirmwareImage.load(path: path, format: inputFormat)
-            if image.format == .bin, baseAddress != 0 {
-                image = try FirmwareImage(binary: image.flattened(fill: fill), baseAddress: baseAddress)
-            }
-            return image
+            return try FirmwareImage.load(path: path, format: inputFormat, baseAddress: baseAddress, limit: limit)
         } catch {
             throw CommandFailure(.badInput, String(describing: error))
         }
+    }
+
+    /// Loads an image and flattens it with `--fill`, refusing one larger than
+    /// `limit` bytes before flattening.
+    func loadFlattened(_ path: String, limit: Int) throws -> [UInt8] {
+        let image = try load(path, limit: limit)
+        do {
+            return try image.flattened(fill: fill, limit: limit, fileName: (path as NSString).lastPathComponent)
+        } catch {
+            throw CommandFailure(.badInput, String(describing: error))
+        }
+    }
+
+    /// The first `count` bytes of the file at `path` (to recognise a format by
+    /// its magic), with the same checks as reading all of it: a FIFO or device
+    /// is refused instead of blocking.
+    func leadingBytes(_ path: String, count: Int) throws -> [UInt8] {
+        do { return try InputFile.prefix(path, count: count) } catch { throw CommandFailure(.badInput, error.description) }
     }
 }
 
@@ -102,6 +119,7 @@ struct ImageReport: Codable, Equatable {
     /// Present when the file is an MCUboot image.
     var mcuboot: MCUbootReport?
 
+    /// Sizes and checksums come from the sparse image: one streaming pass, no gap materialised.
     init(file: String, image: FirmwareImage, fill: UInt8) {
         self.file = file
         format = image.format.shortName
@@ -111,8 +129,9 @@ struct ImageReport: Codable, Equatable {
         startAddress = image.startAddress
         header = image.header
         self.fill = fill
-        crc32 = hex32(image.crc32(fill: fill))
-        sha256 = image.sha256(fill: fill).hexString
+        let checksums = image.checksums(fill: fill)
+        crc32 = hex32(checksums.crc32)
+        sha256 = checksums.sha256.hexString
     }
 }
 
@@ -125,14 +144,13 @@ struct ImageInfo: AsyncParsableCommand {
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var input: ImageInputOptions
-    @Option(name: .long, help: "For an MCUboot image: verify its signature with this public key (PEM or DER).") var key: String?
+    @Option(name: .long, help: "For an MCUboot image: verify its signature with this public key, or the private key it comes from (PEM or DER).") var key: String?
     @Argument(help: "The image file.") var file: String
 
     func run() async throws {
         let image = try input.load(file)
         var report = ImageReport(file: file, image: image, fill: input.fill)
-        let flat = image.flattened(fill: input.fill)
-        if MCUbootImage.startsWithMagic(flat) {
+        if MCUbootImage.startsWithMagic(image.prefix(4, fill: input.fill)) {
             var key: MCUbootPublicKey?
             if let keyPath = self.key {
                 do { key = try MCUbootPublicKey(try readInputFile(keyPath)) } catch let error as ImageVerificationError {
@@ -140,7 +158,7 @@ struct ImageInfo: AsyncParsableCommand {
                 }
             }
             do {
-                report.mcuboot = MCUbootReport(try MCUbootImage(decoding: flat), key: key)
+                report.mcuboot = MCUbootReport(try MCUbootImage(decoding: image, fill: input.fill), key: key)
             } catch {
                 throw CommandFailure(.badInput, "\(file) starts like an MCUboot image but does not parse: \(error)")
             }
@@ -163,7 +181,7 @@ struct ImageInfo: AsyncParsableCommand {
             "file:      \(file)",
             "format:    \(image.format.displayName)",
         ]
-        if let header = report.header { lines.append("header:    \(header)") }
+        if let header = report.header { lines.append("header:    \(printable(header))") }
         lines.append("segments:  \(report.segments.count)")
         for segment in report.segments {
             let end = UInt64(segment.address) + UInt64(segment.length)
@@ -176,6 +194,20 @@ struct ImageInfo: AsyncParsableCommand {
         if let mcuboot = report.mcuboot { lines += mcuboot.lines }
         return lines
     }
+}
+
+/// `text` with control characters (C0, DEL, C1) shown as `\xNN` / `\u{NN}`: an
+/// S0 header is the file's own bytes, and printed raw it could drive the terminal.
+func printable(_ text: String) -> String {
+    var result = ""
+    for scalar in text.unicodeScalars {
+        switch scalar.value {
+        case 0x00..<0x20, 0x7F: result += String(format: "\\x%02X", scalar.value)
+        case 0x80..<0xA0: result += String(format: "\\u{%02X}", scalar.value)
+        default: result.unicodeScalars.append(scalar)
+        }
+    }
+    return result
 }
 
 struct ImageConvert: AsyncParsableCommand {

@@ -141,7 +141,9 @@ extension TransferError {
     }
 }
 
-/// Reads a whole input file for `push`, with errors that say what to do.
+/// Reads a whole input file (a file to push, an MCUboot image, a key) through
+/// ``InputFile``, as images are read: only regular files, so a FIFO or a device
+/// is refused with what it is instead of hanging or reading forever.
 func readInputFile(_ path: String) throws -> [UInt8] {
     do { return try ImageFiles.read(path) } catch { throw error.commandFailure }
 }

@@ -170,18 +170,32 @@ func srecError(_ text: String, file: String = "t.srec") -> ImageError? {
                 == "t.srec: line 2 (record S5): record count says 2 data records, the file has 1")
     }
 
-    @Test func missingTerminationIsTruncation() {
-        #expect(srecError("S10500001122C7\n")?.description
-                == "t.srec: truncated: no termination record (S7, S8 or S9): the file was cut short")
+    @Test func dataWithoutATerminationRecordLoadsWithoutAStartAddress() throws {
+        let image = try SRecord.parse(Array("S10500001122C7\n".utf8))
+        #expect(image.segments == [ImageSegment(address: 0, bytes: [0x11, 0x22])])
+        #expect(image.startAddress == nil)
+    }
+
+    @Test func noDataAndNoTerminationIsTruncation() {
+        // Only a header: nothing to load and nothing saying the file ended.
+        #expect(srecError("S00600004844521B\n")?.description
+                == "t.srec: truncated: no data records and no termination record (S7, S8 or S9): the file was cut short")
+        // Only blank lines are not an empty file on disk, but hold no records either.
+        #expect(srecError("\n  \n\t\n")?.kind == .truncated("no data records and no termination record (S7, S8 or S9): the file was cut short"))
+    }
+
+    @Test func aCountRecordIsStillCheckedWithoutATerminationRecord() {
+        #expect(srecError("S10500001122C7\nS5030002FA\n")?.description
+                == "t.srec: line 2 (record S5): record count says 2 data records, the file has 1")
     }
 
     @Test func malformedRecords() {
         #expect(srecError("S4030000FC\n")?.description == "t.srec: line 1 (record S4): unknown record type S4")
-        #expect(srecError("X1050000112207\n")?.kind == .missingStartCode(found: "X"))
+        #expect(srecError("X1050000112207\n")?.kind == .missingStartCode(found: UInt8(ascii: "X")))
         #expect(srecError("S\n")?.kind == .truncated("the record has no type digit"))
         #expect(srecError("S10300\n")?.kind == .truncated("S1 needs at least 4 bytes, the record has 2"))
         #expect(srecError("S10600001122C7\nS9030000FC\n")?.kind == .badLength("count says 6 bytes follow, the record has 5"))
-        #expect(srecError("S105000011Z2C7\n")?.kind == .nonHexCharacter("Z", column: 11))
+        #expect(srecError("S105000011Z2C7\n")?.kind == .nonHexCharacter(UInt8(ascii: "Z"), column: 11))
         #expect(srecError("S9030000FC\nS10500001122C7\n")?.kind == .dataAfterEnd)
         #expect(srecError("S5040001AA50\n")?.kind == .badLength("S5 carries no data"))
         #expect(srecError("S10500001122C7\nS1050001334482\nS9030000FC\n")?.kind == .overlap(first: 0, firstEnd: 2, second: 1))
@@ -260,19 +274,23 @@ func srecError(_ text: String, file: String = "t.srec") -> ImageError? {
 
     @Test func fileErrors() throws {
         let missing = "/nonexistent/dir/app.hex"
-        #expect(throws: ImageError(file: "app.hex", kind: .notFound(missing))) { try FirmwareImage.load(path: missing) }
+        #expect(throws: ImageError(file: "app.hex", kind: .inputFile(InputFileError(path: missing, kind: .notFound)))) {
+            try FirmwareImage.load(path: missing)
+        }
         let empty = try temporaryFile("empty.bin", [])
         #expect(throws: ImageError(file: "empty.bin", kind: .empty)) { try FirmwareImage.load(path: empty) }
         let directory = (empty as NSString).deletingLastPathComponent
         let folder = directory + "/folder.hex"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        #expect(throws: ImageError(file: "folder.hex", kind: .isDirectory)) { try FirmwareImage.load(path: folder) }
+        let directoryError = #expect(throws: ImageError.self) { try FirmwareImage.load(path: folder) }
+        #expect(directoryError?.kind == .inputFile(InputFileError(path: folder, kind: .notRegularFile(.directory))))
+        #expect(directoryError?.description == "\(folder) is a directory: give a regular file")
         let unknown = try temporaryFile("notes.txt", [1])
         let error = #expect(throws: ImageError.self) { try FirmwareImage.load(path: unknown) }
         #expect(error?.description == "notes.txt: cannot tell the format from the extension: add --input-format bin, hex or srec")
         #expect(try FirmwareImage.load(path: unknown, format: .bin).flattened() == [1])
-        #expect(ImageError(file: "x.hex", kind: .notFound("/a/x.hex")).description == "/a/x.hex: no such file: check the path")
-        #expect(ImageError(file: "x.hex", kind: .isDirectory).description == "x.hex is a directory: give an image file")
+        #expect(ImageError(file: "x.hex", kind: .inputFile(InputFileError(path: "/a/x.hex", kind: .notFound))).description
+                == "/a/x.hex: no such file: check the path")
         #expect(ImageError(file: "x.hex", kind: .empty).description == "x.hex is empty: nothing to load")
     }
 
@@ -280,12 +298,14 @@ func srecError(_ text: String, file: String = "t.srec") -> ImageError? {
         guard getuid() != 0 else { return } // root reads everything; the error text is covered below
         let path = try temporaryFile("secret.bin", [1, 2])
         chmod(path, 0)
-        #expect(throws: ImageError(file: "secret.bin", kind: .unreadable("permission denied"))) { try FirmwareImage.load(path: path) }
+        #expect(throws: ImageError(file: "secret.bin", kind: .inputFile(InputFileError(path: path, kind: .permissionDenied)))) {
+            try FirmwareImage.load(path: path)
+        }
     }
 
     @Test func unreadableMessageSaysWhatToDo() {
-        #expect(ImageError(file: "s.bin", kind: .unreadable("permission denied")).description
-                == "s.bin: cannot read (permission denied): check its permissions")
+        #expect(ImageError(file: "s.bin", kind: .inputFile(InputFileError(path: "dir/s.bin", kind: .permissionDenied))).description
+                == "dir/s.bin: cannot read (permission denied): check its permissions")
     }
 
     @Test func writesAreAtomicAndLeaveNoTemporaryFiles() throws {
@@ -306,5 +326,159 @@ func srecError(_ text: String, file: String = "t.srec") -> ImageError? {
         #expect(image.size == bytes.count)
         #expect(image.segments.count == 1)
         #expect(image.crc32() == CRC32.checksum(bytes))
+    }
+}
+
+/// S-record files as other tools write them, and what a conversion keeps of the start address.
+@Suite struct ForeignRecordTests {
+    /// bincopy's layout: S0 header, S1/S2/S3 data 32 bytes a line, S5 count, and no
+    /// S7/S8/S9 when the image has no execution start address.
+    static func bincopyStyle(_ segments: [ImageSegment], width: Int, header: String = "bincopy") -> String {
+        var lines = [ReferenceRecords.srec(type: 0, address: 0, width: 2, data: Array(header.utf8))]
+        var count = 0
+        for segment in segments {
+            for offset in stride(from: 0, to: segment.bytes.count, by: 32) {
+                let data = Array(segment.bytes[offset..<min(offset + 32, segment.bytes.count)])
+                lines.append(ReferenceRecords.srec(type: width - 1, address: segment.address + UInt32(offset), width: width, data: data))
+                count += 1
+            }
+        }
+        lines.append(ReferenceRecords.srec(type: 5, address: UInt32(count), width: 2))
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// GNU objcopy's layout cut after the data: S0 with the file name, S3 data 16 bytes a line, CRLF.
+    static func objcopyStyle(_ segments: [ImageSegment]) -> String {
+        var lines = [ReferenceRecords.srec(type: 0, address: 0, width: 2, data: Array("app.srec".utf8))]
+        for segment in segments {
+            for offset in stride(from: 0, to: segment.bytes.count, by: 16) {
+                let data = Array(segment.bytes[offset..<min(offset + 16, segment.bytes.count)])
+                lines.append(ReferenceRecords.srec(type: 3, address: segment.address + UInt32(offset), width: 4, data: data))
+            }
+        }
+        return lines.joined(separator: "\r\n") + "\r\n"
+    }
+
+    static func randomSegments(_ generator: inout SeededGenerator, width: Int) -> [ImageSegment] {
+        let top: UInt32 = width == 2 ? 0xF000 : width == 3 ? 0xF0_0000 : 0xF000_0000
+        var address = UInt32.random(in: 0...(top / 2), using: &generator)
+        var segments: [ImageSegment] = []
+        for _ in 0..<Int.random(in: 1...4, using: &generator) {
+            let length = Int.random(in: 1...700, using: &generator)
+            segments.append(ImageSegment(address: address, bytes: (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }))
+            address += UInt32(length) + UInt32.random(in: 1...300, using: &generator)
+        }
+        return segments
+    }
+
+    @Test(arguments: [2, 3, 4])
+    func bincopyFilesWithoutATerminationRecordLoad(width: Int) throws {
+        var generator = SeededGenerator.announced("bincopy width \(width)", seed: 7_000 + UInt64(width))
+        let segments = Self.randomSegments(&generator, width: width)
+        let image = try SRecord.parse(Array(Self.bincopyStyle(segments, width: width).utf8), fileName: "b.srec")
+        #expect(image.segments == segments)
+        #expect(image.startAddress == nil)
+        #expect(image.header == "bincopy")
+    }
+
+    @Test func objcopyFilesWithoutCountOrTerminationLoad() throws {
+        var generator = SeededGenerator.announced("objcopy", seed: 4_242)
+        let segments = Self.randomSegments(&generator, width: 4)
+        let image = try SRecord.parse(Array(Self.objcopyStyle(segments).utf8))
+        #expect(image.segments == segments)
+        #expect(image.startAddress == nil)
+        #expect(image.header == "app.srec")
+    }
+
+    @Test func aWrongCountInAFileWithoutTerminationIsStillAnError() {
+        var text = Self.bincopyStyle([ImageSegment(address: 0x100, bytes: [1, 2, 3])], width: 2)
+        text = text.replacingOccurrences(of: ReferenceRecords.srec(type: 5, address: 1, width: 2),
+                                         with: ReferenceRecords.srec(type: 5, address: 3, width: 2))
+        #expect(srecError(text)?.description == "t.srec: line 3 (record S5): record count says 3 data records, the file has 1")
+    }
+
+    static let hexWithoutStart = [
+        ReferenceRecords.intelHex(type: 0x00, address: 0x8000, data: [1, 2, 3, 4]),
+        ReferenceRecords.intelHex(type: 0x01, address: 0),
+    ].joined(separator: "\n") + "\n"
+
+    static func terminationRecords(_ text: String) -> [Substring] {
+        text.split(separator: "\n").filter { $0.hasPrefix("S7") || $0.hasPrefix("S8") || $0.hasPrefix("S9") }
+    }
+
+    @Test func aConversionWithoutAStartAddressWritesNoStartRecord() throws {
+        let hex = try IntelHex.parse(Array(Self.hexWithoutStart.utf8))
+        #expect(hex.startAddress == nil)
+        let srecText = SRecord.encode(hex)
+        #expect(Self.terminationRecords(srecText).isEmpty)
+        #expect(srecText.split(separator: "\n").last == Substring(ReferenceRecords.srec(type: 5, address: 1, width: 2)))
+        let srec = try SRecord.parse(Array(srecText.utf8))
+        #expect(srec.startAddress == nil)
+        #expect(srec.segments == hex.segments)
+        let hexAgain = IntelHex.encode(srec)
+        #expect(!hexAgain.split(separator: "\n").contains { $0.dropFirst(7).hasPrefix("05") || $0.dropFirst(7).hasPrefix("03") })
+        #expect(hexAgain == Self.hexWithoutStart)
+    }
+
+    @Test(arguments: [(UInt32(0x0000_8101), "S9"), (0x0001_0001, "S8"), (0x0800_0101, "S7"), (0, "S9")])
+    func aStartAddressSurvivesBothWays(start: UInt32, termination: String) throws {
+        let text = [
+            ReferenceRecords.intelHex(type: 0x00, address: 0x8000, data: [1, 2, 3, 4]),
+            ReferenceRecords.intelHex(type: 0x05, address: 0, data: [UInt8(start >> 24), UInt8((start >> 16) & 0xFF), UInt8((start >> 8) & 0xFF), UInt8(start & 0xFF)]),
+            ReferenceRecords.intelHex(type: 0x01, address: 0),
+        ].joined(separator: "\n") + "\n"
+        let hex = try IntelHex.parse(Array(text.utf8))
+        #expect(hex.startAddress == start)
+        let srecText = SRecord.encode(hex)
+        let width = ["S9": 2, "S8": 3, "S7": 4][termination]!
+        #expect(Self.terminationRecords(srecText) == [Substring(ReferenceRecords.srec(type: Int(termination.dropFirst())!, address: start, width: width))])
+        let srec = try SRecord.parse(Array(srecText.utf8))
+        #expect(srec.startAddress == start)
+        #expect(IntelHex.encode(srec) == text)
+    }
+}
+
+/// Error messages quote input bytes escaped, never raw.
+@Suite struct QuotedInputTests {
+    @Test func controlAndNonASCIIBytesAreQuotedAsEscapes() {
+        #expect(RecordLines.quote(0x00) == "\\x00")
+        #expect(RecordLines.quote(0x1B) == "\\x1B")
+        #expect(RecordLines.quote(0x7F) == "\\x7F")
+        #expect(RecordLines.quote(0xC3) == "\\xC3")
+        #expect(RecordLines.quote(0x27) == "\\x27")
+        #expect(RecordLines.quote(0x5C) == "\\x5C")
+        #expect(RecordLines.quote(UInt8(ascii: "G")) == "G")
+        #expect(RecordLines.quote(UInt8(ascii: " ")) == " ")
+    }
+
+    @Test func intelHexQuotesTheOffendingByte() {
+        #expect(hexError(":01000000\u{0}2BD\n")?.description == "t.hex: line 1: '\\x00' at column 10 is not a hex digit")
+        #expect(hexError(":01000000é2BD\n")?.description == "t.hex: line 1: '\\xC3' at column 10 is not a hex digit")
+        #expect(hexError("\u{1B}[2J:00000001FF\n")?.description == "t.hex: line 1: expected a record start code, found '\\x1B'")
+        #expect(hexError("'00000001FF\n")?.description == "t.hex: line 1: expected a record start code, found '\\x27'")
+    }
+
+    @Test func sRecordsQuoteTheOffendingByteAndTheRecordType() {
+        #expect(srecError("S\u{7}030000FC\n")?.description == "t.srec: line 1 (record S\\x07): unknown record type S\\x07")
+        #expect(srecError("S1050000\u{8}122C7\n")?.description == "t.srec: line 1 (record S1): '\\x08' at column 9 is not a hex digit")
+        #expect(srecError("\u{FF}1050000112207\n")?.description == "t.srec: line 1: expected a record start code, found '\\xC3'")
+    }
+
+    @Test func noMessageCarriesAControlByte() {
+        var generator = SeededGenerator.announced("noMessageCarriesAControlByte", seed: 99)
+        for _ in 0..<2000 {
+            var line = Array(":0100000042BD".utf8)
+            line[Int.random(in: 0..<line.count, using: &generator)] = UInt8.random(in: 0...255, using: &generator)
+            let text = line + Array("\n:00000001FF\n".utf8)
+            var message: String?
+            do { _ = try IntelHex.parse(text) } catch { message = error.description }
+            var srec = Array("S10500001122C7".utf8)
+            srec[Int.random(in: 0..<srec.count, using: &generator)] = UInt8.random(in: 0...255, using: &generator)
+            var srecMessage: String?
+            do { _ = try SRecord.parse(srec + [0x0A]) } catch { srecMessage = error.description }
+            for text in [message, srecMessage].compactMap({ $0 }) {
+                #expect(!text.unicodeScalars.contains { $0.value < 0x20 || ($0.value >= 0x7F && $0.value < 0xA0) }, "\(text.debugDescription)")
+            }
+        }
     }
 }

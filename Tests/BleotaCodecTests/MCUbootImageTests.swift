@@ -113,7 +113,7 @@ struct ImgtoolVerdict: Decodable { var version: String; var digest: String; var 
         #expect(firstDifference == nil, "the built image differs from imgtool's")
     }
 
-    @Test func keysAreReadFromPEMAndRefusedWhenPrivateOrForeign() throws {
+    @Test func keysAreReadFromPEMAndDERAndMalformedOnesRefused() throws {
         #expect(throws: ImageVerificationError.self) { try MCUbootPublicKey(Array("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n".utf8)) }
         #expect(throws: ImageVerificationError.self) { try MCUbootPublicKey([1, 2, 3]) }
         let pem = try mcubootSample("ed25519.pub.pem")

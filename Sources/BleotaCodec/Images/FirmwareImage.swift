@@ -42,8 +42,12 @@ public struct ImageSegment: Sendable, Hashable {
 /// gaps (an application at 0x8000 and a settings page at 0x7F000). Bootloaders
 /// receive one contiguous stream, so bleota flattens with a fill byte — 0xFF by
 /// default, what erased NOR flash reads as, so a gap costs no flash writes.
-/// CRC-32 and SHA-256 are always of that flattened stream, computed streaming so
-/// gaps are never materialised just to be hashed.
+///
+/// The image stays sparse until a caller flattens it: ``size``, ``crc32(fill:)``,
+/// ``sha256(fill:)`` and ``write(to:format:fill:)`` stream over the segments and
+/// never materialise a gap, so a 74-byte HEX file whose two records sit 4 GiB
+/// apart costs a few bytes of memory. A caller that needs the bytes checks
+/// ``size`` first (against a slot, say) and flattens with a limit.
 public struct FirmwareImage: Sendable, Hashable {
     public var format: ImageFormat
     /// Sorted by address, non-overlapping, non-empty.
@@ -67,9 +71,9 @@ public struct FirmwareImage: Sendable, Hashable {
     }
 
     /// A raw binary image at `baseAddress`.
-    public init(binary bytes: [UInt8], baseAddress: UInt32 = 0) throws(ImageError) {
+    public init(binary bytes: [UInt8], baseAddress: UInt32 = 0, fileName: String = "image") throws(ImageError) {
         guard UInt64(baseAddress) + UInt64(bytes.count) <= 1 << 32 else {
-            throw ImageError(file: "image", kind: .beyondAddressSpace(address: UInt64(baseAddress) + UInt64(bytes.count)))
+            throw ImageError(file: fileName, kind: .beyondAddressSpace(address: UInt64(baseAddress) + UInt64(bytes.count)))
         }
         self.format = .bin
         self.segments = bytes.isEmpty ? [] : [ImageSegment(address: baseAddress, bytes: bytes)]
@@ -80,7 +84,7 @@ public struct FirmwareImage: Sendable, Hashable {
     /// Lowest address (0 for an empty image).
     public var baseAddress: UInt32 { segments.first?.address ?? 0 }
 
-    /// Length of the flattened view.
+    /// Length of the flattened view, known without flattening (up to 4 GiB).
     public var size: Int {
         guard let first = segments.first, let last = segments.last else { return 0 }
         return Int(last.end - UInt64(first.address))
@@ -90,27 +94,61 @@ public struct FirmwareImage: Sendable, Hashable {
     public var dataSize: Int { segments.reduce(0) { $0 + $1.bytes.count } }
 
     /// The flattened image. A single segment is returned as is (no copy).
+    ///
+    /// This allocates ``size`` bytes whatever the file's own size: for an image
+    /// from an untrusted file use ``flattened(fill:limit:fileName:)``.
     public func flattened(fill: UInt8 = 0xFF) -> [UInt8] {
-        if segments.count == 1 { return segments[0].bytes }
+        prefix(size, fill: fill)
+    }
+
+    /// The flattened image, or ``ImageError/Kind/tooLarge(size:limit:)`` naming
+    /// both sizes when it would be more than `limit` bytes — checked before
+    /// anything is allocated.
+    public func flattened(fill: UInt8 = 0xFF, limit: Int, fileName: String = "image") throws(ImageError) -> [UInt8] {
+        guard size <= limit else {
+            throw ImageError(file: fileName, kind: .tooLarge(size: UInt64(size), limit: UInt64(max(0, limit))))
+        }
+        return prefix(size, fill: fill)
+    }
+
+    /// The first `count` bytes of the flattened view (all of it when shorter),
+    /// e.g. to look for a header's magic without flattening the rest.
+    public func prefix(_ count: Int, fill: UInt8 = 0xFF) -> [UInt8] {
+        let length = min(max(0, count), size)
+        if segments.count >= 1, length <= segments[0].bytes.count {
+            return length == segments[0].bytes.count ? segments[0].bytes : Array(segments[0].bytes[0..<length])
+        }
         var result: [UInt8] = []
-        result.reserveCapacity(size)
-        forEachChunk(fill: fill) { result.append(contentsOf: $0) }
+        result.reserveCapacity(length)
+        forEachChunk(fill: fill, length: length) { result.append(contentsOf: $0) }
         return result
     }
 
     /// Feeds the flattened view in chunks: each segment's bytes, and gaps as
     /// fill in pieces of at most 64 KiB.
     public func forEachChunk(fill: UInt8 = 0xFF, _ body: (ArraySlice<UInt8>) -> Void) {
+        forEachChunk(fill: fill, length: size, body)
+    }
+
+    /// Feeds the first `length` bytes of the flattened view in chunks.
+    func forEachChunk(fill: UInt8, length: Int, _ body: (ArraySlice<UInt8>) -> Void) {
+        var remaining = length
+        guard remaining > 0 else { return }
         let gapChunk = [UInt8](repeating: fill, count: 64 * 1024)
         var cursor = UInt64(baseAddress)
         for segment in segments {
             var gap = Int(UInt64(segment.address) - cursor)
             while gap > 0 {
-                let piece = min(gap, gapChunk.count)
+                let piece = min(gap, gapChunk.count, remaining)
                 body(gapChunk[0..<piece])
                 gap -= piece
+                remaining -= piece
+                if remaining == 0 { return }
             }
-            body(segment.bytes[...])
+            let piece = min(segment.bytes.count, remaining)
+            body(segment.bytes[0..<piece])
+            remaining -= piece
+            if remaining == 0 { return }
             cursor = segment.end
         }
     }
@@ -126,72 +164,70 @@ public struct FirmwareImage: Sendable, Hashable {
         forEachChunk(fill: fill) { digest.update($0) }
         return digest.finalize()
     }
+
+    /// CRC-32 and SHA-256 of the flattened view in one pass over it.
+    public func checksums(fill: UInt8 = 0xFF) -> (crc32: UInt32, sha256: [UInt8]) {
+        var crc = CRC32()
+        var digest = SHA256Digest()
+        forEachChunk(fill: fill) {
+            crc.update($0)
+            digest.update($0)
+        }
+        return (crc.value, digest.finalize())
+    }
 }
 
 extension FirmwareImage {
     /// Loads `path`, taking the format from `format` or else the extension.
-    public static func load(path: String, format: ImageFormat? = nil) throws(ImageError) -> FirmwareImage {
+    ///
+    /// Only regular files are read (see ``InputFile``). A raw binary is placed
+    /// at `baseAddress` (text formats carry their own addresses) and refused by
+    /// its file size, before it is read, when that exceeds `limit`; a HEX or
+    /// S-record image is refused when its flattened size does, without being
+    /// flattened. Either way the error is ``ImageError/Kind/tooLarge(size:limit:)``.
+    public static func load(path: String, format: ImageFormat? = nil, baseAddress: UInt32 = 0,
+                            limit: Int = .max) throws(ImageError) -> FirmwareImage {
         let name = (path as NSString).lastPathComponent
+        let limit = UInt64(max(0, limit))
+        func failure(_ error: InputFileError) -> ImageError {
+            if case .tooLarge(let size, let limit) = error.kind { return ImageError(file: name, kind: .tooLarge(size: size, limit: limit)) }
+            return ImageError(file: name, kind: .inputFile(error))
+        }
+        // What the path is comes first: `/dev/null` is a device, not a file of unknown format.
+        let fileSize: UInt64
+        do { fileSize = try InputFile.size(path) } catch { throw failure(error) }
         guard let format = format ?? ImageFormat(pathExtension: path) else {
             throw ImageError(file: name, kind: .unknownFormat)
         }
-        let bytes = try ImageFile.read(path)
+        if format == .bin, fileSize > limit { throw ImageError(file: name, kind: .tooLarge(size: fileSize, limit: limit)) }
+        let bytes: [UInt8]
+        do { bytes = try InputFile.read(path, limit: format == .bin ? limit : .max) } catch { throw failure(error) }
         guard !bytes.isEmpty else { throw ImageError(file: name, kind: .empty) }
+        let image: FirmwareImage
         switch format {
-        case .bin:
-            var image = try FirmwareImage(binary: bytes)
-            image.format = .bin
-            return image
-        case .intelHex: return try IntelHex.parse(bytes, fileName: name)
-        case .srec: return try SRecord.parse(bytes, fileName: name)
+        case .bin: image = try FirmwareImage(binary: bytes, baseAddress: baseAddress, fileName: name)
+        case .intelHex: image = try IntelHex.parse(bytes, fileName: name)
+        case .srec: image = try SRecord.parse(bytes, fileName: name)
         }
+        guard UInt64(image.size) <= limit else { throw ImageError(file: name, kind: .tooLarge(size: UInt64(image.size), limit: limit)) }
+        return image
     }
 
     /// Writes the image in `format`, atomically: a temporary file in the same
     /// directory, synced, then renamed over `path`.
+    ///
+    /// Every format is written streaming — gaps and records go to the file a
+    /// piece at a time — so memory stays near the image's own size whatever
+    /// the output's.
     public func write(to path: String, format: ImageFormat, fill: UInt8 = 0xFF) throws(ImageError) {
-        let bytes: [UInt8]
-        switch format {
-        case .bin: bytes = flattened(fill: fill)
-        case .intelHex: bytes = Array(IntelHex.encode(self).utf8)
-        case .srec: bytes = Array(SRecord.encode(self).utf8)
-        }
-        try ImageFile.writeAtomically(bytes, to: path)
-    }
-}
-
-/// File access for images: one read into one buffer, atomic writes, errors that name the file.
-enum ImageFile {
-    static func read(_ path: String) throws(ImageError) -> [UInt8] {
-        let name = (path as NSString).lastPathComponent
-        var info = stat()
-        guard stat(path, &info) == 0 else {
-            throw ImageError(file: name, kind: errno == EACCES ? .unreadable("permission denied") : .notFound(path))
-        }
-        guard info.st_mode & S_IFMT != S_IFDIR else { throw ImageError(file: name, kind: .isDirectory) }
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw ImageError(file: name, kind: .unreadable(String(cString: strerror(errno)))) }
-        defer { close(descriptor) }
-        let size = Int(info.st_size)
-        // Read straight into the array's storage: a 64 MiB image is held once.
-        var failure: Int32 = 0
-        let bytes = [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
-            var offset = 0
-            while offset < size {
-                let got = Glibc.read(descriptor, buffer.baseAddress! + offset, size - offset)
-                if got < 0 { if errno == EINTR { continue }; failure = errno; break }
-                if got == 0 { break }
-                offset += got
-            }
-            count = offset
-        }
-        if failure != 0 { throw ImageError(file: name, kind: .unreadable(String(cString: strerror(failure)))) }
-        return bytes
-    }
-
-    static func writeAtomically(_ bytes: [UInt8], to path: String) throws(ImageError) {
         do {
-            try AtomicFile.write(bytes, to: path)
+            try AtomicFile.write(to: path) { sink in
+                switch format {
+                case .bin: forEachChunk(fill: fill) { chunk in chunk.withUnsafeBytes(sink) }
+                case .intelHex: IntelHex.encode(self, to: sink)
+                case .srec: SRecord.encode(self, to: sink)
+                }
+            }
         } catch {
             throw ImageError(file: (path as NSString).lastPathComponent, kind: .unwritable(String(cString: strerror(error.code))))
         }
@@ -208,17 +244,27 @@ public enum AtomicFile {
     }
 
     public static func write(_ bytes: [UInt8], to path: String) throws(Failure) {
+        try write(to: path) { sink in bytes.withUnsafeBytes(sink) }
+    }
+
+    /// Writes what `produce` passes to its sink, as it comes. After a failed
+    /// write the sink drops everything, and the error is thrown once `produce`
+    /// returns; the target is then untouched and the temporary file removed.
+    public static func write(to path: String, _ produce: (_ sink: (UnsafeRawBufferPointer) -> Void) -> Void) throws(Failure) {
         let name = (path as NSString).lastPathComponent
         let directory = (path as NSString).deletingLastPathComponent
         let temporary = (directory.isEmpty ? "." : directory) + "/.\(name).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw Failure(code: errno) }
         var failure: Int32 = 0
-        bytes.withUnsafeBytes { buffer in
+        produce { buffer in
             var offset = 0
-            while offset < buffer.count {
+            while failure == 0, offset < buffer.count {
                 let written = Glibc.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
-                if written < 0 { if errno == EINTR { continue }; failure = errno; return }
+                if written < 0 {
+                    if errno != EINTR { failure = errno }
+                    continue
+                }
                 offset += written
             }
         }

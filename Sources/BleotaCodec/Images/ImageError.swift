@@ -2,16 +2,17 @@
 /// record where it applies, and what is wrong, in one line.
 public struct ImageError: Error, Sendable, Hashable, CustomStringConvertible {
     public enum Kind: Sendable, Hashable {
-        case notFound(String)
-        case isDirectory
-        case unreadable(String)
+        /// Missing, not a regular file, unreadable, or over the caller's size limit.
+        case inputFile(InputFileError)
         case unwritable(String)
         case empty
         case unknownFormat
         /// The file ended before it was complete (no end record, or a short record).
         case truncated(String)
-        case missingStartCode(found: Character)
-        case nonHexCharacter(Character, column: Int)
+        /// The byte the line starts with instead (quoted escaped in the message).
+        case missingStartCode(found: UInt8)
+        /// The byte that is not a hex digit (quoted escaped in the message), and its 1-based column.
+        case nonHexCharacter(UInt8, column: Int)
         case badLength(String)
         case badChecksum(expected: UInt8, found: UInt8)
         case unknownRecordType(String)
@@ -20,6 +21,8 @@ public struct ImageError: Error, Sendable, Hashable, CustomStringConvertible {
         case badRecord(String)
         case overlap(first: UInt32, firstEnd: UInt64, second: UInt32)
         case beyondAddressSpace(address: UInt64)
+        /// The flattened image is larger than the caller accepts; it was not flattened.
+        case tooLarge(size: UInt64, limit: UInt64)
     }
 
     public var file: String
@@ -40,15 +43,13 @@ public struct ImageError: Error, Sendable, Hashable, CustomStringConvertible {
         var location = file + ":"
         let what: String
         switch kind {
-        case .notFound(let path): return "\(path): no such file: check the path"
-        case .isDirectory: return "\(file) is a directory: give an image file"
-        case .unreadable(let why): return "\(file): cannot read (\(why)): check its permissions"
+        case .inputFile(let error): return error.description
         case .unwritable(let why): return "\(file): cannot write (\(why)); nothing was changed"
         case .empty: return "\(file) is empty: nothing to load"
         case .unknownFormat: return "\(file): cannot tell the format from the extension: add --input-format bin, hex or srec"
         case .truncated(let why): what = "truncated: \(why)"
-        case .missingStartCode(let found): what = "expected a record start code, found '\(found)'"
-        case .nonHexCharacter(let character, let column): what = "'\(character)' at column \(column) is not a hex digit"
+        case .missingStartCode(let found): what = "expected a record start code, found '\(RecordLines.quote(found))'"
+        case .nonHexCharacter(let byte, let column): what = "'\(RecordLines.quote(byte))' at column \(column) is not a hex digit"
         case .badLength(let why): what = "bad record length: \(why)"
         case .badChecksum(let expected, let found):
             what = "bad checksum: expected 0x\(hex(expected)), found 0x\(hex(found))"
@@ -60,6 +61,8 @@ public struct ImageError: Error, Sendable, Hashable, CustomStringConvertible {
             what = "overlapping segments: 0x\(hex32(first))–0x\(hex32(UInt32(truncatingIfNeeded: firstEnd - 1))) and one starting at 0x\(hex32(second)); fix the build that produced it"
         case .beyondAddressSpace(let address):
             what = "data reaches 0x\(String(address, radix: 16, uppercase: true)), beyond the 32-bit address space"
+        case .tooLarge(let size, let limit):
+            return "\(file): the image is \(size) bytes flattened, more than the limit of \(limit) bytes"
         }
         if let line { location += " line \(line)" + (record.map { " (record \($0))" } ?? "") + ":" }
         return "\(location) \(what)"

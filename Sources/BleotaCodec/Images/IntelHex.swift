@@ -12,10 +12,10 @@ public enum IntelHex {
         var base: UInt64 = 0
         var start: UInt32?
         var ended = false
-        for line in RecordLines.split(bytes) {
+        try RecordLines.forEach(bytes) { line throws(ImageError) in
             if ended { throw ImageError(file: fileName, line: line.number, kind: .dataAfterEnd) }
             guard line.text.first == UInt8(ascii: ":") else {
-                throw ImageError(file: fileName, line: line.number, kind: .missingStartCode(found: Character(UnicodeScalar(line.text.first!))))
+                throw ImageError(file: fileName, line: line.number, kind: .missingStartCode(found: line.text.first!))
             }
             let record = try RecordLines.decode(line, skip: 1, file: fileName, record: nil)
             guard record.count >= 5 else {
@@ -35,7 +35,7 @@ public enum IntelHex {
                 throw ImageError(file: fileName, line: line.number, record: typeName, kind: .badChecksum(expected: expected, found: record.last!))
             }
             let offset = UInt64(record[1]) << 8 | UInt64(record[2])
-            let data = Array(record[4..<(4 + count)])
+            let data = record[4..<(4 + count)]
             func requireLength(_ length: Int) throws(ImageError) {
                 guard count == length else {
                     throw ImageError(file: fileName, line: line.number, record: typeName,
@@ -50,15 +50,15 @@ public enum IntelHex {
                 ended = true
             case 0x02:
                 try requireLength(2)
-                base = (UInt64(data[0]) << 8 | UInt64(data[1])) << 4
+                base = (UInt64(record[4]) << 8 | UInt64(record[5])) << 4
             case 0x03:
                 try requireLength(4)
-                let segment = UInt32(data[0]) << 8 | UInt32(data[1])
-                let pointer = UInt32(data[2]) << 8 | UInt32(data[3])
+                let segment = UInt32(record[4]) << 8 | UInt32(record[5])
+                let pointer = UInt32(record[6]) << 8 | UInt32(record[7])
                 start = segment << 4 &+ pointer
             case 0x04:
                 try requireLength(2)
-                base = (UInt64(data[0]) << 8 | UInt64(data[1])) << 16
+                base = (UInt64(record[4]) << 8 | UInt64(record[5])) << 16
             case 0x05:
                 try requireLength(4)
                 start = data.reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
@@ -69,14 +69,35 @@ public enum IntelHex {
         guard ended else {
             throw ImageError(file: fileName, kind: .truncated("no end-of-file record (type 01): the file was cut short"))
         }
-        return try FirmwareImage(format: .intelHex, segments: builder.segments, startAddress: start, fileName: fileName)
+        return try FirmwareImage(format: .intelHex, segments: builder.segments(), startAddress: start, fileName: fileName)
     }
 
     /// Writes `image` as Intel HEX with type 04 records wherever the upper 16
-    /// address bits change; records never cross a 64 KiB boundary.
+    /// address bits change; records never cross a 64 KiB boundary. A start
+    /// address record (05) is written only when the image has a start address.
     public static func encode(_ image: FirmwareImage, bytesPerRecord: Int = 16) -> String {
+        var text: [UInt8] = []
+        encode(image, bytesPerRecord: bytesPerRecord) { text.append(contentsOf: $0) }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// Writes `image` as ``encode(_:bytesPerRecord:)`` does, handing the text
+    /// to `sink` in pieces of about 1 MiB as it is produced.
+    public static func encode(_ image: FirmwareImage, bytesPerRecord: Int = 16, to sink: (UnsafeRawBufferPointer) -> Void) {
         let perRecord = max(1, min(255, bytesPerRecord))
-        var out = ""
+        let writer = RecordWriter()
+        var fields: [UInt8] = []
+        fields.reserveCapacity(5 + perRecord)
+        func record(type: UInt8, address: UInt16, data: ArraySlice<UInt8>) {
+            fields.removeAll(keepingCapacity: true)
+            fields.append(UInt8(data.count))
+            fields.append(UInt8(address >> 8))
+            fields.append(UInt8(address & 0xFF))
+            fields.append(type)
+            fields.append(contentsOf: data)
+            fields.append(0 &- fields.reduce(UInt8(0)) { $0 &+ $1 })
+            writer.line(start: UInt8(ascii: ":"), fields: fields, sink: sink)
+        }
         var upper: UInt32 = 0
         for segment in image.segments {
             var offset = 0
@@ -84,25 +105,19 @@ public enum IntelHex {
                 let address = segment.address + UInt32(offset)
                 if address >> 16 != upper {
                     upper = address >> 16
-                    out += record(type: 0x04, address: 0, data: [UInt8(upper >> 8), UInt8(upper & 0xFF)])
+                    record(type: 0x04, address: 0, data: [UInt8(upper >> 8), UInt8(upper & 0xFF)])
                 }
                 let toBoundary = Int(0x10000 - (address & 0xFFFF))
                 let length = min(perRecord, segment.bytes.count - offset, toBoundary)
-                out += record(type: 0x00, address: UInt16(address & 0xFFFF), data: Array(segment.bytes[offset..<offset + length]))
+                record(type: 0x00, address: UInt16(address & 0xFFFF), data: segment.bytes[offset..<offset + length])
                 offset += length
             }
         }
         if let start = image.startAddress {
-            out += record(type: 0x05, address: 0, data: [UInt8(start >> 24), UInt8((start >> 16) & 0xFF), UInt8((start >> 8) & 0xFF), UInt8(start & 0xFF)])
+            record(type: 0x05, address: 0, data: [UInt8(start >> 24), UInt8((start >> 16) & 0xFF), UInt8((start >> 8) & 0xFF), UInt8(start & 0xFF)])
         }
-        out += record(type: 0x01, address: 0, data: [])
-        return out
-    }
-
-    static func record(type: UInt8, address: UInt16, data: [UInt8]) -> String {
-        let bytes = [UInt8(data.count), UInt8(address >> 8), UInt8(address & 0xFF), type] + data
-        let checksum = 0 &- bytes.reduce(UInt8(0)) { $0 &+ $1 }
-        return ":" + (bytes + [checksum]).map(hex2).joined() + "\n"
+        record(type: 0x01, address: 0, data: [])
+        writer.finish(sink: sink)
     }
 }
 

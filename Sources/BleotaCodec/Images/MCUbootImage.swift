@@ -1,4 +1,5 @@
 import Crypto
+import Foundation
 
 /// An MCUboot image: a 32-byte header (padded to `headerSize`), the firmware,
 /// then TLV areas — protected (covered by the hash and signature) and
@@ -97,6 +98,39 @@ public struct MCUbootImage: Sendable, Equatable {
     public var totalSize: Int
 
     public init(decoding bytes: [UInt8]) throws(DecodingError) {
+        try self.init(decoding: bytes, fileSize: bytes.count)
+    }
+
+    /// Parses the MCUboot image at the start of a firmware image that may be
+    /// sparse, flattening it only as far as the header says the MCUboot image
+    /// can reach (header, firmware, protected TLVs and at most 64 KiB of TLVs):
+    /// a header that claims more than the file holds is refused without
+    /// flattening anything.
+    public init(decoding image: FirmwareImage, fill: UInt8 = 0xFF) throws(DecodingError) {
+        let head = image.prefix(32, fill: fill)
+        guard let (bodyEnd, reach) = Self.extent(ofHeader: head), bodyEnd <= image.size else {
+            // Too short for a header, or claiming more than there is: this throws.
+            try self.init(decoding: head, fileSize: image.size)
+            return
+        }
+        try self.init(decoding: image.prefix(min(reach, image.size), fill: fill), fileSize: image.size)
+    }
+
+    /// Where the firmware ends and how far parsing can read, from the header's
+    /// sizes; nil when `header` is shorter than 32 bytes. The unprotected TLV
+    /// area's length is a 16-bit field, so it cannot reach further than 64 KiB.
+    static func extent(ofHeader header: [UInt8]) -> (bodyEnd: Int, reach: Int)? {
+        guard header.count >= 32 else { return nil }
+        func field(_ offset: Int, _ length: Int) -> Int {
+            (0..<length).reduce(0) { $0 | Int(header[offset + $1]) << (8 * $1) }
+        }
+        let bodyEnd = field(8, 2) + field(12, 4)
+        return (bodyEnd, bodyEnd + field(10, 2) + 0xFFFF)
+    }
+
+    /// `bytes` is the start of a file of `fileSize` bytes: all of it, or at
+    /// least as much as the header says the image reaches.
+    init(decoding bytes: [UInt8], fileSize: Int) throws(DecodingError) {
         var reader = ByteReader(bytes)
         let magic = try reader.readUInt32(.little, "MCUboot magic")
         guard magic == Self.magic else {
@@ -112,8 +146,8 @@ public struct MCUbootImage: Sendable, Equatable {
                           build: try reader.readUInt32(.little, "version build"))
         guard headerSize >= 32 else { throw reader.invalid("header size", "\(headerSize) is smaller than the 32-byte header", at: 8) }
         let bodyEnd = headerSize + imageSize
-        guard bodyEnd <= bytes.count else {
-            throw reader.invalid("image size", "header and image need \(bodyEnd) bytes but the file has \(bytes.count)", at: 12)
+        guard bodyEnd <= bytes.count, bodyEnd <= fileSize else {
+            throw reader.invalid("image size", "header and image need \(bodyEnd) bytes but the file has \(fileSize)", at: 12)
         }
         var tlvs: [TLV] = []
         var offset = bodyEnd
@@ -260,25 +294,68 @@ public enum MCUbootPublicKey: Sendable, Equatable {
     /// DER SubjectPublicKeyInfo prefix of an Ed25519 key (RFC 8410): the 32 key bytes follow.
     static let ed25519Prefix: [UInt8] = [0x30, 0x2A, 0x30, 0x05, 0x06, 0x03, 0x2B, 0x65, 0x70, 0x03, 0x21, 0x00]
 
-    /// Reads a PEM (`-----BEGIN PUBLIC KEY-----`) or DER SubjectPublicKeyInfo.
+    /// Reads a public key, PEM (`-----BEGIN PUBLIC KEY-----`) or DER
+    /// SubjectPublicKeyInfo, or derives it from a private key as imgtool does
+    /// (`imgtool verify -k` takes the signing key): ECDSA P-256 in SEC1
+    /// (`EC PRIVATE KEY`) or PKCS#8 (`PRIVATE KEY`), Ed25519 in PKCS#8, PEM or DER.
     public init(_ bytes: [UInt8]) throws(ImageVerificationError) {
         var der = bytes
         if let text = String(validating: bytes, as: UTF8.self), text.contains("-----BEGIN") {
-            guard !text.contains("PRIVATE KEY") else {
-                throw .badSignature("the key file holds a private key: give the public key (imgtool getpub -e pem -k KEY)")
+            let blocks = PEM.blocks(text)
+            if blocks.contains(where: { $0.label == "ENCRYPTED PRIVATE KEY" }) {
+                throw .badSignature("the key file holds an encrypted private key: give its public key (imgtool getpub -e pem -k KEY)")
             }
-            let body = text.split(whereSeparator: \.isNewline).filter { !$0.hasPrefix("-----") }.joined()
-            guard let decoded = Base64.decode(String(body)) else { throw .badSignature("the key file's PEM is not valid base64") }
-            der = decoded
+            guard let block = blocks.first(where: { ["PUBLIC KEY", "PRIVATE KEY", "EC PRIVATE KEY"].contains($0.label) }) else {
+                let labels = blocks.map(\.label)
+                throw .badSignature(labels.isEmpty
+                    ? "the key file's PEM is not valid base64"
+                    : "the key file holds \(labels.joined(separator: ", ")), not an ECDSA P-256 or Ed25519 key")
+            }
+            der = block.der
         }
-        if der.count == 44, Array(der.prefix(12)) == Self.ed25519Prefix,
-           (try? Curve25519.Signing.PublicKey(rawRepresentation: der.suffix(32))) != nil {
-            self = .ed25519(raw: Array(der.suffix(32)))
-        } else if let key = try? P256.Signing.PublicKey(derRepresentation: der) {
-            self = .p256(der: Array(key.derRepresentation))
+        if let key = Self.publicKey(der: der) ?? Self.publicKey(privateDER: der) {
+            self = key
         } else {
-            throw .badSignature("the key is neither an ECDSA P-256 nor an Ed25519 public key")
+            throw .badSignature("the key is neither an ECDSA P-256 nor an Ed25519 key (public or private)")
         }
+    }
+
+    /// A DER SubjectPublicKeyInfo of either kind.
+    static func publicKey(der: [UInt8]) -> MCUbootPublicKey? {
+        if der.count == 44, Array(der.prefix(12)) == ed25519Prefix,
+           (try? Curve25519.Signing.PublicKey(rawRepresentation: der.suffix(32))) != nil {
+            return .ed25519(raw: Array(der.suffix(32)))
+        }
+        if let key = try? P256.Signing.PublicKey(derRepresentation: der) {
+            return .p256(der: Array(key.derRepresentation))
+        }
+        return nil
+    }
+
+    /// The public half of a DER private key: Ed25519 in PKCS#8, or P-256 in PKCS#8 or SEC1.
+    static func publicKey(privateDER der: [UInt8]) -> MCUbootPublicKey? {
+        if let seed = ed25519Seed(pkcs8: der), let key = try? Curve25519.Signing.PrivateKey(rawRepresentation: seed) {
+            return .ed25519(raw: Array(key.publicKey.rawRepresentation))
+        }
+        if let key = try? P256.Signing.PrivateKey(derRepresentation: der) {
+            return .p256(der: Array(key.publicKey.derRepresentation))
+        }
+        return nil
+    }
+
+    /// The 32-byte seed of an Ed25519 private key in PKCS#8 (RFC 8410 §7):
+    /// `SEQUENCE { INTEGER 0|1, SEQUENCE { OID 1.3.101.112 }, OCTET STRING { OCTET STRING seed }, … }`.
+    /// Nil for anything else.
+    static func ed25519Seed(pkcs8 der: [UInt8]) -> [UInt8]? {
+        var outer = DERReader(der)
+        guard let body = outer.read(tag: 0x30), outer.isAtEnd else { return nil }
+        var fields = DERReader(body)
+        guard let version = fields.read(tag: 0x02), version == [0] || version == [1],
+              let algorithm = fields.read(tag: 0x30), algorithm == [0x06, 0x03, 0x2B, 0x65, 0x70],
+              let wrapped = fields.read(tag: 0x04) else { return nil }
+        var inner = DERReader(wrapped)
+        guard let seed = inner.read(tag: 0x04), inner.isAtEnd, seed.count == 32 else { return nil }
+        return seed
     }
 
     public var algorithm: String {
@@ -297,6 +374,66 @@ public enum MCUbootPublicKey: Sendable, Equatable {
     }
 
     public var hash: [UInt8] { SHA256Digest.hash(der) }
+}
+
+/// The blocks of a PEM file (RFC 7468): a label and the DER bytes between
+/// `-----BEGIN label-----` and `-----END label-----`. Text outside blocks
+/// (comments, `openssl`'s "EC PARAMETERS" block is a block of its own) is skipped;
+/// a block whose body is not base64 is left out.
+enum PEM {
+    struct Block: Equatable {
+        var label: String
+        var der: [UInt8]
+    }
+
+    static func blocks(_ text: String) -> [Block] {
+        var blocks: [Block] = []
+        var label: String?
+        var body = ""
+        for rawLine in text.split(whereSeparator: \.isNewline) {
+            let line = rawLine.trimmingCharacters(in: .whitespaces)
+            if let open = label {
+                if line == "-----END \(open)-----" {
+                    if let der = Base64.decode(body) { blocks.append(Block(label: open, der: der)) }
+                    label = nil
+                } else {
+                    body += line
+                }
+            } else if line.hasPrefix("-----BEGIN "), line.hasSuffix("-----"), line.count > 16 {
+                label = String(line.dropFirst(11).dropLast(5))
+                body = ""
+            }
+        }
+        return blocks
+    }
+}
+
+/// Reads DER elements with one-byte tags and definite lengths (X.690 §8.1),
+/// enough to take a PKCS#8 key apart; nil on anything malformed, never a trap.
+struct DERReader {
+    private let bytes: [UInt8]
+    private var offset = 0
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    var isAtEnd: Bool { offset == bytes.count }
+
+    /// The contents of the next element when its tag is `tag`.
+    mutating func read(tag: UInt8) -> [UInt8]? {
+        guard offset + 2 <= bytes.count, bytes[offset] == tag else { return nil }
+        var cursor = offset + 1
+        var length = Int(bytes[cursor])
+        cursor += 1
+        if length >= 0x80 {
+            let octets = length & 0x7F
+            guard (1...3).contains(octets), cursor + octets <= bytes.count else { return nil }
+            length = bytes[cursor..<cursor + octets].reduce(0) { $0 << 8 | Int($1) }
+            cursor += octets
+        }
+        guard length <= bytes.count - cursor else { return nil }
+        offset = cursor + length
+        return Array(bytes[cursor..<offset])
+    }
 }
 
 /// Standard base64 (RFC 4648) for PEM bodies and SMP's serial framing.

@@ -8,24 +8,39 @@ struct RecordLine {
 }
 
 enum RecordLines {
-    /// Lines of `bytes`; blank lines (only spaces/tabs) are dropped.
-    static func split(_ bytes: [UInt8]) -> [RecordLine] {
-        var lines: [RecordLine] = []
+    /// Calls `body` with each line of `bytes` in order; blank lines (only
+    /// spaces/tabs) are skipped. Lines are slices of `bytes`, never copies, and
+    /// are not collected: a large file costs no memory per line.
+    static func forEach(_ bytes: [UInt8], _ body: (RecordLine) throws(ImageError) -> Void) throws(ImageError) {
         var start = 0
         var number = 1
-        func emit(_ end: Int) {
+        func line(_ end: Int) -> RecordLine? {
             var slice = bytes[start..<end]
             while let last = slice.last, last == 0x0D || last == 0x20 || last == 0x09 { slice = slice.dropLast() }
             while let first = slice.first, first == 0x20 || first == 0x09 { slice = slice.dropFirst() }
-            if !slice.isEmpty { lines.append(RecordLine(number: number, text: slice)) }
+            return slice.isEmpty ? nil : RecordLine(number: number, text: slice)
         }
-        for index in bytes.indices where bytes[index] == 0x0A {
-            emit(index)
-            start = index + 1
-            number += 1
+        var index = 0
+        while index < bytes.count {
+            if bytes[index] == 0x0A {
+                if let line = line(index) { try body(line) }
+                start = index + 1
+                number += 1
+            }
+            index += 1
         }
-        if start < bytes.count { emit(bytes.count) }
-        return lines
+        if start < bytes.count, let line = line(bytes.count) { try body(line) }
+    }
+
+    /// A byte of the input as an error message quotes it: printable ASCII as
+    /// itself, anything else (control bytes, bytes of a multi-byte character)
+    /// and the quote and backslash as `\xNN`, so a message never carries raw
+    /// control bytes to a terminal and always says exactly which byte it was.
+    static func quote(_ byte: UInt8) -> String {
+        switch byte {
+        case 0x20...0x7E where byte != 0x27 && byte != 0x5C: String(UnicodeScalar(byte))
+        default: "\\x" + hex2(byte)
+        }
     }
 
     static func hexValue(_ byte: UInt8) -> UInt8? {
@@ -40,42 +55,59 @@ enum RecordLines {
     /// Decodes the hex digits after the start code (`skip` characters).
     static func decode(_ line: RecordLine, skip: Int, file: String, record: String?) throws(ImageError) -> [UInt8] {
         let digits = line.text.dropFirst(skip)
-        var result: [UInt8] = []
-        result.reserveCapacity(digits.count / 2)
-        var high: UInt8?
-        for (offset, byte) in digits.enumerated() {
-            guard let value = hexValue(byte) else {
-                throw ImageError(file: file, line: line.number, record: record,
-                                 kind: .nonHexCharacter(Character(UnicodeScalar(byte)), column: skip + offset + 1))
-            }
-            if let pending = high {
-                result.append(pending << 4 | value)
-                high = nil
-            } else {
-                high = value
-            }
+        // Find the first byte that is not a hex digit before decoding, so the
+        // decoding loop below is a plain pointer loop (fast in debug builds too).
+        let bad = digits.withUnsafeBufferPointer { buffer in buffer.firstIndex { hexValue($0) == nil } }
+        if let bad {
+            throw ImageError(file: file, line: line.number, record: record,
+                             kind: .nonHexCharacter(digits[digits.startIndex + bad], column: skip + bad + 1))
         }
-        if high != nil {
+        guard digits.count % 2 == 0 else {
             throw ImageError(file: file, line: line.number, record: record, kind: .badLength("odd number of hex digits"))
         }
-        return result
+        return [UInt8](unsafeUninitializedCapacity: digits.count / 2) { result, count in
+            digits.withUnsafeBufferPointer { buffer in
+                for index in 0..<buffer.count / 2 {
+                    result[index] = hexValue(buffer[2 * index])! << 4 | hexValue(buffer[2 * index + 1])!
+                }
+            }
+            count = digits.count / 2
+        }
     }
 }
 
 /// Collects data records into segments, merging contiguous runs.
+///
+/// The run being extended is kept apart from the finished segments, so each
+/// record appends to an array nothing else refers to: no copy per record (a
+/// copy of the last segment held while appending made loading quadratic).
 struct SegmentBuilder {
-    var segments: [ImageSegment] = []
+    private var finished: [ImageSegment] = []
+    private var runAddress: UInt64 = 0
+    private var run: [UInt8] = []
 
-    mutating func add(address: UInt64, bytes: [UInt8], file: String, line: Int, record: String) throws(ImageError) {
+    mutating func add(address: UInt64, bytes: ArraySlice<UInt8>, file: String, line: Int, record: String) throws(ImageError) {
         guard !bytes.isEmpty else { return }
         let end = address + UInt64(bytes.count)
         guard end <= 1 << 32 else {
             throw ImageError(file: file, line: line, record: record, kind: .beyondAddressSpace(address: end))
         }
-        if let last = segments.last, last.end == address {
-            segments[segments.count - 1].bytes.append(contentsOf: bytes)
-        } else {
-            segments.append(ImageSegment(address: UInt32(address), bytes: bytes))
+        if run.isEmpty || runAddress + UInt64(run.count) != address {
+            closeRun()
+            runAddress = address
         }
+        run.append(contentsOf: bytes)
+    }
+
+    private mutating func closeRun() {
+        guard !run.isEmpty else { return }
+        finished.append(ImageSegment(address: UInt32(runAddress), bytes: run))
+        run = []
+    }
+
+    /// The segments in file order (``FirmwareImage`` sorts and checks them).
+    mutating func segments() -> [ImageSegment] {
+        closeRun()
+        return finished
     }
 }

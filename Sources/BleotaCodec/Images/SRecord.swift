@@ -5,6 +5,12 @@
 /// complement of the low byte of their sum (count included). Types: S0 header,
 /// S1/S2/S3 data with 16/24/32-bit addresses, S5/S6 a 16/24-bit count of the
 /// data records, S7/S8/S9 the start address (32/24/16-bit) that ends the file.
+///
+/// The termination record is optional in practice: bincopy writes one only
+/// when there is a start address, and GNU objcopy's output is often cut after
+/// the data or count records by tools that concatenate S-records. A file with
+/// data records and no termination record is read as an image without a start
+/// address; a file with neither is refused as truncated.
 public enum SRecord {
     public static func parse(_ bytes: [UInt8], fileName: String = "image.srec") throws(ImageError) -> FirmwareImage {
         var builder = SegmentBuilder()
@@ -12,19 +18,20 @@ public enum SRecord {
         var start: UInt32?
         var dataRecords = 0
         var ended = false
-        for line in RecordLines.split(bytes) {
+        try RecordLines.forEach(bytes) { line throws(ImageError) in
             if ended { throw ImageError(file: fileName, line: line.number, kind: .dataAfterEnd) }
             guard line.text.first == UInt8(ascii: "S") || line.text.first == UInt8(ascii: "s") else {
-                throw ImageError(file: fileName, line: line.number, kind: .missingStartCode(found: Character(UnicodeScalar(line.text.first!))))
+                throw ImageError(file: fileName, line: line.number, kind: .missingStartCode(found: line.text.first!))
             }
             guard line.text.count >= 2 else {
                 throw ImageError(file: fileName, line: line.number, kind: .truncated("the record has no type digit"))
             }
-            let typeCharacter = Character(UnicodeScalar(line.text[line.text.startIndex + 1]))
-            let typeName = "S\(typeCharacter)"
-            guard let type = typeCharacter.wholeNumberValue, [0, 1, 2, 3, 5, 6, 7, 8, 9].contains(type) else {
+            let typeByte = line.text[line.text.startIndex + 1]
+            let typeName = "S" + RecordLines.quote(typeByte)
+            guard (0x30...0x39).contains(typeByte), [0, 1, 2, 3, 5, 6, 7, 8, 9].contains(typeByte - 0x30) else {
                 throw ImageError(file: fileName, line: line.number, record: typeName, kind: .unknownRecordType(typeName))
             }
+            let type = Int(typeByte - 0x30)
             let record = try RecordLines.decode(line, skip: 2, file: fileName, record: typeName)
             let addressLength = [0: 2, 1: 2, 2: 3, 3: 4, 5: 2, 6: 3, 7: 4, 8: 3, 9: 2][type]!
             guard record.count >= 1 + addressLength + 1 else {
@@ -41,7 +48,7 @@ public enum SRecord {
                 throw ImageError(file: fileName, line: line.number, record: typeName, kind: .badChecksum(expected: expected, found: record.last!))
             }
             let address = record[1...addressLength].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-            let data = Array(record[(1 + addressLength)..<(record.count - 1)])
+            let data = record[(1 + addressLength)..<(record.count - 1)]
             switch type {
             case 0:
                 header = String(decoding: data.prefix { $0 != 0 }, as: UTF8.self)
@@ -63,44 +70,59 @@ public enum SRecord {
                 ended = true
             }
         }
-        guard ended else {
-            throw ImageError(file: fileName, kind: .truncated("no termination record (S7, S8 or S9): the file was cut short"))
+        guard ended || dataRecords > 0 else {
+            throw ImageError(file: fileName, kind: .truncated("no data records and no termination record (S7, S8 or S9): the file was cut short"))
         }
-        return try FirmwareImage(format: .srec, segments: builder.segments, startAddress: start, header: header, fileName: fileName)
+        return try FirmwareImage(format: .srec, segments: builder.segments(), startAddress: start, header: header, fileName: fileName)
     }
 
-    /// Writes `image` with the narrowest address width that fits, an S0 header,
-    /// a count record and the matching termination record.
+    /// Writes `image` with the narrowest address width that fits, an S0 header
+    /// and a count record; the termination record carrying the start address
+    /// (S7, S8 or S9, matching the data records' width) only when the image has
+    /// a start address, as bincopy does, so a conversion never invents one.
     public static func encode(_ image: FirmwareImage, bytesPerRecord: Int = 16) -> String {
+        var text: [UInt8] = []
+        encode(image, bytesPerRecord: bytesPerRecord) { text.append(contentsOf: $0) }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// Writes `image` as ``encode(_:bytesPerRecord:)`` does, handing the text
+    /// to `sink` in pieces of about 1 MiB as it is produced.
+    public static func encode(_ image: FirmwareImage, bytesPerRecord: Int = 16, to sink: (UnsafeRawBufferPointer) -> Void) {
         let perRecord = max(1, min(250, bytesPerRecord))
-        let highest = max(image.segments.last?.end ?? 0, UInt64(image.startAddress ?? 0) + 1)
-        let (dataType, endType, width): (Int, Int, Int) = highest <= 0x1_0000 ? (1, 9, 2) : highest <= 0x100_0000 ? (2, 8, 3) : (3, 7, 4)
-        var out = record(type: 0, address: 0, width: 2, data: Array((image.header ?? "bleota").utf8.prefix(64)))
+        let highest = max(image.segments.last?.end ?? 0, image.startAddress.map { UInt64($0) + 1 } ?? 0)
+        let (dataType, endType, width): (UInt8, UInt8, Int) = highest <= 0x1_0000 ? (1, 9, 2) : highest <= 0x100_0000 ? (2, 8, 3) : (3, 7, 4)
+        let writer = RecordWriter()
+        var fields: [UInt8] = []
+        fields.reserveCapacity(6 + perRecord)
+        func record(type: UInt8, address: UInt64, width: Int, data: ArraySlice<UInt8>) {
+            fields.removeAll(keepingCapacity: true)
+            fields.append(UInt8(width + data.count + 1))
+            for index in stride(from: width - 1, through: 0, by: -1) { fields.append(UInt8((address >> (8 * UInt64(index))) & 0xFF)) }
+            fields.append(contentsOf: data)
+            fields.append(~fields.reduce(UInt8(0)) { $0 &+ $1 })
+            writer.line(start: UInt8(ascii: "S"), type: 0x30 + type, fields: fields, sink: sink)
+        }
+        record(type: 0, address: 0, width: 2, data: Array((image.header ?? "bleota").utf8.prefix(64))[...])
         var count = 0
         for segment in image.segments {
             var offset = 0
             while offset < segment.bytes.count {
                 let length = min(perRecord, segment.bytes.count - offset)
-                out += record(type: dataType, address: UInt64(segment.address) + UInt64(offset), width: width,
-                              data: Array(segment.bytes[offset..<offset + length]))
+                record(type: dataType, address: UInt64(segment.address) + UInt64(offset), width: width,
+                       data: segment.bytes[offset..<offset + length])
                 offset += length
                 count += 1
             }
         }
         if count <= 0xFFFF {
-            out += record(type: 5, address: UInt64(count), width: 2, data: [])
+            record(type: 5, address: UInt64(count), width: 2, data: [])
         } else if count <= 0xFF_FFFF {
-            out += record(type: 6, address: UInt64(count), width: 3, data: [])
+            record(type: 6, address: UInt64(count), width: 3, data: [])
         }
-        out += record(type: endType, address: UInt64(image.startAddress ?? 0), width: width, data: [])
-        return out
-    }
-
-    static func record(type: Int, address: UInt64, width: Int, data: [UInt8]) -> String {
-        var body: [UInt8] = [UInt8(width + data.count + 1)]
-        for index in stride(from: width - 1, through: 0, by: -1) { body.append(UInt8((address >> (8 * UInt64(index))) & 0xFF)) }
-        body += data
-        let checksum = ~body.reduce(UInt8(0)) { $0 &+ $1 }
-        return "S\(type)" + (body + [checksum]).map(hex2).joined() + "\n"
+        if let start = image.startAddress {
+            record(type: endType, address: UInt64(start), width: width, data: [])
+        }
+        writer.finish(sink: sink)
     }
 }

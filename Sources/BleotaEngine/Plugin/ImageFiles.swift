@@ -1,28 +1,21 @@
-import Foundation
+import BleotaCodec
 
 /// Reading the files a command is given (images, keys, files to push), with
 /// one-line errors that say what to do. Every protocol's `prepareImage` reads
 /// through here, so the checks (missing, a directory, unreadable) are the same
 /// for all of them.
 public enum ImageFiles {
-    public static func read(_ path: String) throws(TransferError) -> [UInt8] {
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-            throw TransferError(.badInput, step: .load, "\(path): no such file: check the path")
+    /// The whole file; refused with a one-line error when it is missing, not a
+    /// regular file (a FIFO would block, a device never end), or over `limit` bytes.
+    public static func read(_ path: String, limit: UInt64 = .max) throws(TransferError) -> [UInt8] {
+        do { return try InputFile.read(path, limit: limit) } catch {
+            throw TransferError(.badInput, step: .load, error.description)
         }
-        guard !isDirectory.boolValue else { throw TransferError(.badInput, step: .load, "\(path) is a directory: give a file") }
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw TransferError(.badInput, step: .load, "\(path): cannot read the file: check its permissions")
-        }
-        return [UInt8](data)
     }
 
-    /// The first bytes of a file, for ``UpdateProtocol/imageAffinity(_:)``; empty when unreadable.
+    /// The first bytes of a file, for ``UpdateProtocol/imageAffinity(_:)``; empty when
+    /// it cannot be read (reading it whole reports why).
     public static func probe(_ path: String) -> ImageProbe {
-        let head = FileHandle(forReadingAtPath: path).map { handle -> [UInt8] in
-            defer { try? handle.close() }
-            return [UInt8]((try? handle.read(upToCount: 64)) ?? Data())
-        } ?? []
-        return ImageProbe(path: path, head: head)
+        ImageProbe(path: path, head: (try? InputFile.prefix(path, count: 64)) ?? [])
     }
 }

@@ -2,6 +2,7 @@ import BleotaATT
 import BleotaCodec
 import BleotaEngine
 import BleotaLink
+import Foundation
 
 /// bleota's own protocol (protocols/bleota.md), as a registered protocol:
 /// windowed selective repeat with a CRC per packet, resume by image hash, an
@@ -18,6 +19,9 @@ public struct NativeProtocol: UpdateProtocol {
         name: "bleota OTA")
 
     public init() {}
+
+    /// START carries the image's size in 32 bits.
+    static let maximumImage = Int(UInt32.max)
 
     public var identity: ProtocolIdentity {
         ProtocolIdentity(name: Self.name, displayName: "bleota's native protocol",
@@ -44,7 +48,7 @@ public struct NativeProtocol: UpdateProtocol {
         let firmware: FirmwareImage
         do {
             let format = request.inputFormat.flatMap(ImageFormat.init(rawValue:))
-            var image = try FirmwareImage.load(path: request.path, format: format)
+            var image = try FirmwareImage.load(path: request.path, format: format, limit: Self.maximumImage)
             if image.format == .bin, request.baseAddress != 0 {
                 image = try FirmwareImage(binary: image.flattened(fill: request.fill), baseAddress: request.baseAddress)
             }
@@ -52,7 +56,12 @@ public struct NativeProtocol: UpdateProtocol {
         } catch {
             throw TransferError(.badInput, step: .load, String(describing: error))
         }
-        let bytes = firmware.flattened(fill: request.fill)
+        let bytes: [UInt8]
+        do {
+            bytes = try firmware.flattened(fill: request.fill, limit: Self.maximumImage, fileName: (request.path as NSString).lastPathComponent)
+        } catch {
+            throw TransferError(.badInput, step: .load, String(describing: error))
+        }
         guard !bytes.isEmpty else { throw TransferError(.badInput, step: .load, "\(request.path): the image is empty: nothing to flash") }
         if let keyPath = request.keyPath {
             guard MCUbootImage.startsWithMagic(bytes) else {
