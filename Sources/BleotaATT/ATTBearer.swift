@@ -87,7 +87,7 @@ public actor ATTBearer {
     // MARK: Sending
 
     /// Sends a request and waits for its response. Requests queue: only one is
-    /// on the air at a time. An Error Response throws ``ATTBearerError/peer``.
+    /// on the air at a time. An Error Response throws ``ATTBearerError/peer(_:request:handle:)``.
     public func request(_ pdu: ATTPDU) async throws(ATTBearerError) -> ATTPDU {
         guard let expected = pdu.opcode.response else { throw .closed("\(pdu.opcode) is not a request") }
         if let closedReason { throw .closed(closedReason) }

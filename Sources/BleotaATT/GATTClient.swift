@@ -213,7 +213,7 @@ public struct GATTClient: Sendable {
     }
 }
 
-/// A GATT characteristic pair as a ``Link``: packets go out as Write Without
+/// A GATT characteristic pair as a ``/BleotaLink/Link``: packets go out as Write Without
 /// Response to `writeHandle`, and come in as notifications of `notifyHandle`.
 /// This is how the transfer engine runs over GATT without knowing it.
 public final class GATTLink: Link {

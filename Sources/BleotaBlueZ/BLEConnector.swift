@@ -83,7 +83,7 @@ public final class ConnectionSettingsRecord: Sendable {
 public let creditChannelMTU = 1024
 
 /// Connects to a real device, again after every reboot: to a protocol's GATT
-/// packet service (discovered, subscribed, as a ``GATTLink``), or to its LE
+/// packet service (discovered, subscribed, as a ``/BleotaATT/GATTLink``), or to its LE
 /// credit-based channel when the address names a PSM and the protocol can
 /// run over one (falling back to GATT when the device does not accept it).
 ///

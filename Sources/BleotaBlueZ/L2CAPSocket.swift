@@ -147,7 +147,7 @@ public final class L2CAPListener: Sendable {
     public func close() { system.close(fd) }
 }
 
-/// An L2CAP socket as a ``Link``: an ATT channel for ``ATTBearer`` (CID 4),
+/// An L2CAP socket as a ``/BleotaLink/Link``: an ATT channel for ``/BleotaATT/ATTBearer`` (CID 4),
 /// or a credit-based channel carrying protocol packets directly.
 public final class L2CAPLink: Link {
     public let socket: L2CAPSocket

@@ -55,7 +55,7 @@ public protocol SocketSystem: Sendable {
 }
 
 /// The real system calls, non-blocking, waited on through the process's one
-/// epoll loop (BleotaLink's ``DescriptorReactor``), which the UDP and serial
+/// epoll loop (BleotaLink's ``/BleotaLink/DescriptorReactor``), which the UDP and serial
 /// links share.
 public final class LinuxSocketSystem: SocketSystem {
     public static let shared = LinuxSocketSystem()

@@ -9,7 +9,7 @@ import Logging
 /// Every subcommand is an `AsyncParsableCommand` with `--help`; the ones that
 /// report results accept `--json`. Failures are ``CommandFailure`` values that
 /// carry the exit status (see ``ExitStatus``) and a one-line message saying what
-/// went wrong and what to do; ``BleotaCommand/run(arguments:)`` is the single
+/// went wrong and what to do; ``BleotaCommand/run(arguments:registry:)`` is the single
 /// place that turns them into text on stderr and a process exit code.
 public struct BleotaCommand: AsyncParsableCommand {
     public static let version = "0.1.0"

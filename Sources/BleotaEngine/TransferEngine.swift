@@ -71,14 +71,14 @@ public struct TransferStatistics: Sendable, Equatable, Codable {
     public init() {}
 }
 
-/// Sends a byte stream reliably over a ``Link``.
+/// Sends a byte stream reliably over a ``/BleotaLink/Link``.
 ///
 /// `BleotaEngine` is the protocol-independent core of bleota: the reliable
 /// transfer (windowed selective repeat with per-packet CRCs, 16-bit wrapping
 /// sequence numbers, acknowledgement timeouts, adaptive pacing), the resume
 /// logic, and the update state machine. It knows nothing of Bluetooth: links
 /// come from `BleotaLink`, wire formats from the protocol plug-ins (through
-/// ``TransferWire``), time from an injected ``BleotaClock``. That is what lets
+/// ``TransferWire``), time from an injected ``/BleotaLink/BleotaClock``. That is what lets
 /// the same code be proven on the simulator's virtual clock and then run over
 /// a real adapter.
 ///
@@ -159,7 +159,7 @@ public final class TransferEngine: @unchecked Sendable {
         stream[(index * packetSize)..<min((index + 1) * packetSize, stream.count)]
     }
 
-    /// Sends until every packet is acknowledged. Throws ``LinkError`` when the
+    /// Sends until every packet is acknowledged. Throws ``/BleotaLink/LinkError`` when the
     /// link drops (call ``resume(held:)`` and run again) and ``TransferError``
     /// when the device fails the transfer or stops answering.
     public func run(over link: any Link) async throws {

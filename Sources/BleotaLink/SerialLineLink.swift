@@ -19,7 +19,7 @@ import Synchronization
 /// the link waits for the next open of the slave instead: it watches the slave's
 /// path with inotify (`IN_OPEN`) and waits for that watch on the reactor. Only if
 /// the watch cannot be set up (inotify unavailable or out of watches) does it fall
-/// back to looking again every ``hangUpBackOff`` of wall-clock time — while hung up
+/// back to looking again every 50 ms of wall-clock time — while hung up
 /// only, never while a client is connected.
 public final class SerialLineLink: Link {
     public let parameters: LinkParameters

@@ -36,7 +36,7 @@ public struct LinkStatistics: Sendable, Hashable, Codable {
     }
 }
 
-/// One simulated BLE connection: a host end and a device end, both ``Link``s,
+/// One simulated BLE connection: a host end and a device end, both ``/BleotaLink/Link``s,
 /// with connection events moving packets between them under the link model.
 public final class SimulatedConnection: Sendable {
     struct State {

@@ -21,7 +21,7 @@ public protocol SimulatedPeripheral: AnyObject, Sendable {
 /// a BLE link model (PHY, connection interval, packets per connection event,
 /// data length, MTU, device buffer and flash timing, faults) and simulated
 /// devices that speak the same protocols as real ones, on the virtual clock of
-/// a ``SimulationRuntime`` (from `BleotaLink`). The engine and protocol code
+/// a ``/BleotaLink/SimulationRuntime`` (from `BleotaLink`). The engine and protocol code
 /// under test is the real `async` code, unchanged, and a seed gives one
 /// byte-identical run.
 public final class SimulatedWorld: Sendable {

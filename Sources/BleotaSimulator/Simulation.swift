@@ -6,7 +6,7 @@ import BleotaProtocols
 /// A whole simulated session from a `sim://` address: a world on a virtual
 /// clock with the address's link model and faults, one device running the
 /// device half of the protocol the address names (looked up in a
-/// ``ProtocolRegistry``), and a connector to it.
+/// ``/BleotaEngine/ProtocolRegistry``), and a connector to it.
 public enum Simulation {
     /// The simulated device's address.
     public static let deviceAddress = "C0:FF:EE:00:00:01"

@@ -19,7 +19,7 @@ public struct SimulatorAddress: Sendable {
     public var seed: UInt64
     /// The device's protocol, as the address names it (`protocol=`); nil for the registry's default.
     public var deviceProtocol: String?
-    /// Keys for the protocol's device half (its ``UpdateProtocol/deviceOptions``).
+    /// Keys for the protocol's device half (its ``/BleotaEngine/UpdateProtocol/deviceOptions``).
     public var deviceOptions: [String: String] = [:]
     /// Bytes the device's image slot holds.
     public var slotSize: Int

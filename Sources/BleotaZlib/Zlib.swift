@@ -71,7 +71,9 @@ public final class Deflater {
     private var stream = z_stream()
     private var finished = false
 
-    /// - Parameter level: 0 (store) … 9 (smallest); 6 is zlib's own default.
+    /// - Parameters:
+    ///   - level: 0 (store) … 9 (smallest); 6 is zlib's own default.
+    ///   - format: raw deflate (what bleota's native protocol sends), zlib or gzip framing.
     public init(level: Int32 = 6, format: DeflateFormat = .raw) throws(ZlibError) {
         let status = deflateInit2_(&stream, level, Z_DEFLATED, format.windowBits, 8, Z_DEFAULT_STRATEGY,
                                    ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size))
@@ -148,8 +150,10 @@ public final class Inflater {
 
     /// Decompresses `input`; throws on corrupt data, never traps.
     ///
-    /// - Parameter limit: the most output bytes accepted in total for this call,
-    ///   so a hostile stream cannot balloon memory (a "zip bomb").
+    /// - Parameters:
+    ///   - input: compressed bytes, in any number of pieces across calls.
+    ///   - limit: the most output bytes accepted in total for this call,
+    ///     so a hostile stream cannot balloon memory (a "zip bomb").
     public func update(_ input: some Collection<UInt8>, limit: Int = .max) throws(ZlibError) -> [UInt8] {
         var output: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 16 * 1024)

@@ -4,7 +4,7 @@ import BleotaLink
 /// hosted by the simulator, `bleota sim serve` and `bleota serve` alike.
 ///
 /// It keeps its own storage (what survives a reboot) and RAM (what does not),
-/// answers on whatever ``Link`` it is given, and asks its host to reboot it
+/// answers on whatever ``/BleotaLink/Link`` it is given, and asks its host to reboot it
 /// through the ``DeviceEnvironment``, which also supplies time and the costs
 /// of processing and flash. Its rules should be the real firmware's: what it
 /// refuses, when it activates, what it does at boot.

@@ -6,10 +6,10 @@ import Logging
 
 /// The host half of bleota's native protocol: `flash`, `push`, `pull` and test transfers.
 ///
-/// A thin shell around ``UpdateStateMachine`` and ``TransferEngine``: it performs
+/// A thin shell around ``/BleotaEngine/UpdateStateMachine`` and ``/BleotaEngine/TransferEngine``: it performs
 /// the actions the state machine asks for, turns replies into events, and
 /// reconnects and resumes when a link drops mid-transfer. Every knob of
-/// ``TransferTuning`` means what its documentation says.
+/// ``/BleotaEngine/TransferTuning`` means what its documentation says.
 public struct NativeUpdater: ProtocolHost {
     public var context: HostContext
     public var connector: any DeviceConnector { context.connector }

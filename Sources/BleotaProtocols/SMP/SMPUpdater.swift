@@ -3,15 +3,15 @@ import BleotaEngine
 import BleotaLink
 import Logging
 
-/// How far an SMP upgrade goes: the shared ``FlashMode``.
+/// How far an SMP upgrade goes: the shared ``/BleotaEngine/FlashMode``.
 public typealias SMPUpgradeMode = FlashMode
 
-/// The host half of an MCUmgr/MCUboot update over any ``Link``: a thin shell
+/// The host half of an MCUmgr/MCUboot update over any ``/BleotaLink/Link``: a thin shell
 /// that performs what ``SMPUpgradeStateMachine`` and ``SMPUploadPipeline``
 /// decide — upload (pipelined, resumable), verify the slot's hash, mark,
 /// reset, wait for the device to come back by reconnecting (never a fixed
 /// sleep), read the image state, confirm — and reports through the shared
-/// ``OperationRecorder``.
+/// ``/BleotaEngine/OperationRecorder``.
 ///
 /// Tuning knobs mean, for SMP: `window` the upload requests in flight (default:
 /// the device's buffer count − 1), `packet-size` the data bytes per request

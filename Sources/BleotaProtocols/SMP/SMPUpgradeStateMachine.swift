@@ -12,7 +12,7 @@ import BleotaEngine
 /// to reconnect and read the slots, and from what it finds either finishes
 /// (the device already did what was asked: a confirm whose answer was lost),
 /// repeats the step that did not arrive (a mark, a reset, a confirm), or fails
-/// naming what the device now runs (``DeviceOutcome``).
+/// naming what the device now runs (``/BleotaEngine/DeviceOutcome``).
 public struct SMPUpgradeStateMachine: Sendable {
     public enum State: Sendable, Hashable {
         case idle
