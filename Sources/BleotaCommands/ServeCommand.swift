@@ -178,7 +178,11 @@ struct GattCommand: AsyncParsableCommand {
 
 struct GattDevice: ParsableArguments {
     @Option(name: .long, help: "The device: ble://AA:BB:CC:DD:EE:FF[?type=random&adapter=hci0&security=medium&phy=2m&interval=7.5-15].") var device: String
-    @Option(name: .long, help: "Seconds to wait for the connection.") var connectTimeout: Double = 10
+    @Option(name: .long, help: "Seconds to wait for the connection (0.1…3600).") var connectTimeout: Double = 10
+
+    func validate() throws {
+        _ = try TimeValue.duration(connectTimeout, option: "--connect-timeout", unit: .seconds, range: 0.1...3600)
+    }
 
     func connect() async throws -> ATTConnection {
         guard case .success(let target) = BLEDeviceAddress.parse(device) else {
@@ -296,6 +300,8 @@ struct GattSubscribe: AsyncParsableCommand {
     @Option(name: .customLong("write-hex"), help: "The value to write to --write-handle, as hex.") var writeHex: String?
 
     func validate() throws {
+        _ = try TimeValue.duration(duration, option: "--duration", unit: .seconds, range: 0...86_400)
+        if let count, count < 1 { throw ValidationError("--count \(count) is out of range: use 1 or more") }
         if (writeHandle == nil) != (writeHex == nil) {
             throw ValidationError("--write-handle and --write-hex go together: give both or neither")
         }

@@ -69,6 +69,8 @@ public enum DeviceOutcome: Sendable, Hashable, Codable {
     case newImageUnconfirmed
     /// The old image runs (its version); nothing changed.
     case oldImage(String)
+    /// The device is in its bootloader, running neither image until it is flashed again.
+    case inBootloader
     /// The device could not be reached to find out.
     case unknown
 
@@ -78,6 +80,7 @@ public enum DeviceOutcome: Sendable, Hashable, Codable {
         case .newImageConfirmed: "new-image-confirmed"
         case .newImageUnconfirmed: "new-image-unconfirmed"
         case .oldImage: "old-image"
+        case .inBootloader: "in-bootloader"
         case .unknown: "unknown"
         }
     }
@@ -87,6 +90,7 @@ public enum DeviceOutcome: Sendable, Hashable, Codable {
         case .newImageConfirmed: "the device runs the new image, confirmed"
         case .newImageUnconfirmed: "the device runs the new image but it is not confirmed: confirm it (bleota image state --confirm) or it is reverted at the next reset"
         case .oldImage(let version): "the device still runs its old image (\(version))"
+        case .inBootloader: "the device waits in its bootloader: run the same command again to finish the update"
         case .unknown: "the device could not be reached afterwards, so what it runs is unknown: check it with bleota image state"
         }
     }

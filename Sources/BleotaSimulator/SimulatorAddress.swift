@@ -123,9 +123,13 @@ public struct SimulatorAddress: Sendable {
             }
             return n
         }
-        func milliseconds() throws(SimulatorAddressError) -> Duration {
+        func milliseconds(upTo maximum: Double = 86_400_000) throws(SimulatorAddressError) -> Duration {
             let ms = try number()
             guard ms >= 0 else { throw SimulatorAddressError("sim:// key '\(key)' cannot be negative") }
+            // Far below what would overflow a Duration: a day of simulated time is already absurd.
+            guard ms <= maximum else {
+                throw SimulatorAddressError("sim:// key '\(key)' is out of range: use 0…\(Int(maximum)) ms, got \(value)")
+            }
             return .microseconds(Int64((ms * 1000).rounded()))
         }
         switch key {
@@ -137,7 +141,12 @@ public struct SimulatorAddress: Sendable {
         case "corrupt": faults.corruption = try probability()
         case "duplicate": faults.duplication = try probability()
         case "disconnect-at": faults.disconnectAfterBytes = try count()
-        case "disconnect-time": faults.disconnectAtTime = try milliseconds() * 1000
+        case "disconnect-time":
+            let seconds = try number()
+            guard (0...86_400).contains(seconds) else {
+                throw SimulatorAddressError("sim:// key 'disconnect-time' is out of range: use 0…86400 s, got \(value)")
+            }
+            faults.disconnectAtTime = .microseconds(Int64((seconds * 1_000_000).rounded()))
         case "disconnect-prob": faults.disconnectProbability = try probability()
         case "power-loss-at": faults.powerLossAfterBytes = try count()
         case "reboot-at": faults.rebootAfterBytes = try count()

@@ -135,7 +135,8 @@ import Testing
             (["flash", "samples/firmware/app-v2.bin", "--device", "sim://2m-dle?slot=4096"], 4,
              "error: connect failed: the image is 49152 bytes but the device's slot holds 4096: nothing was sent; build a smaller image\n"),
             (["flash", "samples/firmware/blinky.bin", "--device", "sim://2m-dle", "--packet-size", "400"], 2,
-             "error: transfer failed: packet size 400 is out of range for this link and device: use 1…239\n"),
+             // Refused on connecting, before the device is sent to its bootloader.
+             "error: connect failed: packet size 400 is out of range for this link and device: use 1…239\n"),
             (["flash", "samples/firmware/blinky.bin", "--device", "sim://2m-dle", "--window", "0"], 2, ""),
             (["flash", "samples/firmware/blinky.bin", "--device", "sim://2m-dle", "--delay=-1"], 2, ""),
             (["flash", "samples/firmware/blinky.bin", "--device", "sim://warp-drive"], 2,

@@ -86,4 +86,49 @@ import Testing
         #expect(throws: TransferError(.invalidTuning, step: .transfer, "inter-packet delay cannot be negative")) { try tuning.validate() }
         #expect(TransferTuning(window: 16, ackInterval: 12).effectiveAckInterval == 8)
     }
+
+    @Test func anUnansweredSwitchIsRepeatedWhenTheDeviceCameBackUnchanged() {
+        let (_, actions) = run([.start, .connected(.application), .bootloaderRequestUnanswered, .connected(.application),
+                                .bootloaderEntered, .connected(.bootloader)])
+        #expect(actions == [.connect, .enterBootloader, .reconnect(expecting: .bootloader), .enterBootloader,
+                            .reconnect(expecting: .bootloader), .transfer])
+        // An answered request that did not take is the device's refusal, not a loss.
+        let (_, refused) = run([.start, .connected(.application), .bootloaderEntered, .connected(.application)])
+        guard case .fail(let error) = refused.last else { Issue.record("expected a failure"); return }
+        #expect(error.code == .deviceRefused)
+    }
+
+    @Test func anUnansweredActivationIsRepeatedAndItsRepeatsAreBounded() {
+        let verified: [Machine.Event] = [.start, .connected(.bootloader), .transferred, .verified(ok: true, detail: "")]
+        let (_, once) = run(verified + [.activateRequestUnanswered, .connected(.bootloader), .activated, .connected(.application),
+                                        .confirmed(version: "2.0")])
+        #expect(once.suffix(6) == [.activate, .reconnect(expecting: .application), .activate, .reconnect(expecting: .application),
+                                   .confirm, .finish])
+        let (_, never) = run(verified + Array(repeating: [Machine.Event.activateRequestUnanswered, .connected(.bootloader)], count: 3).flatMap { $0 })
+        guard case .fail(let error) = never.last else { Issue.record("expected a failure"); return }
+        #expect(error.outcome == .inBootloader)
+        #expect(error.message.contains("stayed in its bootloader"))
+    }
+
+    @Test func aLateFailureIsFollowedByAProbeThatSaysWhatTheDeviceRuns() {
+        let activating: [Machine.Event] = [.start, .connected(.bootloader), .transferred, .verified(ok: true, detail: "")]
+        let lost = TransferError(.linkLost, step: .confirm, "cannot reconnect")
+        let (_, probe) = run(activating + [.activated, .failed(lost)])
+        #expect(probe.last == .probe)
+        let (done, success) = run(activating + [.activated, .failed(lost), .probed(.init(mode: .application, version: "2.0"))])
+        #expect(success.last == .finish)
+        #expect(done.state == .done)
+        for (report, outcome) in [(Machine.DeviceReport?.none, DeviceOutcome.unknown),
+                                  (.init(mode: .application, version: "1.0"), .oldImage("1.0")),
+                                  (.init(mode: .bootloader, version: "1.0"), .inBootloader)] {
+            let (_, actions) = run(activating + [.activated, .failed(lost), .probed(report)])
+            guard case .fail(let error) = actions.last else { Issue.record("expected a failure"); continue }
+            #expect(error.outcome == outcome)
+            #expect(error.step == .confirm)
+        }
+        // Before the activation, a failure is just a failure: the old image still runs.
+        let (_, early) = run([.start, .connected(.bootloader), .failed(TransferError(.linkLost, step: .transfer, "gone"))])
+        guard case .fail(let error) = early.last else { Issue.record("expected a failure"); return }
+        #expect(error.outcome == nil)
+    }
 }

@@ -14,6 +14,9 @@ final class LoopbackConnector: DeviceConnector {
     let disconnectAfterPackets: Int?
     private let counters = Mutex((packets: 0, connects: 0, disconnected: false))
     private let current = Mutex<LoopbackLink?>(nil)
+    /// The device's serving of the previous connection: a new connection waits for it to end,
+    /// as a real device that resets is gone before anyone can connect again.
+    private let previous = Mutex<Task<Void, Never>?>(nil)
 
     init(device: NativeDevice, dropEvery: Int = 0, disconnectAfterPackets: Int? = nil) {
         self.device = device
@@ -25,6 +28,10 @@ final class LoopbackConnector: DeviceConnector {
     var connects: Int { counters.withLock { $0.connects } }
 
     func connect(for purpose: ConnectPurpose, timeout: Duration) async throws(LinkError) -> any Link {
+        if let last = previous.withLock({ $0 }) {
+            await current.withLock({ $0 })?.close()
+            await last.value
+        }
         let dropEvery = self.dropEvery
         let limit = disconnectAfterPackets
         let (host, deviceEnd) = LoopbackLink.pair(maximumPayload: 244) { [self] packet in
@@ -55,7 +62,7 @@ final class LoopbackConnector: DeviceConnector {
             await device.boot()
             await deviceEnd.close()
         }
-        Task { await device.serve(deviceEnd, environment: environment) }
+        previous.withLock { $0 = Task { await device.serve(deviceEnd, environment: environment) } }
         return host
     }
 }

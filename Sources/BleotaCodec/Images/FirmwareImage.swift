@@ -254,8 +254,14 @@ public enum AtomicFile {
         let name = (path as NSString).lastPathComponent
         let directory = (path as NSString).deletingLastPathComponent
         let temporary = (directory.isEmpty ? "." : directory) + "/.\(name).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp"
+        // Registered before it exists: a SIGINT or SIGTERM while writing removes it.
+        let cleanup = TemporaryPaths.removingOnExit([temporary])
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else { throw Failure(code: errno) }
+        guard descriptor >= 0 else {
+            let code = errno
+            cleanup.keep()
+            throw Failure(code: code)
+        }
         var failure: Int32 = 0
         produce { buffer in
             var offset = 0
@@ -272,8 +278,9 @@ public enum AtomicFile {
         close(descriptor)
         if failure == 0 && rename(temporary, path) != 0 { failure = errno }
         if failure != 0 {
-            unlink(temporary)
+            cleanup.removeNow()
             throw Failure(code: failure)
         }
+        cleanup.keep()
     }
 }

@@ -66,14 +66,19 @@ public struct NativeUpdater: ProtocolHost {
                     link = newLink
                     versionBefore = hello.firmwareVersion
                     try session.checkFits(image.count, hello: hello, step: .connect)
+                    // Every option is checked against what the device announced before it is sent
+                    // to its bootloader: a refusal after the switch would leave it there.
+                    _ = try session.packetSize(link: newLink, hello: hello, step: .connect)
+                    try session.checkCompression(hello, step: .connect)
                     event = .connected(hello.mode == .bootloader ? .bootloader : .application)
                 case .enterBootloader:
                     // A device may reset before its answer gets out; the reconnect step
                     // then finds out whether it reached its bootloader.
-                    try await session.requestAllowingReset(.enterBootloader, on: link!, step: .enterBootloader)
+                    if link == nil { (link, _) = try await session.connect(.initial, step: .enterBootloader) }
+                    let answered = try await session.requestAllowingReset(.enterBootloader, on: link!, step: .enterBootloader)
                     await link?.close()
                     link = nil
-                    event = .bootloaderEntered
+                    event = answered ? .bootloaderEntered : .bootloaderRequestUnanswered
                 case .reconnect(let mode):
                     let (newLink, hello) = try await session.connect(mode == .bootloader ? .bootloader : .application,
                                                                      step: machine.step, timeout: timeouts.reboot)
@@ -89,10 +94,14 @@ public struct NativeUpdater: ProtocolHost {
                     let result = try await session.verify(on: link!)
                     event = .verified(ok: result.ok, detail: result.detail)
                 case .activate:
-                    try await session.requestAllowingReset(.activate, on: link!, step: .activate)
+                    let answered = try await session.requestAllowingReset(.activate, on: link!, step: .activate)
                     await link?.close()
                     link = nil
-                    event = .activated
+                    event = answered ? .activated : .activateRequestUnanswered
+                case .probe:
+                    await link?.close()
+                    link = nil
+                    event = .probed(await session.probe())
                 case .confirm:
                     event = .confirmed(version: session.lastHello?.firmwareVersion ?? "")
                 case .finish:
@@ -256,16 +265,22 @@ struct Session {
         }
     }
 
+    /// `--compression on` needs a device that inflates.
+    func checkCompression(_ hello: NativeMessage.HelloResponse, step: UpdateStep) throws(TransferError) {
+        guard updater.tuning.compression == .on, !hello.capabilities.contains(.deflate) else { return }
+        throw TransferError(.deviceRefused, step: step, "the device does not accept compressed transfers: use --compression off")
+    }
+
     /// The payload per data packet: the tuning's if it fits, else the most the link and device allow.
-    func packetSize(link: any Link, hello: NativeMessage.HelloResponse) throws(TransferError) -> Int {
+    func packetSize(link: any Link, hello: NativeMessage.HelloResponse, step: UpdateStep = .transfer) throws(TransferError) -> Int {
         let header = NativeMessage.dataHeaderSize
         let maximum = min(link.parameters.maximumPayload, Int(hello.maximumPacket)) - header
         guard maximum >= 1 else {
-            throw TransferError(.deviceRefused, step: .transfer, "the link carries only \(link.parameters.maximumPayload) bytes per packet, too few for data")
+            throw TransferError(.deviceRefused, step: step, "the link carries only \(link.parameters.maximumPayload) bytes per packet, too few for data")
         }
         guard let wanted = updater.tuning.packetSize else { return maximum }
         guard wanted >= 1 && wanted <= maximum else {
-            throw TransferError(.invalidTuning, step: .transfer,
+            throw TransferError(.invalidTuning, step: step,
                                 "packet size \(wanted) is out of range for this link and device: use 1…\(maximum)")
         }
         return wanted
@@ -307,10 +322,12 @@ struct Session {
     }
 
     /// Sends a request after which the device resets (ENTER_BOOTLOADER,
-    /// ACTIVATE). A refusal is an error; a link that drops before the answer
-    /// arrives is not, since the reset may have beaten the answer to the air.
-    func requestAllowingReset(_ message: NativeMessage, on link: any Link, step: UpdateStep) async throws(TransferError) {
-        guard case .some(let opcode) = NativeMessage.Opcode(rawValue: message.encode()[0]) else { return }
+    /// ACTIVATE); returns whether its answer came. A refusal is an error; a link
+    /// that drops, or an answer that never comes, is not — the reset may have
+    /// beaten the answer to the air, or the request may never have arrived, and
+    /// the reconnect that follows finds out which.
+    func requestAllowingReset(_ message: NativeMessage, on link: any Link, step: UpdateStep) async throws(TransferError) -> Bool {
+        guard case .some(let opcode) = NativeMessage.Opcode(rawValue: message.encode()[0]) else { return false }
         do throws(TransferError) {
             let status = try await request(message, on: link, step: step) { reply -> NativeStatus? in
                 if case .simpleResponse(let request, let status) = reply, request == opcode { return status }
@@ -319,9 +336,19 @@ struct Session {
             guard status == .ok else {
                 throw TransferError(.deviceRefused, step: step, "the device refused \(opcode.name): \(status)")
             }
-        } catch where error.code == .linkLost {
-            updater.logger.debug("link dropped during \(step); assuming the device is resetting")
+            return true
+        } catch where error.code == .linkLost || error.code == .timeout {
+            updater.logger.debug("no answer to \(step) (\(error.message)); the reconnect will tell whether it arrived")
+            return false
         }
+    }
+
+    /// After a late failure: reconnect within the reboot budget and ask what the device runs.
+    mutating func probe() async -> UpdateStateMachine.DeviceReport? {
+        guard let (link, hello) = try? await connect(.application, step: .confirm, timeout: updater.timeouts.reboot) else { return nil }
+        await link.close()
+        lastHello = hello
+        return UpdateStateMachine.DeviceReport(mode: hello.mode == .bootloader ? .bootloader : .application, version: hello.firmwareVersion)
     }
 
     /// Runs START and the engine, reconnecting and resuming after disconnects.
