@@ -66,7 +66,11 @@ let package = Package(
         // Figures, not tests: `swift run -c release bleota-bench` (see README "Performance").
         .executableTarget(
             name: "bleota-bench", dependencies: ["BleotaCodec", "BleotaLink", "BleotaEngine", "BleotaProtocols", "BleotaSimulator"],
-            path: "Benchmarks"),
+            path: "Benchmarks/Bench"),
+        // Outcome counts over thousands of seeded faulty updates: `swift run -c release bleota-fault-matrix --runs 10000`.
+        .executableTarget(
+            name: "bleota-fault-matrix", dependencies: ["BleotaCodec", "BleotaLink", "BleotaEngine", "BleotaProtocols", "BleotaSimulator"],
+            path: "Benchmarks/FaultMatrix"),
 
         // Seeded random inputs whose seed is printed, for every test target.
         .target(name: "BleotaTestSupport", dependencies: ["BleotaLink"], path: "Tests/BleotaTestSupport"),

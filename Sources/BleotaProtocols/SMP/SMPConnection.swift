@@ -1,4 +1,5 @@
 import BleotaCodec
+import BleotaEngine
 import BleotaLink
 import Synchronization
 
@@ -44,6 +45,15 @@ public final class SMPConnection: Sendable {
     private let sequence: Mutex<UInt8>
     /// Sequence numbers sent on this connection (answers to them may still arrive late).
     private let sent = Mutex<Set<UInt8>>([])
+    /// Request-to-answer times on this connection, so a lost answer is given up on
+    /// after a few round trips rather than the full worst-case timeout.
+    private let roundTrip = Mutex(RoundTripEstimator())
+
+    /// How long one try of a request waits: four smoothed round trips once known,
+    /// within 300 ms and `limit` (a device that erases flash answers later).
+    public func answerTimeout(within limit: Duration) -> Duration {
+        roundTrip.withLock { $0.scaled(by: 4, minimum: .milliseconds(300), maximum: limit, fallback: limit) }
+    }
 
     public init(link: any Link, clock: any BleotaClock, version: SMPHeader.Version = .v2, firstSequence: UInt8 = 0) {
         self.link = link
@@ -111,11 +121,12 @@ public final class SMPConnection: Sendable {
     /// Whether `number` was sent on this connection (a late answer to it is stale, not stray).
     public func wasSent(_ number: UInt8) -> Bool { sent.withLock { $0.contains(number) } }
 
-    /// A typed request and its decoded answer, sent up to `attempts` times.
-    public func request<R: SMPRequest>(_ request: R, timeout: Duration, attempts: Int = 3) async throws(SMPClientError) -> R.Response {
-        let body = try await self.request(R.operation, command: R.command, body: request.body, timeout: timeout,
-                                          attempts: attempts, what: request.what)
-        do { return try R.Response(body: body) } catch { throw .field(error.description) }
+    /// A typed request and its decoded answer, sent up to `attempts` times. An answer
+    /// that does not fit the response's schema (damaged on the way) counts as no answer
+    /// until the last try.
+    public func request<R: SMPRequest>(_ request: R, timeout: Duration, attempts: Int = 8) async throws(SMPClientError) -> R.Response {
+        try await exchange(R.operation, command: R.command, body: request.body, timeout: timeout, attempts: attempts,
+                           what: request.what) { body throws(SMPBody.FieldError) in try R.Response(body: body) }
     }
 
     /// One request and its answer body, sent up to `attempts` times; a device error becomes ``SMPClientError/device(_:)``.
@@ -126,12 +137,18 @@ public final class SMPConnection: Sendable {
     /// goes unanswered, that stray is what the error reports.
     public func request(_ operation: SMPHeader.Operation, command: SMPCommand, body: CBOR = .map([]),
                         timeout: Duration, attempts: Int = 3, what: String) async throws(SMPClientError) -> CBOR {
+        try await exchange(operation, command: command, body: body, timeout: timeout, attempts: attempts, what: what) { $0 }
+    }
+
+    private func exchange<T>(_ operation: SMPHeader.Operation, command: SMPCommand, body: CBOR, timeout: Duration, attempts: Int,
+                             what: String, decode: (CBOR) throws(SMPBody.FieldError) -> T) async throws(SMPClientError) -> T {
         var stray: SMPClientError?
         for attempt in 0..<max(1, attempts) {
             // Whatever half-arrived before the last try timed out will not be completed.
             if attempt > 0 { resetReassembly() }
             let number = try await send(operation, command: command, body: body)
-            let deadline = clock.now + timeout
+            let sentAt = clock.now
+            let deadline = sentAt + answerTimeout(within: timeout)
             while clock.now < deadline {
                 let response: SMPPacket?
                 do { response = try await nextResponse(timeout: deadline - clock.now) } catch .malformed(let why) {
@@ -150,7 +167,14 @@ public final class SMPConnection: Sendable {
                     continue
                 }
                 if let error = SMPDeviceError(response: response.body) { throw .device(error) }
-                return response.body
+                do {
+                    let value = try decode(response.body)
+                    if attempt == 0 { roundTrip.withLock { $0.add(clock.now - sentAt) } }
+                    return value
+                } catch {
+                    stray = .field(error.description)
+                    break
+                }
             }
         }
         throw stray ?? .timeout("\(what) after \(max(1, attempts)) tries")
@@ -169,16 +193,18 @@ public final class SMPConnection: Sendable {
         try await request(SMPEchoRequest(text: text), timeout: timeout, attempts: attempts).text
     }
 
-    public func parameters(timeout: Duration) async throws(SMPClientError) -> MCUmgrParameters {
-        try await request(SMPParametersRequest(), timeout: timeout)
+    public func parameters(timeout: Duration, attempts: Int = 8) async throws(SMPClientError) -> MCUmgrParameters {
+        try await request(SMPParametersRequest(), timeout: timeout, attempts: attempts)
     }
 
-    public func imageState(timeout: Duration) async throws(SMPClientError) -> [SMPImageSlot] {
-        try await request(SMPImageStateRequest(), timeout: timeout).slots
+    public func imageState(timeout: Duration, attempts: Int = 8) async throws(SMPClientError) -> [SMPImageSlot] {
+        try await request(SMPImageStateRequest(), timeout: timeout, attempts: attempts).slots
     }
 
-    public func setImageState(hash: [UInt8]?, confirm: Bool, timeout: Duration) async throws(SMPClientError) -> [SMPImageSlot] {
-        try await request(SMPImageStateWriteRequest(hash: hash, confirm: confirm), timeout: timeout).slots
+    /// Marks or confirms; repeating it is harmless (Zephyr answers a repeated mark or
+    /// confirm with the same state), so it is retried like a read.
+    public func setImageState(hash: [UInt8]?, confirm: Bool, timeout: Duration, attempts: Int = 8) async throws(SMPClientError) -> [SMPImageSlot] {
+        try await request(SMPImageStateWriteRequest(hash: hash, confirm: confirm), timeout: timeout, attempts: attempts).slots
     }
 
     /// Which bootloader, and its MCUboot mode when it answers that query.

@@ -257,18 +257,19 @@ public actor SMPDevice: DeviceHalf {
     /// refusal forgets the upload in progress; a chunk at the wrong offset is
     /// not an error: its answer says where the device is.
     private func upload(_ body: CBOR, environment: DeviceEnvironment) async throws(SMPDeviceError) -> CBOR {
-        do {
-            return try await uploadChecked(body, environment: environment)
+        // A body that does not decode is refused before inspection: the upload stays as it was.
+        let request: SMPUploadRequest?
+        do { request = body["off"] == nil ? nil : try SMPUploadRequest(body: body) } catch { throw SMPDeviceError(.general(.invalidArgument)) }
+        do throws(SMPDeviceError) {
+            guard let request else { throw SMPDeviceError(.image(.invalidOffset)) }
+            return try await uploadChecked(request, environment: environment)
         } catch {
             storage.withUpload { $0 = nil }
             throw error
         }
     }
 
-    private func uploadChecked(_ body: CBOR, environment: DeviceEnvironment) async throws(SMPDeviceError) -> CBOR {
-        guard body["off"] != nil else { throw SMPDeviceError(.image(.invalidOffset)) }
-        let request: SMPUploadRequest
-        do { request = try SMPUploadRequest(body: body) } catch { throw SMPDeviceError(.general(.invalidArgument)) }
+    private func uploadChecked(_ request: SMPUploadRequest, environment: DeviceEnvironment) async throws(SMPDeviceError) -> CBOR {
         if request.offset == 0 {
             guard request.data.count >= 32 else { throw SMPDeviceError(.image(.invalidImageHeader)) }
             guard let length = request.length else { throw SMPDeviceError(.image(.invalidLength)) }

@@ -47,6 +47,11 @@ public struct SMPUpdater: ProtocolHost {
     }
 
     var window: Int? { explicitKnobs.contains(.window) ? context.tuning.window : nil }
+
+    /// Tries of the upgrade's own requests. Their answers (the slot list, ~250 bytes)
+    /// span a dozen notifications on a 23-byte MTU, and one lost notification loses
+    /// the answer; the tries are cheap (each waits a few round trips), a failed update is not.
+    var patience: Int { timeouts.attempts * 6 }
     var chunkSize: Int? { explicitKnobs.contains(.packetSize) ? context.tuning.packetSize : nil }
 
     /// What an upload did, for reports and the benchmark.
@@ -103,7 +108,12 @@ public struct SMPUpdater: ProtocolHost {
         let singleFirst = singlePacket.map { _ in SMPUploadRequest.dataCapacity(within: within, maximumOffset: total, first: true) }
         return SMPUploadPipeline.Configuration(total: total, chunk: data(first: false), firstChunk: data(first: true),
                                                singlePacketChunk: singlePacket, singlePacketFirstChunk: singleFirst, window: window,
-                                               maximumAnswerTimeout: timeouts.response, stallLimit: timeouts.attempts * 2)
+                                               maximumAnswerTimeout: timeouts.response,
+                                               // Timeouts in a row before giving up: on a link that loses a fifth of its
+                                               // packets a request of a few packets fails more often than not, yet the
+                                               // upload still moves; a dead link takes about as long to give up on as
+                                               // the native protocol's stall limit.
+                                               stallLimit: timeouts.attempts * 6)
     }
 
     /// After a lost answer on a link where requests span several packets: a
@@ -157,7 +167,13 @@ public struct SMPUpdater: ProtocolHost {
                     let number = try await connection.send(SMPUploadRequest.operation, command: SMPUploadRequest.command, body: request.body)
                     pipeline.sent(sequence: number, offset: offset, end: end, at: clock.now)
                 case .wait(let timeout):
-                    guard let response = try await connection.nextResponse(timeout: timeout) else {
+                    let next: SMPPacket?
+                    do { next = try await connection.nextResponse(timeout: timeout) } catch .malformed {
+                        // A damaged answer: its request is answered again or times out.
+                        connection.resetReassembly()
+                        continue
+                    }
+                    guard let response = next else {
                         connection.resetReassembly()
                         let spanned = pipeline.requestsSpanPackets && configuration.firstChunk + 64 > connection.link.parameters.maximumPayload
                         guard pipeline.timedOut() else { throw SMPClientError.timeout("the upload at offset \(pipeline.confirmed)") }
@@ -166,9 +182,11 @@ public struct SMPUpdater: ProtocolHost {
                     }
                     guard response.header.smpCommand == .imageUpload else { continue } // a stray answer to something else
                     if let error = SMPDeviceError(response: response.body) {
-                        // "Invalid argument" to a chunk is a request that arrived damaged: the device
-                        // stands where it was. Anything else is the device's verdict.
-                        guard error.code == .general(.invalidArgument) else { throw SMPClientError.device(error) }
+                        // A request that arrived damaged (its CBOR, its offset, its length or header
+                        // no longer make sense) is refused; the device then stands where it was, or
+                        // has forgotten the upload and says so at the next answer. Anything else is
+                        // the device's verdict.
+                        guard Self.damagedRequest.contains(error.code) else { throw SMPClientError.device(error) }
                         pipeline.refused(sequence: response.header.sequence)
                         if pipeline.isStalled { throw SMPClientError.device(error) }
                         continue
@@ -186,7 +204,7 @@ public struct SMPUpdater: ProtocolHost {
                         if pipeline.isStalled { throw SMPClientError.sequence("the device keeps answering without taking data (offset \(pipeline.confirmed))") }
                     case .mismatch:
                         restarts += 1
-                        guard restarts <= 2 else {
+                        guard restarts <= 4 else {
                             throw SMPClientError.device(SMPDeviceError(.image(.invalidHash), reason: "the device's SHA-256 of the upload does not match, \(restarts) times"))
                         }
                         onEvent(.note("the device's SHA-256 of the upload did not match; uploading again"))
@@ -212,6 +230,12 @@ public struct SMPUpdater: ProtocolHost {
             }
         }
     }
+
+    /// Answers that mean the request arrived damaged rather than refused on its merits.
+    static let damagedRequest: Set<SMPErrorCode> = [
+        .general(.invalidArgument), .image(.invalidOffset), .image(.invalidLength), .image(.invalidImageHeader),
+        .image(.invalidImageHeaderMagic), .image(.imageDataOverrun), .general(.corrupt),
+    ]
 
     // MARK: Flash
 
@@ -255,8 +279,8 @@ public struct SMPUpdater: ProtocolHost {
                 case .readState:
                     let slots: [SMPImageSlot]
                     do {
-                        if parameters == nil { parameters = try await connection!.parameters(timeout: timeouts.response) }
-                        slots = try await connection!.imageState(timeout: timeouts.response)
+                        if parameters == nil { parameters = try await connection!.parameters(timeout: timeouts.response, attempts: patience) }
+                        slots = try await connection!.imageState(timeout: timeouts.response, attempts: patience)
                     } catch { throw fail(machine.step, error) }
                     event = .stateRead(slots)
                 case .upload:
@@ -266,7 +290,7 @@ public struct SMPUpdater: ProtocolHost {
                     result = merge(result, uploaded)
                     event = .uploaded
                 case .mark(let confirm):
-                    do { event = .marked(try await connection!.setImageState(hash: hash, confirm: confirm, timeout: timeouts.response)) }
+                    do { event = .marked(try await connection!.setImageState(hash: hash, confirm: confirm, timeout: timeouts.response, attempts: patience)) }
                     catch { throw fail(.activate, error) }
                 case .reset:
                     event = try await sendReset(connection!)
@@ -276,7 +300,7 @@ public struct SMPUpdater: ProtocolHost {
                     connection = try await waitForReturn()
                     event = .connected
                 case .confirm:
-                    do { event = .marked(try await connection!.setImageState(hash: nil, confirm: true, timeout: timeouts.response)) }
+                    do { event = .marked(try await connection!.setImageState(hash: nil, confirm: true, timeout: timeouts.response, attempts: patience)) }
                     catch { throw fail(.confirm, error) }
                 case .probe:
                     await connection?.close()
@@ -356,7 +380,7 @@ public struct SMPUpdater: ProtocolHost {
         do {
             let connection = try await reconnectAndEcho()
             do {
-                return (try await connection.imageState(timeout: timeouts.response), connection)
+                return (try await connection.imageState(timeout: timeouts.response, attempts: patience), connection)
             } catch {
                 await connection.close()
                 return nil

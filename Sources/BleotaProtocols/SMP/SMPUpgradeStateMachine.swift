@@ -78,6 +78,10 @@ public struct SMPUpgradeStateMachine: Sendable {
     /// Uploads so far: a second one resumes where the device stands when the slot did not list the image.
     public private(set) var uploads = 0
     public static let maximumUploads = 2
+    /// Readings of the slots repeated before a negative verdict: an answer damaged on the
+    /// way can show a wrong hash, so "not our image" is believed only when read twice.
+    public private(set) var rereads = 0
+    public static let maximumRereads = 2
     /// What the device ran when the upgrade started.
     public private(set) var versionBefore: String?
 
@@ -135,6 +139,10 @@ public struct SMPUpgradeStateMachine: Sendable {
             return .readState
         case (.verifying, .stateRead(let slots)):
             guard slots.contains(where: { !$0.active && $0.hash == hash }) else {
+                if rereads < Self.maximumRereads {
+                    rereads += 1
+                    return .readState
+                }
                 if uploads < Self.maximumUploads {
                     // An answer damaged on the way can make an upload look finished when it is not:
                     // upload again; the device resumes from what it holds.
@@ -202,6 +210,16 @@ public struct SMPUpgradeStateMachine: Sendable {
 
     private mutating func checkRunning(_ slots: [SMPImageSlot]) -> Action {
         if let active = slots.first(where: \.active), active.hash == hash { return afterRunning(active) }
+        if let staged = slots.first(where: { $0.hash == hash && !$0.active }), staged.pending, recoveries < Self.maximumRecoveries {
+            // Still pending: the reset never arrived (its answer was expected to be lost anyway).
+            recoveries += 1
+            state = .resetting
+            return .note("the image is still pending (the reset did not arrive); resetting again", then: .action(.reset))
+        }
+        if rereads < Self.maximumRereads {
+            rereads += 1
+            return .readState
+        }
         let running = slots.first(where: \.active)?.version ?? "nothing"
         let error: TransferError
         if slots.contains(where: { $0.hash == hash }) {

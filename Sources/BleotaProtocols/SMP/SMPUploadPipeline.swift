@@ -158,6 +158,12 @@ public struct SMPUploadPipeline: Sendable {
         return .send(offset: next, end: min(configuration.total, next + chunkLimit), first: false)
     }
 
+    /// Whether the device has forgotten the upload: it answered that it expects offset 0,
+    /// which Zephyr does after any refusal. The next request must announce the image again.
+    private mutating func forgetAnnouncementIfAtStart(_ offset: Int) {
+        if offset == 0 { announced = false }
+    }
+
     /// Records that the chunk `offset..<end` went out as `sequence`.
     public mutating func sent(sequence: UInt8, offset: Int, end: Int, at now: Duration) {
         requests += 1
@@ -214,6 +220,7 @@ public struct SMPUploadPipeline: Sendable {
         if offset <= confirmed { answersWithoutProgress += 1 } else { answersWithoutProgress = 0 }
         confirmed = offset
         goBack(to: offset, lost: offset < entry.end)
+        forgetAnnouncementIfAtStart(offset)
         return .moved(to: offset)
     }
 
@@ -232,8 +239,9 @@ public struct SMPUploadPipeline: Sendable {
     public mutating func timedOut() -> Bool {
         timeoutsInARow += 1
         if !announced {
-            // A first chunk that keeps getting lost is probably too big to arrive whole.
-            firstChunkLimit = max(min(configuration.minimumFirstChunk, configuration.total), firstChunkLimit / 2)
+            // A first chunk that keeps getting lost is probably too big to arrive whole: a quarter
+            // each time, so a short-MTU link gets down to a few packets within a few tries.
+            firstChunkLimit = max(min(configuration.minimumFirstChunk, configuration.total), firstChunkLimit / 4)
         }
         goBack(to: confirmed, lost: true)
         return !isStalled

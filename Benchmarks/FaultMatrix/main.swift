@@ -1,0 +1,237 @@
+// bleota-fault-matrix: thousands of seeded simulated updates across link
+// presets, protocols and faults, counted by how they ended.
+//
+//   swift run -c release bleota-fault-matrix --runs 10000      # the release check
+//   swift run bleota-fault-matrix --runs 2000                   # what CI runs
+//
+// Every run ends in one of these classes; the first two are the only
+// acceptable ones when the update failed, and the command exits 1 on any
+// "unsafe" or "misreported" run:
+//   success           bleota reported success and the device runs the new image, confirmed
+//   clean failure     bleota reported a failure and the device still runs its old image, untouched
+//   late failure      bleota reported a failure that says what the device now runs, and it is true
+//   misreported       what bleota said does not match what the device runs
+//   unsafe            the device runs (or will boot) an image that is neither the old nor the new one
+//   simulation error  the simulation itself failed (a deadlock or runaway time)
+
+import BleotaCodec
+import BleotaEngine
+import BleotaLink
+import BleotaProtocols
+import BleotaSimulator
+import Foundation
+
+struct Options {
+    var runs = 2000
+    var seed: UInt64 = 1
+    var protocols = ["native", "smp"]
+    var jobs = 2
+    var json = false
+    var verbose = false
+
+    init(_ arguments: [String]) {
+        var iterator = arguments.makeIterator()
+        while let argument = iterator.next() {
+            switch argument {
+            case "--runs": runs = Int(iterator.next() ?? "") ?? runs
+            case "--seed": seed = UInt64(iterator.next() ?? "") ?? seed
+            case "--protocol": protocols = [iterator.next() ?? "native"]
+            case "--jobs": jobs = max(1, Int(iterator.next() ?? "") ?? jobs)
+            case "--json": json = true
+            case "--verbose": verbose = true
+            case "--help", "-h":
+                print("usage: bleota-fault-matrix [--runs N] [--seed S] [--protocol native|smp] [--jobs J] [--json] [--verbose]")
+                exit(0)
+            default:
+                FileHandle.standardError.write(Data("unknown option \(argument): see --help\n".utf8))
+                exit(2)
+            }
+        }
+    }
+}
+
+/// The fault a run injects: one class per run, so the counts say which fault does what.
+enum FaultClass: String, CaseIterable, Codable {
+    case clean, loss1to5 = "loss 1-5 %", loss10 = "loss 10 %", loss20 = "loss 20 %", loss50 = "loss 50 %"
+    case notificationLoss = "notification loss", corruption, duplication, disconnect, powerLoss = "power loss", reboot, mixed
+
+    func address(preset: String, seed: UInt64, imageSize: Int, random: inout SeededRandom) -> String {
+        func at() -> Int { Int(random.next() % UInt64(max(1, imageSize))) + 200 }
+        let keys: String
+        switch self {
+        case .clean: keys = ""
+        case .loss1to5: keys = "&loss=\([0.01, 0.02, 0.05][Int(random.next() % 3)])"
+        case .loss10: keys = "&loss=0.1"
+        case .loss20: keys = "&loss=0.2"
+        case .loss50: keys = "&loss=0.5"
+        case .notificationLoss: keys = "&notify-loss=\([0.05, 0.1, 0.2][Int(random.next() % 3)])"
+        case .corruption: keys = "&corrupt=\([0.001, 0.005, 0.01][Int(random.next() % 3)])"
+        case .duplication: keys = "&duplicate=\([0.02, 0.05, 0.1][Int(random.next() % 3)])"
+        case .disconnect: keys = "&disconnect-at=\(at())"
+        case .powerLoss: keys = "&power-loss-at=\(at())"
+        case .reboot: keys = "&reboot-at=\(at())"
+        case .mixed: keys = "&loss=0.05&notify-loss=0.05&duplicate=0.02&corrupt=0.002&disconnect-at=\(at())"
+        }
+        return "sim://\(preset)?seed=\(seed)\(keys)"
+    }
+}
+
+enum Outcome: String, CaseIterable, Codable {
+    case success, cleanFailure = "clean failure", lateFailure = "late failure", misreported, unsafe
+    case simulationError = "simulation error"
+}
+
+struct RunResult: Sendable {
+    var protocolName: String
+    var fault: FaultClass
+    var outcome: Outcome
+    var address: String
+    var detail: String
+}
+
+let presets = LinkPreset.all.map(\.name)
+
+/// What the device runs at the end, read from its storage.
+enum DeviceState: Equatable { case old, newConfirmed, newUnconfirmed, inBootloader, other(String) }
+
+func runOne(index: Int, options: Options) async -> RunResult {
+    var random = SeededRandom(seed: options.seed &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(index))
+    let protocolName = options.protocols[index % options.protocols.count]
+    let fault = FaultClass.allCases[Int(random.next() % UInt64(FaultClass.allCases.count))]
+    let preset = presets[Int(random.next() % UInt64(presets.count))]
+    let small = preset == "1m-no-dle-30ms" || preset == "slow-flash"
+    let firmware = (0..<(small ? 6_000 : 20_000)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+    let address = fault.address(preset: preset, seed: random.next() % 1_000_000, imageSize: firmware.count, random: &random)
+    let registry = ProtocolRegistry.builtIn
+    guard let chosen = registry.named(protocolName), let parsed = try? SimulatorAddress(parsing: address + "&protocol=\(protocolName)") else {
+        return RunResult(protocolName: protocolName, fault: fault, outcome: .simulationError, address: address, detail: "bad address")
+    }
+    let image: PreparedImage
+    let newBytes: [UInt8]
+    if protocolName == "smp" {
+        newBytes = MCUbootImage.build(firmware: firmware, version: MCUbootImage.Version(major: 2, minor: 0, revision: 0, build: 0))
+        guard let prepared = try? SMPProtocol.prepare(newBytes, path: "image", keyPath: nil) else {
+            return RunResult(protocolName: protocolName, fault: fault, outcome: .simulationError, address: address, detail: "image")
+        }
+        image = prepared
+    } else {
+        newBytes = firmware
+        image = PreparedImage(bytes: firmware, version: "2.0.0", summary: "")
+    }
+    do {
+        let (report, state) = try await SimulationRuntime.run(maximumVirtualTime: .seconds(4 * 3600)) { runtime -> (Result<UpdateReport, TransferError>, DeviceState) in
+            let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
+            let half = try chosen.makeDevice(Simulation.configuration(parsed))
+            let old = (half as? SMPDevice)?.storage.snapshot.primary ?? (half as? NativeDevice)?.storage.snapshot.activeImage ?? []
+            await world.add(SimulatedDevice(address: Simulation.deviceAddress, half: half, model: parsed.model))
+            let connector = SimulatedConnector(world: world, address: Simulation.deviceAddress, description: address)
+            let host = chosen.makeHost(HostContext(protocolName: protocolName, connector: connector, clock: world.clock))
+            let outcome: Result<UpdateReport, TransferError>
+            do throws(TransferError) { outcome = .success(try await host.flash(image, mode: .testAndConfirm)) } catch { outcome = .failure(error) }
+            return (outcome, deviceState(half, old: old, new: newBytes, version: image.version))
+        }
+        let (class_, detail) = classify(report, state)
+        return RunResult(protocolName: protocolName, fault: fault, outcome: class_, address: address, detail: detail)
+    } catch {
+        return RunResult(protocolName: protocolName, fault: fault, outcome: .simulationError, address: address, detail: "\(error)")
+    }
+}
+
+func deviceState(_ half: any DeviceHalf, old: [UInt8], new: [UInt8], version: String) -> DeviceState {
+    if let smp = half as? SMPDevice {
+        let state = smp.storage.snapshot
+        // What runs now, and what MCUboot would boot at the next reset, must both be old or new.
+        if let secondary = state.secondary, state.pendingSwap != nil, secondary != new, secondary != old {
+            return .other("a damaged image is pending")
+        }
+        if state.primary == new { return state.primaryConfirmed ? .newConfirmed : .newUnconfirmed }
+        if state.primary == old { return .old }
+        return .other("the primary slot holds neither image")
+    }
+    if let native = half as? NativeDevice {
+        let state = native.storage.snapshot
+        if state.activeImage == new && state.activeVersion == version { return state.bootToBootloader ? .inBootloader : .newConfirmed }
+        if state.activeImage == old { return state.bootToBootloader ? .inBootloader : .old }
+        return .other("the active image is neither the old nor the new one")
+    }
+    return .other("unknown device")
+}
+
+func classify(_ report: Result<UpdateReport, TransferError>, _ state: DeviceState) -> (Outcome, String) {
+    if case .other(let why) = state { return (.unsafe, why) }
+    switch report {
+    case .success:
+        return state == .newConfirmed ? (.success, "") : (.misreported, "reported success but the device is \(state)")
+    case .failure(let error):
+        switch (error.outcome, state) {
+        case (nil, .old): return (.cleanFailure, error.description)
+        case (.oldImage?, .old), (.newImageUnconfirmed?, .newUnconfirmed), (.newImageConfirmed?, .newConfirmed),
+             (.inBootloader?, .inBootloader):
+            return (.lateFailure, error.description)
+        case (.unknown?, _): return (.lateFailure, error.description)
+        case (nil, .inBootloader):
+            // The update stopped before the activation: the bootloader waits with the old image kept.
+            return (.cleanFailure, error.description)
+        default:
+            return (.misreported, "reported \(error.outcome.map(\.name) ?? "no change") but the device is \(state): \(error.description)")
+        }
+    }
+}
+
+let options = Options(Array(CommandLine.arguments.dropFirst()))
+let started = Date()
+var results: [RunResult] = []
+await withTaskGroup(of: RunResult.self) { group in
+    var next = 0
+    for _ in 0..<min(options.jobs, options.runs) {
+        let index = next
+        group.addTask { await runOne(index: index, options: options) }
+        next += 1
+    }
+    while let result = await group.next() {
+        results.append(result)
+        if options.verbose || result.outcome == .unsafe || result.outcome == .misreported || result.outcome == .simulationError {
+            print("\(result.outcome.rawValue): \(result.protocolName) \(result.address): \(result.detail)")
+        }
+        if next < options.runs {
+            let index = next
+            group.addTask { await runOne(index: index, options: options) }
+            next += 1
+        }
+    }
+}
+
+struct Row: Codable { var protocolName: String; var fault: String; var counts: [String: Int]; var runs: Int }
+var rows: [Row] = []
+for protocolName in options.protocols {
+    for fault in FaultClass.allCases {
+        let mine = results.filter { $0.protocolName == protocolName && $0.fault == fault }
+        guard !mine.isEmpty else { continue }
+        var counts: [String: Int] = [:]
+        for outcome in Outcome.allCases { counts[outcome.rawValue] = mine.filter { $0.outcome == outcome }.count }
+        rows.append(Row(protocolName: protocolName, fault: fault.rawValue, counts: counts, runs: mine.count))
+    }
+}
+let bad = results.filter { [.unsafe, .misreported, .simulationError].contains($0.outcome) }.count
+if options.json {
+    struct Output: Codable { var runs: Int; var seed: UInt64; var seconds: Double; var rows: [Row]; var unsafeOrMisreported: Int }
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+    print(String(decoding: try encoder.encode(Output(runs: results.count, seed: options.seed, seconds: Date().timeIntervalSince(started),
+                                                     rows: rows, unsafeOrMisreported: bad)), as: UTF8.self))
+} else {
+    print("\(results.count) seeded updates (base seed \(options.seed)) in \(String(format: "%.0f", Date().timeIntervalSince(started))) s")
+    let columns = Outcome.allCases.map(\.rawValue)
+    print("protocol  fault                runs  " + columns.map { $0.padding(toLength: 14, withPad: " ", startingAt: 0) }.joined())
+    for row in rows {
+        let cells = columns.map { String(row.counts[$0] ?? 0).padding(toLength: 14, withPad: " ", startingAt: 0) }.joined()
+        print(row.protocolName.padding(toLength: 10, withPad: " ", startingAt: 0) + row.fault.padding(toLength: 21, withPad: " ", startingAt: 0)
+              + String(row.runs).padding(toLength: 6, withPad: " ", startingAt: 0) + cells)
+    }
+    for protocolName in options.protocols {
+        let mine = results.filter { $0.protocolName == protocolName }
+        let succeeded = mine.filter { $0.outcome == .success }.count
+        print("\(protocolName): \(succeeded) of \(mine.count) succeeded (\(String(format: "%.1f", 100 * Double(succeeded) / Double(max(1, mine.count)))) %)")
+    }
+}
+exit(bad == 0 ? 0 : 1)
