@@ -118,6 +118,9 @@ public actor SMPDevice: DeviceHalf {
         if versionBits > 1 { return (failure(SMPDeviceError(.general(.versionTooNew))), .none) }
         let length = Int(UInt16(message[2]) << 8 | UInt16(message[3]))
         guard length <= message.count - SMPHeader.size else { return (failure(SMPDeviceError(.general(.corrupt))), .none) }
+        // Reset does not look at its body (Zephyr without a reset hook): empty, garbage or
+        // anything resets. Every other command needs a CBOR map.
+        if header.smpCommand == .reset, operation == .write { return (reply(.map([])), .reset) }
         let body: CBOR
         do {
             body = try CBOR(decoding: Array(message[SMPHeader.size..<SMPHeader.size + length]))
@@ -132,9 +135,6 @@ public actor SMPDevice: DeviceHalf {
                 // Zephyr serves echo for read and write alike; a missing `d` echoes nothing.
                 guard body["d"] == nil || body["d"]?.string != nil else { throw SMPDeviceError(.general(.invalidArgument)) }
                 return (reply(SMPEchoResponse(text: body["d"]?.string ?? "").body), .none)
-            case (.reset, true):
-                // The body is not looked at (no reset hook): empty, garbage or anything resets.
-                return (reply(.map([])), .reset)
             case (.parameters, false):
                 return (reply(parameters.body), .none)
             case (.applicationInfo, false):
