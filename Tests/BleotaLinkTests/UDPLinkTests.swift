@@ -5,13 +5,13 @@ import Testing
 /// Runs `body` with a time limit, so a regression that hangs fails the test
 /// instead of hanging the suite; `body` must honour cancellation (link calls
 /// do). Not a timing assertion: the limit is generous.
-func finishing<T: Sendable>(within limit: Duration = .seconds(10), _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+func finishing<T: Sendable>(within limit: Duration = .seconds(60), _ body: @escaping @Sendable () async throws -> T) async throws -> T {
     try await withDeadline(limit, clock: SystemClock(), operation: body)
 }
 
 /// The value of `task`, which is cancelled if it has not finished within
 /// `limit` (so a hang fails the test with whatever the cancelled task returns).
-func value<T: Sendable>(of task: Task<T, any Error>, within limit: Duration = .seconds(10)) async throws -> T {
+func value<T: Sendable>(of task: Task<T, any Error>, within limit: Duration = .seconds(60)) async throws -> T {
     let timer = Task {
         try await SystemClock().sleep(for: limit)
         task.cancel()
@@ -21,7 +21,7 @@ func value<T: Sendable>(of task: Task<T, any Error>, within limit: Duration = .s
 }
 
 /// ``value(of:within:)`` for a task that cannot fail.
-func value<T: Sendable>(of task: Task<T, Never>, within limit: Duration = .seconds(10)) async -> T {
+func value<T: Sendable>(of task: Task<T, Never>, within limit: Duration = .seconds(60)) async -> T {
     let timer = Task {
         try await SystemClock().sleep(for: limit)
         task.cancel()
