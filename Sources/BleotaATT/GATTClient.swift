@@ -221,10 +221,14 @@ public final class GATTLink: Link {
     public let writeHandle: UInt16
     public let notifyHandle: UInt16
     public let parameters: LinkParameters
+    /// The task running the bearer, awaited when the link closes.
+    let runner: Task<Void, Never>?
 
-    /// Call after the MTU exchange and the subscription.
-    public init(client: GATTClient, writeHandle: UInt16, notifyHandle: UInt16, mtu: Int, description: String) {
+    /// Call after the MTU exchange and the subscription; `runner` is the task running the bearer, if the link owns it.
+    public init(client: GATTClient, writeHandle: UInt16, notifyHandle: UInt16, mtu: Int, description: String,
+                runner: Task<Void, Never>? = nil) {
         self.client = client
+        self.runner = runner
         self.writeHandle = writeHandle
         self.notifyHandle = notifyHandle
         parameters = LinkParameters(maximumPayload: mtu - 3, acknowledgedWrites: false, description: description)
@@ -253,7 +257,10 @@ public final class GATTLink: Link {
         }
     }
 
-    public func close() async { await client.bearer.close("closed by the host") }
+    public func close() async {
+        await client.bearer.close("closed by the host")
+        await runner?.value
+    }
 }
 
 /// The device side of ``GATTLink``: packets arrive as writes to an RX

@@ -8,6 +8,7 @@ import Synchronization
 public struct ATTConnection: Sendable {
     public let bearer: ATTBearer
     public let client: GATTClient
+    /// The task running the bearer: ``close(_:)`` waits for it.
     let runner: Task<Void, Never>
     /// What the PHY and interval ended up as, when the address asked for either.
     public let settings: ConnectionSettings?
@@ -40,15 +41,21 @@ public struct ATTConnection: Sendable {
         }
     }
 
+    /// Closes the bearer and waits for the task that runs it.
+    public func close(_ reason: String) async {
+        await bearer.close(reason)
+        await runner.value
+    }
+
     /// The primary services the device's GATT database lists (after an MTU exchange); closes the connection.
     public func discoverServicesAndClose() async throws(ATTBearerError) -> [BluetoothUUID] {
         do {
             _ = try await client.exchangeMTU()
             let services = try await client.discoverPrimaryServices()
-            await bearer.close("services discovered")
+            await close("services discovered")
             return services.map(\.uuid)
         } catch {
-            await bearer.close("discovery failed")
+            await close("discovery failed")
             throw error
         }
     }
@@ -124,22 +131,22 @@ public struct BLEConnector: DeviceConnector {
         do {
             let mtu = try await connection.client.exchangeMTU()
             guard let found = try await connection.client.discoverPrimaryServices(service.service).first else {
-                await connection.bearer.close("no \(service.name) service")
+                await connection.close("no \(service.name) service")
                 throw LinkError.unreachable("\(target.address) does not offer the \(service.name) service \(service.service)")
             }
             let characteristics = try await connection.client.discoverCharacteristics(found)
             guard let rx = characteristics.first(where: { $0.uuid == service.write }),
                   let tx = characteristics.first(where: { $0.uuid == service.notify }) else {
-                await connection.bearer.close("incomplete service")
+                await connection.close("incomplete service")
                 throw LinkError.unreachable("\(target.address)'s \(service.name) service lacks its characteristics")
             }
             try await connection.client.subscribe(tx, afresh: true)
             return GATTLink(client: connection.client, writeHandle: rx.valueHandle, notifyHandle: tx.valueHandle, mtu: mtu,
-                            description: description)
+                            description: description, runner: connection.runner)
         } catch let error as LinkError {
             throw error
         } catch {
-            await connection.bearer.close("\(error)")
+            await connection.close("\(error)")
             throw .unreachable("GATT setup with \(target.address) failed: \(error)")
         }
     }

@@ -68,14 +68,16 @@ struct ServeCommand: AsyncParsableCommand {
             if credit == nil, updateProtocol.identity.transports.contains(.creditChannel) { credit = half }
         }
         let devices = hosted
-        var channel: L2CAPListener?
+        let creditHalf = credit
+        var listening: L2CAPListener?
         if let psm {
             do {
-                channel = try L2CAPSocket.listen(on: L2CAPAddress(address: address, type: .public, psm: psm), receiveMTU: creditChannelMTU)
+                listening = try L2CAPSocket.listen(on: L2CAPAddress(address: address, type: .public, psm: psm), receiveMTU: creditChannelMTU)
             } catch {
                 throw CommandFailure(.bluetoothUnavailable, "cannot listen on PSM 0x\(String(psm, radix: 16)) of \(adapter): \(error)")
             }
         }
+        let channel = listening
         Terminal.standardOutput.writeLine("serving bleota on \(adapter) (\(address)), firmware \(version)" + (psm.map { ", PSM 0x\(String($0, radix: 16))" } ?? ""))
         if advertise, let service = devices.first?.service.service {
             do {
@@ -88,39 +90,43 @@ struct ServeCommand: AsyncParsableCommand {
         let clock = SystemClock()
         let fault = FaultBudget(disconnectAt: disconnectAt)
         @Sendable func running() async -> String { await devices.first?.half.runningVersion ?? version }
-        let serving = Task {
-            while !Task.isCancelled {
-                guard let socket = try? await listener.accept() else { return }
-                Terminal.standardOutput.writeLine("ATT connection from \(socket.peer.address)")
-                // Each connection on its own task: one still winding down never delays the next.
-                Task {
-                    await BLEPeripheralHost.serve(socket: socket, devices: devices, name: "bleota-serve", clock: clock,
-                                                  wrap: { FaultyLink($0, fault: fault) }, logger: logger)
-                    Terminal.standardOutput.writeLine("\(socket.peer.address) disconnected; device runs \(await running())")
+        // Structured: every connection is a child of the accept loop, every loop a child of this
+        // command; stopping (or --duration running out) cancels them all and waits for them.
+        await withDiscardingTaskGroup { group in
+            group.addTask {
+                await withDiscardingTaskGroup { connections in
+                    while !Task.isCancelled {
+                        guard let socket = try? await listener.accept() else { return }
+                        Terminal.standardOutput.writeLine("ATT connection from \(socket.peer.address)")
+                        // Each connection on its own task: one still winding down never delays the next.
+                        connections.addTask {
+                            await BLEPeripheralHost.serve(socket: socket, devices: devices, name: "bleota-serve", clock: clock,
+                                                          wrap: { FaultyLink($0, fault: fault) }, logger: logger)
+                            Terminal.standardOutput.writeLine("\(socket.peer.address) disconnected; device runs \(await running())")
+                        }
+                    }
                 }
             }
-        }
-        let creditServing = Task { [channel, credit] in
-            guard let channel, let credit else { return }
-            while !Task.isCancelled {
-                guard let socket = try? await channel.accept() else { return }
-                Terminal.standardOutput.writeLine("credit-based channel from \(socket.peer.address) on PSM 0x\(String(psm ?? 0, radix: 16))")
-                let link = FaultyLink(L2CAPLink(socket: socket, maximumPayload: creditChannelMTU, description: "coc"), fault: fault)
-                let environment = DeviceEnvironment(clock: clock) { _ in
-                    await credit.powerCycle()
-                    await link.close()
+            if let channel, let credit = creditHalf {
+                group.addTask {
+                    while !Task.isCancelled {
+                        guard let socket = try? await channel.accept() else { return }
+                        Terminal.standardOutput.writeLine("credit-based channel from \(socket.peer.address) on PSM 0x\(String(psm ?? 0, radix: 16))")
+                        let link = FaultyLink(L2CAPLink(socket: socket, maximumPayload: creditChannelMTU, description: "coc"), fault: fault)
+                        let environment = DeviceEnvironment(clock: clock) { _ in
+                            await credit.powerCycle()
+                            await link.close()
+                        }
+                        await credit.serve(link, environment: environment)
+                    }
                 }
-                await credit.serve(link, environment: environment)
             }
-        }
-        if let duration {
-            try? await Task.sleep(for: .milliseconds(Int(duration * 1000)))
-        } else {
-            await serving.value
+            if let duration {
+                try? await Task.sleep(for: .milliseconds(Int(duration * 1000)))
+                group.cancelAll()
+            }
         }
         if advertise { Advertiser.stop(adapter: adapter) }
-        serving.cancel()
-        creditServing.cancel()
         listener.close()
         channel?.close()
         Terminal.standardOutput.writeLine("stopped; device runs \(await running())")
@@ -228,10 +234,10 @@ struct GattDiscover: AsyncParsableCommand {
                 report.services.append(entry)
             }
         } catch {
-            await connection.bearer.close("done")
+            await connection.close("done")
             throw CommandFailure(.deviceError, "discovery failed: \(error)")
         }
-        await connection.bearer.close("done")
+        await connection.close("done")
         if global.json {
             Terminal.standardOutput.writeLine(try JSONOutput.string(report))
             return
@@ -279,10 +285,10 @@ struct GattWrite: AsyncParsableCommand {
             if withoutResponse { try await connection.client.writeWithoutResponse(handle, value) }
             else { try await connection.client.write(handle, value) }
         } catch {
-            await connection.bearer.close("done")
+            await connection.close("done")
             throw CommandFailure(.deviceError, "write to handle 0x\(String(handle, radix: 16)) failed: \(error)")
         }
-        await connection.bearer.close("done")
+        await connection.close("done")
         Terminal.standardOutput.writeLine(global.json ? #"{ "written" : \#(value.count) }"# : "wrote \(value.count) bytes to handle 0x\(String(handle, radix: 16))")
     }
 }
@@ -316,12 +322,12 @@ struct GattSubscribe: AsyncParsableCommand {
         let characteristic = GATTCharacteristic(uuid: .bit16(0), properties: [.notify], declaration: handle - 1,
                                                 valueHandle: handle, end: min(0xFFFF, handle + 3))
         do { try await connection.client.subscribe(characteristic, indications: indications) } catch {
-            await connection.bearer.close("done")
+            await connection.close("done")
             throw CommandFailure(.deviceError, "cannot subscribe to handle 0x\(String(handle, radix: 16)): \(error)")
         }
         if let writeHandle, let writeHex, let value = [UInt8](hex: writeHex) {
             do { try await connection.client.writeWithoutResponse(writeHandle, value) } catch {
-                await connection.bearer.close("done")
+                await connection.close("done")
                 throw CommandFailure(.deviceError, "cannot write to handle 0x\(String(writeHandle, radix: 16)): \(error)")
             }
         }
@@ -340,7 +346,7 @@ struct GattSubscribe: AsyncParsableCommand {
                 continue
             }
         }
-        await connection.bearer.close("done")
+        await connection.close("done")
     }
 }
 
@@ -358,10 +364,10 @@ struct GattRead: AsyncParsableCommand {
         let connection = try await target.connect()
         let value: [UInt8]
         do { value = try await connection.client.read(handle) } catch {
-            await connection.bearer.close("done")
+            await connection.close("done")
             throw CommandFailure(.deviceError, "read of handle 0x\(String(handle, radix: 16)) failed: \(error)")
         }
-        await connection.bearer.close("done")
+        await connection.close("done")
         if global.json {
             struct Output: Codable { var handle: UInt16; var hex: String; var text: String? }
             Terminal.standardOutput.writeLine(try JSONOutput.string(Output(handle: handle, hex: value.hexString, text: String(validating: value, as: UTF8.self))))

@@ -52,6 +52,9 @@ public final class SimulatedWorld: Sendable {
     }
 
     public let runtime: SimulationRuntime
+    /// The world's own tasks (connection events, device halves serving, scheduled faults),
+    /// cancelled and awaited by ``shutDown()``.
+    private let background = Mutex<[Task<Void, Never>]>([])
     public let model: LinkModel
     public let faults: LinkFaults
     public let seed: UInt64
@@ -68,6 +71,22 @@ public final class SimulatedWorld: Sendable {
     }
 
     public var clock: SimulationClock { runtime.clock }
+
+    /// Starts one of the world's own tasks on its runtime.
+    func spawn(_ body: @escaping @Sendable () async -> Void) {
+        let task = Task(executorPreference: runtime) { await body() }
+        background.withLock { $0.append(task) }
+    }
+
+    /// Ends the world: cancels its tasks and waits for them, so none outlives the simulation.
+    public func shutDown() async {
+        let tasks = background.withLock { tasks -> [Task<Void, Never>] in
+            defer { tasks = [] }
+            return tasks
+        }
+        for task in tasks { task.cancel() }
+        for task in tasks { await task.value }
+    }
 
     /// Starts recording every delivered packet (time in µs, direction, first
     /// byte, size, CRC-32, outcome):
@@ -133,8 +152,8 @@ public final class SimulatedWorld: Sendable {
                 }
                 guard ready else { break }
                 let eventClock = self.clock
-                Task(executorPreference: runtime) { await connection.runEvents(clock: eventClock) }
-                Task(executorPreference: runtime) { await peripheral.serve(connection.device, world: self) }
+                spawn { await connection.runEvents(clock: eventClock) }
+                spawn { await peripheral.serve(connection.device, world: self) }
                 scheduleTimedDisconnect(connection)
                 return connection.host
             }
@@ -154,7 +173,7 @@ public final class SimulatedWorld: Sendable {
         }
         guard fire else { return }
         let clock = self.clock
-        Task(executorPreference: runtime) { [self] in
+        spawn { [self] in
             try? await clock.sleep(until: at)
             let first = state.withLock { state -> Bool in
                 defer { state.firedTimedDisconnect = true }
@@ -232,7 +251,7 @@ public final class SimulatedWorld: Sendable {
             state.entries[index].offlineUntil = now + model.rebootTime
             return state.entries[index].peripheral
         }
-        if let peripheral { Task(executorPreference: runtime) { await peripheral.powerCycle() } }
+        if let peripheral { spawn { await peripheral.powerCycle() } }
     }
 
     /// A device that has decided to reboot in `delay` (it answers first, then

@@ -37,7 +37,14 @@ public enum Simulation {
             let world = SimulatedWorld(runtime: runtime, model: address.model, faults: address.faults, seed: address.seed)
             await world.add(SimulatedDevice(address: deviceAddress, half: half, model: address.model))
             let connector = SimulatedConnector(world: world, address: deviceAddress, description: description)
-            return try await body(connector, world.clock)
+            do {
+                let value = try await body(connector, world.clock)
+                await world.shutDown()
+                return value
+            } catch {
+                await world.shutDown()
+                throw error
+            }
         }
         // What the link carries in its largest writes: our own headers count against us.
         return Outcome(value: value, linkCapacity: address.model.capacity(payload: address.model.maximumPayload), preset: address.preset)
