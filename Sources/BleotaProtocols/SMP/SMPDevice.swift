@@ -346,7 +346,9 @@ public actor SMPDevice {
         let type = body["type"]?.string ?? "crc32"
         let offset = body["off"]?.int ?? 0
         guard (0...file.count).contains(offset) else { throw SMPDeviceError(group: SMPGroup.fileSystem, rc: 12) }
-        let length = min(body["len"]?.int ?? file.count - offset, file.count - offset)
+        let requested = body["len"]?.int ?? file.count - offset
+        guard requested >= 0 else { throw SMPDeviceError(group: nil, rc: 3) } // EINVAL, as Zephyr's unsigned len
+        let length = min(requested, file.count - offset)
         let slice = file[offset..<offset + length]
         switch type {
         case "sha256":

@@ -1,0 +1,24 @@
+import BleotaCodec
+import BleotaLink
+import Testing
+@testable import BleotaProtocols
+
+/// Inputs the fuzzers in Fuzz/ found (README "Fuzzing"), each fed to what
+/// trapped or misbehaved on it, so the fix stays fixed.
+@Suite struct FuzzRegressionTests {
+    /// A file-hash request with a negative `len` trapped the SMP device
+    /// (FuzzSMPDevice): it built the range `off..<off+len` backwards.
+    @Test func aNegativeFileHashLengthIsInvalidNotATrap() async throws {
+        let storage = SMPDeviceStorage(primary: MCUbootImage.build(firmware: [1, 2, 3], version: .init(major: 1, minor: 0, revision: 0, build: 0)))
+        storage.withState { $0.files["/lfs/hello.txt"] = Array("Hello, world\n".utf8) }
+        let device = SMPDevice(storage: storage)
+        let environment = SMPDeviceEnvironment(clock: SystemClock(), reset: {})
+        // The fuzzer's input: read, group 8, command 2, {"name": "/lfs/hello.txt", "off": 4, "len": -8}.
+        let message = try #require([UInt8](hex: "0800001f00080002a3646e616d656e2f6c66732f68656c6c6f2e747874636f666604636c656e27"))
+        let answer = try #require(await device.respond(to: message, environment: environment))
+        #expect(answer.0.body == .textMap(["rc": CBOR(3)])) // EINVAL
+        let hash = try #require(await device.respond(to: SMPPacket(.read, group: 8, command: 2, sequence: 1,
+            body: .textMap(["name": .text("/lfs/hello.txt"), "off": CBOR(4), "len": CBOR(5)])).encode(), environment: environment))
+        #expect(hash.0.body["len"] == CBOR(5))
+    }
+}
