@@ -5,6 +5,8 @@ struct RecordLine {
     var number: Int
     /// The line without its terminator (CR LF or LF).
     var text: ArraySlice<UInt8>
+    /// Spaces and tabs trimmed from the front of `text`: columns count from the line's real start.
+    var indent = 0
 }
 
 enum RecordLines {
@@ -17,7 +19,7 @@ enum RecordLines {
             var slice = bytes[start..<end]
             while let last = slice.last, last == 0x0D || last == 0x20 || last == 0x09 { slice = slice.dropLast() }
             while let first = slice.first, first == 0x20 || first == 0x09 { slice = slice.dropFirst() }
-            if !slice.isEmpty { lines.append(RecordLine(number: number, text: slice)) }
+            if !slice.isEmpty { lines.append(RecordLine(number: number, text: slice, indent: slice.startIndex - start)) }
         }
         for index in bytes.indices where bytes[index] == 0x0A {
             emit(index)
@@ -46,7 +48,7 @@ enum RecordLines {
         for (offset, byte) in digits.enumerated() {
             guard let value = hexValue(byte) else {
                 throw ImageError(file: file, line: line.number, record: record,
-                                 kind: .nonHexCharacter(Character(UnicodeScalar(byte)), column: skip + offset + 1))
+                                 kind: .nonHexCharacter(Character(UnicodeScalar(byte)), column: line.indent + skip + offset + 1))
             }
             if let pending = high {
                 result.append(pending << 4 | value)
