@@ -17,4 +17,21 @@ import Testing
             try IntelHex.parse(Array(":0100000000FF\n\t :01000100G2BD\n".utf8))
         }
     }
+
+    /// Errors inside an MCUboot image's TLV areas gave offsets counted from
+    /// the area (or its entries), not the file, so they pointed into the
+    /// header (FuzzMCUboot).
+    @Test func tlvAreaErrorsGiveTheFilesOffsets() throws {
+        // The fuzzer's input, minimised: a 32-byte header and 128 bytes of firmware claiming a protected TLV area that is not there.
+        let cut = try #require([UInt8](hex: "3db8f3960000000020000c00800000000000000001020000070000000000000000014e20010100000102000005020000dfe6b796bab235f8a00c000000000000009286791526bdf429119f0d35b4af5c25abef132f151a46cde3a3014f01000000000000202e0432f870fe871606904c6ffd84564a388144cfdc3ddc869954cdaf3615c0dfe6b796bab235f8a00c000000000000009286791526bdf429119f0d"))
+        #expect(throws: DecodingError(field: "protected TLV area magic", offset: 160, reason: .truncated(needed: 2))) {
+            try MCUbootImage(decoding: cut)
+        }
+        // The SHA-256 entry of a built image claiming 40 bytes where 32 follow: its value starts at 35 + 4 + 4.
+        var image = MCUbootImage.build(firmware: [1, 2, 3], version: .init(major: 1, minor: 0, revision: 0, build: 0), headerSize: 32)
+        image[41] = 40
+        #expect(throws: DecodingError(field: "TLV value", offset: 43, reason: .truncated(needed: 8))) {
+            try MCUbootImage(decoding: image)
+        }
+    }
 }
