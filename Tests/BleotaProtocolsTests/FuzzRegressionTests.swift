@@ -21,4 +21,14 @@ import Testing
             body: .textMap(["name": .text("/lfs/hello.txt"), "off": CBOR(4), "len": CBOR(5)])).encode(), environment: environment))
         #expect(hash.0.body["len"] == CBOR(5))
     }
+
+    /// A malformed CBOR body was reported at an offset counted from the body,
+    /// which pointed into the 8-byte header (FuzzSMPPacket).
+    @Test func cborErrorsInAnSMPBodyGiveTheMessagesOffset() throws {
+        // The fuzzer's input: a header, then {h'…' where 0x5E is a reserved additional-information value.
+        let message = try #require([UInt8](hex: "0b00000600090c00a15e6f666603"))
+        #expect(throws: DecodingError(field: "CBOR initial byte", offset: 9, reason: .invalidValue("additional information 30 is reserved"))) {
+            try SMPPacket(decoding: message)
+        }
+    }
 }
