@@ -31,4 +31,19 @@ import Testing
             try SMPPacket(decoding: message)
         }
     }
+
+    /// A message longer than the reassembler's limit was dropped only when
+    /// it came in pieces; arriving whole in one packet, it was passed on
+    /// (FuzzSMPReassembler).
+    @Test func aMessageOverTheLimitIsDroppedEvenInOnePacket() throws {
+        // The fuzzer's input: a 9-byte limit, 13 bytes of an echo request, a reset, then the echo request whole and more.
+        var reassembler = SMPReassembler(limit: 9)
+        #expect(reassembler.feed(try #require([UInt8](hex: "0a00000900000100a161646568"))).isEmpty)
+        reassembler.reset()
+        let rest = try #require([UInt8](hex: "0a00000900000100a161646568656c6c6f0b00000901000000a161726d68656c6c6f0800000100000206a0"
+                                            + "0900001800000206a2686275665f73697a651909ab30696275665f636f75"))
+        let messages = reassembler.feed(rest)
+        #expect(messages == [try #require([UInt8](hex: "0800000100000206a0"))])
+        #expect(messages.allSatisfy { $0.count <= 9 })
+    }
 }
