@@ -34,4 +34,16 @@ import Testing
             try MCUbootImage(decoding: image)
         }
     }
+
+    /// 0.0 and -0.0 compared equal but encode, and so hash, differently,
+    /// breaking `Hashable`'s contract (FuzzCBOR).
+    @Test func equalCBORValuesHashAlike() throws {
+        // The fuzzer's input: two half floats, -0.0 then 0.0.
+        var reader = ByteReader(try #require([UInt8](hex: "f98000f90000")))
+        let negative = try CBOR.decode(from: &reader), positive = try CBOR.decode(from: &reader)
+        #expect(negative != positive)
+        #expect(Set([negative, positive]).count == 2)
+        #expect(CBOR.double(.nan) == CBOR.double(-.nan) && CBOR.double(.nan).hashValue == CBOR.double(-.nan).hashValue)
+        #expect(CBOR.double(1.5) == CBOR.double(1.5))
+    }
 }
