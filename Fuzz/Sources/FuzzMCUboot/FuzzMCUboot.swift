@@ -22,7 +22,8 @@ public func fuzzMCUboot(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         image = try MCUbootImage(decoding: input)
     } catch {
         invariant(error.offset >= 0 && error.offset <= input.count, "error offset \(error.offset) outside \(input.count) bytes: \(error)")
-        if error.field.contains("TLV"), input.count >= 16 {
+        // (The header's own "protected TLV size" field is the one TLV error that may point into it.)
+        if error.field.contains("TLV area") || error.field.hasPrefix("TLV "), input.count >= 16 {
             let headerSize = Int(input[8]) | Int(input[9]) << 8
             let imageSize = Int(input[12]) | Int(input[13]) << 8 | Int(input[14]) << 16 | Int(input[15]) << 24
             invariant(error.offset >= headerSize + imageSize,
