@@ -69,7 +69,8 @@ public indirect enum CBOR: Sendable, Hashable {
         case (.bool(let a), .bool(let b)): a == b
         case (.null, .null), (.undefined, .undefined): true
         case (.simple(let a), .simple(let b)): a == b
-        case (.double(let a), .double(let b)): a == b || (a.isNaN && b.isNaN)
+        // Bit for bit, as they encode and hash: 0.0 and -0.0 are distinct items (all NaNs encode alike).
+        case (.double(let a), .double(let b)): a.bitPattern == b.bitPattern || (a.isNaN && b.isNaN)
         default: false
         }
     }

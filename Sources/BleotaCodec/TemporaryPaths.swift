@@ -1,4 +1,4 @@
-import Dispatch
+import Foundation
 import Glibc
 import Synchronization
 
@@ -11,7 +11,7 @@ import Synchronization
 public final class TemporaryPaths: Sendable {
     private static let registered = Mutex<[UInt64: [String]]>([:])
     private static let nextID = Mutex<UInt64>(0)
-    private static let handlers = Mutex<[any DispatchSourceSignal]>([])
+    private static let handlers = Mutex<Bool>(false)
 
     private let id: UInt64
 
@@ -39,23 +39,51 @@ public final class TemporaryPaths: Sendable {
         _ = Self.registered.withLock { $0.removeValue(forKey: id) }
     }
 
+    /// The pipe the signal handler writes the signal's number to: a write is
+    /// all a handler may safely do. Set once, before any handler is installed.
+    private nonisolated(unsafe) static var signalPipe: (read: Int32, write: Int32) = (-1, -1)
+
+    /// Installs, synchronously and for the whole process, handlers for SIGINT,
+    /// SIGTERM and SIGHUP that pass the signal to a thread of their own through
+    /// a pipe. That thread removes every registered path, restores the default
+    /// action and sends the signal again, so the process ends as it would have.
+    /// (A dispatch signal source is armed asynchronously, on another thread, after
+    /// the signal has been set to be ignored: a signal in between was lost.)
     private static func installHandlersOnce() {
-        handlers.withLock { handlers in
-            guard handlers.isEmpty else { return }
-            for number in [SIGINT, SIGTERM, SIGHUP] {
-                signal(number, SIG_IGN)
-                let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-                source.setEventHandler {
-                    let all = registered.withLock { registered -> [String] in
-                        defer { registered = [:] }
-                        return registered.values.flatMap { $0 }
-                    }
-                    for path in all { unlink(path) }
-                    signal(number, SIG_DFL)
-                    raise(number)
+        handlers.withLock { installed in
+            guard !installed else { return }
+            installed = true
+            var descriptors: [Int32] = [-1, -1]
+            guard pipe(&descriptors) == 0 else { return }
+            for descriptor in descriptors { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
+            signalPipe = (descriptors[0], descriptors[1])
+            let thread = Thread {
+                var number: UInt8 = 0
+                while true {
+                    let count = read(signalPipe.read, &number, 1)
+                    if count == 1 { break }
+                    if count < 0 && errno == EINTR { continue }
+                    return
                 }
-                source.resume()
-                handlers.append(source)
+                let all = registered.withLock { registered -> [String] in
+                    defer { registered = [:] }
+                    return registered.values.flatMap { $0 }
+                }
+                for path in all { unlink(path) }
+                signal(Int32(number), SIG_DFL)
+                kill(getpid(), Int32(number))
+            }
+            thread.name = "bleota-signals"
+            thread.start()
+            for number in [SIGINT, SIGTERM, SIGHUP] {
+                var action = sigaction()
+                action.__sigaction_handler.sa_handler = { number in
+                    var byte = UInt8(truncatingIfNeeded: number)
+                    _ = write(TemporaryPaths.signalPipe.write, &byte, 1)
+                }
+                action.sa_flags = SA_RESTART
+                sigemptyset(&action.sa_mask)
+                sigaction(number, &action, nil)
             }
         }
     }

@@ -126,6 +126,7 @@ struct PullCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = global.makeLogger("bleota.pull")
         let name = self.name
+        try checkOutputPath(output) // before connecting: a typo must not cost a transfer
         let updateProtocol = try await deviceOptions.device.resolveProtocol(explicit: protocolOption.name, needs: .pull,
                                                                             timeout: deviceOptions.timeouts.connect, logger: logger)
         try tuningOptions.check(against: updateProtocol)

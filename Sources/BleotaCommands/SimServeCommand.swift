@@ -101,10 +101,12 @@ struct SimServe: AsyncParsableCommand {
             endpoints["serial"] = terminal!.path
             if let serialLink {
                 try? FileManager.default.removeItem(atPath: serialLink)
+                // Registered before it exists: a signal in between still removes it.
+                cleanup = TemporaryPaths.removingOnExit([serialLink])
                 do { try FileManager.default.createSymbolicLink(atPath: serialLink, withDestinationPath: terminal!.path) } catch {
+                    cleanup?.keep()
                     throw CommandFailure(.failure, "cannot link \(serialLink) to \(terminal!.path): \(error.localizedDescription)")
                 }
-                cleanup = TemporaryPaths.removingOnExit([serialLink])
             }
         }
         defer { cleanup?.removeNow() }

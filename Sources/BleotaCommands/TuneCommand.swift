@@ -49,6 +49,7 @@ struct TuneCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = global.makeLogger("bleota.tune")
+        if let plot { try checkOutputPath(plot) }
         // Tuning measures test transfers the device checks and discards: a protocol without
         // them could only be measured by changing the device.
         let updateProtocol = try await deviceOptions.device.resolveProtocol(explicit: protocolOption.name, needs: .testTransfer,

@@ -119,6 +119,9 @@ public struct SelectiveRepeatSender: Sendable {
             acknowledge(index)
         }
         advanceBase()
+        // A receiver may acknowledge packets not sent yet (or not since a
+        // reconnect): they need not be sent, and nothing unsent lies below base.
+        advanceNextUnsent()
         // In-order delivery: anything transmitted before the newest packet this
         // acknowledgement covers, yet not covered, was lost.
         if newest > 0 {

@@ -169,7 +169,9 @@ public struct MCUbootImage: Sendable, Equatable {
     static func readArea(_ bytes: [UInt8], at start: Int, magic: UInt16, isProtected: Bool,
                          into tlvs: inout [TLV]) throws(DecodingError) -> Int {
         let area = isProtected ? "protected TLV area" : "TLV area"
-        var reader = ByteReader(bytes[start...])
+        // Offsets in errors are the file's: read from `start` in the whole input.
+        var reader = ByteReader(bytes)
+        try reader.skip(start, area)
         let found = try reader.readUInt16(.little, "\(area) magic")
         guard found == magic else {
             throw DecodingError(field: "\(area) magic", offset: start,
@@ -180,11 +182,16 @@ public struct MCUbootImage: Sendable, Equatable {
             throw DecodingError(field: "\(area) length", offset: start + 2,
                                 reason: .invalidValue("\(total) bytes claimed but \(reader.remaining + 4) present"))
         }
+        let entriesStart = reader.offset
         var entries = ByteReader(try reader.readBytes(total - 4, area))
-        while !entries.isAtEnd {
-            let type = try entries.readUInt16(.little, "TLV type")
-            let length = Int(try entries.readUInt16(.little, "TLV length"))
-            tlvs.append(TLV(type: type, value: try entries.readBytes(length, "TLV value"), isProtected: isProtected))
+        do {
+            while !entries.isAtEnd {
+                let type = try entries.readUInt16(.little, "TLV type")
+                let length = Int(try entries.readUInt16(.little, "TLV length"))
+                tlvs.append(TLV(type: type, value: try entries.readBytes(length, "TLV value"), isProtected: isProtected))
+            }
+        } catch {
+            throw DecodingError(field: error.field, offset: entriesStart + error.offset, reason: error.reason)
         }
         return total
     }

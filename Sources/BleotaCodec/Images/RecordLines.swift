@@ -5,6 +5,8 @@ struct RecordLine {
     var number: Int
     /// The line without its terminator (CR LF or LF).
     var text: ArraySlice<UInt8>
+    /// Spaces and tabs trimmed from the front of `text`: columns count from the line's real start.
+    var indent = 0
 }
 
 enum RecordLines {
@@ -18,7 +20,7 @@ enum RecordLines {
             var slice = bytes[start..<end]
             while let last = slice.last, last == 0x0D || last == 0x20 || last == 0x09 { slice = slice.dropLast() }
             while let first = slice.first, first == 0x20 || first == 0x09 { slice = slice.dropFirst() }
-            return slice.isEmpty ? nil : RecordLine(number: number, text: slice)
+            return slice.isEmpty ? nil : RecordLine(number: number, text: slice, indent: slice.startIndex - start)
         }
         var index = 0
         while index < bytes.count {
@@ -60,7 +62,7 @@ enum RecordLines {
         let bad = digits.withUnsafeBufferPointer { buffer in buffer.firstIndex { hexValue($0) == nil } }
         if let bad {
             throw ImageError(file: file, line: line.number, record: record,
-                             kind: .nonHexCharacter(digits[digits.startIndex + bad], column: skip + bad + 1))
+                             kind: .nonHexCharacter(digits[digits.startIndex + bad], column: line.indent + skip + bad + 1))
         }
         guard digits.count % 2 == 0 else {
             throw ImageError(file: file, line: line.number, record: record, kind: .badLength("odd number of hex digits"))

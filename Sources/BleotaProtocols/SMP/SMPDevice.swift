@@ -376,7 +376,8 @@ public actor SMPDevice: DeviceHalf {
         let type = request.type ?? "crc32"
         guard Self.hashTypes.types.contains(where: { $0.name == type }) else { throw SMPDeviceError(.fileSystem(.checksumHashNotFound)) }
         let offset = request.offset ?? 0
-        guard request.length != 0 else { throw SMPDeviceError(.general(.invalidArgument)) }
+        // Zephyr's len is unsigned: zero or negative is EINVAL (a negative one used to trap here).
+        guard (request.length ?? 1) > 0 else { throw SMPDeviceError(.general(.invalidArgument)) }
         guard offset >= 0, offset < file.count else {
             throw SMPDeviceError(.fileSystem(file.isEmpty ? .fileEmpty : .fileOffsetLargerThanFile))
         }

@@ -38,7 +38,12 @@ public struct SMPPacket: Sendable, Hashable {
         guard reader.remaining == Int(header.length) else {
             throw reader.invalid("SMP length", "header says \(header.length) bytes of CBOR but \(reader.remaining) follow")
         }
-        body = try CBOR(decoding: reader.readRemaining())
+        do {
+            body = try CBOR(decoding: reader.readRemaining())
+        } catch {
+            // Offsets are the message's: the CBOR starts after the header.
+            throw DecodingError(field: error.field, offset: SMPHeader.size + error.offset, reason: error.reason)
+        }
         guard case .map = body else { throw reader.invalid("SMP body", "is \(body), not a CBOR map", at: SMPHeader.size) }
     }
 

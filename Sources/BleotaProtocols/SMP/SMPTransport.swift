@@ -37,7 +37,8 @@ public struct SMPReassembler: Sendable {
         buffer += packet
         var messages: [[UInt8]] = []
         while let total = SMPPacket.totalLength(of: buffer), buffer.count >= total {
-            messages.append(Array(buffer[..<total]))
+            // Arriving whole in one packet does not excuse an oversized message.
+            if total <= limit { messages.append(Array(buffer[..<total])) }
             buffer.removeFirst(total)
         }
         if let total = SMPPacket.totalLength(of: buffer), total > limit { buffer.removeAll() }

@@ -1,0 +1,122 @@
+import Foundation
+import Testing
+
+/// The real `bleota` binary given what a careless or hostile user might type:
+/// every case ends with one line naming the problem and the fix, the
+/// documented exit status, before anything touches a device, and nothing
+/// left behind — not even when the process is killed by a signal.
+@Suite struct HostileInputCLITests {
+    static let image = "samples/firmware/blinky.bin"
+
+    /// The first line of stderr, without the usage lines argument-parser adds.
+    static func firstLine(_ result: BleotaProcess) -> String {
+        String(result.stderr.split(separator: "\n", omittingEmptySubsequences: true).first ?? "")
+    }
+
+    @Test(arguments: [
+        (["flash", image, "--device", "sim://2m-dle", "--delay", "nan"], "Error: --delay nan is out of range: use 0…60000 ms"),
+        (["flash", image, "--device", "sim://2m-dle", "--delay=-inf"], "Error: --delay -inf is out of range: use 0…60000 ms"),
+        (["flash", image, "--device", "sim://2m-dle", "--ack-timeout", "inf"], "Error: --ack-timeout inf is out of range: use 1…600000 ms"),
+        (["flash", image, "--device", "sim://2m-dle", "--connect-timeout", "1e300"], "Error: --connect-timeout 1e+300 is out of range: use 0.1…3600 s"),
+        (["flash", image, "--device", "sim://2m-dle?erase=1e300"], "error: sim:// key 'erase' is out of range: use 0…86400000 ms, got 1e300"),
+        (["flash", image, "--device", "sim://2m-dle?erase=nan"], "error: sim:// key 'erase' needs a number, got 'nan'"),
+        (["sim", "serve", "--swap-time", "nan"], "Error: --swap-time nan is out of range: use 0…3600000 ms"),
+        (["pull", "notes.txt", "--device", "sim://2m-dle", "-o", ""], "Error: -o/--output is empty: give the file to write, e.g. -o hello.txt"),
+    ] as [([String], String)])
+    func nonsenseNumbersAndEmptyPathsAreUsageErrors(arguments: [String], message: String) throws {
+        let result = try BleotaProcess.run(arguments)
+        #expect(result.status == 2, "\(arguments): \(result.stderr)")
+        #expect(Self.firstLine(result) == message)
+        #expect(result.stdout.isEmpty)
+    }
+
+    /// 70 000 characters cannot be echoed (the device's buffer is a few KiB):
+    /// refused before connecting, naming the limit.
+    @Test func anEchoLongerThanAnyDeviceBufferIsRefused() throws {
+        let result = try BleotaProcess.run(["echo", String(repeating: "x", count: 70_000), "--device", "sim://2m-dle?protocol=smp"])
+        #expect(result.status == 2)
+        let line = Self.firstLine(result)
+        #expect(line.contains("4096"), "\(line)")
+        #expect(result.stderr.count < 400, "the message must not quote the whole text back")
+    }
+
+    /// `--key` promises a signature check; a plain image carries no signature,
+    /// so flashing it with the native protocol is refused rather than the key
+    /// silently ignored.
+    @Test func aKeyWithAnUnsignedImageIsRefusedNotIgnored() throws {
+        let result = try BleotaProcess.run(["flash", Self.image, "--device", "sim://2m-dle",
+                                            "--key", "samples/keys/openssl-3.0.19-ec-p256-public.pem"])
+        #expect(result.status == 2)
+        #expect(result.stderr.hasPrefix("error: --key: samples/firmware/blinky.bin carries no signature"))
+        #expect(result.stderr.contains("drop --key"))
+        #expect(result.stderr.split(separator: "\n").count == 1)
+    }
+
+    /// An output nobody could write is refused before the device is touched
+    /// (no transfer, no tuning run wasted on a typo).
+    @Test func unwritableOutputsAreRefusedBeforeConnecting() throws {
+        let missing = "/nonexistent-\(UUID().uuidString)"
+        let plot = try BleotaProcess.run(["tune", "--device", "sim://2m-dle", "--plot", "\(missing)/x.svg", "--no-save"])
+        #expect(plot.status == 3)
+        #expect(plot.stdout.isEmpty, "tuning ran before the plot path was checked: \(plot.stdout)")
+        #expect(Self.firstLine(plot) == "error: \(missing)/x.svg: the directory \(missing) does not exist: create it first")
+        let pull = try BleotaProcess.run(["pull", "notes.txt", "--device", "sim://2m-dle", "-o", "\(missing)/notes.txt", "--json"])
+        #expect(pull.status == 3)
+        #expect(pull.stderr.contains("the directory \(missing) does not exist"))
+        let directory = try BleotaProcess.run(["pull", "notes.txt", "--device", "sim://2m-dle", "-o", "/tmp"])
+        #expect(directory.status == 3)
+        #expect(Self.firstLine(directory) == "error: /tmp is a directory: give a file name inside it")
+    }
+
+    /// Starts `bleota` with `arguments`, waits until `ready` holds, sends
+    /// `signal`, and returns how the process ended.
+    static func interrupt(_ arguments: [String], signal: Int32, when ready: () -> Bool) throws -> (reason: Process.TerminationReason, status: Int32) {
+        let process = Process()
+        process.executableURL = BleotaProcess.executable
+        process.arguments = arguments
+        process.currentDirectoryURL = BleotaProcess.repositoryRoot
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let deadline = Date().addingTimeInterval(60)
+        while !ready(), process.isRunning, Date() < deadline { usleep(2_000) }
+        #expect(process.isRunning, "\(arguments) ended before it could be interrupted")
+        kill(process.processIdentifier, signal)
+        process.waitUntilExit()
+        return (process.terminationReason, process.terminationStatus)
+    }
+
+    /// `sim serve --serial-link` makes a symbolic link to its pseudo-terminal;
+    /// SIGTERM (a service manager stopping it) must remove it, and the exit
+    /// still says which signal ended the process.
+    @Test func theSerialLinkIsRemovedWhenTheSimulatorIsTerminated() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-link-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let link = directory.appendingPathComponent("ttyBLEOTA").path
+        let ended = try Self.interrupt(["sim", "serve", "--protocol", "smp", "--serial", "--serial-link", link], signal: SIGTERM) {
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: link)) != nil
+        }
+        #expect(ended.reason == .uncaughtSignal && ended.status == SIGTERM)
+        #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: link)) == nil, "the link outlived the process")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+    }
+
+    /// Ctrl-C in the middle of writing a large conversion leaves neither the
+    /// temporary file nor a half-written output.
+    @Test func anInterruptedConversionLeavesNothingBehind() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-convert-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let input = directory.appendingPathComponent("big.bin").path
+        #expect(truncate(input, 0) == -1) // not there yet
+        #expect(FileManager.default.createFile(atPath: input, contents: nil))
+        #expect(truncate(input, 48 << 20) == 0) // 48 MiB of zeros: about 135 MB of HEX text to write
+        let output = directory.appendingPathComponent("out.hex").path
+        let ended = try Self.interrupt(["image", "convert", input, output], signal: SIGINT) {
+            ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).contains { $0.hasSuffix(".tmp") }
+        }
+        #expect(ended.reason == .uncaughtSignal && ended.status == SIGINT)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["big.bin"])
+    }
+}
