@@ -179,9 +179,20 @@ func srecError(_ text: String, file: String = "t.srec") -> ImageError? {
     @Test func noDataAndNoTerminationIsTruncation() {
         // Only a header: nothing to load and nothing saying the file ended.
         #expect(srecError("S00600004844521B\n")?.description
-                == "t.srec: truncated: no data records and no termination record (S7, S8 or S9): the file was cut short")
+                == "t.srec: truncated: no data records, count or termination record (S5, S7, S8 or S9): the file was cut short")
         // Only blank lines are not an empty file on disk, but hold no records either.
-        #expect(srecError("\n  \n\t\n")?.kind == .truncated("no data records and no termination record (S7, S8 or S9): the file was cut short"))
+        #expect(srecError("\n  \n\t\n")?.kind == .truncated("no data records, count or termination record (S5, S7, S8 or S9): the file was cut short"))
+    }
+
+    /// An empty image without a start address, as bleota writes it (found by
+    /// FuzzSRecord: an empty data record parsed, but its re-encoding did not).
+    @Test func anEmptyImageWrittenWithoutAStartAddressReadsBack() throws {
+        let empty = try SRecord.parse(Array("S3050010616227\n".utf8)) // one data record with no bytes
+        #expect(empty.segments.isEmpty && empty.startAddress == nil)
+        let written = SRecord.encode(empty)
+        #expect(written == "S0090000626C656F74617F\nS5030000FC\n") // header "bleota", count 0
+        let again = try SRecord.parse(Array(written.utf8))
+        #expect(again.segments.isEmpty && again.startAddress == nil)
     }
 
     @Test func aCountRecordIsStillCheckedWithoutATerminationRecord() {

@@ -23,6 +23,22 @@ import Testing
         #expect(hash.0.body["len"] == CBOR(5))
     }
 
+    /// An upload's first chunk with a negative `len` trapped the SMP device
+    /// when it stored the finished upload (FuzzSMPDevice): Zephyr decodes
+    /// `len` unsigned and answers EINVAL.
+    @Test func aNegativeUploadLengthIsInvalidNotATrap() async throws {
+        let device = SMPDevice(storage: SMPDeviceStorage(primary: SMPDevice.factoryImage(version: .init(major: 1, minor: 0, revision: 0, build: 0))))
+        let environment = DeviceEnvironment(clock: SystemClock()) { _ in }
+        // The fuzzer's first message: write, image upload, {"image": 0, "len": -65, "off": 0, "sha": h'…', "data": h'3db8f396…'}.
+        let message = try #require([UInt8](hex: "0a00006000010001a565696d61676500636c656e3840636f666600637369615820bc0de8a082976dadd609ddeb8bb508"
+                                            + "000000010100a02fa576fbda5717a7ba70646461746158203db8f3960000320028000001000000000000000000000000"
+                                            + "0000000000000000"))
+        let answer = try #require(await device.respond(to: message, environment: environment))
+        #expect(answer.0.body == .textMap(["rc": CBOR(3)])) // EINVAL
+        let negativeOffset = SMPPacket(.write, command: .imageUpload, sequence: 2, body: .textMap(["off": CBOR(-1), "data": .bytes([1])]))
+        #expect(await device.respond(to: negativeOffset.encode(), environment: environment)?.0.body == .textMap(["rc": CBOR(3)]))
+    }
+
     /// A malformed CBOR body was reported at an offset counted from the body,
     /// which pointed into the 8-byte header (FuzzSMPPacket).
     @Test func cborErrorsInAnSMPBodyGiveTheMessagesOffset() throws {

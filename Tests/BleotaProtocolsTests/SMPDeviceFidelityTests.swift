@@ -59,6 +59,21 @@ import Testing
         #expect(try await ask(.write, .echo, .textMap(["d": CBOR(5)])).0 == .textMap(["rc": CBOR(3)]))
     }
 
+    /// Zephyr serves only reads and writes: a response sent to it, or an op
+    /// 4…7, is answered ENOTSUP as a write's response (smp_rsp_op), keeping
+    /// group, sequence and command; nothing is left unanswered.
+    @Test func operationsOtherThanReadAndWriteAreNotSupported() async throws {
+        for op: UInt8 in [1, 3, 4, 6, 7] {
+            let message: [UInt8] = [op, 0, 0, 1, 0, 0, 9, 0, 0xA0] // echo, sequence 9, body {}
+            let (answer, after) = try #require(await device.respond(to: message, environment: environment))
+            #expect(answer.header.operation == .writeResponse, "op \(op)")
+            #expect(answer.header.group == .os && answer.header.sequence == 9 && answer.header.command == 0)
+            #expect(answer.body == .textMap(["rc": CBOR(8)]), "op \(op)")
+            #expect(after == .none)
+        }
+        #expect(await device.respond(to: [2, 0, 0, 0, 0, 0, 1], environment: environment) == nil) // 7 bytes: no header
+    }
+
     @Test mutating func resetIgnoresItsBody() async throws {
         #expect(try await ask(.write, .reset).1 == .reset)
         #expect(try await ask(.write, .reset, raw: []).1 == .reset)

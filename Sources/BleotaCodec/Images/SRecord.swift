@@ -18,6 +18,7 @@ public enum SRecord {
         var start: UInt32?
         var dataRecords = 0
         var ended = false
+        var counted = false // a count record (S5/S6) closes a file that has no start address
         try RecordLines.forEach(bytes) { line throws(ImageError) in
             if ended { throw ImageError(file: fileName, line: line.number, kind: .dataAfterEnd) }
             guard line.text.first == UInt8(ascii: "S") || line.text.first == UInt8(ascii: "s") else {
@@ -62,6 +63,7 @@ public enum SRecord {
                 guard Int(address) == dataRecords else {
                     throw ImageError(file: fileName, line: line.number, record: typeName, kind: .badCount(expected: dataRecords, found: Int(address)))
                 }
+                counted = true
             default: // 7, 8, 9
                 guard data.isEmpty else {
                     throw ImageError(file: fileName, line: line.number, record: typeName, kind: .badLength("\(typeName) carries no data"))
@@ -70,8 +72,10 @@ public enum SRecord {
                 ended = true
             }
         }
-        guard ended || dataRecords > 0 else {
-            throw ImageError(file: fileName, kind: .truncated("no data records and no termination record (S7, S8 or S9): the file was cut short"))
+        // An empty image written without a start address is S0 and S5 only (bleota's
+        // own, bincopy's); only S0, or nothing at all, is a file cut short.
+        guard ended || dataRecords > 0 || counted else {
+            throw ImageError(file: fileName, kind: .truncated("no data records, count or termination record (S5, S7, S8 or S9): the file was cut short"))
         }
         return try FirmwareImage(format: .srec, segments: builder.segments(), startAddress: start, header: header, fileName: fileName)
     }

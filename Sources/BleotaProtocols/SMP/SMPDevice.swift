@@ -97,11 +97,15 @@ public actor SMPDevice: DeviceHalf {
 
     public enum Aftermath: Sendable { case none, reset }
 
-    /// Answers one whole message; nil when it cannot be answered (fewer than 8 bytes).
+    /// Answers one whole message; nil when it cannot be answered (fewer than 8 bytes: no header to answer).
     public func respond(to message: [UInt8], environment: DeviceEnvironment) async -> (SMPPacket, Aftermath)? {
         guard message.count >= SMPHeader.size else { return nil }
-        let operation = SMPHeader.Operation(rawValue: message[0] & 0x07) ?? .read
-        guard !operation.isResponse else { return nil } // an answer sent to a server: not for us
+        // Zephyr serves reads and writes; anything else (a response, or op 4…7) gets ENOTSUP,
+        // answered as to a write, since its response op is READ_RSP for a read and WRITE_RSP
+        // otherwise (smp_rsp_op; a build without CONFIG_SMP_CLIENT, the usual one).
+        let requested = SMPHeader.Operation(rawValue: message[0] & 0x07)
+        let isRequest = requested == .read || requested == .write
+        let operation: SMPHeader.Operation = requested == .read ? .read : .write
         let versionBits = (message[0] >> 3) & 0x03
         let version: SMPHeader.Version = versionBits == 0 ? .v1 : .v2
         let group = SMPGroup(rawValue: UInt16(message[4]) << 8 | UInt16(message[5]))
@@ -115,6 +119,7 @@ public actor SMPDevice: DeviceHalf {
             if version == .v1, error.group != nil { return reply(.textMap(["rc": CBOR(error.code.general.rawValue)])) }
             return reply(error.body)
         }
+        guard isRequest else { return (failure(SMPDeviceError(.general(.notSupported))), .none) }
         if versionBits > 1 { return (failure(SMPDeviceError(.general(.versionTooNew))), .none) }
         let length = Int(UInt16(message[2]) << 8 | UInt16(message[3]))
         guard length <= message.count - SMPHeader.size else { return (failure(SMPDeviceError(.general(.corrupt))), .none) }
@@ -260,6 +265,9 @@ public actor SMPDevice: DeviceHalf {
         // A body that does not decode is refused before inspection: the upload stays as it was.
         let request: SMPUploadRequest?
         do { request = body["off"] == nil ? nil : try SMPUploadRequest(body: body) } catch { throw SMPDeviceError(.general(.invalidArgument)) }
+        // Zephyr decodes `off` and `len` as unsigned: a negative one fails decoding (and
+        // a negative length once trapped this device, found by FuzzSMPDevice).
+        if let request, request.offset < 0 || (request.length ?? 0) < 0 { throw SMPDeviceError(.general(.invalidArgument)) }
         do throws(SMPDeviceError) {
             guard let request else { throw SMPDeviceError(.image(.invalidOffset)) }
             return try await uploadChecked(request, environment: environment)
