@@ -73,7 +73,7 @@ let package = Package(
             path: "Benchmarks/FaultMatrix"),
 
         // Seeded random inputs whose seed is printed, for every test target.
-        .target(name: "BleotaTestSupport", dependencies: ["BleotaLink"], path: "Tests/BleotaTestSupport"),
+        .target(name: "BleotaTestSupport", dependencies: ["BleotaLink", "BleotaATT"], path: "Tests/BleotaTestSupport"),
         .testTarget(name: "BleotaCodecTests", dependencies: ["BleotaTestSupport", "BleotaCodec", "BleotaZlib", .product(name: "Crypto", package: "swift-crypto")],
                     resources: [.copy("Fixtures")]),
         .testTarget(name: "BleotaLinkTests", dependencies: ["BleotaTestSupport", "BleotaLink", "BleotaCodec"]),

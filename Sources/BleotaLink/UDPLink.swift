@@ -15,23 +15,11 @@ public final class UDPLink: Link {
 
     /// Resolves `host` (a name or IPv4/IPv6 literal) and connects a UDP socket to it.
     public init(host: String, port: UInt16, maximumPayload: Int = 1024) throws(LinkError) {
-        var hints = addrinfo()
-        hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
-        hints.ai_family = AF_UNSPEC
-        var result: UnsafeMutablePointer<addrinfo>?
-        let status = getaddrinfo(host, String(port), &hints, &result)
-        guard status == 0, let first = result else {
-            throw .unreachable("cannot resolve '\(host)': \(String(cString: gai_strerror(status)))")
-        }
-        defer { freeaddrinfo(result) }
-        let flags = Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
-        let fd = socket(first.pointee.ai_family, first.pointee.ai_socktype | flags, first.pointee.ai_protocol)
-        guard fd >= 0 else { throw .system("socket: \(String(cString: strerror(errno)))") }
-        // A UDP connect only records the peer, so it completes at once even on a non-blocking socket.
-        guard Glibc.connect(fd, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0 else {
-            let message = String(cString: strerror(errno))
-            Glibc.close(fd)
-            throw .unreachable("cannot reach \(host):\(port): \(message)")
+        let fd = try UDPSocket.open(host: host, port: port, passive: false) { fd, address, length throws(LinkError) in
+            // A UDP connect only records the peer, so it completes at once even on a non-blocking socket.
+            guard Glibc.connect(fd, address, length) == 0 else {
+                throw .unreachable("cannot reach \(host):\(port): \(String(cString: strerror(errno)))")
+            }
         }
         self.fd = fd
         descriptor = LinkDescriptor(fd: fd)

@@ -16,25 +16,12 @@ public final class UDPServerSocket: Sendable {
 
     /// Binds `host` (an IPv4 or IPv6 literal, or a name) and `port` (0 = any free port).
     public init(host: String, port: UInt16) throws(LinkError) {
-        var hints = addrinfo()
-        hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
-        hints.ai_family = AF_UNSPEC
-        hints.ai_flags = AI_PASSIVE
-        var result: UnsafeMutablePointer<addrinfo>?
-        let status = getaddrinfo(host, String(port), &hints, &result)
-        guard status == 0, let first = result else {
-            throw .unreachable("cannot resolve '\(host)': \(String(cString: gai_strerror(status)))")
-        }
-        defer { freeaddrinfo(result) }
-        let flags = Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
-        let fd = socket(first.pointee.ai_family, first.pointee.ai_socktype | flags, first.pointee.ai_protocol)
-        guard fd >= 0 else { throw .system("socket: \(String(cString: strerror(errno)))") }
-        var yes: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
-        guard bind(fd, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0 else {
-            let message = String(cString: strerror(errno))
-            Glibc.close(fd)
-            throw .system("cannot listen on \(host):\(port): \(message)")
+        let fd = try UDPSocket.open(host: host, port: port, passive: true) { fd, address, length throws(LinkError) in
+            var yes: Int32 = 1
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+            guard bind(fd, address, length) == 0 else {
+                throw .system("cannot listen on \(host):\(port): \(String(cString: strerror(errno)))")
+            }
         }
         var bound = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
@@ -97,4 +84,34 @@ public final class UDPServerSocket: Sendable {
 
     /// Closes the socket (once; later calls do nothing); a waiting ``receive()`` returns nil.
     public func close() { descriptor.close() }
+}
+
+/// The one place a UDP socket is made, for both ends.
+enum UDPSocket {
+    /// Resolves `host` (a name or an IPv4/IPv6 literal; for a passive socket, the
+    /// address to listen on), opens a non-blocking socket of the first address's
+    /// family and hands it to `prepare` (connect or bind); closes it if that throws.
+    static func open(host: String, port: UInt16, passive: Bool,
+                     _ prepare: (Int32, UnsafePointer<sockaddr>, socklen_t) throws(LinkError) -> Void) throws(LinkError) -> Int32 {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
+        hints.ai_family = AF_UNSPEC
+        if passive { hints.ai_flags = AI_PASSIVE }
+        var result: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(host, String(port), &hints, &result)
+        guard status == 0, let first = result else {
+            throw .unreachable("cannot resolve '\(host)': \(String(cString: gai_strerror(status)))")
+        }
+        defer { freeaddrinfo(result) }
+        let flags = Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+        let fd = socket(first.pointee.ai_family, first.pointee.ai_socktype | flags, first.pointee.ai_protocol)
+        guard fd >= 0 else { throw .system("socket: \(String(cString: strerror(errno)))") }
+        do {
+            try prepare(fd, first.pointee.ai_addr, first.pointee.ai_addrlen)
+        } catch {
+            Glibc.close(fd)
+            throw error
+        }
+        return fd
+    }
 }

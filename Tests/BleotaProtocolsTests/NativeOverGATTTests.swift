@@ -2,6 +2,7 @@ import BleotaATT
 import BleotaCodec
 import BleotaEngine
 import BleotaLink
+import BleotaTestSupport
 import Synchronization
 import Testing
 @testable import BleotaProtocols
@@ -9,33 +10,6 @@ import Testing
 // The native protocol over ATT. Here rather than in BleotaATTTests, which
 // test ATT and GATT on their own (they depend only on BleotaATT, BleotaLink and
 // BleotaCodec): this test is about a protocol and the engine riding on GATT.
-
-let otaService = BluetoothUUID("6E400001-B5A3-F393-E0A9-E50E24DCCA9E")!
-let otaRX = BluetoothUUID("6E400002-B5A3-F393-E0A9-E50E24DCCA9E")!
-let otaTX = BluetoothUUID("6E400003-B5A3-F393-E0A9-E50E24DCCA9E")!
-
-/// A client bearer and a server bearer joined by a loopback ATT channel, both
-/// receive loops running, on the virtual clock.
-func withGATT<T: Sendable>(mtu: Int = 517, setup: @escaping @Sendable (GATTServer) -> Void,
-                           _ body: @escaping @Sendable (GATTClient, ATTBearer, GATTServer) async throws -> T) async throws -> T {
-    try await SimulationRuntime.run { runtime in
-        let (central, peripheral) = LoopbackLink.pair(maximumPayload: 517)
-        let server = GATTServer()
-        setup(server)
-        let clientBearer = ATTBearer(link: central, clock: runtime.clock, preferredMTU: mtu)
-        let serverBearer = ATTBearer(link: peripheral, clock: runtime.clock, preferredMTU: 517)
-        await serverBearer.setServer(server)
-        return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask { await clientBearer.run(); return nil }
-            group.addTask { await serverBearer.run(); return nil }
-            let result = try await body(GATTClient(bearer: clientBearer), serverBearer, server)
-            await clientBearer.close("done")
-            await serverBearer.close("done")
-            for try await _ in group {}
-            return result
-        }
-    }
-}
 
 @Suite struct NativeOverGATTTests {
     /// The engine and the native protocol over ATT: a whole flash through

@@ -1,30 +1,11 @@
 import BleotaCodec
+import BleotaEngine
 
-/// One slot in the image group's state list.
-public struct SMPImageSlot: Sendable, Hashable, Codable {
-    public var image: Int
-    public var slot: Int
-    public var version: String
-    public var hash: [UInt8]
-    public var bootable: Bool
-    public var pending: Bool
-    public var confirmed: Bool
-    public var active: Bool
-    public var permanent: Bool
+/// One slot in the image group's state list: the protocol-independent
+/// ``ImageSlotState`` `image state` prints, with SMP's encoding added below.
+public typealias SMPImageSlot = ImageSlotState
 
-    public init(image: Int = 0, slot: Int, version: String, hash: [UInt8], bootable: Bool = true, pending: Bool = false,
-                confirmed: Bool = false, active: Bool = false, permanent: Bool = false) {
-        self.image = image
-        self.slot = slot
-        self.version = version
-        self.hash = hash
-        self.bootable = bootable
-        self.pending = pending
-        self.confirmed = confirmed
-        self.active = active
-        self.permanent = permanent
-    }
-
+extension ImageSlotState {
     /// As Zephyr sends it: the flags always present, `image` only with more than one image.
     public var body: CBOR {
         .textMap(["slot": CBOR(slot), "version": .text(version), "hash": .bytes(hash), "bootable": .bool(bootable),
@@ -34,16 +15,16 @@ public struct SMPImageSlot: Sendable, Hashable, Codable {
 
     public init(body: CBOR) throws(SMPBody.FieldError) {
         let what = "an image slot"
-        image = try SMPBody.optionalInt(body, "image", in: what) ?? 0
-        slot = try SMPBody.int(body, "slot", in: what)
         guard let version = body["version"]?.string else { throw SMPBody.FieldError("\(what) lacks a text 'version'") }
-        self.version = version
-        hash = try SMPBody.optionalBytes(body, "hash", in: what) ?? []
-        bootable = try SMPBody.optionalBool(body, "bootable", in: what) ?? false
-        pending = try SMPBody.optionalBool(body, "pending", in: what) ?? false
-        confirmed = try SMPBody.optionalBool(body, "confirmed", in: what) ?? false
-        active = try SMPBody.optionalBool(body, "active", in: what) ?? false
-        permanent = try SMPBody.optionalBool(body, "permanent", in: what) ?? false
+        self.init(image: try SMPBody.optionalInt(body, "image", in: what) ?? 0,
+                  slot: try SMPBody.int(body, "slot", in: what),
+                  version: version,
+                  hash: try SMPBody.optionalBytes(body, "hash", in: what) ?? [],
+                  bootable: try SMPBody.optionalBool(body, "bootable", in: what) ?? false,
+                  pending: try SMPBody.optionalBool(body, "pending", in: what) ?? false,
+                  confirmed: try SMPBody.optionalBool(body, "confirmed", in: what) ?? false,
+                  active: try SMPBody.optionalBool(body, "active", in: what) ?? false,
+                  permanent: try SMPBody.optionalBool(body, "permanent", in: what) ?? false)
     }
 
     public static func list(from body: CBOR) throws(SMPBody.FieldError) -> [SMPImageSlot] {

@@ -416,7 +416,7 @@ public struct SMPUpdater: ProtocolHost {
             // Not every device answers bootloader info; the slots are what was asked for.
             let info = try? await connection.bootloaderInfo(timeout: timeouts.response)
             let bootloader = info.map { $0.name + ($0.mode.map { " (\(SMPBootloaderInfo.modeName($0)))" } ?? "") }
-            return DeviceImageState(slots: slots.map(\.state), bootloader: bootloader)
+            return DeviceImageState(slots: slots, bootloader: bootloader)
         }
     }
 
@@ -443,13 +443,5 @@ public struct SMPUpdater: ProtocolHost {
             await connection.close()
             throw fail(step, error)
         }
-    }
-}
-
-extension SMPImageSlot {
-    /// The protocol-independent form `image state` prints.
-    public var state: ImageSlotState {
-        ImageSlotState(image: image, slot: slot, version: version, hash: hash, bootable: bootable, pending: pending,
-                       confirmed: confirmed, active: active, permanent: permanent)
     }
 }
