@@ -24,18 +24,19 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.0"),
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+        .package(url: "https://github.com/weichsel/ZIPFoundation.git", from: "0.9.20"),
     ],
     targets: [
         // C libraries, reached only through their wrapper modules.
         .systemLibrary(
-            name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib",
+            name: "CSystemZlib", path: "Sources/CSystemZlib", pkgConfig: "zlib",
             providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(
             name: "CBlueZ", path: "Sources/CBlueZ", pkgConfig: "bluez",
             providers: [.apt(["libbluetooth-dev"])]),
         // epoll(7), which Swift's Glibc module leaves out: BleotaLink's reactor waits through it.
         .systemLibrary(name: "CEpoll", path: "Sources/CEpoll"),
-        .target(name: "BleotaZlib", dependencies: ["CZlib"]),
+        .target(name: "BleotaZlib", dependencies: ["CSystemZlib"]),
 
         // Layers, bottom up.
         .target(
@@ -49,7 +50,9 @@ let package = Package(
         .target(
             name: "BleotaProtocols",
             dependencies: ["BleotaEngine", "BleotaLink", "BleotaCodec", "BleotaZlib",
-                           .product(name: "Logging", package: "swift-log")]),
+                           .product(name: "Logging", package: "swift-log"),
+                           .product(name: "Crypto", package: "swift-crypto"),
+                           .product(name: "ZIPFoundation", package: "ZIPFoundation")]),
         .target(
             name: "BleotaSimulator",
             dependencies: ["BleotaProtocols", "BleotaEngine", "BleotaLink", "BleotaCodec"]),
@@ -81,7 +84,9 @@ let package = Package(
         .testTarget(name: "BleotaBlueZTests", dependencies: ["BleotaTestSupport", "BleotaBlueZ", "BleotaATT", "BleotaLink"]),
         .testTarget(name: "BleotaEngineTests", dependencies: ["BleotaTestSupport", "BleotaEngine", "BleotaLink", "BleotaCodec"]),
         .testTarget(name: "BleotaSimulatorTests", dependencies: ["BleotaTestSupport", "BleotaSimulator", "BleotaProtocols", "BleotaEngine", "BleotaLink", "BleotaCodec"]),
-        .testTarget(name: "BleotaProtocolsTests", dependencies: ["BleotaTestSupport", "BleotaProtocols", "BleotaEngine", "BleotaCodec", "BleotaLink", "BleotaATT"],
+        .testTarget(name: "BleotaProtocolsTests", dependencies: ["BleotaTestSupport", "BleotaProtocols", "BleotaEngine", "BleotaCodec", "BleotaLink", "BleotaATT",
+                                                            .product(name: "Crypto", package: "swift-crypto"),
+                                                            .product(name: "ZIPFoundation", package: "ZIPFoundation")],
                     resources: [.copy("Fixtures")]),
         .testTarget(name: "BleotaCommandsTests", dependencies: ["BleotaTestSupport", "BleotaCommands", "BleotaCodec", .product(name: "Crypto", package: "swift-crypto")]),
     ]

@@ -1,10 +1,10 @@
-import CZlib
+import CSystemZlib
 
 /// The one doorway to zlib.
 ///
 /// bleota uses zlib for two jobs: CRC-32/ISO-HDLC (the checksum every firmware
 /// format and our own protocol carries) and raw deflate for compressed transfers.
-/// No other module imports `CZlib`; they import this module, whose types are
+/// No other module imports `CSystemZlib`; they import this module, whose types are
 /// plain Swift values with typed errors, so the C library's pointer juggling
 /// stays in one file.
 public enum Zlib {
@@ -33,7 +33,7 @@ public enum Zlib {
         var value = crc
         while remaining > 0 {
             let chunk = min(remaining, 1 << 30)
-            value = CZlib.crc32(value, base, uInt(chunk))
+            value = CSystemZlib.crc32(value, base, uInt(chunk))
             base += chunk
             remaining -= chunk
         }

@@ -1,0 +1,191 @@
+import BleotaCodec
+import Foundation
+import ZIPFoundation
+
+/// A Nordic DFU package: the `.zip` that `nrfutil pkg generate` (Secure DFU)
+/// or `adafruit-nrfutil dfu genpkg` (legacy DFU) writes, holding a
+/// `manifest.json` and, per part, an image (`.bin`) and its init packet
+/// (`.dat`). Read with ZIPFoundation, member by member, with limits: a
+/// package comes from outside and may be hostile (paths that climb out, a
+/// zip bomb, members the manifest names but the archive lacks).
+public struct NordicDFUPackage: Sendable {
+    /// The parts a manifest may name, in the order they are sent: the
+    /// SoftDevice and bootloader (one image, or each alone) before the
+    /// application, each in a connection of its own.
+    public enum PartKind: String, Sendable, CaseIterable, CustomStringConvertible {
+        case softDeviceBootloader = "softdevice_bootloader"
+        case softDevice = "softdevice"
+        case bootloader = "bootloader"
+        case application = "application"
+
+        public var description: String {
+            switch self {
+            case .softDeviceBootloader: "SoftDevice and bootloader"
+            case .softDevice: "SoftDevice"
+            case .bootloader: "bootloader"
+            case .application: "application"
+            }
+        }
+    }
+
+    public struct Part: Sendable {
+        public var kind: PartKind
+        public var imageName: String
+        public var initPacketName: String
+        public var image: [UInt8]
+        /// The `.dat` as stored: a protobuf ``NordicInitPacket`` for Secure DFU,
+        /// a fixed little-endian record for legacy DFU.
+        public var initPacketBytes: [UInt8]
+        /// Decoded for a Secure DFU package; nil for legacy.
+        public var initPacket: NordicInitPacket?
+        /// For a SoftDevice+bootloader image: the sizes of each half (`info_read_only_metadata`).
+        public var softDeviceSize: Int?
+        public var bootloaderSize: Int?
+    }
+
+    /// Which DFU the package is for: `dfu_version` in the manifest marks a legacy package.
+    public enum Flavour: Sendable, Equatable {
+        case secure
+        case legacy(dfuVersion: Double)
+    }
+
+    public var parts: [Part]
+    public var flavour: Flavour
+
+    /// The largest member read: Nordic's largest flash is 1 MiB (nRF52840), so
+    /// 16 MiB leaves room for any real image and none for a bomb.
+    public static let maximumMemberSize = 16 << 20
+    /// The most members an archive may list.
+    public static let maximumMembers = 64
+
+    /// Reads and checks the package at `path`: the manifest, every member it
+    /// names, and for Secure DFU each init packet's encoding.
+    public init(contentsOf path: String) throws(NordicPackageError) {
+        // Only a regular file is opened (a FIFO would hang, a device read forever).
+        do { _ = try InputFile.size(path) } catch { throw NordicPackageError(message: error.description) }
+        let archive: Archive
+        do {
+            archive = try Archive(url: URL(fileURLWithPath: path), accessMode: .read)
+        } catch {
+            throw NordicPackageError(path, "is not a readable zip archive (\(error)): give the .zip that nrfutil pkg generate or adafruit-nrfutil dfu genpkg wrote")
+        }
+        var entries: [String: Entry] = [:]
+        var count = 0
+        for entry in archive {
+            count += 1
+            guard count <= Self.maximumMembers else {
+                throw NordicPackageError(path, "lists more than \(Self.maximumMembers) members: not a DFU package")
+            }
+            let name = entry.path
+            guard Self.isSafeMemberName(name) else {
+                throw NordicPackageError(path, "member '\(Self.printable(name))' names a path outside the package (absolute or with ..): refusing it")
+            }
+            guard entry.type == .file else { continue }
+            entries[name] = entry
+        }
+        func read(_ name: String) throws(NordicPackageError) -> [UInt8] {
+            guard Self.isSafeMemberName(name) else {
+                throw NordicPackageError(path, "the manifest names '\(Self.printable(name))', a path outside the package: refusing it")
+            }
+            guard let entry = entries[name] else {
+                throw NordicPackageError(path, "the manifest names '\(Self.printable(name))' but the archive has no such member: regenerate the package")
+            }
+            guard entry.uncompressedSize <= UInt64(Self.maximumMemberSize) else {
+                throw NordicPackageError(path, "member '\(Self.printable(name))' unpacks to \(entry.uncompressedSize) bytes, more than \(Self.maximumMemberSize): not a firmware image")
+            }
+            var bytes: [UInt8] = []
+            do {
+                _ = try archive.extract(entry, skipCRC32: false) { data in
+                    // The header's size can lie: count what actually comes out.
+                    guard bytes.count + data.count <= Self.maximumMemberSize else { throw MemberTooLarge() }
+                    bytes += data
+                }
+            } catch is MemberTooLarge {
+                throw NordicPackageError(path, "member '\(Self.printable(name))' unpacks to more than \(Self.maximumMemberSize) bytes (its header said \(entry.uncompressedSize)): not a firmware image")
+            } catch {
+                throw NordicPackageError(path, "member '\(Self.printable(name))' is damaged (\(error)): regenerate or download the package again")
+            }
+            return bytes
+        }
+
+        let manifestBytes = try read("manifest.json")
+        let manifest: [String: Any]
+        do {
+            guard let top = try JSONSerialization.jsonObject(with: Data(manifestBytes)) as? [String: Any],
+                  let inner = top["manifest"] as? [String: Any] else {
+                throw NordicPackageError(path, "manifest.json has no \"manifest\" object: not an nrfutil package")
+            }
+            manifest = inner
+        } catch let error as NordicPackageError {
+            throw error
+        } catch {
+            throw NordicPackageError(path, "manifest.json is not valid JSON: regenerate the package")
+        }
+        if let version = manifest["dfu_version"] {
+            guard let number = (version as? NSNumber)?.doubleValue else {
+                throw NordicPackageError(path, "manifest.json's dfu_version is not a number")
+            }
+            flavour = .legacy(dfuVersion: number)
+        } else {
+            flavour = .secure
+        }
+
+        var parts: [Part] = []
+        for kind in PartKind.allCases {
+            guard let entry = manifest[kind.rawValue] else { continue }
+            guard let object = entry as? [String: Any],
+                  let imageName = object["bin_file"] as? String, let initPacketName = object["dat_file"] as? String else {
+                throw NordicPackageError(path, "manifest.json's \(kind.rawValue) lacks bin_file or dat_file: regenerate the package")
+            }
+            let image = try read(imageName)
+            let initPacketBytes = try read(initPacketName)
+            guard !image.isEmpty else { throw NordicPackageError(path, "\(imageName) is empty: regenerate the package") }
+            var part = Part(kind: kind, imageName: imageName, initPacketName: initPacketName, image: image,
+                            initPacketBytes: initPacketBytes, initPacket: nil)
+            if let metadata = object["info_read_only_metadata"] as? [String: Any] {
+                part.softDeviceSize = (metadata["sd_size"] as? NSNumber)?.intValue
+                part.bootloaderSize = (metadata["bl_size"] as? NSNumber)?.intValue
+            }
+            if flavour == .secure {
+                do {
+                    part.initPacket = try NordicInitPacket(decoding: initPacketBytes)
+                } catch {
+                    throw NordicPackageError(path, "\(initPacketName): \(error): regenerate the package with nrfutil pkg generate")
+                }
+            }
+            parts.append(part)
+        }
+        guard !parts.isEmpty else {
+            throw NordicPackageError(path, "manifest.json names no application, bootloader or SoftDevice: nothing to flash")
+        }
+        self.parts = parts
+    }
+
+    private struct MemberTooLarge: Error {}
+
+    /// A relative path that stays inside the archive: no leading `/`, no `..`
+    /// component, no backslash (a Windows separator), no NUL.
+    static func isSafeMemberName(_ name: String) -> Bool {
+        guard !name.isEmpty, !name.hasPrefix("/"), !name.contains("\\"), !name.contains("\0") else { return false }
+        return !name.split(separator: "/", omittingEmptySubsequences: false).contains("..")
+    }
+
+    /// A name as an error prints it: control characters escaped.
+    static func printable(_ name: String) -> String {
+        String(name.unicodeScalars.flatMap { scalar -> [Character] in
+            scalar.value < 0x20 || scalar.value == 0x7F ? Array("\\x" + String(scalar.value, radix: 16)) : [Character(scalar)]
+        }.prefix(200))
+    }
+
+}
+
+/// Why a package cannot be used: one line naming the file, the problem and the fix.
+public struct NordicPackageError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var description: String
+
+    /// "`path`: `problem`".
+    public init(_ path: String, _ problem: String) { description = "\(path): \(problem)" }
+
+    /// A message that names the file itself.
+    public init(message: String) { description = message }
+}
