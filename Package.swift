@@ -51,8 +51,7 @@ let package = Package(
             name: "BleotaProtocols",
             dependencies: ["BleotaEngine", "BleotaLink", "BleotaCodec", "BleotaZlib",
                            .product(name: "Logging", package: "swift-log"),
-                           .product(name: "Crypto", package: "swift-crypto"),
-                           .product(name: "ZIPFoundation", package: "ZIPFoundation")]),
+                           .product(name: "Crypto", package: "swift-crypto")]),
         .target(
             name: "BleotaSimulator",
             dependencies: ["BleotaProtocols", "BleotaEngine", "BleotaLink", "BleotaCodec"]),

@@ -35,11 +35,13 @@ let fuzzers: [(name: String, dependencies: [Target.Dependency])] = [
     ("FuzzNativeReassembler", [codec, protocols]),
     ("FuzzSMPDevice", [codec, link, engine, protocols]),
     ("FuzzNativeDevice", [codec, link, engine, protocols]),
+    ("FuzzNordicInitPacket", [codec, protocols, .product(name: "Crypto", package: "swift-crypto")]),
+    ("FuzzNordicPackage", [protocols]),
 ]
 
 let package = Package(
     name: "bleota-fuzz",
-    dependencies: [.package(name: "bleota", path: "..")],
+    dependencies: [.package(name: "bleota", path: ".."), .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.0")],
     targets: [
         // libFuzzer's entry point, declared for Swift (the library comes with -sanitize=fuzzer).
         .target(name: "CLibFuzzer"),

@@ -243,6 +243,26 @@ for name in sorted(os.listdir(path("samples", "mcuboot", "imgtool-2.5.0"))):
             label = name[:-4] + variant + ("-protected" if protected else "")
             seed("FuzzMCUboot", label, hashed + tail)
 
+# Nordic DFU: the protoc-encoded init packet fixture, a signed-looking variant,
+# and a package (zip) around it as nrfutil lays one out.
+import io, json, zipfile
+nordic_dat = read("Tests", "BleotaProtocolsTests", "Fixtures", "nordic", "protoc-3.21.12-unsigned-app.dat")
+seed("FuzzNordicInitPacket", "protoc-unsigned-app", nordic_dat)
+command = nordic_dat[2:]  # the Command message inside field 1
+signed = b"\x0a" + bytes([len(command)]) + command + b"\x10\x00\x1a\x40" + bytes(range(64))
+seed("FuzzNordicInitPacket", "signed-shape", b"\x12" + bytes([len(signed)]) + signed)
+def package(manifest, members):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("manifest.json", json.dumps({"manifest": manifest}))
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+seed("FuzzNordicPackage", "secure-app", package({"application": {"bin_file": "app.bin", "dat_file": "app.dat"}},
+                                                {"app.bin": bytes(range(256)) * 4, "app.dat": nordic_dat}))
+seed("FuzzNordicPackage", "legacy-app", package({"application": {"bin_file": "a.bin", "dat_file": "a.dat"}, "dfu_version": 0.5},
+                                                {"a.bin": b"\x01" * 100, "a.dat": b"\x52\x00\xff\xff\x01\x00\x00\x00\x01\x00\xfe\xff\x34\x12"}))
+
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         sys.exit("usage: make-seeds.py OUTDIR")

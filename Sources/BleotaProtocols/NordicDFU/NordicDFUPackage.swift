@@ -1,13 +1,13 @@
 import BleotaCodec
 import Foundation
-import ZIPFoundation
 
 /// A Nordic DFU package: the `.zip` that `nrfutil pkg generate` (Secure DFU)
 /// or `adafruit-nrfutil dfu genpkg` (legacy DFU) writes, holding a
 /// `manifest.json` and, per part, an image (`.bin`) and its init packet
-/// (`.dat`). Read with ZIPFoundation, member by member, with limits: a
+/// (`.dat`). Read with ``ZipArchive``, member by member, with limits: a
 /// package comes from outside and may be hostile (paths that climb out, a
-/// zip bomb, members the manifest names but the archive lacks).
+/// zip bomb, a deflate stream that never ends, members the manifest names
+/// but the archive lacks).
 public struct NordicDFUPackage: Sendable {
     /// The parts a manifest may name, in the order they are sent: the
     /// SoftDevice and bootloader (one image, or each alone) before the
@@ -57,55 +57,46 @@ public struct NordicDFUPackage: Sendable {
     public static let maximumMemberSize = 16 << 20
     /// The most members an archive may list.
     public static let maximumMembers = 64
+    /// The largest package file read: a few members of at most 16 MiB, compressed.
+    public static let maximumArchiveSize = 64 << 20
 
     /// Reads and checks the package at `path`: the manifest, every member it
     /// names, and for Secure DFU each init packet's encoding.
     public init(contentsOf path: String) throws(NordicPackageError) {
-        // Only a regular file is opened (a FIFO would hang, a device read forever).
-        do { _ = try InputFile.size(path) } catch { throw NordicPackageError(message: error.description) }
-        let archive: Archive
+        // Only a regular file is read (a FIFO would hang, a device read forever), and only a small one.
+        let file: [UInt8]
+        do { file = try InputFile.read(path, limit: UInt64(Self.maximumArchiveSize)) } catch { throw NordicPackageError(message: error.description) }
+        let archive: ZipArchive
         do {
-            archive = try Archive(url: URL(fileURLWithPath: path), accessMode: .read)
+            archive = try ZipArchive(file)
         } catch {
             throw NordicPackageError(path, "is not a readable zip archive (\(error)): give the .zip that nrfutil pkg generate or adafruit-nrfutil dfu genpkg wrote")
         }
-        var entries: [String: Entry] = [:]
-        var count = 0
-        for entry in archive {
-            count += 1
-            guard count <= Self.maximumMembers else {
-                throw NordicPackageError(path, "lists more than \(Self.maximumMembers) members: not a DFU package")
+        guard archive.members.count <= Self.maximumMembers else {
+            throw NordicPackageError(path, "lists \(archive.members.count) members, more than \(Self.maximumMembers): not a DFU package")
+        }
+        var entries: [String: ZipArchive.Member] = [:]
+        for member in archive.members {
+            guard Self.isSafeMemberName(member.name) else {
+                throw NordicPackageError(path, "member '\(Self.printable(member.name))' names a path outside the package (absolute or with ..): refusing it")
             }
-            let name = entry.path
-            guard Self.isSafeMemberName(name) else {
-                throw NordicPackageError(path, "member '\(Self.printable(name))' names a path outside the package (absolute or with ..): refusing it")
-            }
-            guard entry.type == .file else { continue }
-            entries[name] = entry
+            if !member.isDirectory { entries[member.name] = member }
         }
         func read(_ name: String) throws(NordicPackageError) -> [UInt8] {
             guard Self.isSafeMemberName(name) else {
                 throw NordicPackageError(path, "the manifest names '\(Self.printable(name))', a path outside the package: refusing it")
             }
-            guard let entry = entries[name] else {
+            guard let member = entries[name] else {
                 throw NordicPackageError(path, "the manifest names '\(Self.printable(name))' but the archive has no such member: regenerate the package")
             }
-            guard entry.uncompressedSize <= UInt64(Self.maximumMemberSize) else {
-                throw NordicPackageError(path, "member '\(Self.printable(name))' unpacks to \(entry.uncompressedSize) bytes, more than \(Self.maximumMemberSize): not a firmware image")
+            guard member.size <= Self.maximumMemberSize else {
+                throw NordicPackageError(path, "member '\(Self.printable(name))' unpacks to \(member.size) bytes, more than \(Self.maximumMemberSize): not a firmware image")
             }
-            var bytes: [UInt8] = []
             do {
-                _ = try archive.extract(entry, skipCRC32: false) { data in
-                    // The header's size can lie: count what actually comes out.
-                    guard bytes.count + data.count <= Self.maximumMemberSize else { throw MemberTooLarge() }
-                    bytes += data
-                }
-            } catch is MemberTooLarge {
-                throw NordicPackageError(path, "member '\(Self.printable(name))' unpacks to more than \(Self.maximumMemberSize) bytes (its header said \(entry.uncompressedSize)): not a firmware image")
+                return try archive.contents(of: member, limit: Self.maximumMemberSize)
             } catch {
                 throw NordicPackageError(path, "member '\(Self.printable(name))' is damaged (\(error)): regenerate or download the package again")
             }
-            return bytes
         }
 
         let manifestBytes = try read("manifest.json")
@@ -160,8 +151,6 @@ public struct NordicDFUPackage: Sendable {
         }
         self.parts = parts
     }
-
-    private struct MemberTooLarge: Error {}
 
     /// A relative path that stays inside the archive: no leading `/`, no `..`
     /// component, no backslash (a Windows separator), no NUL.
