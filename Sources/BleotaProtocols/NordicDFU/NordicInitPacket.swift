@@ -114,13 +114,7 @@ public struct NordicInitPacket: Sendable, Hashable {
             while let field = try reader.next() {
                 switch field.number {
                 case 1: signedInner = field
-                case 2:
-                    let raw = try field.uint32("signed_command.signature_type")
-                    guard let type = SignatureType(rawValue: raw) else {
-                        throw DecodingError(field: "signed_command.signature_type", offset: field.valueOffset,
-                                            reason: .invalidValue("\(raw) is not a signature type (0 ECDSA P-256, 1 Ed25519)"))
-                    }
-                    signatureType = type
+                case 2: signatureType = try Self.value(field, "signed_command.signature_type", "a signature type (0 ECDSA P-256, 1 Ed25519)")
                 case 3: signature = try field.data("signed_command.signature")
                 default: continue
                 }
@@ -163,12 +157,7 @@ public struct NordicInitPacket: Sendable, Hashable {
             case 1: firmwareVersion = try field.uint32("init.fw_version")
             case 2: hardwareVersion = try field.uint32("init.hw_version")
             case 3: softDeviceRequirements += try field.packedUInt32("init.sd_req")
-            case 4:
-                let raw = try field.uint32("init.type")
-                guard let value = FirmwareType(rawValue: raw) else {
-                    throw DecodingError(field: "init.type", offset: field.valueOffset, reason: .invalidValue("\(raw) is not a firmware type (0…4)"))
-                }
-                type = value
+            case 4: type = try Self.value(field, "init.type", "a firmware type (0…4)")
             case 5: softDeviceSize = try field.uint32("init.sd_size")
             case 6: bootloaderSize = try field.uint32("init.bl_size")
             case 7: applicationSize = try field.uint32("init.app_size")
@@ -187,12 +176,7 @@ public struct NordicInitPacket: Sendable, Hashable {
         var stored: [UInt8]?
         while let inner = try reader.next() {
             switch inner.number {
-            case 1:
-                let raw = try inner.uint32("init.hash.hash_type")
-                guard let value = HashType(rawValue: raw) else {
-                    throw DecodingError(field: "init.hash.hash_type", offset: inner.valueOffset, reason: .invalidValue("\(raw) is not a hash type (0…4)"))
-                }
-                type = value
+            case 1: type = try Self.value(inner, "init.hash.hash_type", "a hash type (0…4)")
             case 2: stored = try inner.data("init.hash.hash")
             default: continue
             }
@@ -211,13 +195,7 @@ public struct NordicInitPacket: Sendable, Hashable {
         var value: [UInt8] = []
         while let inner = try reader.next() {
             switch inner.number {
-            case 1:
-                let raw = try inner.uint32("init.boot_validation.type")
-                guard let known = BootValidationType(rawValue: raw) else {
-                    throw DecodingError(field: "init.boot_validation.type", offset: inner.valueOffset,
-                                        reason: .invalidValue("\(raw) is not a validation type (0…3)"))
-                }
-                type = known
+            case 1: type = try Self.value(inner, "init.boot_validation.type", "a validation type (0…3)")
             case 2: value = try inner.data("init.boot_validation.bytes")
             default: continue
             }
@@ -226,6 +204,16 @@ public struct NordicInitPacket: Sendable, Hashable {
             throw DecodingError(field: "init.boot_validation.type", offset: field.offset, reason: .invalidValue("missing"))
         }
         return (type, value)
+    }
+
+    /// An enum field's case, or an error naming the field, its offset and what it may be.
+    private static func value<Value: RawRepresentable>(_ field: ProtobufField, _ label: String, _ expected: String) throws(DecodingError) -> Value
+        where Value.RawValue == UInt32 {
+        let raw = try field.uint32(label)
+        guard let value = Value(rawValue: raw) else {
+            throw DecodingError(field: label, offset: field.valueOffset, reason: .invalidValue("\(raw) is not \(expected)"))
+        }
+        return value
     }
 
     private static func notAMessage(_ field: ProtobufField, _ name: String) -> DecodingError {
