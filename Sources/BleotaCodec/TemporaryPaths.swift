@@ -76,6 +76,11 @@ public final class TemporaryPaths: Sendable {
             thread.name = "bleota-signals"
             thread.start()
             for number in [SIGINT, SIGTERM, SIGHUP] {
+                // A signal ignored by whoever started the process (nohup, a shell's
+                // background job) stays ignored, as programs are expected to leave it.
+                var previous = sigaction()
+                sigaction(number, nil, &previous)
+                if let handler = previous.__sigaction_handler.sa_handler, unsafeBitCast(handler, to: Int.self) == 1 { continue } // SIG_IGN
                 var action = sigaction()
                 action.__sigaction_handler.sa_handler = { number in
                     var byte = UInt8(truncatingIfNeeded: number)

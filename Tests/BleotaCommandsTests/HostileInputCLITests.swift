@@ -68,12 +68,19 @@ import Testing
         #expect(Self.firstLine(directory) == "error: /tmp is a directory: give a file name inside it")
     }
 
-    /// Starts `bleota` with `arguments`, waits until `ready` holds, sends
-    /// `signal`, and returns how the process ended.
-    static func interrupt(_ arguments: [String], signal: Int32, when ready: () -> Bool) throws -> (reason: Process.TerminationReason, status: Int32) {
+    /// Starts `bleota` with `arguments` (with `ignoring` ignored from the
+    /// start, as nohup or a shell's background job starts it), waits until
+    /// `ready` holds, sends `signal`, and returns how the process ended.
+    static func interrupt(_ arguments: [String], signal: Int32, ignoring: Int32? = nil,
+                          when ready: () -> Bool) throws -> (reason: Process.TerminationReason, status: Int32) {
         let process = Process()
-        process.executableURL = BleotaProcess.executable
-        process.arguments = arguments
+        if let ignoring {
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", "trap '' \(ignoring); exec \"$0\" \"$@\"", BleotaProcess.executable.path] + arguments
+        } else {
+            process.executableURL = BleotaProcess.executable
+            process.arguments = arguments
+        }
         process.currentDirectoryURL = BleotaProcess.repositoryRoot
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
@@ -118,5 +125,22 @@ import Testing
         }
         #expect(ended.reason == .uncaughtSignal && ended.status == SIGINT)
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["big.bin"])
+    }
+
+    /// A process started with SIGINT ignored (nohup, a background job) keeps
+    /// it ignored: the conversion finishes and its output is complete.
+    @Test func aSignalIgnoredAtStartStaysIgnored() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-nohup-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let input = directory.appendingPathComponent("big.bin").path
+        #expect(FileManager.default.createFile(atPath: input, contents: nil))
+        #expect(truncate(input, 8 << 20) == 0)
+        let output = directory.appendingPathComponent("out.hex").path
+        let ended = try Self.interrupt(["image", "convert", input, output], signal: SIGINT, ignoring: SIGINT) {
+            ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).contains { $0.hasSuffix(".tmp") }
+        }
+        #expect(ended.reason == .exit && ended.status == 0)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == ["big.bin", "out.hex"])
     }
 }

@@ -41,8 +41,8 @@ import Testing
         #expect(decoded.hashMatches(other) == false)
     }
 
-    /// A signed packet verifies with the key's public half, over the command
-    /// bytes as they arrived; any change to them, to the signature, or
+    /// A signed packet verifies with the key's public half, over the init
+    /// command's bytes as they arrived (what the SDK's bootloader checks); any change to them, to the signature, or
     /// another key fails.
     @Test func aSignatureVerifiesOnlyWithItsKeyAndUntouchedBytes() throws {
         let key = try Self.privateKey()
@@ -52,15 +52,15 @@ import Testing
         let bytes = packet.encode()
         let decoded = try NordicInitPacket(decoding: bytes)
         #expect(decoded.signatureType == .ecdsaP256SHA256 && decoded.signature.count == 64)
-        #expect(decoded.signedBytes == packet.encodeCommand())
+        #expect(decoded.signedBytes == packet.encodeInitCommand())
         #expect(decoded.signatureVerifies(with: key.publicKey) == true)
         #expect(decoded.signatureVerifies(with: P256.Signing.PrivateKey().publicKey) == false)
 
-        // The firmware version inside the signed command, 2 → 3: same length, broken signature.
+        // The firmware version inside the signed init command, 2 → 3: same length, broken signature.
         let commandStart = try #require(decoded.signedBytes.flatMap { command in
             (0...(bytes.count - command.count)).first { Array(bytes[$0..<$0 + command.count]) == command }
         })
-        let versionField = try #require((commandStart..<bytes.count).first { bytes[$0] == 0x08 && bytes[$0 + 1] == 2 && $0 > commandStart + 2 })
+        let versionField = try #require((commandStart..<bytes.count).first { bytes[$0] == 0x08 && bytes[$0 + 1] == 2 })
         var tampered = bytes
         tampered[versionField + 1] = 3
         let changed = try NordicInitPacket(decoding: tampered)
@@ -93,6 +93,8 @@ import Testing
         ("08ffffffffffffffffffff01", DecodingError(field: "init packet field 1", offset: 1, reason: .invalidValue("varint longer than 64 bits"))),
         // A signed command without its signature type.
         ("12040a020801", DecodingError(field: "signed_command.signature_type", offset: 0, reason: .invalidValue("missing"))),
+        // Both a command and a signed command.
+        ("0a00" + "1206" + "0a00" + "1000" + "1a00", DecodingError(field: "init packet", offset: 0, reason: .invalidValue("holds both a command and a signed command"))),
     ] as [(String, DecodingError)])
     func malformedPacketsNameTheFieldAndOffset(hex: String, error: DecodingError) throws {
         let bytes = try #require([UInt8](hex: hex))

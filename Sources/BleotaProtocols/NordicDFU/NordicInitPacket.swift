@@ -67,8 +67,9 @@ public struct NordicInitPacket: Sendable, Hashable {
     public var signatureType: SignatureType?
     /// As stored: for ECDSA P-256, r then s, each least significant byte first.
     public var signature: [UInt8] = []
-    /// The bytes the signature covers: the `Command` message exactly as it
-    /// stood in the packet (nil for an unsigned packet).
+    /// The bytes the signature covers: the `InitCommand` exactly as it stood
+    /// in the signed packet (the payload of `Command.init`, as the SDK's
+    /// `nrf_dfu_validation.c` records it while decoding); nil when unsigned.
     public private(set) var signedBytes: [UInt8]?
 
     /// The total image size the command announces (SoftDevice + bootloader + application).
@@ -125,16 +126,20 @@ public struct NordicInitPacket: Sendable, Hashable {
             guard signatureType != nil else {
                 throw DecodingError(field: "signed_command.signature_type", offset: signedCommand.offset, reason: .invalidValue("missing"))
             }
+            guard command == nil else {
+                throw DecodingError(field: "init packet", offset: 0, reason: .invalidValue("holds both a command and a signed command"))
+            }
             command = signedInner
-            signedBytes = try signedInner.data("signed_command.command")
         }
         guard let command else {
             throw DecodingError(field: "init packet", offset: 0, reason: .invalidValue("holds neither a command nor a signed command"))
         }
-        try decodeCommand(bytes, command)
+        let initBytes = try decodeCommand(bytes, command)
+        if signedCommand != nil { signedBytes = initBytes }
     }
 
-    private mutating func decodeCommand(_ bytes: [UInt8], _ command: ProtobufField) throws(DecodingError) {
+    /// Decodes the command's init command; returns its bytes as they stood.
+    private mutating func decodeCommand(_ bytes: [UInt8], _ command: ProtobufField) throws(DecodingError) -> [UInt8] {
         guard command.wireType == .lengthDelimited else { throw Self.notAMessage(command, "command") }
         var reader = ProtobufReader(bytes, field: command, name: "command")
         var operation: UInt32?
@@ -167,6 +172,7 @@ public struct NordicInitPacket: Sendable, Hashable {
             default: continue
             }
         }
+        return Array(initCommand.bytes)
     }
 
     private mutating func decodeHash(_ bytes: [UInt8], _ field: ProtobufField) throws(DecodingError) {
@@ -222,8 +228,8 @@ public struct NordicInitPacket: Sendable, Hashable {
 
     // MARK: Encoding
 
-    /// The `Command` message (op_code INIT and the init command), the bytes a signature covers.
-    public func encodeCommand() -> [UInt8] {
+    /// The `InitCommand` message: the bytes a signature covers.
+    public func encodeInitCommand() -> [UInt8] {
         var initCommand = ProtobufWriter()
         if let firmwareVersion { initCommand.varint(1, UInt64(firmwareVersion)) }
         if let hardwareVersion { initCommand.varint(2, UInt64(hardwareVersion)) }
@@ -245,9 +251,14 @@ public struct NordicInitPacket: Sendable, Hashable {
             message.data(2, validation.bytes)
             initCommand.data(10, message.bytes)
         }
+        return initCommand.bytes
+    }
+
+    /// A `Command`: op_code INIT, then the init command (last, as the bootloader needs it).
+    private static func command(wrapping initCommand: [UInt8]) -> [UInt8] {
         var command = ProtobufWriter()
         command.varint(1, 1) // INIT
-        command.data(2, initCommand.bytes)
+        command.data(2, initCommand)
         return command.bytes
     }
 
@@ -256,12 +267,12 @@ public struct NordicInitPacket: Sendable, Hashable {
         var packet = ProtobufWriter()
         if let signatureType {
             var signed = ProtobufWriter()
-            signed.data(1, signedBytes ?? encodeCommand())
+            signed.data(1, Self.command(wrapping: signedBytes ?? encodeInitCommand()))
             signed.varint(2, UInt64(signatureType.rawValue))
             signed.data(3, signature)
             packet.data(2, signed.bytes)
         } else {
-            packet.data(1, encodeCommand())
+            packet.data(1, Self.command(wrapping: encodeInitCommand()))
         }
         return packet.bytes
     }
@@ -278,11 +289,11 @@ public struct NordicInitPacket: Sendable, Hashable {
         }
     }
 
-    /// Signs the command with `key` (ECDSA P-256, SHA-256), as `nrfutil pkg generate --key-file` does.
+    /// Signs the init command with `key` (ECDSA P-256, SHA-256), as `nrfutil pkg generate --key-file` does.
     public mutating func sign(with key: P256.Signing.PrivateKey) throws {
-        let command = encodeCommand()
-        let raw = try key.signature(for: Data(command)).rawRepresentation
-        signedBytes = command
+        let initCommand = encodeInitCommand()
+        let raw = try key.signature(for: Data(initCommand)).rawRepresentation
+        signedBytes = initCommand
         signatureType = .ecdsaP256SHA256
         signature = Array(raw.prefix(32).reversed()) + Array(raw.suffix(32).reversed())
     }
