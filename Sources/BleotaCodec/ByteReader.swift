@@ -239,3 +239,9 @@ extension Array where Element == UInt8 {
         self = result
     }
 }
+
+/// A 32-bit value as `0x` and eight lowercase hex digits (addresses, CRCs).
+public func hex32(_ value: UInt32) -> String {
+    let digits = String(value, radix: 16)
+    return "0x" + String(repeating: "0", count: max(0, 8 - digits.count)) + digits
+}

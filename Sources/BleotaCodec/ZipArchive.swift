@@ -140,7 +140,7 @@ public struct ZipArchive: Sendable {
         let crc = Zlib.crc32(0, output)
         guard crc == member.crc32 else {
             throw DecodingError(field: "member '\(member.name)' data", offset: dataOffset,
-                                reason: .invalidValue("CRC-32 is \(hex8(crc)), its entry says \(hex8(member.crc32))"))
+                                reason: .invalidValue("CRC-32 is \(hex32(crc)), its entry says \(hex32(member.crc32))"))
         }
         return output
     }
@@ -160,11 +160,6 @@ public struct ZipArchive: Sendable {
             candidate -= 1
         }
         throw DecodingError(field: "end of central directory", offset: lowest, reason: .invalidValue("no end record: not a ZIP archive, or cut short"))
-    }
-
-    private func hex8(_ value: UInt32) -> String {
-        let digits = String(value, radix: 16)
-        return "0x" + String(repeating: "0", count: 8 - digits.count) + digits
     }
 }
 

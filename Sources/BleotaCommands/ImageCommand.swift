@@ -95,10 +95,6 @@ func parseByte(_ text: String) throws -> UInt8 {
     return UInt8(value)
 }
 
-func hex32(_ value: UInt32) -> String {
-    let digits = String(value, radix: 16)
-    return "0x" + String(repeating: "0", count: max(0, 8 - digits.count)) + digits
-}
 
 /// What `image info --json` prints; field names are part of the CLI's contract.
 struct ImageReport: Codable, Equatable {
