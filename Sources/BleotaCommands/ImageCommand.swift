@@ -1,12 +1,13 @@
 import ArgumentParser
 import BleotaCodec
+import BleotaEngine
 import Foundation
 
 /// `bleota image …`: look inside firmware files and convert between formats.
 struct ImageCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "image",
-        abstract: "Inspect and convert firmware images (raw .bin, Intel HEX, Motorola S-record).",
+        abstract: "Inspect and convert firmware images (raw .bin, Intel HEX, Motorola S-record, MCUboot, Nordic DFU packages).",
         subcommands: [ImageInfo.self, ImageConvert.self, ImageState.self, ImageErase.self]
     )
 }
@@ -144,6 +145,20 @@ struct ImageInfo: AsyncParsableCommand {
     @Argument(help: "The image file.") var file: String
 
     func run() async throws {
+        // An image in a protocol's own format (a Nordic package) is described by that protocol.
+        let request = ImageRequest(path: file, keyPath: key, inputFormat: input.inputFormat?.rawValue, baseAddress: input.baseAddress, fill: input.fill)
+        for candidate in CommandContext.registry.protocols where candidate.imageAffinity(ImageFiles.probe(file)) == .owns {
+            let described: ImageDescription?
+            do { described = try candidate.describeImage(request) } catch { throw error.commandFailure }
+            guard let description = described else { continue }
+            if global.json {
+                Terminal.standardOutput.writeLine(try JSONOutput.string(ProtocolImageReport(file: file, protocolName: candidate.name, description: description)))
+            } else {
+                Terminal.standardOutput.writeLine((["file:      \(file)", "protocol:  \(candidate.name)"] + description.lines).joined(separator: "\n"))
+            }
+            if let problem = description.problem { throw CommandFailure(.verificationFailed, problem) }
+            return
+        }
         let image = try input.load(file)
         var report = ImageReport(file: file, image: image, fill: input.fill)
         if MCUbootImage.startsWithMagic(image.prefix(4, fill: input.fill)) {
@@ -189,6 +204,28 @@ struct ImageInfo: AsyncParsableCommand {
         lines.append("sha256:    \(report.sha256)")
         if let mcuboot = report.mcuboot { lines += mcuboot.lines }
         return lines
+    }
+}
+
+/// `image info --json` of an image a protocol describes.
+struct ProtocolImageReport: Encodable {
+    var file: String
+    var protocolName: String
+    var description: ImageDescription
+
+    enum CodingKeys: String, CodingKey {
+        case file
+        case protocolName = "protocol"
+        case format, parts, problem
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(file, forKey: .file)
+        try container.encode(protocolName, forKey: .protocolName)
+        try container.encode(description.format, forKey: .format)
+        try container.encode(description.parts, forKey: .parts)
+        try container.encodeIfPresent(description.problem, forKey: .problem)
     }
 }
 

@@ -29,6 +29,8 @@ struct SimServe: AsyncParsableCommand {
     @Option(name: .long, help: "The device's buffer count (MCUmgr's buf_count).") var buffers: Int?
     @Option(name: .long, help: "Milliseconds a reset with a pending swap keeps the device away (default 1000).") var swapTime: Double?
     @Option(name: .long, help: "Stop after this many seconds (default: run until interrupted).") var duration: Double?
+    @Option(name: .customLong("device-option"), help: ArgumentHelp("A key of the protocol's simulated device, as in a sim:// address (repeatable; bleota sim keys lists them).", valueName: "KEY=VALUE"))
+    var deviceOptions: [String] = []
 
     func validate() throws {
         if let swapTime {
@@ -70,13 +72,28 @@ struct SimServe: AsyncParsableCommand {
                 throw CommandFailure(.usage, "--\(flag) has no meaning for \(updateProtocol.identity.displayName)'s device: drop it")
             }
         }
+        for pair in deviceOptions {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
+                throw CommandFailure(.usage, "--device-option '\(pair)' is not KEY=VALUE: write e.g. --device-option nordic-hw=52")
+            }
+            let key = String(parts[0])
+            guard updateProtocol.deviceOptions.contains(where: { $0.key == key }) else {
+                let keys = updateProtocol.deviceOptions.map(\.key)
+                throw CommandFailure(.usage, "--device-option \(key) is not a key of \(updateProtocol.identity.displayName)'s device: "
+                    + (keys.isEmpty ? "it takes none" : "use one of \(keys.joined(separator: ", "))"))
+            }
+            options[key] = String(parts[1])
+        }
         let configuration = DeviceConfiguration(name: "bleota-sim", initialVersion: initialVersion,
                                                 files: [DeviceConfiguration.welcomeFile.name: DeviceConfiguration.welcomeFile.bytes],
                                                 options: options)
         let device: any DeviceHalf
         do { device = try updateProtocol.makeDevice(configuration) } catch {
-            let flag = updateProtocol.deviceOptions.first { $0.key == error.key }?.serveOption ?? error.key
-            throw CommandFailure(.usage, "--\(flag) \(error.problem)")
+            if let flag = updateProtocol.deviceOptions.first(where: { $0.key == error.key })?.serveOption, serveOptions[flag] != nil {
+                throw CommandFailure(.usage, "--\(flag) \(error.problem)")
+            }
+            throw CommandFailure(.usage, "--device-option \(error.key) \(error.problem)")
         }
         let clock = SystemClock()
         let away = RebootWindow()

@@ -110,10 +110,14 @@ public final class SerialLineLink: Link {
     }
 
     /// The next complete line (without "\n").
-    public func receive() async throws(LinkError) -> [UInt8] {
+    public func receive() async throws(LinkError) -> [UInt8] { try await receive(until: 0x0A) }
+
+    /// The bytes up to the next `delimiter` (without it): a line for a console,
+    /// a frame for SLIP (whose frames end with 0xC0).
+    public func receive(until delimiter: UInt8) async throws(LinkError) -> [UInt8] {
         while true {
             if let line = pending.withLock({ buffer -> [UInt8]? in
-                guard let end = buffer.firstIndex(of: 0x0A) else { return nil }
+                guard let end = buffer.firstIndex(of: delimiter) else { return nil }
                 let line = Array(buffer[..<end])
                 buffer.removeSubrange(...end)
                 return line

@@ -22,11 +22,17 @@ public final class SimulatedDevice: SimulatedPeripheral {
     }
 
     public var address: String {
-        get async { await half.mode == .bootloader ? Self.increment(baseAddress) : baseAddress }
+        get async {
+            guard await half.mode == .bootloader, await !half.bootloaderKeepsAddress else { return baseAddress }
+            return Self.increment(baseAddress)
+        }
     }
 
     public var name: String {
-        get async { await half.mode == .bootloader ? bootloaderName : applicationName }
+        get async {
+            if let name = await half.advertisedName { return name }
+            return await half.mode == .bootloader ? bootloaderName : applicationName
+        }
     }
 
     public func serve(_ link: any Link, world: SimulatedWorld) async {

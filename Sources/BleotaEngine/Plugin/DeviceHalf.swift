@@ -18,6 +18,17 @@ public protocol DeviceHalf: AnyObject, Sendable {
     func serve(_ link: any Link, environment: DeviceEnvironment) async
     /// Power-up after a reset or power loss: RAM is gone, flash decides.
     func powerCycle() async
+    /// Whether its bootloader advertises at the application's address rather
+    /// than at address + 1 (a Nordic bootloader entered by a bonded peer).
+    var bootloaderKeepsAddress: Bool { get async }
+    /// The name it advertises now, when the protocol decides it (a Nordic
+    /// bootloader's "DfuTarg", or the name a buttonless jump set); nil for the host's default.
+    var advertisedName: String? { get async }
+}
+
+extension DeviceHalf {
+    public var bootloaderKeepsAddress: Bool { false }
+    public var advertisedName: String? { nil }
 }
 
 /// What a device half needs from the world around it: time, costs, reboots.

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The first bytes and name of an image file: enough for a protocol to say
 /// whether the image is its own (an MCUboot magic, a Nordic package's zip
 /// signature, a `.gbl` tag) before anything is read whole.
@@ -91,4 +93,67 @@ public struct PreparedImage: Sendable, Hashable {
     /// The first part's data: the whole image for single-part protocols.
     public var bytes: [UInt8] { parts.first?.data ?? [] }
     public var totalBytes: Int { parts.reduce(0) { $0 + $1.data.count } }
+}
+
+/// An image as its protocol describes it for `bleota image info`: one
+/// section per part, each a list of named values, and whether everything
+/// that can be checked (hashes, signatures) verified.
+public struct ImageDescription: Sendable, Hashable, Codable {
+    public struct Part: Sendable, Hashable, Codable {
+        /// "application", "SoftDevice and bootloader".
+        public var name: String
+        /// Named values in the order they are shown ("firmware version" → "3").
+        public var fields: [Field]
+        /// Whether the part's image matches the hash its metadata names (nil: nothing to check).
+        public var hashMatches: Bool?
+        /// Whether its signature verified with the given key (nil: no key given, or unsigned).
+        public var signatureVerified: Bool?
+
+        public init(name: String, fields: [Field], hashMatches: Bool? = nil, signatureVerified: Bool? = nil) {
+            self.name = name
+            self.fields = fields
+            self.hashMatches = hashMatches
+            self.signatureVerified = signatureVerified
+        }
+    }
+
+    public struct Field: Sendable, Hashable, Codable {
+        public var name: String
+        public var value: String
+        public init(_ name: String, _ value: String) {
+            self.name = name
+            self.value = value
+        }
+    }
+
+    /// "Nordic Secure DFU package".
+    public var format: String
+    public var parts: [Part]
+    /// Set when something did not verify: one line naming the part and what to do.
+    public var problem: String?
+
+    public init(format: String, parts: [Part], problem: String? = nil) {
+        self.format = format
+        self.parts = parts
+        self.problem = problem
+    }
+
+    /// The description as text, one field a line.
+    public var lines: [String] {
+        var lines = ["format:    \(format)"]
+        for part in parts {
+            lines.append("part:      \(part.name)")
+            let width = max(16, (part.fields.map(\.name.count).max() ?? 0) + 2)
+            for field in part.fields {
+                lines.append("  " + (field.name + ":").padding(toLength: width, withPad: " ", startingAt: 0) + field.value)
+            }
+            if let matches = part.hashMatches {
+                lines.append("  " + "hash:".padding(toLength: width, withPad: " ", startingAt: 0) + (matches ? "matches the image" : "DOES NOT MATCH the image"))
+            }
+            if let verified = part.signatureVerified {
+                lines.append("  " + "signature:".padding(toLength: width, withPad: " ", startingAt: 0) + (verified ? "verified with the key" : "DOES NOT VERIFY with the key"))
+            }
+        }
+        return lines
+    }
 }

@@ -41,6 +41,11 @@ public protocol UpdateProtocol: Sendable {
     /// Reads and checks an image before anything connects: a bad image, a hash
     /// that does not match or a signature that does not verify is refused here.
     func prepareImage(_ request: ImageRequest) throws(TransferError) -> PreparedImage
+    /// What `bleota image info` shows of an image in this protocol's own format
+    /// (a package's parts, versions, hashes, signatures, checked against
+    /// `request.keyPath` when given); nil for an image that is not (the command
+    /// then shows it as a plain image). Unreadable input throws, as for `flash`.
+    func describeImage(_ request: ImageRequest) throws(TransferError) -> ImageDescription?
     /// Puts this protocol's framing on a raw transport link (a serial port's
     /// lines, say); both halves use it. Links that carry whole messages as they
     /// are (GATT, UDP, the simulator) are returned unchanged by default.
@@ -54,6 +59,7 @@ extension UpdateProtocol {
     public var deviceOptions: [DeviceOptionSpec] { [] }
     public var flashModes: [FlashMode] { [.testAndConfirm] }
     public func frame(_ link: any Link, over transport: TransportKind) -> any Link { link }
+    public func describeImage(_ request: ImageRequest) throws(TransferError) -> ImageDescription? { nil }
 
     /// Whether the device whose GATT database lists `services` speaks this protocol.
     public func recognises(services: [BluetoothUUID]) -> Bool {

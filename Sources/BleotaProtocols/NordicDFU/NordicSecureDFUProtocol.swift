@@ -1,0 +1,256 @@
+import BleotaATT
+import BleotaCodec
+import BleotaEngine
+import BleotaLink
+import Crypto
+import Foundation
+
+/// Nordic's Secure DFU (nRF5 SDK 12–17 bootloaders, service 0xFE59) as a
+/// registered protocol: packages from `nrfutil pkg generate` (or an image
+/// with its `.dat` beside it), the buttonless jump, objects with CRC checks
+/// and resume; over BLE, the simulator and a serial port (SLIP, as
+/// `nrfutil dfu serial` speaks it). Wire format: protocols/nordic-dfu.md.
+public struct NordicSecureDFUProtocol: UpdateProtocol {
+    public static let name = "nordic-dfu"
+
+    /// The bootloader's service; the application's buttonless service has the same UUID.
+    public static let gattService = GATTPacketService(
+        service: NordicDFUChannel.service, write: NordicDFUChannel.controlPoint.uuid,
+        notify: NordicDFUChannel.controlPoint.uuid, name: "Nordic Secure DFU")
+
+    public init() {}
+
+    public var identity: ProtocolIdentity {
+        ProtocolIdentity(name: Self.name, displayName: "Nordic Secure DFU",
+                         summary: "Nordic's Secure DFU bootloader (nRF5 SDK 12–17): nrfutil packages, buttonless jump, signed init packets",
+                         gattServices: [Self.gattService], transports: [.ble, .simulator, .serial],
+                         imageFormats: ["nrfutil package (.zip)", "bin or hex with its .dat beside it"])
+    }
+
+    public var capabilities: ProtocolCapabilities { [.flash] }
+
+    /// The bootloader activates an image once its last object executes: there is no test boot and no staging.
+    public var flashModes: [FlashMode] { [.confirm] }
+
+    public var tuningKnobs: [TuningKnob: String] {
+        [.packetSize: "bytes per packet write (default: what the link carries; over serial what the bootloader's MTU allows)",
+         .window: "packets between receipt notifications, which pace the sending (PRN; default 0: none, one check per 4 KiB object)",
+         .delay: "pause before the first data object of each connection (default 400 ms: SDK 15–17 bootloaders prepare flash then)",
+         .retries: "tries of an object whose CRC disagrees (default 3)"]
+    }
+
+    public var deviceOptions: [DeviceOptionSpec] {
+        [DeviceOptionSpec(key: "nordic-hw", meaning: "Nordic device's hardware version (NRF_DFU_HW_VERSION, default 52)"),
+         DeviceOptionSpec(key: "nordic-sd", meaning: "Nordic device's SoftDevice firmware ID (default 0x0101, S132 7.2.0; 'none' for no SoftDevice)"),
+         DeviceOptionSpec(key: "nordic-key", meaning: "public key file (PEM or DER, or the private key) the Nordic bootloader requires signatures from; without it signatures are not checked"),
+         DeviceOptionSpec(key: "nordic-bootloader", meaning: "Nordic bootloader's version (default 1)"),
+         DeviceOptionSpec(key: "nordic-buttonless", meaning: "Nordic application's buttonless service: unbonded (default), bonded, experimental (SDK 12) or none"),
+         DeviceOptionSpec(key: "nordic-start", meaning: "where the Nordic device starts: application (default) or bootloader"),
+         DeviceOptionSpec(key: "nordic-save-progress", meaning: "1: the Nordic bootloader keeps data progress across disconnects (NRF_DFU_SAVE_PROGRESS_IN_FLASH; default 0)"),
+         DeviceOptionSpec(key: "nordic-serial-mtu", meaning: "Nordic serial bootloader's MTU (Get MTU; default 131, UART; 2051 for USB CDC)")]
+    }
+
+    public func imageAffinity(_ probe: ImageProbe) -> ImageAffinity {
+        if probe.head.starts(with: [0x50, 0x4B, 0x03, 0x04]) { return .owns }
+        return Self.initPacketPath(beside: probe.path).map { FileManager.default.fileExists(atPath: $0) } == true ? .owns : .refuses
+    }
+
+    /// `app.bin` → `app.dat`.
+    static func initPacketPath(beside path: String) -> String? {
+        let url = URL(fileURLWithPath: path)
+        guard ["bin", "hex", "ihex"].contains(url.pathExtension.lowercased()) else { return nil }
+        return url.deletingPathExtension().appendingPathExtension("dat").path
+    }
+
+    public func prepareImage(_ request: ImageRequest) throws(TransferError) -> PreparedImage {
+        let (parts, problem) = try load(request)
+        if let problem { throw TransferError(.verificationFailed, step: .load, problem) }
+        let prepared = parts.map { PreparedImage.Part(name: $0.name, data: $0.image, metadata: $0.initBytes) }
+        let application = parts.last { $0.packet.type == .application || $0.packet.type == .externalApplication } ?? parts.last!
+        let version = request.versionLabel ?? application.packet.firmwareVersion.map(String.init) ?? "unknown"
+        let summary = parts.map { "\($0.name) \($0.image.count) bytes" }.joined(separator: ", ")
+        return PreparedImage(parts: prepared, version: version, summary: "Nordic DFU package: \(summary)")
+    }
+
+    public func describeImage(_ request: ImageRequest) throws(TransferError) -> ImageDescription? {
+        guard imageAffinity(ImageFiles.probe(request.path)) == .owns else { return nil }
+        let (parts, problem) = try load(request)
+        let described = parts.map { part in
+            let packet = part.packet
+            var fields = [ImageDescription.Field("image", "\(part.imageName), \(part.image.count) bytes"),
+                          ImageDescription.Field("init packet", "\(part.initName), \(part.initBytes.count) bytes")]
+            fields.append(.init("type", packet.type.map(\.description) ?? "missing"))
+            fields.append(.init("firmware version", packet.firmwareVersion.map { $0 == 0xFFFF_FFFF ? "none (0xFFFFFFFF)" : String($0) } ?? "missing"))
+            fields.append(.init("hardware version", packet.hardwareVersion.map(String.init) ?? "missing"))
+            fields.append(.init("sd_req", packet.softDeviceRequirements.map { "0x" + String(format: "%04X", $0) }.joined(separator: ", ")))
+            fields.append(.init("sizes", "SoftDevice \(packet.softDeviceSize), bootloader \(packet.bootloaderSize), application \(packet.applicationSize)"))
+            fields.append(.init("hash type", packet.hashType.map(\.description) ?? "missing"))
+            if packet.isDebug { fields.append(.init("debug", "yes (release bootloaders ignore it)")) }
+            fields.append(.init("signed", packet.signedBytes == nil ? "no" : "yes, ECDSA P-256"))
+            return ImageDescription.Part(name: part.name, fields: fields, hashMatches: packet.hashMatches(part.image),
+                                         signatureVerified: part.signatureVerified)
+        }
+        return ImageDescription(format: "Nordic Secure DFU package", parts: described, problem: problem)
+    }
+
+    struct LoadedPart {
+        var name: String
+        var imageName: String
+        var initName: String
+        var image: [UInt8]
+        var initBytes: [UInt8]
+        var packet: NordicInitPacket
+        var signatureVerified: Bool?
+    }
+
+    /// Reads a package (or an image and its `.dat`) and checks each part: the
+    /// first problem found is returned as one line, for `flash` to refuse and
+    /// `image info` to report.
+    func load(_ request: ImageRequest) throws(TransferError) -> ([LoadedPart], String?) {
+        var parts: [LoadedPart] = []
+        let path = request.path
+        if ImageFiles.probe(path).head.starts(with: [0x50, 0x4B, 0x03, 0x04]) {
+            let package: NordicDFUPackage
+            do { package = try NordicDFUPackage(contentsOf: path) } catch {
+                throw TransferError(.badInput, step: .load, error.description)
+            }
+            guard package.flavour == .secure else {
+                throw TransferError(.badInput, step: .load,
+                                    "\(path) is a legacy DFU package (adafruit-nrfutil, dfu_version in its manifest): flash it with a legacy DFU bootloader's protocol, or regenerate it with nrfutil pkg generate")
+            }
+            for part in package.parts {
+                guard let packet = part.initPacket else {
+                    throw TransferError(.badInput, step: .load, "\(path): the \(part.kind) has no init packet")
+                }
+                parts.append(LoadedPart(name: part.kind.description, imageName: part.imageName, initName: part.initPacketName,
+                                        image: part.image, initBytes: part.initPacketBytes, packet: packet))
+            }
+        } else {
+            guard let datPath = Self.initPacketPath(beside: path) else {
+                throw TransferError(.badInput, step: .load, "\(path) is neither an nrfutil package (.zip) nor a .bin or .hex with its .dat beside it")
+            }
+            let initBytes = try ImageFiles.read(datPath, limit: 4096)
+            let packet: NordicInitPacket
+            do { packet = try NordicInitPacket(decoding: initBytes) } catch {
+                throw TransferError(.badInput, step: .load, "\(datPath) is not a Secure DFU init packet (\(error)): give the .dat nrfutil made for this image")
+            }
+            let image: [UInt8]
+            do {
+                let format = request.inputFormat.flatMap(ImageFormat.init(rawValue:))
+                image = try FirmwareImage.load(path: path, format: format, limit: NordicDFUPackage.maximumMemberSize)
+                    .flattened(fill: request.fill, limit: NordicDFUPackage.maximumMemberSize, fileName: (path as NSString).lastPathComponent)
+            } catch {
+                throw TransferError(.badInput, step: .load, String(describing: error))
+            }
+            let name = packet.type.map(\.description) ?? "application"
+            parts.append(LoadedPart(name: name, imageName: (path as NSString).lastPathComponent, initName: (datPath as NSString).lastPathComponent,
+                                    image: image, initBytes: initBytes, packet: packet))
+        }
+        var key: P256.Signing.PublicKey?
+        if let keyPath = request.keyPath {
+            key = try Self.publicKey(at: keyPath)
+        }
+        var problem: String?
+        for index in parts.indices {
+            let part = parts[index]
+            let packet = part.packet
+            if problem == nil, Int(packet.imageSize) != part.image.count {
+                problem = "\(path): the \(part.name)'s init packet says \(packet.imageSize) bytes but its image has \(part.image.count): regenerate the package"
+            }
+            switch packet.hashMatches(part.image) {
+            case true?: break
+            case false?:
+                if problem == nil { problem = "\(path): the \(part.name) does not match the hash in its init packet: the image was changed or damaged; regenerate the package" }
+            case nil:
+                if problem == nil { problem = "\(path): the \(part.name)'s init packet has a \(packet.hashType?.description ?? "missing") hash, which Secure DFU bootloaders refuse: generate it with SHA-256" }
+            }
+            if let key {
+                if packet.signedBytes == nil {
+                    if problem == nil { problem = "\(path): the \(part.name)'s init packet is not signed, so --key has nothing to verify: sign the package (nrfutil pkg generate --key-file) or drop --key" }
+                } else {
+                    let verified = packet.signatureVerifies(with: key) == true
+                    parts[index].signatureVerified = verified
+                    if !verified, problem == nil {
+                        problem = "\(path): the \(part.name)'s signature does not verify with \(request.keyPath ?? "the key"): it was signed with another key"
+                    }
+                }
+            }
+        }
+        return (parts, problem)
+    }
+
+    /// An ECDSA P-256 public key from a file: PEM or DER, public or the private key it belongs to.
+    static func publicKey(at path: String) throws(TransferError) -> P256.Signing.PublicKey {
+        let bytes = try ImageFiles.read(path, limit: 64 * 1024)
+        do {
+            guard case .p256(let der) = try MCUbootPublicKey(bytes),
+                  let key = try? P256.Signing.PublicKey(derRepresentation: der) else {
+                throw TransferError(.badInput, step: .load, "\(path): Nordic packages are signed with ECDSA P-256, and this is another kind of key")
+            }
+            return key
+        } catch let error as TransferError {
+            throw error
+        } catch {
+            throw TransferError(.badInput, step: .load, "\(path): \(error)")
+        }
+    }
+
+    public func frame(_ link: any Link, over transport: TransportKind) -> any Link {
+        guard transport == .serial, let lines = link as? SerialLineLink else { return link }
+        return NordicSerialLink(lines: lines)
+    }
+
+    public func makeHost(_ context: HostContext) -> any ProtocolHost { NordicSecureDFUUpdater(context: context) }
+
+    public func makeDevice(_ configuration: DeviceConfiguration) throws(DeviceConfigurationError) -> any DeviceHalf {
+        let options = configuration.options
+        func number(_ key: String, default value: UInt32) throws(DeviceConfigurationError) -> UInt32 {
+            guard let text = options[key] else { return value }
+            let parsed = text.lowercased().hasPrefix("0x") ? UInt32(text.dropFirst(2), radix: 16) : UInt32(text)
+            guard let parsed else { throw DeviceConfigurationError(key: key, "'\(text)' is not a number: use a decimal or 0x-prefixed value") }
+            return parsed
+        }
+        var flash = NordicBootloader.Flash()
+        flash.hardwareVersion = try number("nordic-hw", default: 52)
+        if options["nordic-sd"]?.lowercased() == "none" {
+            flash.softDeviceID = nil
+        } else {
+            let id = try number("nordic-sd", default: 0x0101)
+            guard id <= 0xFFFF else { throw DeviceConfigurationError(key: "nordic-sd", "\(id) is not a 16-bit firmware ID") }
+            flash.softDeviceID = UInt16(id)
+        }
+        flash.bootloaderVersion = try number("nordic-bootloader", default: 1)
+        if let path = options["nordic-key"] {
+            do { flash.publicKey = try Self.publicKey(at: path) } catch {
+                throw DeviceConfigurationError(key: "nordic-key", error.message)
+            }
+        }
+        switch options["nordic-save-progress"] {
+        case nil, "0": flash.savesDataProgress = false
+        case "1": flash.savesDataProgress = true
+        case let other?: throw DeviceConfigurationError(key: "nordic-save-progress", "'\(other)' is neither 0 nor 1")
+        }
+        let buttonless: NordicSecureDFUDevice.Buttonless
+        if let text = options["nordic-buttonless"] {
+            guard let kind = NordicSecureDFUDevice.Buttonless(rawValue: text) else {
+                throw DeviceConfigurationError(key: "nordic-buttonless", "'\(text)' is not a buttonless kind: use unbonded, bonded, experimental or none")
+            }
+            buttonless = kind
+        } else {
+            buttonless = .unbonded
+        }
+        let startInBootloader: Bool
+        switch options["nordic-start"] {
+        case nil, "application": startInBootloader = false
+        case "bootloader": startInBootloader = true
+        case let other?: throw DeviceConfigurationError(key: "nordic-start", "'\(other)' is neither application nor bootloader")
+        }
+        let mtu = try number("nordic-serial-mtu", default: 131)
+        guard (16...4096).contains(mtu) else { throw DeviceConfigurationError(key: "nordic-serial-mtu", "\(mtu) is out of range: use 16…4096") }
+        // The application's version: the number the version starts with ("3" or "3.0.0" → 3).
+        flash.applicationVersion = UInt32(configuration.initialVersion.prefix { $0.isNumber }) ?? 1
+        flash.application = Array("factory application \(flash.applicationVersion)".utf8)
+        flash.slotSize = configuration.slotSize
+        return NordicSecureDFUDevice(flash: flash, buttonless: buttonless, startInBootloader: startInBootloader, serialMTU: UInt16(mtu))
+    }
+}

@@ -1,0 +1,380 @@
+import BleotaCodec
+import BleotaEngine
+import BleotaLink
+import Logging
+
+/// The host half of ``NordicSecureDFUProtocol``: a thin shell that performs
+/// what ``NordicDFUTransfer`` decides, one connection per package part.
+///
+/// connect → (buttonless jump → find the bootloader again by scanning, at
+/// address + 1 or the same address after a bonded jump) → for each part:
+/// init packet, image, Execute → the device resets into the part; the next
+/// part (an application after a SoftDevice and bootloader) goes in a new
+/// connection to the bootloader → confirm: the device comes back as its
+/// application. Nothing here sleeps for a fixed time: reboots are waited for by
+/// reconnecting.
+///
+/// Tuning knobs mean, for Nordic DFU: `packet-size` the bytes per packet
+/// write (default: what the link carries), `window` the packets between
+/// receipt notifications (PRN; default 0, none), `delay` the pause before the
+/// first data object of each connection (default 400 ms, which SDK 15–17
+/// bootloaders need to prepare flash; iOS's library waits the same), and
+/// `retries` the tries of an object whose CRC disagrees (default 3).
+public struct NordicSecureDFUUpdater: ProtocolHost {
+    public var context: HostContext
+    public var connector: any DeviceConnector { context.connector }
+    public var clock: any BleotaClock { context.clock }
+    public var timeouts: StepTimeouts { context.timeouts }
+    var onEvent: @Sendable (UpdateEvent) -> Void { context.onEvent }
+
+    /// The pause before the first data object when `delay` is not given.
+    public static let defaultFirstObjectDelay = Duration.milliseconds(400)
+    /// Name to give the bootloader through the unbonded buttonless service, if any.
+    public var bootloaderName: String?
+
+    public init(context: HostContext, bootloaderName: String? = nil) {
+        self.context = context
+        self.bootloaderName = bootloaderName
+    }
+
+    /// Packets between receipt notifications: as given, or one object's packets, so the
+    /// receipt for an object's last packet is its checksum (no Calculate Checksum round trip)
+    /// and the next object waits for it (the bootloader's 17 packet buffers are never overrun).
+    func receiptInterval(packetSize: Int) -> UInt16 {
+        if context.explicitKnobs.contains(.window) { return UInt16(clamping: context.tuning.window) }
+        return UInt16(clamping: (NordicBootloader.dataObjectMaximum + packetSize - 1) / max(1, packetSize))
+    }
+    var firstObjectDelay: Duration {
+        context.explicitKnobs.contains(.delay) ? context.tuning.interPacketDelay : Self.defaultFirstObjectDelay
+    }
+    var objectRetries: Int { context.explicitKnobs.contains(.retries) ? max(1, context.tuning.maxRetries) : 3 }
+
+    // MARK: Connections
+
+    /// A connection and what it offers.
+    final class Connection: @unchecked Sendable {
+        let link: any Link
+        let channels: Set<UInt8>
+        init(link: any Link, channels: Set<UInt8>) {
+            self.link = link
+            self.channels = channels
+        }
+        var inBootloader: Bool { channels.contains(NordicDFUChannel.controlPoint.rawValue) }
+        var buttonless: NordicDFUChannel? { NordicDFUChannel.buttonlessKinds.first { channels.contains($0.rawValue) } }
+        var isSerial: Bool { link is NordicSerialLink }
+    }
+
+    func connect(_ purpose: ConnectPurpose, step: UpdateStep, timeout: Duration? = nil) async throws(TransferError) -> Connection {
+        let link: any Link
+        do { link = try await connector.connect(for: purpose, timeout: timeout ?? timeouts.connect) } catch {
+            throw TransferError(.linkLost, step: step, "cannot reach \(connector.description): \(error)")
+        }
+        // What GATT discovery tells a real host: which characteristics are there.
+        for _ in 0..<max(1, timeouts.attempts) {
+            do {
+                try await link.send(ChannelPacket.directoryQuery)
+                while let packet = try await receive(link, timeout: timeouts.response) {
+                    if let channels = ChannelPacket.channels(inDirectory: packet) { return Connection(link: link, channels: channels) }
+                }
+            } catch {
+                await link.close()
+                throw TransferError(.linkLost, step: step, "\(connector.description) dropped the link while its services were read: \(error)")
+            }
+        }
+        await link.close()
+        throw TransferError(.timeout, step: step, "\(connector.description) did not list its services")
+    }
+
+    /// The next packet, or nil after `timeout`.
+    func receive(_ link: any Link, timeout: Duration) async throws(LinkError) -> [UInt8]? {
+        do {
+            return try await withDeadline(timeout, clock: clock) { try await link.receive() }
+        } catch is DeadlineExceeded {
+            return nil
+        } catch let error as LinkError {
+            throw error
+        } catch {
+            throw .cancelled
+        }
+    }
+
+    /// The next control point answer, or nil after `timeout`; anything else on the link is skipped.
+    func nextAnswer(_ link: any Link, timeout: Duration) async throws(LinkError) -> NordicDFUResponse? {
+        let deadline = clock.now + timeout
+        while true {
+            let left = deadline - clock.now
+            guard left > .zero, let packet = try await receive(link, timeout: left) else { return nil }
+            guard let (channel, payload) = ChannelPacket.split(packet), channel == NordicDFUChannel.controlPoint.rawValue,
+                  let response = try? NordicDFUResponse(decoding: Array(payload)) else {
+                context.logger.debug("skipping a packet that is not a control point answer: \(Array(packet.prefix(8)).hexString)")
+                continue
+            }
+            return response
+        }
+    }
+
+    /// The buttonless jump: optionally name the bootloader, ask it to enter DFU,
+    /// then find it again. Returns a connection to the bootloader.
+    func enterBootloader(from connection: Connection, kind: NordicDFUChannel,
+                         recorder: inout OperationRecorder) async throws(TransferError) -> Connection {
+        recorder.enter(.enterBootloader)
+        let link = connection.link
+        func request(_ bytes: [UInt8]) async throws(TransferError) -> NordicButtonless.Status {
+            for _ in 0..<max(1, timeouts.attempts) {
+                do {
+                    try await link.send(ChannelPacket.tag(kind.rawValue, bytes))
+                    let deadline = clock.now + timeouts.response
+                    while deadline > clock.now, let packet = try await receive(link, timeout: deadline - clock.now) {
+                        guard let (channel, payload) = ChannelPacket.split(packet), channel == kind.rawValue, payload.count == 3,
+                              payload[payload.startIndex] == NordicButtonless.responseCode,
+                              payload[payload.startIndex + 1] == bytes[0] else { continue }
+                        guard let status = NordicButtonless.Status(rawValue: payload[payload.startIndex + 2]) else {
+                            throw TransferError(.protocolViolation, step: .enterBootloader,
+                                                "the buttonless service answered status 0x\(String(payload[payload.startIndex + 2], radix: 16))")
+                        }
+                        return status
+                    }
+                } catch let error as TransferError {
+                    throw error
+                } catch {
+                    throw TransferError(.linkLost, step: .enterBootloader, "the link dropped during the buttonless jump: \(error)")
+                }
+            }
+            throw TransferError(.timeout, step: .enterBootloader, "the buttonless DFU service did not answer")
+        }
+        if let bootloaderName, kind == .buttonless {
+            let status = try await request(NordicButtonless.setName(bootloaderName))
+            guard status == .success else {
+                await link.close()
+                throw TransferError(.deviceRefused, step: .enterBootloader, "the device refused the bootloader name '\(bootloaderName)': \(status)")
+            }
+        }
+        let status = try await request([NordicButtonless.enterBootloader])
+        guard status == .success else {
+            await link.close()
+            throw TransferError(.deviceRefused, step: .enterBootloader, "the device refused to enter its bootloader: \(status)")
+        }
+        await link.close()
+        recorder.enter(.reconnect)
+        // The bootloader advertises once the application has reset: found by scanning, never a fixed sleep.
+        let bootloader = try await connect(.bootloader, step: .reconnect, timeout: timeouts.reboot)
+        guard bootloader.inBootloader else {
+            await bootloader.link.close()
+            throw TransferError(.deviceRefused, step: .reconnect, "after the buttonless jump \(connector.description) came back as its application, not its bootloader")
+        }
+        return bootloader
+    }
+
+    // MARK: Flash
+
+    public func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
+        var recorder = context.recorder("flash")
+        recorder.beginQuietly(.load)
+        var statistics = TransferStatistics()
+        var streamed = 0
+        var transferTime = Duration.zero
+        var packetSize = 0
+        var receipts = 0
+        let total = prepared.totalBytes
+        var done = 0
+        recorder.enter(.connect)
+        var connection = try await connect(.initial, step: .connect)
+        for (index, part) in prepared.parts.enumerated() {
+            if index > 0 {
+                // The device resets into the previous part and waits in its bootloader for this one.
+                recorder.enter(.reconnect)
+                connection = try await connect(.bootloader, step: .reconnect, timeout: timeouts.reboot)
+            }
+            if !connection.inBootloader {
+                guard let kind = connection.buttonless else {
+                    await connection.link.close()
+                    throw TransferError(.unsupported, step: .enterBootloader,
+                                        "\(connector.description) offers neither a DFU bootloader nor a buttonless DFU service: put it in DFU mode (button or reset) and try again")
+                }
+                connection = try await enterBootloader(from: connection, kind: kind, recorder: &recorder)
+            }
+            recorder.enter(.transfer)
+            onEvent(.note("sending the \(part.name) (\(part.data.count) bytes, init packet \(part.metadata.count) bytes)"))
+            let began = clock.now
+            let outcome = try await sendPart(part, connection: &connection, done: done, total: total, statistics: &statistics)
+            transferTime += clock.now - began
+            streamed += outcome.bytesOnWire
+            packetSize = outcome.packetSize
+            receipts = outcome.receiptInterval
+            done += part.data.count
+            await connection.link.close()
+        }
+        recorder.enter(.confirm)
+        if !connection.isSerial {
+            // A device that rejected the image at boot would wait in its bootloader.
+            let back = try await connect(.application, step: .confirm, timeout: timeouts.reboot)
+            await back.link.close()
+            if back.inBootloader {
+                var error = TransferError(.confirmFailed, step: .confirm, "\(connector.description) came back in its bootloader, not running the new application")
+                error.outcome = .inBootloader
+                throw error
+            }
+        }
+        recorder.versionAfter = prepared.version
+        var tuning = context.tuning
+        tuning.window = receipts
+        tuning.packetSize = packetSize
+        return recorder.finish(bytes: total, transfer: TransferSummary(streamBytes: streamed, packetSize: packetSize, elapsed: transferTime),
+                               statistics: statistics, tuning: tuning)
+    }
+
+    struct PartOutcome {
+        var bytesOnWire = 0
+        var packetSize = 0
+        var receiptInterval = 0
+    }
+
+    /// One part through the ``NordicDFUTransfer`` machine; reconnects to resume after a dropped link.
+    func sendPart(_ part: PreparedImage.Part, connection: inout Connection, done: Int, total: Int,
+                  statistics: inout TransferStatistics) async throws(TransferError) -> PartOutcome {
+        var outcome = PartOutcome()
+        var reconnects = 0
+        let began = clock.now
+        var packet = try await packetSize(connection)
+        outcome.packetSize = packet
+        let interval = receiptInterval(packetSize: packet)
+        outcome.receiptInterval = Int(interval)
+        var machine = NordicDFUTransfer(initPacket: part.metadata, image: part.data, receiptInterval: interval,
+                                        firstObjectDelay: firstObjectDelay, objectRetries: objectRetries,
+                                        timeoutLimit: timeouts.attempts + 1)
+        var action = machine.start()
+        func report() {
+            onEvent(.progress(TransferProgress(bytesAcknowledged: done + machine.executedBytes, totalBytes: total,
+                                               packetsSent: statistics.packetsSent, packetsResent: statistics.packetsResent,
+                                               packetsLost: machine.objectsResent, elapsed: clock.now - began,
+                                               window: Int(machine.receiptInterval), interPacketDelay: .zero)))
+        }
+        report()
+        while true {
+            do {
+                switch action {
+                case .finished:
+                    report()
+                    return outcome
+                case .failed(let error):
+                    await connection.link.close()
+                    throw error
+                case .pause(let delay):
+                    try? await clock.sleep(for: delay)
+                    action = machine.paused()
+                case .send(let request):
+                    try await connection.link.send(ChannelPacket.tag(NordicDFUChannel.controlPoint.rawValue, request.encode()))
+                    action = try await awaitAnswer(&machine, connection.link)
+                    if case .send(.create(.data, _)) = action { report() }
+                    if case .finished = action { report() }
+                case .stream(let object, let range):
+                    let bytes = object == .command ? part.metadata : part.data
+                    var offset = range.lowerBound
+                    var sinceReceipt = 0
+                    var receiptFailed = false
+                    var lastReceipt: (offset: UInt32, crc: UInt32)?
+                    while offset < range.upperBound {
+                        let end = min(offset + packet, range.upperBound)
+                        try await connection.link.send(ChannelPacket.tag(NordicDFUChannel.packet.rawValue, bytes[offset..<end]))
+                        statistics.packetsSent += 1
+                        statistics.bytesOnWire += end - offset
+                        outcome.bytesOnWire += end - offset
+                        offset = end
+                        sinceReceipt += 1
+                        if object == .data, machine.receiptInterval > 0, sinceReceipt == Int(machine.receiptInterval) {
+                            sinceReceipt = 0
+                            // Receipts are the flow control: the next packets wait for this one.
+                            if let receipt = try await nextAnswer(connection.link, timeout: timeouts.response),
+                               receipt.operation == .calculateChecksum, case .checksum(let at, let crc) = receipt.payload {
+                                statistics.acknowledgements += 1
+                                lastReceipt = (at, crc)
+                                if Int(at) != offset || crc != CRC32.checksum(bytes[..<offset]) {
+                                    receiptFailed = true // lost packets: the object's check will fail; stop sending it
+                                }
+                            } else {
+                                statistics.ackTimeouts += 1
+                            }
+                            if receiptFailed { break }
+                        }
+                    }
+                    action = machine.streamed(receipt: object == .data && offset == range.upperBound ? lastReceipt.flatMap {
+                        Int($0.offset) == offset ? $0 : nil
+                    } : nil)
+                    if case .send = action, machine.objectsResent > 0 { statistics.packetsResent = machine.bytesResent / max(1, packet) }
+                case .probeActivation:
+                    await connection.link.close()
+                    let back = try? await connect(.application, step: .verify, timeout: timeouts.reboot)
+                    await back?.link.close()
+                    guard let back else {
+                        throw TransferError(.timeout, step: .verify, "the device did not come back after the last object: what it runs is unknown")
+                    }
+                    action = machine.activationProbed(inApplication: !back.inBootloader)
+                    if case .finished = action { connection = back }
+                }
+            } catch let error as TransferError {
+                throw error
+            } catch {
+                // The link dropped: reconnect to the bootloader and let Select say where it stands.
+                reconnects += 1
+                statistics.reconnects += 1
+                await connection.link.close()
+                guard reconnects <= max(1, context.tuning.maxReconnects) else {
+                    throw TransferError(.linkLost, step: .transfer, "the link dropped \(reconnects) times during the update: \(error)")
+                }
+                onEvent(.note("link lost (\(error)); reconnecting to resume"))
+                connection = try await connect(.resume, step: .transfer, timeout: timeouts.reboot)
+                if !connection.inBootloader {
+                    // It reset into its (still intact) application: jump again; the bootloader kept the init packet.
+                    guard let kind = connection.buttonless else {
+                        await connection.link.close()
+                        throw TransferError(.linkLost, step: .transfer,
+                                            "the device reset into its application while the \(part.name) was being sent and offers no buttonless jump: put it in DFU mode and run the command again")
+                    }
+                    var recorder = context.recorder("resume")
+                    connection = try await enterBootloader(from: connection, kind: kind, recorder: &recorder)
+                }
+                packet = try await packetSize(connection)
+                action = machine.start()
+            }
+        }
+    }
+
+    /// Waits for the answer the machine expects, skipping others; a timeout asks the machine what next.
+    func awaitAnswer(_ machine: inout NordicDFUTransfer, _ link: any Link) async throws(LinkError) -> NordicDFUTransfer.Action {
+        let deadline = clock.now + timeouts.response
+        while true {
+            let left = deadline - clock.now
+            guard left > .zero, let response = try await nextAnswer(link, timeout: left) else { return machine.timedOut() }
+            if let next = machine.answered(response) { return next }
+        }
+    }
+
+    /// Bytes per data write: the link's packets (BLE), or what the serial bootloader's MTU allows after SLIP's worst case.
+    func packetSize(_ connection: Connection) async throws(TransferError) -> Int {
+        var size = connection.link.parameters.maximumPayload - 1
+        if connection.isSerial {
+            var mtu: UInt16?
+            for _ in 0..<max(1, timeouts.attempts) where mtu == nil {
+                do {
+                    try await connection.link.send(ChannelPacket.tag(NordicDFUChannel.controlPoint.rawValue, NordicDFURequest.getSerialMTU.encode()))
+                    if let answer = try await nextAnswer(connection.link, timeout: timeouts.response), answer.operation == .getSerialMTU {
+                        guard case .serialMTU(let value) = answer.payload else {
+                            throw TransferError(.deviceRefused, step: .transfer, "the serial bootloader refused Get MTU: \(answer.result)")
+                        }
+                        mtu = value
+                    }
+                } catch let error as TransferError {
+                    throw error
+                } catch {
+                    throw TransferError(.linkLost, step: .transfer, "the serial link dropped: \(error)")
+                }
+            }
+            guard let mtu else { throw TransferError(.timeout, step: .transfer, "the serial bootloader did not answer Get MTU") }
+            // The write request's opcode and SLIP's doubling of every byte in the worst case.
+            size = (Int(mtu) - 1) / 2 - 1
+        }
+        if context.explicitKnobs.contains(.packetSize), let chosen = context.tuning.packetSize { size = min(size, chosen) }
+        guard size >= 1 else { throw TransferError(.invalidTuning, step: .transfer, "the link carries no data bytes per packet") }
+        return size
+    }
+}

@@ -1,0 +1,57 @@
+import BleotaCodec
+import BleotaLink
+import Logging
+
+/// Nordic's serial DFU transport (UART and USB CDC bootloaders, `nrfutil dfu
+/// serial`) under a ``/BleotaLink/ChannelPacket`` link: each control point
+/// request or answer is one SLIP frame; object data, which BLE carries on the
+/// packet characteristic, travels as a Write request (0x08) on the same line.
+///
+/// Both halves use it. The host writes ``NordicDFUChannel/controlPoint`` and
+/// ``NordicDFUChannel/packet`` packets and asks the directory (answered here:
+/// a serial bootloader has both and no buttonless jump); every frame received
+/// comes up on the control point channel, so the device half sees data as
+/// `08 …` requests, the way `nrf_dfu_serial.c` does.
+public final class NordicSerialLink: Link {
+    public let lines: SerialLineLink
+    public let parameters: LinkParameters
+    private let logger: Logger
+    private let answers = Mailbox<[UInt8]>()
+
+    public init(lines: SerialLineLink, logger: Logger = Logger(label: "bleota.nordic.serial")) {
+        self.lines = lines
+        self.logger = logger
+        // One SLIP frame may carry a write of any length the bootloader's MTU allows;
+        // the channel byte is not sent.
+        parameters = LinkParameters(maximumPayload: 65_536, description: lines.parameters.description)
+    }
+
+    public func send(_ packet: [UInt8]) async throws(LinkError) {
+        if packet == ChannelPacket.directoryQuery {
+            answers.put(ChannelPacket.directory([NordicDFUChannel.controlPoint.rawValue, NordicDFUChannel.packet.rawValue]))
+            return
+        }
+        guard let (channel, payload) = ChannelPacket.split(packet) else { return }
+        switch NordicDFUChannel(rawValue: channel) {
+        case .controlPoint?: try await lines.send(SLIP.encode(payload))
+        case .packet?: try await lines.send(SLIP.encode(CollectionOfOne(NordicDFUOperation.write.rawValue) + payload))
+        default: throw .disconnected("the serial DFU transport has no \(NordicDFUChannel(rawValue: channel)?.description ?? "channel \(channel)")")
+        }
+    }
+
+    public func receive() async throws(LinkError) -> [UInt8] {
+        if let local = answers.poll() { return local }
+        while true {
+            let body = try await lines.receive(until: SLIP.end)
+            guard !body.isEmpty else { continue } // an END with nothing before it
+            do {
+                return ChannelPacket.tag(NordicDFUChannel.controlPoint.rawValue, try SLIP.decode(body))
+            } catch {
+                // A frame damaged on the line is dropped; its request times out and is sent again.
+                logger.debug("dropping a damaged SLIP frame: \(error)")
+            }
+        }
+    }
+
+    public func close() async { await lines.close() }
+}

@@ -1,0 +1,157 @@
+import BleotaCodec
+import BleotaEngine
+import Testing
+@testable import BleotaProtocols
+
+/// The host's object transfer as a table: answers in, next request out.
+@Suite struct NordicDFUTransferTests {
+    static let initPacket = Array(repeating: UInt8(0x42), count: 70)
+    static let image = (0..<9000).map { UInt8(truncatingIfNeeded: $0 &* 11) }
+
+    static func ok(_ operation: NordicDFUOperation, _ payload: NordicDFUResponse.Payload = .none) -> NordicDFUResponse {
+        NordicDFUResponse(operation: operation, payload: payload)
+    }
+    static func selected(_ max: Int, _ offset: Int, of bytes: [UInt8]) -> NordicDFUResponse {
+        ok(.select, .selected(maximumSize: UInt32(max), offset: UInt32(offset), crc: CRC32.checksum(bytes[..<offset])))
+    }
+    static func checksum(_ offset: Int, of bytes: [UInt8]) -> NordicDFUResponse {
+        ok(.calculateChecksum, .checksum(offset: UInt32(offset), crc: CRC32.checksum(bytes[..<offset])))
+    }
+
+    @Test func aFreshUpdateGoesObjectByObject() {
+        var machine = NordicDFUTransfer(initPacket: Self.initPacket, image: Self.image, receiptInterval: 8)
+        #expect(machine.start() == .send(.setReceiptNotification(packets: 0)))
+        #expect(machine.answered(Self.ok(.setReceiptNotification)) == .send(.select(.command)))
+        #expect(machine.answered(Self.selected(512, 0, of: Self.initPacket)) == .send(.create(.command, size: 70)))
+        #expect(machine.answered(Self.ok(.create)) == .stream(.command, 0..<70))
+        #expect(machine.streamed() == .send(.calculateChecksum))
+        #expect(machine.answered(Self.checksum(70, of: Self.initPacket)) == .send(.execute))
+        #expect(machine.answered(Self.ok(.execute)) == .send(.setReceiptNotification(packets: 8)))
+        #expect(machine.answered(Self.ok(.setReceiptNotification)) == .send(.select(.data)))
+        #expect(machine.answered(Self.selected(4096, 0, of: Self.image)) == .send(.create(.data, size: 4096)))
+        for (start, end) in [(0, 4096), (4096, 8192), (8192, 9000)] {
+            #expect(machine.answered(Self.ok(.create)) == .stream(.data, start..<end))
+            #expect(machine.streamed() == .send(.calculateChecksum))
+            #expect(machine.answered(Self.checksum(end, of: Self.image)) == .send(.execute))
+            let next = machine.answered(Self.ok(.execute))
+            #expect(next == (end == 9000 ? .finished : .send(.create(.data, size: UInt32(min(4096, 9000 - end))))))
+        }
+    }
+
+    @Test func aMatchingInitPacketPrefixIsFinishedNotResentAndDataResumesAtTheLastObject() {
+        var machine = NordicDFUTransfer(initPacket: Self.initPacket, image: Self.image)
+        _ = machine.start()
+        _ = machine.answered(Self.ok(.setReceiptNotification))
+        #expect(machine.answered(Self.selected(512, 30, of: Self.initPacket)) == .stream(.command, 30..<70))
+        #expect(machine.streamed() == .send(.calculateChecksum))
+        #expect(machine.answered(Self.checksum(70, of: Self.initPacket)) == .send(.execute))
+        _ = machine.answered(Self.ok(.execute))
+        _ = machine.answered(Self.ok(.setReceiptNotification))
+        // 4096 bytes held: perhaps unexecuted, so Execute; "not permitted" means it already was.
+        #expect(machine.answered(Self.selected(4096, 4096, of: Self.image)) == .send(.execute))
+        #expect(machine.answered(NordicDFUResponse(operation: .execute, result: .operationNotPermitted)) == .send(.create(.data, size: 4096)))
+        #expect(machine.answered(Self.ok(.create)) == .stream(.data, 4096..<8192))
+        #expect(machine.resumedFrom == 4096)
+    }
+
+    @Test func aWholeInitPacketAlreadyThereIsExecutedAgainNotSent() {
+        var machine = NordicDFUTransfer(initPacket: Self.initPacket, image: Self.image)
+        _ = machine.start()
+        _ = machine.answered(Self.ok(.setReceiptNotification))
+        #expect(machine.answered(Self.selected(512, 70, of: Self.initPacket)) == .send(.execute))
+    }
+
+    @Test func aDataPrefixThatIsNotThisImageIsRewoundAndTheCreatesPositionChecked() {
+        var machine = NordicDFUTransfer(initPacket: Self.initPacket, image: Self.image)
+        _ = machine.start()
+        _ = machine.answered(Self.ok(.setReceiptNotification))
+        _ = machine.answered(Self.selected(512, 70, of: Self.initPacket))
+        _ = machine.answered(Self.ok(.execute))
+        _ = machine.answered(Self.ok(.setReceiptNotification))
+        let other = NordicDFUResponse(operation: .select, payload: .selected(maximumSize: 4096, offset: 5000, crc: 0xDEAD_BEEF))
+        #expect(machine.answered(other) == .send(.create(.data, size: 4096)), "rewound to the object boundary at 4096")
+        #expect(machine.answered(Self.ok(.create)) == .send(.calculateChecksum), "where did the Create land?")
+        // It landed at 0 (the bootloader had executed nothing): start there.
+        #expect(machine.answered(Self.checksum(0, of: Self.image)) == .send(.create(.data, size: 4096)))
+        #expect(machine.answered(Self.ok(.create)) == .send(.calculateChecksum))
+        #expect(machine.answered(Self.checksum(0, of: Self.image)) == .stream(.data, 0..<4096))
+    }
+
+    @Test func anObjectWhoseCRCDisagreesIsCreatedAgainAndNeverExecutedThenGivenUpAfterThreeTries() {
+        var machine = NordicDFUTransfer(initPacket: Self.initPacket, image: Self.image, objectRetries: 3)
+        _ = machine.start()
+        _ = machine.answered(Self.ok(.setReceiptNotification))
+        _ = machine.answered(Self.selected(512, 70, of: Self.initPacket))
+        _ = machine.answered(Self.ok(.execute))
+        _ = machine.answered(Self.ok(.setReceiptNotification))
+        _ = machine.answered(Self.selected(4096, 0, of: Self.image))
+        var damaged = Self.image
+        damaged[100] ^= 1
+        for attempt in 1...3 {
+            #expect(machine.answered(Self.ok(.create)) == .stream(.data, 0..<4096))
+            #expect(machine.streamed() == .send(.calculateChecksum))
+            let next = machine.answered(Self.checksum(4096, of: damaged))
+            if attempt < 3 {
+                #expect(next == .send(.create(.data, size: 4096)), "try \(attempt): the object again, not Execute")
+            } else {
+                guard case .failed(let error)? = next else { Issue.record("expected a failure, got \(String(describing: next))"); return }
+                #expect(error.step == .transfer && error.message.contains("arrived damaged 3 times"))
+            }
+        }
+        #expect(machine.objectsResent == 3 && machine.executedBytes == 0)
+    }
+
+    @Test func aLateReceiptIsSkippedOnceAndAShortObjectThenRetried() {
+        var machine = NordicDFUTransfer(initPacket: Self.initPacket, image: Self.image, receiptInterval: 4)
+        _ = machine.start()
+        _ = machine.answered(Self.ok(.setReceiptNotification))
+        _ = machine.answered(Self.selected(512, 70, of: Self.initPacket))
+        _ = machine.answered(Self.ok(.execute))
+        _ = machine.answered(Self.ok(.setReceiptNotification))
+        _ = machine.answered(Self.selected(4096, 0, of: Self.image))
+        _ = machine.answered(Self.ok(.create))
+        _ = machine.streamed()
+        #expect(machine.answered(Self.checksum(976, of: Self.image)) == nil, "a receipt sent before the last packets arrived")
+        // The tail really was lost: fewer packets between receipts, then the object again.
+        #expect(machine.answered(Self.checksum(3904, of: Self.image)) == .send(.setReceiptNotification(packets: 2)))
+        #expect(machine.answered(Self.ok(.setReceiptNotification)) == .send(.create(.data, size: 4096)))
+        #expect(machine.answered(Self.ok(.create)) == .stream(.data, 0..<4096))
+        _ = machine.streamed()
+        #expect(machine.answered(Self.checksum(3904, of: Self.image)) == nil, "skipped once per object")
+        #expect(machine.answered(Self.checksum(3904, of: Self.image)) == .send(.setReceiptNotification(packets: 1)))
+        _ = machine.answered(Self.ok(.setReceiptNotification))
+        _ = machine.answered(Self.ok(.create))
+        #expect(machine.streamed(receipt: (4096, CRC32.checksum(Self.image[..<4096]))) == .send(.execute),
+                "a receipt for the object's last packet is its checksum")
+        #expect(machine.objectsResent == 2 && machine.receiptInterval == 1)
+    }
+
+    @Test func lostAnswersAreAskedForAgainAndALostLastExecuteIsProbed() {
+        var machine = NordicDFUTransfer(initPacket: Self.initPacket, image: Array(Self.image[..<4096]))
+        _ = machine.start()
+        #expect(machine.timedOut() == .send(.setReceiptNotification(packets: 0)))
+        _ = machine.answered(Self.ok(.setReceiptNotification))
+        _ = machine.answered(Self.selected(512, 70, of: Self.initPacket))
+        #expect(machine.timedOut() == .send(.execute), "executing a valid init packet again is harmless")
+        _ = machine.answered(Self.ok(.execute))
+        _ = machine.answered(Self.ok(.setReceiptNotification))
+        _ = machine.answered(Self.selected(4096, 0, of: Self.image))
+        _ = machine.answered(Self.ok(.create))
+        _ = machine.streamed()
+        _ = machine.answered(Self.checksum(4096, of: Self.image))
+        #expect(machine.timedOut() == .probeActivation)
+        #expect(machine.activationProbed(inApplication: true) == .finished)
+    }
+
+    @Test func refusalsBecomeOneLineThatSaysWhatToDo() {
+        var machine = NordicDFUTransfer(initPacket: Self.initPacket, image: Self.image)
+        _ = machine.start()
+        _ = machine.answered(Self.ok(.setReceiptNotification))
+        _ = machine.answered(Self.selected(512, 70, of: Self.initPacket))
+        let refused = machine.answered(NordicDFUResponse(operation: .execute, result: .extendedError, extendedError: .hardwareVersionFailure))
+        guard case .failed(let error)? = refused else { Issue.record("expected a failure"); return }
+        #expect(error.step == .verify)
+        #expect(error.message == "the bootloader refused the init packet: the package's hw_version does not match this device: generate it with the device's --hw-version")
+        #expect(!error.message.contains("\n"))
+    }
+}

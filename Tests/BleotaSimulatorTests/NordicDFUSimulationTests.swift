@@ -1,0 +1,182 @@
+import BleotaCodec
+import BleotaEngine
+import BleotaLink
+import BleotaTestSupport
+import Crypto
+import Foundation
+import Synchronization
+import Testing
+@testable import BleotaProtocols
+@testable import BleotaSimulator
+
+struct NordicRun: Sendable {
+    var outcome: Result<UpdateReport, TransferError>
+    var flash: NordicBootloader.Flash
+    var mode: DeviceMode
+    var steps: [UpdateStep]
+    var notes: [String]
+}
+
+/// A Nordic application image of `count` bytes from `seed`, and its init packet.
+func nordicApplication(_ count: Int, version: UInt32 = 2, seed: UInt64 = 1, key: P256.Signing.PrivateKey? = nil) throws -> PreparedImage.Part {
+    var random = SeededRandom(seed: seed)
+    let image = (0..<count).map { _ in UInt8.random(in: 0...255, using: &random) }
+    var packet = NordicInitPacket(firmwareVersion: version, hardwareVersion: 52, softDeviceRequirements: [0x0101], type: .application,
+                                  applicationSize: UInt32(count), hash: SHA256Digest.hash(image))
+    if let key { try packet.sign(with: key) }
+    return PreparedImage.Part(name: "application", data: image, metadata: packet.encode())
+}
+
+/// Runs one Nordic Secure DFU update against a simulated nRF5 device at `address`.
+func simulateNordicUpdate(_ address: String, parts: [PreparedImage.Part], version: String = "2",
+                          buttonless: NordicSecureDFUDevice.Buttonless = .unbonded, startInBootloader: Bool = false,
+                          flash adjust: @escaping @Sendable (inout NordicBootloader.Flash) -> Void = { _ in },
+                          tuning: TransferTuning = TransferTuning(), knobs: Set<TuningKnob> = [.delay],
+                          bootloaderName: String? = nil) async throws -> NordicRun {
+    let parsed = try SimulatorAddress(parsing: address)
+    return try await SimulationRuntime.run { runtime in
+        let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
+        var flash = NordicBootloader.Flash()
+        flash.application = Array("factory application".utf8)
+        adjust(&flash)
+        let device = NordicSecureDFUDevice(flash: flash, buttonless: buttonless, startInBootloader: startInBootloader)
+        await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model))
+        let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
+        let events = SharedEvents()
+        let context = HostContext(protocolName: NordicSecureDFUProtocol.name, connector: connector, clock: world.clock, tuning: tuning,
+                                  explicitKnobs: knobs) { events.append($0) }
+        let updater = NordicSecureDFUUpdater(context: context, bootloaderName: bootloaderName)
+        let outcome: Result<UpdateReport, TransferError>
+        do throws(TransferError) {
+            outcome = .success(try await updater.flash(PreparedImage(parts: parts, version: version, summary: "test"), mode: .confirm))
+        } catch { outcome = .failure(error) }
+        // Let a reset in progress finish before looking at the device.
+        try? await world.clock.sleep(for: .seconds(2))
+        let result = NordicRun(outcome: outcome, flash: await device.flash, mode: await device.mode,
+                               steps: events.steps, notes: events.notes)
+        await world.shutDown()
+        return result
+    }
+}
+
+final class SharedEvents: Sendable {
+    private let events = Mutex<[UpdateEvent]>([])
+    func append(_ event: UpdateEvent) { events.withLock { $0.append(event) } }
+    var steps: [UpdateStep] {
+        events.withLock { all in
+            var steps: [UpdateStep] = []
+            for case .step(let step) in all where steps.last != step { steps.append(step) }
+            return steps
+        }
+    }
+    var notes: [String] { events.withLock { all in all.compactMap { if case .note(let text) = $0 { text } else { nil } } } }
+}
+
+
+@Suite struct NordicDFUSimulationTests {
+    @Test(arguments: ["sim://2m-dle?protocol=nordic-dfu", "sim://1m-no-dle-30ms?protocol=nordic-dfu", "sim://linux-bluez?protocol=nordic-dfu"])
+    func theButtonlessJumpAndAnUpdateLeaveTheExactApplicationRunning(_ address: String) async throws {
+        let part = try nordicApplication(20_000)
+        let run = try await simulateNordicUpdate(address, parts: [part])
+        let report = try run.outcome.get()
+        #expect(same(run.flash.application, part.data), "bank 0 holds exactly the image")
+        #expect(run.flash.applicationVersion == 2)
+        #expect(run.mode == .application)
+        #expect(report.versionAfter == "2")
+        #expect(run.steps == [.connect, .enterBootloader, .reconnect, .transfer, .confirm])
+    }
+
+    @Test func aBondedJumpFindsTheBootloaderAtTheSameAddressAndTheExperimentalOneAtAddressPlusOne() async throws {
+        for kind in [NordicSecureDFUDevice.Buttonless.bonded, .experimental] {
+            let part = try nordicApplication(9000, seed: 2)
+            let run = try await simulateNordicUpdate("sim://2m-dle?protocol=nordic-dfu", parts: [part], buttonless: kind)
+            _ = try run.outcome.get()
+            #expect(same(run.flash.application, part.data), "\(kind)")
+        }
+    }
+
+    @Test func aDeviceAlreadyInItsBootloaderIsUpdatedWithoutAJump() async throws {
+        let part = try nordicApplication(5000, seed: 3)
+        let run = try await simulateNordicUpdate("sim://2m-dle?protocol=nordic-dfu", parts: [part], buttonless: .none, startInBootloader: true)
+        _ = try run.outcome.get()
+        #expect(run.steps == [.connect, .transfer, .confirm])
+        #expect(same(run.flash.application, part.data))
+    }
+
+    @Test func anApplicationWithoutAnyDFUServiceIsRefusedWithWhatToDo() async throws {
+        let run = try await simulateNordicUpdate("sim://2m-dle?protocol=nordic-dfu", parts: [try nordicApplication(100)], buttonless: .none)
+        guard case .failure(let error) = run.outcome else { Issue.record("expected a failure"); return }
+        #expect(error.message.contains("offers neither a DFU bootloader nor a buttonless DFU service: put it in DFU mode"))
+        #expect(run.flash.application == Array("factory application".utf8))
+    }
+
+    @Test func aSignedPackageIsTakenByABootloaderWithItsKeyAndAnUnsignedOneRefused() async throws {
+        let key = P256.Signing.PrivateKey()
+        let publicDER = Array(key.publicKey.derRepresentation)
+        let signed = try nordicApplication(6000, key: key)
+        let run = try await simulateNordicUpdate("sim://2m-dle?protocol=nordic-dfu", parts: [signed],
+                                                 flash: { $0.publicKey = try? P256.Signing.PublicKey(derRepresentation: publicDER) })
+        _ = try run.outcome.get()
+        #expect(same(run.flash.application, signed.data))
+
+        let unsigned = try nordicApplication(6000)
+        let refused = try await simulateNordicUpdate("sim://2m-dle?protocol=nordic-dfu", parts: [unsigned],
+                                                     flash: { $0.publicKey = try? P256.Signing.PublicKey(derRepresentation: publicDER) })
+        guard case .failure(let error) = refused.outcome else { Issue.record("expected a failure"); return }
+        #expect(error.step == .verify)
+        #expect(error.message == "the bootloader refused the init packet: the bootloader requires a signed package: sign it with the key the bootloader was built with")
+        #expect(refused.flash.application == Array("factory application".utf8), "the old application stays")
+    }
+
+    @Test func aSoftDeviceAndBootloaderThenTheApplicationGoInTwoConnections() async throws {
+        var random = SeededRandom(seed: 9)
+        let sdbl = (0..<12_000).map { _ in UInt8.random(in: 0...255, using: &random) }
+        var packet = NordicInitPacket(firmwareVersion: 2, hardwareVersion: 52, softDeviceRequirements: [0x0101], type: .softDeviceAndBootloader,
+                                      softDeviceSize: 8000, bootloaderSize: 4000, hash: SHA256Digest.hash(sdbl))
+        packet.hashType = .sha256
+        let application = try nordicApplication(7000, version: 5, seed: 10)
+        let run = try await simulateNordicUpdate("sim://2m-dle?protocol=nordic-dfu",
+                                                 parts: [PreparedImage.Part(name: "SoftDevice and bootloader", data: sdbl, metadata: packet.encode()), application],
+                                                 version: "5")
+        _ = try run.outcome.get()
+        #expect(run.flash.softDevice == Array(sdbl[..<8000]) && run.flash.bootloader == Array(sdbl[8000...]))
+        #expect(run.flash.bootloaderVersion == 2)
+        #expect(same(run.flash.application, application.data) && run.flash.applicationVersion == 5)
+        #expect(run.mode == .application)
+    }
+
+    /// The fault sweep: every run ends with the exact new image or a clean
+    /// failure with the old one, and a damaged object is never executed.
+    @Test(arguments: [
+        "loss=0.02&seed=1", "loss=0.05&seed=2", "notify-loss=0.05&seed=3", "corrupt=0.02&seed=4", "duplicate=0.05&seed=5",
+        "disconnect-at=9000&seed=6", "disconnect-at=15000&seed=7", "power-loss-at=12000&seed=8", "reboot-at=5000&seed=9",
+    ])
+    func faultsEndWithTheExactImageOrACleanFailureWithTheOldOne(_ faults: String) async throws {
+        let part = try nordicApplication(20_000, seed: 11)
+        let old = Array("factory application".utf8)
+        let run = try await simulateNordicUpdate("sim://2m-dle?protocol=nordic-dfu&\(faults)", parts: [part],
+                                                 flash: { $0.savesDataProgress = faults.contains("seed=7") })
+        print("nordic fault sweep \(faults): \(run.outcome.map { "ok, \($0.statistics.reconnects) reconnects, \($0.totalSeconds) s, transfer \($0.transferSeconds) s, \(Int($0.goodput)) B/s \($0.stepSeconds)" }), notes: \(run.notes.suffix(3))")
+        switch run.outcome {
+        case .success:
+            #expect(same(run.flash.application, part.data), "\(faults): success means the exact image")
+            #expect(run.flash.applicationVersion == 2)
+        case .failure(let error):
+            #expect(run.flash.application == old || same(run.flash.application, part.data), "\(faults): \(error)")
+            #expect(!error.message.contains("\n"))
+        }
+    }
+
+    @Test func cleanLossySweepsMostlySucceed() async throws {
+        var successes = 0
+        for seed in 1...8 {
+            let part = try nordicApplication(12_000, seed: UInt64(seed))
+            let run = try await simulateNordicUpdate("sim://2m-dle?protocol=nordic-dfu&loss=0.01&seed=\(seed)", parts: [part])
+            if case .success = run.outcome {
+                successes += 1
+                #expect(same(run.flash.application, part.data))
+            }
+        }
+        #expect(successes >= 7, "1 % loss: \(successes) of 8 updates succeeded")
+    }
+}
