@@ -1,4 +1,5 @@
 import BleotaCodec
+import BleotaEngine
 import BleotaTestSupport
 import Crypto
 import Foundation
@@ -72,6 +73,37 @@ import ZIPFoundation
         let package = try NordicDFUPackage(contentsOf: path)
         #expect(package.flavour == .legacy(dfuVersion: 0.5))
         #expect(package.parts.count == 1 && package.parts[0].initPacket == nil && package.parts[0].initPacketBytes == legacyInit)
+    }
+
+    /// `flash` refuses before connecting, and `image info` reports, a package
+    /// whose image no longer matches its init packet's hash; a .bin with its
+    /// .dat beside it is read like a package.
+    @Test func aChangedImageIsRefusedByPrepareAndReportedByDescribe() throws {
+        var changed = Self.application
+        changed[4000] ^= 0x04
+        let path = try zip("changed.zip", [
+            ("manifest.json", try Self.manifest(["application": ["bin_file": "app.bin", "dat_file": "app.dat"]])),
+            ("app.bin", changed), ("app.dat", Self.initPacket(for: Self.application)),
+        ])
+        let nordic = NordicSecureDFUProtocol()
+        #expect(nordic.imageAffinity(ImageFiles.probe(path)) == .owns)
+        do {
+            _ = try nordic.prepareImage(ImageRequest(path: path))
+            Issue.record("a changed image was accepted")
+        } catch {
+            #expect(error.code == .verificationFailed && error.step == .load)
+            #expect(error.message == "\(path): the application does not match the hash in its init packet: the image was changed or damaged; regenerate the package")
+        }
+        let description = try #require(try nordic.describeImage(ImageRequest(path: path)))
+        #expect(description.parts.map(\.hashMatches) == [false])
+        #expect(description.problem != nil)
+
+        let bin = directory.appendingPathComponent("app.bin")
+        try Data(Self.application).write(to: bin)
+        try Data(Self.initPacket(for: Self.application)).write(to: directory.appendingPathComponent("app.dat"))
+        #expect(nordic.imageAffinity(ImageFiles.probe(bin.path)) == .owns)
+        let prepared = try nordic.prepareImage(ImageRequest(path: bin.path))
+        #expect(prepared.parts.map(\.data) == [Self.application] && prepared.version == "1")
     }
 
     @Test func hostilePackagesAreRefusedWithOneLine() throws {

@@ -180,3 +180,55 @@ final class SharedEvents: Sendable {
         #expect(successes >= 7, "1 % loss: \(successes) of 8 updates succeeded")
     }
 }
+
+/// Packages nrfutil 6.1.7 made (Tests/BleotaProtocolsTests/Fixtures/nordic),
+/// read by bleota's host half and flashed on the simulated bootloader: the
+/// device ends with each part's exact bytes.
+@Suite struct NordicFixtureFlashTests {
+    static let fixtures = repositoryRootForSMP.appendingPathComponent("Tests/BleotaProtocolsTests/Fixtures/nordic")
+
+    static func member(_ package: String, _ name: String) throws -> [UInt8] {
+        let archive = try ZipArchive(Array(Data(contentsOf: fixtures.appendingPathComponent(package))))
+        let entry = try #require(archive.members.first { $0.name == name })
+        return try archive.contents(of: entry, limit: 1 << 20)
+    }
+
+    @Test(arguments: ["nrfutil-6.1.7-app-unsigned.zip", "nrfutil-6.1.7-app-signed.zip", "nrfutil-6.1.7-sd-bl-app-signed.zip",
+                      "nrfutil-6.1.7-bootloader-signed.zip"])
+    func eachNrfutilPackageEndsOnTheDeviceByteForByte(_ package: String) async throws {
+        let path = Self.fixtures.appendingPathComponent(package).path
+        let keyPath = Self.fixtures.appendingPathComponent("nrfutil-6.1.7-test-key-public.pem").path
+        let signed = !package.contains("unsigned")
+        let prepared = try NordicSecureDFUProtocol().prepareImage(ImageRequest(path: path, keyPath: signed ? keyPath : nil))
+        let publicDER = try Array(NordicSecureDFUProtocol.publicKey(at: keyPath).derRepresentation)
+        let run = try await simulateNordicUpdate("sim://2m-dle?protocol=nordic-dfu", parts: prepared.parts, version: prepared.version,
+                                                 flash: { if signed { $0.publicKey = try? P256.Signing.PublicKey(derRepresentation: publicDER) } })
+        let report = try run.outcome.get()
+        #expect(report.versionAfter == "2")
+        if package.contains("app") {
+            #expect(same(run.flash.application, try Self.member(package, "nordic-app.bin")))
+            #expect(run.flash.applicationVersion == 2)
+        }
+        if package.contains("sd-bl") {
+            let sdbl = try Self.member(package, "sd_bl.bin")
+            #expect(run.flash.softDevice + run.flash.bootloader == sdbl)
+            #expect(run.flash.softDeviceID == 0x0124, "the new SoftDevice's FWID, read from its info structure")
+        }
+        if package.contains("bootloader-signed") {
+            #expect(run.flash.bootloader == (try Self.member(package, "nordic-bootloader.bin")))
+            #expect(run.flash.bootloaderVersion == 2)
+        }
+    }
+
+    @Test func aSignatureFromAnotherKeyIsRefusedBeforeConnectingInOneLine() throws {
+        let path = Self.fixtures.appendingPathComponent("nrfutil-6.1.7-app-signed.zip").path
+        let other = repositoryRootForSMP.appendingPathComponent("samples/mcuboot/imgtool-2.5.0/other-ecdsa-p256.pub.pem").path
+        do {
+            _ = try NordicSecureDFUProtocol().prepareImage(ImageRequest(path: path, keyPath: other))
+            Issue.record("a signature from another key was accepted")
+        } catch {
+            #expect(error.step == .load && error.code == .verificationFailed)
+            #expect(error.message == "\(path): the application's signature does not verify with \(other): it was signed with another key")
+        }
+    }
+}
