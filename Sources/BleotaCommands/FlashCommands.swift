@@ -69,7 +69,13 @@ struct FlashCommand: AsyncParsableCommand {
         }
         let via = updateProtocol.flashModes.count > 1 ? " over \(updateProtocol.identity.displayName) (\(mode.rawValue))" : ""
         try printReport(outcome, json: global.json) { report in
-            "\(mode == .upload ? "uploaded" : "flashed") \(formatBytes(report.bytes)) to \(report.device)\(via): \(summary(report)); device now runs '\(report.versionAfter ?? "?")' (was '\(report.versionBefore ?? "?")')"
+            var line = "\(mode == .upload ? "uploaded" : "flashed") \(formatBytes(report.bytes)) to \(report.device)\(via): \(summary(report))"
+            switch (report.versionAfter, report.versionBefore) {
+            case (let after?, let before?): line += "; device now runs '\(after)' (was '\(before)')"
+            case (let after?, nil): line += "; device now runs '\(after)'"
+            case (nil, _): line += "; the device did not say what it runs now"
+            }
+            return line
         }
     }
 }

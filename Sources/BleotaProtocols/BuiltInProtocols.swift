@@ -3,6 +3,7 @@ import BleotaEngine
 extension ProtocolRegistry {
     /// bleota's built-in protocols, in order of preference when several fit:
     /// its own first, then MCUmgr's SMP (which an MCUboot image picks by itself), then
-    /// Nordic's Secure DFU (which a package or an image with its .dat picks).
-    public static let builtIn = ProtocolRegistry([NativeProtocol(), SMPProtocol(), NordicSecureDFUProtocol()])
+    /// Nordic's Secure DFU (which a package or an image with its .dat picks), then Nordic's
+    /// legacy DFU (which an adafruit-nrfutil package picks).
+    public static let builtIn = ProtocolRegistry([NativeProtocol(), SMPProtocol(), NordicSecureDFUProtocol(), NordicLegacyDFUProtocol()])
 }

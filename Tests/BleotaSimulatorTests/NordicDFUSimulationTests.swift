@@ -232,3 +232,66 @@ final class SharedEvents: Sendable {
         }
     }
 }
+
+struct NordicLegacyRun: Sendable {
+    var outcome: Result<UpdateReport, TransferError>
+    var flash: NordicLegacyBootloader.Flash
+    var mode: DeviceMode
+    var notes: [String]
+}
+
+func simulateNordicLegacyUpdate(_ address: String, image: [UInt8], startInBootloader: Bool = false) async throws -> NordicLegacyRun {
+    let parsed = try SimulatorAddress(parsing: address)
+    let packet = NordicLegacyInitPacket(applicationVersion: 7, softDeviceRequirements: [0x00B6], imageCRC: NordicLegacyInitPacket.crc(of: image))
+    return try await SimulationRuntime.run { runtime in
+        let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
+        var flash = NordicLegacyBootloader.Flash()
+        flash.application = Array("factory application".utf8)
+        let device = NordicLegacyDFUDevice(flash: flash, startInBootloader: startInBootloader)
+        await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model))
+        let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
+        let events = SharedEvents()
+        let updater = NordicLegacyDFUUpdater(context: HostContext(protocolName: NordicLegacyDFUProtocol.name, connector: connector, clock: world.clock,
+                                                                  onEvent: { events.append($0) }))
+        let outcome: Result<UpdateReport, TransferError>
+        do throws(TransferError) {
+            outcome = .success(try await updater.flash(PreparedImage(parts: [.init(name: "application", data: image, metadata: packet.encode())],
+                                                                     version: "7", summary: "test"), mode: .confirm))
+        } catch { outcome = .failure(error) }
+        try? await world.clock.sleep(for: .seconds(2))
+        let run = NordicLegacyRun(outcome: outcome, flash: await device.flash, mode: await device.mode, notes: events.notes)
+        await world.shutDown()
+        return run
+    }
+}
+
+@Suite struct NordicLegacySimulationTests {
+    static func image(_ count: Int, seed: UInt64) -> [UInt8] {
+        var random = SeededRandom(seed: seed)
+        return (0..<count).map { _ in UInt8.random(in: 0...255, using: &random) }
+    }
+
+    @Test(arguments: ["sim://2m-dle?protocol=nordic-legacy", "sim://1m-no-dle-30ms?protocol=nordic-legacy", "sim://slow-flash?protocol=nordic-legacy"])
+    func theJumpAndAnUpdateLeaveTheExactApplicationRunning(_ address: String) async throws {
+        let image = Self.image(12_000, seed: 1)
+        let run = try await simulateNordicLegacyUpdate(address, image: image)
+        let report = try run.outcome.get()
+        #expect(same(run.flash.application, image) && run.flash.applicationVersion == 7)
+        #expect(run.mode == .application && report.versionAfter == "7")
+    }
+
+    /// Faults: the exact image, or a clean failure with the old application (dual bank).
+    @Test(arguments: ["loss=0.02&seed=1", "notify-loss=0.05&seed=2", "corrupt=0.01&seed=3", "disconnect-at=5000&seed=4",
+                      "power-loss-at=8000&seed=5", "duplicate=0.05&seed=6"])
+    func faultsEndWithTheExactImageOrTheOldOne(_ faults: String) async throws {
+        let image = Self.image(12_000, seed: 2)
+        let run = try await simulateNordicLegacyUpdate("sim://2m-dle?protocol=nordic-legacy&\(faults)", image: image)
+        print("nordic legacy fault sweep \(faults): \(run.outcome.map { "ok, \($0.totalSeconds) s" }) \(run.notes)")
+        switch run.outcome {
+        case .success: #expect(same(run.flash.application, image), "\(faults)")
+        case .failure(let error):
+            #expect(run.flash.application == Array("factory application".utf8) || same(run.flash.application, image), "\(faults): \(error)")
+            #expect(!error.message.contains("\n"))
+        }
+    }
+}

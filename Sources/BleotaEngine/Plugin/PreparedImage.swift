@@ -66,10 +66,14 @@ public struct PreparedImage: Sendable, Hashable {
         public var data: [UInt8]
         /// What goes before the data (an init packet), if the protocol has such a thing.
         public var metadata: [UInt8]
-        public init(name: String, data: [UInt8], metadata: [UInt8] = []) {
+        /// Values of the part its protocol's host half needs besides the bytes (a
+        /// SoftDevice+bootloader image's "softdevice-size"), by name.
+        public var attributes: [String: Int]
+        public init(name: String, data: [UInt8], metadata: [UInt8] = [], attributes: [String: Int] = [:]) {
             self.name = name
             self.data = data
             self.metadata = metadata
+            self.attributes = attributes
         }
     }
 

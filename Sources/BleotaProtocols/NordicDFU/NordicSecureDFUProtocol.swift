@@ -51,7 +51,11 @@ public struct NordicSecureDFUProtocol: UpdateProtocol {
     }
 
     public func imageAffinity(_ probe: ImageProbe) -> ImageAffinity {
-        if probe.head.starts(with: [0x50, 0x4B, 0x03, 0x04]) { return .owns }
+        if probe.head.starts(with: [0x50, 0x4B, 0x03, 0x04]) {
+            // A legacy package (dfu_version in its manifest) is not this protocol's.
+            if let package = try? NordicDFUPackage(contentsOf: probe.path), case .legacy = package.flavour { return .refuses }
+            return .owns
+        }
         return Self.initPacketPath(beside: probe.path).map { FileManager.default.fileExists(atPath: $0) } == true ? .owns : .refuses
     }
 

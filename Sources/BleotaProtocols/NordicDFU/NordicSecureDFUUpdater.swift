@@ -154,7 +154,8 @@ public struct NordicSecureDFUUpdater: ProtocolHost {
             await link.close()
             throw TransferError(.deviceRefused, step: .enterBootloader, "the device refused to enter its bootloader: \(status)")
         }
-        await link.close()
+        // The application resets once its answer is confirmed: wait for it to drop the link.
+        await awaitDisconnect(link, clock: clock, timeout: timeouts.response)
         recorder.enter(.reconnect)
         // The bootloader advertises once the application has reset: found by scanning, never a fixed sleep.
         let bootloader = try await connect(.bootloader, step: .reconnect, timeout: timeouts.reboot)

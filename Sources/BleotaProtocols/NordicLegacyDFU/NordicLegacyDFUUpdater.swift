@@ -1,0 +1,377 @@
+import BleotaCodec
+import BleotaEngine
+import BleotaLink
+import Logging
+
+/// The host half of ``NordicLegacyDFUProtocol`` over BLE and the simulator:
+/// per part, connect → (jump from the application, revision 0x0001) → Start
+/// with the sizes (answered after the erase) → init packet → receipts every
+/// `window` packets → the image → Validate → Activate.
+///
+/// Legacy DFU cannot resume: a part the bootloader did not take whole — a
+/// receipt that counts fewer bytes than were sent, a CRC error at Validate, a
+/// lost answer, a dropped link — is started again from its Start (the
+/// bootloader is reset first; a dual-bank bootloader keeps the old
+/// application meanwhile), up to `retries` times.
+public struct NordicLegacyDFUUpdater: ProtocolHost {
+    public var context: HostContext
+    var connector: any DeviceConnector { context.connector }
+    var clock: any BleotaClock { context.clock }
+    var timeouts: StepTimeouts { context.timeouts }
+    var onEvent: @Sendable (UpdateEvent) -> Void { context.onEvent }
+
+    public init(context: HostContext) { self.context = context }
+
+    /// Packets between receipts: as given, or 10 as nrfutil and Nordic's libraries use for legacy bootloaders.
+    var initialReceiptInterval: UInt16 { context.explicitKnobs.contains(.window) ? UInt16(clamping: max(1, context.tuning.window)) : 10 }
+    var tries: Int { context.explicitKnobs.contains(.retries) ? max(1, context.tuning.maxRetries) : 3 }
+
+    /// What went wrong in one try of a part: retried (the link, the data), or final (the device's refusal).
+    enum PartFailure: Error {
+        /// Worth another try; `refusal` is what to report if no try is left (a refusal that
+        /// may have been caused by a lost write).
+        case retry(String, refusal: TransferError? = nil, lostPackets: Bool = false)
+        case final(TransferError)
+    }
+
+    final class Connection: @unchecked Sendable {
+        let link: any Link
+        init(link: any Link) { self.link = link }
+    }
+
+    func connect(_ purpose: ConnectPurpose, step: UpdateStep) async throws(TransferError) -> (Connection, revision: UInt16) {
+        let link: any Link
+        do {
+            link = try await connector.connect(for: purpose, timeout: purpose == .initial ? timeouts.connect : timeouts.reboot)
+        } catch {
+            throw TransferError(.linkLost, step: step, "cannot reach \(connector.description): \(error)")
+        }
+        return try await identify(link, step: step)
+    }
+
+    /// Reads the revision characteristic: application (0x0001) or bootloader (0x0008).
+    func identify(_ link: any Link, step: UpdateStep) async throws(TransferError) -> (Connection, revision: UInt16) {
+        for _ in 0..<max(1, timeouts.attempts) {
+            do {
+                try await link.send(ChannelPacket.tag(NordicLegacyChannel.revision.rawValue, []))
+                let deadline = clock.now + timeouts.response
+                while deadline > clock.now, let packet = try await receive(link, timeout: deadline - clock.now) {
+                    if let (channel, value) = ChannelPacket.split(packet), channel == NordicLegacyChannel.revision.rawValue, value.count == 2 {
+                        return (Connection(link: link), UInt16(value[value.startIndex]) | UInt16(value[value.startIndex + 1]) << 8)
+                    }
+                }
+            } catch {
+                await link.close()
+                throw TransferError(.linkLost, step: step, "\(connector.description) dropped the link while its DFU revision was read: \(error)")
+            }
+        }
+        await link.close()
+        throw TransferError(.timeout, step: step, "\(connector.description) did not answer a read of its DFU revision")
+    }
+
+    func receive(_ link: any Link, timeout: Duration) async throws(LinkError) -> [UInt8]? {
+        do { return try await withDeadline(timeout, clock: clock) { try await link.receive() } } catch is DeadlineExceeded {
+            return nil
+        } catch let error as LinkError { throw error } catch { throw .cancelled }
+    }
+
+    /// The next notification on the control point, or nil after `timeout`.
+    func notification(_ link: any Link, timeout: Duration) async throws(LinkError) -> NordicLegacyNotification? {
+        let deadline = clock.now + timeout
+        while deadline > clock.now {
+            guard let packet = try await receive(link, timeout: deadline - clock.now) else { return nil }
+            guard let (channel, payload) = ChannelPacket.split(packet), channel == NordicLegacyChannel.controlPoint.rawValue,
+                  let decoded = try? NordicLegacyNotification(decoding: Array(payload)) else { continue }
+            return decoded
+        }
+        return nil
+    }
+
+    public func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
+        var recorder = context.recorder("flash")
+        let first: any Link
+        do { first = try await connector.connect(for: .initial, timeout: timeouts.connect) } catch {
+            throw TransferError(.linkLost, step: .connect, "cannot reach \(connector.description): \(error)")
+        }
+        if let serial = first as? NordicHCILink {
+            return try await flashOverSerial(prepared, link: serial, recorder: &recorder)
+        }
+        var firstLink: (any Link)? = first
+        recorder.beginQuietly(.load)
+        var statistics = TransferStatistics()
+        let total = prepared.totalBytes
+        var done = 0
+        var transferTime = Duration.zero
+        var packetSize = 0
+        var interval = initialReceiptInterval
+        recorder.enter(.connect)
+        for (index, part) in prepared.parts.enumerated() {
+            guard let imageType = NordicLegacyDFUProtocol.imageType(part.name) else {
+                throw TransferError(.badInput, step: .load, "the package's part '\(part.name)' is not one legacy DFU sends")
+            }
+            var attempt = 0
+            while true {
+                attempt += 1
+                var (connection, revision) = if let link = firstLink {
+                    try await identify(link, step: .connect)
+                } else {
+                    try await connect(.bootloader, step: .reconnect)
+                }
+                firstLink = nil
+                if revision == NordicLegacyDFUDevice.applicationRevision {
+                    recorder.enter(.enterBootloader)
+                    // The application jumps at once, without an answer (Adafruit's BLEDfu, Nordic's libraries write 01 04).
+                    try? await connection.link.send(ChannelPacket.tag(NordicLegacyChannel.controlPoint.rawValue, [0x01, 0x04]))
+                    await awaitDisconnect(connection.link, clock: clock, timeout: timeouts.response)
+                    recorder.enter(.reconnect)
+                    (connection, revision) = try await connect(.bootloader, step: .reconnect)
+                    guard revision != NordicLegacyDFUDevice.applicationRevision else {
+                        await connection.link.close()
+                        throw TransferError(.deviceRefused, step: .enterBootloader, "\(connector.description) stayed in its application after the DFU jump")
+                    }
+                }
+                recorder.enter(.transfer)
+                let began = clock.now
+                let failure: PartFailure
+                do throws(PartFailure) {
+                    packetSize = try await send(part, type: imageType, connection: connection, interval: interval, done: done,
+                                                total: total, statistics: &statistics)
+                    transferTime += clock.now - began
+                    await connection.link.close()
+                    break
+                } catch { failure = error }
+                switch failure {
+                case .final(let error):
+                    await connection.link.close()
+                    throw error
+                case .retry(let why, let refusal, let lostPackets):
+                    transferTime += clock.now - began
+                    statistics.packetsResent += 1
+                    // Start the part again from a clean bootloader (the old application is still in bank 0).
+                    try? await connection.link.send(ChannelPacket.tag(NordicLegacyChannel.controlPoint.rawValue, [NordicLegacyOperation.reset.rawValue]))
+                    await awaitDisconnect(connection.link, clock: clock, timeout: timeouts.response)
+                    if lostPackets, interval > 1 {
+                        // Packets were dropped: fewer between receipts, and this try does not count.
+                        interval = max(1, interval / 2)
+                        attempt -= 1
+                        onEvent(.note("packets were lost: a receipt every \(interval) packets from now on"))
+                    }
+                    guard attempt < tries else {
+                        if let refusal { throw refusal }
+                        throw TransferError(.verificationFailed, step: .transfer,
+                                            "the \(part.name) did not arrive whole in \(attempt) tries (\(why)): try a smaller --window, or move closer to the device")
+                    }
+                    onEvent(.note("\(why); sending the \(part.name) again from its start"))
+                }
+            }
+            done += part.data.count
+        }
+        recorder.enter(.confirm)
+        let (back, revision) = try await connect(.application, step: .confirm)
+        await back.link.close()
+        guard revision == NordicLegacyDFUDevice.applicationRevision else {
+            var error = TransferError(.confirmFailed, step: .confirm, "\(connector.description) came back in its bootloader, not running the new application")
+            error.outcome = .inBootloader
+            throw error
+        }
+        recorder.versionAfter = prepared.version
+        var tuning = context.tuning
+        tuning.window = Int(interval)
+        tuning.packetSize = packetSize
+        return recorder.finish(bytes: total, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: packetSize, elapsed: transferTime),
+                               statistics: statistics, tuning: tuning)
+    }
+
+    /// Asks how many image bytes the bootloader holds (after a lost receipt).
+    func receivedSize(_ link: any Link) async throws(PartFailure) -> NordicLegacyNotification? {
+        do {
+            try await link.send(ChannelPacket.tag(NordicLegacyChannel.controlPoint.rawValue, [NordicLegacyOperation.reportReceivedSize.rawValue]))
+            return try await notification(link, timeout: timeouts.response)
+        } catch { throw .retry("the link dropped (\(error))") }
+    }
+
+    /// One try of one part; returns the packet size used.
+    func send(_ part: PreparedImage.Part, type: NordicLegacyImageType, connection: Connection, interval: UInt16, done: Int, total: Int,
+              statistics: inout TransferStatistics) async throws(PartFailure) -> Int {
+        let link = connection.link
+        let control = NordicLegacyChannel.controlPoint.rawValue
+        let packetChannel = NordicLegacyChannel.packet.rawValue
+        // Chunks of image data must be multiples of 4.
+        var packet = (link.parameters.maximumPayload - 1) / 4 * 4
+        if context.explicitKnobs.contains(.packetSize), let chosen = context.tuning.packetSize { packet = min(packet, max(4, chosen / 4 * 4)) }
+        func write(_ channel: UInt8, _ bytes: some Collection<UInt8>) async throws(PartFailure) {
+            do { try await link.send(ChannelPacket.tag(channel, bytes)) } catch { throw .retry("the link dropped (\(error))") }
+        }
+        func expect(_ operation: NordicLegacyOperation, timeout: Duration) async throws(PartFailure) {
+            let answer: NordicLegacyNotification?
+            do { answer = try await notification(link, timeout: timeout) } catch { throw .retry("the link dropped (\(error))") }
+            switch answer {
+            case .response(operation, .success)?: return
+            case .response(operation, let status)?:
+                let refusal = TransferError(.deviceRefused, step: operation == .validate ? .verify : .transfer, "the bootloader refused \(operation): \(status)")
+                // A refusal may come from a write damaged or lost on the way (the sizes, the init
+                // packet, an image byte): another try from Start tells; the last one reports it.
+                throw .retry("the bootloader answered \(operation): \(status)", refusal: refusal)
+            case nil: throw .retry("no answer to \(operation)")
+            default: throw .retry("an unexpected answer to \(operation)")
+            }
+        }
+        let sizes: (UInt32, UInt32, UInt32)
+        switch type {
+        case .application: sizes = (0, 0, UInt32(part.data.count))
+        case .softDevice: sizes = (UInt32(part.data.count), 0, 0)
+        case .bootloader: sizes = (0, UInt32(part.data.count), 0)
+        case .softDeviceAndBootloader:
+            let split = min(part.data.count, part.attributes["softdevice-size"] ?? part.data.count / 2)
+            sizes = (UInt32(split), UInt32(part.data.count - split), 0)
+        }
+        var writer = ByteWriter()
+        writer.write(sizes.0, .little); writer.write(sizes.1, .little); writer.write(sizes.2, .little)
+        try await write(control, [NordicLegacyOperation.startDFU.rawValue, type.rawValue])
+        try await write(packetChannel, writer.bytes)
+        // Answered once the bank is erased: up to ~90 ms a page.
+        try await expect(.startDFU, timeout: timeouts.response + .milliseconds(90) * ((part.data.count + 4095) / 4096))
+        try await write(control, [NordicLegacyOperation.initParameters.rawValue, 0])
+        for start in stride(from: 0, to: part.metadata.count, by: max(1, packet)) {
+            try await write(packetChannel, part.metadata[start..<min(start + packet, part.metadata.count)])
+        }
+        try await write(control, [NordicLegacyOperation.initParameters.rawValue, 1])
+        try await expect(.initParameters, timeout: timeouts.response)
+        try await write(control, [NordicLegacyOperation.receiptRequest.rawValue, UInt8(interval & 0xFF), UInt8(interval >> 8)])
+        try await write(control, [NordicLegacyOperation.receiveFirmware.rawValue])
+        let began = clock.now
+        var offset = 0
+        var sinceReceipt = 0
+        while offset < part.data.count {
+            let end = min(offset + packet, part.data.count)
+            try await write(packetChannel, part.data[offset..<end])
+            statistics.packetsSent += 1
+            statistics.bytesOnWire += end - offset
+            offset = end
+            sinceReceipt += 1
+            if offset < part.data.count, sinceReceipt == Int(interval) {
+                sinceReceipt = 0
+                let receipt: NordicLegacyNotification?
+                do { receipt = try await notification(link, timeout: timeouts.response) } catch { throw .retry("the link dropped (\(error))") }
+                var count = receipt
+                if case .response(let operation, _)? = receipt, operation != .receiveFirmware {
+                    count = nil // a late answer to something sent twice, not a receipt
+                }
+                if count == nil { count = try await receivedSize(link) }
+                switch count {
+                case .receipt(let bytes)?, .receivedSize(let bytes)?:
+                    statistics.acknowledgements += 1
+                    // Legacy DFU cannot go back: bytes lost on the way mean the part starts again.
+                    guard Int(bytes) == offset else {
+                        throw .retry("the bootloader counted \(bytes) of \(offset) bytes sent", lostPackets: true)
+                    }
+                case .response(let operation, let status)?:
+                    throw .retry("the bootloader stopped the image at \(offset) bytes (\(operation): \(status))",
+                                 refusal: TransferError(.deviceRefused, step: .transfer, "the bootloader stopped the image at \(offset) bytes: \(operation): \(status)"))
+                default:
+                    statistics.ackTimeouts += 1
+                    throw .retry("no receipt at \(offset) bytes", lostPackets: true)
+                }
+                onEvent(.progress(TransferProgress(bytesAcknowledged: done + offset, totalBytes: total, packetsSent: statistics.packetsSent,
+                                                   packetsResent: statistics.packetsResent, packetsLost: 0, elapsed: clock.now - began,
+                                                   window: Int(interval), interPacketDelay: .zero)))
+            }
+        }
+        try await expect(.receiveFirmware, timeout: timeouts.response)
+        try await write(control, [NordicLegacyOperation.validate.rawValue])
+        try await expect(.validate, timeout: timeouts.response)
+        // Activate: the bootloader resets into the image without answering.
+        try await write(control, [NordicLegacyOperation.activateAndReset.rawValue])
+        await awaitDisconnect(link, clock: clock, timeout: timeouts.response)
+        onEvent(.progress(TransferProgress(bytesAcknowledged: done + part.data.count, totalBytes: total, packetsSent: statistics.packetsSent,
+                                           packetsResent: statistics.packetsResent, packetsLost: 0, elapsed: clock.now - began,
+                                           window: Int(interval), interPacketDelay: .zero)))
+        return packet
+    }
+
+    // MARK: Serial (HCI/SLIP)
+
+    /// Legacy serial DFU: frames acknowledged one by one, and nothing else ever
+    /// comes back — so the host waits the bootloader's worst-case erase and write
+    /// times (nRF52832: 89.7 ms a page erase, 102.4 ms a page write), as
+    /// adafruit-nrfutil does, and the device's own checks (init packet, CRC)
+    /// decide silently whether the image is activated.
+    func flashOverSerial(_ prepared: PreparedImage, link: NordicHCILink, recorder: inout OperationRecorder) async throws(TransferError) -> UpdateReport {
+        var statistics = TransferStatistics()
+        let total = prepared.totalBytes
+        let began = clock.now
+        var done = 0
+        defer { Task { await link.close() } }
+        func send(_ type: NordicHCILink.PacketType, _ body: [UInt8], step: UpdateStep) async throws(TransferError) {
+            var payload = ByteWriter()
+            payload.write(type.rawValue, .little)
+            payload.write(contentsOf: body)
+            for _ in 0..<max(1, timeouts.attempts) {
+                do {
+                    statistics.packetsSent += 1
+                    statistics.bytesOnWire += payload.bytes.count
+                    if try await link.sendFrame(payload.bytes, clock: clock, timeout: timeouts.response) {
+                        statistics.acknowledgements += 1
+                        return
+                    }
+                } catch {
+                    throw TransferError(.linkLost, step: step, "the serial link failed: \(error)")
+                }
+                // Not acknowledged: the bootloader dropped it (a damaged frame); the same
+                // sequence number again would be taken as a duplicate, so the session restarts.
+                statistics.ackTimeouts += 1
+                throw TransferError(.timeout, step: step,
+                                    "the bootloader did not acknowledge a \(type) frame: check the port and that the board is in its serial bootloader")
+            }
+        }
+        func pause(_ duration: Duration) async { try? await clock.sleep(for: duration) }
+        let pageErase = Duration.microseconds(89_700)
+        let pageWrite = Duration.microseconds(102_400)
+        recorder.enter(.transfer)
+        for part in prepared.parts {
+            guard let type = NordicLegacyDFUProtocol.imageType(part.name) else {
+                throw TransferError(.badInput, step: .load, "the package's part '\(part.name)' is not one legacy DFU sends")
+            }
+            link.restartSequence()
+            let softDevice = type == .softDeviceAndBootloader ? min(part.data.count, part.attributes["softdevice-size"] ?? part.data.count / 2) : 0
+            var start = ByteWriter()
+            start.write(UInt32(type.rawValue), .little)
+            switch type {
+            case .application: start.write(UInt32(0), .little); start.write(UInt32(0), .little); start.write(UInt32(part.data.count), .little)
+            case .softDevice: start.write(UInt32(part.data.count), .little); start.write(UInt32(0), .little); start.write(UInt32(0), .little)
+            case .bootloader: start.write(UInt32(0), .little); start.write(UInt32(part.data.count), .little); start.write(UInt32(0), .little)
+            case .softDeviceAndBootloader:
+                start.write(UInt32(softDevice), .little); start.write(UInt32(part.data.count - softDevice), .little); start.write(UInt32(0), .little)
+            }
+            try await send(.start, start.bytes, step: .transfer)
+            let pages = part.data.count / 4096 + 1
+            await pause(max(.milliseconds(500), pageErase * pages))
+            // The whole init packet in one frame, padded to whole words.
+            try await send(.initPacket, part.metadata + [0, 0], step: .transfer)
+            var frames = 0
+            for offset in stride(from: 0, to: part.data.count, by: 512) {
+                let end = min(offset + 512, part.data.count)
+                try await send(.data, Array(part.data[offset..<end]), step: .transfer)
+                if frames % 8 == 0 { await pause(pageWrite) }
+                frames += 1
+                context.onEvent(.progress(TransferProgress(bytesAcknowledged: done + end, totalBytes: total, packetsSent: statistics.packetsSent,
+                                                           packetsResent: 0, packetsLost: 0, elapsed: clock.now - began, window: 1,
+                                                           interPacketDelay: .zero)))
+            }
+            await pause(pageWrite)
+            recorder.enter(.activate)
+            try await send(.stop, [], step: .activate)
+            // Validation, the copy into bank 0 and the reset.
+            await pause(pageErase * pages + pageWrite * pages)
+            done += part.data.count
+            recorder.enter(.transfer)
+        }
+        // Nothing confirms what the device runs now, so the report claims no version.
+        context.onEvent(.note("the serial bootloader reports nothing back: it activates the image only if its init packet and CRC-16 checked out"))
+        var tuning = context.tuning
+        tuning.packetSize = 512
+        tuning.window = 1
+        return recorder.finish(bytes: total, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: 512, elapsed: clock.now - began),
+                               statistics: statistics, tuning: tuning)
+    }
+}
