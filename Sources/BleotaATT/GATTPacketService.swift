@@ -15,10 +15,54 @@ public struct GATTPacketService: Sendable, Hashable {
     /// For messages: "MCUmgr SMP", "bleota OTA".
     public var name: String
 
-    public init(service: BluetoothUUID, write: BluetoothUUID, notify: BluetoothUUID, name: String) {
+    /// For a protocol that spans several characteristics (Nordic DFU's control
+    /// point, packet and buttonless ones): each as a channel of a
+    /// ``/BleotaLink/ChannelPacket`` link. Empty for the classic pair above.
+    public var channels: [GATTChannel]
+
+    public init(service: BluetoothUUID, write: BluetoothUUID, notify: BluetoothUUID, name: String, channels: [GATTChannel] = []) {
         self.service = service
         self.write = write
         self.notify = notify
         self.name = name
+        self.channels = channels
+    }
+}
+
+/// One characteristic of a multi-characteristic protocol, as a numbered
+/// channel: how the host writes it (with response, without, or not at all —
+/// a read-only characteristic is read by sending it an empty packet), and
+/// whether the device notifies or indicates on it.
+public struct GATTChannel: Sendable, Hashable {
+    public enum Write: Sendable, Hashable {
+        /// ATT Write Request: the device confirms each write (control points).
+        case request
+        /// ATT Write Command: no confirmation (data streams).
+        case command
+        /// Not written; read instead.
+        case none
+    }
+
+    public enum Update: Sendable, Hashable {
+        case none, notify, indicate
+    }
+
+    /// The byte that tags this channel's packets.
+    public var number: UInt8
+    /// The service it belongs to (a protocol's channels may span services, as Nordic's SDK 12 buttonless one does).
+    public var service: BluetoothUUID
+    public var characteristic: BluetoothUUID
+    public var write: Write
+    public var update: Update
+    /// Readable: an empty packet on this channel reads it, and the value comes back tagged.
+    public var readable: Bool
+
+    public init(number: UInt8, service: BluetoothUUID, characteristic: BluetoothUUID, write: Write, update: Update, readable: Bool = false) {
+        self.number = number
+        self.service = service
+        self.characteristic = characteristic
+        self.write = write
+        self.update = update
+        self.readable = readable
     }
 }

@@ -115,12 +115,36 @@ public struct BLEConnector: DeviceConnector {
     }
 
     public func connect(for purpose: ConnectPurpose, timeout: Duration) async throws(LinkError) -> any Link {
-        try await retryUntil(deadline: clock.now + timeout, clock: clock, pause: .milliseconds(250)) { left throws(LinkError) in
-            try await attempt(timeout: left)
+        // A bootloader may advertise at address + 1 (Nordic's do, unless bonded): after a
+        // jump look there first, otherwise at the address given; alternate until one answers.
+        let next = Self.nextAddress(target)
+        let candidates: [BLEDeviceAddress]
+        switch purpose {
+        case .initial: candidates = [target]
+        case .bootloader: candidates = [next, target]
+        case .application, .resume: candidates = [target, next]
+        }
+        return try await retryUntil(deadline: clock.now + timeout, clock: clock, pause: .milliseconds(250)) { left throws(LinkError) in
+            var lastError = LinkError.unreachable("no device at \(target.address)")
+            for candidate in candidates {
+                // An LE connection to an address nobody advertises waits out its whole timeout: bound it.
+                let bounded = candidates.count > 1 ? min(left, .seconds(3)) : left
+                do throws(LinkError) { return try await attempt(candidate, timeout: bounded) } catch { lastError = error }
+            }
+            throw lastError
         }
     }
 
-    private func attempt(timeout: Duration) async throws(LinkError) -> any Link {
+    /// The address + 1 a Nordic bootloader takes: the least significant byte incremented, wrapping without carry.
+    static func nextAddress(_ target: BLEDeviceAddress) -> BLEDeviceAddress {
+        var next = target
+        var bytes = target.address.bytes
+        if let last = bytes.indices.last { bytes[last] &+= 1 }
+        next.address = BluetoothAddress(littleEndian: bytes.reversed())
+        return next
+    }
+
+    private func attempt(_ target: BLEDeviceAddress, timeout: Duration) async throws(LinkError) -> any Link {
         if let psm = target.psm, allowsCreditChannel {
             // A credit-based channel carries the protocol's packets directly;
             // if the device does not accept it, fall back to GATT.
@@ -130,6 +154,16 @@ public struct BLEConnector: DeviceConnector {
         settings.record(connection.settings)
         do {
             let mtu = try await connection.client.exchangeMTU()
+            if !service.channels.isEmpty {
+                // A protocol of several characteristics: whichever of them this device offers now.
+                let link = try await GATTChannelLink.open(client: connection.client, channels: service.channels, mtu: mtu,
+                                                          description: description, runner: connection.runner)
+                if link.channelCount == 0 {
+                    await link.close()
+                    throw LinkError.unreachable("\(target.address) does not offer the \(service.name) service \(service.service)")
+                }
+                return link
+            }
             guard let found = try await connection.client.discoverPrimaryServices(service.service).first else {
                 await connection.close("no \(service.name) service")
                 throw LinkError.unreachable("\(target.address) does not offer the \(service.name) service \(service.service)")

@@ -25,9 +25,19 @@ public enum BLEPeripheralHost {
         server.addService(.bit16(0x1800), characteristics: [
             CharacteristicDefinition(uuid: .deviceName, properties: [.read], value: Array(name.utf8)),
         ])
-        let makers = devices.map { device in
-            (device, GATTPeripheralLink.addPacketService(to: server, service: device.service.service,
-                                                         rx: device.service.write, tx: device.service.notify).makeLink)
+        var makers: [(HostedDevice, @Sendable (ATTBearer) async -> any Link)] = []
+        for device in devices {
+            if device.service.channels.isEmpty {
+                let make = GATTPeripheralLink.addPacketService(to: server, service: device.service.service,
+                                                               rx: device.service.write, tx: device.service.notify).makeLink
+                makers.append((device, { await make($0) }))
+            } else {
+                // The characteristics its firmware offers now: an application's and a bootloader's differ.
+                let offered = await device.half.offeredChannels
+                let channels = device.service.channels.filter { offered?.contains($0.number) ?? true }
+                let make = GATTPeripheralChannelLink.addChannels(channels, to: server)
+                makers.append((device, { await make($0) }))
+            }
         }
         await bearer.setServer(server)
         var built: [(HostedDevice, any Link)] = []
@@ -43,9 +53,10 @@ public enum BLEPeripheralHost {
                 group.addTask {
                     // A served device "reboots" by dropping the link and starting afresh.
                     let environment = DeviceEnvironment(clock: clock) { _ in
-                        logger.notice("\(device.service.name): the device resets")
                         // Boot first, then drop the link: a client that reconnects at once meets the rebooted device.
                         await device.half.powerCycle()
+                        let running = await device.half.runningVersion
+                        logger.notice("\(device.service.name): the device reset; it runs \(running)")
                         await link.close()
                     }
                     await device.half.serve(link, environment: environment)

@@ -24,11 +24,16 @@ public protocol DeviceHalf: AnyObject, Sendable {
     /// The name it advertises now, when the protocol decides it (a Nordic
     /// bootloader's "DfuTarg", or the name a buttonless jump set); nil for the host's default.
     var advertisedName: String? { get async }
+    /// For a protocol of several characteristics: the channels its firmware offers now
+    /// (an application's buttonless one, a bootloader's control point and packet), so
+    /// `bleota serve` builds that GATT database; nil for all of them.
+    var offeredChannels: [UInt8]? { get async }
 }
 
 extension DeviceHalf {
     public var bootloaderKeepsAddress: Bool { false }
     public var advertisedName: String? { nil }
+    public var offeredChannels: [UInt8]? { nil }
 }
 
 /// What a device half needs from the world around it: time, costs, reboots.

@@ -39,6 +39,18 @@ public enum NordicDFUChannel: UInt8, Sendable, Hashable, CaseIterable, CustomStr
         }
     }
 
+    /// The characteristic as a GATT channel: how it is written and how it answers.
+    public var gattChannel: GATTChannel {
+        switch self {
+        case .controlPoint: GATTChannel(number: rawValue, service: Self.service, characteristic: uuid, write: .request, update: .notify)
+        case .packet: GATTChannel(number: rawValue, service: Self.service, characteristic: uuid, write: .command, update: .none)
+        case .buttonless, .bondedButtonless:
+            GATTChannel(number: rawValue, service: Self.service, characteristic: uuid, write: .request, update: .indicate)
+        case .experimentalButtonless:
+            GATTChannel(number: rawValue, service: Self.experimentalService, characteristic: uuid, write: .request, update: .notify)
+        }
+    }
+
     /// The buttonless characteristics, in the order a host prefers them.
     public static let buttonlessKinds: [NordicDFUChannel] = [.buttonless, .bondedButtonless, .experimentalButtonless]
 }

@@ -99,6 +99,8 @@ public actor NordicSecureDFUDevice: DeviceHalf {
         }
     }
 
+    public var offeredChannels: [UInt8]? { channels }
+
     private var channels: [UInt8] {
         if inBootloader { return [NordicDFUChannel.controlPoint.rawValue, NordicDFUChannel.packet.rawValue] }
         return buttonless.channel.map { [$0.rawValue] } ?? []

@@ -16,7 +16,8 @@ public struct NordicSecureDFUProtocol: UpdateProtocol {
     /// The bootloader's service; the application's buttonless service has the same UUID.
     public static let gattService = GATTPacketService(
         service: NordicDFUChannel.service, write: NordicDFUChannel.controlPoint.uuid,
-        notify: NordicDFUChannel.controlPoint.uuid, name: "Nordic Secure DFU")
+        notify: NordicDFUChannel.controlPoint.uuid, name: "Nordic Secure DFU",
+        channels: NordicDFUChannel.allCases.map(\.gattChannel))
 
     public init() {}
 

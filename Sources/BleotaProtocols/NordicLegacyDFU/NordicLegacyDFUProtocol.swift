@@ -13,7 +13,14 @@ import Foundation
 public struct NordicLegacyDFUProtocol: UpdateProtocol {
     public static let name = "nordic-legacy"
     static func uuid(_ alias: String) -> BluetoothUUID { BluetoothUUID("0000\(alias)-1212-EFDE-1523-785FEABCD123")! }
-    public static let gattService = GATTPacketService(service: uuid("1530"), write: uuid("1531"), notify: uuid("1531"), name: "Nordic legacy DFU")
+    public static let gattService = GATTPacketService(
+        service: uuid("1530"), write: uuid("1531"), notify: uuid("1531"), name: "Nordic legacy DFU",
+        channels: [GATTChannel(number: NordicLegacyChannel.controlPoint.rawValue, service: uuid("1530"), characteristic: uuid("1531"),
+                               write: .request, update: .notify),
+                   GATTChannel(number: NordicLegacyChannel.packet.rawValue, service: uuid("1530"), characteristic: uuid("1532"),
+                               write: .command, update: .none),
+                   GATTChannel(number: NordicLegacyChannel.revision.rawValue, service: uuid("1530"), characteristic: uuid("1534"),
+                               write: .none, update: .none, readable: true)])
 
     public init() {}
 

@@ -1,0 +1,188 @@
+import BleotaLink
+import Synchronization
+
+/// A protocol's several characteristics (``GATTChannel``) as one
+/// ``/BleotaLink/ChannelPacket`` link on the host side: a packet's first byte
+/// picks the characteristic, written with or without response as the channel
+/// says; notifications and indications come back tagged with their channel; an
+/// empty packet on a readable channel reads it; the directory query is
+/// answered from what discovery found.
+public final class GATTChannelLink: Link {
+    public let client: GATTClient
+    public let parameters: LinkParameters
+    /// Channel number → the characteristic found for it.
+    let handles: [UInt8: (channel: GATTChannel, valueHandle: UInt16)]
+    let runner: Task<Void, Never>?
+    private let local = Mailbox<[UInt8]>()
+
+    /// Call after the MTU exchange and the subscriptions; `found` maps each channel present to its value handle.
+    public init(client: GATTClient, found: [(GATTChannel, UInt16)], mtu: Int, description: String, runner: Task<Void, Never>? = nil) {
+        self.client = client
+        var handles: [UInt8: (GATTChannel, UInt16)] = [:]
+        for (channel, handle) in found { handles[channel.number] = (channel, handle) }
+        self.handles = handles
+        self.runner = runner
+        // The channel byte is not sent: a packet may carry a whole ATT payload after it.
+        parameters = LinkParameters(maximumPayload: mtu - 3 + 1, acknowledgedWrites: false, description: description)
+    }
+
+    /// Finds `channels` among a device's services and characteristics (subscribing to those that
+    /// notify or indicate) and makes the link; channels the device lacks are simply absent.
+    public static func open(client: GATTClient, channels: [GATTChannel], mtu: Int, description: String,
+                            runner: Task<Void, Never>?) async throws(ATTBearerError) -> GATTChannelLink {
+        let services = try await client.discoverPrimaryServices()
+        var found: [(GATTChannel, UInt16)] = []
+        for service in services where channels.contains(where: { $0.service == service.uuid }) {
+            let characteristics = try await client.discoverCharacteristics(service)
+            for channel in channels where channel.service == service.uuid {
+                guard let characteristic = characteristics.first(where: { $0.uuid == channel.characteristic }) else { continue }
+                switch channel.update {
+                case .none: break
+                case .notify: try await client.subscribe(characteristic, afresh: true)
+                case .indicate: try await client.subscribe(characteristic, indications: true, afresh: true)
+                }
+                found.append((channel, characteristic.valueHandle))
+            }
+        }
+        return GATTChannelLink(client: client, found: found, mtu: mtu, description: description, runner: runner)
+    }
+
+    public func send(_ packet: [UInt8]) async throws(LinkError) {
+        if packet == ChannelPacket.directoryQuery {
+            local.put(ChannelPacket.directory(handles.keys.sorted()))
+            return
+        }
+        guard let (number, payload) = ChannelPacket.split(packet) else { return }
+        guard let (channel, handle) = handles[number] else {
+            throw .disconnected("the device has no characteristic for channel \(number)")
+        }
+        guard payload.count <= parameters.maximumPayload - 1 else {
+            throw .payloadTooLarge(size: payload.count, maximum: parameters.maximumPayload - 1)
+        }
+        do {
+            if payload.isEmpty, channel.readable {
+                local.put(ChannelPacket.tag(number, try await client.read(handle)))
+                return
+            }
+            switch channel.write {
+            case .request: try await client.write(handle, Array(payload))
+            case .command: try await client.writeWithoutResponse(handle, Array(payload))
+            case .none: throw LinkError.disconnected("channel \(number) (\(channel.characteristic)) is not writable")
+            }
+        } catch let error as LinkError {
+            throw error
+        } catch {
+            throw .disconnected("\(error)")
+        }
+    }
+
+    public func receive() async throws(LinkError) -> [UInt8] {
+        while true {
+            if let answer = local.poll() { return answer }
+            let pdu: ATTPDU?
+            do { pdu = try await client.bearer.incoming.take() } catch { throw .cancelled }
+            guard let pdu else { throw .disconnected(await client.bearer.closeReason ?? "ATT bearer closed") }
+            switch pdu {
+            case .handleValueNotification(let handle, let value), .handleValueIndication(let handle, let value):
+                if let number = channel(of: handle) { return ChannelPacket.tag(number, value) }
+            case .multipleHandleValueNotification(let entries):
+                for entry in entries {
+                    if let number = channel(of: entry.handle) { return ChannelPacket.tag(number, entry.value) }
+                }
+            default:
+                continue
+            }
+        }
+    }
+
+    /// How many of the protocol's channels the device offers.
+    public var channelCount: Int { handles.count }
+
+    private func channel(of handle: UInt16) -> UInt8? {
+        handles.first { $0.value.valueHandle == handle }?.key
+    }
+
+    public func close() async {
+        local.close()
+        await client.bearer.close("closed by the host")
+        await runner?.value
+    }
+}
+
+/// The device side of ``GATTChannelLink`` for `bleota serve`: each channel a
+/// characteristic of the GATT server; writes arrive tagged with their
+/// channel, and a packet sent on a channel is notified or indicated (as the
+/// client subscribed) on its characteristic.
+public final class GATTPeripheralChannelLink: Link {
+    public let server: GATTServer
+    public let bearer: ATTBearer
+    let valueHandles: [UInt8: UInt16]
+    let inbox: Mailbox<[UInt8]>
+
+    init(server: GATTServer, bearer: ATTBearer, valueHandles: [UInt8: UInt16], inbox: Mailbox<[UInt8]>) {
+        self.server = server
+        self.bearer = bearer
+        self.valueHandles = valueHandles
+        self.inbox = inbox
+    }
+
+    public var parameters: LinkParameters {
+        LinkParameters(maximumPayload: bearer.currentMTU - 3 + 1, description: "gatt-server")
+    }
+
+    /// Adds `channels` to `server`, grouped into their services, and returns a function that makes the link for a client's bearer.
+    public static func addChannels(_ channels: [GATTChannel], to server: GATTServer) -> @Sendable (ATTBearer) async -> GATTPeripheralChannelLink {
+        let inbox = Mailbox<[UInt8]>()
+        var valueHandles: [UInt8: UInt16] = [:]
+        var services: [BluetoothUUID] = []
+        for channel in channels where !services.contains(channel.service) { services.append(channel.service) }
+        for service in services {
+            let members = channels.filter { $0.service == service }
+            let definitions = members.map { channel in
+                var properties: CharacteristicProperties = []
+                switch channel.write {
+                case .request: properties.insert(.write)
+                case .command: properties.insert(.writeWithoutResponse)
+                case .none: break
+                }
+                switch channel.update {
+                case .none: break
+                case .notify: properties.insert(.notify)
+                case .indicate: properties.insert(.indicate)
+                }
+                if channel.readable { properties.insert(.read) }
+                let number = channel.number
+                return CharacteristicDefinition(uuid: channel.characteristic, properties: properties) { value in
+                    inbox.put(ChannelPacket.tag(number, value))
+                }
+            }
+            let handles = server.addService(service, characteristics: definitions)
+            for (channel, handle) in zip(members, handles) { valueHandles[channel.number] = handle }
+        }
+        let found = valueHandles
+        return { bearer in GATTPeripheralChannelLink(server: server, bearer: bearer, valueHandles: found, inbox: inbox) }
+    }
+
+    public func send(_ packet: [UInt8]) async throws(LinkError) {
+        // The directory is the GATT database itself: the client discovers it.
+        guard let (number, payload) = ChannelPacket.split(packet), number != ChannelPacket.directoryMarker else { return }
+        guard let handle = valueHandles[number] else { return }
+        do {
+            guard try await server.notify(handle, value: Array(payload), on: bearer) else {
+                throw LinkError.disconnected("the client has not subscribed to channel \(number)")
+            }
+        } catch let error as LinkError { throw error } catch { throw .disconnected("\(error)") }
+    }
+
+    public func receive() async throws(LinkError) -> [UInt8] {
+        do {
+            guard let packet = try await inbox.take() else { throw LinkError.disconnected("GATT server closed") }
+            return packet
+        } catch let error as LinkError { throw error } catch { throw .cancelled }
+    }
+
+    public func close() async {
+        inbox.close()
+        await bearer.close("closed by the device")
+    }
+}
