@@ -37,6 +37,8 @@ let fuzzers: [(name: String, dependencies: [Target.Dependency])] = [
     ("FuzzNativeDevice", [codec, link, engine, protocols]),
     ("FuzzNordicInitPacket", [codec, protocols, .product(name: "Crypto", package: "swift-crypto")]),
     ("FuzzNordicPackage", [protocols]),
+    ("FuzzNordicBootloaders", [codec, protocols]),
+    ("FuzzNordicSerial", [codec, protocols]),
 ]
 
 let package = Package(

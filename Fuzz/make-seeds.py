@@ -263,6 +263,27 @@ seed("FuzzNordicPackage", "secure-app", package({"application": {"bin_file": "ap
 seed("FuzzNordicPackage", "legacy-app", package({"application": {"bin_file": "a.bin", "dat_file": "a.dat"}, "dfu_version": 0.5},
                                                 {"a.bin": b"\x01" * 100, "a.dat": b"\x52\x00\xff\xff\x01\x00\x00\x00\x01\x00\xfe\xff\x34\x12"}))
 
+# The Nordic bootloaders: a whole Secure DFU flow (receipts off, the init packet, one object)
+# as records [kind, length, bytes], then a legacy flow; serial frames and answers.
+def record(kind, data):
+    return bytes([kind, len(data)]) + data
+flow = record(0, b"\x02\x00\x00") + record(0, b"\x01\x01" + len(nordic_dat).to_bytes(4, "little"))
+flow += record(1, nordic_dat) + record(0, b"\x03") + record(0, b"\x04") + record(0, b"\x06\x02")
+flow += record(0, b"\x01\x02" + (4096).to_bytes(4, "little"))
+for start in range(0, 4096, 244):
+    flow += record(1, bytes(range(256))[: min(244, 4096 - start)])
+flow += record(0, b"\x03") + record(0, b"\x04") + record(4, b"") + record(0, b"\x06\x01")
+seed("FuzzNordicBootloaders", "secure-flow", flow)
+legacy_init = b"\x52\x00\xff\xff\x02\x00\x00\x00\x01\x00\xb6\x00\x00\x00"
+legacy = record(0, b"\x01\x04") + record(1, (0).to_bytes(4, "little") * 2 + (16).to_bytes(4, "little"))
+legacy += record(0, b"\x02\x00") + record(1, legacy_init) + record(0, b"\x02\x01") + record(0, b"\x08\x01\x00")
+legacy += record(0, b"\x03") + record(1, b"\x01" * 16) + record(0, b"\x04") + record(0, b"\x05") + record(0, b"\x07")
+seed("FuzzNordicBootloaders", "legacy-flow", legacy)
+seed("FuzzNordicSerial", "hci-start", bytes.fromhex("d14e01e003000000040000000000000000000000347500008b7a"))
+seed("FuzzNordicSerial", "slip-escapes", b"\x60\x06\x01\xdb\xdc\x00\x10\x00\x00\xdb\xdd\x00\x00\x00\x00\x00\x00\x00")
+seed("FuzzNordicSerial", "legacy-receipt", b"\x11\xd0\x07\x00\x00")
+seed("FuzzNordicSerial", "legacy-init", legacy_init)
+
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         sys.exit("usage: make-seeds.py OUTDIR")

@@ -24,7 +24,7 @@ import Foundation
 struct Options {
     var runs = 2000
     var seed: UInt64 = 1
-    var protocols = ["native", "smp"]
+    var protocols = ["native", "smp", "nordic-dfu", "nordic-legacy"]
     var jobs = 2
     var json = false
     var verbose = false
@@ -40,7 +40,7 @@ struct Options {
             case "--json": json = true
             case "--verbose": verbose = true
             case "--help", "-h":
-                print("usage: bleota-fault-matrix [--runs N] [--seed S] [--protocol native|smp] [--jobs J] [--json] [--verbose]")
+                print("usage: bleota-fault-matrix [--runs N] [--seed S] [--protocol native|smp|nordic-dfu|nordic-legacy] [--jobs J] [--json] [--verbose]")
                 exit(0)
             default:
                 FileHandle.standardError.write(Data("unknown option \(argument): see --help\n".utf8))
@@ -114,6 +114,15 @@ func runOne(index: Int, options: Options) async -> RunResult {
             return RunResult(protocolName: protocolName, fault: fault, outcome: .simulationError, address: address, detail: "image")
         }
         image = prepared
+    } else if protocolName == "nordic-dfu" {
+        newBytes = firmware
+        let packet = NordicInitPacket(firmwareVersion: 2, hardwareVersion: 52, softDeviceRequirements: [0x0101], type: .application,
+                                      applicationSize: UInt32(firmware.count), hash: SHA256Digest.hash(firmware))
+        image = PreparedImage(parts: [.init(name: "application", data: firmware, metadata: packet.encode())], version: "2", summary: "")
+    } else if protocolName == "nordic-legacy" {
+        newBytes = firmware
+        let packet = NordicLegacyInitPacket(applicationVersion: 2, softDeviceRequirements: [0x00B6], imageCRC: NordicLegacyInitPacket.crc(of: firmware))
+        image = PreparedImage(parts: [.init(name: "application", data: firmware, metadata: packet.encode())], version: "2", summary: "")
     } else {
         newBytes = firmware
         image = PreparedImage(bytes: firmware, version: "2.0.0", summary: "")
@@ -122,12 +131,23 @@ func runOne(index: Int, options: Options) async -> RunResult {
         let (report, state) = try await SimulationRuntime.run(maximumVirtualTime: .seconds(4 * 3600)) { runtime -> (Result<UpdateReport, TransferError>, DeviceState) in
             let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
             let half = try chosen.makeDevice(Simulation.configuration(parsed))
-            let old = (half as? SMPDevice)?.storage.snapshot.primary ?? (half as? NativeDevice)?.storage.snapshot.activeImage ?? []
+            var old = (half as? SMPDevice)?.storage.snapshot.primary ?? (half as? NativeDevice)?.storage.snapshot.activeImage ?? []
+            if let nordic = half as? NordicSecureDFUDevice { old = await nordic.flash.application ?? [] }
+            if let legacy = half as? NordicLegacyDFUDevice { old = await legacy.flash.application ?? [] }
             await world.add(SimulatedDevice(address: Simulation.deviceAddress, half: half, model: parsed.model))
             let connector = SimulatedConnector(world: world, address: Simulation.deviceAddress, description: address)
             let host = chosen.makeHost(HostContext(protocolName: protocolName, connector: connector, clock: world.clock))
             let outcome: Result<UpdateReport, TransferError>
-            do throws(TransferError) { outcome = .success(try await host.flash(image, mode: .testAndConfirm)) } catch { outcome = .failure(error) }
+            let mode = chosen.flashModes.contains(.testAndConfirm) ? FlashMode.testAndConfirm : chosen.flashModes[0]
+            do throws(TransferError) { outcome = .success(try await host.flash(image, mode: mode)) } catch { outcome = .failure(error) }
+            // A reset under way finishes before the device is looked at.
+            try? await world.clock.sleep(for: .seconds(2))
+            if let nordic = half as? NordicSecureDFUDevice {
+                return (outcome, nordicState(await nordic.flash.application, await nordic.mode, old: old, new: newBytes))
+            }
+            if let legacy = half as? NordicLegacyDFUDevice {
+                return (outcome, nordicState(await legacy.flash.application, await legacy.mode, old: old, new: newBytes))
+            }
             return (outcome, deviceState(half, old: old, new: newBytes, version: image.version))
         }
         let (class_, detail) = classify(report, state)
@@ -155,6 +175,13 @@ func deviceState(_ half: any DeviceHalf, old: [UInt8], new: [UInt8], version: St
         return .other("the active image is neither the old nor the new one")
     }
     return .other("unknown device")
+}
+
+/// A Nordic device: bank 0 holds the old or the new application, and it runs it or waits in its bootloader.
+func nordicState(_ application: [UInt8]?, _ mode: DeviceMode, old: [UInt8], new: [UInt8]) -> DeviceState {
+    if application == new { return mode == .application ? .newConfirmed : .inBootloader }
+    if application == old { return mode == .application ? .old : .inBootloader }
+    return .other("bank 0 holds neither the old nor the new application")
 }
 
 func classify(_ report: Result<UpdateReport, TransferError>, _ state: DeviceState) -> (Outcome, String) {
@@ -222,10 +249,10 @@ if options.json {
 } else {
     print("\(results.count) seeded updates (base seed \(options.seed)) in \(String(format: "%.0f", Date().timeIntervalSince(started))) s")
     let columns = Outcome.allCases.map(\.rawValue)
-    print("protocol  fault                runs  " + columns.map { $0.padding(toLength: 14, withPad: " ", startingAt: 0) }.joined())
+    print("protocol       fault                runs  " + columns.map { $0.padding(toLength: 14, withPad: " ", startingAt: 0) }.joined())
     for row in rows {
         let cells = columns.map { String(row.counts[$0] ?? 0).padding(toLength: 14, withPad: " ", startingAt: 0) }.joined()
-        print(row.protocolName.padding(toLength: 10, withPad: " ", startingAt: 0) + row.fault.padding(toLength: 21, withPad: " ", startingAt: 0)
+        print(row.protocolName.padding(toLength: 15, withPad: " ", startingAt: 0) + row.fault.padding(toLength: 21, withPad: " ", startingAt: 0)
               + String(row.runs).padding(toLength: 6, withPad: " ", startingAt: 0) + cells)
     }
     for protocolName in options.protocols {

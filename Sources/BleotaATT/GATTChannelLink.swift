@@ -29,7 +29,7 @@ public final class GATTChannelLink: Link {
     /// Finds `channels` among a device's services and characteristics (subscribing to those that
     /// notify or indicate) and makes the link; channels the device lacks are simply absent.
     public static func open(client: GATTClient, channels: [GATTChannel], mtu: Int, description: String,
-                            runner: Task<Void, Never>?) async throws(ATTBearerError) -> GATTChannelLink {
+                            runner: Task<Void, Never>? = nil) async throws(ATTBearerError) -> GATTChannelLink {
         let services = try await client.discoverPrimaryServices()
         var found: [(GATTChannel, UInt16)] = []
         for service in services where channels.contains(where: { $0.service == service.uuid }) {

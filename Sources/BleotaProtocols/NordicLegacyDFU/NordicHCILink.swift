@@ -104,7 +104,7 @@ public final class NordicHCILink: Link {
     public func close() async { await lines.close() }
 
     /// A frame's sequence number and payload, or nil when it fails any of the device's checks.
-    static func parse(_ frame: [UInt8]) -> (sequence: UInt8, payload: [UInt8])? {
+    public static func parse(_ frame: [UInt8]) -> (sequence: UInt8, payload: [UInt8])? {
         guard frame.count >= 6 else { return nil }
         let header = Array(frame[0..<4])
         guard header.reduce(UInt8(0), &+) == 0, header[0] & 0xC0 == 0xC0, header[1] & 0x0F == 14 else { return nil }

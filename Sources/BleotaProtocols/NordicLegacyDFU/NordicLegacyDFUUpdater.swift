@@ -105,7 +105,7 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
         var packetSize = 0
         var interval = initialReceiptInterval
         recorder.enter(.connect)
-        for (index, part) in prepared.parts.enumerated() {
+        for part in prepared.parts {
             guard let imageType = NordicLegacyDFUProtocol.imageType(part.name) else {
                 throw TransferError(.badInput, step: .load, "the package's part '\(part.name)' is not one legacy DFU sends")
             }
