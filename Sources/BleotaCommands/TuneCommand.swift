@@ -26,6 +26,8 @@ struct TuneCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Largest packet to try (default: the link's largest).") var maximumPacket: Int?
     @Option(name: .long, help: "Write a heatmap of goodput over packet size × delay (loss shown, choice marked) to this SVG file.") var plot: String?
     @Flag(name: .long, help: "Measure and report, but do not save the choice.") var noSave = false
+    @Option(name: .long, help: "Measure with this image instead of test bytes, for a protocol whose devices take only real images (Nordic DFU packages): it is sent as flash would send it but never activated.")
+    var image: String?
 
     func validate() throws {
         guard (1024...(16 << 20)).contains(trialBytes) else { throw ValidationError("--trial-bytes \(trialBytes) is out of range: use 1024…16777216") }
@@ -64,6 +66,17 @@ struct TuneCommand: AsyncParsableCommand {
         let useGrid = grid
         let quiet = deviceOptions.quiet || global.json
         let name = updateProtocol.name
+        // A protocol whose devices take only real images measures with the one given, never activated.
+        var trialImage: PreparedImage?
+        if updateProtocol.testTransferNeedsImage {
+            guard let image else {
+                throw CommandFailure(.usage, "\(updateProtocol.identity.displayName) devices take only real images: give the package to measure with, --image FILE (it is sent but never activated)")
+            }
+            do { trialImage = try updateProtocol.prepareImage(ImageRequest(path: image)) } catch { throw error.commandFailure }
+        } else if image != nil {
+            throw CommandFailure(.usage, "--image: \(updateProtocol.identity.displayName) measures with test bytes the device discards: drop --image")
+        }
+        let measuredImage = trialImage
         let outcome = try await deviceOptions.device.session(protocol: updateProtocol, logger: logger) { connector, clock in
             @Sendable func host(_ tuning: TransferTuning) -> any ProtocolHost {
                 updateProtocol.makeHost(HostContext(protocolName: name, connector: connector, clock: clock, tuning: tuning,
@@ -79,7 +92,12 @@ struct TuneCommand: AsyncParsableCommand {
             @Sendable func measure(_ point: TuningPoint) async -> TuningTrial {
                 let bytes = pseudoRandomBytes(trialBytes, seed: seed.next())
                 do {
-                    let report = try await host(point.apply(to: base)).testTransfer(bytes)
+                    let trialHost = host(point.apply(to: base))
+                    let report = if let measuredImage {
+                        try await trialHost.testTransfer(image: measuredImage)
+                    } else {
+                        try await trialHost.testTransfer(bytes)
+                    }
                     let statistics = report.statistics
                     let loss = statistics.packetsSent > 0 ? Double(statistics.packetsLost) / Double(statistics.packetsSent) : 0
                     let trial = TuningTrial(point: point, goodput: report.goodput, loss: loss, packetsSent: statistics.packetsSent,
@@ -97,7 +115,12 @@ struct TuneCommand: AsyncParsableCommand {
             do {
                 var probeTuning = base
                 probeTuning.packetSize = maximumPacket
-                probeReport = try await host(probeTuning).testTransfer(pseudoRandomBytes(4096, seed: seed.next()))
+                let probeHost = host(probeTuning)
+                probeReport = if let measuredImage {
+                    try await probeHost.testTransfer(image: measuredImage)
+                } else {
+                    try await probeHost.testTransfer(pseudoRandomBytes(4096, seed: seed.next()))
+                }
             } catch let error as TransferError {
                 throw CommandFailure(error.exitStatus, "the first test transfer failed: \(error)")
             }

@@ -106,6 +106,20 @@ import ZIPFoundation
         #expect(prepared.parts.map(\.data) == [Self.application] && prepared.version == "1")
     }
 
+    /// adafruit-nrfutil writes a SoftDevice+bootloader image's sizes on the part itself, nrfutil under info_read_only_metadata.
+    @Test func aLegacySoftDeviceAndBootloaderPartKeepsItsSizes() throws {
+        let path = try zip("legacy-sdbl.zip", [
+            ("manifest.json", try Self.manifest(["softdevice_bootloader": ["bin_file": "sd_bl.bin", "dat_file": "sd_bl.dat",
+                                                                          "sd_size": 3000, "bl_size": 1000]], legacy: true)),
+            ("sd_bl.bin", [UInt8](repeating: 7, count: 4000)),
+            ("sd_bl.dat", NordicLegacyInitPacket(deviceRevision: 0xADAF, imageCRC: NordicLegacyInitPacket.crc(of: [UInt8](repeating: 7, count: 4000))).encode()),
+        ])
+        let package = try NordicDFUPackage(contentsOf: path)
+        #expect(package.parts[0].softDeviceSize == 3000 && package.parts[0].bootloaderSize == 1000)
+        let prepared = try NordicLegacyDFUProtocol().prepareImage(ImageRequest(path: path))
+        #expect(prepared.parts[0].attributes["softdevice-size"] == 3000)
+    }
+
     @Test func hostilePackagesAreRefusedWithOneLine() throws {
         let good = try Self.manifest(["application": ["bin_file": "app.bin", "dat_file": "app.dat"]])
         let cases: [(String, [(String, [UInt8])], String)] = [

@@ -295,3 +295,46 @@ func simulateNordicLegacyUpdate(_ address: String, image: [UInt8], startInBootlo
         }
     }
 }
+
+/// `tune` on a Nordic device: the real image sent as flash sends it, never activated.
+@Suite struct NordicTestTransferTests {
+    @Test func aSecureDFUTestTransferSendsTheImageButLeavesTheOldApplicationRunning() async throws {
+        let part = try nordicApplication(9000, seed: 21)
+        let parsed = try SimulatorAddress(parsing: "sim://slow-flash?protocol=nordic-dfu")
+        let (report, flash, mode) = try await SimulationRuntime.run { runtime in
+            let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
+            var flash = NordicBootloader.Flash()
+            flash.application = Array("factory application".utf8)
+            let device = NordicSecureDFUDevice(flash: flash)
+            await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model))
+            let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: "sim")
+            var tuning = TransferTuning()
+            tuning.window = 4
+            let host = NordicSecureDFUProtocol().makeHost(HostContext(protocolName: "nordic-dfu", connector: connector, clock: world.clock,
+                                                                       tuning: tuning, explicitKnobs: [.window]))
+            let report = try await host.testTransfer(image: PreparedImage(parts: [part], version: "2", summary: "test"))
+            try? await world.clock.sleep(for: .seconds(2))
+            let result = (report, await device.flash, await device.mode)
+            await world.shutDown()
+            return result
+        }
+        #expect(report.bytes == 9000 && report.transferSeconds > 0 && report.tuning.window == 4)
+        #expect(flash.application == Array("factory application".utf8), "nothing was activated")
+        #expect(mode == .application, "Abort sent the device back to its application")
+    }
+
+    @Test func testBytesAreRefusedWithWhatToGive() async throws {
+        let host = NordicSecureDFUUpdater(context: HostContext(protocolName: "nordic-dfu", connector: FixedFailingConnector(), clock: SystemClock()))
+        do {
+            _ = try await host.testTransfer([1, 2, 3])
+            Issue.record("test bytes were accepted")
+        } catch {
+            #expect(error.message.contains("bleota tune --image X.zip"))
+        }
+    }
+}
+
+struct FixedFailingConnector: DeviceConnector {
+    var description: String { "none" }
+    func connect(for purpose: ConnectPurpose, timeout: Duration) async throws(LinkError) -> any Link { throw .unreachable("none") }
+}

@@ -18,6 +18,11 @@ public protocol ProtocolHost: Sendable {
     func pull(_ name: String) async throws(TransferError) -> PulledFile
     /// Sends bytes the device checks and discards (for `tune`).
     func testTransfer(_ bytes: [UInt8]) async throws(TransferError) -> UpdateReport
+    /// Sends a real image the way `flash` would but stops before anything is
+    /// activated, leaving the device running what it ran (for `tune` with a
+    /// protocol whose devices take only real, often signed, images:
+    /// ``UpdateProtocol/testTransferNeedsImage``).
+    func testTransfer(image: PreparedImage) async throws(TransferError) -> UpdateReport
     /// Reads the image slots; with a change, applies it first.
     func imageState(_ change: ImageStateChange?) async throws(TransferError) -> DeviceImageState
     func echo(_ text: String) async throws(TransferError) -> String
@@ -29,6 +34,7 @@ extension ProtocolHost {
     public func push(_ file: [UInt8], name: String) async throws(TransferError) -> UpdateReport { throw Self.refusal("push files") }
     public func pull(_ name: String) async throws(TransferError) -> PulledFile { throw Self.refusal("pull files") }
     public func testTransfer(_ bytes: [UInt8]) async throws(TransferError) -> UpdateReport { throw Self.refusal("run test transfers") }
+    public func testTransfer(image: PreparedImage) async throws(TransferError) -> UpdateReport { try await testTransfer(image.bytes) }
     public func imageState(_ change: ImageStateChange?) async throws(TransferError) -> DeviceImageState {
         throw Self.refusal("show image state")
     }

@@ -35,6 +35,10 @@ public protocol UpdateProtocol: Sendable {
     /// The keys its device half accepts (in a `sim://` address, for `sim serve`),
     /// beyond those every simulated device has.
     var deviceOptions: [DeviceOptionSpec] { get }
+    /// Whether its test transfers (`tune`) need a real image: its devices take
+    /// nothing else (Nordic's bootloaders check an init packet, usually signed),
+    /// so `tune` sends the image given without activating it.
+    var testTransferNeedsImage: Bool { get }
 
     /// How strongly an image file belongs to this protocol.
     func imageAffinity(_ probe: ImageProbe) -> ImageAffinity
@@ -57,6 +61,7 @@ public protocol UpdateProtocol: Sendable {
 extension UpdateProtocol {
     public var name: String { identity.name }
     public var deviceOptions: [DeviceOptionSpec] { [] }
+    public var testTransferNeedsImage: Bool { false }
     public var flashModes: [FlashMode] { [.testAndConfirm] }
     public func frame(_ link: any Link, over transport: TransportKind) -> any Link { link }
     public func describeImage(_ request: ImageRequest) throws(TransferError) -> ImageDescription? { nil }

@@ -185,11 +185,9 @@ public struct NordicBootloader: Sendable {
     }
 
     private mutating func receive(_ bytes: [UInt8], operation: NordicDFUOperation) -> [Action] {
+        // A write is never answered, not even when it fails (nrf_dfu_ble.c, nrf_dfu_serial.c):
+        // only a receipt that falls due says anything, and a failed write makes it a failure.
         let result = append(bytes)
-        if operation == .write, result != .success {
-            // Serial writes that fail are answered (nrf_dfu_serial.c answers every request it cannot take).
-            return [.respond(NordicDFUResponse(operation: .write, result: result))]
-        }
         guard receiptInterval > 0 else { return [] }
         receiptCountdown = receiptCountdown > 0 ? receiptCountdown - 1 : 0
         guard receiptCountdown == 0 else { return [] }

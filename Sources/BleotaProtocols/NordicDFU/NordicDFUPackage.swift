@@ -133,10 +133,10 @@ public struct NordicDFUPackage: Sendable {
             guard !image.isEmpty else { throw NordicPackageError(path, "\(imageName) is empty: regenerate the package") }
             var part = Part(kind: kind, imageName: imageName, initPacketName: initPacketName, image: image,
                             initPacketBytes: initPacketBytes, initPacket: nil)
-            if let metadata = object["info_read_only_metadata"] as? [String: Any] {
-                part.softDeviceSize = (metadata["sd_size"] as? NSNumber)?.intValue
-                part.bootloaderSize = (metadata["bl_size"] as? NSNumber)?.intValue
-            }
+            // nrfutil puts the sizes under info_read_only_metadata; adafruit-nrfutil on the part itself.
+            let metadata = object["info_read_only_metadata"] as? [String: Any] ?? object
+            part.softDeviceSize = (metadata["sd_size"] as? NSNumber)?.intValue
+            part.bootloaderSize = (metadata["bl_size"] as? NSNumber)?.intValue
             if flavour == .secure {
                 do {
                     part.initPacket = try NordicInitPacket(decoding: initPacketBytes)

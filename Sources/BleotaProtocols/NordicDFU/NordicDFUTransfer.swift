@@ -54,6 +54,9 @@ public struct NordicDFUTransfer: Sendable {
     public let objectRetries: Int
     /// Timeouts in a row before giving up.
     public let timeoutLimit: Int
+    /// False for a test transfer (`tune`): a fresh init packet, every object but
+    /// the last executed, the last one checked but never executed, so nothing is activated.
+    public let activates: Bool
 
     private(set) var phase: Phase = .commandReceipts
     /// The data object being sent.
@@ -74,13 +77,14 @@ public struct NordicDFUTransfer: Sendable {
     public private(set) var resumedFrom = 0
 
     public init(initPacket: [UInt8], image: [UInt8], receiptInterval: UInt16 = 0, firstObjectDelay: Duration = .zero,
-                objectRetries: Int = 3, timeoutLimit: Int = 6) {
+                objectRetries: Int = 3, timeoutLimit: Int = 6, activates: Bool = true) {
         self.initPacket = initPacket
         self.image = image
         self.receiptInterval = receiptInterval
         self.firstObjectDelay = firstObjectDelay
         self.objectRetries = max(1, objectRetries)
         self.timeoutLimit = max(1, timeoutLimit)
+        self.activates = activates
     }
 
     /// Starts (or, after a reconnection, restarts) from the bootloader's own account.
@@ -144,7 +148,7 @@ public struct NordicDFUTransfer: Sendable {
                                "the init packet is \(initPacket.count) bytes and this bootloader takes at most \(maximum): generate the package with the nrfutil of its SDK")
             }
             let held = Int(offset)
-            if held > 0, held <= initPacket.count, crc == self.crc(upTo: held, of: initPacket) {
+            if activates, held > 0, held <= initPacket.count, crc == self.crc(upTo: held, of: initPacket) {
                 if held == initPacket.count {
                     phase = .executeCommand
                     return .send(.execute)
@@ -214,8 +218,7 @@ public struct NordicDFUTransfer: Sendable {
         case (.checkData, .checksum(let offset, let crc)):
             let at = Int(offset)
             if at == objectEnd, crc == self.crc(upTo: objectEnd, of: image) {
-                phase = .executeData
-                return .send(.execute)
+                return executeOrStop()
             }
             if at < objectEnd, at >= objectStart, crc == self.crc(upTo: at, of: image), !staleAnswerSkipped {
                 // A receipt sent before the last packets arrived; the answer follows.
@@ -250,6 +253,17 @@ public struct NordicDFUTransfer: Sendable {
     }
 
     private var verifyNextCreate = false
+
+    /// An object that checked out is executed — except the last one of a test transfer.
+    private mutating func executeOrStop() -> Action {
+        if !activates, objectEnd == image.count {
+            phase = .done
+            executedBytes = image.count
+            return .finished
+        }
+        phase = .executeData
+        return .send(.execute)
+    }
 
     private mutating func createObject(at start: Int, verify: Bool) -> Action {
         objectStart = start
@@ -291,8 +305,7 @@ public struct NordicDFUTransfer: Sendable {
             phase = .checkCommand
         case .streamData:
             if let receipt, Int(receipt.offset) == objectEnd, receipt.crc == crc(upTo: objectEnd, of: image) {
-                phase = .executeData
-                return .send(.execute)
+                return executeOrStop()
             }
             phase = .checkData
         default:

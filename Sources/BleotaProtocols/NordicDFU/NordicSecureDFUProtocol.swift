@@ -28,14 +28,16 @@ public struct NordicSecureDFUProtocol: UpdateProtocol {
                          imageFormats: ["nrfutil package (.zip)", "bin or hex with its .dat beside it"])
     }
 
-    public var capabilities: ProtocolCapabilities { [.flash] }
+    public var capabilities: ProtocolCapabilities { [.flash, .testTransfer] }
+
+    public var testTransferNeedsImage: Bool { true }
 
     /// The bootloader activates an image once its last object executes: there is no test boot and no staging.
     public var flashModes: [FlashMode] { [.confirm] }
 
     public var tuningKnobs: [TuningKnob: String] {
         [.packetSize: "bytes per packet write (default: what the link carries; over serial what the bootloader's MTU allows)",
-         .window: "packets between receipt notifications, which pace the sending (PRN; default 0: none, one check per 4 KiB object)",
+         .window: "packets between receipt notifications, which pace the sending (PRN; default: one object's packets, so the receipt for its last packet is its checksum; halved when an object arrives damaged)",
          .delay: "pause before the first data object of each connection (default 400 ms: SDK 15–17 bootloaders prepare flash then)",
          .retries: "tries of an object whose CRC disagrees (default 3)"]
     }

@@ -16,7 +16,7 @@ import Logging
 ///
 /// Tuning knobs mean, for Nordic DFU: `packet-size` the bytes per packet
 /// write (default: what the link carries), `window` the packets between
-/// receipt notifications (PRN; default 0, none), `delay` the pause before the
+/// receipt notifications (PRN; default: one object's packets), `delay` the pause before the
 /// first data object of each connection (default 400 ms, which SDK 15–17
 /// bootloaders need to prepare flash; iOS's library waits the same), and
 /// `retries` the tries of an object whose CRC disagrees (default 3).
@@ -169,7 +169,24 @@ public struct NordicSecureDFUUpdater: ProtocolHost {
     // MARK: Flash
 
     public func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
-        var recorder = context.recorder("flash")
+        try await run(prepared, activate: true)
+    }
+
+    public func testTransfer(_ bytes: [UInt8]) async throws(TransferError) -> UpdateReport {
+        throw TransferError(.unsupported, step: .load,
+                            "Nordic bootloaders take only real images with their init packets: give the package to measure with (bleota tune --image X.zip)")
+    }
+
+    /// The package's last part (the application) sent as flash sends it, with a fresh
+    /// init packet, but its last object never executed: then Abort, and the device
+    /// resets into what it ran before.
+    public func testTransfer(image: PreparedImage) async throws(TransferError) -> UpdateReport {
+        guard let last = image.parts.last else { throw TransferError(.badInput, step: .load, "the package has no parts") }
+        return try await run(PreparedImage(parts: [last], version: image.version, summary: image.summary), activate: false)
+    }
+
+    func run(_ prepared: PreparedImage, activate: Bool) async throws(TransferError) -> UpdateReport {
+        var recorder = context.recorder(activate ? "flash" : "test-transfer")
         recorder.beginQuietly(.load)
         var statistics = TransferStatistics()
         var streamed = 0
@@ -197,13 +214,21 @@ public struct NordicSecureDFUUpdater: ProtocolHost {
             recorder.enter(.transfer)
             onEvent(.note("sending the \(part.name) (\(part.data.count) bytes, init packet \(part.metadata.count) bytes)"))
             let began = clock.now
-            let outcome = try await sendPart(part, connection: &connection, done: done, total: total, statistics: &statistics)
+            let outcome = try await sendPart(part, connection: &connection, done: done, total: total, statistics: &statistics,
+                                             activate: activate)
             transferTime += clock.now - began
             streamed += outcome.bytesOnWire
             packetSize = outcome.packetSize
             receipts = outcome.receiptInterval
             done += part.data.count
             await connection.link.close()
+        }
+        guard activate else {
+            var tuning = context.tuning
+            tuning.window = receipts
+            tuning.packetSize = packetSize
+            return recorder.finish(bytes: total, transfer: TransferSummary(streamBytes: streamed, packetSize: packetSize, elapsed: transferTime),
+                                   statistics: statistics, tuning: tuning)
         }
         recorder.enter(.confirm)
         if !connection.isSerial {
@@ -232,7 +257,7 @@ public struct NordicSecureDFUUpdater: ProtocolHost {
 
     /// One part through the ``NordicDFUTransfer`` machine; reconnects to resume after a dropped link.
     func sendPart(_ part: PreparedImage.Part, connection: inout Connection, done: Int, total: Int,
-                  statistics: inout TransferStatistics) async throws(TransferError) -> PartOutcome {
+                  statistics: inout TransferStatistics, activate: Bool = true) async throws(TransferError) -> PartOutcome {
         var outcome = PartOutcome()
         var reconnects = 0
         let began = clock.now
@@ -242,7 +267,7 @@ public struct NordicSecureDFUUpdater: ProtocolHost {
         outcome.receiptInterval = Int(interval)
         var machine = NordicDFUTransfer(initPacket: part.metadata, image: part.data, receiptInterval: interval,
                                         firstObjectDelay: firstObjectDelay, objectRetries: objectRetries,
-                                        timeoutLimit: timeouts.attempts + 1)
+                                        timeoutLimit: timeouts.attempts + 1, activates: activate)
         var action = machine.start()
         func report() {
             onEvent(.progress(TransferProgress(bytesAcknowledged: done + machine.executedBytes, totalBytes: total,
@@ -256,6 +281,11 @@ public struct NordicSecureDFUUpdater: ProtocolHost {
                 switch action {
                 case .finished:
                     report()
+                    if !activate {
+                        // Nothing was activated: Abort, and the device resets into what it ran.
+                        try? await connection.link.send(ChannelPacket.tag(NordicDFUChannel.controlPoint.rawValue, NordicDFURequest.abort.encode()))
+                        await awaitDisconnect(connection.link, clock: clock, timeout: timeouts.response)
+                    }
                     return outcome
                 case .failed(let error):
                     await connection.link.close()

@@ -193,7 +193,7 @@ public struct NordicLegacyBootloader: Sendable {
     func prevalidate(_ bytes: [UInt8]) -> NordicLegacyInitPacket? {
         guard bytes.count >= 14, let packet = try? NordicLegacyInitPacket(decoding: bytes) else { return nil }
         guard packet.deviceType == NordicLegacyInitPacket.adafruitDeviceType else { return nil }
-        if type != .application, ![0xADAF, 0xCE68, 0xCD81].contains(packet.deviceRevision) { return nil }
+        if type != .application, ![0xADAF, 52840, 52833].contains(packet.deviceRevision) { return nil }
         let installed = flash.softDeviceID
         guard !packet.softDeviceRequirements.isEmpty,
               packet.softDeviceRequirements.contains(where: { $0 == 0xFFFE || $0 == installed }) else { return nil }

@@ -31,7 +31,8 @@ public struct NordicLegacyDFUProtocol: UpdateProtocol {
                          imageFormats: ["adafruit-nrfutil package (.zip, dfu_version 0.5)"])
     }
 
-    public var capabilities: ProtocolCapabilities { [.flash] }
+    public var capabilities: ProtocolCapabilities { [.flash, .testTransfer] }
+    public var testTransferNeedsImage: Bool { true }
     public var flashModes: [FlashMode] { [.confirm] }
 
     public var tuningKnobs: [TuningKnob: String] {

@@ -88,12 +88,32 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
     }
 
     public func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
-        var recorder = context.recorder("flash")
+        try await run(prepared, activate: true)
+    }
+
+    public func testTransfer(_ bytes: [UInt8]) async throws(TransferError) -> UpdateReport {
+        throw TransferError(.unsupported, step: .load,
+                            "legacy bootloaders take only real images with their init packets: give the package to measure with (bleota tune --image X.zip)")
+    }
+
+    /// The package's last part sent and validated as flash sends it, then Reset
+    /// instead of Activate: the device keeps running what it ran.
+    public func testTransfer(image: PreparedImage) async throws(TransferError) -> UpdateReport {
+        guard let last = image.parts.last else { throw TransferError(.badInput, step: .load, "the package has no parts") }
+        return try await run(PreparedImage(parts: [last], version: image.version, summary: image.summary), activate: false)
+    }
+
+    func run(_ prepared: PreparedImage, activate: Bool) async throws(TransferError) -> UpdateReport {
+        var recorder = context.recorder(activate ? "flash" : "test-transfer")
         let first: any Link
         do { first = try await connector.connect(for: .initial, timeout: timeouts.connect) } catch {
             throw TransferError(.linkLost, step: .connect, "cannot reach \(connector.description): \(error)")
         }
         if let serial = first as? NordicHCILink {
+            guard activate else {
+                await serial.close()
+                throw TransferError(.unsupported, step: .connect, "legacy serial DFU reports nothing back, so there is nothing to measure: tune over BLE")
+            }
             return try await flashOverSerial(prepared, link: serial, recorder: &recorder)
         }
         var firstLink: (any Link)? = first
@@ -135,7 +155,7 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
                 let failure: PartFailure
                 do throws(PartFailure) {
                     packetSize = try await send(part, type: imageType, connection: connection, interval: interval, done: done,
-                                                total: total, statistics: &statistics)
+                                                total: total, statistics: &statistics, activate: activate)
                     transferTime += clock.now - began
                     await connection.link.close()
                     break
@@ -166,6 +186,13 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
             }
             done += part.data.count
         }
+        guard activate else {
+            var tuning = context.tuning
+            tuning.window = Int(interval)
+            tuning.packetSize = packetSize
+            return recorder.finish(bytes: total, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: packetSize, elapsed: transferTime),
+                                   statistics: statistics, tuning: tuning)
+        }
         recorder.enter(.confirm)
         let (back, revision) = try await connect(.application, step: .confirm)
         await back.link.close()
@@ -192,7 +219,7 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
 
     /// One try of one part; returns the packet size used.
     func send(_ part: PreparedImage.Part, type: NordicLegacyImageType, connection: Connection, interval: UInt16, done: Int, total: Int,
-              statistics: inout TransferStatistics) async throws(PartFailure) -> Int {
+              statistics: inout TransferStatistics, activate: Bool = true) async throws(PartFailure) -> Int {
         let link = connection.link
         let control = NordicLegacyChannel.controlPoint.rawValue
         let packetChannel = NordicLegacyChannel.packet.rawValue
@@ -280,8 +307,8 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
         try await expect(.receiveFirmware, timeout: timeouts.response)
         try await write(control, [NordicLegacyOperation.validate.rawValue])
         try await expect(.validate, timeout: timeouts.response)
-        // Activate: the bootloader resets into the image without answering.
-        try await write(control, [NordicLegacyOperation.activateAndReset.rawValue])
+        // Activate: the bootloader resets into the image without answering (a test transfer resets without it).
+        try await write(control, [activate ? NordicLegacyOperation.activateAndReset.rawValue : NordicLegacyOperation.reset.rawValue])
         await awaitDisconnect(link, clock: clock, timeout: timeouts.response)
         onEvent(.progress(TransferProgress(bytesAcknowledged: done + part.data.count, totalBytes: total, packetsSent: statistics.packetsSent,
                                            packetsResent: statistics.packetsResent, packetsLost: 0, elapsed: clock.now - began,
