@@ -174,15 +174,20 @@ public final class GATTPeripheralChannelLink: Link {
         } catch let error as LinkError { throw error } catch { throw .disconnected("\(error)") }
     }
 
-    public func receive() async throws(LinkError) -> [UInt8] {
-        do {
-            guard let packet = try await inbox.take() else { throw LinkError.disconnected("GATT server closed") }
-            return packet
-        } catch let error as LinkError { throw error } catch { throw .cancelled }
-    }
+    public func receive() async throws(LinkError) -> [UInt8] { try await inbox.nextWrite() }
 
     public func close() async {
         inbox.close()
         await bearer.close("closed by the device")
+    }
+}
+
+extension Mailbox<[UInt8]> {
+    /// The next value a client wrote to a GATT server's characteristic (both server links read their writes so).
+    func nextWrite() async throws(LinkError) -> [UInt8] {
+        do {
+            guard let packet = try await take() else { throw LinkError.disconnected("GATT server closed") }
+            return packet
+        } catch let error as LinkError { throw error } catch { throw .cancelled }
     }
 }

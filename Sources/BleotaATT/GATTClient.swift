@@ -313,12 +313,7 @@ public final class GATTPeripheralLink: Link {
         } catch let error as LinkError { throw error } catch { throw .disconnected("\(error)") }
     }
 
-    public func receive() async throws(LinkError) -> [UInt8] {
-        do {
-            guard let packet = try await inbox.take() else { throw LinkError.disconnected("GATT server closed") }
-            return packet
-        } catch let error as LinkError { throw error } catch { throw .cancelled }
-    }
+    public func receive() async throws(LinkError) -> [UInt8] { try await inbox.nextWrite() }
 
     public func close() async {
         inbox.close()

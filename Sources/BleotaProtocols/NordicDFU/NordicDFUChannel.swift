@@ -95,17 +95,3 @@ public enum NordicButtonless {
     /// An answer: `20 op status`.
     public static func response(to operation: UInt8, _ status: Status) -> [UInt8] { [responseCode, operation, status.rawValue] }
 }
-
-/// Waits until the device drops `link` (it resets after a jump or an
-/// activation), at most `timeout`; then closes it from this side too.
-func awaitDisconnect(_ link: any Link, clock: any BleotaClock, timeout: Duration) async {
-    let deadline = clock.now + timeout
-    while deadline > clock.now {
-        do {
-            _ = try await withDeadline(deadline - clock.now, clock: clock) { try await link.receive() }
-        } catch {
-            break
-        }
-    }
-    await link.close()
-}

@@ -173,16 +173,14 @@ public struct NordicSecureDFUUpdater: ProtocolHost {
     }
 
     public func testTransfer(_ bytes: [UInt8]) async throws(TransferError) -> UpdateReport {
-        throw TransferError(.unsupported, step: .load,
-                            "Nordic bootloaders take only real images with their init packets: give the package to measure with (bleota tune --image X.zip)")
+        throw realImageRequired("Nordic bootloaders")
     }
 
     /// The package's last part (the application) sent as flash sends it, with a fresh
     /// init packet, but its last object never executed: then Abort, and the device
     /// resets into what it ran before.
     public func testTransfer(image: PreparedImage) async throws(TransferError) -> UpdateReport {
-        guard let last = image.parts.last else { throw TransferError(.badInput, step: .load, "the package has no parts") }
-        return try await run(PreparedImage(parts: [last], version: image.version, summary: image.summary), activate: false)
+        try await run(try image.lastPartAlone(), activate: false)
     }
 
     func run(_ prepared: PreparedImage, activate: Bool) async throws(TransferError) -> UpdateReport {

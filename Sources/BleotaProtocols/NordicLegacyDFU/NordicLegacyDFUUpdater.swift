@@ -92,15 +92,13 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
     }
 
     public func testTransfer(_ bytes: [UInt8]) async throws(TransferError) -> UpdateReport {
-        throw TransferError(.unsupported, step: .load,
-                            "legacy bootloaders take only real images with their init packets: give the package to measure with (bleota tune --image X.zip)")
+        throw realImageRequired("legacy bootloaders")
     }
 
     /// The package's last part sent and validated as flash sends it, then Reset
     /// instead of Activate: the device keeps running what it ran.
     public func testTransfer(image: PreparedImage) async throws(TransferError) -> UpdateReport {
-        guard let last = image.parts.last else { throw TransferError(.badInput, step: .load, "the package has no parts") }
-        return try await run(PreparedImage(parts: [last], version: image.version, summary: image.summary), activate: false)
+        try await run(try image.lastPartAlone(), activate: false)
     }
 
     func run(_ prepared: PreparedImage, activate: Bool) async throws(TransferError) -> UpdateReport {

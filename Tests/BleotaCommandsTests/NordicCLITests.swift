@@ -1,0 +1,45 @@
+import Foundation
+import Testing
+@testable import BleotaCommands
+
+/// The Nordic protocols through the command line: packages described and
+/// checked by `image info`, refused by `flash` before anything connects, and
+/// flashed and tuned on the simulator.
+@Suite struct NordicCLITests {
+    static let fixtures = "Tests/BleotaProtocolsTests/Fixtures/nordic"
+
+    @Test func imageInfoDescribesAPackageAndVerifiesItsSignature() throws {
+        let result = try BleotaProcess.run(["image", "info", "\(Self.fixtures)/nrfutil-6.1.7-sd-bl-app-signed.zip",
+                                            "--key", "\(Self.fixtures)/nrfutil-6.1.7-test-key-public.pem", "--json"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+        #expect(json["protocol"] as? String == "nordic-dfu")
+        let parts = try #require(json["parts"] as? [[String: Any]])
+        #expect(parts.map { $0["name"] as? String } == ["SoftDevice and bootloader", "application"])
+        #expect(parts.allSatisfy { $0["hashMatches"] as? Bool == true && $0["signatureVerified"] as? Bool == true })
+    }
+
+    @Test func aPackageSignedWithAnotherKeyIsRefusedBeforeConnecting() throws {
+        // A device that would refuse every connection (power lost at its first byte): a refusal after connecting would say so.
+        let other = "samples/mcuboot/imgtool-2.5.0/other-ecdsa-p256.pub.pem"
+        let result = try BleotaProcess.run(["flash", "\(Self.fixtures)/nrfutil-6.1.7-app-signed.zip", "--key", other,
+                                            "--device", "sim://2m-dle?protocol=nordic-dfu&power-loss-at=0"])
+        #expect(result.status == 5, "\(result.stderr)")
+        #expect(result.stderr.contains("the application's signature does not verify with \(other): it was signed with another key"))
+        #expect(result.stderr.split(separator: "\n").count == 1)
+    }
+
+    @Test func flashAndTuneOnTheSimulator() throws {
+        let flash = try BleotaProcess.run(["flash", "\(Self.fixtures)/adafruit-nrfutil-0.5.3.post16-app.zip",
+                                           "--device", "sim://2m-dle?protocol=nordic-legacy", "--json"])
+        #expect(flash.status == 0, "\(flash.stderr)")
+        #expect(flash.stdout.contains("\"versionAfter\" : \"2\"") && flash.stdout.contains("\"protocolName\" : \"nordic-legacy\""))
+        let untuned = try BleotaProcess.run(["tune", "--device", "sim://2m-dle?protocol=nordic-dfu", "--no-save"])
+        #expect(untuned.status == 2)
+        #expect(untuned.stderr.contains("Nordic Secure DFU devices take only real images: give the package to measure with, --image FILE"))
+        let tuned = try BleotaProcess.run(["tune", "--device", "sim://slow-flash?protocol=nordic-dfu", "--no-save", "--json",
+                                           "--image", "\(Self.fixtures)/nrfutil-6.1.7-app-unsigned.zip"])
+        #expect(tuned.status == 0, "\(tuned.stderr)")
+        #expect(tuned.stdout.contains("\"chosen\""))
+    }
+}
