@@ -135,6 +135,23 @@ public struct BLEConnector: DeviceConnector {
         }
     }
 
+    /// Scans for the device advertising `name` (2 s at a time) and connects to the address it advertises from.
+    public func connect(for purpose: ConnectPurpose, timeout: Duration, advertisedName name: String) async throws(LinkError) -> any Link {
+        try await retryUntil(deadline: clock.now + timeout, clock: clock, pause: .milliseconds(250)) { left throws(LinkError) in
+            let seen: [Advertisement]
+            do { seen = try await Scanner.scan(adapter: target.adapter, duration: min(left, .seconds(2)), filter: ScanFilter(name: name)) } catch {
+                throw LinkError.unreachable("cannot scan for '\(name)': \(error)")
+            }
+            guard let found = seen.first(where: { $0.localName == name }), let address = BluetoothAddress(found.address) else {
+                throw LinkError.unreachable("no device advertising the name '\(name)'")
+            }
+            var renamed = target
+            renamed.address = address
+            renamed.type = found.addressType == "random" ? .random : .public
+            return try await attempt(renamed, timeout: left)
+        }
+    }
+
     /// The address + 1 a Nordic bootloader takes: the least significant byte incremented, wrapping without carry.
     static func nextAddress(_ target: BLEDeviceAddress) -> BLEDeviceAddress {
         var next = target

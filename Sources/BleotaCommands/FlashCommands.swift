@@ -19,6 +19,28 @@ struct FlashOptions: ParsableArguments {
 
     @Option(name: .long, help: "Public or private key (PEM or DER; ECDSA P-256 or Ed25519) the image must be signed with; checked before connecting.")
     var key: String?
+
+    @Option(name: .customLong("protocol-option"), help: ArgumentHelp("A key of the protocol's host half (repeatable; bleota protocols lists them), e.g. bootloader-name=DfuNew.", valueName: "KEY=VALUE"))
+    var protocolOptions: [String] = []
+
+    /// The protocol options as keys and values, each checked against what `updateProtocol` accepts.
+    func hostOptions(for updateProtocol: any UpdateProtocol) throws -> [String: String] {
+        var options: [String: String] = [:]
+        for pair in protocolOptions {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.count == 2, !parts[0].isEmpty else {
+                throw CommandFailure(.usage, "--protocol-option '\(pair)' is not KEY=VALUE: write e.g. --protocol-option bootloader-name=DfuNew")
+            }
+            let key = String(parts[0])
+            guard updateProtocol.hostOptions.contains(where: { $0.key == key }) else {
+                let keys = updateProtocol.hostOptions.map(\.key)
+                throw CommandFailure(.usage, "--protocol-option \(key) is not an option of \(updateProtocol.identity.displayName): "
+                    + (keys.isEmpty ? "it takes none" : "use \(keys.joined(separator: " or "))"))
+            }
+            options[key] = String(parts[1])
+        }
+        return options
+    }
 }
 
 extension FlashMode: ExpressibleByArgument {}
@@ -64,7 +86,9 @@ struct FlashCommand: AsyncParsableCommand {
         let prepared: PreparedImage
         do { prepared = try updateProtocol.prepareImage(request) } catch { throw error.commandFailure }
         logger.info("\(prepared.summary)")
-        let outcome = try await withHost(updateProtocol, global: global, device: deviceOptions, tuning: tuningOptions, logger: logger) {
+        let hostOptions = try flashOptions.hostOptions(for: updateProtocol)
+        let outcome = try await withHost(updateProtocol, global: global, device: deviceOptions, tuning: tuningOptions, options: hostOptions,
+                                         logger: logger) {
             try await $0.flash(prepared, mode: mode)
         }
         let via = updateProtocol.flashModes.count > 1 ? " over \(updateProtocol.identity.displayName) (\(mode.rawValue))" : ""
@@ -151,6 +175,7 @@ struct PullCommand: AsyncParsableCommand {
 /// Opens the device named by `--device`, runs `operation` with `protocol`'s host
 /// half reporting progress to the terminal, and closes the progress line.
 func withHost<T: Sendable>(_ updateProtocol: any UpdateProtocol, global: GlobalOptions, device: DeviceOptions, tuning: TuningOptions,
+                           options: [String: String] = [:],
                            logger: Logger, _ operation: @escaping @Sendable (any ProtocolHost) async throws -> T) async throws -> SessionOutcome<T> {
     let reporter = ProgressReporter.automatic(json: global.json, quiet: device.quiet)
     let (effective, knobs, source) = effectiveTuning(tuning, device: device.device.text, for: updateProtocol)
@@ -159,7 +184,7 @@ func withHost<T: Sendable>(_ updateProtocol: any UpdateProtocol, global: GlobalO
     let name = updateProtocol.name
     let outcome = try await device.device.session(protocol: updateProtocol, logger: logger) { connector, clock in
         let context = HostContext(protocolName: name, connector: connector, clock: clock, tuning: effective, explicitKnobs: knobs,
-                                  timeouts: timeouts, logger: logger) { reporter.handle($0) }
+                                  timeouts: timeouts, logger: logger, options: options) { reporter.handle($0) }
         return try await operation(updateProtocol.makeHost(context))
     }
     reporter.finish()

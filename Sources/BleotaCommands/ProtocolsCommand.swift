@@ -20,6 +20,7 @@ struct ProtocolsCommand: AsyncParsableCommand {
         var flashModes: [String]
         var tuningKnobs: [String: String]
         var deviceOptions: [String: String]
+        var hostOptions: [String: String]
     }
 
     func run() async throws {
@@ -29,7 +30,8 @@ struct ProtocolsCommand: AsyncParsableCommand {
                   gattServices: item.identity.gattServices.map { "\($0.name) \($0.service)" }, imageFormats: item.identity.imageFormats,
                   capabilities: item.capabilities.summary, flashModes: item.flashModes.map(\.rawValue),
                   tuningKnobs: Dictionary(uniqueKeysWithValues: item.tuningKnobs.map { ("--" + $0.key.rawValue, $0.value) }),
-                  deviceOptions: Dictionary(uniqueKeysWithValues: item.deviceOptions.map { ($0.key, $0.meaning) }))
+                  deviceOptions: Dictionary(uniqueKeysWithValues: item.deviceOptions.map { ($0.key, $0.meaning) }),
+                  hostOptions: Dictionary(uniqueKeysWithValues: item.hostOptions.map { ($0.key, $0.meaning) }))
         }
         if global.json {
             Terminal.standardOutput.writeLine(try JSONOutput.string(entries))
@@ -43,6 +45,7 @@ struct ProtocolsCommand: AsyncParsableCommand {
             lines.append("  images: \(entry.imageFormats.joined(separator: ", "))")
             lines.append("  can: \(entry.capabilities); flash modes: \(entry.flashModes.joined(separator: ", "))")
             for (knob, meaning) in entry.tuningKnobs.sorted(by: { $0.key < $1.key }) { lines.append("  \(knob): \(meaning)") }
+            for (key, meaning) in entry.hostOptions.sorted(by: { $0.key < $1.key }) { lines.append("  --protocol-option \(key)=…: \(meaning)") }
             for (key, meaning) in entry.deviceOptions.sorted(by: { $0.key < $1.key }) { lines.append("  sim:// \(key)=…: \(meaning)") }
         }
         Terminal.standardOutput.writeLine(lines.joined(separator: "\n"))

@@ -93,4 +93,14 @@ public protocol DeviceConnector: Sendable {
     /// The address as the user gave it, for messages.
     var description: String { get }
     func connect(for purpose: ConnectPurpose, timeout: Duration) async throws(LinkError) -> any Link
+    /// Connects to the device that advertises `name` (a bootloader a buttonless
+    /// jump renamed, found by scanning); a connector that cannot see names
+    /// connects as ``connect(for:timeout:)`` does.
+    func connect(for purpose: ConnectPurpose, timeout: Duration, advertisedName name: String) async throws(LinkError) -> any Link
+}
+
+extension DeviceConnector {
+    public func connect(for purpose: ConnectPurpose, timeout: Duration, advertisedName name: String) async throws(LinkError) -> any Link {
+        try await connect(for: purpose, timeout: timeout)
+    }
 }

@@ -75,6 +75,17 @@ public struct SimulatedConnector: DeviceConnector {
         self.description = description
     }
 
+    /// Scans the world for the device advertising `name` and connects to it.
+    public func connect(for purpose: ConnectPurpose, timeout: Duration, advertisedName name: String) async throws(LinkError) -> any Link {
+        let world = self.world
+        return try await retryUntil(deadline: world.clock.now + timeout, clock: world.clock, pause: world.model.connectionInterval * 4) { _ throws(LinkError) in
+            guard let found = await world.scan().first(where: { $0.name == name }) else {
+                throw LinkError.unreachable("no device advertising the name '\(name)'")
+            }
+            return try await world.connect(to: found.address, timeout: .milliseconds(100))
+        }
+    }
+
     public func connect(for purpose: ConnectPurpose, timeout: Duration) async throws(LinkError) -> any Link {
         let candidates = purpose == .bootloader ? [SimulatedDevice.increment(address), address]
                                                 : [address, SimulatedDevice.increment(address)]

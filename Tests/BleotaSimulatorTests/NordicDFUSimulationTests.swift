@@ -338,3 +338,37 @@ struct FixedFailingConnector: DeviceConnector {
     var description: String { "none" }
     func connect(for purpose: ConnectPurpose, timeout: Duration) async throws(LinkError) -> any Link { throw .unreachable("none") }
 }
+
+@Suite struct NordicBootloaderNameTests {
+    /// The unbonded buttonless service renames the bootloader; bleota then finds it by that name.
+    @Test func aRenamedBootloaderIsFoundByItsName() async throws {
+        let part = try nordicApplication(6000, seed: 31)
+        let run = try await simulateNordicUpdate("sim://2m-dle?protocol=nordic-dfu", parts: [part], bootloaderName: "DfuBleota42")
+        _ = try run.outcome.get()
+        #expect(same(run.flash.application, part.data))
+        let refused = try await simulateNordicUpdate("sim://2m-dle?protocol=nordic-dfu", parts: [part], buttonless: .bonded, bootloaderName: "DfuX")
+        guard case .failure(let error) = refused.outcome else { Issue.record("a bonded device was renamed"); return }
+        #expect(error.message.contains("only the unbonded buttonless service can rename the bootloader"))
+    }
+}
+
+@Suite struct SimulatedConnectorNameTests {
+    @Test func theConnectorFindsADeviceByTheNameItAdvertisesAndOnlyThen() async throws {
+        let parsed = try SimulatorAddress(parsing: "sim://2m-dle?protocol=nordic-dfu")
+        let (found, missing) = try await SimulationRuntime.run { runtime in
+            let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
+            let device = NordicSecureDFUDevice(flash: NordicBootloader.Flash(), startInBootloader: true)
+            await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:09", half: device, model: parsed.model))
+            let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: "sim")
+            let link = try await connector.connect(for: .bootloader, timeout: .seconds(1), advertisedName: NordicSecureDFUDevice.defaultBootloaderName)
+            let found = link.parameters.description
+            await link.close()
+            var missing = ""
+            do { _ = try await connector.connect(for: .bootloader, timeout: .seconds(1), advertisedName: "Nobody") } catch { missing = "\(error)" }
+            await world.shutDown()
+            return (found, missing)
+        }
+        #expect(found == "sim:C0:FF:EE:00:00:0A", "the bootloader at address + 1 of another address, found by its name alone")
+        #expect(missing.contains("no device advertising the name 'Nobody'"))
+    }
+}

@@ -61,10 +61,14 @@ public struct HostContext: Sendable {
     public var timeouts: StepTimeouts
     public var logger: Logger
     public var onEvent: @Sendable (UpdateEvent) -> Void
+    /// The protocol's own host options (``UpdateProtocol/hostOptions``), as given.
+    public var options: [String: String]
 
     public init(protocolName: String, connector: any DeviceConnector, clock: any BleotaClock,
                 tuning: TransferTuning = TransferTuning(), explicitKnobs: Set<TuningKnob> = [], timeouts: StepTimeouts = StepTimeouts(),
-                logger: Logger = Logger(label: "bleota"), onEvent: @escaping @Sendable (UpdateEvent) -> Void = { _ in }) {
+                logger: Logger = Logger(label: "bleota"), options: [String: String] = [:],
+                onEvent: @escaping @Sendable (UpdateEvent) -> Void = { _ in }) {
+        self.options = options
         self.protocolName = protocolName
         self.connector = connector
         self.clock = clock

@@ -39,6 +39,9 @@ public protocol UpdateProtocol: Sendable {
     /// nothing else (Nordic's bootloaders check an init packet, usually signed),
     /// so `tune` sends the image given without activating it.
     var testTransferNeedsImage: Bool { get }
+    /// The keys its host half accepts (`flash --protocol-option KEY=VALUE`), for
+    /// what only this protocol has (a name for Nordic's bootloader).
+    var hostOptions: [HostOptionSpec] { get }
 
     /// How strongly an image file belongs to this protocol.
     func imageAffinity(_ probe: ImageProbe) -> ImageAffinity
@@ -62,6 +65,7 @@ extension UpdateProtocol {
     public var name: String { identity.name }
     public var deviceOptions: [DeviceOptionSpec] { [] }
     public var testTransferNeedsImage: Bool { false }
+    public var hostOptions: [HostOptionSpec] { [] }
     public var flashModes: [FlashMode] { [.testAndConfirm] }
     public func frame(_ link: any Link, over transport: TransportKind) -> any Link { link }
     public func describeImage(_ request: ImageRequest) throws(TransferError) -> ImageDescription? { nil }
@@ -161,6 +165,16 @@ public enum TuningKnob: String, Sendable, Hashable, CaseIterable, Codable {
     case retries
     case adaptive
     case compression
+}
+
+/// A key a protocol's host half accepts.
+public struct HostOptionSpec: Sendable, Hashable {
+    public var key: String
+    public var meaning: String
+    public init(key: String, meaning: String) {
+        self.key = key
+        self.meaning = meaning
+    }
 }
 
 /// A key a protocol's simulated device accepts.

@@ -207,7 +207,13 @@ public struct NordicSecureDFUProtocol: UpdateProtocol {
         return NordicSerialLink(lines: lines)
     }
 
-    public func makeHost(_ context: HostContext) -> any ProtocolHost { NordicSecureDFUUpdater(context: context) }
+    public var hostOptions: [HostOptionSpec] {
+        [HostOptionSpec(key: "bootloader-name", meaning: "the name the bootloader advertises after an unbonded buttonless jump (1–20 characters); bleota then finds it by that name")]
+    }
+
+    public func makeHost(_ context: HostContext) -> any ProtocolHost {
+        NordicSecureDFUUpdater(context: context, bootloaderName: context.options["bootloader-name"])
+    }
 
     public func makeDevice(_ configuration: DeviceConfiguration) throws(DeviceConfigurationError) -> any DeviceHalf {
         let options = configuration.options

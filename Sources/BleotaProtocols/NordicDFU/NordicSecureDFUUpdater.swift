@@ -64,9 +64,15 @@ public struct NordicSecureDFUUpdater: ProtocolHost {
         var isSerial: Bool { link is NordicSerialLink }
     }
 
-    func connect(_ purpose: ConnectPurpose, step: UpdateStep, timeout: Duration? = nil) async throws(TransferError) -> Connection {
+    func connect(_ purpose: ConnectPurpose, step: UpdateStep, timeout: Duration? = nil, advertisedName: String? = nil) async throws(TransferError) -> Connection {
         let link: any Link
-        do { link = try await connector.connect(for: purpose, timeout: timeout ?? timeouts.connect) } catch {
+        do {
+            if let advertisedName {
+                link = try await connector.connect(for: purpose, timeout: timeout ?? timeouts.connect, advertisedName: advertisedName)
+            } else {
+                link = try await connector.connect(for: purpose, timeout: timeout ?? timeouts.connect)
+            }
+        } catch {
             throw TransferError(.linkLost, step: step, "cannot reach \(connector.description): \(error)")
         }
         // What GATT discovery tells a real host: which characteristics are there.
@@ -142,12 +148,21 @@ public struct NordicSecureDFUUpdater: ProtocolHost {
             }
             throw TransferError(.timeout, step: .enterBootloader, "the buttonless DFU service did not answer")
         }
-        if let bootloaderName, kind == .buttonless {
+        var renamed = false
+        if let bootloaderName {
+            guard kind == .buttonless else {
+                throw TransferError(.unsupported, step: .enterBootloader,
+                                    "bootloader-name: only the unbonded buttonless service can rename the bootloader, and this device offers the \(kind)")
+            }
+            guard (1...20).contains(bootloaderName.utf8.count) else {
+                throw TransferError(.badInput, step: .enterBootloader, "bootloader-name '\(bootloaderName)' must be 1 to 20 bytes")
+            }
             let status = try await request(NordicButtonless.setName(bootloaderName))
             guard status == .success else {
                 await link.close()
                 throw TransferError(.deviceRefused, step: .enterBootloader, "the device refused the bootloader name '\(bootloaderName)': \(status)")
             }
+            renamed = true
         }
         let status = try await request([NordicButtonless.enterBootloader])
         guard status == .success else {
@@ -158,7 +173,7 @@ public struct NordicSecureDFUUpdater: ProtocolHost {
         await awaitDisconnect(link, clock: clock, timeout: timeouts.response)
         recorder.enter(.reconnect)
         // The bootloader advertises once the application has reset: found by scanning, never a fixed sleep.
-        let bootloader = try await connect(.bootloader, step: .reconnect, timeout: timeouts.reboot)
+        let bootloader = try await connect(.bootloader, step: .reconnect, timeout: timeouts.reboot, advertisedName: renamed ? bootloaderName : nil)
         guard bootloader.inBootloader else {
             await bootloader.link.close()
             throw TransferError(.deviceRefused, step: .reconnect, "after the buttonless jump \(connector.description) came back as its application, not its bootloader")
