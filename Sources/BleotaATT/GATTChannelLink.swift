@@ -131,7 +131,8 @@ public final class GATTPeripheralChannelLink: Link {
     }
 
     /// Adds `channels` to `server`, grouped into their services, and returns a function that makes the link for a client's bearer.
-    public static func addChannels(_ channels: [GATTChannel], to server: GATTServer) -> @Sendable (ATTBearer) async -> GATTPeripheralChannelLink {
+    public static func addChannels(_ channels: [GATTChannel], to server: GATTServer,
+                                   values: [UInt8: [UInt8]] = [:]) -> @Sendable (ATTBearer) async -> GATTPeripheralChannelLink {
         let inbox = Mailbox<[UInt8]>()
         var valueHandles: [UInt8: UInt16] = [:]
         var services: [BluetoothUUID] = []
@@ -152,7 +153,11 @@ public final class GATTPeripheralChannelLink: Link {
                 }
                 if channel.readable { properties.insert(.read) }
                 let number = channel.number
-                return CharacteristicDefinition(uuid: channel.characteristic, properties: properties) { value in
+                // A read-only channel is read from the database; only written ones reach the device half.
+                guard channel.write != .none else {
+                    return CharacteristicDefinition(uuid: channel.characteristic, properties: properties, value: values[number] ?? [])
+                }
+                return CharacteristicDefinition(uuid: channel.characteristic, properties: properties, value: values[number] ?? []) { value in
                     inbox.put(ChannelPacket.tag(number, value))
                 }
             }

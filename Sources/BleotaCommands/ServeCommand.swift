@@ -60,12 +60,6 @@ struct ServeCommand: AsyncParsableCommand {
         var credit: (any DeviceHalf)?
         for updateProtocol in CommandContext.registry.protocols {
             guard let service = updateProtocol.identity.gattServices.first else { continue }
-            // A characteristic read by the host (legacy DFU's revision) would need the device half to
-            // answer GATT reads, which the GATT server does not route yet: such a protocol is not served.
-            if service.channels.contains(where: \.readable) {
-                logger.info("not serving \(updateProtocol.name): its \(service.name) service has a characteristic the host reads")
-                continue
-            }
             let half: any DeviceHalf
             do { half = try updateProtocol.makeDevice(configuration) } catch {
                 throw CommandFailure(.usage, "cannot make the \(updateProtocol.name) device: \(error)")

@@ -28,12 +28,17 @@ public protocol DeviceHalf: AnyObject, Sendable {
     /// (an application's buttonless one, a bootloader's control point and packet), so
     /// `bleota serve` builds that GATT database; nil for all of them.
     var offeredChannels: [UInt8]? { get async }
+    /// The values of its readable channels now (legacy DFU's revision: 0x0001 in the
+    /// application, 0x0008 in the bootloader), which `bleota serve` puts in its GATT
+    /// database for the host to read.
+    var readableValues: [UInt8: [UInt8]] { get async }
 }
 
 extension DeviceHalf {
     public var bootloaderKeepsAddress: Bool { false }
     public var advertisedName: String? { nil }
     public var offeredChannels: [UInt8]? { nil }
+    public var readableValues: [UInt8: [UInt8]] { [:] }
 }
 
 /// What a device half needs from the world around it: time, costs, reboots.

@@ -29,6 +29,12 @@ public actor NordicLegacyDFUDevice: DeviceHalf {
     public var advertisedName: String? { inBootloader ? Self.bootloaderName : nil }
     public var flash: NordicLegacyBootloader.Flash { bootloader.flash }
 
+    /// The revision characteristic, as `bleota serve` puts it in its GATT database for this connection.
+    public var readableValues: [UInt8: [UInt8]] {
+        let revision = inBootloader ? Self.bootloaderRevision : Self.applicationRevision
+        return [NordicLegacyChannel.revision.rawValue: [UInt8(revision & 0xFF), UInt8(revision >> 8)]]
+    }
+
     /// The application's version and the SHA-256 of its bytes, logged by `sim serve` at every reset.
     public var runningVersion: String {
         guard !inBootloader, let application = bootloader.flash.application else { return "bootloader" }
