@@ -18,6 +18,16 @@ import Testing
         ok(.calculateChecksum, .checksum(offset: UInt32(offset), crc: CRC32.checksum(bytes[..<offset])))
     }
 
+    /// From the start to the first data object's Create, with the whole init packet already held.
+    static func toFirstObject(_ machine: inout NordicDFUTransfer) {
+        _ = machine.start()
+        _ = machine.answered(ok(.setReceiptNotification))
+        _ = machine.answered(selected(512, 70, of: initPacket))
+        _ = machine.answered(ok(.execute))
+        _ = machine.answered(ok(.setReceiptNotification))
+        _ = machine.answered(selected(4096, 0, of: image))
+    }
+
     @Test func aFreshUpdateGoesObjectByObject() {
         var machine = NordicDFUTransfer(initPacket: Self.initPacket, image: Self.image, receiptInterval: 8)
         #expect(machine.start() == .send(.setReceiptNotification(packets: 0)))
@@ -79,12 +89,7 @@ import Testing
 
     @Test func anObjectWhoseCRCDisagreesIsCreatedAgainAndNeverExecutedThenGivenUpAfterThreeTries() {
         var machine = NordicDFUTransfer(initPacket: Self.initPacket, image: Self.image, objectRetries: 3)
-        _ = machine.start()
-        _ = machine.answered(Self.ok(.setReceiptNotification))
-        _ = machine.answered(Self.selected(512, 70, of: Self.initPacket))
-        _ = machine.answered(Self.ok(.execute))
-        _ = machine.answered(Self.ok(.setReceiptNotification))
-        _ = machine.answered(Self.selected(4096, 0, of: Self.image))
+        Self.toFirstObject(&machine)
         var damaged = Self.image
         damaged[100] ^= 1
         for attempt in 1...3 {
@@ -103,12 +108,7 @@ import Testing
 
     @Test func aLateReceiptIsSkippedOnceAndAShortObjectThenRetried() {
         var machine = NordicDFUTransfer(initPacket: Self.initPacket, image: Self.image, receiptInterval: 4)
-        _ = machine.start()
-        _ = machine.answered(Self.ok(.setReceiptNotification))
-        _ = machine.answered(Self.selected(512, 70, of: Self.initPacket))
-        _ = machine.answered(Self.ok(.execute))
-        _ = machine.answered(Self.ok(.setReceiptNotification))
-        _ = machine.answered(Self.selected(4096, 0, of: Self.image))
+        Self.toFirstObject(&machine)
         _ = machine.answered(Self.ok(.create))
         _ = machine.streamed()
         #expect(machine.answered(Self.checksum(976, of: Self.image)) == nil, "a receipt sent before the last packets arrived")
