@@ -131,7 +131,7 @@ struct DeviceHarness {
         let connector = LoopbackConnector(device: device)
         var image = [UInt8](repeating: 0, count: 70_000)
         for index in image.indices { image[index] = UInt8(truncatingIfNeeded: index &* 31 &+ index >> 8) }
-        var tuning = TransferTuning(window: 64)
+        var tuning = TransferTuning(window: 64, compression: .off) // every byte its own packet
         tuning.packetSize = 1
         let report = try await NativeUpdater(connector: connector, clock: connector.clock, tuning: tuning).flash(image: image, version: "w")
         #expect(report.statistics.packetsSent >= 70_000)
