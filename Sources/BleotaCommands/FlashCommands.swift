@@ -25,22 +25,28 @@ struct FlashOptions: ParsableArguments {
 
     /// The protocol options as keys and values, each checked against what `updateProtocol` accepts.
     func hostOptions(for updateProtocol: any UpdateProtocol) throws -> [String: String] {
-        var options: [String: String] = [:]
-        for pair in protocolOptions {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard parts.count == 2, !parts[0].isEmpty else {
-                throw CommandFailure(.usage, "--protocol-option '\(pair)' is not KEY=VALUE: write e.g. --protocol-option bootloader-name=DfuNew")
-            }
-            let key = String(parts[0])
-            guard updateProtocol.hostOptions.contains(where: { $0.key == key }) else {
-                let keys = updateProtocol.hostOptions.map(\.key)
-                throw CommandFailure(.usage, "--protocol-option \(key) is not an option of \(updateProtocol.identity.displayName): "
-                    + (keys.isEmpty ? "it takes none" : "use \(keys.joined(separator: " or "))"))
-            }
-            options[key] = String(parts[1])
-        }
-        return options
+        try keyValueOptions(protocolOptions, option: "--protocol-option", example: "bootloader-name=DfuNew",
+                            accepted: updateProtocol.hostOptions.map(\.key), owner: updateProtocol.identity.displayName)
     }
+}
+
+/// `KEY=VALUE` options given with `option` (repeatable), each key checked against
+/// what `owner` accepts; a malformed pair or an unknown key is a one-line usage error.
+func keyValueOptions(_ pairs: [String], option: String, example: String, accepted: [String], owner: String) throws -> [String: String] {
+    var options: [String: String] = [:]
+    for pair in pairs {
+        let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
+            throw CommandFailure(.usage, "\(option) '\(pair)' is not KEY=VALUE: write e.g. \(option) \(example)")
+        }
+        let key = String(parts[0])
+        guard accepted.contains(key) else {
+            throw CommandFailure(.usage, "\(option) \(key) is not a key \(owner) takes: "
+                + (accepted.isEmpty ? "it takes none" : "use one of \(accepted.joined(separator: ", "))"))
+        }
+        options[key] = String(parts[1])
+    }
+    return options
 }
 
 extension FlashMode: ExpressibleByArgument {}

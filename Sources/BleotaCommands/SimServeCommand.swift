@@ -72,19 +72,9 @@ struct SimServe: AsyncParsableCommand {
                 throw CommandFailure(.usage, "--\(flag) has no meaning for \(updateProtocol.identity.displayName)'s device: drop it")
             }
         }
-        for pair in deviceOptions {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
-                throw CommandFailure(.usage, "--device-option '\(pair)' is not KEY=VALUE: write e.g. --device-option nordic-hw=52")
-            }
-            let key = String(parts[0])
-            guard updateProtocol.deviceOptions.contains(where: { $0.key == key }) else {
-                let keys = updateProtocol.deviceOptions.map(\.key)
-                throw CommandFailure(.usage, "--device-option \(key) is not a key of \(updateProtocol.identity.displayName)'s device: "
-                    + (keys.isEmpty ? "it takes none" : "use one of \(keys.joined(separator: ", "))"))
-            }
-            options[key] = String(parts[1])
-        }
+        options.merge(try keyValueOptions(deviceOptions, option: "--device-option", example: "nordic-hw=52",
+                                          accepted: updateProtocol.deviceOptions.map(\.key),
+                                          owner: "\(updateProtocol.identity.displayName)'s device")) { _, given in given }
         let configuration = DeviceConfiguration(name: "bleota-sim", initialVersion: initialVersion,
                                                 files: [DeviceConfiguration.welcomeFile.name: DeviceConfiguration.welcomeFile.bytes],
                                                 options: options)

@@ -49,6 +49,22 @@ public struct LinkParameters: Sendable, Hashable, Codable {
     }
 }
 
+extension Link {
+    /// The next packet, or nil when `timeout` passes first on `clock` (no packet is lost
+    /// either way: ``receive()`` honours cancellation).
+    public func receive(within timeout: Duration, clock: any BleotaClock) async throws(LinkError) -> [UInt8]? {
+        do {
+            return try await withDeadline(timeout, clock: clock) { try await self.receive() }
+        } catch is DeadlineExceeded {
+            return nil
+        } catch let error as LinkError {
+            throw error
+        } catch {
+            throw .cancelled
+        }
+    }
+}
+
 /// Why a link operation failed.
 public enum LinkError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The peer went away or the link was closed; the reason says which.

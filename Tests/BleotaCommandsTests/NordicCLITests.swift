@@ -42,4 +42,26 @@ import Testing
         #expect(tuned.status == 0, "\(tuned.stderr)")
         #expect(tuned.stdout.contains("\"chosen\""))
     }
+
+    /// Protocol-specific options given wrong: one line, exit 2, what to write instead.
+    @Test(arguments: [
+        (["sim", "serve", "--protocol", "nordic-dfu", "--serial", "--device-option", "nordic-hw"],
+         "error: --device-option 'nordic-hw' is not KEY=VALUE: write e.g. --device-option nordic-hw=52"),
+        (["sim", "serve", "--protocol", "nordic-dfu", "--serial", "--device-option", "colour=red"],
+         "error: --device-option colour is not a key Nordic Secure DFU's device takes: use one of nordic-hw, nordic-sd, nordic-key, nordic-bootloader, nordic-buttonless, nordic-start, nordic-save-progress, nordic-serial-mtu"),
+        (["sim", "serve", "--protocol", "nordic-dfu", "--serial", "--device-option", "nordic-sd=0x10000"],
+         "error: --device-option nordic-sd '0x10000' is not a number of 16 bits: use a decimal or 0x-prefixed value"),
+        (["flash", "Tests/BleotaProtocolsTests/Fixtures/nordic/nrfutil-6.1.7-app-unsigned.zip", "--device", "sim://2m-dle?protocol=nordic-dfu",
+          "--protocol-option", "name=Dfu"],
+         "error: --protocol-option name is not a key Nordic Secure DFU takes: use one of bootloader-name"),
+        (["flash", "samples/firmware/blinky.bin", "--device", "sim://2m-dle", "--protocol-option", "bootloader-name=X"],
+         "error: --protocol-option bootloader-name is not a key bleota's native protocol takes: it takes none"),
+        (["tune", "--device", "sim://2m-dle", "--no-save", "--image", "samples/firmware/blinky.bin"],
+         "error: --image: bleota's native protocol measures with test bytes the device discards: drop --image"),
+    ])
+    func protocolOptionsGivenWrongAreOneLineUsageErrors(_ arguments: [String], _ message: String) throws {
+        let result = try BleotaProcess.run(arguments)
+        #expect(result.status == 2, "\(arguments): \(result.stderr)")
+        #expect(result.stderr.trimmingCharacters(in: .newlines) == message)
+    }
 }

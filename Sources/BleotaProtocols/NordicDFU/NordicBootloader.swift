@@ -145,7 +145,7 @@ public struct NordicBootloader: Sendable {
         case .write(let bytes):
             // Serial only: the data that BLE carries on the packet characteristic.
             guard serial else { return answer(.operationNotSupported) }
-            return receive(bytes, operation: .write)
+            return receive(bytes)
         case .setReceiptNotification(let packets):
             receiptInterval = packets
             receiptCountdown = packets
@@ -181,10 +181,10 @@ public struct NordicBootloader: Sendable {
     /// Data written to the packet characteristic: appended to the current
     /// object; answered only when a receipt notification falls due.
     public mutating func receiveData(_ bytes: [UInt8]) -> [Action] {
-        receive(bytes, operation: .calculateChecksum)
+        receive(bytes)
     }
 
-    private mutating func receive(_ bytes: [UInt8], operation: NordicDFUOperation) -> [Action] {
+    private mutating func receive(_ bytes: [UInt8]) -> [Action] {
         // A write is never answered, not even when it fails (nrf_dfu_ble.c, nrf_dfu_serial.c):
         // only a receipt that falls due says anything, and a failed write makes it a failure.
         let result = append(bytes)

@@ -52,6 +52,16 @@ public struct NordicDFUPackage: Sendable {
     public var parts: [Part]
     public var flavour: Flavour
 
+    /// Whether a file's first bytes are a zip's (a local file header, "PK\u{3}\u{4}").
+    public static func startsLikePackage(_ head: [UInt8]) -> Bool { head.starts(with: [0x50, 0x4B, 0x03, 0x04]) }
+
+    /// The flavour of the package at `path` when it is one that reads; nil otherwise
+    /// (how the two Nordic protocols tell whose image a zip is).
+    public static func flavour(ofPackageAt path: String, head: [UInt8]) -> Flavour? {
+        guard startsLikePackage(head) else { return nil }
+        return (try? NordicDFUPackage(contentsOf: path))?.flavour
+    }
+
     /// The largest member read: Nordic's largest flash is 1 MiB (nRF52840), so
     /// 16 MiB leaves room for any real image and none for a bomb.
     public static let maximumMemberSize = 16 << 20

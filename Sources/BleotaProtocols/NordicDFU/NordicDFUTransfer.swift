@@ -197,7 +197,7 @@ public struct NordicDFUTransfer: Sendable {
             let boundary = min(held, image.count) / maximumObject * maximumObject
             return createObject(at: boundary, verify: true)
         case (.createData, _):
-            if phase == .createData, verifyNextCreate {
+            if verifyNextCreate {
                 verifyNextCreate = false
                 phase = .verifyCreate
                 return .send(.calculateChecksum)

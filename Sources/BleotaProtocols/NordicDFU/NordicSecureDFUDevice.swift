@@ -53,8 +53,7 @@ public actor NordicSecureDFUDevice: DeviceHalf {
     /// The application's version and the SHA-256 of its bytes (Nordic devices have no way to
     /// read an image back, so `sim serve` logs this at every reset for scripts to check).
     public var runningVersion: String {
-        guard !inBootloader, let application = bootloader.flash.application else { return "bootloader" }
-        return "\(bootloader.flash.applicationVersion) (application SHA-256 \(SHA256Digest.hash(application).hexString))"
+        nordicRunningVersion(inBootloader: inBootloader, version: bootloader.flash.applicationVersion, application: bootloader.flash.application)
     }
 
     public var bootloaderKeepsAddress: Bool { jumpedBonded }

@@ -54,9 +54,9 @@ public struct NordicSecureDFUProtocol: UpdateProtocol {
     }
 
     public func imageAffinity(_ probe: ImageProbe) -> ImageAffinity {
-        if probe.head.starts(with: [0x50, 0x4B, 0x03, 0x04]) {
+        if NordicDFUPackage.startsLikePackage(probe.head) {
             // A legacy package (dfu_version in its manifest) is not this protocol's.
-            if let package = try? NordicDFUPackage(contentsOf: probe.path), case .legacy = package.flavour { return .refuses }
+            if case .legacy? = NordicDFUPackage.flavour(ofPackageAt: probe.path, head: probe.head) { return .refuses }
             return .owns
         }
         return Self.initPacketPath(beside: probe.path).map { FileManager.default.fileExists(atPath: $0) } == true ? .owns : .refuses
@@ -116,7 +116,7 @@ public struct NordicSecureDFUProtocol: UpdateProtocol {
     func load(_ request: ImageRequest) throws(TransferError) -> ([LoadedPart], String?) {
         var parts: [LoadedPart] = []
         let path = request.path
-        if ImageFiles.probe(path).head.starts(with: [0x50, 0x4B, 0x03, 0x04]) {
+        if NordicDFUPackage.startsLikePackage(ImageFiles.probe(path).head) {
             let package: NordicDFUPackage
             do { package = try NordicDFUPackage(contentsOf: path) } catch {
                 throw TransferError(.badInput, step: .load, error.description)
@@ -217,22 +217,10 @@ public struct NordicSecureDFUProtocol: UpdateProtocol {
 
     public func makeDevice(_ configuration: DeviceConfiguration) throws(DeviceConfigurationError) -> any DeviceHalf {
         let options = configuration.options
-        func number(_ key: String, default value: UInt32) throws(DeviceConfigurationError) -> UInt32 {
-            guard let text = options[key] else { return value }
-            let parsed = text.lowercased().hasPrefix("0x") ? UInt32(text.dropFirst(2), radix: 16) : UInt32(text)
-            guard let parsed else { throw DeviceConfigurationError(key: key, "'\(text)' is not a number: use a decimal or 0x-prefixed value") }
-            return parsed
-        }
         var flash = NordicBootloader.Flash()
-        flash.hardwareVersion = try number("nordic-hw", default: 52)
-        if options["nordic-sd"]?.lowercased() == "none" {
-            flash.softDeviceID = nil
-        } else {
-            let id = try number("nordic-sd", default: 0x0101)
-            guard id <= 0xFFFF else { throw DeviceConfigurationError(key: "nordic-sd", "\(id) is not a 16-bit firmware ID") }
-            flash.softDeviceID = UInt16(id)
-        }
-        flash.bootloaderVersion = try number("nordic-bootloader", default: 1)
+        flash.hardwareVersion = try configuration.numberOption("nordic-hw", default: UInt32(52))
+        flash.softDeviceID = try configuration.softDeviceOption("nordic-sd", default: 0x0101)
+        flash.bootloaderVersion = try configuration.numberOption("nordic-bootloader", default: UInt32(1))
         if let path = options["nordic-key"] {
             do { flash.publicKey = try Self.publicKey(at: path) } catch {
                 throw DeviceConfigurationError(key: "nordic-key", error.message)
@@ -258,7 +246,7 @@ public struct NordicSecureDFUProtocol: UpdateProtocol {
         case "bootloader": startInBootloader = true
         case let other?: throw DeviceConfigurationError(key: "nordic-start", "'\(other)' is neither application nor bootloader")
         }
-        let mtu = try number("nordic-serial-mtu", default: 131)
+        let mtu = try configuration.numberOption("nordic-serial-mtu", default: UInt32(131))
         guard (16...4096).contains(mtu) else { throw DeviceConfigurationError(key: "nordic-serial-mtu", "\(mtu) is out of range: use 16…4096") }
         // The application's version: the number the version starts with ("3" or "3.0.0" → 3).
         flash.applicationVersion = UInt32(configuration.initialVersion.prefix { $0.isNumber }) ?? 1

@@ -52,13 +52,9 @@ public struct NordicSecureDFUUpdater: ProtocolHost {
     // MARK: Connections
 
     /// A connection and what it offers.
-    final class Connection: @unchecked Sendable {
+    struct Connection: Sendable {
         let link: any Link
         let channels: Set<UInt8>
-        init(link: any Link, channels: Set<UInt8>) {
-            self.link = link
-            self.channels = channels
-        }
         var inBootloader: Bool { channels.contains(NordicDFUChannel.controlPoint.rawValue) }
         var buttonless: NordicDFUChannel? { NordicDFUChannel.buttonlessKinds.first { channels.contains($0.rawValue) } }
         var isSerial: Bool { link is NordicSerialLink }
@@ -79,7 +75,7 @@ public struct NordicSecureDFUUpdater: ProtocolHost {
         for _ in 0..<max(1, timeouts.attempts) {
             do {
                 try await link.send(ChannelPacket.directoryQuery)
-                while let packet = try await receive(link, timeout: timeouts.response) {
+                while let packet = try await link.receive(within: timeouts.response, clock: clock) {
                     if let channels = ChannelPacket.channels(inDirectory: packet) { return Connection(link: link, channels: channels) }
                 }
             } catch {
@@ -91,25 +87,12 @@ public struct NordicSecureDFUUpdater: ProtocolHost {
         throw TransferError(.timeout, step: step, "\(connector.description) did not list its services")
     }
 
-    /// The next packet, or nil after `timeout`.
-    func receive(_ link: any Link, timeout: Duration) async throws(LinkError) -> [UInt8]? {
-        do {
-            return try await withDeadline(timeout, clock: clock) { try await link.receive() }
-        } catch is DeadlineExceeded {
-            return nil
-        } catch let error as LinkError {
-            throw error
-        } catch {
-            throw .cancelled
-        }
-    }
-
     /// The next control point answer, or nil after `timeout`; anything else on the link is skipped.
     func nextAnswer(_ link: any Link, timeout: Duration) async throws(LinkError) -> NordicDFUResponse? {
         let deadline = clock.now + timeout
         while true {
             let left = deadline - clock.now
-            guard left > .zero, let packet = try await receive(link, timeout: left) else { return nil }
+            guard left > .zero, let packet = try await link.receive(within: left, clock: clock) else { return nil }
             guard let (channel, payload) = ChannelPacket.split(packet), channel == NordicDFUChannel.controlPoint.rawValue,
                   let response = try? NordicDFUResponse(decoding: Array(payload)) else {
                 context.logger.debug("skipping a packet that is not a control point answer: \(Array(packet.prefix(8)).hexString)")
@@ -130,7 +113,7 @@ public struct NordicSecureDFUUpdater: ProtocolHost {
                 do {
                     try await link.send(ChannelPacket.tag(kind.rawValue, bytes))
                     let deadline = clock.now + timeouts.response
-                    while deadline > clock.now, let packet = try await receive(link, timeout: deadline - clock.now) {
+                    while deadline > clock.now, let packet = try await link.receive(within: deadline - clock.now, clock: clock) {
                         guard let (channel, payload) = ChannelPacket.split(packet), channel == kind.rawValue, payload.count == 3,
                               payload[payload.startIndex] == NordicButtonless.responseCode,
                               payload[payload.startIndex + 1] == bytes[0] else { continue }

@@ -37,8 +37,7 @@ public actor NordicLegacyDFUDevice: DeviceHalf {
 
     /// The application's version and the SHA-256 of its bytes, logged by `sim serve` at every reset.
     public var runningVersion: String {
-        guard !inBootloader, let application = bootloader.flash.application else { return "bootloader" }
-        return "\(bootloader.flash.applicationVersion) (application SHA-256 \(SHA256Digest.hash(application).hexString))"
+        nordicRunningVersion(inBootloader: inBootloader, version: bootloader.flash.applicationVersion, application: bootloader.flash.application)
     }
 
     public func powerCycle() {

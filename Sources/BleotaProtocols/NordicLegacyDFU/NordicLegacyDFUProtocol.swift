@@ -48,9 +48,7 @@ public struct NordicLegacyDFUProtocol: UpdateProtocol {
 
     /// A zip is its own only when its manifest says legacy (dfu_version); that needs the file read.
     public func imageAffinity(_ probe: ImageProbe) -> ImageAffinity {
-        guard probe.head.starts(with: [0x50, 0x4B, 0x03, 0x04]) else { return .refuses }
-        guard let package = try? NordicDFUPackage(contentsOf: probe.path) else { return .refuses }
-        if case .legacy = package.flavour { return .owns }
+        if case .legacy? = NordicDFUPackage.flavour(ofPackageAt: probe.path, head: probe.head) { return .owns }
         return .refuses
     }
 
@@ -128,15 +126,7 @@ public struct NordicLegacyDFUProtocol: UpdateProtocol {
 
     public func makeDevice(_ configuration: DeviceConfiguration) throws(DeviceConfigurationError) -> any DeviceHalf {
         var flash = NordicLegacyBootloader.Flash()
-        if let text = configuration.options["legacy-sd"] {
-            if text.lowercased() == "none" {
-                flash.softDeviceID = nil
-            } else {
-                let parsed = text.lowercased().hasPrefix("0x") ? UInt16(text.dropFirst(2), radix: 16) : UInt16(text)
-                guard let parsed else { throw DeviceConfigurationError(key: "legacy-sd", "'\(text)' is not a 16-bit firmware ID: use e.g. 0x00B6 or none") }
-                flash.softDeviceID = parsed
-            }
-        }
+        flash.softDeviceID = try configuration.softDeviceOption("legacy-sd", default: 0x00B6)
         let start: Bool
         switch configuration.options["legacy-start"] {
         case nil, "application": start = false

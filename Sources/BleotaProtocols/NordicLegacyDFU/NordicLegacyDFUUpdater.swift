@@ -34,12 +34,7 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
         case final(TransferError)
     }
 
-    final class Connection: @unchecked Sendable {
-        let link: any Link
-        init(link: any Link) { self.link = link }
-    }
-
-    func connect(_ purpose: ConnectPurpose, step: UpdateStep) async throws(TransferError) -> (Connection, revision: UInt16) {
+    func connect(_ purpose: ConnectPurpose, step: UpdateStep) async throws(TransferError) -> (link: any Link, revision: UInt16) {
         let link: any Link
         do {
             link = try await connector.connect(for: purpose, timeout: purpose == .initial ? timeouts.connect : timeouts.reboot)
@@ -50,14 +45,14 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
     }
 
     /// Reads the revision characteristic: application (0x0001) or bootloader (0x0008).
-    func identify(_ link: any Link, step: UpdateStep) async throws(TransferError) -> (Connection, revision: UInt16) {
+    func identify(_ link: any Link, step: UpdateStep) async throws(TransferError) -> (link: any Link, revision: UInt16) {
         for _ in 0..<max(1, timeouts.attempts) {
             do {
                 try await link.send(ChannelPacket.tag(NordicLegacyChannel.revision.rawValue, []))
                 let deadline = clock.now + timeouts.response
-                while deadline > clock.now, let packet = try await receive(link, timeout: deadline - clock.now) {
+                while deadline > clock.now, let packet = try await link.receive(within: deadline - clock.now, clock: clock) {
                     if let (channel, value) = ChannelPacket.split(packet), channel == NordicLegacyChannel.revision.rawValue, value.count == 2 {
-                        return (Connection(link: link), UInt16(value[value.startIndex]) | UInt16(value[value.startIndex + 1]) << 8)
+                        return (link, UInt16(value[value.startIndex]) | UInt16(value[value.startIndex + 1]) << 8)
                     }
                 }
             } catch {
@@ -69,17 +64,11 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
         throw TransferError(.timeout, step: step, "\(connector.description) did not answer a read of its DFU revision")
     }
 
-    func receive(_ link: any Link, timeout: Duration) async throws(LinkError) -> [UInt8]? {
-        do { return try await withDeadline(timeout, clock: clock) { try await link.receive() } } catch is DeadlineExceeded {
-            return nil
-        } catch let error as LinkError { throw error } catch { throw .cancelled }
-    }
-
     /// The next notification on the control point, or nil after `timeout`.
     func notification(_ link: any Link, timeout: Duration) async throws(LinkError) -> NordicLegacyNotification? {
         let deadline = clock.now + timeout
         while deadline > clock.now {
-            guard let packet = try await receive(link, timeout: deadline - clock.now) else { return nil }
+            guard let packet = try await link.receive(within: deadline - clock.now, clock: clock) else { return nil }
             guard let (channel, payload) = ChannelPacket.split(packet), channel == NordicLegacyChannel.controlPoint.rawValue,
                   let decoded = try? NordicLegacyNotification(decoding: Array(payload)) else { continue }
             return decoded
@@ -112,7 +101,14 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
                 await serial.close()
                 throw TransferError(.unsupported, step: .connect, "legacy serial DFU reports nothing back, so there is nothing to measure: tune over BLE")
             }
-            return try await flashOverSerial(prepared, link: serial, recorder: &recorder)
+            do throws(TransferError) {
+                let report = try await flashOverSerial(prepared, link: serial, recorder: &recorder)
+                await serial.close()
+                return report
+            } catch {
+                await serial.close()
+                throw error
+            }
         }
         var firstLink: (any Link)? = first
         recorder.beginQuietly(.load)
@@ -139,12 +135,12 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
                 if revision == NordicLegacyDFUDevice.applicationRevision {
                     recorder.enter(.enterBootloader)
                     // The application jumps at once, without an answer (Adafruit's BLEDfu, Nordic's libraries write 01 04).
-                    try? await connection.link.send(ChannelPacket.tag(NordicLegacyChannel.controlPoint.rawValue, [0x01, 0x04]))
-                    await awaitDisconnect(connection.link, clock: clock, timeout: timeouts.response)
+                    try? await connection.send(ChannelPacket.tag(NordicLegacyChannel.controlPoint.rawValue, [0x01, 0x04]))
+                    await awaitDisconnect(connection, clock: clock, timeout: timeouts.response)
                     recorder.enter(.reconnect)
                     (connection, revision) = try await connect(.bootloader, step: .reconnect)
                     guard revision != NordicLegacyDFUDevice.applicationRevision else {
-                        await connection.link.close()
+                        await connection.close()
                         throw TransferError(.deviceRefused, step: .enterBootloader, "\(connector.description) stayed in its application after the DFU jump")
                     }
                 }
@@ -152,22 +148,22 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
                 let began = clock.now
                 let failure: PartFailure
                 do throws(PartFailure) {
-                    packetSize = try await send(part, type: imageType, connection: connection, interval: interval, done: done,
+                    packetSize = try await send(part, type: imageType, link: connection, interval: interval, done: done,
                                                 total: total, statistics: &statistics, activate: activate)
                     transferTime += clock.now - began
-                    await connection.link.close()
+                    await connection.close()
                     break
                 } catch { failure = error }
                 switch failure {
                 case .final(let error):
-                    await connection.link.close()
+                    await connection.close()
                     throw error
                 case .retry(let why, let refusal, let lostPackets):
                     transferTime += clock.now - began
                     statistics.packetsResent += 1
                     // Start the part again from a clean bootloader (the old application is still in bank 0).
-                    try? await connection.link.send(ChannelPacket.tag(NordicLegacyChannel.controlPoint.rawValue, [NordicLegacyOperation.reset.rawValue]))
-                    await awaitDisconnect(connection.link, clock: clock, timeout: timeouts.response)
+                    try? await connection.send(ChannelPacket.tag(NordicLegacyChannel.controlPoint.rawValue, [NordicLegacyOperation.reset.rawValue]))
+                    await awaitDisconnect(connection, clock: clock, timeout: timeouts.response)
                     if lostPackets, interval > 1 {
                         // Packets were dropped: fewer between receipts, and this try does not count.
                         interval = max(1, interval / 2)
@@ -193,7 +189,7 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
         }
         recorder.enter(.confirm)
         let (back, revision) = try await connect(.application, step: .confirm)
-        await back.link.close()
+        await back.close()
         guard revision == NordicLegacyDFUDevice.applicationRevision else {
             var error = TransferError(.confirmFailed, step: .confirm, "\(connector.description) came back in its bootloader, not running the new application")
             error.outcome = .inBootloader
@@ -216,9 +212,8 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
     }
 
     /// One try of one part; returns the packet size used.
-    func send(_ part: PreparedImage.Part, type: NordicLegacyImageType, connection: Connection, interval: UInt16, done: Int, total: Int,
+    func send(_ part: PreparedImage.Part, type: NordicLegacyImageType, link: any Link, interval: UInt16, done: Int, total: Int,
               statistics: inout TransferStatistics, activate: Bool = true) async throws(PartFailure) -> Int {
-        let link = connection.link
         let control = NordicLegacyChannel.controlPoint.rawValue
         let packetChannel = NordicLegacyChannel.packet.rawValue
         // Chunks of image data must be multiples of 4.
@@ -326,28 +321,25 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
         let total = prepared.totalBytes
         let began = clock.now
         var done = 0
-        defer { Task { await link.close() } }
         func send(_ type: NordicHCILink.PacketType, _ body: [UInt8], step: UpdateStep) async throws(TransferError) {
             var payload = ByteWriter()
             payload.write(type.rawValue, .little)
             payload.write(contentsOf: body)
-            for _ in 0..<max(1, timeouts.attempts) {
-                do {
-                    statistics.packetsSent += 1
-                    statistics.bytesOnWire += payload.bytes.count
-                    if try await link.sendFrame(payload.bytes, clock: clock, timeout: timeouts.response) {
-                        statistics.acknowledgements += 1
-                        return
-                    }
-                } catch {
-                    throw TransferError(.linkLost, step: step, "the serial link failed: \(error)")
+            do {
+                statistics.packetsSent += 1
+                statistics.bytesOnWire += payload.bytes.count
+                if try await link.sendFrame(payload.bytes, clock: clock, timeout: timeouts.response) {
+                    statistics.acknowledgements += 1
+                    return
                 }
-                // Not acknowledged: the bootloader dropped it (a damaged frame); the same
-                // sequence number again would be taken as a duplicate, so the session restarts.
-                statistics.ackTimeouts += 1
-                throw TransferError(.timeout, step: step,
-                                    "the bootloader did not acknowledge a \(type) frame: check the port and that the board is in its serial bootloader")
+            } catch {
+                throw TransferError(.linkLost, step: step, "the serial link failed: \(error)")
             }
+            // Not acknowledged: the bootloader dropped the frame, and would take the same sequence
+            // number again as a duplicate; with no status to ask for, the update cannot go on.
+            statistics.ackTimeouts += 1
+            throw TransferError(.timeout, step: step,
+                                "the bootloader did not acknowledge a \(type) frame: check the port and that the board is in its serial bootloader")
         }
         func pause(_ duration: Duration) async { try? await clock.sleep(for: duration) }
         let pageErase = Duration.microseconds(89_700)
