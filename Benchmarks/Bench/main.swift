@@ -4,6 +4,7 @@ import BleotaLink
 import BleotaProtocols
 import BleotaSimulator
 import Foundation
+import Logging
 
 // bleota's benchmark: figures, not pass/fail. Prints a table and writes JSON
 // (default `.build/bench.json`, or `--json PATH`). Targets are printed beside
@@ -11,6 +12,9 @@ import Foundation
 //
 //     swift run -c release bleota-bench
 //
+// `--only GROUP,…` (native, smp, tune, pacing, engine, memory) and `--preset NAME,…`
+// run part of it; `--fixed-pacing` measures the native figures with closed-loop
+// pacing off; `--trace sim://…` prints one flash acknowledgement by acknowledgement.
 // `--memory-probe FILE` is used internally: the benchmark re-runs itself in a
 // child process to measure the peak memory of sending one large image.
 
@@ -110,14 +114,29 @@ func nativeDevice(_ storage: DeviceStorage, _ model: LinkModel) -> SimulatedDevi
 }
 
 /// One simulated flash; returns goodput (image bytes per second of transfer time).
-func simulatedFlash(_ address: String, image: [UInt8], tuning: TransferTuning = TransferTuning()) async throws -> (goodput: Double, capacity: Double, resent: Int) {
+func simulatedFlash(_ address: String, image: [UInt8], tuning: TransferTuning = defaultTuning,
+                    trace: Bool = false) async throws -> (goodput: Double, capacity: Double, resent: Int) {
     let parsed = try SimulatorAddress(parsing: address)
     let report = try await SimulationRuntime.run { runtime in
         let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
         let storage = DeviceStorage(activeImage: [0], activeVersion: "1", slotSize: max(parsed.slotSize, image.count))
         await world.add(nativeDevice(storage, parsed.model))
         let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
-        return try await NativeUpdater(connector: connector, clock: world.clock, tuning: tuning).flash(image: image, version: "2")
+        let onEvent: @Sendable (UpdateEvent) -> Void = { event in
+            guard trace, case .progress(let progress) = event else { return }
+            print(String(format: "%8.3f s %8d B window %3d gap %6.2f ms sent %5d lost %4d", progress.elapsed.seconds, progress.bytesAcknowledged,
+                         progress.window, progress.interPacketDelay.seconds * 1000, progress.packetsSent, progress.packetsLost))
+        }
+        if trace && arguments.contains("--trace-packets") { world.startTrace() }
+        var logger = Logger(label: "bleota.bench")
+        logger.logLevel = trace ? (arguments.contains("--trace-engine") ? .trace : .debug) : .info
+        let report = try await NativeUpdater(connector: connector, clock: world.clock, tuning: tuning, logger: logger, onEvent: onEvent).flash(image: image, version: "2")
+        if trace {
+            let statistics = world.statistics
+            for line in world.trace { print(line) }
+            print("link: \(statistics.packetsToDevice) to device, \(statistics.droppedByDeviceBuffer) dropped by its full buffer, \(statistics.lostToDevice) lost on air, \(statistics.packetsToHost) to host")
+        }
+        return report
     }
     // The link's capacity for the largest writes it carries: protocol headers count against us.
     let capacity = parsed.model.capacity(payload: parsed.model.maximumPayload)
@@ -154,6 +173,20 @@ func payloadShare(_ address: String) throws -> Double {
 }
 
 let arguments = CommandLine.arguments
+/// `--fixed-pacing`: the native figures with closed-loop pacing off (the old default), for comparison.
+let defaultTuning: TransferTuning = {
+    var tuning = TransferTuning()
+    if arguments.contains("--fixed-pacing") { tuning.adaptive = false }
+    return tuning
+}()
+
+if let index = arguments.firstIndex(of: "--trace"), arguments.indices.contains(index + 1) {
+    // One simulated flash of 256 KiB with a progress line per acknowledgement and the engine's debug
+    // log (for studying pacing); --trace-packets adds every packet on the link, --trace-engine the engine's trace log.
+    let result = try await simulatedFlash(arguments[index + 1], image: pseudoRandom(256 << 10), trace: true)
+    print(String(format: "goodput %.2f KiB/s, %.1f %% of capacity, %d resent", result.goodput / 1024, result.goodput / result.capacity * 100, result.resent))
+    exit(0)
+}
 
 if arguments.contains("--engine-only") {
     // Just the engine over loopback (for profiling).
@@ -174,15 +207,26 @@ if let index = arguments.firstIndex(of: "--memory-probe"), arguments.indices.con
     exit(0)
 }
 
+/// `--only GROUP[,GROUP…]` (native, smp, tune, engine, memory) and `--preset NAME[,NAME…]` run part of the benchmark.
+func listArgument(_ name: String) -> Set<String>? {
+    guard let index = arguments.firstIndex(of: name), arguments.indices.contains(index + 1) else { return nil }
+    return Set(arguments[index + 1].split(separator: ",").map(String.init))
+}
+let onlyGroups = listArgument("--only")
+let onlyPresets = listArgument("--preset")
+func runs(_ group: String) -> Bool { onlyGroups?.contains(group) ?? true }
+let presets = LinkPreset.all.filter { onlyPresets?.contains($0.name) ?? true }
+
 let jsonPath = arguments.firstIndex(of: "--json").flatMap { arguments.indices.contains($0 + 1) ? arguments[$0 + 1] : nil } ?? ".build/bench.json"
 let cpu = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8))?
     .split(separator: "\n").first { $0.hasPrefix("model name") }?.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "unknown CPU"
 print("bleota benchmark — \(cpu), \(ProcessInfo.processInfo.processorCount) cores, \(ProcessInfo.processInfo.operatingSystemVersionString)")
 
 // 1. Native protocol on every simulator preset, at 0 %, 1 % and 5 % random loss.
-print("\n== native protocol on the simulator (1 MiB image, default tuning; efficiency = goodput / link capacity for MTU−3-byte writes)")
 let image = pseudoRandom(1 << 20)
-for preset in LinkPreset.all {
+if runs("native") {
+print("\n== native protocol on the simulator (1 MiB image, default tuning; efficiency = goodput / link capacity for MTU−3-byte writes)")
+for preset in presets {
     for loss in [0.0, 0.01, 0.05] {
         let address = "sim://\(preset.name)?loss=\(loss)&seed=1"
         let result = try await simulatedFlash(address, image: preset.name == "1m-no-dle-30ms" ? Array(image.prefix(256 << 10)) : image)
@@ -198,10 +242,13 @@ for preset in LinkPreset.all {
     }
 }
 
+}
+
 // 1b. MCUmgr/SMP on the same presets: one request at a time, and the pipelined window (buffer count − 1).
+if runs("smp") {
 print("\n== SMP on the simulator (512 KiB MCUboot image, upload; buffer 2475 × 4; efficiency = goodput / link capacity)")
 let smpImage = MCUbootImage.build(firmware: pseudoRandom(512 << 10, seed: 9), version: .init(major: 2, minor: 0, revision: 0, build: 0))
-for preset in LinkPreset.all {
+for preset in presets {
     for loss in [0.0, 0.01, 0.05] {
         let address = "sim://\(preset.name)?protocol=smp&loss=\(loss)&seed=1"
         let sized = preset.name == "1m-no-dle-30ms" ? MCUbootImage.build(firmware: pseudoRandom(128 << 10, seed: 9), version: .init(major: 2, minor: 0, revision: 0, build: 0)) : smpImage
@@ -220,6 +267,8 @@ for preset in LinkPreset.all {
     }
 }
 
+}
+
 // 1c. Tune quality: the search's choice against the full grid's best, on fresh simulated devices.
 print("\n== tune (32 KiB test transfers; search vs the full grid)")
 func tuneTrial(_ address: String, _ point: TuningPoint) async -> TuningTrial {
@@ -227,6 +276,7 @@ func tuneTrial(_ address: String, _ point: TuningPoint) async -> TuningTrial {
         let parsed = try SimulatorAddress(parsing: address)
         var trialTuning = point.apply(to: TransferTuning())
         trialTuning.compression = .off
+        trialTuning.adaptive = false
         let tuning = trialTuning
         let report = try await SimulationRuntime.run { runtime in
             let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
@@ -242,7 +292,7 @@ func tuneTrial(_ address: String, _ point: TuningPoint) async -> TuningTrial {
         return TuningTrial(point: point, goodput: 0, loss: 1, packetsSent: 0, packetsResent: 0, failure: "\(error)")
     }
 }
-for preset in ["slow-flash", "1m-dle-7.5ms", "2m-dle"] {
+for preset in ["slow-flash", "1m-dle-7.5ms", "2m-dle"] where runs("tune") && (onlyPresets?.contains(preset) ?? true) {
     let address = "sim://\(preset)?seed=2"
     let largest = try SimulatorAddress(parsing: address).model.maximumPayload - NativeMessage.dataHeaderSize
     let space = TuningSpace.standard(maximumPacket: largest)
@@ -258,7 +308,36 @@ for preset in ["slow-flash", "1m-dle-7.5ms", "2m-dle"] {
     record("tune", "\(preset): default goodput (loss \(String(format: "%.1f", reference.loss * 100)) %)", reference.goodput / 1024, "KiB/s")
 }
 
+// 1d. No tuning needed: default flash against the best fixed setting `tune --grid` finds, and against the device's ceiling.
+if runs("pacing") {
+    print("\n== closed-loop pacing: default flash vs tune --grid's best fixed setting and the device's ceiling (1 MiB image)")
+    for preset in ["slow-flash"] where onlyPresets?.contains(preset) ?? true {
+        let address = "sim://\(preset)?seed=2"
+        let model = try SimulatorAddress(parsing: address).model
+        let largest = model.maximumPayload - NativeMessage.dataHeaderSize
+        let grid = await TuningSearch.grid(TuningSpace.standard(maximumPacket: largest)) { await tuneTrial(address, $0) }
+        let best = grid.max { $0.score < $1.score }!
+        var bestTuning = best.point.apply(to: TransferTuning())
+        bestTuning.adaptive = false
+        let fixed = try await simulatedFlash(address, image: image, tuning: bestTuning)
+        let paced = try await simulatedFlash(address, image: image)
+        // The device's ceiling (protocols/link-model.md): a page of S bytes costs its erase E, the
+        // processing t of the S/P packets that fill it, and the wait for data after the erase that
+        // its B − 1 queued packets do not cover (data comes one connection interval I after it is ready).
+        let page = Double(model.flashPageSize)
+        let perPacket = model.processingTime(bytes: largest + NativeMessage.dataHeaderSize).seconds
+        let idle = max(0, model.connectionInterval.seconds - Double(model.deviceBuffer - 1) * perPacket)
+        let ceiling = page / (model.flashEraseTimePerPage.seconds + page / Double(largest) * perPacket + idle)
+        record("pacing", "\(preset): device ceiling", ceiling / 1024, "KiB/s")
+        record("pacing", "\(preset): grid's best fixed setting (\(best.point))", fixed.goodput / 1024, "KiB/s")
+        record("pacing", "\(preset): default (closed loop)", paced.goodput / 1024, "KiB/s")
+        record("pacing", "\(preset): default / grid's best", paced.goodput / fixed.goodput * 100, "%", target: "≥ 90 %")
+        record("pacing", "\(preset): default / device ceiling", paced.goodput / ceiling * 100, "%", target: "≥ 80 %")
+    }
+}
+
 // 2. Engine and checksums.
+if runs("engine") {
 print("\n== engine and checksums (wall clock)")
 let big = pseudoRandom(64 << 20)
 let crcTime = wallSeconds { _ = CRC32.checksum(big) }
@@ -273,8 +352,12 @@ let simulated = DispatchTime.now().uptimeNanoseconds
 _ = try await simulatedFlash("sim://2m-dle", image: image)
 record("engine", "wall time of a simulated 1 MiB flash (2m-dle)", Double(DispatchTime.now().uptimeNanoseconds - simulated) / 1e6, "ms", target: "well under 1 s")
 
+}
+
 // 3. Peak memory sending a 64 MiB image, in a child process.
+if runs("memory") {
 print("\n== memory")
+let big = pseudoRandom(64 << 20)
 let imagePath = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-bench-64m.bin").path
 _ = FileManager.default.createFile(atPath: imagePath, contents: Data(big))
 let child = Process()
@@ -288,6 +371,7 @@ child.waitUntilExit()
 try? FileManager.default.removeItem(atPath: imagePath)
 if let peak = Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) {
     record("memory", "host peak memory loading, hashing and sending 64 MiB", Double(peak) / 1e6, "MB", target: "< 100 MB")
+}
 }
 
 let encoder = JSONEncoder()

@@ -27,8 +27,9 @@ struct TuningOptions: ParsableArguments {
     @Option(name: .long, help: "Acknowledgement timeouts in a row before giving up.")
     var retries: Int?
 
-    @Flag(name: .long, help: "Adapt window and delay to the loss seen (halve on loss, grow back when clean).")
-    var adaptive = false
+    @Flag(name: .long, inversion: .prefixedNo,
+          help: "Closed-loop pacing (default on): window and gap follow the delivery rate and round trip the acknowledgements show, within the buffer the device advertises. --window or --delay given alone turn it off (they are then used as given); with --adaptive they are where it starts.")
+    var adaptive: Bool?
 
     @Option(name: .long, help: "Deflate the stream: auto (when the device supports it and it helps), on, off.")
     var compression: TransferTuning.Compression?
@@ -48,7 +49,7 @@ struct TuningOptions: ParsableArguments {
         if ackInterval != nil { knobs.insert(.ackInterval) }
         if ackTimeout != nil { knobs.insert(.ackTimeout) }
         if retries != nil { knobs.insert(.retries) }
-        if adaptive { knobs.insert(.adaptive) }
+        if adaptive != nil { knobs.insert(.adaptive) }
         if compression != nil { knobs.insert(.compression) }
         return knobs
     }
@@ -78,7 +79,8 @@ struct TuningOptions: ParsableArguments {
         if let ackInterval { tuning.ackInterval = ackInterval }
         if let ackTimeout { tuning.ackTimeout = .microseconds(Int64((ackTimeout * 1000).rounded())) }
         if let retries { tuning.maxRetries = retries }
-        if adaptive { tuning.adaptive = true }
+        // A window or delay given on the command line is meant as given, unless pacing is asked for too.
+        if let adaptive { tuning.adaptive = adaptive } else if window != nil || delay != nil { tuning.adaptive = false }
         if let compression { tuning.compression = compression }
         return tuning
     }

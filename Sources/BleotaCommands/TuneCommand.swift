@@ -87,6 +87,8 @@ struct TuneCommand: AsyncParsableCommand {
             var trialTuning = defaults
             trialTuning.compression = .off
             trialTuning.maxReconnects = 0
+            // Each trial measures one fixed setting; closed-loop pacing would move away from it.
+            trialTuning.adaptive = false
             let base = trialTuning
             let seed = SeedCounter()
             @Sendable func measure(_ point: TuningPoint) async -> TuningTrial {

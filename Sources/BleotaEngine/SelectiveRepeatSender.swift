@@ -24,6 +24,11 @@ public struct SelectiveRepeatSender: Sendable {
     public private(set) var inFlight = 0
     public private(set) var acknowledgedCount = 0
 
+    /// The longest run of adjacent packets the latest acknowledgement showed lost:
+    /// a receive queue that overflows drops the tail of a burst, radio noise
+    /// drops packets here and there.
+    public private(set) var longestLossRun = 0
+
     public private(set) var sentCount = 0
     public private(set) var resentCount = 0
     public private(set) var lostCount = 0
@@ -60,7 +65,8 @@ public struct SelectiveRepeatSender: Sendable {
     }
 
     /// The next packet to transmit if the window allows one, marking it in flight.
-    public mutating func nextPacket(window: Int) -> Int? {
+    /// `newBelow` holds back packets never sent from that index on (resends still go).
+    public mutating func nextPacket(window: Int, newBelow: Int = .max) -> Int? {
         while let lost = lostQueue.first {
             lostQueue.removeFirst()
             guard states[lost] == .lost else { continue }
@@ -69,7 +75,7 @@ public struct SelectiveRepeatSender: Sendable {
             resentCount += 1
             return lost
         }
-        guard inFlight < window, nextUnsent < packetCount else { return nil }
+        guard inFlight < window, nextUnsent < packetCount, nextUnsent < newBelow else { return nil }
         // Never run more than the window ahead of the receiver's cumulative point,
         // or its sequence numbers could become ambiguous.
         guard nextUnsent - base < max(window, 1) * 4 + 64 else { return nil }
@@ -124,13 +130,19 @@ public struct SelectiveRepeatSender: Sendable {
         advanceNextUnsent()
         // In-order delivery: anything transmitted before the newest packet this
         // acknowledgement covers, yet not covered, was lost.
+        longestLossRun = 0
         if newest > 0 {
             var index = base
+            var run = 0
             let limit = min(packetCount, base + 4 * TransferTuning.maximumWindow + 64)
             while index < limit {
                 if states[index] == .inFlight && lastTransmission[index] < newest {
                     markLost(index)
                     outcome.newlyLost += 1
+                    run += 1
+                    longestLossRun = max(longestLossRun, run)
+                } else if states[index] != .lost {
+                    run = 0
                 }
                 index += 1
             }
@@ -151,6 +163,9 @@ public struct SelectiveRepeatSender: Sendable {
         }
         return lost
     }
+
+    /// Whether any packet is known lost and waits to be sent again.
+    public var hasLost: Bool { lostQueue.contains { states[$0] == .lost } }
 
     /// Transmissions so far; mark a moment to compare later sends against.
     public var transmissionCount: UInt32 { transmissions }
@@ -197,6 +212,9 @@ public struct SelectiveRepeatSender: Sendable {
     private mutating func advanceNextUnsent() {
         while nextUnsent < packetCount && states[nextUnsent] != .unsent { nextUnsent += 1 }
     }
+
+    /// The transmission number of packet `index`'s latest send (0: never sent).
+    public func latestTransmission(of index: Int) -> UInt32 { lastTransmission[index] }
 
     /// Whether packet `index` has been acknowledged.
     public func isAcknowledged(_ index: Int) -> Bool { states[index] == .acknowledged }

@@ -95,25 +95,36 @@ public final class TransferEngine: @unchecked Sendable {
     private var sender: SelectiveRepeatSender
     public private(set) var statistics = TransferStatistics()
     private var started: Duration?
-    private var window: Double
-    private var delay: Duration
-    /// When each packet was last sent and how often, for round-trip samples
-    /// (Karn's rule: only packets sent once give a sample).
-    private var sentAt: [Duration]
-    private var sends: [UInt8]
+    /// Closed-loop pacing (``TransferTuning/adaptive``); nil sends with the tuning's fixed window and delay.
+    private var pacer: PacingController?
+    private var window: Int { pacer?.window ?? tuning.window }
+    private var delay: Duration { pacer?.gap ?? tuning.interPacketDelay }
+    /// What was known when each recent transmission went out, by transmission
+    /// number: round-trip samples (Karn's rule: only packets sent once give
+    /// one) and delivery-rate samples. A ring, because only transmissions still
+    /// in flight can be acknowledged; one per packet would not stream.
+    private var sendRecords: [SendRecord]
     /// Round-trip time from data packet to its acknowledgement.
     private var roundTrip = RoundTripEstimator()
-    /// Adaptive mode looks at the loss rate over about two windows at a time:
-    /// random loss of a few percent is not a reason to slow down, a
-    /// receiver that overflows (most of a burst lost) is.
-    private var recentSent = 0
-    private var recentLost = 0
+    /// Where the receiver stops to erase flash (closed-loop pacing with a known receiver buffer).
+    private var stalls: StallPredictor?
+    private let receiverBuffer: Int?
+    /// How often the receiver acknowledges (what START asked of it).
+    private let ackInterval: Int
+    private var lastAcknowledgementAt: Duration?
+    /// Whether an acknowledgement request went out since the last acknowledgement
+    /// (then a long gap was a wait for a lost packet, not the device pausing).
+    private var askedSinceAcknowledgement = false
+
     /// Transmission count when the last acknowledgement request went out.
     private var requestMark: UInt32?
     private let onProgress: @Sendable (TransferProgress) -> Void
 
+    /// `receiverBuffer` is the number of packets the receiver says it can queue
+    /// (nil if it did not say); closed-loop pacing keeps the flight within it
+    /// unless the round trip needs more, and then spaces the packets.
     public init(stream: [UInt8], packetSize: Int, wire: any TransferWire, tuning: TransferTuning,
-                clock: any BleotaClock, logger: Logger = Logger(label: "bleota.engine"),
+                clock: any BleotaClock, receiverBuffer: Int? = nil, logger: Logger = Logger(label: "bleota.engine"),
                 onProgress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) {
         self.stream = stream
         self.packetSize = max(1, packetSize)
@@ -123,10 +134,47 @@ public final class TransferEngine: @unchecked Sendable {
         self.logger = logger
         self.onProgress = onProgress
         sender = SelectiveRepeatSender(packetCount: (stream.count + self.packetSize - 1) / self.packetSize)
-        window = Double(tuning.window)
-        delay = tuning.interPacketDelay
-        sentAt = Array(repeating: .zero, count: sender.packetCount)
-        sends = Array(repeating: 0, count: sender.packetCount)
+        sendRecords = Array(repeating: SendRecord(), count: Self.sendRecordCount)
+        self.receiverBuffer = receiverBuffer
+        ackInterval = tuning.ackInterval(receiverBuffer: receiverBuffer)
+        if tuning.adaptive {
+            if receiverBuffer != nil {
+                stalls = StallPredictor(packetSize: self.packetSize, ackInterval: ackInterval)
+            }
+            pacer = PacingController(.init(initialWindow: tuning.window, receiverBuffer: receiverBuffer,
+                                           ackInterval: ackInterval,
+                                           initialGap: tuning.interPacketDelay))
+        }
+    }
+
+    /// What the engine knew when it sent one transmission.
+    struct SendRecord {
+        var transmission: UInt32 = 0
+        var sentAt: Duration = .zero
+        var firstSend = false
+        var deliveredAtSend = 0
+        var deliveredTimeAtSend: Duration = .zero
+        var flightStartAtSend: Duration = .zero
+    }
+
+    /// Adjacent packets lost together that mean a receive queue overflowed:
+    /// at 5 % random loss three in a row happen about once in 8 000 packets.
+    static let overflowRun = 3
+
+    /// Transmissions remembered; more than the largest window can hold in flight.
+    static let sendRecordCount = 1024
+
+    private func record(transmission: UInt32, first: Bool) {
+        let now = clock.now
+        let snapshot = pacer?.snapshot ?? (delivered: 0, at: now, flightStart: now)
+        sendRecords[Int(transmission % UInt32(Self.sendRecordCount))] = SendRecord(
+            transmission: transmission, sentAt: now, firstSend: first,
+            deliveredAtSend: snapshot.delivered, deliveredTimeAtSend: snapshot.at, flightStartAtSend: snapshot.flightStart)
+    }
+
+    private func sendRecord(_ transmission: UInt32) -> SendRecord? {
+        let record = sendRecords[Int(transmission % UInt32(Self.sendRecordCount))]
+        return record.transmission == transmission && transmission != 0 ? record : nil
     }
 
     /// How long to wait before asking for an acknowledgement: three smoothed
@@ -184,6 +232,7 @@ public final class TransferEngine: @unchecked Sendable {
 
     private func sendLoop(link: any Link, inbox: Mailbox<Result<[UInt8], LinkError>>, wire: any TransferWire) async throws {
         var timeouts = 0
+        var nextSendAt = clock.now
         var probed = false
         reportProgress()
         while !sender.isComplete {
@@ -192,14 +241,22 @@ public final class TransferEngine: @unchecked Sendable {
                 if try handle(item) { timeouts = 0; probed = false }
             }
             if sender.isComplete { break }
-            if let index = sender.nextPacket(window: max(1, Int(window))) {
+            let resentBefore = sender.resentCount
+            let idle = sender.inFlight == 0
+            if let index = sender.nextPacket(window: max(1, window), newBelow: newPacketLimit) {
                 let packet = wire.encodeData(sequence: SequenceNumber.wrap(index), payload: payload(index))
+                let sendStarted = clock.now
+                if idle { pacer?.sendingIdle(now: sendStarted) }
                 try await link.send(packet)
-                sentAt[index] = clock.now
-                sends[index] &+= 1
-                recentSent += 1
+                record(transmission: sender.latestTransmission(of: index), first: sender.resentCount == resentBefore)
                 statistics.bytesOnWire += packet.count
-                if delay > .zero { try await clock.sleep(for: delay) }
+                if delay > .zero {
+                    // Paced by a schedule, not a sleep after each packet: a send that waited
+                    // for room on the link has already spent (part of) its gap.
+                    nextSendAt = max(nextSendAt, sendStarted) + delay
+                    let now = clock.now
+                    if now < nextSendAt { try await clock.sleep(for: nextSendAt - now) }
+                }
                 continue
             }
             // Window full or all sent: wait for feedback. When the window has
@@ -207,13 +264,18 @@ public final class TransferEngine: @unchecked Sendable {
             // acknowledge on its own: ask at once. Otherwise ask early once (a
             // lost tail has no later packet to reveal it), then wait out the
             // full timeout.
-            if !probed && Int(window) < tuning.effectiveAckInterval && sender.inFlight > 0 {
+            if !probed && window < ackInterval && sender.inFlight > 0 {
                 probed = true
                 requestMark = sender.transmissionCount
                 try await link.send(wire.encodeAckRequest())
+                askedSinceAcknowledgement = true
             }
-            let wait = probed ? max(probeDelay * 2, min(tuning.ackTimeout, probeDelay * 4)) : probeDelay
-            logger.trace("waiting \(wait): window \(Int(window)) in flight \(sender.inFlight) acked \(sender.acknowledgedCount)/\(sender.packetCount) at \(clock.now)")
+            var wait = probed ? max(probeDelay * 2, min(tuning.ackTimeout, probeDelay * 4)) : probeDelay
+            if newPacketLimit < sender.packetCount, let stalls {
+                // Holding back for an erase: the device answers when it is over, not before.
+                wait = max(wait, min(tuning.ackTimeout, stalls.typicalStall * 1.5))
+            }
+            logger.trace("waiting \(wait): window \(window) in flight \(sender.inFlight) acked \(sender.acknowledgedCount)/\(sender.packetCount) at \(clock.now)")
             let item: Result<[UInt8], LinkError>?
             do {
                 item = try await withDeadline(wait, clock: clock) { try await inbox.take() }
@@ -232,13 +294,26 @@ public final class TransferEngine: @unchecked Sendable {
                                         "the device stopped acknowledging (\(timeouts) timeouts of \(tuning.ackTimeout)): check it is in range and powered, or raise --ack-timeout")
                 }
                 logger.debug("acknowledgement timeout \(timeouts); asking again")
-                if timeouts >= 2 { statistics.packetsLost += sender.timeoutAllInFlight(); slowDown() }
+                if timeouts >= 2 { statistics.packetsLost += sender.timeoutAllInFlight(); pacer?.stalled() }
             }
             probed = true
             requestMark = sender.transmissionCount
             try await link.send(wire.encodeAckRequest())
+            askedSinceAcknowledgement = true
         }
         reportProgress()
+    }
+
+    /// New packets go only below this index: across a predicted erase the flight
+    /// stops at what the receiver's buffer holds behind the packet that starts it.
+    private var newPacketLimit: Int {
+        guard let stalls, let buffer = receiverBuffer, window > buffer,
+              var stall = stalls.nextStall(atOrAfter: sender.base) else { return .max }
+        while stall < sender.packetCount && sender.isAcknowledged(stall) {
+            guard let next = stalls.nextStall(atOrAfter: stall + 1) else { return .max }
+            stall = next
+        }
+        return stall + buffer
     }
 
     /// Applies one inbox item; true if it showed the receiver is alive and progressing.
@@ -252,22 +327,55 @@ public final class TransferEngine: @unchecked Sendable {
         case .acknowledgement(let next, let bitmap):
             statistics.acknowledgements += 1
             let nextIndex = SequenceNumber.unwrap(next, near: sender.base)
+            let now = clock.now
+            // A gap counts as a stall only with nothing lost: after a loss the first
+            // unacknowledged packet says where the loss was, not where the device paused.
+            if let previous = lastAcknowledgementAt, sender.inFlight > 0, !sender.hasLost, !askedSinceAcknowledgement,
+               let floor = pacer?.shortestRoundTrip,
+               stalls?.acknowledgement(after: now - previous, shortestRoundTrip: floor, firstUnacknowledged: sender.base) == true {
+                pacer?.receiverStalled()
+                logger.debug("receiver stalled \(now - previous) with packet \(sender.base) first unacknowledged; page \(stalls?.pageSize.map(String.init) ?? "not known yet")")
+            }
+            lastAcknowledgementAt = now
+            askedSinceAcknowledgement = false
             var received: [Int] = []
             for bit in 0..<(bitmap.count * 8) where bitmap[bit / 8] & (1 << (bit % 8)) != 0 {
                 received.append(nextIndex + 1 + bit)
             }
             var outcome = sender.acknowledge(nextExpected: nextIndex, received: received)
-            if let mark = requestMark {
-                // Most likely the answer to our request: it has seen everything sent before it.
+            if let mark = requestMark, outcome.newlyAcknowledged == 0 {
+                // An acknowledgement that adds nothing after our request is its answer: the
+                // receiver has seen everything sent before the request. One that adds
+                // something may be an ordinary acknowledgement still queued behind data
+                // (a device erasing flash answers late), and inferring loss from it would
+                // resend packets that are only waiting; the next answer settles them.
                 requestMark = nil
                 outcome.newlyLost += sender.markLost(sentUpTo: mark)
+                logger.trace("answer to an acknowledgement request: \(outcome.newlyLost) lost, base \(sender.base), in flight \(sender.inFlight)")
             }
             statistics.packetsLost += outcome.newlyLost
-            recentLost += outcome.newlyLost
-            if let newest = outcome.newest, sends[newest] == 1 {
-                roundTrip.add(clock.now - sentAt[newest])
+            var sample: PacingController.RateSample?
+            var roundTripSample: Duration?
+            var newestSentAt: Duration?
+            if let newest = outcome.newest, let sent = sendRecord(sender.latestTransmission(of: newest)) {
+                newestSentAt = sent.sentAt
+                if sent.firstSend {
+                    roundTripSample = now - sent.sentAt
+                    roundTrip.add(now - sent.sentAt)
+                }
+                if let pacer {
+                    // Delivery rate (draft-cheng-iccrg-delivery-rate-estimation §3): packets delivered
+                    // since the newest one was sent, over the longer of the time they took to be
+                    // acknowledged and the time they took to be sent — acknowledgements that arrive
+                    // bunched (two in one connection event) must not read as a faster receiver.
+                    sample = .init(delivered: pacer.delivered + outcome.newlyAcknowledged - sent.deliveredAtSend,
+                                   interval: max(now - sent.deliveredTimeAtSend, sent.sentAt - sent.flightStartAtSend),
+                                   deliveredAtSend: sent.deliveredAtSend)
+                }
             }
-            adapt()
+            if sender.longestLossRun >= Self.overflowRun { pacer?.burstLost() }
+            pacer?.acknowledged(now: now, newlyDelivered: outcome.newlyAcknowledged, sample: sample, roundTrip: roundTripSample,
+                                newestSentAt: newestSentAt)
             if outcome.newlyAcknowledged > 0 { reportProgress() }
             return outcome.newlyAcknowledged > 0 || outcome.newlyLost > 0
         case .negativeAcknowledgement(let first, let count):
@@ -275,7 +383,7 @@ public final class TransferEngine: @unchecked Sendable {
             let firstIndex = SequenceNumber.unwrap(first, near: sender.base)
             let lost = sender.negativeAcknowledge(first: firstIndex, count: Int(count))
             statistics.packetsLost += lost
-            recentLost += lost
+            if lost >= Self.overflowRun { pacer?.burstLost() }
             return lost > 0
         case .failure(let message):
             throw TransferError(.deviceRefused, step: .transfer, message)
@@ -284,39 +392,12 @@ public final class TransferEngine: @unchecked Sendable {
         }
     }
 
-    /// Adaptive pacing: every two windows of packets, compare the loss rate
-    /// with two thresholds. Above 15 % the receiver is overflowing: halve the
-    /// window and add (or grow) a gap between packets. Below 3 %: grow the
-    /// window by one and shrink the gap. In between, hold.
-    private func adapt() {
-        guard tuning.adaptive, recentSent >= max(8, 2 * Int(window)) else { return }
-        let rate = Double(recentLost) / Double(recentSent)
-        if rate > 0.15 {
-            window = max(2, (window / 2).rounded(.down))
-            delay = delay == .zero ? .microseconds(500) : min(delay * 2, .milliseconds(20))
-            logger.debug("loss \(Int(rate * 100)) %: window \(Int(window)), delay \(delay) at \(clock.now)")
-        } else if rate < 0.03 {
-            window = min(Double(tuning.window), window + 1)
-            if delay > .zero {
-                delay = delay * 0.75
-                if delay < .microseconds(100) { delay = .zero }
-            }
-        }
-        recentSent = 0
-        recentLost = 0
-    }
-
-    private func slowDown() {
-        guard tuning.adaptive else { return }
-        window = max(2, (window / 2).rounded(.down))
-    }
-
     private func reportProgress() {
         statistics.packetsSent = sender.sentCount
         statistics.packetsResent = sender.resentCount
         onProgress(TransferProgress(
             bytesAcknowledged: bytesAcknowledged, totalBytes: stream.count, packetsSent: sender.sentCount,
             packetsResent: sender.resentCount, packetsLost: statistics.packetsLost,
-            elapsed: clock.now - (started ?? clock.now), window: Int(window), interPacketDelay: delay))
+            elapsed: clock.now - (started ?? clock.now), window: window, interPacketDelay: delay))
     }
 }

@@ -34,8 +34,11 @@ public struct TransferTuning: Sendable, Hashable, Codable {
     /// Acknowledgement timeouts in a row (with no progress) before the transfer is
     /// declared stalled and the link is treated as lost.
     public var maxRetries: Int
-    /// Halve the window and add delay when loss appears, grow them back while it
-    /// does not (AIMD, like TCP): finds a workable pace on an unknown device.
+    /// Closed-loop pacing (``PacingController``), on by default: the window
+    /// and the gap between packets follow the delivery rate and round trip the
+    /// acknowledgements show, starting from `window` and `interPacketDelay` and
+    /// kept within the buffer the device advertises. Off, `window` and
+    /// `interPacketDelay` are used as given (what `bleota tune` measures).
     public var adaptive: Bool
     /// Send a raw-deflate stream when the device supports it. Saves airtime on
     /// images with padding or repeated data; costs device CPU. `auto` by default:
@@ -55,7 +58,7 @@ public struct TransferTuning: Sendable, Hashable, Codable {
     public static let maximumWindow = 250
 
     public init(packetSize: Int? = nil, window: Int = 32, interPacketDelay: Duration = .zero, ackInterval: Int = 16,
-                ackTimeout: Duration = .milliseconds(750), maxRetries: Int = 8, adaptive: Bool = false,
+                ackTimeout: Duration = .milliseconds(750), maxRetries: Int = 8, adaptive: Bool = true,
                 compression: Compression = .auto, maxReconnects: Int = 5) {
         self.packetSize = packetSize
         self.window = window
@@ -68,10 +71,18 @@ public struct TransferTuning: Sendable, Hashable, Codable {
         self.maxReconnects = maxReconnects
     }
 
-    /// The acknowledgement interval actually requested: at most half the
-    /// window, and 2 in adaptive mode, whose window may shrink far below the
-    /// configured one (a receiver that waits for 8 packets would then stall it).
-    public var effectiveAckInterval: Int { max(1, min(ackInterval, adaptive ? 2 : window / 2)) }
+    /// The acknowledgement interval actually requested when the receiver's buffer is unknown.
+    public var effectiveAckInterval: Int { ackInterval(receiverBuffer: nil) }
+
+    /// The acknowledgement interval to request: at most half the window, so an
+    /// acknowledgement always comes back before the window fills, and with
+    /// closed-loop pacing at most half the receiver's buffer — its flight starts
+    /// there, and on a device with a small buffer the sooner an acknowledgement
+    /// reports the end of a flash erase, the less the device waits for data.
+    public func ackInterval(receiverBuffer: Int?) -> Int {
+        let flight = adaptive ? min(window, receiverBuffer ?? window) : window
+        return max(1, min(ackInterval, flight / 2))
+    }
 
     /// Checks ranges that do not depend on the link; one line per problem, naming the allowed range.
     public func validate() throws(TransferError) {

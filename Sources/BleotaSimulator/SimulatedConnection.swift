@@ -162,21 +162,43 @@ public final class SimulatedConnection: Sendable {
             }
             do { try await clock.sleep(until: anchor) } catch { return }
             if isClosed { return }
-            let (duration, toDevice, toHost) = runOneEvent()
+            let (duration, completions) = runOneEvent()
+            // Each packet reaches the other side when its last fragment has been
+            // received, not at the end of the event: a device starts on the first
+            // packet of a long event while the rest are still on air.
+            for completion in completions {
+                do { try await clock.sleep(until: anchor + completion.at) } catch { return }
+                if completion.toDevice {
+                    guard deliverToDevice(completion.packet, clock: clock) else { break }
+                } else {
+                    guard deliverToHost(completion.packet) else { break }
+                }
+            }
             do { try await clock.sleep(until: anchor + duration) } catch { return }
-            deliver(toDevice: toDevice, toHost: toHost, clock: clock)
+            // Packets that finished transmitting free host queue space.
+            let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+                defer { state.sendWaiters = [] }
+                return state.sendWaiters
+            }
+            for waiter in waiters { waiter.resume() }
             anchor += interval
         }
     }
 
+    /// An upper-layer packet whose last fragment has crossed, and when in the event.
+    struct Completion {
+        var at: Duration
+        var toDevice: Bool
+        var packet: [UInt8]
+    }
+
     /// Plans one event: which fragments go each way, how long it takes, which
-    /// upper-layer packets complete.
-    private func runOneEvent() -> (Duration, [[UInt8]], [[UInt8]]) {
+    /// upper-layer packets complete and when.
+    private func runOneEvent() -> (Duration, [Completion]) {
         state.withLock { state in
             var time = Duration.zero
             var pairs = 0
-            var toDevice: [[UInt8]] = []
-            var toHost: [[UInt8]] = []
+            var completions: [Completion] = []
             while pairs < model.packetsPerEvent {
                 if state.hostCurrent == nil, !state.hostQueue.isEmpty {
                     let packet = state.hostQueue.removeFirst()
@@ -196,14 +218,17 @@ public final class SimulatedConnection: Sendable {
                 if central > 0 {
                     state.hostCurrent!.fragments.removeFirst()
                     if state.hostCurrent!.fragments.isEmpty {
-                        toDevice.append(state.hostCurrent!.packet)
+                        // Received when its air time ends, at the start of the pair.
+                        completions.append(Completion(at: time - cost + model.airTime(payload: central),
+                                                      toDevice: true, packet: state.hostCurrent!.packet))
                         state.hostCurrent = nil
                     }
                 }
                 if peripheral > 0 {
                     state.deviceCurrent!.fragments.removeFirst()
                     if state.deviceCurrent!.fragments.isEmpty {
-                        toHost.append(state.deviceCurrent!.packet)
+                        completions.append(Completion(at: time - LinkModel.interFrameSpace, toDevice: false,
+                                                      packet: state.deviceCurrent!.packet))
                         state.deviceCurrent = nil
                     }
                 }
@@ -211,62 +236,59 @@ public final class SimulatedConnection: Sendable {
             }
             state.statistics.connectionEvents += 1
             state.statistics.airTime += time
-            return (time, toDevice, toHost)
+            return (time, completions)
         }
     }
 
-    private func deliver(toDevice: [[UInt8]], toHost: [[UInt8]], clock: any BleotaClock) {
-        // Packets that finished transmitting free host queue space.
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            defer { state.sendWaiters = [] }
-            return state.sendWaiters
+    /// One packet arriving at the device, through the world's faults; false once the connection is gone.
+    private func deliverToDevice(_ packet: [UInt8], clock: any BleotaClock) -> Bool {
+        guard !isClosed else { return false }
+        state.withLock { state in
+            state.statistics.packetsToDevice += 1
+            state.statistics.bytesToDevice += packet.count
         }
-        for waiter in waiters { waiter.resume() }
-        for packet in toDevice {
-            guard !isClosed else { return }
-            state.withLock { state in
-                state.statistics.packetsToDevice += 1
-                state.statistics.bytesToDevice += packet.count
-            }
-            if let fault = world.faultAfterBytesToDevice(packet.count, now: clock.now) {
-                apply(fault)
-                return
-            }
-            guard !world.draw(.writeLoss) else {
-                state.withLock { $0.statistics.lostToDevice += 1 }
-                world.record(">", packet, outcome: "lost")
-                continue
-            }
-            let delivered = world.draw(.corruption) ? corrupt(packet) : packet
-            let copies = world.draw(.duplication) ? 2 : 1
-            if copies == 2 { state.withLock { $0.statistics.duplicated += 1 } }
-            for _ in 0..<copies {
-                world.record(">", delivered, outcome: deliverToDevice(delivered) ? "ok" : "buffer-full")
-            }
+        if let fault = world.faultAfterBytesToDevice(packet.count, now: clock.now) {
+            apply(fault)
+            return false
         }
-        for packet in toHost {
-            guard !isClosed else { return }
-            state.withLock { state in
-                state.statistics.packetsToHost += 1
-                state.statistics.bytesToHost += packet.count
-            }
-            guard !world.draw(.notificationLoss) else {
-                state.withLock { $0.statistics.lostToHost += 1 }
-                world.record("<", packet, outcome: "lost")
-                continue
-            }
-            let delivered = world.draw(.corruption) ? corrupt(packet) : packet
-            world.record("<", delivered, outcome: "ok")
+        guard !world.draw(.writeLoss) else {
+            state.withLock { $0.statistics.lostToDevice += 1 }
+            world.record(">", packet, outcome: "lost")
+            return true
+        }
+        let delivered = world.draw(.corruption) ? corrupt(packet) : packet
+        let copies = world.draw(.duplication) ? 2 : 1
+        if copies == 2 { state.withLock { $0.statistics.duplicated += 1 } }
+        for _ in 0..<copies {
+            world.record(">", delivered, outcome: enqueueAtDevice(delivered) ? "ok" : "buffer-full")
+        }
+        return true
+    }
+
+    /// One packet arriving at the host, through the world's faults; false once the connection is gone.
+    private func deliverToHost(_ packet: [UInt8]) -> Bool {
+        guard !isClosed else { return false }
+        state.withLock { state in
+            state.statistics.packetsToHost += 1
+            state.statistics.bytesToHost += packet.count
+        }
+        guard !world.draw(.notificationLoss) else {
+            state.withLock { $0.statistics.lostToHost += 1 }
+            world.record("<", packet, outcome: "lost")
+            return true
+        }
+        let delivered = world.draw(.corruption) ? corrupt(packet) : packet
+        world.record("<", delivered, outcome: "ok")
+        hostInbox.put(delivered)
+        if world.draw(.duplication) {
+            state.withLock { $0.statistics.duplicated += 1 }
             hostInbox.put(delivered)
-            if world.draw(.duplication) {
-                state.withLock { $0.statistics.duplicated += 1 }
-                hostInbox.put(delivered)
-            }
         }
+        return true
     }
 
-    @discardableResult
-    private func deliverToDevice(_ packet: [UInt8]) -> Bool {
+    /// Puts a packet in the device's receive queue, or drops it when the queue is full.
+    private func enqueueAtDevice(_ packet: [UInt8]) -> Bool {
         let accepted = state.withLock { state -> Bool in
             let occupied = state.deviceQueued + (state.deviceProcessing ? 1 : 0)
             guard occupied < model.deviceBuffer else {

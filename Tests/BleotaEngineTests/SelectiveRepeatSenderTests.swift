@@ -116,3 +116,35 @@ import Testing
         #expect(window.receive(sequence: 3) == .new(index: 3, gap: nil))
     }
 }
+
+@Suite struct LossRunTests {
+    /// A full receive queue drops the tail of a burst; radio noise drops packets here and there.
+    @Test func adjacentLossesAreCountedAsOneRun() {
+        var scattered = SelectiveRepeatSender(packetCount: 12)
+        while scattered.nextPacket(window: 12) != nil {}
+        // 2, 5 and 8 missing: three losses, none adjacent.
+        _ = scattered.acknowledge(nextExpected: 2, received: [3, 4, 6, 7, 9, 10, 11])
+        #expect(scattered.longestLossRun == 1)
+
+        var tail = SelectiveRepeatSender(packetCount: 12)
+        while tail.nextPacket(window: 12) != nil {}
+        // 4, 5, 6 and 7 missing together.
+        _ = tail.acknowledge(nextExpected: 4, received: [8, 9, 10, 11])
+        #expect(tail.longestLossRun == 4)
+        #expect(tail.hasLost)
+        // The next acknowledgement reports the run of its own losses, not the old one.
+        _ = tail.acknowledge(nextExpected: 4, received: [8, 9, 10, 11])
+        #expect(tail.longestLossRun == 0)
+    }
+
+    @Test func newPacketsStopAtTheLimitButResendsDoNot() {
+        var sender = SelectiveRepeatSender(packetCount: 10)
+        var sent: [Int] = []
+        while let index = sender.nextPacket(window: 10, newBelow: 4) { sent.append(index) }
+        #expect(sent == [0, 1, 2, 3])
+        _ = sender.acknowledge(nextExpected: 0, received: [1, 2, 3])
+        #expect(sender.nextPacket(window: 10, newBelow: 4) == 0)
+        #expect(sender.nextPacket(window: 10, newBelow: 4) == nil)
+        #expect(sender.nextPacket(window: 10, newBelow: 6) == 4)
+    }
+}

@@ -36,7 +36,7 @@ public struct NativeProtocol: UpdateProtocol {
         [.packetSize: "payload bytes per data packet", .window: "data packets in flight before an acknowledgement",
          .delay: "pause after each data packet", .ackInterval: "the device acknowledges every N packets",
          .ackTimeout: "wait for an acknowledgement before asking for one", .retries: "acknowledgement timeouts in a row before giving up",
-         .adaptive: "adapt window and delay to the loss seen", .compression: "deflate the stream when the device can inflate it"]
+         .adaptive: "closed-loop pacing from the acknowledgements (on by default)", .compression: "deflate the stream when the device can inflate it"]
     }
 
     public func imageAffinity(_ probe: ImageProbe) -> ImageAffinity { .accepts }

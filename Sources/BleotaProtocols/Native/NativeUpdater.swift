@@ -360,6 +360,8 @@ struct Session {
             throw TransferError(.protocolViolation, step: .transfer, "transfer without a connection")
         }
         let packetSize = try packetSize(link: current, hello: hello)
+        // The device's receive queue, as HELLO announced it (0 from a device that does not say).
+        let receiverBuffer = hello.bufferCount > 0 ? Int(hello.bufferCount) : nil
         var stream = image
         var compressed = false
         if tuning.compression != .off {
@@ -376,10 +378,10 @@ struct Session {
         let start = NativeMessage.Start(
             target: target, compressed: compressed, imageSize: UInt32(image.count), streamSize: UInt32(stream.count),
             crc32: CRC32.checksum(image), sha256: SHA256Digest.hash(image), packetSize: UInt16(packetSize),
-            ackInterval: UInt16(tuning.effectiveAckInterval), label: label)
+            ackInterval: UInt16(tuning.ackInterval(receiverBuffer: receiverBuffer)), label: label)
         let onEvent = updater.onEvent
         let engine = TransferEngine(stream: stream, packetSize: packetSize, wire: NativeWire(), tuning: tuning,
-                                    clock: updater.clock, logger: updater.logger) { onEvent(.progress($0)) }
+                                    clock: updater.clock, receiverBuffer: receiverBuffer, logger: updater.logger) { onEvent(.progress($0)) }
         let began = updater.clock.now
         var reconnects = 0
         while true {
