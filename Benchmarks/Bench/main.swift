@@ -166,10 +166,11 @@ func simulatedSMPUpload(_ address: String, image: [UInt8], window: Int?) async t
     }
 }
 
-/// The share of each write that is payload: the native protocol spends 5 bytes per DATA packet.
+/// The share of each write that is payload: the native protocol spends 5 bytes per DATA packet, 1 with compact headers.
 func payloadShare(_ address: String) throws -> Double {
     let model = try SimulatorAddress(parsing: address).model
-    return Double(model.maximumPayload - NativeMessage.dataHeaderSize) / Double(model.maximumPayload)
+    let header = model.maximumPayload <= NativeUpdater.compactDataLinkPayload ? NativeMessage.CompactData.headerSize : NativeMessage.dataHeaderSize
+    return Double(model.maximumPayload - header) / Double(model.maximumPayload)
 }
 
 let arguments = CommandLine.arguments

@@ -13,6 +13,15 @@ public enum SequenceNumber {
         let delta = Int(Int16(bitPattern: sequence &- UInt16(truncatingIfNeeded: reference)))
         return reference + delta
     }
+
+    /// The absolute index congruent to `residue` modulo `modulus` nearest to
+    /// `reference` (for headers that carry less than 16 bits): unambiguous while
+    /// every index in play lies within `modulus / 2` of the reference.
+    public static func unwrap(_ residue: Int, modulus: Int, near reference: Int) -> Int {
+        let half = modulus / 2
+        let offset = ((residue - reference) % modulus + modulus + half) % modulus - half
+        return reference + offset
+    }
 }
 
 /// A set of byte ranges, kept sorted and merged: what a receiver holds of a stream.

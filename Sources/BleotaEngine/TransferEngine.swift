@@ -10,11 +10,24 @@ public protocol TransferWire: Sendable {
     /// Bytes a data packet adds to its payload (for link-size checks and statistics).
     var dataOverhead: Int { get }
     func encodeData(sequence: UInt16, payload: ArraySlice<UInt8>) -> [UInt8]
+    /// Encodes packet `index` (absolute); by default as `encodeData(sequence:)` with the index modulo 2¹⁶.
+    func encodeData(index: Int, payload: ArraySlice<UInt8>) -> [UInt8]
+    /// The most packets the sender may have beyond the receiver's cumulative
+    /// point, for headers whose sequence numbers wrap sooner than 2¹⁶; nil for no limit.
+    var sequenceSpan: Int? { get }
     func encodeAckRequest() -> [UInt8]
     func encodeAcknowledgement(nextExpected: UInt16, bitmap: [UInt8]) -> [UInt8]
     func encodeNegativeAcknowledgement(first: UInt16, count: UInt16, corrupt: Bool) -> [UInt8]
     /// Interprets a packet arriving during a transfer.
     func decodeTransferPacket(_ packet: [UInt8]) -> TransferPacket
+}
+
+extension TransferWire {
+    public func encodeData(index: Int, payload: ArraySlice<UInt8>) -> [UInt8] {
+        encodeData(sequence: SequenceNumber.wrap(index), payload: payload)
+    }
+
+    public var sequenceSpan: Int? { nil }
 }
 
 /// A packet seen during a transfer, as the engine understands it.
@@ -244,7 +257,7 @@ public final class TransferEngine: @unchecked Sendable {
             let resentBefore = sender.resentCount
             let idle = sender.inFlight == 0
             if let index = sender.nextPacket(window: max(1, window), newBelow: newPacketLimit) {
-                let packet = wire.encodeData(sequence: SequenceNumber.wrap(index), payload: payload(index))
+                let packet = wire.encodeData(index: index, payload: payload(index))
                 let sendStarted = clock.now
                 if idle { pacer?.sendingIdle(now: sendStarted) }
                 try await link.send(packet)
@@ -271,7 +284,7 @@ public final class TransferEngine: @unchecked Sendable {
                 askedSinceAcknowledgement = true
             }
             var wait = probed ? max(probeDelay * 2, min(tuning.ackTimeout, probeDelay * 4)) : probeDelay
-            if newPacketLimit < sender.packetCount, let stalls {
+            if eraseLimit < sender.packetCount, let stalls {
                 // Holding back for an erase: the device answers when it is over, not before.
                 wait = max(wait, min(tuning.ackTimeout, stalls.typicalStall * 1.5))
             }
@@ -307,6 +320,11 @@ public final class TransferEngine: @unchecked Sendable {
     /// New packets go only below this index: across a predicted erase the flight
     /// stops at what the receiver's buffer holds behind the packet that starts it.
     private var newPacketLimit: Int {
+        let spanLimit = wire.sequenceSpan.map { sender.base + $0 } ?? .max
+        return min(spanLimit, eraseLimit)
+    }
+
+    private var eraseLimit: Int {
         guard let stalls, let buffer = receiverBuffer, window > buffer,
               var stall = stalls.nextStall(atOrAfter: sender.base) else { return .max }
         while stall < sender.packetCount && sender.isAcknowledged(stall) {

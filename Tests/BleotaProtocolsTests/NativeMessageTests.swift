@@ -92,7 +92,7 @@ let goldenVectors: [(name: String, message: NativeMessage, hex: String)] = [
         ([0x42], "opcode", "unknown opcode 0x42"),
         ([0x81, 1, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], "hello.mode", "unknown mode 7"),
         ([0x03, 9], "start.target", "unknown target 9"),
-        ([0x03, 0, 0x02], "start.flags", "unknown flag bits 0x02"),
+        ([0x03, 0, 0x04], "start.flags", "unknown flag bits 0x04"),
         ([0x83, 0, 1, 9, 0, 0, 0, 1, 0, 0, 0], "ranges[0]", "start 9 is after end 1"),
         ([0x11, 0, 0, 33] + [UInt8](repeating: 0, count: 33), "ack.bitmapLength", "33 exceeds 32 bytes"),
         ([0x12, 0, 0, 1, 0, 9], "nack.reason", "unknown reason 9"),

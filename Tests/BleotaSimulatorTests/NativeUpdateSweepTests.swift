@@ -12,6 +12,7 @@ struct SimulatedRun: Sendable {
     var statistics: LinkStatistics
     var trace: [String]
     var steps: [UpdateStep]
+    var notes: [String] = []
 }
 
 func image(_ size: Int, seed: UInt64) -> [UInt8] {
@@ -33,12 +34,15 @@ func simulateFlash(_ address: String, firmware: [UInt8], version: String = "2.0.
                                         model: parsed.model))
         let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
         let steps = SharedSteps()
+        let notes = SharedLog()
         let updater = NativeUpdater(connector: connector, clock: world.clock, tuning: tuning) { event in
             if case .step(let step) = event { steps.append(step) }
+            if case .note(let note) = event { notes.append(note) }
         }
         let outcome: Result<UpdateReport, TransferError>
         do throws(TransferError) { outcome = .success(try await updater.flash(image: firmware, version: version)) } catch { outcome = .failure(error) }
-        return SimulatedRun(outcome: outcome, device: storage.snapshot, statistics: world.statistics, trace: world.trace, steps: steps.all)
+        return SimulatedRun(outcome: outcome, device: storage.snapshot, statistics: world.statistics, trace: world.trace, steps: steps.all,
+                            notes: notes.all)
     }
 }
 

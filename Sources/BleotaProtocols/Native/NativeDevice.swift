@@ -29,7 +29,7 @@ public actor NativeDevice: DeviceHalf {
     private var transfer: (target: NativeMessage.Target, start: NativeMessage.Start, receiver: ReceiverWindow)?
 
     public init(name: String, storage: DeviceStorage, bufferCount: Int, maximumPacket: Int,
-                capabilities: NativeMessage.Capabilities = [.deflate, .testTransfer, .files, .resume]) {
+                capabilities: NativeMessage.Capabilities = [.deflate, .testTransfer, .files, .resume, .compactData]) {
         self.name = name
         self.storage = storage
         self.bufferCount = bufferCount
@@ -84,6 +84,13 @@ public actor NativeDevice: DeviceHalf {
     }
 
     private func handle(_ packet: [UInt8], link: any Link, environment: NativeDeviceEnvironment) async throws(LinkError) {
+        if let current = transfer, current.start.compact,
+           let index = NativeMessage.CompactData.index(of: packet, near: current.receiver.nextExpected) {
+            // A compact data packet: its first byte is in a range no opcode uses.
+            let data = NativeMessage.DataPacket(sequence: SequenceNumber.wrap(index), payload: Array(packet.dropFirst()))
+            try await handleData(data, link: link, environment: environment)
+            return
+        }
         let opcode = packet.first ?? 0
         let message: NativeMessage
         do {
@@ -217,8 +224,13 @@ public actor NativeDevice: DeviceHalf {
             try await fail(opcode, .noSpace, "image of \(start.imageSize) bytes does not fit the \(slotSize)-byte slot", on: link)
             return
         }
-        if Int(start.packetSize) + NativeMessage.dataHeaderSize > maximumPacket {
-            try await fail(opcode, .badParameter, "packet size \(start.packetSize) exceeds this device's maximum of \(maximumPacket - NativeMessage.dataHeaderSize)", on: link)
+        let header = start.compact ? NativeMessage.CompactData.headerSize : NativeMessage.dataHeaderSize
+        if Int(start.packetSize) + header > maximumPacket {
+            try await fail(opcode, .badParameter, "packet size \(start.packetSize) exceeds this device's maximum of \(maximumPacket - header)", on: link)
+            return
+        }
+        if start.compact && !capabilities.contains(.compactData) {
+            try await fail(opcode, .badParameter, "this device does not accept compact data packets", on: link)
             return
         }
         if start.compressed && !capabilities.contains(.deflate) {

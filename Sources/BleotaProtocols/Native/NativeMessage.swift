@@ -1,4 +1,5 @@
 import BleotaCodec
+import BleotaEngine
 
 /// bleota's own OTA protocol, version 1: every message on the wire.
 ///
@@ -51,6 +52,46 @@ public enum NativeMessage: Sendable, Hashable, WireCodable {
     public static let version: UInt8 = 1
     /// Bytes a data packet spends besides its payload: opcode, sequence number, CRC-16.
     public static let dataHeaderSize = 5
+    /// A compact DATA packet: one byte, `0x20 + sequence mod 96`, then the payload.
+    ///
+    /// On a 23-byte ATT MTU a write carries 20 bytes, and the full DATA header
+    /// (opcode, 16-bit sequence, CRC-16) takes 5 of them. A compact packet takes
+    /// 1, raising the payload share from 75 % to 95 %. Its first byte lies in
+    /// 0x20…0x7F, where no opcode is, so it cannot be mistaken for a message.
+    /// It gives up the per-packet CRC-16: on BLE each link-layer packet carries
+    /// its own CRC-24, and the image's CRC-32 and SHA-256 are checked at VERIFY
+    /// (a host whose compact transfer fails VERIFY sends it again with full
+    /// headers). The sequence number is the packet index modulo 96, so the
+    /// sender keeps every packet it sends within ``spanLimit`` of the receiver's
+    /// cumulative point, and the receiver unwraps it against its own.
+    public enum CompactData {
+        public static let firstByte: UInt8 = 0x20
+        public static let modulus = 96
+        public static let headerSize = 1
+        /// Packets the sender may have beyond the receiver's cumulative point:
+        /// under half the modulus, so every one unwraps to itself.
+        public static let spanLimit = 40
+
+        public static func isCompactData(_ packet: [UInt8]) -> Bool {
+            guard let first = packet.first else { return false }
+            return first >= firstByte && Int(first) < Int(firstByte) + modulus
+        }
+
+        public static func encode(index: Int, payload: ArraySlice<UInt8>) -> [UInt8] {
+            var packet = [UInt8]()
+            packet.reserveCapacity(payload.count + headerSize)
+            packet.append(firstByte + UInt8(index % modulus))
+            packet.append(contentsOf: payload)
+            return packet
+        }
+
+        /// The absolute packet index of a compact packet, nearest `reference`.
+        public static func index(of packet: [UInt8], near reference: Int) -> Int? {
+            guard isCompactData(packet) else { return nil }
+            return SequenceNumber.unwrap(Int(packet[0] - firstByte), modulus: modulus, near: reference)
+        }
+    }
+
     /// The field name a checksum failure is reported under.
     public static let checksumField = "crc16"
 
@@ -242,6 +283,8 @@ extension NativeMessage {
         public static let files = Capabilities(rawValue: 1 << 2)
         /// Keeps the ranges of an interrupted upload for a later START with the same hash.
         public static let resume = Capabilities(rawValue: 1 << 3)
+        /// Takes compact DATA packets (START flag bit 1, see ``NativeMessage/CompactData``).
+        public static let compactData = Capabilities(rawValue: 1 << 4)
     }
 
     public struct HelloResponse: Sendable, Hashable, WireCodable {
@@ -312,6 +355,8 @@ extension NativeMessage {
         public var target: Target
         /// Bit 0: the stream is raw deflate of the image.
         public var compressed: Bool
+        /// Bit 1: data packets are compact (``NativeMessage/CompactData``).
+        public var compact: Bool
         /// Size of the image (after inflating).
         public var imageSize: UInt32
         /// Size of the bytes sent (the compressed stream, or the image).
@@ -327,10 +372,11 @@ extension NativeMessage {
         /// The version label the device reports once the image runs (firmware), or the file name (file).
         public var label: String
 
-        public init(target: Target, compressed: Bool, imageSize: UInt32, streamSize: UInt32, crc32: UInt32,
+        public init(target: Target, compressed: Bool, compact: Bool = false, imageSize: UInt32, streamSize: UInt32, crc32: UInt32,
                     sha256: [UInt8], packetSize: UInt16, ackInterval: UInt16, label: String) {
             self.target = target
             self.compressed = compressed
+            self.compact = compact
             self.imageSize = imageSize
             self.streamSize = streamSize
             self.crc32 = crc32
@@ -349,8 +395,9 @@ extension NativeMessage {
             self.target = target
             let flagsOffset = reader.offset
             let flags = try reader.readUInt8("start.flags")
-            guard flags & ~1 == 0 else { throw reader.invalid("start.flags", "unknown flag bits 0x\([flags].hexString)", at: flagsOffset) }
+            guard flags & ~3 == 0 else { throw reader.invalid("start.flags", "unknown flag bits 0x\([flags].hexString)", at: flagsOffset) }
             compressed = flags & 1 != 0
+            compact = flags & 2 != 0
             imageSize = try reader.readUInt32(.little, "start.imageSize")
             streamSize = try reader.readUInt32(.little, "start.streamSize")
             crc32 = try reader.readUInt32(.little, "start.crc32")
@@ -366,7 +413,7 @@ extension NativeMessage {
 
         public func encode(into writer: inout ByteWriter) {
             writer.write(target.rawValue)
-            writer.write(UInt8(compressed ? 1 : 0))
+            writer.write(UInt8((compressed ? 1 : 0) | (compact ? 2 : 0)))
             writer.write(imageSize)
             writer.write(streamSize)
             writer.write(crc32)

@@ -21,6 +21,12 @@ public struct NativeUpdater: ProtocolHost {
 
     public init(context: HostContext) { self.context = context }
 
+    /// Links whose packets carry at most this many bytes get compact data
+    /// headers when the device takes them: on a 20-byte ATT payload the full
+    /// header costs a quarter of every packet, on a 244-byte one 2 %, not worth
+    /// giving up the per-packet CRC for.
+    public static let compactDataLinkPayload = 64
+
     public init(connector: any DeviceConnector, clock: any BleotaClock, tuning: TransferTuning = TransferTuning(),
                 timeouts: StepTimeouts = StepTimeouts(), logger: Logger = Logger(label: "bleota.native"),
                 onEvent: @escaping @Sendable (UpdateEvent) -> Void = { _ in }) {
@@ -91,7 +97,8 @@ public struct NativeUpdater: ProtocolHost {
                     transferResult = result
                     event = .transferred
                 case .verify:
-                    let result = try await session.verify(on: link!)
+                    let result = try await session.verifyResendingIfCompact(stream: image, target: .firmware, label: version,
+                                                                            link: &link, result: &transferResult)
                     event = .verified(ok: result.ok, detail: result.detail)
                 case .activate:
                     let answered = try await session.requestAllowingReset(.activate, on: link!, step: .activate)
@@ -159,9 +166,9 @@ public struct NativeUpdater: ProtocolHost {
         do throws(TransferError) {
             try admit(hello, session)
             session.enter(.transfer)
-            let result = try await session.transfer(stream: bytes, target: target, label: label, link: &link)
+            var result: TransferResult? = try await session.transfer(stream: bytes, target: target, label: label, link: &link)
             session.enter(.verify)
-            let verdict = try await session.verify(on: link!)
+            let verdict = try await session.verifyResendingIfCompact(stream: bytes, target: target, label: label, link: &link, result: &result)
             guard verdict.ok else { throw TransferError(.verificationFailed, step: .verify, unverified(verdict.detail)) }
             await link?.close()
             return session.report(bytes: bytes.count, transfer: result)
@@ -226,6 +233,10 @@ struct Session {
     var recorder: OperationRecorder
     var statistics = TransferStatistics()
     var lastHello: NativeMessage.HelloResponse?
+    /// Whether the last transfer went with compact data headers.
+    var lastTransferCompact = false
+    /// Set after a compact transfer failed VERIFY: every later transfer carries a CRC per packet.
+    var fullHeadersOnly = false
 
     init(updater: NativeUpdater, operation: String) {
         self.updater = updater
@@ -272,8 +283,8 @@ struct Session {
     }
 
     /// The payload per data packet: the tuning's if it fits, else the most the link and device allow.
-    func packetSize(link: any Link, hello: NativeMessage.HelloResponse, step: UpdateStep = .transfer) throws(TransferError) -> Int {
-        let header = NativeMessage.dataHeaderSize
+    func packetSize(link: any Link, hello: NativeMessage.HelloResponse, step: UpdateStep = .transfer, compact: Bool = false) throws(TransferError) -> Int {
+        let header = compact ? NativeMessage.CompactData.headerSize : NativeMessage.dataHeaderSize
         let maximum = min(link.parameters.maximumPayload, Int(hello.maximumPacket)) - header
         guard maximum >= 1 else {
             throw TransferError(.deviceRefused, step: step, "the link carries only \(link.parameters.maximumPayload) bytes per packet, too few for data")
@@ -359,7 +370,10 @@ struct Session {
         guard let hello = lastHello, let current = link else {
             throw TransferError(.protocolViolation, step: .transfer, "transfer without a connection")
         }
-        let packetSize = try packetSize(link: current, hello: hello)
+        let compact = !fullHeadersOnly && hello.capabilities.contains(.compactData)
+            && current.parameters.maximumPayload <= NativeUpdater.compactDataLinkPayload
+        let packetSize = try packetSize(link: current, hello: hello, compact: compact)
+        lastTransferCompact = compact
         // The device's receive queue, as HELLO announced it (0 from a device that does not say).
         let receiverBuffer = hello.bufferCount > 0 ? Int(hello.bufferCount) : nil
         var stream = image
@@ -376,11 +390,11 @@ struct Session {
             }
         }
         let start = NativeMessage.Start(
-            target: target, compressed: compressed, imageSize: UInt32(image.count), streamSize: UInt32(stream.count),
+            target: target, compressed: compressed, compact: compact, imageSize: UInt32(image.count), streamSize: UInt32(stream.count),
             crc32: CRC32.checksum(image), sha256: SHA256Digest.hash(image), packetSize: UInt16(packetSize),
             ackInterval: UInt16(tuning.ackInterval(receiverBuffer: receiverBuffer)), label: label)
         let onEvent = updater.onEvent
-        let engine = TransferEngine(stream: stream, packetSize: packetSize, wire: NativeWire(), tuning: tuning,
+        let engine = TransferEngine(stream: stream, packetSize: packetSize, wire: NativeWire(compact: compact), tuning: tuning,
                                     clock: updater.clock, receiverBuffer: receiverBuffer, logger: updater.logger) { onEvent(.progress($0)) }
         let began = updater.clock.now
         var reconnects = 0
@@ -425,6 +439,23 @@ struct Session {
         guard let deflater = try? Deflater(level: 9, format: .raw),
               let head = try? deflater.update(bytes), let tail = try? deflater.finish() else { return nil }
         return head + tail
+    }
+
+    /// VERIFY; after a compact transfer that fails it (damage the link layer's
+    /// CRC let through, with no per-packet CRC to catch it), sends the stream
+    /// again with full headers and verifies that.
+    mutating func verifyResendingIfCompact(stream: [UInt8], target: NativeMessage.Target, label: String, link: inout (any Link)?,
+                                           result: inout TransferResult?) async throws(TransferError) -> (ok: Bool, detail: String) {
+        guard let active = link else { throw TransferError(.linkLost, step: .verify, "verify without a connection") }
+        let verdict = try await verify(on: active)
+        guard !verdict.ok, lastTransferCompact else { return verdict }
+        updater.onEvent(.note("the device could not verify the stream (\(verdict.detail)); sending it again with a CRC on every packet"))
+        fullHeadersOnly = true
+        enter(.transfer)
+        result = try await transfer(stream: stream, target: target, label: label, link: &link)
+        enter(.verify)
+        guard let again = link else { throw TransferError(.linkLost, step: .verify, "verify without a connection") }
+        return try await verify(on: again)
     }
 
     func verify(on link: any Link) async throws(TransferError) -> (ok: Bool, detail: String) {

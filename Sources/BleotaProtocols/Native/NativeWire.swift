@@ -3,12 +3,24 @@ import BleotaEngine
 
 /// The native protocol's framing of the engine's transfer packets.
 public struct NativeWire: TransferWire {
-    public init() {}
+    /// Data packets go with the one-byte header of ``NativeMessage/CompactData``.
+    public let compact: Bool
 
-    public var dataOverhead: Int { NativeMessage.dataHeaderSize }
+    public init(compact: Bool = false) { self.compact = compact }
+
+    public var dataOverhead: Int { compact ? NativeMessage.CompactData.headerSize : NativeMessage.dataHeaderSize }
 
     /// The same bytes as `NativeMessage.data(…).encode()`, built in one buffer: this runs
     /// once per packet, and the general encoder's intermediate arrays cost more than the CRC.
+    public func encodeData(index: Int, payload: ArraySlice<UInt8>) -> [UInt8] {
+        compact ? NativeMessage.CompactData.encode(index: index, payload: payload)
+                : encodeData(sequence: SequenceNumber.wrap(index), payload: payload)
+    }
+
+    /// How far past the receiver's cumulative point packets may go: compact
+    /// sequence numbers wrap at 96.
+    public var sequenceSpan: Int? { compact ? NativeMessage.CompactData.spanLimit : nil }
+
     public func encodeData(sequence: UInt16, payload: ArraySlice<UInt8>) -> [UInt8] {
         var packet = [UInt8]()
         packet.reserveCapacity(payload.count + NativeMessage.dataHeaderSize)
