@@ -111,8 +111,8 @@ public struct PacingController: Sendable {
     /// would only leave connection events part empty.
     public private(set) var receiverLimited = false
 
-    private var samples: [(at: Duration, rate: Double)] = []
-    private var roundTrips: [(at: Duration, value: Duration)] = []
+    private var rates = WindowedExtremum<Double>(.maximum, window: PacingController.rateWindow)
+    private var roundTrips = WindowedExtremum<Duration>(.minimum, window: PacingController.roundTripWindow)
     private var roundEnd = 0
     private var bestStartupRate = 0.0
     private var flatRounds = 0
@@ -126,10 +126,10 @@ public struct PacingController: Sendable {
     }
 
     /// The highest delivery rate seen recently, in packets per second; nil before the first sample.
-    public var deliveryRate: Double? { samples.map(\.rate).max() }
+    public var deliveryRate: Double? { rates.value }
 
     /// The shortest round trip seen recently.
-    public var shortestRoundTrip: Duration? { roundTrips.map(\.value).min() }
+    public var shortestRoundTrip: Duration? { roundTrips.value }
 
     /// When the newest packet acknowledged so far was sent: the start of the
     /// flight that later packets belong to.
@@ -158,16 +158,10 @@ public struct PacingController: Sendable {
         deliveredAt = now
         if let newestSentAt { firstSentAt = newestSentAt }
         if let roundTrip, roundTrip > .zero {
-            roundTrips.append((now, roundTrip))
-            if roundTrips.count > 64 || (roundTrips.first.map { now - $0.at > Self.roundTripWindow } ?? false) {
-                let floor = roundTrips.map(\.value).min()!
-                roundTrips.removeAll { now - $0.at > Self.roundTripWindow && $0.value != floor }
-                if roundTrips.count > 64 { roundTrips.removeFirst(roundTrips.count - 64) }
-            }
+            roundTrips.add(roundTrip, at: now)
         }
         if let sample, sample.interval > .zero {
-            samples.append((now, sample.rate))
-            samples.removeAll { now - $0.at > Self.rateWindow }
+            rates.add(sample.rate, at: now)
             if sample.deliveredAtSend >= roundEnd {
                 roundEnd = delivered
                 endRound()

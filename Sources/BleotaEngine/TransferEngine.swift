@@ -32,7 +32,8 @@ extension TransferWire {
 
 /// A packet seen during a transfer, as the engine understands it.
 public enum TransferPacket: Sendable, Equatable {
-    case data(sequence: UInt16, payload: [UInt8], intact: Bool)
+    /// `payload` is a slice of the received packet: no copy per packet.
+    case data(sequence: UInt16, payload: ArraySlice<UInt8>, intact: Bool)
     case acknowledgement(nextExpected: UInt16, bitmap: [UInt8])
     case negativeAcknowledgement(first: UInt16, count: UInt16)
     case ackRequest
@@ -177,8 +178,7 @@ public final class TransferEngine: @unchecked Sendable {
     /// Transmissions remembered; more than the largest window can hold in flight.
     static let sendRecordCount = 1024
 
-    private func record(transmission: UInt32, first: Bool) {
-        let now = clock.now
+    private func record(transmission: UInt32, first: Bool, at now: Duration) {
         let snapshot = pacer?.snapshot ?? (delivered: 0, at: now, flightStart: now)
         sendRecords[Int(transmission % UInt32(Self.sendRecordCount))] = SendRecord(
             transmission: transmission, sentAt: now, firstSend: first,
@@ -261,7 +261,7 @@ public final class TransferEngine: @unchecked Sendable {
                 let sendStarted = clock.now
                 if idle { pacer?.sendingIdle(now: sendStarted) }
                 try await link.send(packet)
-                record(transmission: sender.latestTransmission(of: index), first: sender.resentCount == resentBefore)
+                record(transmission: sender.latestTransmission(of: index), first: sender.resentCount == resentBefore, at: sendStarted)
                 statistics.bytesOnWire += packet.count
                 if delay > .zero {
                     // Paced by a schedule, not a sleep after each packet: a send that waited

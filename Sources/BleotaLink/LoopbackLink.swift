@@ -8,9 +8,9 @@ import Synchronization
 public final class LoopbackLink: Link {
     public let parameters: LinkParameters
     private let inbox = Mailbox<[UInt8]>()
-    private let peer: Mutex<LoopbackLink?> = Mutex(nil)
+    /// The other end, and whether this end is closed: one lock per packet sent.
+    private let wiring: Mutex<(peer: LoopbackLink?, closed: Bool)> = Mutex((nil, false))
     private let filter: (@Sendable ([UInt8]) -> [UInt8]?)?
-    private let closed = Mutex(false)
 
     private init(parameters: LinkParameters, filter: (@Sendable ([UInt8]) -> [UInt8]?)?) {
         self.parameters = parameters
@@ -24,8 +24,8 @@ public final class LoopbackLink: Link {
         let parameters = LinkParameters(maximumPayload: maximumPayload, description: description)
         let host = LoopbackLink(parameters: parameters, filter: filter)
         let device = LoopbackLink(parameters: parameters, filter: nil)
-        host.peer.withLock { $0 = device }
-        device.peer.withLock { $0 = host }
+        host.wiring.withLock { $0.peer = device }
+        device.wiring.withLock { $0.peer = host }
         return (host, device)
     }
 
@@ -33,7 +33,7 @@ public final class LoopbackLink: Link {
         guard packet.count <= parameters.maximumPayload else {
             throw .payloadTooLarge(size: packet.count, maximum: parameters.maximumPayload)
         }
-        guard !closed.withLock({ $0 }), let peer = peer.withLock({ $0 }) else {
+        guard let peer = wiring.withLock({ $0.closed ? nil : $0.peer }) else {
             throw .disconnected("loopback closed")
         }
         if let filter {
@@ -56,10 +56,13 @@ public final class LoopbackLink: Link {
     }
 
     public func close() async {
-        closed.withLock { $0 = true }
+        let peer = wiring.withLock { wiring -> LoopbackLink? in
+            wiring.closed = true
+            return wiring.peer
+        }
         inbox.close()
-        if let peer = peer.withLock({ $0 }) {
-            peer.closed.withLock { $0 = true }
+        if let peer {
+            peer.wiring.withLock { $0.closed = true }
             peer.inbox.close()
         }
     }

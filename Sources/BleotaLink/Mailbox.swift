@@ -66,6 +66,11 @@ public final class Mailbox<Element: Sendable>: Sendable {
     /// `CancellationError` if the task is cancelled while waiting (no item is lost).
     public func take() async throws -> Element? {
         if let item = poll() { return item }
+        // One yield before parking: a producer on another thread often has the next
+        // item ready within microseconds, and parking and waking the consumer costs
+        // more than the whole item does (the engine over loopback went from about 170 to 270 MB/s).
+        await Task.yield()
+        if let item = poll() { return item }
         let id = state.withLock { state -> UInt64 in
             state.nextWaiterID += 1
             return state.nextWaiterID

@@ -1,3 +1,4 @@
+import BleotaLink
 import Testing
 @testable import BleotaEngine
 
@@ -171,5 +172,29 @@ import Testing
         #expect(!twice)
         let fourTimes = predictor.acknowledgement(after: .milliseconds(120), shortestRoundTrip: .milliseconds(10), firstUnacknowledged: 48)
         #expect(fourTimes)
+    }
+}
+
+@Suite struct WindowedExtremumTests {
+    @Test func theMaximumFollowsTheWindow() {
+        var maximum = WindowedExtremum<Int>(.maximum, window: .milliseconds(100))
+        #expect(maximum.value == nil)
+        for (ms, value, expected) in [(0, 5, 5), (10, 3, 5), (20, 7, 7), (90, 1, 7), (125, 2, 2), (130, 4, 4), (500, 0, 0)] {
+            maximum.add(value, at: .milliseconds(ms))
+            #expect(maximum.value == expected, "at \(ms) ms")
+        }
+    }
+
+    @Test func theMinimumOverManySamplesMatchesAScan() {
+        var random = SeededRandom(seed: 77)
+        var minimum = WindowedExtremum<Int>(.minimum, window: .milliseconds(50))
+        var all: [(Int, Int)] = []
+        for ms in stride(from: 0, to: 5_000, by: 3) {
+            let value = Int(random.next() % 1000)
+            all.append((ms, value))
+            minimum.add(value, at: .milliseconds(ms))
+            let expected = all.filter { ms - $0.0 <= 50 }.map(\.1).min()
+            #expect(minimum.value == expected)
+        }
     }
 }

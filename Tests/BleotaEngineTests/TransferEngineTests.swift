@@ -22,7 +22,7 @@ struct TestWire: TransferWire {
         guard let kind = packet.first else { return .other(packet) }
         func u16(_ at: Int) -> UInt16 { UInt16(packet[at]) | UInt16(packet[at + 1]) << 8 }
         switch kind {
-        case 0xD0 where packet.count >= 3: return .data(sequence: u16(1), payload: Array(packet[3...]), intact: true)
+        case 0xD0 where packet.count >= 3: return .data(sequence: u16(1), payload: packet[3...], intact: true)
         case 0xA0 where packet.count >= 3: return .acknowledgement(nextExpected: u16(1), bitmap: Array(packet[3...]))
         case 0xA1 where packet.count == 5: return .negativeAcknowledgement(first: u16(1), count: u16(3))
         case 0xA2: return .ackRequest

@@ -53,7 +53,7 @@ public struct NativeWire: TransferWire {
             guard carried == CRC16.checksum(packet[..<end], variant: .ccittFalse) else {
                 return .data(sequence: sequence, payload: [], intact: false)
             }
-            return .data(sequence: sequence, payload: Array(packet[3..<end]), intact: true)
+            return .data(sequence: sequence, payload: packet[3..<end], intact: true)
         }
         let message: NativeMessage
         do {
@@ -66,7 +66,7 @@ public struct NativeWire: TransferWire {
             return .other(packet)
         }
         switch message {
-        case .data(let data): return .data(sequence: data.sequence, payload: data.payload, intact: true)
+        case .data(let data): return .data(sequence: data.sequence, payload: data.payload[...], intact: true)
         case .ack(let ack): return .acknowledgement(nextExpected: ack.nextExpected, bitmap: ack.bitmap)
         case .nack(let nack): return .negativeAcknowledgement(first: nack.first, count: nack.count)
         case .ackRequest: return .ackRequest
