@@ -91,13 +91,13 @@ func discardingReceiver(_ link: LoopbackLink, packets: Int, ackInterval: Int) as
     }
 }
 
-/// Loads `path` and sends it over loopback with 244-byte packets; returns seconds.
-func sendOverLoopback(_ stream: [UInt8], packetSize: Int = 244) async throws -> Double {
+/// Sends `stream` over loopback with 244-byte packets; returns seconds.
+func sendOverLoopback(_ stream: any ByteSource, packetSize: Int = 244) async throws -> Double {
     let (host, device) = LoopbackLink.pair(maximumPayload: packetSize + NativeMessage.dataHeaderSize)
     let tuning = TransferTuning(window: 64, ackInterval: 16)
     let packets = (stream.count + packetSize - 1) / packetSize
     let receiver = Task { await discardingReceiver(device, packets: packets, ackInterval: tuning.effectiveAckInterval) }
-    let engine = TransferEngine(stream: stream, packetSize: packetSize, wire: NativeWire(), tuning: tuning, clock: SystemClock())
+    let engine = TransferEngine(source: stream, packetSize: packetSize, wire: NativeWire(), tuning: tuning, clock: SystemClock())
     let start = DispatchTime.now().uptimeNanoseconds
     try await engine.run(over: host)
     let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
@@ -144,7 +144,7 @@ func simulatedFlash(_ address: String, image: [UInt8], tuning: TransferTuning = 
 }
 
 /// One simulated SMP upgrade (upload-only, so the figure is the transfer); nil when it failed.
-func simulatedSMPUpload(_ address: String, image: [UInt8], window: Int?) async throws -> (goodput: Double, capacity: Double, note: String?) {
+func simulatedSMPUpload(_ address: String, image: [UInt8], window: Int?, trace: Bool = false) async throws -> (goodput: Double, capacity: Double, note: String?) {
     let parsed = try SimulatorAddress(parsing: address)
     let outcome: Result<UpdateReport, TransferError> = try await SimulationRuntime.run { runtime in
         let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
@@ -154,7 +154,20 @@ func simulatedSMPUpload(_ address: String, image: [UInt8], window: Int?) async t
         await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model))
         let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
         do throws(TransferError) {
-            return .success(try await SMPUpdater(connector: connector, clock: world.clock, window: window).upgrade(imageBytes: image, mode: .upload))
+            var logger = Logger(label: "bleota.bench")
+            logger.logLevel = trace ? .trace : .info
+            let onEvent: @Sendable (UpdateEvent) -> Void = { event in
+                guard trace else { return }
+                switch event {
+                case .progress(let progress):
+                    print(String(format: "%8.3f s %8d B window %2d requests %5d losses %4d", progress.elapsed.seconds, progress.bytesAcknowledged,
+                                 progress.window, progress.packetsSent, progress.packetsLost))
+                case .note(let note): print("note: \(note)")
+                default: break
+                }
+            }
+            return .success(try await SMPUpdater(connector: connector, clock: world.clock, window: window, logger: logger, onEvent: onEvent)
+                .upgrade(imageBytes: image, mode: .upload))
         } catch {
             return .failure(error)
         }
@@ -189,6 +202,15 @@ if let index = arguments.firstIndex(of: "--trace"), arguments.indices.contains(i
     exit(0)
 }
 
+if let index = arguments.firstIndex(of: "--trace-smp"), arguments.indices.contains(index + 1) {
+    // One simulated SMP upload of a 256 KiB MCUboot image, answer by answer.
+    let traced = MCUbootImage.build(firmware: pseudoRandom(256 << 10, seed: 9), version: .init(major: 2, minor: 0, revision: 0, build: 0))
+    let result = try await simulatedSMPUpload(arguments[index + 1], image: traced, window: nil, trace: true)
+    print(String(format: "goodput %.2f KiB/s, %.1f %% of capacity%@", result.goodput / 1024, result.goodput / result.capacity * 100,
+                 result.note.map { ", failed: \($0)" } ?? ""))
+    exit(0)
+}
+
 if arguments.contains("--engine-only") {
     // Just the engine over loopback (for profiling).
     let stream = pseudoRandom(16 << 20)
@@ -198,12 +220,11 @@ if arguments.contains("--engine-only") {
 }
 
 if let index = arguments.firstIndex(of: "--memory-probe"), arguments.indices.contains(index + 1) {
-    // Child process: load the image from disk, hash it, send it; print peak RSS.
-    let image = try FirmwareImage.load(path: arguments[index + 1])
-    let bytes = image.flattened()
-    _ = image.crc32()
-    _ = image.sha256()
-    _ = try await sendOverLoopback(bytes)
+    // Child process: hash the image file in one pass and send it from the file, as
+    // `flash` does with a large .bin; print peak RSS.
+    let source = try FileByteSource(path: arguments[index + 1])
+    _ = try source.digests()
+    _ = try await sendOverLoopback(source)
     print(peakResidentBytes())
     exit(0)
 }
@@ -356,12 +377,15 @@ record("engine", "wall time of a simulated 1 MiB flash (2m-dle)", Double(Dispatc
 
 }
 
-// 3. Peak memory sending a 64 MiB image, in a child process.
+// 3. Peak memory streaming a 256 MiB image, in a child process.
 if runs("memory") {
 print("\n== memory")
-let big = pseudoRandom(64 << 20)
-let imagePath = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-bench-64m.bin").path
-_ = FileManager.default.createFile(atPath: imagePath, contents: Data(big))
+let imagePath = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-bench-256m.bin").path
+_ = FileManager.default.createFile(atPath: imagePath, contents: nil)
+let writer = try FileHandle(forWritingTo: URL(fileURLWithPath: imagePath))
+for part in 0..<16 { writer.write(Data(pseudoRandom(16 << 20, seed: UInt64(100 + part)))) }
+try writer.close()
+defer { try? FileManager.default.removeItem(atPath: imagePath) }
 let child = Process()
 child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
 child.arguments = ["--memory-probe", imagePath]
@@ -370,9 +394,8 @@ child.standardOutput = pipe
 try child.run()
 let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
 child.waitUntilExit()
-try? FileManager.default.removeItem(atPath: imagePath)
 if let peak = Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) {
-    record("memory", "host peak memory loading, hashing and sending 64 MiB", Double(peak) / 1e6, "MB", target: "< 100 MB")
+    record("memory", "host peak memory hashing and sending a 256 MiB image from its file", Double(peak) / 1e6, "MB", target: "≤ 64 MB")
 }
 }
 

@@ -145,7 +145,7 @@ public enum InputFile {
         return bytes
     }
 
-    private static func failure(_ path: String, _ code: Int32) -> InputFileError {
+    static func failure(_ path: String, _ code: Int32) -> InputFileError {
         switch code {
         case ENOENT, ENOTDIR: InputFileError(path: path, kind: .notFound)
         case EACCES, EPERM: InputFileError(path: path, kind: .permissionDenied)

@@ -29,7 +29,8 @@ struct SimServe: AsyncParsableCommand {
     @Option(name: .long, help: "The device's buffer count (MCUmgr's buf_count).") var buffers: Int?
     @Option(name: .long, help: "Milliseconds a reset with a pending swap keeps the device away (default 1000).") var swapTime: Double?
     @Option(name: .long, help: "Stop after this many seconds (default: run until interrupted).") var duration: Double?
-    @Option(name: .customLong("device-option"), help: ArgumentHelp("A key of the protocol's simulated device, as in a sim:// address (repeatable; bleota sim keys lists them).", valueName: "KEY=VALUE"))
+    @Option(name: .long, help: "Bytes the device's image slot holds (default 1 MiB).") var slot: Int?
+    @Option(name: .customLong("device-option"), help: ArgumentHelp("A key of the protocol's simulated device, as in a sim:// address (repeatable; bleota sim presets lists them).", valueName: "KEY=VALUE"))
     var deviceOptions: [String] = []
 
     func validate() throws {
@@ -75,7 +76,10 @@ struct SimServe: AsyncParsableCommand {
         options.merge(try keyValueOptions(deviceOptions, option: "--device-option", example: "nordic-hw=52",
                                           accepted: updateProtocol.deviceOptions.map(\.key),
                                           owner: "\(updateProtocol.identity.displayName)'s device")) { _, given in given }
-        let configuration = DeviceConfiguration(name: "bleota-sim", initialVersion: initialVersion,
+        if let slot, !(1...Int(UInt32.max)).contains(slot) {
+            throw CommandFailure(.usage, "--slot \(slot) is out of range: use 1…\(UInt32.max) bytes")
+        }
+        let configuration = DeviceConfiguration(name: "bleota-sim", initialVersion: initialVersion, slotSize: slot ?? 1 << 20,
                                                 files: [DeviceConfiguration.welcomeFile.name: DeviceConfiguration.welcomeFile.bytes],
                                                 options: options)
         let device: any DeviceHalf

@@ -1,3 +1,4 @@
+import BleotaCodec
 import BleotaLink
 import Logging
 
@@ -100,7 +101,8 @@ public struct TransferStatistics: Sendable, Equatable, Codable {
 /// reconnect, tell it what the device already holds (``resume(held:)``) and call
 /// ``run(over:)`` again — only what is missing is sent.
 public final class TransferEngine: @unchecked Sendable {
-    public let stream: [UInt8]
+    /// What is sent: read packet by packet, so an image on disk is never held whole.
+    public let source: any ByteSource
     public let packetSize: Int
     public let wire: any TransferWire
     public private(set) var tuning: TransferTuning
@@ -137,17 +139,24 @@ public final class TransferEngine: @unchecked Sendable {
     /// `receiverBuffer` is the number of packets the receiver says it can queue
     /// (nil if it did not say); closed-loop pacing keeps the flight within it
     /// unless the round trip needs more, and then spaces the packets.
-    public init(stream: [UInt8], packetSize: Int, wire: any TransferWire, tuning: TransferTuning,
+    public convenience init(stream: [UInt8], packetSize: Int, wire: any TransferWire, tuning: TransferTuning,
+                            clock: any BleotaClock, receiverBuffer: Int? = nil, logger: Logger = Logger(label: "bleota.engine"),
+                            onProgress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) {
+        self.init(source: stream, packetSize: packetSize, wire: wire, tuning: tuning, clock: clock,
+                  receiverBuffer: receiverBuffer, logger: logger, onProgress: onProgress)
+    }
+
+    public init(source: any ByteSource, packetSize: Int, wire: any TransferWire, tuning: TransferTuning,
                 clock: any BleotaClock, receiverBuffer: Int? = nil, logger: Logger = Logger(label: "bleota.engine"),
                 onProgress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) {
-        self.stream = stream
+        self.source = source
         self.packetSize = max(1, packetSize)
         self.wire = wire
         self.tuning = tuning
         self.clock = clock
         self.logger = logger
         self.onProgress = onProgress
-        sender = SelectiveRepeatSender(packetCount: (stream.count + self.packetSize - 1) / self.packetSize)
+        sender = SelectiveRepeatSender(packetCount: (source.count + self.packetSize - 1) / self.packetSize)
         sendRecords = Array(repeating: SendRecord(), count: Self.sendRecordCount)
         self.receiverBuffer = receiverBuffer
         ackInterval = tuning.ackInterval(receiverBuffer: receiverBuffer)
@@ -203,21 +212,25 @@ public final class TransferEngine: @unchecked Sendable {
     public var bytesAcknowledged: Int {
         var bytes = sender.acknowledgedCount * packetSize
         if sender.packetCount > 0, sender.isAcknowledged(sender.packetCount - 1) {
-            bytes -= sender.packetCount * packetSize - stream.count
+            bytes -= sender.packetCount * packetSize - source.count
         }
-        return min(bytes, stream.count)
+        return min(bytes, source.count)
     }
 
     /// Before a (re)run: the byte ranges of the stream the receiver already holds.
     /// A packet counts as held only if all of its bytes are.
     public func resume(held: RangeSet) {
         sender.forgetInFlight()
-        let size = packetSize, total = stream.count
+        let size = packetSize, total = source.count
         sender.markHeld { index in held.contains(index * size..<min((index + 1) * size, total)) }
     }
 
-    private func payload(_ index: Int) -> ArraySlice<UInt8> {
-        stream[(index * packetSize)..<min((index + 1) * packetSize, stream.count)]
+    private func payload(_ index: Int) throws(TransferError) -> ArraySlice<UInt8> {
+        do {
+            return try source.bytes(in: (index * packetSize)..<min((index + 1) * packetSize, source.count))
+        } catch {
+            throw TransferError(.badInput, step: .transfer, "\(error): nothing more was sent, and the device keeps its old image")
+        }
     }
 
     /// Sends until every packet is acknowledged. Throws ``/BleotaLink/LinkError`` when the
@@ -257,7 +270,7 @@ public final class TransferEngine: @unchecked Sendable {
             let resentBefore = sender.resentCount
             let idle = sender.inFlight == 0
             if let index = sender.nextPacket(window: max(1, window), newBelow: newPacketLimit) {
-                let packet = wire.encodeData(index: index, payload: payload(index))
+                let packet = wire.encodeData(index: index, payload: try payload(index))
                 let sendStarted = clock.now
                 if idle { pacer?.sendingIdle(now: sendStarted) }
                 try await link.send(packet)
@@ -414,7 +427,7 @@ public final class TransferEngine: @unchecked Sendable {
         statistics.packetsSent = sender.sentCount
         statistics.packetsResent = sender.resentCount
         onProgress(TransferProgress(
-            bytesAcknowledged: bytesAcknowledged, totalBytes: stream.count, packetsSent: sender.sentCount,
+            bytesAcknowledged: bytesAcknowledged, totalBytes: source.count, packetsSent: sender.sentCount,
             packetsResent: sender.resentCount, packetsLost: statistics.packetsLost,
             elapsed: clock.now - (started ?? clock.now), window: window, interPacketDelay: delay))
     }

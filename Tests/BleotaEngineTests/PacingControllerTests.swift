@@ -1,4 +1,5 @@
 import BleotaLink
+import BleotaTestSupport
 import Testing
 @testable import BleotaEngine
 
@@ -186,7 +187,7 @@ import Testing
     }
 
     @Test func theMinimumOverManySamplesMatchesAScan() {
-        var random = SeededRandom(seed: 77)
+        var random = seededGenerator("theMinimumOverManySamplesMatchesAScan")
         var minimum = WindowedExtremum<Int>(.minimum, window: .milliseconds(50))
         var all: [(Int, Int)] = []
         for ms in stride(from: 0, to: 5_000, by: 3) {

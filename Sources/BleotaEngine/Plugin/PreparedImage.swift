@@ -1,3 +1,4 @@
+import BleotaCodec
 import Foundation
 
 /// The first bytes and name of an image file: enough for a protocol to say
@@ -69,12 +70,39 @@ public struct PreparedImage: Sendable, Hashable {
         /// Values of the part its protocol's host half needs besides the bytes (a
         /// SoftDevice+bootloader image's "softdevice-size"), by name.
         public var attributes: [String: Int]
+        /// A part too large to hold, read from its file as it is sent; `data` is then empty.
+        public var streamed: StreamedBytes?
         public init(name: String, data: [UInt8], metadata: [UInt8] = [], attributes: [String: Int] = [:]) {
             self.name = name
             self.data = data
             self.metadata = metadata
             self.attributes = attributes
         }
+
+        public init(name: String, streamed: StreamedBytes) {
+            self.init(name: name, data: [])
+            self.streamed = streamed
+        }
+
+        /// The part's bytes wherever they are: in memory or in the file.
+        public var source: any ByteSource { streamed?.file ?? data }
+        public var count: Int { streamed?.count ?? data.count }
+    }
+
+    /// A file read on demand, compared by identity (two opens of one path are two sources).
+    public struct StreamedBytes: Sendable, Hashable {
+        public let file: FileByteSource
+        /// Taken in one pass when the image was prepared.
+        public let crc32: UInt32
+        public let sha256: [UInt8]
+        /// Reads `file` once for its CRC-32 and SHA-256.
+        public init(file: FileByteSource) throws(InputFileError) {
+            self.file = file
+            (crc32, sha256) = try file.digests()
+        }
+        public var count: Int { file.count }
+        public static func == (lhs: StreamedBytes, rhs: StreamedBytes) -> Bool { lhs.file === rhs.file }
+        public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(file)) }
     }
 
     public var parts: [Part]
@@ -96,7 +124,7 @@ public struct PreparedImage: Sendable, Hashable {
 
     /// The first part's data: the whole image for single-part protocols.
     public var bytes: [UInt8] { parts.first?.data ?? [] }
-    public var totalBytes: Int { parts.reduce(0) { $0 + $1.data.count } }
+    public var totalBytes: Int { parts.reduce(0) { $0 + $1.count } }
 }
 
 /// An image as its protocol describes it for `bleota image info`: one

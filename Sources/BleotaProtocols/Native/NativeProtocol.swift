@@ -26,7 +26,7 @@ public struct NativeProtocol: UpdateProtocol {
     public var identity: ProtocolIdentity {
         ProtocolIdentity(name: Self.name, displayName: "bleota's native protocol",
                          summary: "bleota's own: per-packet CRCs, selective resend, resume, verify before activate",
-                         gattServices: [Self.gattService], transports: [.ble, .creditChannel, .simulator],
+                         gattServices: [Self.gattService], transports: [.ble, .creditChannel, .simulator, .udp],
                          imageFormats: ["bin", "hex", "srec"])
     }
 
@@ -45,6 +45,7 @@ public struct NativeProtocol: UpdateProtocol {
     /// images carry no signature of their own: a key can only check an MCUboot
     /// signature the image happens to carry, and is refused otherwise.
     public func prepareImage(_ request: ImageRequest) throws(TransferError) -> PreparedImage {
+        if let streamed = try Self.streamedBinary(request) { return streamed }
         let firmware: FirmwareImage
         do {
             let format = request.inputFormat.flatMap(ImageFormat.init(rawValue:))
@@ -72,6 +73,30 @@ public struct NativeProtocol: UpdateProtocol {
         }
         let label = request.versionLabel ?? "sha256:" + String(SHA256Digest.hash(bytes).hexString.prefix(12))
         return PreparedImage(bytes: bytes, version: label, summary: "\(firmware.format.rawValue) image, \(bytes.count) bytes")
+    }
+
+    /// Raw binaries at least this large are read as they are sent, never held whole.
+    public static let streamingThreshold = 16 << 20
+
+    /// A large raw binary at address 0, with no key to check: streamed from its file.
+    /// Its hashes are taken in one pass here (the device checks them, and the
+    /// version label defaults to the SHA-256), then the engine reads it packet by packet.
+    static func streamedBinary(_ request: ImageRequest) throws(TransferError) -> PreparedImage? {
+        let format = request.inputFormat.flatMap(ImageFormat.init(rawValue:))
+        let isBinary = format == .bin || (format == nil && (request.path as NSString).pathExtension.lowercased() == "bin")
+        guard isBinary, request.baseAddress == 0, request.keyPath == nil,
+              let size = try? InputFile.size(request.path), size >= UInt64(streamingThreshold) else { return nil }
+        guard size <= UInt64(UInt32.max) else {
+            throw TransferError(.badInput, step: .load, "\(request.path) is \(size) bytes; the native protocol carries at most 4 GiB less one byte")
+        }
+        do {
+            let streamed = try PreparedImage.StreamedBytes(file: FileByteSource(path: request.path))
+            let label = request.versionLabel ?? "sha256:" + String(streamed.sha256.hexString.prefix(12))
+            return PreparedImage(parts: [PreparedImage.Part(name: "application", streamed: streamed)], version: label,
+                                 summary: "bin image, \(streamed.count) bytes, sent from the file as it is read")
+        } catch {
+            throw TransferError(.badInput, step: .load, String(describing: error))
+        }
     }
 
     public func makeHost(_ context: HostContext) -> any ProtocolHost { NativeUpdater(context: context) }

@@ -35,7 +35,20 @@ public struct NativeUpdater: ProtocolHost {
     }
 
     public func flash(_ image: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
-        try await flash(image: image.bytes, version: image.version)
+        if let part = image.parts.first, let streamed = part.streamed {
+            return try await flash(source: streamed.file, digests: (streamed.crc32, streamed.sha256), version: image.version)
+        }
+        return try await flash(image: image.bytes, version: image.version)
+    }
+
+    /// A test transfer of a prepared image; one streamed from its file (16 MiB and more) is refused,
+    /// as each trial would take as long as flashing it.
+    public func testTransfer(image: PreparedImage) async throws(TransferError) -> UpdateReport {
+        if let part = image.parts.first, part.streamed != nil {
+            throw TransferError(.badInput, step: .load,
+                                "the image is \(part.count) bytes; tuning trials send it whole each time: tune with a smaller image or without --image")
+        }
+        return try await testTransfer(image.bytes)
     }
 
     public func push(_ file: [UInt8], name: String) async throws(TransferError) -> UpdateReport {
@@ -51,6 +64,13 @@ public struct NativeUpdater: ProtocolHost {
 
     /// Updates the device's firmware to `image`, which it must then report as `version`.
     public func flash(image: [UInt8], version: String) async throws(TransferError) -> UpdateReport {
+        try await flash(source: image, digests: nil, version: version)
+    }
+
+    /// Updates the device's firmware to the bytes of `source` (read as they are sent;
+    /// `digests`, its CRC-32 and SHA-256 when already known), which it must then report as `version`.
+    public func flash(source image: any ByteSource, digests: (crc32: UInt32, sha256: [UInt8])?, version: String)
+        async throws(TransferError) -> UpdateReport {
         try tuning.validate()
         var machine = UpdateStateMachine(expectedVersion: version)
         var session = Session(updater: self, operation: "flash")
@@ -93,12 +113,12 @@ public struct NativeUpdater: ProtocolHost {
                     session.lastHello = hello
                     event = .connected(hello.mode == .bootloader ? .bootloader : .application)
                 case .transfer:
-                    let result = try await session.transfer(stream: image, target: .firmware, label: version, link: &link)
+                    let result = try await session.transfer(stream: image, digests: digests, target: .firmware, label: version, link: &link)
                     transferResult = result
                     event = .transferred
                 case .verify:
-                    let result = try await session.verifyResendingIfCompact(stream: image, target: .firmware, label: version,
-                                                                            link: &link, result: &transferResult)
+                    let result = try await session.verifyResendingIfCompact(stream: image, digests: digests, target: .firmware,
+                                                                            label: version, link: &link, result: &transferResult)
                     event = .verified(ok: result.ok, detail: result.detail)
                 case .activate:
                     let answered = try await session.requestAllowingReset(.activate, on: link!, step: .activate)
@@ -363,7 +383,8 @@ struct Session {
     }
 
     /// Runs START and the engine, reconnecting and resuming after disconnects.
-    mutating func transfer(stream image: [UInt8], target: NativeMessage.Target, label: String, link: inout (any Link)?)
+    mutating func transfer(stream image: any ByteSource, digests known: (crc32: UInt32, sha256: [UInt8])? = nil,
+                           target: NativeMessage.Target, label: String, link: inout (any Link)?)
         async throws(TransferError) -> TransferResult
     {
         let tuning = updater.tuning
@@ -376,25 +397,40 @@ struct Session {
         lastTransferCompact = compact
         // The device's receive queue, as HELLO announced it (0 from a device that does not say).
         let receiverBuffer = hello.bufferCount > 0 ? Int(hello.bufferCount) : nil
-        var stream = image
+        var stream: any ByteSource = image
         var compressed = false
+        // An image in memory is deflated whole; one sent from its file is too large to hold, let alone twice.
+        let inMemory = image as? [UInt8]
         if tuning.compression != .off {
             if !hello.capabilities.contains(.deflate) {
                 if tuning.compression == .on {
                     throw TransferError(.deviceRefused, step: .transfer, "the device does not accept compressed transfers: use --compression off")
                 }
-            } else if let deflated = Self.deflate(image), tuning.compression == .on || deflated.count * 10 < image.count * 9 {
-                stream = deflated
-                compressed = true
-                updater.onEvent(.note("compressed \(image.count) bytes to \(deflated.count)"))
+            } else if let inMemory {
+                if let deflated = Self.deflate(inMemory), tuning.compression == .on || deflated.count * 10 < inMemory.count * 9 {
+                    stream = deflated
+                    compressed = true
+                    updater.onEvent(.note("compressed \(inMemory.count) bytes to \(deflated.count)"))
+                }
+            } else if tuning.compression == .on {
+                throw TransferError(.badInput, step: .transfer,
+                                    "an image of \(image.count) bytes is sent from its file and cannot be compressed: use --compression auto or off")
             }
+        }
+        let digests: (crc32: UInt32, sha256: [UInt8])
+        if let known {
+            digests = known
+        } else if let inMemory {
+            digests = (CRC32.checksum(inMemory), SHA256Digest.hash(inMemory))
+        } else {
+            do { digests = try image.digests() } catch { throw TransferError(.badInput, step: .transfer, "\(error)") }
         }
         let start = NativeMessage.Start(
             target: target, compressed: compressed, compact: compact, imageSize: UInt32(image.count), streamSize: UInt32(stream.count),
-            crc32: CRC32.checksum(image), sha256: SHA256Digest.hash(image), packetSize: UInt16(packetSize),
+            crc32: digests.crc32, sha256: digests.sha256, packetSize: UInt16(packetSize),
             ackInterval: UInt16(tuning.ackInterval(receiverBuffer: receiverBuffer)), label: label)
         let onEvent = updater.onEvent
-        let engine = TransferEngine(stream: stream, packetSize: packetSize, wire: NativeWire(compact: compact), tuning: tuning,
+        let engine = TransferEngine(source: stream, packetSize: packetSize, wire: NativeWire(compact: compact), tuning: tuning,
                                     clock: updater.clock, receiverBuffer: receiverBuffer, logger: updater.logger) { onEvent(.progress($0)) }
         let began = updater.clock.now
         var reconnects = 0
@@ -444,7 +480,8 @@ struct Session {
     /// VERIFY; after a compact transfer that fails it (damage the link layer's
     /// CRC let through, with no per-packet CRC to catch it), sends the stream
     /// again with full headers and verifies that.
-    mutating func verifyResendingIfCompact(stream: [UInt8], target: NativeMessage.Target, label: String, link: inout (any Link)?,
+    mutating func verifyResendingIfCompact(stream: any ByteSource, digests: (crc32: UInt32, sha256: [UInt8])? = nil,
+                                           target: NativeMessage.Target, label: String, link: inout (any Link)?,
                                            result: inout TransferResult?) async throws(TransferError) -> (ok: Bool, detail: String) {
         guard let active = link else { throw TransferError(.linkLost, step: .verify, "verify without a connection") }
         let verdict = try await verify(on: active)
@@ -452,7 +489,7 @@ struct Session {
         updater.onEvent(.note("the device could not verify the stream (\(verdict.detail)); sending it again with a CRC on every packet"))
         fullHeadersOnly = true
         enter(.transfer)
-        result = try await transfer(stream: stream, target: target, label: label, link: &link)
+        result = try await transfer(stream: stream, digests: digests, target: target, label: label, link: &link)
         enter(.verify)
         guard let again = link else { throw TransferError(.linkLost, step: .verify, "verify without a connection") }
         return try await verify(on: again)
