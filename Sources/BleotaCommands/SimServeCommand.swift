@@ -59,7 +59,7 @@ struct SimServe: AsyncParsableCommand {
             }
             updateProtocol = named
         } else {
-            guard let first = registry.protocols.first(where: { !$0.identity.transports.isDisjoint(with: [.udp, .serial]) }) else {
+            guard let first = registry.protocols.first(where: { $0.identity.isDefault(over: .udp) || $0.identity.isDefault(over: .serial) }) else {
                 throw CommandFailure(.usage, "no registered protocol runs over UDP or serial")
             }
             updateProtocol = first

@@ -102,7 +102,7 @@ import Testing
         let native = try BleotaProcess.run(["echo", "x", "--device", "sim://2m-dle"])
         #expect(native.status == 2)
         #expect(native.stderr.contains("add protocol=smp"))
-        let udpNative = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", "udp://127.0.0.1:9", "--protocol", "native"])
+        let udpNative = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", "udp://127.0.0.1:9", "--protocol", "nordic-dfu"])
         #expect(udpNative.status == 2)
         let badUDP = try BleotaProcess.run(["echo", "x", "--device", "udp://127.0.0.1:99999"])
         #expect(badUDP.status == 2)

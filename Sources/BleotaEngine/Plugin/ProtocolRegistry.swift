@@ -58,7 +58,7 @@ public struct ProtocolRegistry: Sendable {
             try check(chosen, fits: request)
             return chosen
         }
-        var candidates = protocols.filter { $0.identity.transports.contains(request.transport) }
+        var candidates = protocols.filter { $0.identity.isDefault(over: request.transport) }
         if let services = request.offeredServices {
             candidates = candidates.filter { $0.recognises(services: services) }
             guard !candidates.isEmpty else {

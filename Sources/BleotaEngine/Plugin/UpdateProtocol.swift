@@ -96,15 +96,25 @@ public struct ProtocolIdentity: Sendable, Hashable {
     public var transports: Set<TransportKind>
     /// The image formats it takes, for help texts ("bin, hex, srec", "MCUboot").
     public var imageFormats: [String]
+    /// Transports of `transports` it is used over only when named (`--protocol`):
+    /// what answers on a UDP port is taken to be MCUmgr unless said otherwise,
+    /// though bleota's own protocol runs over UDP too.
+    public var transportsWhenNamed: Set<TransportKind>
 
     public init(name: String, displayName: String, summary: String, gattServices: [GATTPacketService],
-                transports: Set<TransportKind>, imageFormats: [String]) {
+                transports: Set<TransportKind>, transportsWhenNamed: Set<TransportKind> = [], imageFormats: [String]) {
         self.name = name
         self.displayName = displayName
         self.summary = summary
         self.gattServices = gattServices
         self.transports = transports
+        self.transportsWhenNamed = transportsWhenNamed
         self.imageFormats = imageFormats
+    }
+
+    /// Whether it is a candidate over `transport` when no protocol was named.
+    public func isDefault(over transport: TransportKind) -> Bool {
+        transports.contains(transport) && !transportsWhenNamed.contains(transport)
     }
 }
 

@@ -26,7 +26,7 @@ public struct NativeProtocol: UpdateProtocol {
     public var identity: ProtocolIdentity {
         ProtocolIdentity(name: Self.name, displayName: "bleota's native protocol",
                          summary: "bleota's own: per-packet CRCs, selective resend, resume, verify before activate",
-                         gattServices: [Self.gattService], transports: [.ble, .creditChannel, .simulator, .udp],
+                         gattServices: [Self.gattService], transports: [.ble, .creditChannel, .simulator, .udp], transportsWhenNamed: [.udp],
                          imageFormats: ["bin", "hex", "srec"])
     }
 
