@@ -2,6 +2,7 @@ import ArgumentParser
 import BleotaCodec
 import BleotaEngine
 import BleotaLink
+import BleotaSimulator
 import Foundation
 import Logging
 import Synchronization
@@ -30,6 +31,7 @@ struct SimServe: AsyncParsableCommand {
     @Option(name: .long, help: "Milliseconds a reset with a pending swap keeps the device away (default 1000).") var swapTime: Double?
     @Option(name: .long, help: "Stop after this many seconds (default: run until interrupted).") var duration: Double?
     @Option(name: .long, help: "Bytes the device's image slot holds (default 1 MiB).") var slot: Int?
+    @Option(name: .long, help: ArgumentHelp("Apply a simulator preset's BLE link model, in real time, to every client: PRESET[?loss=P&seed=N…] as in a sim:// address (air time, packets per event, the device's buffer and processing, loss). `kill -USR1` prints what crossed.", valueName: "PRESET")) var link: String?
     @Option(name: .customLong("device-option"), help: ArgumentHelp("A key of the protocol's simulated device, as in a sim:// address (repeatable; bleota sim presets lists them).", valueName: "KEY=VALUE"))
     var deviceOptions: [String] = []
 
@@ -91,6 +93,39 @@ struct SimServe: AsyncParsableCommand {
         }
         let clock = SystemClock()
         let away = RebootWindow()
+        let shaping: SimulatorAddress?
+        if let link {
+            do { shaping = try SimulatorAddress(parsing: "sim://" + link) } catch {
+                throw CommandFailure(.usage, "--link '\(link)': \(error)")
+            }
+        } else {
+            shaping = nil
+        }
+        let shapedLinks = ShapedLinks()
+        /// Serves the client's link as the device sees it: through the link model when --link is given.
+        @Sendable func serving(_ link: any Link, _ body: @escaping @Sendable (any Link) async -> Void) async {
+            guard let shaping else { return await body(link) }
+            let shaped = ShapedLink(inner: link, model: shaping.model, faults: shaping.faults, seed: shaping.seed, clock: clock)
+            shapedLinks.links.withLock { $0.append(shaped) }
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await shaped.run() }
+                await body(shaped)
+                await shaped.close()
+            }
+        }
+        /// What the device pays per packet and per erase: the link model's device when --link is given.
+        @Sendable func environment(_ reboot: @escaping @Sendable (RebootRequest) async -> Void) -> DeviceEnvironment {
+            guard let model = shaping?.model else { return DeviceEnvironment(clock: clock, reboot: reboot) }
+            return DeviceEnvironment(clock: clock, processingTime: { model.processingTime(bytes: $0) }, flashPageSize: model.flashPageSize,
+                                     eraseTimePerPage: model.flashEraseTimePerPage, reboot: reboot)
+        }
+        let statisticsSignal = shaping == nil ? nil : Self.onSignal(SIGUSR1) {
+            for (index, shaped) in shapedLinks.links.withLock({ $0 }).enumerated() {
+                let statistics = shaped.statistics
+                Terminal.standardOutput.writeLine("link \(index + 1): \(statistics.messagesToDevice) messages (\(statistics.bytesToDevice) bytes) to the device, \(statistics.lostToDevice) lost, \(statistics.droppedByDeviceBuffer) dropped by its full buffer; \(statistics.messagesToClient) to the client, \(statistics.lostToClient) lost; \(statistics.connectionEvents) connection events")
+            }
+        }
+        defer { statisticsSignal?.cancel() }
 
         var endpoints: [String: String] = [:]
         var server: UDPServerSocket?
@@ -148,13 +183,15 @@ struct SimServe: AsyncParsableCommand {
                         for await link in arrivals {
                             // Each client is served like a connection; after a reset the device serves it again once back.
                             peers.addTask {
-                                while !Task.isCancelled {
-                                    let environment = DeviceEnvironment(clock: clock) { request in
-                                        await reboot(request)
-                                        link.ignore(until: away.end)
+                                await serving(link) { client in
+                                    while !Task.isCancelled {
+                                        let environment = environment { request in
+                                            await reboot(request)
+                                            link.ignore(until: away.end)
+                                        }
+                                        await device.serve(client, environment: environment)
+                                        guard !link.isClosed, (try? await clock.sleep(until: away.end)) != nil else { return }
                                     }
-                                    await device.serve(link, environment: environment)
-                                    guard !link.isClosed, (try? await clock.sleep(until: away.end)) != nil else { return }
                                 }
                             }
                         }
@@ -167,12 +204,14 @@ struct SimServe: AsyncParsableCommand {
                 group.addTask {
                     let lines = SerialLineLink(fd: terminal.master, description: terminal.path, ownsDescriptor: true, isPseudoTerminalMaster: true)
                     let link = updateProtocol.frame(lines, over: transport)
-                    let environment = DeviceEnvironment(clock: clock) { request in await reboot(request) }
-                    while !Task.isCancelled {
-                        await device.serve(link, environment: environment)
-                        // serve returns after a reset (the link stays: a serial port does not disconnect).
-                        if Task.isCancelled { break }
-                        try? await clock.sleep(until: max(away.end, clock.now + .milliseconds(10)))
+                    let environment = environment { request in await reboot(request) }
+                    await serving(link) { client in
+                        while !Task.isCancelled {
+                            await device.serve(client, environment: environment)
+                            // serve returns after a reset (the link stays: a serial port does not disconnect).
+                            if Task.isCancelled { break }
+                            try? await clock.sleep(until: max(away.end, clock.now + .milliseconds(10)))
+                        }
                     }
                     await link.close()
                 }
@@ -186,6 +225,15 @@ struct SimServe: AsyncParsableCommand {
                 try await group.waitForAll()
             }
         }
+    }
+
+    /// Runs `body` whenever the process receives `signal` (which is then no longer fatal).
+    static func onSignal(_ signal: Int32, _ body: @escaping @Sendable () -> Void) -> DispatchSourceSignal {
+        Glibc.signal(signal, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: signal, queue: .global())
+        source.setEventHandler(handler: body)
+        source.resume()
+        return source
     }
 
     static func hostAndPort(_ text: String) throws -> (String, UInt16) {
@@ -203,4 +251,9 @@ final class RebootWindow: Sendable {
     private let endTime = Mutex<Duration>(.zero)
     func until(_ time: Duration) { endTime.withLock { $0 = time } }
     var end: Duration { endTime.withLock { $0 } }
+}
+
+/// The links `sim serve --link` shaped, for the statistics `kill -USR1` prints.
+final class ShapedLinks: Sendable {
+    let links = Mutex<[ShapedLink]>([])
 }

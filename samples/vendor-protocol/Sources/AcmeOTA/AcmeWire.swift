@@ -26,7 +26,7 @@ public struct AcmeWire: TransferWire {
 
     public func decodeTransferPacket(_ packet: [UInt8]) -> TransferPacket {
         switch try? AcmeMessage(decoding: packet) {
-        case .data(let index, let payload)?: return .data(sequence: index, payload: payload, intact: true)
+        case .data(let index, let payload)?: return .data(sequence: index, payload: payload[...], intact: true)
         case .status(.ok, let next, _)?: return .acknowledgement(nextExpected: next, bitmap: [])
         case .status(.missing, let next, let count)?: return .negativeAcknowledgement(first: next, count: max(1, count))
         case .status(let status, _, _)? where status == .tooLarge || status == .badState:
