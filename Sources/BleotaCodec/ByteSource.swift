@@ -110,22 +110,7 @@ public final class FileByteSource: ByteSource {
         }) { return hit }
         let offset = index * Self.blockSize
         let length = min(Self.blockSize, count - offset)
-        var code: Int32 = 0
-        let bytes = [UInt8](unsafeUninitializedCapacity: length) { buffer, filled in
-            var done = 0
-            while done < length {
-                let got = pread(descriptor, buffer.baseAddress! + done, length - done, off_t(offset + done))
-                if got < 0 {
-                    if errno == EINTR { continue }
-                    code = errno
-                    break
-                }
-                if got == 0 { break }
-                done += got
-            }
-            filled = done
-        }
-        if code != 0 { throw InputFile.failure(path, code) }
+        let bytes = try InputFile.read(descriptor, count: length, at: offset, path: path)
         guard bytes.count == length else {
             throw InputFileError(path: path, kind: .unreadable("it shrank to \(offset + bytes.count) bytes while being sent"))
         }

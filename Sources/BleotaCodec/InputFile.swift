@@ -126,20 +126,27 @@ public enum InputFile {
     /// Reads up to `count` bytes straight into the array's storage, so a large
     /// image is held once; stops early at end of file.
     private static func readAll(_ descriptor: Int32, count: Int, path: String) throws(InputFileError) -> [UInt8] {
+        try read(descriptor, count: count, at: nil, path: path)
+    }
+
+    /// Up to `count` bytes from `descriptor` — at file offset `position` (`pread`), or from
+    /// where it stands — retrying interrupted reads; fewer only at end of file.
+    static func read(_ descriptor: Int32, count: Int, at position: Int?, path: String) throws(InputFileError) -> [UInt8] {
         var code: Int32 = 0
         let bytes = [UInt8](unsafeUninitializedCapacity: count) { buffer, filled in
-            var offset = 0
-            while offset < count {
-                let got = Glibc.read(descriptor, buffer.baseAddress! + offset, count - offset)
+            var done = 0
+            while done < count {
+                let got = position.map { pread(descriptor, buffer.baseAddress! + done, count - done, off_t($0 + done)) }
+                    ?? Glibc.read(descriptor, buffer.baseAddress! + done, count - done)
                 if got < 0 {
                     if errno == EINTR { continue }
                     code = errno
                     break
                 }
                 if got == 0 { break }
-                offset += got
+                done += got
             }
-            filled = offset
+            filled = done
         }
         if code != 0 { throw failure(path, code) }
         return bytes
