@@ -166,6 +166,9 @@ struct SimServe: AsyncParsableCommand {
 
         /// A reset: the device boots (MCUboot swaps) and is away for a moment plus any swap.
         @Sendable func reboot(_ request: RebootRequest) async {
+            // Away from the moment the reset begins: a client that reconnects at once (a new UDP
+            // socket is a new peer) must not be answered by the device before it has restarted.
+            away.until(clock.now + .seconds(3600))
             await device.powerCycle()
             let version = await device.runningVersion
             logger.notice("reset: the device runs \(version)")
@@ -183,6 +186,9 @@ struct SimServe: AsyncParsableCommand {
                         for await link in arrivals {
                             // Each client is served like a connection; after a reset the device serves it again once back.
                             peers.addTask {
+                                // A client that arrives while the device restarts waits for it, as over BLE
+                                // it would find nothing to connect to.
+                                _ = try? await clock.sleep(until: away.end)
                                 await serving(link) { client in
                                     while !Task.isCancelled {
                                         let environment = environment { request in
