@@ -34,11 +34,6 @@ extension ByteSource {
         return (crc.value, sha.finalize())
     }
 
-    /// Every byte, in one array (for sources small enough to hold).
-    public func allBytes() throws(InputFileError) -> [UInt8] {
-        if let array = self as? [UInt8] { return array }
-        return Array(try bytes(in: 0..<count))
-    }
 }
 
 /// A regular file read on demand, a few blocks kept: what the engine needs

@@ -80,8 +80,8 @@ public struct PacingController: Sendable {
     /// connection interval, which does not drift, so this is long.
     static let roundTripWindow = Duration.seconds(10)
     /// Flight = this × (rate × shortest round trip) + one acknowledgement interval:
-    /// what is delivered over a round trip, plus the packets a receiver holds
-    /// before it acknowledges.
+    /// twice what is delivered over a round trip (room for the rate to grow, as
+    /// BBR's window gain), plus the packets a receiver holds before it acknowledges.
     static let windowGain = 2.0
 
     public private(set) var phase = Phase.startup
@@ -96,9 +96,11 @@ public struct PacingController: Sendable {
     /// The first flight: the configured window within the receiver's buffer.
     public let startWindow: Int
 
-    /// Pacing gains, one round each, in steady state (BBR's ProbeBW cycle): a
-    /// round at 5/4 finds out whether the receiver takes more than the estimate,
-    /// the round after drains what that queued, six rounds cruise.
+    /// Pacing gains, one round each, in steady state (after BBR's ProbeBW cycle):
+    /// a round at 5/4 finds out whether the receiver takes more than the estimate,
+    /// the round after drains what that queued, six rounds cruise at 1.1 — a
+    /// little above the estimate, because pacing a batched link at exactly its
+    /// rate leaves some connection events part empty.
     static let probeCycle: [Double] = [1.25, 0.75, 1.1, 1.1, 1.1, 1.1, 1.1, 1.1]
     private var cycleIndex = 2
     /// The pacing gain of the current round.
@@ -174,26 +176,25 @@ public struct PacingController: Sendable {
     }
 
     /// Several packets of one flight were lost together — the signature of a
-    /// receive buffer overflowing, not of radio noise. Ends startup.
-    public mutating func burstLost() {
-        receiverLimited = true
-        if phase == .startup { phase = .steady }
-        update()
-    }
+    /// receive buffer overflowing, not of radio noise.
+    public mutating func burstLost() { receiverIsTheBottleneck() }
 
     /// The receiver stopped taking packets for a while (see ``StallPredictor``)
-    /// and then went on: it is the bottleneck, so packets beyond its buffer are paced.
-    public mutating func receiverStalled() {
+    /// and then went on.
+    public mutating func receiverStalled() { receiverIsTheBottleneck() }
+
+    /// Either sign that the receiver, not the link, sets the pace: startup ends,
+    /// and packets beyond its buffer are paced from now on.
+    private mutating func receiverIsTheBottleneck() {
         receiverLimited = true
         if phase == .startup { phase = .steady }
         update()
     }
 
     /// The receiver stopped answering for two timeouts in a row: a blackout, not
-    /// a rate. Halve the flight until acknowledgements return.
+    /// a rate. Halve the flight; the next acknowledgement's estimates set it again.
     public mutating func stalled() {
         window = max(2, window / 2)
-        // Until acknowledgements return and the estimates take over again.
     }
 
     private mutating func endRound() {

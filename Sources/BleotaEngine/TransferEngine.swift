@@ -103,9 +103,6 @@ public struct TransferStatistics: Sendable, Equatable, Codable {
 public final class TransferEngine: @unchecked Sendable {
     /// What is sent: read packet by packet, so an image on disk is never held whole.
     public let source: any ByteSource
-    /// The source when it is an array: sliced directly, since a call through the
-    /// existential to the array's generic conformance costs more per packet than the CRC.
-    private let inMemory: [UInt8]?
     public let packetSize: Int
     public let wire: any TransferWire
     public private(set) var tuning: TransferTuning
@@ -153,7 +150,6 @@ public final class TransferEngine: @unchecked Sendable {
                 clock: any BleotaClock, receiverBuffer: Int? = nil, logger: Logger = Logger(label: "bleota.engine"),
                 onProgress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) {
         self.source = source
-        inMemory = source as? [UInt8]
         self.packetSize = max(1, packetSize)
         self.wire = wire
         self.tuning = tuning
@@ -230,7 +226,6 @@ public final class TransferEngine: @unchecked Sendable {
     }
 
     private func payload(_ index: Int) throws(TransferError) -> ArraySlice<UInt8> {
-        if let inMemory { return inMemory[(index * packetSize)..<min((index + 1) * packetSize, inMemory.count)] }
         do {
             return try source.bytes(in: (index * packetSize)..<min((index + 1) * packetSize, source.count))
         } catch {

@@ -133,12 +133,8 @@ public final class ShapedLink: Link, @unchecked Sendable {
         }
     }
 
-    /// A message (`toDevice`, or to the client) whose last fragment crossed `at` into the event.
-    struct Completion {
-        var at: Duration
-        var toDevice: Bool
-        var message: [UInt8]
-    }
+    /// A message whose last fragment has crossed, and when in the event (as on the simulated link).
+    typealias Completion = SimulatedConnection.Completion
 
     private func runEvents() async {
         var anchor = clock.now
@@ -158,9 +154,9 @@ public final class ShapedLink: Link, @unchecked Sendable {
             for completion in completions {
                 do { try await clock.sleep(until: anchor + completion.at) } catch { return }
                 if completion.toDevice {
-                    deliverToDevice(completion.message)
+                    deliverToDevice(completion.packet)
                 } else {
-                    try? await inner.send(completion.message)
+                    try? await inner.send(completion.packet)
                 }
             }
             do { try await clock.sleep(until: anchor + duration) } catch { return }
@@ -200,13 +196,13 @@ public final class ShapedLink: Link, @unchecked Sendable {
                 pairs += 1
                 if central > 0, let done = Self.advance(&state.uplink, lossRate: faults.writeLoss, random: &state.random) {
                     if done.damaged { state.statistics.lostToDevice += 1 } else {
-                        completions.append(Completion(at: time - cost + model.airTime(payload: central), toDevice: true, message: done.message))
+                        completions.append(Completion(at: time - cost + model.airTime(payload: central), toDevice: true, packet: done.message))
                     }
                 }
                 if peripheral > 0, let done = Self.advance(&state.downlink, lossRate: faults.notificationLoss, random: &state.random) {
                     if done.damaged { state.statistics.lostToClient += 1 } else {
                         state.statistics.messagesToClient += 1
-                        completions.append(Completion(at: time - LinkModel.interFrameSpace, toDevice: false, message: done.message))
+                        completions.append(Completion(at: time - LinkModel.interFrameSpace, toDevice: false, packet: done.message))
                     }
                 }
             }

@@ -114,6 +114,9 @@ import Testing
     @Test(arguments: [
         (["image", "state", "--device", "sim://2m-dle?protocol=smp", "--test", "abc"], Int32(2), "'abc' is not a SHA-256: write 64 hex digits"),
         (["sim", "serve", "--buffer", "10"], 2, "--buffer 10 is out of range: use 128…65535"),
+        (["sim", "serve", "--slot", "0"], 2, "--slot 0 is out of range: use 1…4294967295 bytes"),
+        (["sim", "serve", "--link", "nonsense"], 2, "--link 'nonsense': unknown simulator preset 'nonsense': use one of"),
+        (["sim", "serve", "--link", "2m-dle?loss=2"], 2, "sim:// key 'loss' is a probability: use 0…1, got 2"),
         (["gatt", "subscribe", "--device", "ble://C0:FF:EE:00:00:01", "--handle", "8", "--write-handle", "3"], 2,
          "--write-handle and --write-hex go together: give both or neither"),
         (["flash", "samples/mcuboot/imgtool-2.5.0/app-1.1.0-ecdsa-p256.bin", "--device", "sim://2m-dle?protocol=smp", "--key", "/nonexistent.pem"], 3,

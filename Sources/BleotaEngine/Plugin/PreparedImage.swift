@@ -84,8 +84,6 @@ public struct PreparedImage: Sendable, Hashable {
             self.streamed = streamed
         }
 
-        /// The part's bytes wherever they are: in memory or in the file.
-        public var source: any ByteSource { streamed?.file ?? data }
         public var count: Int { streamed?.count ?? data.count }
     }
 

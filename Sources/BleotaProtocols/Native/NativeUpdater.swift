@@ -418,13 +418,7 @@ struct Session {
             }
         }
         let digests: (crc32: UInt32, sha256: [UInt8])
-        if let known {
-            digests = known
-        } else if let inMemory {
-            digests = (CRC32.checksum(inMemory), SHA256Digest.hash(inMemory))
-        } else {
-            do { digests = try image.digests() } catch { throw TransferError(.badInput, step: .transfer, "\(error)") }
-        }
+        do { digests = try known ?? image.digests() } catch { throw TransferError(.badInput, step: .transfer, "\(error)") }
         let start = NativeMessage.Start(
             target: target, compressed: compressed, compact: compact, imageSize: UInt32(image.count), streamSize: UInt32(stream.count),
             crc32: digests.crc32, sha256: digests.sha256, packetSize: UInt16(packetSize),
