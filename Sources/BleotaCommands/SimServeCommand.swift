@@ -186,8 +186,12 @@ struct SimServe: AsyncParsableCommand {
                         for await link in arrivals {
                             // Each client is served like a connection; after a reset the device serves it again once back.
                             peers.addTask {
-                                // A client that arrives while the device restarts waits for it, as over BLE
-                                // it would find nothing to connect to.
+                                // A new client is served after a connection's setup time, and not while the
+                                // device restarts (over BLE it would find nothing to connect to). The setup
+                                // time also covers the moment between a reply and the reset that follows it:
+                                // a client that reconnects at once after ACTIVATE (a new UDP socket is a new
+                                // peer) must not be answered by the bootloader that is about to reset.
+                                _ = try? await clock.sleep(for: Self.connectionSetup)
                                 _ = try? await clock.sleep(until: away.end)
                                 await serving(link) { client in
                                     while !Task.isCancelled {
@@ -232,6 +236,10 @@ struct SimServe: AsyncParsableCommand {
             }
         }
     }
+
+    /// How long a new UDP client waits before the device answers it: about what
+    /// establishing a BLE connection takes.
+    static let connectionSetup = Duration.milliseconds(50)
 
     /// Runs `body` whenever the process receives `signal` (which is then no longer fatal).
     static func onSignal(_ signal: Int32, _ body: @escaping @Sendable () -> Void) -> DispatchSourceSignal {
