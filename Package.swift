@@ -25,6 +25,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.0"),
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
         .package(url: "https://github.com/weichsel/ZIPFoundation.git", from: "0.9.20"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.0.0"),
     ],
     targets: [
         // C libraries, reached only through their wrapper modules.
@@ -51,7 +52,8 @@ let package = Package(
             name: "BleotaProtocols",
             dependencies: ["BleotaEngine", "BleotaLink", "BleotaCodec", "BleotaZlib",
                            .product(name: "Logging", package: "swift-log"),
-                           .product(name: "Crypto", package: "swift-crypto")]),
+                           .product(name: "Crypto", package: "swift-crypto"),
+                           .product(name: "Yams", package: "Yams")]),
         .target(
             name: "BleotaSimulator",
             dependencies: ["BleotaProtocols", "BleotaEngine", "BleotaLink", "BleotaCodec"]),

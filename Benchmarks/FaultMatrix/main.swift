@@ -134,7 +134,8 @@ func runOne(index: Int, options: Options) async -> RunResult {
             var old = (half as? SMPDevice)?.storage.snapshot.primary ?? (half as? NativeDevice)?.storage.snapshot.activeImage ?? []
             if let nordic = half as? NordicSecureDFUDevice { old = await nordic.flash.application ?? [] }
             if let legacy = half as? NordicLegacyDFUDevice { old = await legacy.flash.application ?? [] }
-            await world.add(SimulatedDevice(address: Simulation.deviceAddress, half: half, model: parsed.model))
+            await world.add(SimulatedDevice(address: Simulation.deviceAddress, half: half, model: parsed.model,
+                                            channelTagged: chosen.identity.gattServices.contains { !$0.channels.isEmpty }))
             let connector = SimulatedConnector(world: world, address: Simulation.deviceAddress, description: address)
             let host = chosen.makeHost(HostContext(protocolName: protocolName, connector: connector, clock: world.clock))
             let outcome: Result<UpdateReport, TransferError>

@@ -66,11 +66,15 @@ public final class SimulatedConnection: Sendable {
     public let device: DeviceEnd
     let address: String
 
-    init(model: LinkModel, world: SimulatedWorld, address: String) {
+    /// Bytes of each packet that name a characteristic and cost no air time (``SimulatedPeripheral/channelTagBytes``).
+    let tagBytes: Int
+
+    init(model: LinkModel, world: SimulatedWorld, address: String, tagBytes: Int = 0) {
         self.model = model
         self.world = world
         self.address = address
-        let parameters = LinkParameters(maximumPayload: model.maximumPayload, description: "sim:\(address)")
+        self.tagBytes = tagBytes
+        let parameters = LinkParameters(maximumPayload: model.maximumPayload + tagBytes, description: "sim:\(address)")
         host = HostEnd(parameters: parameters)
         device = DeviceEnd(parameters: parameters)
         host.connection = self
@@ -202,11 +206,11 @@ public final class SimulatedConnection: Sendable {
             while pairs < model.packetsPerEvent {
                 if state.hostCurrent == nil, !state.hostQueue.isEmpty {
                     let packet = state.hostQueue.removeFirst()
-                    state.hostCurrent = (packet, model.fragments(bytes: packet.count))
+                    state.hostCurrent = (packet, model.fragments(bytes: max(0, packet.count - tagBytes)))
                 }
                 if state.deviceCurrent == nil, !state.deviceQueue.isEmpty {
                     let packet = state.deviceQueue.removeFirst()
-                    state.deviceCurrent = (packet, model.fragments(bytes: packet.count))
+                    state.deviceCurrent = (packet, model.fragments(bytes: max(0, packet.count - tagBytes)))
                 }
                 let central = state.hostCurrent?.fragments.first ?? 0
                 let peripheral = state.deviceCurrent?.fragments.first ?? 0

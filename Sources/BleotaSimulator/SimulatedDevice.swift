@@ -13,7 +13,12 @@ public final class SimulatedDevice: SimulatedPeripheral {
     public let applicationName: String
     public let bootloaderName: String
 
-    public init(address: String, half: any DeviceHalf, model: LinkModel, name: String = "bleota-sim", bootloaderName: String = "bleota-dfu") {
+    public let channelTagBytes: Int
+
+    /// `channelTagged`: the half speaks a protocol of several characteristics, whose packets carry a channel byte that costs no air time.
+    public init(address: String, half: any DeviceHalf, model: LinkModel, name: String = "bleota-sim", bootloaderName: String = "bleota-dfu",
+                channelTagged: Bool = false) {
+        channelTagBytes = channelTagged ? 1 : 0
         baseAddress = address
         self.half = half
         self.model = model

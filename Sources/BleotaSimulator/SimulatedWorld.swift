@@ -12,6 +12,14 @@ public protocol SimulatedPeripheral: AnyObject, Sendable {
     func serve(_ link: any Link, world: SimulatedWorld) async
     /// Power was cut or the device rebooted: RAM is lost, flash is kept.
     func powerCycle() async
+    /// Bytes at the front of each packet that name a characteristic (a
+    /// ``/BleotaLink/ChannelPacket`` tag) rather than travel on air: 1 for a
+    /// protocol of several characteristics, 0 otherwise.
+    var channelTagBytes: Int { get }
+}
+
+extension SimulatedPeripheral {
+    public var channelTagBytes: Int { 0 }
 }
 
 /// The simulated radio neighbourhood: devices, their connections, the link
@@ -142,7 +150,7 @@ public final class SimulatedWorld: Sendable {
             for (index, peripheral) in candidates where await peripheral.address == address {
                 // Connection setup takes a few connection intervals on air.
                 try? await clock.sleep(for: model.connectionInterval * 3)
-                let connection = SimulatedConnection(model: model, world: self, address: address)
+                let connection = SimulatedConnection(model: model, world: self, address: address, tagBytes: peripheral.channelTagBytes)
                 let connectedAt = clock.now
                 let ready = state.withLock { state -> Bool in
                     guard state.entries[index].connection == nil, state.entries[index].offlineUntil <= connectedAt else { return false }

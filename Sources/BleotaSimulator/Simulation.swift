@@ -35,7 +35,8 @@ public enum Simulation {
         let half = try updateProtocol.makeDevice(configuration(address))
         let value = try await SimulationRuntime.run { runtime in
             let world = SimulatedWorld(runtime: runtime, model: address.model, faults: address.faults, seed: address.seed)
-            await world.add(SimulatedDevice(address: deviceAddress, half: half, model: address.model))
+            let tagged = updateProtocol.identity.gattServices.contains { !$0.channels.isEmpty }
+            await world.add(SimulatedDevice(address: deviceAddress, half: half, model: address.model, channelTagged: tagged))
             let connector = SimulatedConnector(world: world, address: deviceAddress, description: description)
             do {
                 let value = try await body(connector, world.clock)

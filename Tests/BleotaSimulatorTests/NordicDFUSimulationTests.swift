@@ -40,7 +40,7 @@ func simulateNordicUpdate(_ address: String, parts: [PreparedImage.Part], versio
         flash.application = Array("factory application".utf8)
         adjust(&flash)
         let device = NordicSecureDFUDevice(flash: flash, buttonless: buttonless, startInBootloader: startInBootloader)
-        await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model))
+        await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, channelTagged: true))
         let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
         let events = SharedEvents()
         let context = HostContext(protocolName: NordicSecureDFUProtocol.name, connector: connector, clock: world.clock, tuning: tuning,
@@ -248,7 +248,7 @@ func simulateNordicLegacyUpdate(_ address: String, image: [UInt8], startInBootlo
         var flash = NordicLegacyBootloader.Flash()
         flash.application = Array("factory application".utf8)
         let device = NordicLegacyDFUDevice(flash: flash, startInBootloader: startInBootloader)
-        await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model))
+        await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, channelTagged: true))
         let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
         let events = SharedEvents()
         let updater = NordicLegacyDFUUpdater(context: HostContext(protocolName: NordicLegacyDFUProtocol.name, connector: connector, clock: world.clock,
@@ -306,7 +306,7 @@ func simulateNordicLegacyUpdate(_ address: String, image: [UInt8], startInBootlo
             var flash = NordicBootloader.Flash()
             flash.application = Array("factory application".utf8)
             let device = NordicSecureDFUDevice(flash: flash)
-            await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model))
+            await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, channelTagged: true))
             let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: "sim")
             var tuning = TransferTuning()
             tuning.window = 4
@@ -358,7 +358,7 @@ struct FixedFailingConnector: DeviceConnector {
         let (found, missing) = try await SimulationRuntime.run { runtime in
             let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
             let device = NordicSecureDFUDevice(flash: NordicBootloader.Flash(), startInBootloader: true)
-            await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:09", half: device, model: parsed.model))
+            await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:09", half: device, model: parsed.model, channelTagged: true))
             let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: "sim")
             let link = try await connector.connect(for: .bootloader, timeout: .seconds(1), advertisedName: NordicSecureDFUDevice.defaultBootloaderName)
             let found = link.parameters.description

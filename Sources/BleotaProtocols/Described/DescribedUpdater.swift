@@ -1,0 +1,522 @@
+import BleotaCodec
+import BleotaEngine
+import BleotaLink
+
+/// The host half of ``DescribedProtocol``: connect → (jump to the bootloader
+/// and reconnect) → start → packets as `transfer.flow` says → end → (activate)
+/// → reconnect to see the device back.
+///
+/// What it adds to the description: a try that fails because packets went
+/// missing (a gap, a bad checksum, an incomplete image, a CRC that does not
+/// match) is started again from the start command, slower — reads every half
+/// as many packets with flow `none`, a smaller window with `ack` — up to
+/// `retries` times; with `transfer.resume`, a dropped link continues from the
+/// device's next index instead. A refusal the device names (too big, a bad
+/// command) ends the update with the device's own status name.
+public struct DescribedUpdater: ProtocolHost {
+    public let description: ProtocolDescription
+    public let context: HostContext
+    var clock: any BleotaClock { context.clock }
+    var timeouts: StepTimeouts { context.timeouts }
+
+    public init(description: ProtocolDescription, context: HostContext) {
+        self.description = description
+        self.context = context
+    }
+
+    var tries: Int { context.explicitKnobs.contains(.retries) ? max(1, context.tuning.maxRetries) : 4 }
+
+    /// Why a try ended.
+    enum TryFailure: Error {
+        /// Packets went missing: worth another, slower try. `connection` is a link already
+        /// open to the device (it came back in its bootloader), `inBootloader` says where it waits.
+        case lost(String, connection: (any Link)? = nil)
+        /// The link dropped; `sent` packets had been acknowledged or requested past.
+        case dropped(String)
+        case final(TransferError)
+    }
+
+    /// How fast a try sends: reads every `readEvery` packets (flow none), `window` packets in flight (flow ack), a pause per packet.
+    struct Pace {
+        var readEvery: Int?
+        var window: Int
+        var delay: Duration
+    }
+
+    public func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
+        try await run(prepared.bytes, version: prepared.version, activate: true)
+    }
+
+    public func testTransfer(image: PreparedImage) async throws(TransferError) -> UpdateReport {
+        try await run(image.bytes, version: image.version, activate: false)
+    }
+
+    public func testTransfer(_ bytes: [UInt8]) async throws(TransferError) -> UpdateReport {
+        throw TransferError(.unsupported, step: .connect,
+                            "\(description.displayName) devices take only real images: give tune an image (--image FILE), which is sent and verified but never activated")
+    }
+
+    func connect(_ purpose: ConnectPurpose, step: UpdateStep) async throws(TransferError) -> any Link {
+        do {
+            return try await context.connector.connect(for: purpose, timeout: purpose == .initial ? timeouts.connect : timeouts.reboot)
+        } catch {
+            throw TransferError(.linkLost, step: step, "cannot reach \(context.connector.description): \(error)")
+        }
+    }
+
+    /// The channels the connection offers (what GATT discovery found).
+    func channels(_ link: any Link, step: UpdateStep) async throws(TransferError) -> Set<UInt8> {
+        do {
+            try await link.send(ChannelPacket.directoryQuery)
+            let deadline = clock.now + timeouts.response
+            while deadline > clock.now, let packet = try await link.receive(within: deadline - clock.now, clock: clock) {
+                if let channels = ChannelPacket.channels(inDirectory: packet) { return channels }
+            }
+        } catch {
+            throw TransferError(.linkLost, step: step, "\(context.connector.description) dropped the link during discovery: \(error)")
+        }
+        throw TransferError(.timeout, step: step, "\(context.connector.description) did not list its characteristics")
+    }
+
+    func send(_ name: String, _ variables: [String: UInt64], on link: any Link) async throws(LinkError) {
+        let template = description.message(name)
+        try await link.send(ChannelPacket.tag(template.channel, template.encode(variables)))
+    }
+
+    /// Waits for `name` and returns what it carried; other packets (late acknowledgements) are skipped.
+    func await(_ name: String, on link: any Link, timeout: Duration) async throws(LinkError) -> [String: UInt64]? {
+        let template = description.message(name)
+        let deadline = clock.now + timeout
+        while deadline > clock.now, let packet = try await link.receive(within: deadline - clock.now, clock: clock) {
+            guard let (channel, payload) = ChannelPacket.split(packet), channel == template.channel,
+                  case .matched(let variables, _) = template.decode(payload) else { continue }
+            return variables
+        }
+        return nil
+    }
+
+    func run(_ image: [UInt8], version: String, activate: Bool) async throws(TransferError) -> UpdateReport {
+        var recorder = context.recorder(activate ? "flash" : "test-transfer")
+        recorder.beginQuietly(.load)
+        let bytes = try prepare(image)
+        recorder.enter(.connect)
+        var link = try await connect(.initial, step: .connect)
+        var statistics = TransferStatistics()
+        var pace = Pace(readEvery: nil, window: 1, delay: context.explicitKnobs.contains(.delay) ? context.tuning.interPacketDelay : .zero)
+        if case .none(let every, _) = description.transfer.flow { pace.readEvery = context.explicitKnobs.contains(.window) ? max(1, context.tuning.window) : every }
+        if case .acknowledged(_, let every) = description.transfer.flow {
+            pace.window = context.explicitKnobs.contains(.window) ? max(every, context.tuning.window) : 2 * every
+        }
+        var transferTime = Duration.zero
+        var payloadSize = 0
+        var attempt = 0
+        var resumeFrom: Int?
+        func slowDown(_ why: String) {
+            pace.readEvery = pace.readEvery.map { max(1, $0 / 2) }
+            pace.window = max(1, pace.window / 2)
+            if case .none(nil, _) = description.transfer.flow { pace.delay = max(pace.delay * 2, .milliseconds(5)) }
+            resumeFrom = nil
+            context.onEvent(.note("\(why); starting again from the start command, slower"))
+        }
+        while true {
+            attempt += 1
+            link = try await enterBootloaderIfNeeded(link, recorder: &recorder)
+            recorder.enter(.transfer)
+            let began = clock.now
+            var uploaded: Duration?
+            let failure: TryFailure
+            do throws(TryFailure) {
+                let variables: [String: UInt64]
+                (payloadSize, variables) = try await upload(bytes, on: link, pace: pace, resumeFrom: resumeFrom, statistics: &statistics)
+                uploaded = clock.now
+                transferTime += clock.now - began
+                recorder.enter(.verify)
+                try await end(on: link, variables: variables)
+                guard activate else { break }
+                link = try await activateAndConfirm(link, recorder: &recorder)
+                break
+            } catch { failure = error }
+            if uploaded == nil { transferTime += clock.now - began }
+            switch failure {
+            case .final(let error):
+                await link.close()
+                throw error
+            case .dropped(let why):
+                statistics.reconnects += 1
+                await link.close()
+                guard attempt < tries else { throw TransferError(.linkLost, step: .transfer, "\(why), \(attempt) times: move closer to the device") }
+                context.onEvent(.note("\(why): reconnecting"))
+                recorder.enter(.reconnect)
+                link = try await connect(.resume, step: .reconnect)
+                resumeFrom = description.transfer.resume ? -1 : nil
+            case .lost(let why, let connection):
+                await link.close()
+                guard attempt < tries else {
+                    await connection?.close()
+                    var error = TransferError(.verificationFailed, step: .transfer,
+                                              "the image did not arrive whole in \(attempt) tries (\(why)): try --delay 10ms, a smaller --window, or move closer to the device")
+                    error.outcome = connection == nil ? .unknown : .inBootloader
+                    if connection == nil, !description.update.bootloaderErasesApplication { error.outcome = .oldImage("its old image") }
+                    throw error
+                }
+                slowDown(why)
+                if let connection {
+                    link = connection
+                } else {
+                    // The device may be restarting (a failure it reported reboots it): connect afresh.
+                    recorder.enter(.reconnect)
+                    link = try await connect(.resume, step: .reconnect)
+                }
+            }
+        }
+        var tuning = context.tuning
+        tuning.packetSize = payloadSize
+        tuning.window = pace.readEvery ?? pace.window
+        tuning.interPacketDelay = pace.delay
+        let summary = TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: payloadSize, elapsed: transferTime)
+        await link.close()
+        if activate { recorder.versionAfter = version }
+        return recorder.finish(bytes: image.count, transfer: summary, statistics: statistics, tuning: tuning)
+    }
+
+    /// The activate command (when the end does not activate by itself), then the
+    /// device seen back in its application. Returns the new connection.
+    func activateAndConfirm(_ link: any Link, recorder: inout OperationRecorder) async throws(TryFailure) -> any Link {
+        if let step = description.update.activate {
+            recorder.enter(.activate)
+            do {
+                try await send(step.send, [:], on: link)
+                if let answer = step.answer {
+                    guard let variables = try await self.await(answer, on: link, timeout: step.timeout) else {
+                        throw TryFailure.final(TransferError(.timeout, step: .activate, "\(context.connector.description) did not answer the activate command within \(step.timeout)"))
+                    }
+                    do { try check(variables, step: .activate, what: "the activate command") } catch { throw TryFailure.final(error) }
+                }
+            } catch let failure as TryFailure {
+                throw failure
+            } catch {
+                // The device restarting as it answers is not a failure.
+            }
+        }
+        recorder.enter(.confirm)
+        await awaitDisconnect(link, clock: clock, timeout: timeouts.response)
+        let back: any Link
+        do { back = try await connect(.application, step: .confirm) } catch {
+            var failure = error
+            failure.outcome = .unknown
+            throw TryFailure.final(failure)
+        }
+        guard description.update.enterBootloader != nil else { return back }
+        let offered: Set<UInt8>
+        do { offered = try await channels(back, step: .confirm) } catch { throw TryFailure.final(error) }
+        let data = description.message(description.transfer.packet).channel
+        if offered.contains(data), !description.characteristics[Int(data)].offeredIn.contains(.application) {
+            // The bootloader did not start the image: it did not arrive whole, or it is not one the device boots.
+            throw TryFailure.lost("\(context.connector.description) came back in its bootloader, not running the new image", connection: back)
+        }
+        return back
+    }
+
+    /// The image as it is sent: padded to the description's alignment, refused when too big.
+    func prepare(_ image: [UInt8]) throws(TransferError) -> [UInt8] {
+        var bytes = image
+        let align = description.image.align
+        if align > 1, bytes.count % align != 0 { bytes += repeatElement(description.image.fill, count: align - bytes.count % align) }
+        if let maximum = description.image.maximumSize, bytes.count > maximum {
+            throw TransferError(.badInput, step: .load, "the image is \(bytes.count) bytes, more than the \(maximum) a \(description.displayName) device takes (image.max-size)")
+        }
+        guard !bytes.isEmpty else { throw TransferError(.badInput, step: .load, "the image is empty") }
+        return bytes
+    }
+
+    func enterBootloaderIfNeeded(_ link: any Link, recorder: inout OperationRecorder) async throws(TransferError) -> any Link {
+        guard let jump = description.update.enterBootloader else { return link }
+        let offered = try await channels(link, step: .connect)
+        let data = description.message(description.transfer.packet).channel
+        if offered.contains(data) { return link }
+        recorder.enter(.enterBootloader)
+        do {
+            try await send(jump.send, [:], on: link)
+            if let answer = jump.answer, let variables = try await self.await(answer, on: link, timeout: jump.timeout) {
+                try check(variables, step: .enterBootloader, what: "the jump to the bootloader")
+            }
+        } catch let error as TransferError {
+            throw error
+        } catch {
+            // The application restarting as it answers is expected.
+        }
+        await awaitDisconnect(link, clock: clock, timeout: timeouts.response)
+        recorder.enter(.reconnect)
+        let back = try await connect(.bootloader, step: .reconnect)
+        guard try await channels(back, step: .reconnect).contains(data) else {
+            await back.close()
+            throw TransferError(.deviceRefused, step: .enterBootloader, "\(context.connector.description) stayed in its application after the jump to its bootloader")
+        }
+        return back
+    }
+
+    /// Refuses an answer whose status is not success, naming the status as the description does.
+    func check(_ variables: [String: UInt64], step: UpdateStep, what: String) throws(TransferError) {
+        guard let status = variables["status"], status != description.statuses.success else { return }
+        throw TransferError(.deviceRefused, step: step, "\(context.connector.description) refused \(what): \(description.statuses.name(status))")
+    }
+
+    /// A failure answer's meaning: one a slower try may cure, or a refusal.
+    func failure(_ status: UInt64, what: String) -> TryFailure {
+        let name = description.statuses.name(status)
+        switch description.statuses.codes[status]?.meaning {
+        case .gap?, .badChecksum?, .incomplete?, .verifyFailed?, nil:
+            return .lost("\(context.connector.description) answered \(what) with \(name)")
+        case .tooBig?, .notStarted?, .badCommand?:
+            return .final(TransferError(.deviceRefused, step: .transfer, "\(context.connector.description) refused \(what): \(name)"))
+        }
+    }
+
+    func linkFailure(_ error: LinkError) -> TryFailure {
+        .dropped("the link dropped during the transfer (\(error))")
+    }
+
+    /// Start, then the packets; returns the payload size used.
+    func upload(_ bytes: [UInt8], on link: any Link, pace: Pace, resumeFrom: Int?, statistics: inout TransferStatistics) async throws(TryFailure) -> (Int, [String: UInt64]) {
+        let packet = description.message(description.transfer.packet)
+        var size = description.transfer.payloadSize ?? (link.parameters.maximumPayload - 1 - packet.overhead)
+        if description.transfer.payloadSize == nil, context.explicitKnobs.contains(.packetSize), let chosen = context.tuning.packetSize { size = min(size, chosen) }
+        guard size > 0 else {
+            throw .final(TransferError(.unsupported, step: .transfer, "the link's packets (\(link.parameters.maximumPayload - 1) bytes) cannot hold a \(packet.name) packet's \(packet.overhead) bytes of header"))
+        }
+        let count = (bytes.count + size - 1) / size
+        let variables: [String: UInt64] = [
+            "image-size": UInt64(bytes.count), "image-crc32": UInt64(CRC32.checksum(bytes)),
+            "image-crc16": { var crc = CRC16(.ccittFalse); crc.update(bytes); return UInt64(crc.value) }(),
+            "packet-count": UInt64(count), "last-index": UInt64(count - 1), "payload-size": UInt64(size),
+            "version": UInt64(context.options["version"].flatMap { UInt64($0) } ?? 0),
+        ]
+        var first = 0
+        if resumeFrom == nil || !description.transfer.resume, let start = description.update.start {
+            do {
+                try await send(start.send, variables, on: link)
+                if let answer = start.answer {
+                    guard let reply = try await self.await(answer, on: link, timeout: start.timeout) else {
+                        throw TryFailure.dropped("\(context.connector.description) did not answer the start command within \(start.timeout)")
+                    }
+                    if let status = reply["status"], status != description.statuses.success {
+                        switch description.statuses.codes[status]?.meaning {
+                        case .tooBig?:
+                            throw TryFailure.final(TransferError(.deviceRefused, step: .transfer, "\(context.connector.description) refused the start: \(description.statuses.name(status)) (the image is \(bytes.count) bytes)"))
+                        default:
+                            throw TryFailure.final(TransferError(.deviceRefused, step: .transfer, "\(context.connector.description) refused the start: \(description.statuses.name(status))"))
+                        }
+                    }
+                }
+            } catch let failure as TryFailure {
+                throw failure
+            } catch let error as LinkError {
+                throw linkFailure(error)
+            } catch {
+                throw linkFailure(.cancelled)
+            }
+        } else if resumeFrom != nil {
+            first = -1
+        }
+        func packetBytes(_ index: Int) -> [UInt8] {
+            let from = index * size
+            var payload = bytes[from..<min(bytes.count, from + size)]
+            if let pad = description.transfer.padLastPacket, payload.count < size {
+                payload = ArraySlice(Array(payload) + repeatElement(pad, count: size - payload.count))
+            }
+            var values = variables
+            values["index"] = UInt64(index)
+            values["offset"] = UInt64(from)
+            return ChannelPacket.tag(packet.channel, packet.encode(values, payload: payload))
+        }
+        let onEvent = context.onEvent
+        let total = bytes.count
+        let readEvery = pace.readEvery
+        let window = pace.window
+        let delay = pace.delay
+        let report: (Int, TransferStatistics) -> Void = { done, statistics in
+            onEvent(.progress(TransferProgress(bytesAcknowledged: min(total, done * size), totalBytes: total,
+                                                      packetsSent: statistics.packetsSent, packetsResent: statistics.packetsResent,
+                                                      packetsLost: statistics.packetsLost, elapsed: .zero, window: readEvery ?? window,
+                                                      interPacketDelay: delay)))
+        }
+        var reported: UInt64?
+        do throws(LinkError) {
+            switch description.transfer.flow {
+            case .none(_, let read):
+                for index in 0..<count {
+                    let data = packetBytes(index)
+                    try await link.send(data)
+                    statistics.packetsSent += 1
+                    statistics.bytesOnWire += data.count - 1
+                    if pace.delay > .zero { try? await clock.sleep(for: pace.delay) }
+                    if let every = pace.readEvery, let read, (index + 1) % every == 0 || index == count - 1 {
+                        try await link.send(ChannelPacket.tag(UInt8(read), []))
+                        reported = try await awaitRead(UInt8(read), on: link)
+                        if reported != nil { break }
+                        report(index + 1, statistics)
+                    } else if index % 64 == 63 {
+                        report(index + 1, statistics)
+                    }
+                }
+            case .acknowledged(let ack, _):
+                try await sendAcknowledged(count: count, start: first, ack: ack, pace: pace, packetBytes: packetBytes, on: link,
+                                           statistics: &statistics, report: report)
+            case .requested(let request):
+                try await serveRequests(count: count, request: request, pace: pace, packetBytes: packetBytes, on: link,
+                                        statistics: &statistics, report: report)
+            }
+        } catch {
+            throw linkFailure(error)
+        }
+        if let reported { throw failure(reported, what: "the transfer") }
+        report(count, statistics)
+        return (size, variables)
+    }
+
+    /// A read's answer (its value does not matter: the round trip paces the sender). The end's
+    /// answer met meanwhile with a failure status (a device that reports a failure at once) is returned.
+    func awaitRead(_ channel: UInt8, on link: any Link) async throws(LinkError) -> UInt64? {
+        let answer = description.update.end.answer.map { description.message($0) }
+        let deadline = clock.now + timeouts.response
+        while deadline > clock.now, let packet = try await link.receive(within: deadline - clock.now, clock: clock) {
+            guard let (from, payload) = ChannelPacket.split(packet) else { continue }
+            if let answer, from == answer.channel, case .matched(let variables, _) = answer.decode(payload),
+               let status = variables["status"], status != description.statuses.success {
+                return status
+            }
+            if from == channel { return nil }
+        }
+        return nil
+    }
+
+    /// Go-back-N under the device's acknowledgements: up to `window` packets beyond the last one acknowledged;
+    /// an acknowledgement that reports a gap (or repeats itself) sends again from the index it names.
+    func sendAcknowledged(count: Int, start: Int, ack: String, pace: Pace, packetBytes: (Int) -> [UInt8], on link: any Link,
+                          statistics: inout TransferStatistics, report: (Int, TransferStatistics) -> Void) async throws(LinkError) {
+        let template = description.message(ack)
+        let mask = Self.mask(of: template, variable: "next-index")
+        var base = max(0, start)
+        var next = base
+        var lastAcknowledged = -1
+        var silentRounds = 0
+        var highest = 0
+        if start < 0 {
+            // Resuming: the device's next index arrives with the first acknowledgement; ask for one by sending nothing new.
+            next = 0
+        }
+        while base < count {
+            while next < min(count, base + pace.window) {
+                let data = packetBytes(next)
+                try await link.send(data)
+                statistics.packetsSent += 1
+                if next < highest { statistics.packetsResent += 1 }
+                statistics.bytesOnWire += data.count - 1
+                next += 1
+                highest = max(highest, next)
+                if pace.delay > .zero { try? await clock.sleep(for: pace.delay) }
+            }
+            guard let packet = try await link.receive(within: context.explicitKnobs.contains(.ackTimeout) ? context.tuning.ackTimeout : timeouts.response, clock: clock) else {
+                statistics.ackTimeouts += 1
+                silentRounds += 1
+                guard silentRounds < max(2, timeouts.attempts) else { throw LinkError.disconnected("no acknowledgement in \(silentRounds) rounds") }
+                next = base
+                continue
+            }
+            guard let (channel, payload) = ChannelPacket.split(packet), channel == template.channel,
+                  case .matched(let variables, _) = template.decode(payload), let raw = variables["next-index"] else { continue }
+            silentRounds = 0
+            statistics.acknowledgements += 1
+            // The wrapped index names the packet nearest the window's base.
+            let acknowledged = Self.unwrap(raw, mask: mask, near: base)
+            guard acknowledged >= base - Int(min(mask, 1 << 20)) / 2, acknowledged <= count else { continue }
+            let gap = variables["status"].map { $0 != description.statuses.success } ?? false
+            if gap || acknowledged == lastAcknowledged, acknowledged < next {
+                statistics.negativeAcknowledgements += 1
+                statistics.packetsLost += next - acknowledged
+                next = acknowledged
+            }
+            lastAcknowledged = acknowledged
+            base = max(base, acknowledged)
+            if start < 0, acknowledged < base { base = acknowledged }
+            next = max(next, base)
+            report(base, statistics)
+        }
+    }
+
+    /// Answers the device's block requests until it asks for nothing more.
+    func serveRequests(count: Int, request: String, pace: Pace, packetBytes: (Int) -> [UInt8], on link: any Link,
+                       statistics: inout TransferStatistics, report: (Int, TransferStatistics) -> Void) async throws(LinkError) {
+        let template = description.message(request)
+        let mask = Self.mask(of: template, variable: "index")
+        var highest = 0
+        var quiet = 0
+        while true {
+            let wait = highest >= count ? Duration.milliseconds(600) : timeouts.response
+            guard let packet = try await link.receive(within: wait, clock: clock) else {
+                if highest >= count { return }
+                quiet += 1
+                guard quiet < max(2, timeouts.attempts) else { throw LinkError.disconnected("no block request in \(quiet) waits") }
+                continue
+            }
+            guard let (channel, payload) = ChannelPacket.split(packet), channel == template.channel,
+                  case .matched(let variables, _) = template.decode(payload), let raw = variables["index"] else { continue }
+            quiet = 0
+            let first = Self.unwrap(raw, mask: mask, near: highest)
+            guard first >= 0, first < count else {
+                if first >= count { return }
+                continue
+            }
+            let wanted = Int(variables["count"] ?? 1)
+            for index in first..<min(count, first + max(1, wanted)) {
+                let data = packetBytes(index)
+                try await link.send(data)
+                statistics.packetsSent += 1
+                if index < highest { statistics.packetsResent += 1 }
+                statistics.bytesOnWire += data.count - 1
+                highest = max(highest, index + 1)
+                if pace.delay > .zero { try? await clock.sleep(for: pace.delay) }
+            }
+            report(first, statistics)
+        }
+    }
+
+    /// The end command and its answer.
+    func end(on link: any Link, variables: [String: UInt64]) async throws(TryFailure) {
+        let step = description.update.end
+        do {
+            try await send(step.send, variables, on: link)
+            guard let answer = step.answer else { return }
+            guard let reply = try await self.await(answer, on: link, timeout: max(step.timeout, timeouts.verify)) else {
+                throw TryFailure.dropped("\(context.connector.description) did not answer the end command within \(max(step.timeout, timeouts.verify))")
+            }
+            if let status = reply["status"], status != description.statuses.success {
+                throw failure(status, what: "the end command")
+            }
+        } catch let failure as TryFailure {
+            throw failure
+        } catch let error as LinkError {
+            throw linkFailure(error)
+        } catch {
+            throw linkFailure(.cancelled)
+        }
+    }
+
+    static func mask(of template: MessageTemplate, variable: String) -> UInt64 {
+        for field in template.fields {
+            if case .integer(let integer) = field, integer.value == .variable(variable) { return integer.mask }
+        }
+        return .max
+    }
+
+    /// The absolute index whose low bits are `raw`, nearest to `reference`.
+    static func unwrap(_ raw: UInt64, mask: UInt64, near reference: Int) -> Int {
+        guard mask < UInt64(Int.max) else { return Int(clamping: raw) }
+        let span = Int(mask) + 1
+        let base = reference - reference % span
+        var candidate = base + Int(raw)
+        if candidate - reference > span / 2 { candidate -= span }
+        if reference - candidate > span / 2 { candidate += span }
+        return candidate
+    }
+}
