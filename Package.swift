@@ -91,6 +91,6 @@ let package = Package(
                                                             .product(name: "Crypto", package: "swift-crypto"),
                                                             .product(name: "ZIPFoundation", package: "ZIPFoundation")],
                     resources: [.copy("Fixtures")]),
-        .testTarget(name: "BleotaCommandsTests", dependencies: ["BleotaTestSupport", "BleotaCommands", "BleotaCodec", .product(name: "Crypto", package: "swift-crypto")]),
+        .testTarget(name: "BleotaCommandsTests", dependencies: ["BleotaTestSupport", "BleotaCommands", "BleotaCodec", "BleotaLink", "BleotaProtocols", .product(name: "Crypto", package: "swift-crypto")]),
     ]
 )

@@ -39,7 +39,48 @@ public struct BleotaCommand: AsyncParsableCommand {
     /// returns the process exit status; everything user-visible on failure goes
     /// to `stderr` as one line, and with `--json` also to stdout as an object.
     public static func run(arguments: [String], registry: ProtocolRegistry = .builtIn) async -> Int32 {
-        await CommandContext.$registry.withValue(registry) { await run(parsing: arguments) }
+        let extended: ProtocolRegistry
+        do { extended = try registering(describedProtocolsIn: arguments, into: registry) } catch {
+            Terminal.standardError.writeLine("error: \(error.description)")
+            if arguments.contains("--json"), let json = try? JSONOutput.string(FailureReport(CommandFailure(.badInput, error.description))) {
+                Terminal.standardOutput.writeLine(json)
+            }
+            return ExitStatus.badInput.rawValue
+        }
+        return await CommandContext.$registry.withValue(extended) { await run(parsing: arguments) }
+    }
+
+    /// The registry with every protocol description the arguments name added:
+    /// `--protocol-file FILE` and a `sim://…?protocol-file=FILE` address. They are read
+    /// before the arguments are parsed because addresses are checked against the
+    /// registry as they are parsed. A description with a mistake is an error naming its line and field.
+    static func registering(describedProtocolsIn arguments: [String], into registry: ProtocolRegistry) throws(ProtocolDescriptionError) -> ProtocolRegistry {
+        var paths: [String] = []
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            if argument == "--protocol-file", index + 1 < arguments.count {
+                paths.append(arguments[index + 1])
+                index += 1
+            } else if argument.hasPrefix("--protocol-file=") {
+                paths.append(String(argument.dropFirst("--protocol-file=".count)))
+            } else if argument.hasPrefix("sim://"), let query = argument.split(separator: "?", maxSplits: 1).dropFirst().first {
+                for pair in query.split(separator: "&") where pair.hasPrefix("protocol-file=") {
+                    paths.append(String(pair.dropFirst("protocol-file=".count)))
+                }
+            }
+            index += 1
+        }
+        var result = registry
+        for path in paths {
+            let described = try DescribedProtocol(contentsOf: path)
+            if let clash = registry.named(described.name), !(clash is DescribedProtocol) {
+                throw ProtocolDescriptionError(source: path, line: nil, field: "name",
+                                               problem: "'\(described.name)' is a built-in protocol's name: give the description another")
+            }
+            result = result.registering(described)
+        }
+        return result
     }
 
     private static func run(parsing arguments: [String]) async -> Int32 {

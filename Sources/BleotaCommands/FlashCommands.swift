@@ -2,6 +2,7 @@ import ArgumentParser
 import BleotaCodec
 import BleotaEngine
 import BleotaLink
+import BleotaProtocols
 import Foundation
 import Logging
 
@@ -9,7 +10,30 @@ import Logging
 struct ProtocolOption: ParsableArguments {
     @Option(name: .customLong("protocol"),
             help: "The device's update protocol (default: what the address, the image or the device says). `bleota protocols` lists them.")
-    var name: String?
+    var explicit: String?
+
+    @Option(name: .customLong("protocol-file"),
+            help: ArgumentHelp("A protocol description (YAML, protocols/description-format.md) to speak, as --protocol would name it; protocols/ has Telink's and STM32WB's.", valueName: "FILE"))
+    var file: String?
+
+    /// The protocol named, by --protocol or by the description --protocol-file gave (registered before the arguments were parsed).
+    var name: String? {
+        if let explicit { return explicit }
+        guard let file else { return nil }
+        return CommandContext.registry.protocols.lazy.compactMap { $0 as? DescribedProtocol }
+            .first { $0.description.source == file }?.name
+    }
+
+    func validate() throws {
+        if let explicit, let described = name(ofFile: file), described != explicit {
+            throw ValidationError("--protocol \(explicit) and --protocol-file (which describes \(described)) disagree: give one of them")
+        }
+    }
+
+    private func name(ofFile file: String?) -> String? {
+        guard let file else { return nil }
+        return CommandContext.registry.protocols.lazy.compactMap { $0 as? DescribedProtocol }.first { $0.description.source == file }?.name
+    }
 }
 
 /// Options of `flash` beyond transfer tuning.

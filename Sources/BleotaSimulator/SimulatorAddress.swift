@@ -49,6 +49,7 @@ public struct SimulatorAddress: Sendable {
         ("reboot-time", "device reboot time in ms"),
         ("slot", "device image slot size in bytes"),
         ("version", "firmware version the device starts with"),
+        ("protocol-file", "a protocol description (YAML) the device speaks, as `--protocol-file` reads it"),
     ]
 
     /// Every key an address accepts with `registry`'s protocols, with what it sets.
@@ -64,8 +65,12 @@ public struct SimulatorAddress: Sendable {
 
     /// The protocol the address's device speaks.
     public func updateProtocol(in registry: ProtocolRegistry = .builtIn) -> (any UpdateProtocol)? {
-        deviceProtocol.map { registry.named($0) } ?? registry.defaultProtocol
+        if let describedProtocol, registry.named(describedProtocol.name) == nil { return describedProtocol }
+        return deviceProtocol.map { registry.named($0) } ?? registry.defaultProtocol
     }
+
+    /// A protocol read from the `protocol-file=` the address names, when the registry did not have it.
+    public var describedProtocol: DescribedProtocol?
 
     public init(parsing text: String, registry: ProtocolRegistry = .builtIn) throws(SimulatorAddressError) {
         guard text.hasPrefix("sim://") else {
@@ -176,6 +181,16 @@ public struct SimulatorAddress: Sendable {
                 throw SimulatorAddressError("sim:// protocol '\(value)' is not simulated: use \(list)")
             }
             deviceProtocol = value
+        case "protocol-file":
+            // The command line registered it before parsing; an address parsed on its own reads it here.
+            if let described = registry.protocols.lazy.compactMap({ $0 as? DescribedProtocol }).first(where: { $0.description.source == value }) {
+                deviceProtocol = described.name
+            } else {
+                do { describedProtocol = try DescribedProtocol(contentsOf: value) } catch {
+                    throw SimulatorAddressError("sim:// protocol-file: \(error.description)")
+                }
+                deviceProtocol = describedProtocol?.name
+            }
         default:
             guard registry.deviceOptions.contains(where: { $0.option.key == key }) else {
                 throw SimulatorAddressError("unknown sim:// key '\(key)': use \(Self.keys(registry).map(\.key).joined(separator: ", "))")

@@ -134,3 +134,108 @@ func describedImage(_ description: ProtocolDescription, count: Int, seed: UInt64
         }
     }
 }
+
+/// A private protocol of the acknowledged kind (a gap dropped and answered with the
+/// expected index, progress kept across a disconnect) and one of the requested kind
+/// (the device asks for blocks by number), written as descriptions.
+@Suite struct PrivateDescriptionTests {
+    static let acknowledged = """
+        bleota-protocol: 1
+        name: acme-ota
+        service: 0000ac00-0000-1000-8000-00805f9b34fb
+        characteristics:
+          control: {uuid: 0000ac01-0000-1000-8000-00805f9b34fb, write: request, update: notify}
+          data: {uuid: 0000ac02-0000-1000-8000-00805f9b34fb, write: command}
+        messages:
+          start: {characteristic: control, fields: [{bytes: "01"}, {u32: image-size}, {u32: image-crc32}]}
+          started: {characteristic: control, fields: [{bytes: "81"}, {u8: status}, {u16: next-index}]}
+          data: {characteristic: data, fields: [{u16: index}, payload, {crc16: ccitt-false}]}
+          ack: {characteristic: control, fields: [{bytes: "82"}, {u16: next-index}, {u8: status}]}
+          end: {characteristic: control, fields: [{bytes: "03"}]}
+          result: {characteristic: control, fields: [{bytes: "83"}, {u8: status}]}
+        update:
+          start: {send: start, answer: started}
+          end: {send: end, answer: result, timeout: 3s}
+        transfer:
+          packet: data
+          flow: {mode: ack, ack: ack, every: 16}
+          gap: drop
+          bad-checksum: drop
+          resume: true
+        statuses:
+          success: 0
+          codes:
+            1: {name: out of order, means: gap}
+            2: {name: image CRC wrong, means: verify-failed}
+            3: {name: too big, means: too-big}
+            4: {name: incomplete, means: incomplete}
+        """
+
+    static let requested = """
+        bleota-protocol: 1
+        name: blocks-ota
+        service: 0000bb00-0000-1000-8000-00805f9b34fb
+        characteristics:
+          control: {uuid: 0000bb01-0000-1000-8000-00805f9b34fb, write: request, update: notify}
+          block: {uuid: 0000bb02-0000-1000-8000-00805f9b34fb, write: command, update: notify}
+        messages:
+          identify: {characteristic: control, fields: [{bytes: "01"}, {u32: image-size}, {u32: image-crc32}]}
+          request: {characteristic: block, fields: [{bytes: "12"}, {u8: status}, {u32: index}, {u8: count}]}
+          block: {characteristic: block, fields: [{u32: index}, payload]}
+          enable: {characteristic: control, fields: [{bytes: "04"}]}
+          status: {characteristic: control, fields: [{bytes: "84"}, {u8: status}]}
+        update:
+          start: {send: identify}
+          end: {send: enable, answer: status, timeout: 3s}
+        transfer:
+          packet: block
+          flow: {mode: request, request: request}
+          gap: drop
+        statuses:
+          success: 0
+          codes:
+            1: {name: CRC error, means: verify-failed}
+            6: {name: download not complete, means: incomplete}
+            8: {name: image too big, means: too-big}
+        """
+
+    @Test(arguments: [("acknowledged", "loss=0.02"), ("acknowledged", "loss=0.05"), ("acknowledged", "disconnect-at=9000"),
+                      ("requested", "loss=0.02"), ("requested", "loss=0.05"), ("requested", "notify-loss=0.05")])
+    func faultsEndWithTheExactImage(_ setup: (String, String)) async throws {
+        let text = setup.0 == "acknowledged" ? Self.acknowledged : Self.requested
+        let description = try ProtocolDescription(yaml: text, source: setup.0)
+        for seed in 1...4 {
+            let image = describedImage(description, count: 24_000, seed: UInt64(seed))
+            let run = try await simulateDescribedUpdate("sim://2m-dle?\(setup.1)&seed=\(seed)", description, image: image)
+            switch run.outcome {
+            case .success(let report):
+                #expect(run.running == image, "\(setup) seed \(seed)")
+                print("\(setup.0) \(setup.1) seed \(seed): \(report.totalSeconds) s, \(report.statistics.packetsResent) resent, \(report.statistics.reconnects) reconnects")
+            case .failure(let error):
+                Issue.record("\(setup) seed \(seed): \(error)")
+                #expect(run.running == run.factory)
+            }
+        }
+    }
+
+    @Test func aResumedUploadContinuesFromTheDevicesIndex() async throws {
+        let description = try ProtocolDescription(yaml: Self.acknowledged, source: "acknowledged")
+        let image = describedImage(description, count: 40_000, seed: 21)
+        let run = try await simulateDescribedUpdate("sim://2m-dle?disconnect-at=20000", description, image: image)
+        let report = try run.outcome.get()
+        #expect(run.running == image)
+        #expect(report.statistics.reconnects == 1)
+        // Resumed, not restarted: far fewer than twice the packets.
+        let packets = (image.count + 240) / 241
+        #expect(report.statistics.packetsSent < packets + packets / 3, "\(report.statistics.packetsSent) packets for \(packets)")
+    }
+
+    @Test func anImageTooBigForTheSlotIsRefusedByTheDeviceByName() async throws {
+        let description = try ProtocolDescription(yaml: Self.acknowledged, source: "acknowledged")
+        let image = describedImage(description, count: (1 << 20) + 10, seed: 2)
+        let run = try await simulateDescribedUpdate("sim://2m-dle", description, image: image)
+        guard case .failure(let error) = run.outcome else { Issue.record("a too-big image was taken"); return }
+        #expect(error.message.contains("refused the start: too big (3)"), "\(error.message)")
+        #expect(run.running == run.factory)
+    }
+}

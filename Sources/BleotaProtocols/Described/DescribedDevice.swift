@@ -150,9 +150,16 @@ public actor DescribedDevice: DeviceHalf {
         if let start = update.start, case .matched(let variables, _) = description.message(start.send).decode(payload), description.message(start.send).channel == channel {
             var meaning: ProtocolDescription.StatusMeaning?
             if let size = variables["image-size"], size > UInt64(slotSize) { meaning = .tooBig }
-            upload = meaning == nil ? Upload(variables: variables) : nil
+            // The same image started again keeps what arrived, when the device keeps its progress.
+            let kept = description.transfer.resume && upload?.failure == nil && upload?.variables == variables ? upload : nil
+            upload = meaning == nil ? (kept ?? Upload(variables: variables)) : nil
+            if let current = upload { upload?.requestedUpTo = current.packets }
             verified = nil
-            if let answer = start.answer { try await link.send(self.answer(answer, ["status": status(meaning)])) }
+            var reply = ["status": status(meaning)]
+            if let current = upload {
+                reply["next-index"] = Self.wrapped(UInt64(current.packets), like: description.message(description.transfer.packet), variable: "index")
+            }
+            if let answer = start.answer { try await link.send(self.answer(answer, reply)) }
             if let pending = pendingRequest() { try await link.send(pending) }
             return nil
         }

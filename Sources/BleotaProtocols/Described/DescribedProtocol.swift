@@ -32,7 +32,8 @@ public struct DescribedProtocol: UpdateProtocol {
     public var identity: ProtocolIdentity {
         ProtocolIdentity(name: description.name, displayName: description.displayName,
                          summary: description.summary + " (described in \((description.source as NSString).lastPathComponent))",
-                         gattServices: [gattService], transports: [.ble, .simulator], imageFormats: description.image.formats)
+                         gattServices: [gattService], transports: [.ble, .simulator, .udp], transportsWhenNamed: [.udp],
+                         imageFormats: description.image.formats)
     }
 
     public var capabilities: ProtocolCapabilities { [.flash, .testTransfer] }

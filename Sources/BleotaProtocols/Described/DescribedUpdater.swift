@@ -110,12 +110,10 @@ public struct DescribedUpdater: ProtocolHost {
         var transferTime = Duration.zero
         var payloadSize = 0
         var attempt = 0
-        var resumeFrom: Int?
         func slowDown(_ why: String) {
             pace.readEvery = pace.readEvery.map { max(1, $0 / 2) }
             pace.window = max(1, pace.window / 2)
             if case .none(nil, _) = description.transfer.flow { pace.delay = max(pace.delay * 2, .milliseconds(5)) }
-            resumeFrom = nil
             context.onEvent(.note("\(why); starting again from the start command, slower"))
         }
         while true {
@@ -127,7 +125,7 @@ public struct DescribedUpdater: ProtocolHost {
             let failure: TryFailure
             do throws(TryFailure) {
                 let variables: [String: UInt64]
-                (payloadSize, variables) = try await upload(bytes, on: link, pace: pace, resumeFrom: resumeFrom, statistics: &statistics)
+                (payloadSize, variables) = try await upload(bytes, on: link, pace: pace, statistics: &statistics)
                 uploaded = clock.now
                 transferTime += clock.now - began
                 recorder.enter(.verify)
@@ -148,7 +146,6 @@ public struct DescribedUpdater: ProtocolHost {
                 context.onEvent(.note("\(why): reconnecting"))
                 recorder.enter(.reconnect)
                 link = try await connect(.resume, step: .reconnect)
-                resumeFrom = description.transfer.resume ? -1 : nil
             case .lost(let why, let connection):
                 await link.close()
                 guard attempt < tries else {
@@ -277,7 +274,7 @@ public struct DescribedUpdater: ProtocolHost {
     }
 
     /// Start, then the packets; returns the payload size used.
-    func upload(_ bytes: [UInt8], on link: any Link, pace: Pace, resumeFrom: Int?, statistics: inout TransferStatistics) async throws(TryFailure) -> (Int, [String: UInt64]) {
+    func upload(_ bytes: [UInt8], on link: any Link, pace: Pace, statistics: inout TransferStatistics) async throws(TryFailure) -> (Int, [String: UInt64]) {
         let packet = description.message(description.transfer.packet)
         var size = description.transfer.payloadSize ?? (link.parameters.maximumPayload - 1 - packet.overhead)
         if description.transfer.payloadSize == nil, context.explicitKnobs.contains(.packetSize), let chosen = context.tuning.packetSize { size = min(size, chosen) }
@@ -292,7 +289,8 @@ public struct DescribedUpdater: ProtocolHost {
             "version": UInt64(context.options["version"].flatMap { UInt64($0) } ?? 0),
         ]
         var first = 0
-        if resumeFrom == nil || !description.transfer.resume, let start = description.update.start {
+        // A device that keeps its progress answers a repeated start with the index it expects next.
+        if let start = description.update.start {
             do {
                 try await send(start.send, variables, on: link)
                 if let answer = start.answer {
@@ -307,6 +305,10 @@ public struct DescribedUpdater: ProtocolHost {
                             throw TryFailure.final(TransferError(.deviceRefused, step: .transfer, "\(context.connector.description) refused the start: \(description.statuses.name(status))"))
                         }
                     }
+                    if description.transfer.resume, let next = reply["next-index"] {
+                        first = min(count, Self.unwrap(next, mask: Self.mask(of: description.message(answer), variable: "next-index"), near: 0))
+                        if first > 0 { context.onEvent(.note("the device has \(first) of \(count) packets: going on from there")) }
+                    }
                 }
             } catch let failure as TryFailure {
                 throw failure
@@ -315,8 +317,6 @@ public struct DescribedUpdater: ProtocolHost {
             } catch {
                 throw linkFailure(.cancelled)
             }
-        } else if resumeFrom != nil {
-            first = -1
         }
         func packetBytes(_ index: Int) -> [UInt8] {
             let from = index * size
@@ -396,15 +396,11 @@ public struct DescribedUpdater: ProtocolHost {
                           statistics: inout TransferStatistics, report: (Int, TransferStatistics) -> Void) async throws(LinkError) {
         let template = description.message(ack)
         let mask = Self.mask(of: template, variable: "next-index")
-        var base = max(0, start)
+        var base = start
         var next = base
         var lastAcknowledged = -1
         var silentRounds = 0
         var highest = 0
-        if start < 0 {
-            // Resuming: the device's next index arrives with the first acknowledgement; ask for one by sending nothing new.
-            next = 0
-        }
         while base < count {
             while next < min(count, base + pace.window) {
                 let data = packetBytes(next)
@@ -438,7 +434,6 @@ public struct DescribedUpdater: ProtocolHost {
             }
             lastAcknowledged = acknowledged
             base = max(base, acknowledged)
-            if start < 0, acknowledged < base { base = acknowledged }
             next = max(next, base)
             report(base, statistics)
         }

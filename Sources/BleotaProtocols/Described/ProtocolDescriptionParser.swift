@@ -11,6 +11,13 @@ public struct ProtocolDescriptionError: Error, Sendable, Equatable, CustomString
     public var field: String
     public var problem: String
 
+    public init(source: String, line: Int?, field: String, problem: String) {
+        self.source = source
+        self.line = line
+        self.field = field
+        self.problem = problem
+    }
+
     public var description: String {
         let place = line.map { "\(source):\($0)" } ?? source
         return field.isEmpty ? "\(place): \(problem)" : "\(place): \(field): \(problem)"
@@ -543,6 +550,9 @@ struct DescriptionReader {
         }
         if description.transfer.resume, case .none = description.transfer.flow {
             throw fail(top["transfer"], "transfer.resume", "needs an ack or request flow: the host learns where to go on from them")
+        }
+        if description.transfer.resume, description.update.start?.answer.map({ description.message($0).variables.contains("next-index") }) != true {
+            throw fail(top["transfer"], "transfer.resume", "needs the start's answer to carry next-index: the device says there where it goes on from")
         }
         for step in [description.update.start, description.update.end].compactMap({ $0 }) {
             if let answer = step.answer, description.message(answer).variables.contains("status"), description.statuses.codes.isEmpty, top["statuses"] == nil {
