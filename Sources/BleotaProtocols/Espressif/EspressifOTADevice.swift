@@ -1,0 +1,182 @@
+import BleotaCodec
+import BleotaEngine
+import BleotaLink
+
+/// An ESP32 running esp-iot-solution's `ble_ota_raw` profile and its OTA
+/// example — the device half of ``EspressifOTAProtocol``.
+///
+/// As the firmware does: START is refused while an upload runs, with length 0,
+/// or larger than the OTA partition, and its acknowledgement carries the sector
+/// window; each sector is checked against its CRC-16 (a bad one is answered
+/// 0x0001 and expected again); a packet out of sequence spoils its sector,
+/// which is answered 0x0002 with the sector still expected when its last
+/// packet arrives (as the NimBLE profile does); a sector other than the
+/// expected one is answered 0x0002 with the expected index. Once the bytes
+/// START announced have arrived the image is validated (`esp_ota_end`: the
+/// magic byte and the appended SHA-256) and, if good, made the boot partition
+/// and the device restarts 200 ms later; a bad image is dropped silently —
+/// the real firmware reports nothing over BLE either — and the old one keeps
+/// running. A disconnect ends the upload.
+public actor EspressifOTADevice: DeviceHalf {
+    public static let sectorSize = 4096
+
+    public nonisolated let window: UInt8
+    public nonisolated let partitionSize: Int
+    public private(set) var running: [UInt8]
+    public private(set) var updates = 0
+    private var upload: Upload?
+
+    struct Upload {
+        var length: Int
+        var received: [UInt8] = []
+        var sector: UInt16 = 0
+        var nextSequence: UInt8 = 0
+        var sectorBytes: [UInt8] = []
+        var sequenceBroken = false
+    }
+
+    public init(partitionSize: Int, window: UInt8 = 3, initialImage: [UInt8]) {
+        self.partitionSize = partitionSize
+        self.window = window
+        running = initialImage
+    }
+
+    public var mode: DeviceMode { .application }
+
+    public var runningVersion: String { "\(running.count) bytes (SHA-256 \(SHA256Digest.hash(running).hexString))" }
+
+    public var readableValues: [UInt8: [UInt8]] { [EspressifOTAChannel.progress.rawValue: [0, 0]] }
+
+    public func powerCycle() { upload = nil }
+
+    public func serve(_ link: any Link, environment: DeviceEnvironment) async {
+        upload = nil
+        defer { upload = nil }
+        while true {
+            let packet: [UInt8]
+            do { packet = try await link.receive() } catch { return }
+            let cost = environment.processingTime(packet.count)
+            if cost > .zero { try? await environment.clock.sleep(for: cost) }
+            if packet == ChannelPacket.directoryQuery {
+                do { try await link.send(ChannelPacket.directory(EspressifOTAChannel.allCases.map(\.rawValue))) } catch { return }
+                continue
+            }
+            guard let (number, payload) = ChannelPacket.split(packet), let channel = EspressifOTAChannel(rawValue: number) else { continue }
+            do throws(LinkError) {
+                switch channel {
+                case .command:
+                    try await command(payload, link: link)
+                case .firmware:
+                    if try await firmware(payload, link: link, environment: environment) {
+                        // esp_ota_set_boot_partition, then esp_restart after 200 ms.
+                        try? await environment.clock.sleep(for: .milliseconds(200))
+                        await environment.reboot(RebootRequest())
+                        return
+                    }
+                case .progress:
+                    if payload.isEmpty { try await link.send(ChannelPacket.tag(number, [0, 0])) }
+                case .customer:
+                    break
+                }
+            } catch { return }
+        }
+    }
+
+    private func command(_ payload: ArraySlice<UInt8>, link: any Link) async throws(LinkError) {
+        let command: EspressifCommand
+        do { command = try EspressifCommand(decoding: payload) } catch {
+            // A command that does not decode is refused (ble_ota_raw echoes the id it read).
+            let id = payload.count >= 2 ? UInt16(payload[payload.startIndex]) | UInt16(payload[payload.startIndex + 1]) << 8 : 0
+            try await answer(EspressifCommandAck(command: id, accepted: false), link: link)
+            return
+        }
+        switch command {
+        case .start(let length):
+            guard upload == nil, length > 0, Int(length) <= partitionSize else {
+                try await answer(EspressifCommandAck(command: command.id, accepted: false), link: link)
+                return
+            }
+            upload = Upload(length: Int(length))
+            try await answer(EspressifCommandAck(command: command.id, accepted: true, window: window), link: link)
+        case .stop:
+            let running = upload != nil
+            upload = nil
+            try await answer(EspressifCommandAck(command: command.id, accepted: running), link: link)
+        }
+    }
+
+    private func answer(_ ack: EspressifCommandAck, link: any Link) async throws(LinkError) {
+        try await link.send(ChannelPacket.tag(EspressifOTAChannel.command.rawValue, ack.encode()))
+    }
+
+    private func answer(_ ack: EspressifSectorAck, link: any Link) async throws(LinkError) {
+        try await link.send(ChannelPacket.tag(EspressifOTAChannel.firmware.rawValue, ack.encode()))
+    }
+
+    /// One firmware packet; true once the whole image arrived and verified (the device then restarts).
+    private func firmware(_ payload: ArraySlice<UInt8>, link: any Link, environment: DeviceEnvironment) async throws(LinkError) -> Bool {
+        guard var current = upload else { return false }
+        var finished = false
+        defer { upload = finished ? nil : current }
+        let packet: EspressifFirmwarePacket
+        do { packet = try EspressifFirmwarePacket(decoding: payload) } catch {
+            try await answer(EspressifSectorAck(sector: current.sector, status: .payloadLengthError, expected: current.sector), link: link)
+            return false
+        }
+        guard packet.sector == current.sector else {
+            // Answered on the sector's last packet, once, so a sector sent ahead costs one answer.
+            if packet.isLast {
+                try await answer(EspressifSectorAck(sector: packet.sector, status: .sectorIndexError, expected: current.sector), link: link)
+            }
+            return false
+        }
+        if !packet.isLast {
+            guard packet.sequence == current.nextSequence, !current.sequenceBroken else {
+                current.sequenceBroken = true
+                current.sectorBytes = []
+                return false
+            }
+            current.sectorBytes += packet.data
+            current.nextSequence &+= 1
+            guard current.sectorBytes.count <= Self.sectorSize else {
+                current.sectorBytes = []
+                current.nextSequence = 0
+                try await answer(EspressifSectorAck(sector: current.sector, status: .payloadLengthError, expected: current.sector), link: link)
+                return false
+            }
+            return false
+        }
+        defer {
+            current.sectorBytes = []
+            current.nextSequence = 0
+            current.sequenceBroken = false
+        }
+        if current.sequenceBroken {
+            try await answer(EspressifSectorAck(sector: current.sector, status: .sectorIndexError, expected: current.sector), link: link)
+            return false
+        }
+        let sector = current.sectorBytes + packet.data
+        guard sector.count <= Self.sectorSize else {
+            try await answer(EspressifSectorAck(sector: current.sector, status: .payloadLengthError, expected: current.sector), link: link)
+            return false
+        }
+        guard EspressifCRC.of(sector) == packet.sectorCRC else {
+            try await answer(EspressifSectorAck(sector: current.sector, status: .crcError, expected: current.sector), link: link)
+            return false
+        }
+        if environment.writeTimePerByte > .zero {
+            try? await environment.clock.sleep(for: environment.writeTimePerByte * sector.count)
+        }
+        current.received += sector
+        current.sector &+= 1
+        try await answer(EspressifSectorAck(sector: packet.sector, status: .success, expected: current.sector), link: link)
+        guard current.received.count >= current.length else { return false }
+        // The example's OTA task: esp_ota_end validates, then the boot partition changes.
+        let image = Array(current.received.prefix(current.length))
+        finished = true
+        guard ESPAppImage.problem(image) == nil else { return false }
+        running = image
+        updates += 1
+        return true
+    }
+}

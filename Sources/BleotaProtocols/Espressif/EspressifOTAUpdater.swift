@@ -1,0 +1,233 @@
+import BleotaCodec
+import BleotaEngine
+import BleotaLink
+
+/// The host half of ``EspressifOTAProtocol``: START with the length → sectors
+/// of 4 KiB in packets, up to the device's sector window ahead → each sector
+/// acknowledged, resent on a CRC error and from the device's expected index on
+/// an index error → STOP → the device restarts into the new image.
+///
+/// The device finishes when the length START announced has arrived, not at
+/// STOP, and reports a failed validation to nobody: bleota checks the image
+/// (magic byte, appended SHA-256) before it sends anything, and takes a device
+/// that does not restart after its last sector as having refused the image.
+public struct EspressifOTAUpdater: ProtocolHost {
+    public let context: HostContext
+    var clock: any BleotaClock { context.clock }
+    var timeouts: StepTimeouts { context.timeouts }
+    var device: String { context.connector.description }
+
+    public init(context: HostContext) { self.context = context }
+
+    var tries: Int { context.explicitKnobs.contains(.retries) ? max(1, context.tuning.maxRetries) : 4 }
+
+    enum TryFailure: Error {
+        case retry(String)
+        case final(TransferError)
+    }
+
+    public func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
+        let image = prepared.bytes
+        var recorder = context.recorder("flash")
+        recorder.beginQuietly(.load)
+        recorder.enter(.connect)
+        var statistics = TransferStatistics()
+        var transferTime = Duration.zero
+        var window = 1
+        var packetData = 0
+        var attempt = 0
+        var link = try await connect(.initial, step: .connect)
+        while true {
+            attempt += 1
+            recorder.enter(.transfer)
+            let began = clock.now
+            let failure: TryFailure
+            do throws(TryFailure) {
+                (window, packetData) = try await upload(image, on: link, statistics: &statistics)
+                transferTime += clock.now - began
+                break
+            } catch { failure = error }
+            transferTime += clock.now - began
+            await link.close()
+            switch failure {
+            case .final(let error): throw error
+            case .retry(let why):
+                guard attempt < tries else {
+                    var error = TransferError(.linkLost, step: .transfer, "\(why), \(attempt) times: move closer to the device")
+                    error.outcome = .oldImage("its old image")
+                    throw error
+                }
+                statistics.reconnects += 1
+                context.onEvent(.note("\(why): connecting again and starting over (the device forgets an upload at a disconnect)"))
+                recorder.enter(.reconnect)
+                link = try await connect(.resume, step: .reconnect)
+            }
+        }
+        // The device validates and restarts by itself 200 ms after its last sector; STOP is a courtesy.
+        recorder.enter(.activate)
+        try? await link.send(ChannelPacket.tag(EspressifOTAChannel.command.rawValue, EspressifCommand.stop.encode()))
+        let restarted = await waitForRestart(link, within: timeouts.verify)
+        guard restarted else {
+            await link.close()
+            var error = TransferError(.verificationFailed, step: .activate,
+                                      "\(device) took every sector but did not restart: its esp_ota_end refused the image (it reports nothing over BLE); check the image with esptool.py image_info")
+            error.outcome = .oldImage("its old image")
+            throw error
+        }
+        recorder.enter(.confirm)
+        let back = try await connect(.application, step: .confirm)
+        await back.close()
+        recorder.versionAfter = prepared.version
+        var tuning = context.tuning
+        tuning.window = window
+        tuning.packetSize = packetData
+        return recorder.finish(bytes: image.count, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: packetData, elapsed: transferTime),
+                               statistics: statistics, tuning: tuning)
+    }
+
+    func connect(_ purpose: ConnectPurpose, step: UpdateStep) async throws(TransferError) -> any Link {
+        do {
+            return try await context.connector.connect(for: purpose, timeout: purpose == .initial ? timeouts.connect : timeouts.reboot)
+        } catch {
+            throw TransferError(.linkLost, step: step, "cannot reach \(device): \(error)")
+        }
+    }
+
+    /// True once the link drops (the restart), false when it is still up after `timeout`.
+    func waitForRestart(_ link: any Link, within timeout: Duration) async -> Bool {
+        let deadline = clock.now + timeout
+        while deadline > clock.now {
+            do {
+                guard try await link.receive(within: deadline - clock.now, clock: clock) != nil else { return false }
+            } catch { return true }
+        }
+        return false
+    }
+
+    /// The next command acknowledgement for `command`, or nil after the response time.
+    func commandAck(_ command: UInt16, on link: any Link) async throws(LinkError) -> EspressifCommandAck? {
+        let deadline = clock.now + timeouts.response
+        while deadline > clock.now, let packet = try await link.receive(within: deadline - clock.now, clock: clock) {
+            guard let (channel, payload) = ChannelPacket.split(packet), channel == EspressifOTAChannel.command.rawValue,
+                  let ack = try? EspressifCommandAck(decoding: payload), ack.command == command else { continue }
+            return ack
+        }
+        return nil
+    }
+
+    /// START, then every sector acknowledged; returns the window and data bytes per packet used.
+    func upload(_ image: [UInt8], on link: any Link, statistics: inout TransferStatistics) async throws(TryFailure) -> (Int, Int) {
+        let sectorSize = EspressifOTADevice.sectorSize
+        // Data bytes per packet after the 3-byte header (a sector's last packet also carries the 2-byte CRC).
+        var data = link.parameters.maximumPayload - 1 - 3
+        if context.explicitKnobs.contains(.packetSize), let chosen = context.tuning.packetSize { data = min(data, chosen) }
+        guard data > 2 else { throw .final(TransferError(.unsupported, step: .transfer, "the link's packets are too small for Espressif's 5 bytes of header and CRC")) }
+        let sectors = (image.count + sectorSize - 1) / sectorSize
+        guard sectors <= Int(UInt16.max) else { throw .final(TransferError(.badInput, step: .load, "the image has more sectors than a 16-bit index counts")) }
+        do {
+            var ack: EspressifCommandAck?
+            for _ in 0..<max(1, timeouts.attempts) {
+                try await link.send(ChannelPacket.tag(EspressifOTAChannel.command.rawValue, EspressifCommand.start(length: UInt32(image.count)).encode()))
+                ack = try await commandAck(EspressifCommand.startID, on: link)
+                if ack?.accepted == true { break }
+                if ack != nil {
+                    // Refused: a START of ours may have arrived after all (its answer lost) or been damaged
+                    // on the way; STOP clears an upload in progress, then START again.
+                    try await link.send(ChannelPacket.tag(EspressifOTAChannel.command.rawValue, EspressifCommand.stop.encode()))
+                    _ = try await commandAck(EspressifCommand.stopID, on: link)
+                }
+            }
+            guard let ack else { throw TryFailure.retry("\(device) did not answer START") }
+            guard ack.accepted else {
+                throw TryFailure.final(TransferError(.deviceRefused, step: .transfer,
+                                                     "\(device) refused START for \(image.count) bytes: the image is larger than its OTA partition, or an upload is already running there"))
+            }
+            var window = Int(max(1, ack.window))
+            if context.explicitKnobs.contains(.window) { window = max(1, min(64, context.tuning.window)) }
+            var base = 0
+            var next = 0
+            var highest = 0
+            var silent = 0
+            var resyncs = 0
+            var wentBackTo = -1
+            var delay = context.explicitKnobs.contains(.delay) ? context.tuning.interPacketDelay : .zero
+            while base < sectors {
+                while next < min(sectors, base + window) {
+                    try await send(sector: next, of: image, data: data, delay: delay, on: link, statistics: &statistics, resend: next < highest)
+                    next += 1
+                    highest = max(highest, next)
+                }
+                guard let packet = try await link.receive(within: context.explicitKnobs.contains(.ackTimeout) ? context.tuning.ackTimeout : timeouts.response, clock: clock) else {
+                    statistics.ackTimeouts += 1
+                    silent += 1
+                    guard silent < max(2, timeouts.attempts) else { throw TryFailure.retry("\(device) acknowledged no sector in \(silent) waits") }
+                    next = base
+                    continue
+                }
+                guard let (channel, payload) = ChannelPacket.split(packet), channel == EspressifOTAChannel.firmware.rawValue,
+                      let sectorAck = try? EspressifSectorAck(decoding: payload) else { continue }
+                silent = 0
+                statistics.acknowledgements += 1
+                let acked = Int(sectorAck.sector)
+                switch sectorAck.status {
+                case .success:
+                    resyncs = 0
+                    if acked >= base { base = acked + 1 }
+                    next = max(next, base)
+                    context.onEvent(.progress(TransferProgress(bytesAcknowledged: min(image.count, base * sectorSize), totalBytes: image.count,
+                                                              packetsSent: statistics.packetsSent, packetsResent: statistics.packetsResent,
+                                                              packetsLost: statistics.packetsLost, elapsed: .zero, window: window, interPacketDelay: .zero)))
+                case .crcError, .payloadLengthError, .sectorIndexError:
+                    statistics.negativeAcknowledgements += 1
+                    let from = sectorAck.status == .sectorIndexError ? Int(sectorAck.expected) : acked
+                    // Sectors sent ahead of a spoiled one are each answered "expected the spoiled one":
+                    // after going back there once, those answers are stale.
+                    if sectorAck.status == .sectorIndexError, from == wentBackTo, acked != from { continue }
+                    guard from >= base, from < next else { continue }
+                    resyncs += 1
+                    guard resyncs <= 10 else { throw TryFailure.retry("\(device) answered \(sectorAck.status) ten times in a row") }
+                    statistics.packetsLost += 1
+                    next = from
+                    wentBackTo = from
+                    // Packets are being lost: fewer sectors in flight, then a pause between packets.
+                    if window > 1 {
+                        window = max(1, window / 2)
+                    } else if !context.explicitKnobs.contains(.delay) {
+                        delay = min(.milliseconds(40), max(.milliseconds(2), delay * 2))
+                    }
+                }
+            }
+            return (window, data)
+        } catch let failure as TryFailure {
+            throw failure
+        } catch let error as LinkError {
+            throw .retry("the link dropped during the transfer (\(error))")
+        } catch {
+            throw .retry("the transfer was interrupted")
+        }
+    }
+
+    func send(sector: Int, of image: [UInt8], data: Int, delay: Duration, on link: any Link, statistics: inout TransferStatistics, resend: Bool) async throws(LinkError) {
+        let sectorSize = EspressifOTADevice.sectorSize
+        let bytes = image[(sector * sectorSize)..<min(image.count, (sector + 1) * sectorSize)]
+        let crc = EspressifCRC.of(bytes)
+        var offset = bytes.startIndex
+        var sequence: UInt8 = 0
+        var last = false
+        while !last {
+            // The last packet holds what is left once it fits beside the CRC.
+            last = bytes.endIndex - offset <= data - 2
+            let end = last ? bytes.endIndex : min(bytes.endIndex, offset + data)
+            let packet = EspressifFirmwarePacket(sector: UInt16(sector), sequence: last ? EspressifFirmwarePacket.lastSequence : sequence,
+                                                 data: bytes[offset..<end], sectorCRC: last ? crc : nil)
+            let encoded = packet.encode()
+            try await link.send(ChannelPacket.tag(EspressifOTAChannel.firmware.rawValue, encoded))
+            statistics.packetsSent += 1
+            if resend { statistics.packetsResent += 1 }
+            statistics.bytesOnWire += encoded.count
+            if delay > .zero { try? await clock.sleep(for: delay) }
+            sequence &+= 1
+            offset = end
+        }
+    }
+}

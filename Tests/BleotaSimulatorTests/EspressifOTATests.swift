@@ -1,0 +1,138 @@
+import BleotaCodec
+import BleotaEngine
+import BleotaLink
+import BleotaTestSupport
+import Foundation
+import Testing
+@testable import BleotaProtocols
+@testable import BleotaSimulator
+
+/// Espressif's BLE OTA: messages byte for byte as the device and Espressif's apps
+/// build them, updates on the simulator, and a fault sweep where every run ends
+/// with the exact image or a named failure and the old image.
+@Suite struct EspressifOTATests {
+    @Test func messagesCarryTheXmodemCRCLittleEndian() throws {
+        #expect(EspressifCRC.of(Array("123456789".utf8)) == 0x31C3)
+        let start = EspressifCommand.start(length: 0x0001_2345).encode()
+        #expect(start.count == 20)
+        #expect(Array(start.prefix(6)) == [0x01, 0x00, 0x45, 0x23, 0x01, 0x00])
+        let crc = EspressifCRC.of(start.prefix(18))
+        #expect(start[18] == UInt8(crc & 0xFF) && start[19] == UInt8(crc >> 8))
+        #expect(try EspressifCommand(decoding: start[...]) == .start(length: 0x12345))
+        var damaged = start
+        damaged[3] ^= 1
+        #expect(throws: EspressifOTAError.self) { try EspressifCommand(decoding: damaged[...]) }
+        let ack = EspressifSectorAck(sector: 7, status: .sectorIndexError, expected: 5)
+        #expect(try EspressifSectorAck(decoding: ack.encode()[...]) == ack)
+        let packet = EspressifFirmwarePacket(sector: 2, sequence: 0xFF, data: [1, 2, 3], sectorCRC: 0xBEEF)
+        #expect(packet.encode() == [0x02, 0x00, 0xFF, 1, 2, 3, 0xEF, 0xBE])
+        #expect(try EspressifFirmwarePacket(decoding: packet.encode()[...]) == packet)
+    }
+
+    @Test func decodersNeverTrapOnAnyInput() {
+        var random = seededGenerator("espressif-decoders")
+        for _ in 0..<20_000 {
+            let bytes = (0..<Int.random(in: 0...40, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+            _ = try? EspressifCommand(decoding: bytes[...])
+            _ = try? EspressifCommandAck(decoding: bytes.dropFirst())
+            _ = try? EspressifFirmwarePacket(decoding: bytes[...])
+            _ = try? EspressifSectorAck(decoding: bytes[...])
+            _ = ESPAppImage.problem(bytes)
+        }
+    }
+
+    struct Run: Sendable {
+        var outcome: Result<UpdateReport, TransferError>
+        var running: [UInt8]
+        var factory: [UInt8]
+        var notes: [String]
+    }
+
+    func simulate(_ address: String, image: [UInt8], window: UInt8 = 3, tuning: TransferTuning = TransferTuning(),
+                  knobs: Set<TuningKnob> = []) async throws -> Run {
+        let parsed = try SimulatorAddress(parsing: address)
+        return try await SimulationRuntime.run { runtime in
+            let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
+            let factory = ESPAppImage.sample(Array("factory".utf8))
+            let device = EspressifOTADevice(partitionSize: 1 << 20, window: window, initialImage: factory)
+            await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, channelTagged: true))
+            let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
+            let events = SharedEvents()
+            let updater = EspressifOTAUpdater(context: HostContext(protocolName: EspressifOTAProtocol.name, connector: connector, clock: world.clock,
+                                                                   tuning: tuning, explicitKnobs: knobs) { events.append($0) })
+            let outcome: Result<UpdateReport, TransferError>
+            do throws(TransferError) {
+                outcome = .success(try await updater.flash(PreparedImage(bytes: image, version: "2", summary: "test"), mode: .confirm))
+            } catch { outcome = .failure(error) }
+            try? await world.clock.sleep(for: .seconds(2))
+            let run = Run(outcome: outcome, running: await device.running, factory: factory, notes: events.notes)
+            await world.shutDown()
+            return run
+        }
+    }
+
+    static func image(_ count: Int, seed: UInt64) -> [UInt8] {
+        var random = SeededRandom(seed: seed)
+        return ESPAppImage.sample((0..<count).map { _ in UInt8.random(in: 0...255, using: &random) })
+    }
+
+    @Test(arguments: ["sim://2m-dle", "sim://1m-no-dle-30ms", "sim://slow-flash", "sim://linux-bluez"])
+    func anUpdateLeavesTheExactImageRunning(_ address: String) async throws {
+        let image = Self.image(50_000, seed: 4)
+        let run = try await simulate(address, image: image)
+        let report = try run.outcome.get()
+        let exact = run.running == image
+        #expect(exact)
+        print("espressif \(address): \(report.totalSeconds) s, \(Int(report.goodput)) B/s, window \(report.tuning.window)")
+    }
+
+    @Test func aLegacyDeviceThatAnnouncesNoWindowGetsOneSectorAtATime() async throws {
+        let image = Self.image(20_000, seed: 5)
+        let run = try await simulate("sim://2m-dle", image: image, window: 0)
+        #expect(try run.outcome.get().tuning.window == 1)
+        let exact = run.running == image
+        #expect(exact)
+    }
+
+    @Test(arguments: ["loss=0.02", "loss=0.05", "notify-loss=0.05", "corrupt=0.02", "disconnect-at=30000", "power-loss-at=25000", "duplicate=0.05"])
+    func faultsEndWithTheExactImageOrTheOldOne(_ faults: String) async throws {
+        var succeeded = 0
+        for seed in 1...5 {
+            let image = Self.image(30_000, seed: UInt64(seed))
+            let run = try await simulate("sim://2m-dle?\(faults)&seed=\(seed)", image: image)
+            switch run.outcome {
+            case .success:
+                let exact = run.running == image
+                #expect(exact, "\(faults) seed \(seed)")
+                succeeded += 1
+            case .failure(let error):
+                let old = run.running == run.factory
+                #expect(old, "\(faults) seed \(seed): \(error)")
+                print("espressif \(faults) seed \(seed) failed cleanly: \(error)")
+            }
+        }
+        #expect(succeeded >= 4, "\(faults): \(succeeded) of 5")
+    }
+
+    @Test func anImageTheDeviceWouldRefuseIsRefusedBeforeConnecting() throws {
+        var image = Self.image(3000, seed: 6)
+        image[100] ^= 1
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("esp-\(UUID()).bin").path
+        FileManager.default.createFile(atPath: path, contents: Data(image))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        do {
+            _ = try EspressifOTAProtocol().prepareImage(ImageRequest(path: path))
+            Issue.record("a damaged image was accepted")
+        } catch {
+            #expect(error.message.contains("its appended SHA-256 does not match its bytes"), "\(error.message)")
+        }
+    }
+
+    @Test func anImageLargerThanThePartitionIsRefusedByTheDevice() async throws {
+        let run = try await simulate("sim://2m-dle", image: Self.image((1 << 20) + 100, seed: 7))
+        guard case .failure(let error) = run.outcome else { Issue.record("accepted"); return }
+        #expect(error.message.contains("refused START for"), "\(error)")
+        let old = run.running == run.factory
+        #expect(old)
+    }
+}
