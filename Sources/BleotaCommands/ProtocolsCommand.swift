@@ -8,6 +8,8 @@ struct ProtocolsCommand: AsyncParsableCommand {
         abstract: "List the update protocols this bleota knows: transports, capabilities, flash modes and what each tuning knob means.")
 
     @OptionGroup var global: GlobalOptions
+    @Option(name: .customLong("protocol-file"), help: ArgumentHelp("Also list the protocol this description (YAML) describes (repeatable).", valueName: "FILE"))
+    var protocolFiles: [String] = []
 
     struct Entry: Codable {
         var name: String

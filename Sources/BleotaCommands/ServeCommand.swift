@@ -36,6 +36,8 @@ struct ServeCommand: AsyncParsableCommand {
     }) var psm: UInt16?
     @Option(name: .long, help: "Fault: drop the first connection after this many bytes reached the device (to exercise resume).")
     var disconnectAt: Int?
+    @Option(name: .customLong("protocol-file"), help: ArgumentHelp("Also serve the protocol this description (YAML) describes (repeatable; protocols/ has Telink's and STM32WB's).", valueName: "FILE"))
+    var protocolFiles: [String] = []
     @Flag(help: "Advertise the first protocol's service and the name bleota-serve through the kernel's management interface (needs root; the kernel advertises again after each connection). Without it, advertising is left to the adapter's owner, e.g. btmgmt or bluetoothd.")
     var advertise = false
 

@@ -32,6 +32,20 @@ import Testing
         #expect(json["bytes"] as? Int == image.bytes.count)
     }
 
+    @Test func protocolsListsADescribedProtocolWithWhatItCanDo() throws {
+        let result = try BleotaProcess.run(["protocols", "--protocol-file", "protocols/stm32wb-ota.yaml", "--json"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let entries = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]])
+        let wb = try #require(entries.first { $0["name"] as? String == "stm32wb-ota" })
+        #expect((wb["summary"] as? String)?.contains("described in stm32wb-ota.yaml") == true)
+        #expect((wb["gattServices"] as? [String])?.contains { $0.lowercased().contains("0000fe20-cc7a-482a-984a-7f2ed5b3e58f") } == true, "\(wb)")
+        // The end activates, so a measurement would update the device: no tune.
+        let tune = try BleotaProcess.run(["tune", "--protocol-file", Self.telink, "--device", "sim://2m-dle?protocol-file=\(Self.telink)",
+                                          "--no-save", "--image", "samples/telink/telink-app-sample.bin"])
+        #expect(tune.status == 2, "\(tune.stderr)")
+        #expect(tune.stderr.contains("cannot tune"), "\(tune.stderr)")
+    }
+
     @Test func theAddressAloneNamesTheProtocol() throws {
         let image = try Self.telinkImage(seed: 12)
         defer { try? FileManager.default.removeItem(atPath: image.path) }

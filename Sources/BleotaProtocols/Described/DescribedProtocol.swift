@@ -36,7 +36,9 @@ public struct DescribedProtocol: UpdateProtocol {
                          imageFormats: description.image.formats)
     }
 
-    public var capabilities: ProtocolCapabilities { [.flash, .testTransfer] }
+    /// Test transfers (`tune`) only where a separate activate step lets bleota stop before
+    /// activation: a device whose end command activates would be updated by a measurement.
+    public var capabilities: ProtocolCapabilities { description.update.activate == nil ? [.flash] : [.flash, .testTransfer] }
 
     /// A described device takes only images: a test transfer sends one and stops before activating.
     public var testTransferNeedsImage: Bool { true }

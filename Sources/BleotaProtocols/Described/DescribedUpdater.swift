@@ -126,10 +126,11 @@ public struct DescribedUpdater: ProtocolHost {
             do throws(TryFailure) {
                 let variables: [String: UInt64]
                 (payloadSize, variables) = try await upload(bytes, on: link, pace: pace, statistics: &statistics)
+                recorder.enter(.verify)
+                // The end's answer comes once the device has taken every packet: the transfer lasts until then.
+                try await end(on: link, variables: variables)
                 uploaded = clock.now
                 transferTime += clock.now - began
-                recorder.enter(.verify)
-                try await end(on: link, variables: variables)
                 guard activate else { break }
                 link = try await activateAndConfirm(link, recorder: &recorder)
                 break

@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Wraps samples/firmware/blinky.bin (real Cortex-M code) in the containers three
+vendors' bootloaders check, so bleota's vendor protocols have images to flash in
+tests, the VM and the README. These are not builds of the vendors' SDKs: they
+carry exactly what the devices (and bleota's simulated devices) check.
+
+  samples/espressif/esp-app-sample.bin   ESP-IDF app header (magic 0xE9, hash_appended),
+                                         checksum byte padded to 16, SHA-256 appended
+  samples/telink/telink-app-sample.bin   5D 02 at 6, "KNLT" at 8, size at 0x18, CRC-32
+                                         without final XOR appended (pvvx's tl_check_fw.py rules)
+  samples/stm32wb/stm32wb-app-sample.bin pointer at 0x140 to the magic 0x94448A29 at the end,
+                                         the application linked at 0x08007000
+
+Run from the repository root: python3 scripts/make-vendor-samples.py
+"""
+import hashlib
+import os
+import struct
+import zlib
+
+root = os.path.join(os.path.dirname(__file__), "..")
+content = open(os.path.join(root, "samples/firmware/blinky.bin"), "rb").read()
+
+
+def write(path, data):
+    full = os.path.join(root, path)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    with open(full, "wb") as handle:
+        handle.write(data)
+    print(f"{path}: {len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()}")
+
+
+# ESP-IDF: a 24-byte header (magic, one segment, hash_appended = 1), the code, the checksum
+# byte ending on a 16-byte boundary, then the SHA-256 of everything before it.
+header = bytearray(24)
+header[0] = 0xE9
+header[1] = 1
+header[23] = 1
+esp = bytearray(header) + content
+while (len(esp) + 1) % 16:
+    esp.append(0)
+checksum = 0xEF
+for byte in content:
+    checksum ^= byte
+esp.append(checksum)
+esp += hashlib.sha256(esp).digest()
+write("samples/espressif/esp-app-sample.bin", bytes(esp))
+
+# Telink: the firmware-check flag, the boot mark, the size (with the CRC), padding to 16, the CRC.
+telink = bytearray(content[:0x20] if len(content) >= 0x20 else content.ljust(0x20, b"\xff")) + content[0x20:]
+telink[6:8] = b"\x5d\x02"
+telink[8:12] = b"KNLT"
+while len(telink) % 16:
+    telink.append(0xFF)
+telink[0x18:0x1C] = struct.pack("<I", len(telink) + 4)
+telink += struct.pack("<I", zlib.crc32(bytes(telink)) ^ 0xFFFFFFFF)
+write("samples/telink/telink-app-sample.bin", bytes(telink))
+
+# STM32WB: the code, the magic word at its end, a pointer to it at offset 0x140.
+wb = bytearray(content.ljust(0x144, b"\xff"))
+while len(wb) % 4:
+    wb.append(0xFF)
+wb[0x140:0x144] = struct.pack("<I", 0x08007000 + len(wb))
+wb += struct.pack("<I", 0x94448A29)
+write("samples/stm32wb/stm32wb-app-sample.bin", bytes(wb))
