@@ -24,7 +24,7 @@ import Foundation
 struct Options {
     var runs = 2000
     var seed: UInt64 = 1
-    var protocols = ["native", "smp", "nordic-dfu", "nordic-legacy"]
+    var protocols = ["native", "smp", "nordic-dfu", "nordic-legacy", "espressif-ota", "telink-ota"]
     var jobs = 2
     var json = false
     var verbose = false
@@ -40,7 +40,7 @@ struct Options {
             case "--json": json = true
             case "--verbose": verbose = true
             case "--help", "-h":
-                print("usage: bleota-fault-matrix [--runs N] [--seed S] [--protocol native|smp|nordic-dfu|nordic-legacy] [--jobs J] [--json] [--verbose]")
+                print("usage: bleota-fault-matrix [--runs N] [--seed S] [--protocol native|smp|nordic-dfu|nordic-legacy|espressif-ota|telink-ota] [--jobs J] [--json] [--verbose]")
                 exit(0)
             default:
                 FileHandle.standardError.write(Data("unknown option \(argument): see --help\n".utf8))
@@ -102,8 +102,11 @@ func runOne(index: Int, options: Options) async -> RunResult {
     let small = preset == "1m-no-dle-30ms" || preset == "slow-flash"
     let firmware = (0..<(small ? 6_000 : 20_000)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
     let address = fault.address(preset: preset, seed: random.next() % 1_000_000, imageSize: firmware.count, random: &random)
-    let registry = ProtocolRegistry.builtIn
-    guard let chosen = registry.named(protocolName), let parsed = try? SimulatorAddress(parsing: address + "&protocol=\(protocolName)") else {
+    // Telink's protocol as shipped: from its description (run from the repository's root).
+    let telink = try? DescribedProtocol(contentsOf: "protocols/telink-ota.yaml")
+    let registry = telink.map { ProtocolRegistry.builtIn.registering($0) } ?? .builtIn
+    guard let chosen = registry.named(protocolName),
+          let parsed = try? SimulatorAddress(parsing: address + "&protocol=\(protocolName)", registry: registry) else {
         return RunResult(protocolName: protocolName, fault: fault, outcome: .simulationError, address: address, detail: "bad address")
     }
     let image: PreparedImage
@@ -123,6 +126,12 @@ func runOne(index: Int, options: Options) async -> RunResult {
         newBytes = firmware
         let packet = NordicLegacyInitPacket(applicationVersion: 2, softDeviceRequirements: [0x00B6], imageCRC: NordicLegacyInitPacket.crc(of: firmware))
         image = PreparedImage(parts: [.init(name: "application", data: firmware, metadata: packet.encode())], version: "2", summary: "")
+    } else if protocolName == "espressif-ota" {
+        newBytes = ESPAppImage.sample(firmware)
+        image = PreparedImage(bytes: newBytes, version: "2", summary: "")
+    } else if let described = chosen as? DescribedProtocol {
+        newBytes = described.description.image.sample(firmware)
+        image = PreparedImage(bytes: newBytes, version: "2", summary: "")
     } else {
         newBytes = firmware
         image = PreparedImage(bytes: firmware, version: "2.0.0", summary: "")
@@ -134,6 +143,8 @@ func runOne(index: Int, options: Options) async -> RunResult {
             var old = (half as? SMPDevice)?.storage.snapshot.primary ?? (half as? NativeDevice)?.storage.snapshot.activeImage ?? []
             if let nordic = half as? NordicSecureDFUDevice { old = await nordic.flash.application ?? [] }
             if let legacy = half as? NordicLegacyDFUDevice { old = await legacy.flash.application ?? [] }
+            if let esp = half as? EspressifOTADevice { old = await esp.running }
+            if let described = half as? DescribedDevice { old = await described.running }
             await world.add(SimulatedDevice(address: Simulation.deviceAddress, half: half, model: parsed.model,
                                             channelTagged: chosen.identity.gattServices.contains { !$0.channels.isEmpty }))
             let connector = SimulatedConnector(world: world, address: Simulation.deviceAddress, description: address)
@@ -148,6 +159,13 @@ func runOne(index: Int, options: Options) async -> RunResult {
             }
             if let legacy = half as? NordicLegacyDFUDevice {
                 return (outcome, nordicState(await legacy.flash.application, await legacy.mode, old: old, new: newBytes))
+            }
+            if let esp = half as? EspressifOTADevice {
+                return (outcome, nordicState(await esp.running, .application, old: old, new: newBytes))
+            }
+            if let described = half as? DescribedDevice {
+                let running = await described.running
+                return (outcome, running.isEmpty ? .inBootloader : nordicState(running, await described.mode, old: old, new: newBytes))
             }
             return (outcome, deviceState(half, old: old, new: newBytes, version: image.version))
         }
@@ -178,7 +196,8 @@ func deviceState(_ half: any DeviceHalf, old: [UInt8], new: [UInt8], version: St
     return .other("unknown device")
 }
 
-/// A Nordic device: bank 0 holds the old or the new application, and it runs it or waits in its bootloader.
+/// A device with one application (a Nordic bank 0, an ESP32's boot partition, a described device):
+/// it holds the old or the new application, and runs it or waits in its bootloader.
 func nordicState(_ application: [UInt8]?, _ mode: DeviceMode, old: [UInt8], new: [UInt8]) -> DeviceState {
     if application == new { return mode == .application ? .newConfirmed : .inBootloader }
     if application == old { return mode == .application ? .old : .inBootloader }

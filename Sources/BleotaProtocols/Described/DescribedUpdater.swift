@@ -110,6 +110,13 @@ public struct DescribedUpdater: ProtocolHost {
         var transferTime = Duration.zero
         var payloadSize = 0
         var attempt = 0
+        var activationPossible = false
+        /// What the device runs after a failed update, as far as bleota can know.
+        func finalOutcome(inBootloader: Bool) -> DeviceOutcome {
+            if inBootloader { return .inBootloader }
+            if activationPossible || description.update.bootloaderErasesApplication { return .unknown }
+            return .oldImage("its old image")
+        }
         func slowDown(_ why: String) {
             pace.readEvery = pace.readEvery.map { max(1, $0 / 2) }
             pace.window = max(1, pace.window / 2)
@@ -122,11 +129,13 @@ public struct DescribedUpdater: ProtocolHost {
             recorder.enter(.transfer)
             let began = clock.now
             var uploaded: Duration?
+            var endSent = false
             let failure: TryFailure
             do throws(TryFailure) {
                 let variables: [String: UInt64]
                 (payloadSize, variables) = try await upload(bytes, on: link, pace: pace, statistics: &statistics)
                 recorder.enter(.verify)
+                endSent = true
                 // The end's answer comes once the device has taken every packet: the transfer lasts until then.
                 try await end(on: link, variables: variables)
                 uploaded = clock.now
@@ -143,7 +152,13 @@ public struct DescribedUpdater: ProtocolHost {
             case .dropped(let why):
                 statistics.reconnects += 1
                 await link.close()
-                guard attempt < tries else { throw TransferError(.linkLost, step: .transfer, "\(why), \(attempt) times: move closer to the device") }
+                // The end reached the device and no answer came back: it may have activated the image.
+                if endSent { activationPossible = true }
+                guard attempt < tries else {
+                    var error = TransferError(.linkLost, step: .transfer, "\(why), \(attempt) times: move closer to the device")
+                    error.outcome = finalOutcome(inBootloader: false)
+                    throw error
+                }
                 context.onEvent(.note("\(why): reconnecting"))
                 recorder.enter(.reconnect)
                 link = try await connect(.resume, step: .reconnect)
@@ -153,8 +168,7 @@ public struct DescribedUpdater: ProtocolHost {
                     await connection?.close()
                     var error = TransferError(.verificationFailed, step: .transfer,
                                               "the image did not arrive whole in \(attempt) tries (\(why)): try --delay 10ms, a smaller --window, or move closer to the device")
-                    error.outcome = connection == nil ? .unknown : .inBootloader
-                    if connection == nil, !description.update.bootloaderErasesApplication { error.outcome = .oldImage("its old image") }
+                    error.outcome = finalOutcome(inBootloader: connection != nil)
                     throw error
                 }
                 slowDown(why)

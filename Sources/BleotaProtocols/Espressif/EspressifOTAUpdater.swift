@@ -22,7 +22,9 @@ public struct EspressifOTAUpdater: ProtocolHost {
     var tries: Int { context.explicitKnobs.contains(.retries) ? max(1, context.tuning.maxRetries) : 4 }
 
     enum TryFailure: Error {
-        case retry(String)
+        /// Worth another connection; `sentAll` when every sector had gone out, so the device
+        /// may have taken the image whole and restarted into it.
+        case retry(String, sentAll: Bool = false)
         case final(TransferError)
     }
 
@@ -36,6 +38,7 @@ public struct EspressifOTAUpdater: ProtocolHost {
         var window = 1
         var packetData = 0
         var attempt = 0
+        var activationPossible = false
         var link = try await connect(.initial, step: .connect)
         while true {
             attempt += 1
@@ -50,11 +53,15 @@ public struct EspressifOTAUpdater: ProtocolHost {
             transferTime += clock.now - began
             await link.close()
             switch failure {
-            case .final(let error): throw error
-            case .retry(let why):
+            case .final(var error):
+                if activationPossible { error.outcome = .unknown }
+                throw error
+            case .retry(let why, let sentAll):
+                // The device reports nothing: once it may have had every sector, what it runs is unknown.
+                if sentAll { activationPossible = true }
                 guard attempt < tries else {
                     var error = TransferError(.linkLost, step: .transfer, "\(why), \(attempt) times: move closer to the device")
-                    error.outcome = .oldImage("its old image")
+                    error.outcome = activationPossible ? .unknown : .oldImage("its old image")
                     throw error
                 }
                 statistics.reconnects += 1
@@ -123,6 +130,8 @@ public struct EspressifOTAUpdater: ProtocolHost {
         if context.explicitKnobs.contains(.packetSize), let chosen = context.tuning.packetSize { data = min(data, chosen) }
         guard data > 2 else { throw .final(TransferError(.unsupported, step: .transfer, "the link's packets are too small for Espressif's 5 bytes of header and CRC")) }
         let sectors = (image.count + sectorSize - 1) / sectorSize
+        // Set once every sector has gone out (read where a dropped link is caught).
+        var sentEverySector = false
         guard sectors <= Int(UInt16.max) else { throw .final(TransferError(.badInput, step: .load, "the image has more sectors than a 16-bit index counts")) }
         do {
             var ack: EspressifCommandAck?
@@ -150,17 +159,22 @@ public struct EspressifOTAUpdater: ProtocolHost {
             var silent = 0
             var resyncs = 0
             var wentBackTo = -1
+            var stalled = 0
             var delay = context.explicitKnobs.contains(.delay) ? context.tuning.interPacketDelay : .zero
             while base < sectors {
                 while next < min(sectors, base + window) {
                     try await send(sector: next, of: image, data: data, delay: delay, on: link, statistics: &statistics, resend: next < highest)
                     next += 1
                     highest = max(highest, next)
+                    if highest >= sectors { sentEverySector = true }
                 }
+                // Answers that move nothing on, however many, end the try.
+                stalled += 1
+                guard stalled < 64 else { throw TryFailure.retry("\(device) made no progress in 64 answers and waits", sentAll: highest >= sectors) }
                 guard let packet = try await link.receive(within: context.explicitKnobs.contains(.ackTimeout) ? context.tuning.ackTimeout : timeouts.response, clock: clock) else {
                     statistics.ackTimeouts += 1
                     silent += 1
-                    guard silent < max(2, timeouts.attempts) else { throw TryFailure.retry("\(device) acknowledged no sector in \(silent) waits") }
+                    guard silent < max(2, timeouts.attempts) else { throw TryFailure.retry("\(device) acknowledged no sector in \(silent) waits", sentAll: highest >= sectors) }
                     next = base
                     continue
                 }
@@ -172,7 +186,10 @@ public struct EspressifOTAUpdater: ProtocolHost {
                 switch sectorAck.status {
                 case .success:
                     resyncs = 0
-                    if acked >= base { base = acked + 1 }
+                    if acked >= base {
+                        base = acked + 1
+                        stalled = 0
+                    }
                     next = max(next, base)
                     context.onEvent(.progress(TransferProgress(bytesAcknowledged: min(image.count, base * sectorSize), totalBytes: image.count,
                                                               packetsSent: statistics.packetsSent, packetsResent: statistics.packetsResent,
@@ -185,7 +202,7 @@ public struct EspressifOTAUpdater: ProtocolHost {
                     if sectorAck.status == .sectorIndexError, from == wentBackTo, acked != from { continue }
                     guard from >= base, from < next else { continue }
                     resyncs += 1
-                    guard resyncs <= 10 else { throw TryFailure.retry("\(device) answered \(sectorAck.status) ten times in a row") }
+                    guard resyncs <= 10 else { throw TryFailure.retry("\(device) answered \(sectorAck.status) ten times in a row", sentAll: highest >= sectors) }
                     statistics.packetsLost += 1
                     next = from
                     wentBackTo = from
@@ -201,9 +218,9 @@ public struct EspressifOTAUpdater: ProtocolHost {
         } catch let failure as TryFailure {
             throw failure
         } catch let error as LinkError {
-            throw .retry("the link dropped during the transfer (\(error))")
+            throw .retry("the link dropped during the transfer (\(error))", sentAll: sentEverySector)
         } catch {
-            throw .retry("the transfer was interrupted")
+            throw .retry("the transfer was interrupted", sentAll: sentEverySector)
         }
     }
 
