@@ -10,6 +10,8 @@ carry exactly what the devices (and bleota's simulated devices) check.
                                          without final XOR appended (pvvx's tl_check_fw.py rules)
   samples/stm32wb/stm32wb-app-sample.bin pointer at 0x140 to the magic 0x94448A29 at the end,
                                          the application linked at 0x08007000
+  samples/suota/da1469x-app-sample.img   DA1469x mkimage layout: "Qq", code size, CRC-32 of the
+                                         code, version "2.0.0", timestamp, the code at 0x400
 
 Run from the repository root: python3 scripts/make-vendor-samples.py
 """
@@ -63,3 +65,8 @@ while len(wb) % 4:
 wb[0x140:0x144] = struct.pack("<I", 0x08007000 + len(wb))
 wb += struct.pack("<I", 0x94448A29)
 write("samples/stm32wb/stm32wb-app-sample.bin", bytes(wb))
+
+# DA1469x (SDK10 suota.h): "Qq", size, CRC-32 of the code, version[16], timestamp, pointer_to_ivt;
+# the header extension up to the code at 0x400.
+header = b"Qq" + struct.pack("<II", len(content), zlib.crc32(content)) + b"2.0.0".ljust(16, b"\0") + struct.pack("<II", 2, 0x400)
+write("samples/suota/da1469x-app-sample.img", header.ljust(0x400, b"\xff") + content)

@@ -24,7 +24,7 @@ import Foundation
 struct Options {
     var runs = 2000
     var seed: UInt64 = 1
-    var protocols = ["native", "smp", "nordic-dfu", "nordic-legacy", "espressif-ota", "telink-ota"]
+    var protocols = ["native", "smp", "nordic-dfu", "nordic-legacy", "espressif-ota", "suota", "telink-ota"]
     var jobs = 2
     var json = false
     var verbose = false
@@ -40,7 +40,7 @@ struct Options {
             case "--json": json = true
             case "--verbose": verbose = true
             case "--help", "-h":
-                print("usage: bleota-fault-matrix [--runs N] [--seed S] [--protocol native|smp|nordic-dfu|nordic-legacy|espressif-ota|telink-ota] [--jobs J] [--json] [--verbose]")
+                print("usage: bleota-fault-matrix [--runs N] [--seed S] [--protocol native|smp|nordic-dfu|nordic-legacy|espressif-ota|suota|telink-ota] [--jobs J] [--json] [--verbose]")
                 exit(0)
             default:
                 FileHandle.standardError.write(Data("unknown option \(argument): see --help\n".utf8))
@@ -55,7 +55,10 @@ enum FaultClass: String, CaseIterable, Codable {
     case clean, loss1to5 = "loss 1-5 %", loss10 = "loss 10 %", loss20 = "loss 20 %", loss50 = "loss 50 %"
     case notificationLoss = "notification loss", corruption, duplication, disconnect, powerLoss = "power loss", reboot, mixed
 
-    func address(preset: String, seed: UInt64, imageSize: Int, random: inout SeededRandom) -> String {
+    /// `corruptible`: false for a protocol whose device takes part of the image unchecked (SUOTA's CRC
+    /// covers the code only), which then meets no corruption: a flipped bit there is installed on the
+    /// real chip too, and a real link's CRC-24 is what keeps it out.
+    func address(preset: String, seed: UInt64, imageSize: Int, corruptible: Bool = true, random: inout SeededRandom) -> String {
         func at() -> Int { Int(random.next() % UInt64(max(1, imageSize))) + 200 }
         let keys: String
         switch self {
@@ -70,7 +73,7 @@ enum FaultClass: String, CaseIterable, Codable {
         case .disconnect: keys = "&disconnect-at=\(at())"
         case .powerLoss: keys = "&power-loss-at=\(at())"
         case .reboot: keys = "&reboot-at=\(at())"
-        case .mixed: keys = "&loss=0.05&notify-loss=0.05&duplicate=0.02&corrupt=0.002&disconnect-at=\(at())"
+        case .mixed: keys = "&loss=0.05&notify-loss=0.05&duplicate=0.02\(corruptible ? "&corrupt=0.002" : "")&disconnect-at=\(at())"
         }
         return "sim://\(preset)?seed=\(seed)\(keys)"
     }
@@ -97,11 +100,13 @@ enum DeviceState: Equatable { case old, newConfirmed, newUnconfirmed, inBootload
 func runOne(index: Int, options: Options) async -> RunResult {
     var random = SeededRandom(seed: options.seed &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(index))
     let protocolName = options.protocols[index % options.protocols.count]
-    let fault = FaultClass.allCases[Int(random.next() % UInt64(FaultClass.allCases.count))]
+    let corruptible = protocolName != "suota"
+    let classes = corruptible ? FaultClass.allCases : FaultClass.allCases.filter { $0 != .corruption }
+    let fault = classes[Int(random.next() % UInt64(classes.count))]
     let preset = presets[Int(random.next() % UInt64(presets.count))]
     let small = preset == "1m-no-dle-30ms" || preset == "slow-flash"
     let firmware = (0..<(small ? 6_000 : 20_000)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
-    let address = fault.address(preset: preset, seed: random.next() % 1_000_000, imageSize: firmware.count, random: &random)
+    let address = fault.address(preset: preset, seed: random.next() % 1_000_000, imageSize: firmware.count, corruptible: corruptible, random: &random)
     // Telink's protocol as shipped: from its description (run from the repository's root).
     let telink = try? DescribedProtocol(contentsOf: "protocols/telink-ota.yaml")
     let registry = telink.map { ProtocolRegistry.builtIn.registering($0) } ?? .builtIn
@@ -129,6 +134,9 @@ func runOne(index: Int, options: Options) async -> RunResult {
     } else if protocolName == "espressif-ota" {
         newBytes = ESPAppImage.sample(firmware)
         image = PreparedImage(bytes: newBytes, version: "2", summary: "")
+    } else if protocolName == "suota" {
+        newBytes = SUOTAImageHeader.sample(firmware, version: "2.0.0", timestamp: 2)
+        image = PreparedImage(bytes: newBytes, version: "2", summary: "")
     } else if let described = chosen as? DescribedProtocol {
         newBytes = described.description.image.sample(firmware)
         image = PreparedImage(bytes: newBytes, version: "2", summary: "")
@@ -144,6 +152,7 @@ func runOne(index: Int, options: Options) async -> RunResult {
             if let nordic = half as? NordicSecureDFUDevice { old = await nordic.flash.application ?? [] }
             if let legacy = half as? NordicLegacyDFUDevice { old = await legacy.flash.application ?? [] }
             if let esp = half as? EspressifOTADevice { old = await esp.running }
+            if let suota = half as? SUOTADevice { old = await suota.running }
             if let described = half as? DescribedDevice { old = await described.running }
             await world.add(SimulatedDevice(address: Simulation.deviceAddress, half: half, model: parsed.model,
                                             channelTagged: chosen.identity.gattServices.contains { !$0.channels.isEmpty }))
@@ -162,6 +171,9 @@ func runOne(index: Int, options: Options) async -> RunResult {
             }
             if let esp = half as? EspressifOTADevice {
                 return (outcome, nordicState(await esp.running, .application, old: old, new: newBytes))
+            }
+            if let suota = half as? SUOTADevice {
+                return (outcome, nordicState(await suota.running, .application, old: old, new: newBytes))
             }
             if let described = half as? DescribedDevice {
                 let running = await described.running

@@ -1,0 +1,203 @@
+import BleotaCodec
+import BleotaEngine
+import BleotaLink
+
+/// A DA1469x with Renesas' SUOTA 1.3 service over GATT (SDK10 `dlg_suota.c`,
+/// as its DA1468x and UART ports show it) — the device half of ``SUOTAProtocol``.
+///
+/// As the firmware does: MEM_DEV 0x13… starts an image upload (IMG_STARTED),
+/// any other memory type is refused (INVAL_MEM_TYPE); PATCH_DATA bytes collect
+/// into blocks of PATCH_LEN, each acknowledged CMP_OK, more than PATCH_LEN in a
+/// block is PATCH_LEN_ERR; the first block's header must carry "Qq" and a size
+/// the partition holds (INVAL_IMG_HDR, INVAL_IMG_SIZE), and not the version and
+/// timestamp the device already runs (SAME_IMG_ERR); END checks the CRC-32 of
+/// the code (CMP_OK or CRC_ERR) and, when it matches, commits the new header;
+/// REBOOT restarts the device. Any disconnect during an upload restarts it too
+/// (DA1468x's rule). At every start the bootloader installs a committed image:
+/// before a good END the old image keeps running, after it the new one runs,
+/// whatever restarted the device.
+///
+/// The CRC-32 covers the code only, as on the real chips: the header's version
+/// and timestamp and its extension are taken as they arrive.
+public actor SUOTADevice: DeviceHalf {
+    public nonisolated let partitionSize: Int
+    public nonisolated let patchDataSize: UInt16
+    public private(set) var running: [UInt8]
+    public private(set) var updates = 0
+    private var upload: Upload?
+    /// An image whose header END committed: the bootloader installs it at the next start.
+    private var committed: [UInt8]?
+
+    struct Upload {
+        var patchLength = 0
+        var block: [UInt8] = []
+        var received: [UInt8] = []
+        var header: SUOTAImageHeader?
+        var verified = false
+        var failed = false
+    }
+
+    public init(partitionSize: Int, patchDataSize: UInt16 = 244, initialImage: [UInt8]) {
+        self.partitionSize = partitionSize
+        self.patchDataSize = patchDataSize
+        running = initialImage
+    }
+
+    public var mode: DeviceMode { .application }
+
+    public var runningVersion: String { "\(running.count) bytes (SHA-256 \(SHA256Digest.hash(running).hexString))" }
+
+    public var readableValues: [UInt8: [UInt8]] {
+        [SUOTAChannel.version.rawValue: [13], SUOTAChannel.patchDataSize.rawValue: SUOTAWire.u16(patchDataSize),
+         SUOTAChannel.mtu.rawValue: SUOTAWire.u16(247), SUOTAChannel.memoryInfo.rawValue: SUOTAWire.u32(0),
+         SUOTAChannel.memoryDevice.rawValue: SUOTAWire.u32(0), SUOTAChannel.gpioMap.rawValue: SUOTAWire.u32(0),
+         SUOTAChannel.patchLength.rawValue: SUOTAWire.u16(0), SUOTAChannel.status.rawValue: [0]]
+    }
+
+    public func powerCycle() {
+        upload = nil
+        if let committed {
+            running = committed
+            updates += 1
+            self.committed = nil
+        }
+    }
+
+    public func serve(_ link: any Link, environment: DeviceEnvironment) async {
+        upload = nil
+        while true {
+            let packet: [UInt8]
+            do { packet = try await link.receive() } catch {
+                // A disconnect during an upload restarts the device; the old image still boots.
+                if upload != nil {
+                    upload = nil
+                    await environment.reboot(RebootRequest())
+                }
+                return
+            }
+            let cost = environment.processingTime(packet.count)
+            if cost > .zero { try? await environment.clock.sleep(for: cost) }
+            if packet == ChannelPacket.directoryQuery {
+                do { try await link.send(ChannelPacket.directory(SUOTAChannel.allCases.map(\.rawValue))) } catch { return }
+                continue
+            }
+            guard let (number, payload) = ChannelPacket.split(packet), let channel = SUOTAChannel(rawValue: number) else { continue }
+            do throws(LinkError) {
+                if payload.isEmpty, channel.gattChannel.readable {
+                    try await link.send(ChannelPacket.tag(number, read(channel)))
+                    continue
+                }
+                switch channel {
+                case .memoryDevice:
+                    if let reboot = try await memoryDevice(payload, link: link) {
+                        await environment.reboot(reboot)
+                        return
+                    }
+                case .patchLength:
+                    guard payload.count == 2, upload != nil else { continue }
+                    upload?.patchLength = Int(SUOTAWire.read(payload)!)
+                case .patchData:
+                    try await patchData(payload, link: link, environment: environment)
+                case .gpioMap, .memoryInfo, .status, .version, .patchDataSize, .mtu:
+                    break
+                }
+            } catch { return }
+        }
+    }
+
+    private func read(_ channel: SUOTAChannel) -> [UInt8] {
+        switch channel {
+        case .memoryInfo: SUOTAWire.u32(UInt32((upload?.received.count ?? 0) + (upload?.block.count ?? 0)))
+        case .patchLength: SUOTAWire.u16(UInt16(clamping: upload?.patchLength ?? 0))
+        default: readableValues[channel.rawValue] ?? []
+        }
+    }
+
+    private func notify(_ status: SUOTAStatus, _ link: any Link) async throws(LinkError) {
+        try await link.send(ChannelPacket.tag(SUOTAChannel.status.rawValue, [status.rawValue]))
+    }
+
+    private func memoryDevice(_ payload: ArraySlice<UInt8>, link: any Link) async throws(LinkError) -> RebootRequest? {
+        guard payload.count == 4, let value = SUOTAWire.read(payload) else { return nil }
+        switch SUOTAMemoryCommand(value: value) {
+        case .spiFlash:
+            upload = Upload()
+            committed = nil
+            try await notify(.imageStarted, link)
+        case .other:
+            try await notify(.invalidMemoryType, link)
+        case .abort:
+            upload = nil
+            try await notify(.serviceExit, link)
+        case .end:
+            guard var current = upload, !current.failed, let header = current.header else {
+                try await notify(.crcError, link)
+                return nil
+            }
+            let end = Int(header.codeOffset) + Int(header.codeSize)
+            // Trailing bytes (the XOR byte hosts append) are ignored, as on DA1468x/DA1469x.
+            guard current.received.count >= end,
+                  CRC32.checksum(current.received[Int(header.codeOffset)..<end]) == header.crc else {
+                current.failed = true
+                upload = current
+                try await notify(.crcError, link)
+                return nil
+            }
+            current.verified = true
+            current.received = Array(current.received.prefix(end))
+            upload = current
+            committed = current.received
+            try await notify(.completeOK, link)
+        case .reboot:
+            upload = nil
+            return RebootRequest()
+        }
+        return nil
+    }
+
+    private func patchData(_ payload: ArraySlice<UInt8>, link: any Link, environment: DeviceEnvironment) async throws(LinkError) {
+        guard var current = upload, !current.failed, !current.verified else { return }
+        defer { upload = current }
+        guard current.patchLength > 0 else {
+            current.failed = true
+            try await notify(.patchLengthError, link)
+            return
+        }
+        current.block += payload
+        guard current.block.count <= current.patchLength else {
+            current.failed = true
+            try await notify(.patchLengthError, link)
+            return
+        }
+        guard current.block.count == current.patchLength else { return }
+        let block = current.block
+        current.block = []
+        if current.header == nil {
+            let header: SUOTAImageHeader
+            do { header = try SUOTAImageHeader(decoding: block) } catch {
+                current.failed = true
+                try await notify(.invalidImageHeader, link)
+                return
+            }
+            guard header.codeSize > 0, Int(header.codeOffset) + Int(header.codeSize) <= partitionSize else {
+                current.failed = true
+                try await notify(.invalidImageSize, link)
+                return
+            }
+            if let running = try? SUOTAImageHeader(decoding: running), running.version == header.version, running.timestamp == header.timestamp {
+                current.failed = true
+                try await notify(.sameImage, link)
+                return
+            }
+            current.header = header
+        }
+        guard current.received.count + block.count <= partitionSize + 1 else {
+            current.failed = true
+            try await notify(.externalMemoryWriteError, link)
+            return
+        }
+        if environment.writeTimePerByte > .zero { try? await environment.clock.sleep(for: environment.writeTimePerByte * block.count) }
+        current.received += block
+        try await notify(.completeOK, link)
+    }
+}

@@ -1,0 +1,231 @@
+import BleotaCodec
+import BleotaEngine
+import BleotaLink
+
+/// The host half of ``SUOTAProtocol`` over GATT: read the 1.3 characteristics
+/// → MEM_DEV 0x13000000 (IMG_STARTED) → PATCH_LEN → each block in PATCH_DATA
+/// writes, acknowledged CMP_OK → END (CMP_OK, or CRC_ERR) → REBOOT → the device
+/// seen back.
+///
+/// SUOTA cannot resend inside an upload: a write lost in a block leaves the
+/// device waiting for bytes that the next block then fills, so a block not
+/// acknowledged in time, a CRC_ERR at END or a dropped link (which restarts
+/// the device with its old image) start the upload over from MEM_DEV, with
+/// smaller blocks and a pause per write, up to `retries` times.
+public struct SUOTAUpdater: ProtocolHost {
+    public let context: HostContext
+    var clock: any BleotaClock { context.clock }
+    var timeouts: StepTimeouts { context.timeouts }
+    var device: String { context.connector.description }
+
+    public init(context: HostContext) { self.context = context }
+
+    var tries: Int { context.explicitKnobs.contains(.retries) ? max(1, context.tuning.maxRetries) : 4 }
+
+    enum TryFailure: Error {
+        /// Worth another upload from the start.
+        case retry(String)
+        /// SAME_IMG_ERR: the device runs an image of this version and timestamp.
+        case alreadyInstalled(TransferError)
+        case final(TransferError)
+    }
+
+    struct Pace {
+        var chunksPerBlock: Int
+        var delay: Duration
+    }
+
+    public func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
+        let file = prepared.bytes
+        // SuotaLib's habit, kept: one byte, the XOR of the file, follows it (DA1458x checks it; later chips ignore it).
+        let image = file + [file.reduce(UInt8(0), ^)]
+        var recorder = context.recorder("flash")
+        recorder.beginQuietly(.load)
+        recorder.enter(.connect)
+        var statistics = TransferStatistics()
+        var transferTime = Duration.zero
+        var pace = Pace(chunksPerBlock: context.explicitKnobs.contains(.window) ? max(1, context.tuning.window) : 6,
+                        delay: context.explicitKnobs.contains(.delay) ? context.tuning.interPacketDelay : .zero)
+        var chunk = 0
+        var attempt = 0
+        var endSent = false
+        var link = try await connect(.initial, step: .connect)
+        attempts: while true {
+            attempt += 1
+            recorder.enter(.transfer)
+            let began = clock.now
+            do throws(TryFailure) {
+                chunk = try await upload(image, on: link, pace: pace, statistics: &statistics)
+                recorder.enter(.verify)
+                endSent = true
+                try await command(.end, expecting: .completeOK, on: link, step: .verify, within: timeouts.verify)
+                transferTime += clock.now - began
+                break
+            } catch {
+                transferTime += clock.now - began
+                switch error {
+                case .alreadyInstalled(let failure):
+                    await abort(link)
+                    // An earlier END whose answer was lost took: the device restarted into the image.
+                    guard endSent else { throw failure }
+                    context.onEvent(.note("\(device) already runs this image: the END of an earlier try took, though its answer was lost"))
+                    link = try await connect(.resume, step: .reconnect)
+                    break attempts
+                case .final(let failure):
+                    await abort(link)
+                    throw failure
+                case .retry(let why):
+                    await abort(link)
+                    guard attempt < tries else {
+                        var failure = TransferError(.verificationFailed, step: .transfer,
+                                                    "the image did not arrive whole in \(attempt) tries (\(why)): try --delay 10ms or move closer to the device")
+                        // After an END whose answer was lost the device may have committed the image.
+                        failure.outcome = endSent ? .unknown : .oldImage("its old image")
+                        throw failure
+                    }
+                    pace.chunksPerBlock = max(1, pace.chunksPerBlock / 2)
+                    if !context.explicitKnobs.contains(.delay) { pace.delay = min(.milliseconds(40), max(.milliseconds(2), pace.delay * 2)) }
+                    statistics.reconnects += 1
+                    context.onEvent(.note("\(why); starting the upload again with smaller blocks"))
+                    recorder.enter(.reconnect)
+                    link = try await connect(.resume, step: .reconnect)
+                }
+            }
+        }
+        recorder.enter(.activate)
+        try? await link.send(ChannelPacket.tag(SUOTAChannel.memoryDevice.rawValue, SUOTAMemoryCommand.reboot.encode()))
+        await awaitDisconnect(link, clock: clock, timeout: timeouts.response)
+        recorder.enter(.confirm)
+        let back: any Link
+        do { back = try await context.connector.connect(for: .application, timeout: timeouts.reboot) } catch {
+            var failure = TransferError(.linkLost, step: .confirm, "\(device) did not come back after REBOOT: \(error)")
+            failure.outcome = .unknown
+            throw failure
+        }
+        await back.close()
+        recorder.versionAfter = prepared.version
+        var tuning = context.tuning
+        tuning.window = pace.chunksPerBlock
+        tuning.packetSize = chunk
+        tuning.interPacketDelay = pace.delay
+        return recorder.finish(bytes: file.count, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: chunk, elapsed: transferTime),
+                               statistics: statistics, tuning: tuning)
+    }
+
+    func connect(_ purpose: ConnectPurpose, step: UpdateStep) async throws(TransferError) -> any Link {
+        do {
+            return try await context.connector.connect(for: purpose, timeout: purpose == .initial ? timeouts.connect : timeouts.reboot)
+        } catch {
+            throw TransferError(.linkLost, step: step, "cannot reach \(device): \(error)")
+        }
+    }
+
+    /// MEM_DEV 0xFF000000, then the link closed: the device leaves SUOTA (or restarts, having lost the link).
+    func abort(_ link: any Link) async {
+        try? await link.send(ChannelPacket.tag(SUOTAChannel.memoryDevice.rawValue, SUOTAMemoryCommand.abort.encode()))
+        await link.close()
+    }
+
+    /// Reads a readable characteristic; nil when the device lacks it or does not answer.
+    func read(_ channel: SUOTAChannel, on link: any Link) async throws(LinkError) -> [UInt8]? {
+        try await link.send(ChannelPacket.tag(channel.rawValue, []))
+        let deadline = clock.now + timeouts.response
+        while deadline > clock.now, let packet = try await link.receive(within: deadline - clock.now, clock: clock) {
+            if let (number, value) = ChannelPacket.split(packet), number == channel.rawValue { return Array(value) }
+        }
+        return nil
+    }
+
+    /// The next SERV_STATUS notification, or nil after `timeout`.
+    func status(on link: any Link, within timeout: Duration) async throws(LinkError) -> UInt8? {
+        let deadline = clock.now + timeout
+        while deadline > clock.now, let packet = try await link.receive(within: deadline - clock.now, clock: clock) {
+            if let (number, value) = ChannelPacket.split(packet), number == SUOTAChannel.status.rawValue, value.count == 1 { return value.first }
+        }
+        return nil
+    }
+
+    /// A MEM_DEV command and the status it must bring; another status is the device's refusal.
+    func command(_ command: SUOTAMemoryCommand, expecting expected: SUOTAStatus, on link: any Link, step: UpdateStep,
+                 within timeout: Duration) async throws(TryFailure) {
+        do {
+            try await link.send(ChannelPacket.tag(SUOTAChannel.memoryDevice.rawValue, command.encode()))
+            guard let status = try await status(on: link, within: timeout) else {
+                throw TryFailure.retry("\(device) did not answer MEM_DEV 0x\(String(command.value, radix: 16, uppercase: true))")
+            }
+            guard status == expected.rawValue else { throw refusal(status, step: step) }
+        } catch let failure as TryFailure {
+            throw failure
+        } catch {
+            throw TryFailure.retry("the link dropped (\(error))")
+        }
+    }
+
+    /// A status other than the one expected: a lost write (CRC_ERR, PATCH_LEN_ERR) is worth another try, a refusal is final.
+    func refusal(_ raw: UInt8, step: UpdateStep) -> TryFailure {
+        switch SUOTAStatus(rawValue: raw) {
+        case .crcError?, .patchLengthError?:
+            return .retry("\(device) answered \(SUOTAStatus.name(raw))")
+        case .sameImage?:
+            var failure = TransferError(.deviceRefused, step: step, "\(device) refused the update: \(SUOTAStatus.name(raw)): nothing to do")
+            failure.outcome = .newImageConfirmed
+            return .alreadyInstalled(failure)
+        default:
+            return .final(TransferError(.deviceRefused, step: step, "\(device) refused the update: \(SUOTAStatus.name(raw))"))
+        }
+    }
+
+    /// MEM_DEV, PATCH_LEN and every block; returns the bytes per PATCH_DATA write.
+    func upload(_ image: [UInt8], on link: any Link, pace: Pace, statistics: inout TransferStatistics) async throws(TryFailure) -> Int {
+        do {
+            let advertised = try await read(.patchDataSize, on: link).flatMap { SUOTAWire.read($0) }.map(Int.init)
+            // Without SUOTA 1.3's PATCH_DATA_CHAR_SIZE, 20 bytes, as every host does.
+            var chunk = min(advertised ?? 20, link.parameters.maximumPayload - 1)
+            if context.explicitKnobs.contains(.packetSize), let chosen = context.tuning.packetSize { chunk = min(chunk, chosen) }
+            guard chunk > 0 else { throw TryFailure.final(TransferError(.unsupported, step: .transfer, "the link carries no PATCH_DATA bytes")) }
+            try await command(.spiFlash(bank: 0), expecting: .imageStarted, on: link, step: .transfer, within: timeouts.response)
+            // The first block holds the whole header (the device checks it there).
+            let block = max(chunk * pace.chunksPerBlock, SUOTAImageHeader.size)
+            var currentLength = -1
+            var offset = 0
+            while offset < image.count {
+                let length = min(block, image.count - offset)
+                if length != currentLength {
+                    try await link.send(ChannelPacket.tag(SUOTAChannel.patchLength.rawValue, SUOTAWire.u16(UInt16(length))))
+                    currentLength = length
+                }
+                var sent = 0
+                while sent < length {
+                    let size = min(chunk, length - sent)
+                    try await link.send(ChannelPacket.tag(SUOTAChannel.patchData.rawValue, image[(offset + sent)..<(offset + sent + size)]))
+                    statistics.packetsSent += 1
+                    statistics.bytesOnWire += size
+                    sent += size
+                    if pace.delay > .zero { try? await clock.sleep(for: pace.delay) }
+                }
+                guard let status = try await status(on: link, within: timeouts.response) else {
+                    statistics.ackTimeouts += 1
+                    throw TryFailure.retry("\(device) did not acknowledge the block at byte \(offset) (a write was lost)")
+                }
+                guard status == SUOTAStatus.completeOK.rawValue else { throw refusal(status, step: .transfer) }
+                statistics.acknowledgements += 1
+                offset += length
+                context.onEvent(.progress(TransferProgress(bytesAcknowledged: min(offset, image.count - 1), totalBytes: image.count - 1,
+                                                          packetsSent: statistics.packetsSent, packetsResent: statistics.packetsResent,
+                                                          packetsLost: statistics.packetsLost, elapsed: .zero, window: pace.chunksPerBlock,
+                                                          interPacketDelay: pace.delay)))
+            }
+            // The status byte names no block, so a doubled write or a late CMP_OK can pass for a block's
+            // answer; the byte count the device keeps cannot (SUOTA 1.3's MEM_INFO). The read also
+            // lets every earlier notification arrive, so END's answer is END's.
+            if let counted = try await read(.memoryInfo, on: link).flatMap({ SUOTAWire.read($0) }), Int(counted) != image.count {
+                throw TryFailure.retry("\(device) counted \(counted) bytes where bleota sent \(image.count)")
+            }
+            return chunk
+        } catch let failure as TryFailure {
+            throw failure
+        } catch {
+            throw TryFailure.retry("the link dropped during the transfer (\(error))")
+        }
+    }
+}
