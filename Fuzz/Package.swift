@@ -39,6 +39,8 @@ let fuzzers: [(name: String, dependencies: [Target.Dependency])] = [
     ("FuzzNordicPackage", [protocols]),
     ("FuzzNordicBootloaders", [codec, protocols]),
     ("FuzzNordicSerial", [codec, protocols]),
+    ("FuzzProtocolDescription", [codec, protocols]),
+    ("FuzzVendorMessages", [codec, protocols]),
 ]
 
 let package = Package(

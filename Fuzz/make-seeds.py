@@ -283,6 +283,38 @@ seed("FuzzNordicSerial", "hci-start", bytes.fromhex("d14e01e00300000004000000000
 seed("FuzzNordicSerial", "slip-escapes", b"\x60\x06\x01\xdb\xdc\x00\x10\x00\x00\xdb\xdd\x00\x00\x00\x00\x00\x00\x00")
 seed("FuzzNordicSerial", "legacy-receipt", b"\x11\xd0\x07\x00\x00")
 seed("FuzzNordicSerial", "legacy-init", legacy_init)
+for name in sorted(os.listdir(path("protocols"))):
+    if name.endswith(".yaml"):
+        seed("FuzzProtocolDescription", name, read("protocols", name))
+seed("FuzzProtocolDescription", "minimal", b"bleota-protocol: 1\nname: m\nservice: 1234\ncharacteristics: {d: {uuid: 1235, write: command}}\n"
+     b"messages: {d: {characteristic: d, fields: [{u16: index}, payload, {crc16: modbus}]}, e: {characteristic: d, fields: [{bytes: \"02\"}]}}\n"
+     b"update: {end: {send: e}}\ntransfer: {packet: d, flow: {mode: none}}\n")
+
+
+def xmodem(data):
+    crc = 0
+    for byte in data:
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc
+
+
+def espressif(body):
+    body = body.ljust(18, b"\0")
+    return body + struct.pack("<H", xmodem(body))
+
+
+seed("FuzzVendorMessages", "esp-start", espressif(b"\x01\x00" + struct.pack("<I", 20000)))
+seed("FuzzVendorMessages", "esp-stop", espressif(b"\x02\x00"))
+seed("FuzzVendorMessages", "esp-ack", espressif(b"\x03\x00\x01\x00\x00\x00\x03"))
+seed("FuzzVendorMessages", "esp-sector-ack", espressif(b"\x05\x00\x02\x00\x04\x00"))
+seed("FuzzVendorMessages", "esp-last-packet", b"\x01\x00\xff" + bytes(range(20)) + b"\x34\x12")
+seed("FuzzVendorMessages", "esp-image", read("samples", "espressif", "esp-app-sample.bin")[:300])
+seed("FuzzVendorMessages", "suota-header", read("samples", "suota", "da1469x-app-sample.img")[:64])
+seed("FuzzVendorMessages", "suota-mem-dev", b"\x00\x00\x00\x13")
+
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:

@@ -7,6 +7,30 @@ import Testing
 /// Inputs the fuzzers in Fuzz/ found (README "Fuzzing"), each fed to what
 /// trapped or misbehaved on it, so the fix stays fixed.
 @Suite struct FuzzRegressionTests {
+    /// An image check's marker with an odd number of hex digits trapped the description reader
+    /// (FuzzProtocolDescription): it stepped two characters at a time past the end.
+    @Test(arguments: ["4b 4ec 4154", "4", "4b 4é", "zz"])
+    func aMarkerOfOddOrForeignDigitsIsAnErrorNamingItsLine(_ marker: String) throws {
+        let yaml = """
+            bleota-protocol: 1
+            name: m
+            service: 1234
+            characteristics: {d: {uuid: 1235, write: command}}
+            messages:
+              d: {characteristic: d, fields: [{u16: index}, payload]}
+              e: {characteristic: d, fields: [{bytes: "02"}]}
+            image:
+              checks:
+                - {marker: "\(marker)", at: 8}
+            update: {end: {send: e}}
+            transfer: {packet: d, flow: {mode: none}}
+            """
+        #expect(throws: ProtocolDescriptionError.self) { try ProtocolDescription(yaml: yaml, source: "m.yaml") }
+        do { _ = try ProtocolDescription(yaml: yaml, source: "m.yaml") } catch {
+            #expect(error.description.hasPrefix("m.yaml:10: image.checks[0].marker: "), "\(error)")
+        }
+    }
+
     /// A file-hash request with a negative `len` trapped the SMP device
     /// (FuzzSMPDevice): it built the range `off..<off+len` backwards.
     @Test func aNegativeFileHashLengthIsInvalidNotATrap() async throws {

@@ -326,14 +326,23 @@ struct DescriptionReader {
 
     static let crc16Variants: [String: CRC16.Variant] = ["ccitt-false": .ccittFalse, "xmodem": .xmodem, "modbus": .modbus, "arc": .arc]
 
+    /// Bytes from hex digits ("01ff"); nil for an odd count or anything but hex digits.
     static func hex(_ digits: String) -> [UInt8]? {
+        let utf8 = Array(digits.utf8)
+        guard utf8.count % 2 == 0 else { return nil }
+        func nibble(_ c: UInt8) -> UInt8? {
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
         var bytes: [UInt8] = []
-        var index = digits.startIndex
-        while index < digits.endIndex {
-            let next = digits.index(index, offsetBy: 2)
-            guard let byte = UInt8(digits[index..<next], radix: 16) else { return nil }
-            bytes.append(byte)
-            index = next
+        bytes.reserveCapacity(utf8.count / 2)
+        for index in stride(from: 0, to: utf8.count, by: 2) {
+            guard let high = nibble(utf8[index]), let low = nibble(utf8[index + 1]) else { return nil }
+            bytes.append(high << 4 | low)
         }
         return bytes
     }
