@@ -17,7 +17,7 @@ import Testing
         var random = SeededRandom(seed: seed)
         let bytes = description.image.sample((0..<6000).map { _ in UInt8.random(in: 0...255, using: &random) })
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("telink-\(seed)-\(UUID()).bin").path
-        FileManager.default.createFile(atPath: path, contents: Data(bytes))
+        _ = FileManager.default.createFile(atPath: path, contents: Data(bytes))
         return (path, bytes)
     }
 
@@ -58,7 +58,7 @@ import Testing
         var image = try Self.telinkImage(seed: 13)
         defer { try? FileManager.default.removeItem(atPath: image.path) }
         image.bytes[9] = 0
-        FileManager.default.createFile(atPath: image.path, contents: Data(image.bytes))
+        _ = FileManager.default.createFile(atPath: image.path, contents: Data(image.bytes))
         let result = try BleotaProcess.run(["flash", image.path, "--protocol-file", Self.telink,
                                             "--device", "sim://2m-dle?protocol-file=\(Self.telink)&power-loss-at=0"])
         #expect(result.status == 3, "\(result.stderr)")
@@ -100,7 +100,7 @@ import Testing
             lines.append("  packet: data")
         }
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("mine-\(UUID()).yaml").path
-        FileManager.default.createFile(atPath: path, contents: Data(lines.joined(separator: "\n").utf8))
+        _ = FileManager.default.createFile(atPath: path, contents: Data(lines.joined(separator: "\n").utf8))
         defer { try? FileManager.default.removeItem(atPath: path) }
         let result = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--protocol-file", path, "--device", "sim://2m-dle"])
         #expect(result.status == 3, "\(result.stderr)")
@@ -123,7 +123,7 @@ import Testing
             "statuses: {success: 0, codes: {1: {name: gap, means: gap}, 2: {name: crc, means: verify-failed}}}",
         ]
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("mine-\(UUID()).yaml").path
-        FileManager.default.createFile(atPath: path, contents: Data(lines.joined(separator: "\n").utf8))
+        _ = FileManager.default.createFile(atPath: path, contents: Data(lines.joined(separator: "\n").utf8))
         defer { try? FileManager.default.removeItem(atPath: path) }
         let result = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--protocol-file", path,
                                             "--device", "sim://2m-dle?protocol-file=\(path)&loss=0.02&seed=3"])

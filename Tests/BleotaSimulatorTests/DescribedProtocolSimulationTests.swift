@@ -101,7 +101,7 @@ func describedImage(_ description: ProtocolDescription, count: Int, seed: UInt64
         var image = describedImage(telink.description, count: 4000, seed: 1)
         image[100] ^= 0x01
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("telink-bad-\(getpid()).bin").path
-        FileManager.default.createFile(atPath: path, contents: Data(image))
+        _ = FileManager.default.createFile(atPath: path, contents: Data(image))
         defer { try? FileManager.default.removeItem(atPath: path) }
         #expect(throws: TransferError.self) { try telink.prepareImage(ImageRequest(path: path)) }
         do { _ = try telink.prepareImage(ImageRequest(path: path)) } catch {

@@ -118,7 +118,7 @@ import Testing
         var image = Self.image(3000, seed: 6)
         image[100] ^= 1
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("esp-\(UUID()).bin").path
-        FileManager.default.createFile(atPath: path, contents: Data(image))
+        _ = FileManager.default.createFile(atPath: path, contents: Data(image))
         defer { try? FileManager.default.removeItem(atPath: path) }
         do {
             _ = try EspressifOTAProtocol().prepareImage(ImageRequest(path: path))

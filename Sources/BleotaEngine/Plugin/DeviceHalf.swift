@@ -63,6 +63,23 @@ public struct DeviceEnvironment: Sendable {
         self.reboot = reboot
     }
 
+    /// The next packet of a protocol spread over characteristics (a ``/BleotaLink/ChannelPacket``
+    /// link), once the device has spent its processing time on it; a directory query is
+    /// answered with `channels` on the way. Nil once the link is gone.
+    public func nextChannelPacket(from link: any Link, channels: @Sendable () async -> [UInt8]) async -> (channel: UInt8, payload: ArraySlice<UInt8>)? {
+        while true {
+            let packet: [UInt8]
+            do { packet = try await link.receive() } catch { return nil }
+            let cost = processingTime(packet.count)
+            if cost > .zero { try? await clock.sleep(for: cost) }
+            if packet == ChannelPacket.directoryQuery {
+                do { try await link.send(ChannelPacket.directory(await channels())) } catch { return nil }
+                continue
+            }
+            if let split = ChannelPacket.split(packet) { return split }
+        }
+    }
+
     /// Flash programming time per byte, at roughly one page erase per page written.
     public var writeTimePerByte: Duration {
         flashPageSize > 0 ? eraseTimePerPage / flashPageSize : .zero

@@ -79,6 +79,16 @@ public struct HostContext: Sendable {
         self.onEvent = onEvent
     }
 
+    /// A link to the device, or the failure named for `step`: the connect timeout for the first
+    /// connection, the reboot timeout for every later one (the device may be restarting).
+    public func connect(_ purpose: ConnectPurpose, step: UpdateStep) async throws(TransferError) -> any Link {
+        do {
+            return try await connector.connect(for: purpose, timeout: purpose == .initial ? timeouts.connect : timeouts.reboot)
+        } catch {
+            throw TransferError(.linkLost, step: step, "cannot reach \(connector.description): \(error)")
+        }
+    }
+
     /// A recorder for one operation, stamped with this context's protocol, device and clock.
     public func recorder(_ operation: String) -> OperationRecorder {
         OperationRecorder(operation: operation, protocolName: protocolName, device: connector.description,

@@ -57,11 +57,7 @@ public struct DescribedUpdater: ProtocolHost {
     }
 
     func connect(_ purpose: ConnectPurpose, step: UpdateStep) async throws(TransferError) -> any Link {
-        do {
-            return try await context.connector.connect(for: purpose, timeout: purpose == .initial ? timeouts.connect : timeouts.reboot)
-        } catch {
-            throw TransferError(.linkLost, step: step, "cannot reach \(context.connector.description): \(error)")
-        }
+        try await context.connect(purpose, step: step)
     }
 
     /// The channels the connection offers (what GATT discovery found).
@@ -288,6 +284,12 @@ public struct DescribedUpdater: ProtocolHost {
         .dropped("the link dropped during the transfer (\(error))")
     }
 
+    /// What an error thrown inside a try means for it: a failure as it is, a link error as a drop.
+    func tryFailure(_ error: any Error) -> TryFailure {
+        if let failure = error as? TryFailure { return failure }
+        return linkFailure(error as? LinkError ?? .cancelled)
+    }
+
     /// Start, then the packets; returns the payload size used.
     func upload(_ bytes: [UInt8], on link: any Link, pace: Pace, statistics: inout TransferStatistics) async throws(TryFailure) -> (Int, [String: UInt64]) {
         let packet = description.message(description.transfer.packet)
@@ -325,12 +327,8 @@ public struct DescribedUpdater: ProtocolHost {
                         if first > 0 { context.onEvent(.note("the device has \(first) of \(count) packets: going on from there")) }
                     }
                 }
-            } catch let failure as TryFailure {
-                throw failure
-            } catch let error as LinkError {
-                throw linkFailure(error)
             } catch {
-                throw linkFailure(.cancelled)
+                throw tryFailure(error)
             }
         }
         func packetBytes(_ index: Int) -> [UInt8] {
@@ -503,12 +501,8 @@ public struct DescribedUpdater: ProtocolHost {
             if let status = reply["status"], status != description.statuses.success {
                 throw failure(status, what: "the end command")
             }
-        } catch let failure as TryFailure {
-            throw failure
-        } catch let error as LinkError {
-            throw linkFailure(error)
         } catch {
-            throw linkFailure(.cancelled)
+            throw tryFailure(error)
         }
     }
 

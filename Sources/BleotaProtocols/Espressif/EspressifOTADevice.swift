@@ -52,16 +52,8 @@ public actor EspressifOTADevice: DeviceHalf {
     public func serve(_ link: any Link, environment: DeviceEnvironment) async {
         upload = nil
         defer { upload = nil }
-        while true {
-            let packet: [UInt8]
-            do { packet = try await link.receive() } catch { return }
-            let cost = environment.processingTime(packet.count)
-            if cost > .zero { try? await environment.clock.sleep(for: cost) }
-            if packet == ChannelPacket.directoryQuery {
-                do { try await link.send(ChannelPacket.directory(EspressifOTAChannel.allCases.map(\.rawValue))) } catch { return }
-                continue
-            }
-            guard let (number, payload) = ChannelPacket.split(packet), let channel = EspressifOTAChannel(rawValue: number) else { continue }
+        while let (number, payload) = await environment.nextChannelPacket(from: link, channels: { EspressifOTAChannel.allCases.map(\.rawValue) }) {
+            guard let channel = EspressifOTAChannel(rawValue: number) else { continue }
             do throws(LinkError) {
                 switch channel {
                 case .command:

@@ -93,11 +93,7 @@ public struct EspressifOTAUpdater: ProtocolHost {
     }
 
     func connect(_ purpose: ConnectPurpose, step: UpdateStep) async throws(TransferError) -> any Link {
-        do {
-            return try await context.connector.connect(for: purpose, timeout: purpose == .initial ? timeouts.connect : timeouts.reboot)
-        } catch {
-            throw TransferError(.linkLost, step: step, "cannot reach \(device): \(error)")
-        }
+        try await context.connect(purpose, step: step)
     }
 
     /// True once the link drops (the restart), false when it is still up after `timeout`.

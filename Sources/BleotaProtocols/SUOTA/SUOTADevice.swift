@@ -66,22 +66,15 @@ public actor SUOTADevice: DeviceHalf {
     public func serve(_ link: any Link, environment: DeviceEnvironment) async {
         upload = nil
         while true {
-            let packet: [UInt8]
-            do { packet = try await link.receive() } catch {
-                // A disconnect during an upload restarts the device; the old image still boots.
+            guard let (number, payload) = await environment.nextChannelPacket(from: link, channels: { SUOTAChannel.allCases.map(\.rawValue) }) else {
+                // A disconnect during an upload restarts the device (the bootloader then installs a committed image).
                 if upload != nil {
                     upload = nil
                     await environment.reboot(RebootRequest())
                 }
                 return
             }
-            let cost = environment.processingTime(packet.count)
-            if cost > .zero { try? await environment.clock.sleep(for: cost) }
-            if packet == ChannelPacket.directoryQuery {
-                do { try await link.send(ChannelPacket.directory(SUOTAChannel.allCases.map(\.rawValue))) } catch { return }
-                continue
-            }
-            guard let (number, payload) = ChannelPacket.split(packet), let channel = SUOTAChannel(rawValue: number) else { continue }
+            guard let channel = SUOTAChannel(rawValue: number) else { continue }
             do throws(LinkError) {
                 if payload.isEmpty, channel.gattChannel.readable {
                     try await link.send(ChannelPacket.tag(number, read(channel)))

@@ -113,11 +113,7 @@ public struct SUOTAUpdater: ProtocolHost {
     }
 
     func connect(_ purpose: ConnectPurpose, step: UpdateStep) async throws(TransferError) -> any Link {
-        do {
-            return try await context.connector.connect(for: purpose, timeout: purpose == .initial ? timeouts.connect : timeouts.reboot)
-        } catch {
-            throw TransferError(.linkLost, step: step, "cannot reach \(device): \(error)")
-        }
+        try await context.connect(purpose, step: step)
     }
 
     /// MEM_DEV 0xFF000000, then the link closed: the device leaves SUOTA (or restarts, having lost the link).
