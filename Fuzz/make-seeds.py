@@ -314,6 +314,8 @@ seed("FuzzVendorMessages", "esp-last-packet", b"\x01\x00\xff" + bytes(range(20))
 seed("FuzzVendorMessages", "esp-image", read("samples", "espressif", "esp-app-sample.bin")[:300])
 seed("FuzzVendorMessages", "suota-header", read("samples", "suota", "da1469x-app-sample.img")[:64])
 seed("FuzzVendorMessages", "suota-mem-dev", b"\x00\x00\x00\x13")
+seed("FuzzVendorMessages", "ti-oad-header", read("samples", "ti-oad", "cc26x2-app-sample_oad.bin")[:120])
+seed("FuzzVendorMessages", "ti-oad-request", b"\x12\x00\x05\x00\x00\x00")
 
 
 if __name__ == "__main__":

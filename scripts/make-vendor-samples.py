@@ -10,6 +10,8 @@ carry exactly what the devices (and bleota's simulated devices) check.
                                          without final XOR appended (pvvx's tl_check_fw.py rules)
   samples/stm32wb/stm32wb-app-sample.bin pointer at 0x140 to the magic 0x94448A29 at the end,
                                          the application linked at 0x08007000
+  samples/ti-oad/cc26x2-app-sample_oad.bin  TI OAD header ("CC26x2R1", BIM 3, metadata 1,
+                                         application, CRC-32 from offset 12), a contiguous segment
   samples/suota/da1469x-app-sample.img   DA1469x mkimage layout: "Qq", code size, CRC-32 of the
                                          code, version "2.0.0", timestamp, the code at 0x400
 
@@ -70,3 +72,18 @@ write("samples/stm32wb/stm32wb-app-sample.bin", bytes(wb))
 # the header extension up to the code at 0x400.
 header = b"Qq" + struct.pack("<II", len(content), zlib.crc32(content)) + b"2.0.0".ljust(16, b"\0") + struct.pack("<II", 2, 0x400)
 write("samples/suota/da1469x-app-sample.img", header.ljust(0x400, b"\xff") + content)
+
+# TI OAD (oad_image_header.h): the 44-byte fixed header, a contiguous-payload segment, the code;
+# the CRC-32 (zlib) over offset 12 to the end, stored at 8.
+oad = bytearray(44)
+oad[0:8] = b"CC26x2R1"
+oad[12], oad[13] = 3, 1
+oad[14:16] = b"\xfe\xff"
+oad[16], oad[17], oad[18], oad[19] = 0xFF, 0xFF, 1, 0
+oad[32:36] = b"0002"
+oad[40] = 44
+oad += bytes([0x01, 0xFE, 0xFF, 0xFF]) + struct.pack("<II", 12 + len(content), 0) + content
+oad[24:28] = struct.pack("<I", len(oad))
+oad[36:40] = struct.pack("<I", len(oad) - 1)
+oad[8:12] = struct.pack("<I", zlib.crc32(bytes(oad[12:])))
+write("samples/ti-oad/cc26x2-app-sample_oad.bin", bytes(oad))

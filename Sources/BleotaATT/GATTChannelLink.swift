@@ -131,8 +131,10 @@ public final class GATTPeripheralChannelLink: Link {
     }
 
     /// Adds `channels` to `server`, grouped into their services, and returns a function that makes the link for a client's bearer.
-    public static func addChannels(_ channels: [GATTChannel], to server: GATTServer,
-                                   values: [UInt8: [UInt8]] = [:]) -> @Sendable (ATTBearer) async -> GATTPeripheralChannelLink {
+    /// `values` are the readable channels' values at the start; `liveValue`, when given, is asked
+    /// at every read (a count the device keeps changing, SUOTA's MEM_INFO).
+    public static func addChannels(_ channels: [GATTChannel], to server: GATTServer, values: [UInt8: [UInt8]] = [:],
+                                   liveValue: (@Sendable (UInt8) async -> [UInt8]?)? = nil) -> @Sendable (ATTBearer) async -> GATTPeripheralChannelLink {
         let inbox = Mailbox<[UInt8]>()
         var valueHandles: [UInt8: UInt16] = [:]
         var services: [BluetoothUUID] = []
@@ -153,13 +155,16 @@ public final class GATTPeripheralChannelLink: Link {
                 }
                 if channel.readable { properties.insert(.read) }
                 let number = channel.number
-                // A read-only channel is read from the database; only written ones reach the device half.
+                var reader: (@Sendable () async -> [UInt8]?)?
+                if channel.readable, let liveValue {
+                    reader = { await liveValue(number) }
+                }
+                // A read-only channel is read from the database (or the device's live value); only written ones reach the device half.
                 guard channel.write != .none else {
-                    return CharacteristicDefinition(uuid: channel.characteristic, properties: properties, value: values[number] ?? [])
+                    return CharacteristicDefinition(uuid: channel.characteristic, properties: properties, value: values[number] ?? [], onRead: reader)
                 }
-                return CharacteristicDefinition(uuid: channel.characteristic, properties: properties, value: values[number] ?? []) { value in
-                    inbox.put(ChannelPacket.tag(number, value))
-                }
+                return CharacteristicDefinition(uuid: channel.characteristic, properties: properties, value: values[number] ?? [],
+                                                onWrite: { value in inbox.put(ChannelPacket.tag(number, value)) }, onRead: reader)
             }
             let handles = server.addService(service, characteristics: definitions)
             for (channel, handle) in zip(members, handles) { valueHandles[channel.number] = handle }

@@ -20,12 +20,15 @@ public struct CharacteristicDefinition: Sendable {
     public var value: [UInt8]
     /// Called for every write (request or command) with the new value.
     public var onWrite: (@Sendable ([UInt8]) async -> Void)?
+    /// Called for every read: the value now (a counter the device keeps), or nil for the stored one.
+    public var onRead: (@Sendable () async -> [UInt8]?)?
 
     public init(uuid: BluetoothUUID, properties: CharacteristicProperties, value: [UInt8] = [],
-                onWrite: (@Sendable ([UInt8]) async -> Void)? = nil) {
+                onWrite: (@Sendable ([UInt8]) async -> Void)? = nil, onRead: (@Sendable () async -> [UInt8]?)? = nil) {
         self.uuid = uuid
         self.properties = properties
         self.value = value
+        self.onRead = onRead
         self.onWrite = onWrite
     }
 }
@@ -49,6 +52,7 @@ public final class GATTServer: ATTServerHandler {
     struct State {
         var attributes: [Attribute] = []
         var writeHandlers: [UInt16: @Sendable ([UInt8]) async -> Void] = [:]
+        var readHandlers: [UInt16: @Sendable () async -> [UInt8]?] = [:]
         /// CCCD handle → value handle.
         var cccdOf: [UInt16: UInt16] = [:]
         var subscriptions: [UInt16: UInt16] = [:] // value handle → CCCD bits
@@ -78,6 +82,7 @@ public final class GATTServer: ATTServerHandler {
                                                   readable: characteristic.properties.contains(.read),
                                                   writable: !characteristic.properties.isDisjoint(with: [.write, .writeWithoutResponse])))
                 if let onWrite = characteristic.onWrite { state.writeHandlers[valueHandle] = onWrite }
+                if let onRead = characteristic.onRead { state.readHandlers[valueHandle] = onRead }
                 valueHandles.append(valueHandle)
                 next = valueHandle
                 if !characteristic.properties.isDisjoint(with: [.notify, .indicate]) {
@@ -167,6 +172,9 @@ public final class GATTServer: ATTServerHandler {
                 return .errorResponse(request: request.opcode, handle: handle, error: .invalidHandle)
             }
             guard attribute.readable else { return .errorResponse(request: request.opcode, handle: handle, error: .readNotPermitted) }
+            if let reader = state.withLock({ $0.readHandlers[handle] }), let live = await reader() {
+                return .readResponse(value: Array(live.prefix(mtu - 1)))
+            }
             return .readResponse(value: Array(attribute.value.prefix(mtu - 1)))
         case .readBlobRequest(let handle, let offset):
             guard let attribute = attributes.first(where: { $0.handle == handle }) else {

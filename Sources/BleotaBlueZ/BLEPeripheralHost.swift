@@ -35,7 +35,9 @@ public enum BLEPeripheralHost {
                 // The characteristics its firmware offers now: an application's and a bootloader's differ.
                 let offered = await device.half.offeredChannels
                 let channels = device.service.channels.filter { offered?.contains($0.number) ?? true }
-                let make = GATTPeripheralChannelLink.addChannels(channels, to: server, values: await device.half.readableValues)
+                let half = device.half
+                let make = GATTPeripheralChannelLink.addChannels(channels, to: server, values: await half.readableValues,
+                                                                 liveValue: { number in await half.readableValues[number] })
                 makers.append((device, { await make($0) }))
             }
         }

@@ -1,6 +1,7 @@
 import BleotaCodec
 import BleotaLink
 import BleotaTestSupport
+import Synchronization
 import Testing
 @testable import BleotaATT
 
@@ -51,6 +52,27 @@ import Testing
         }
         #expect(result.0 == Array(repeating: 0x41, count: 300))
         #expect(result.1 == result.2)
+    }
+
+    /// A value the device keeps changing (SUOTA's MEM_INFO) is asked for at every read, through a
+    /// channel link's live values as `bleota serve` builds them; a channel without one reads its stored value.
+    @Test func aReadAsksTheLiveValueEachTime() async throws {
+        let counter = Mutex(0)
+        let channels = [GATTChannel(number: 0, service: .bit16(0xFEF5), characteristic: .bit16(0x2001), write: .none, update: .none, readable: true),
+                        GATTChannel(number: 1, service: .bit16(0xFEF5), characteristic: .bit16(0x2002), write: .none, update: .none, readable: true)]
+        let result = try await withGATT(setup: { server in
+            _ = GATTPeripheralChannelLink.addChannels(channels, to: server, values: [0: [0], 1: [7]], liveValue: { number in
+                guard number == 0 else { return nil }
+                return [UInt8(counter.withLock { value in value += 1; return value })]
+            })
+        }) { client, _, _ in
+            let service = try #require(try await client.discoverPrimaryServices(.bit16(0xFEF5)).first)
+            let characteristics = try await client.discoverCharacteristics(service)
+            return (try await client.read(characteristics[0].valueHandle), try await client.read(characteristics[0].valueHandle),
+                    try await client.read(characteristics[1].valueHandle))
+        }
+        #expect(result.0 == [1] && result.1 == [2])
+        #expect(result.2 == [7])
     }
 
     @Test func writeErrorsComeBackTyped() async throws {

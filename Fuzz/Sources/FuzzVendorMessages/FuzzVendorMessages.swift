@@ -2,7 +2,7 @@ import BleotaCodec
 import BleotaProtocols
 import FuzzSupport
 
-/// Espressif BLE OTA and Dialog SUOTA messages, as their simulated devices and
+/// Espressif BLE OTA, Dialog SUOTA and TI OAD messages, as their simulated devices and
 /// bleota's host halves read them from the air, and their image checks.
 ///
 /// - Decoding never traps; an error names a field at an offset inside the input.
@@ -33,6 +33,13 @@ public func fuzzVendorMessages(_ data: UnsafePointer<UInt8>?, _ size: Int) -> In
         invariant(header.codeOffset >= UInt32(SUOTAImageHeader.size), "code offset inside the header")
     }
     _ = SUOTAImageHeader.problem(input)
+    if let request = TIOADBlockRequest(decoding: bytes) {
+        invariant(request.encode() == input, "a TI OAD block request does not encode to its bytes")
+    }
+    if (try? TIOADImageHeader(decoding: input)) != nil {
+        invariant(TIOADImageHeader.identify(input).count == 22, "Image Identify is not 22 bytes")
+    }
+    _ = TIOADImageHeader.problem(input)
     _ = SUOTAImageHeader.problem(SUOTAImageHeader.signature + input)
     if input.count >= 4 {
         let value = UInt32(input[0]) | UInt32(input[1]) << 8 | UInt32(input[2]) << 16 | UInt32(input[3]) << 24

@@ -59,6 +59,9 @@ public struct NordicDFUTransfer: Sendable {
     public let activates: Bool
 
     private(set) var phase: Phase = .commandReceipts
+    /// The refusal of the last Execute, kept while the probe finds out whether it was one: a damaged
+    /// answer reads as a refusal while the device resets into the image.
+    private var refusalOfLastExecute: TransferError?
     /// The data object being sent.
     public private(set) var objectStart = 0
     public private(set) var objectEnd = 0
@@ -347,6 +350,7 @@ public struct NordicDFUTransfer: Sendable {
     /// After ``Action/probeActivation``: where the device came back.
     public mutating func activationProbed(inApplication: Bool) -> Action {
         guard inApplication else {
+            if let refused = refusalOfLastExecute { return .failed(refused) }
             return failure(.verificationFailed, .verify,
                            "the device stayed in its bootloader after the last object: it refused the image or never got the last Execute; run the same command again")
         }
@@ -355,7 +359,7 @@ public struct NordicDFUTransfer: Sendable {
         return .finished
     }
 
-    private func refusal(_ response: NordicDFUResponse) -> Action {
+    private mutating func refusal(_ response: NordicDFUResponse) -> Action {
         let step: UpdateStep
         switch phase {
         case .executeCommand: step = .verify
@@ -370,6 +374,13 @@ public struct NordicDFUTransfer: Sendable {
             message += Self.advice(response.result, phase: phase)
         }
         let code: TransferError.Code = step == .verify ? .verificationFailed : .deviceRefused
+        if phase == .executeData, objectEnd == image.count {
+            // Believed only once the device is seen still in its bootloader (the fault matrix met a
+            // damaged answer to the last Execute while the device started the new application).
+            refusalOfLastExecute = TransferError(code, step: step, message)
+            phase = .probing
+            return .probeActivation
+        }
         return .failed(TransferError(code, step: step, message))
     }
 

@@ -47,11 +47,13 @@ public actor SUOTADevice: DeviceHalf {
 
     public var runningVersion: String { "\(running.count) bytes (SHA-256 \(SHA256Digest.hash(running).hexString))" }
 
+    /// Every readable characteristic's value now (`bleota serve` asks at each read): MEM_INFO counts what arrived.
     public var readableValues: [UInt8: [UInt8]] {
         [SUOTAChannel.version.rawValue: [13], SUOTAChannel.patchDataSize.rawValue: SUOTAWire.u16(patchDataSize),
-         SUOTAChannel.mtu.rawValue: SUOTAWire.u16(247), SUOTAChannel.memoryInfo.rawValue: SUOTAWire.u32(0),
+         SUOTAChannel.mtu.rawValue: SUOTAWire.u16(247),
+         SUOTAChannel.memoryInfo.rawValue: SUOTAWire.u32(UInt32((upload?.received.count ?? 0) + (upload?.block.count ?? 0))),
          SUOTAChannel.memoryDevice.rawValue: SUOTAWire.u32(0), SUOTAChannel.gpioMap.rawValue: SUOTAWire.u32(0),
-         SUOTAChannel.patchLength.rawValue: SUOTAWire.u16(0), SUOTAChannel.status.rawValue: [0]]
+         SUOTAChannel.patchLength.rawValue: SUOTAWire.u16(UInt16(clamping: upload?.patchLength ?? 0)), SUOTAChannel.status.rawValue: [0]]
     }
 
     public func powerCycle() {
@@ -98,13 +100,7 @@ public actor SUOTADevice: DeviceHalf {
         }
     }
 
-    private func read(_ channel: SUOTAChannel) -> [UInt8] {
-        switch channel {
-        case .memoryInfo: SUOTAWire.u32(UInt32((upload?.received.count ?? 0) + (upload?.block.count ?? 0)))
-        case .patchLength: SUOTAWire.u16(UInt16(clamping: upload?.patchLength ?? 0))
-        default: readableValues[channel.rawValue] ?? []
-        }
-    }
+    private func read(_ channel: SUOTAChannel) -> [UInt8] { readableValues[channel.rawValue] ?? [] }
 
     private func notify(_ status: SUOTAStatus, _ link: any Link) async throws(LinkError) {
         try await link.send(ChannelPacket.tag(SUOTAChannel.status.rawValue, [status.rawValue]))

@@ -1,0 +1,114 @@
+import BleotaCodec
+import BleotaEngine
+import BleotaLink
+import BleotaTestSupport
+import Foundation
+import Testing
+@testable import BleotaProtocols
+@testable import BleotaSimulator
+
+/// TI OAD: the image header and Image Identify byte for byte, updates on the
+/// simulator, refusals by name, and a fault sweep.
+@Suite struct TIOADTests {
+    @Test func identifyCopiesTheHeaderFieldsTIsAppCopies() throws {
+        let image = TIOADImageHeader.sample(Array(repeating: 0x5A, count: 300), softwareVersion: "0102")
+        let header = try TIOADImageHeader(decoding: image)
+        #expect(header.imageID == Array("CC26x2R1".utf8) && header.bimVersion == 3 && header.metadataVersion == 1)
+        #expect(Int(header.length) == image.count && header.imageType == 1)
+        #expect(header.crc == CRC32.checksum(image[12...]))
+        let identify = TIOADImageHeader.identify(image)
+        #expect(identify.count == 22)
+        #expect(Array(identify[0..<8]) == Array("CC26x2R1".utf8))
+        #expect(Array(identify[8..<14]) == [3, 1, 0xFF, 0xFF, 1, 0])
+        #expect(Array(identify[14..<18]) == TIOADWire.u32(UInt32(image.count)))
+        #expect(Array(identify[18..<22]) == Array("0102".utf8))
+        #expect(TIOADBlockRequest(decoding: TIOADBlockRequest(status: 14, block: 0x01020304).encode()[...]) == TIOADBlockRequest(status: 14, block: 0x01020304))
+        var damaged = image
+        damaged[200] ^= 1
+        #expect(TIOADImageHeader.problem(damaged) == "the CRC-32 at offset 8 does not match bytes 12 to the end")
+    }
+
+    @Test func decodersNeverTrapOnAnyInput() {
+        var random = seededGenerator("ti-oad-decoders")
+        for _ in 0..<20_000 {
+            let bytes = (0..<Int.random(in: 0...80, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+            _ = try? TIOADImageHeader(decoding: bytes)
+            _ = TIOADImageHeader.problem(bytes)
+            _ = TIOADBlockRequest(decoding: bytes[...])
+        }
+    }
+
+    struct Run: Sendable {
+        var outcome: Result<UpdateReport, TransferError>
+        var running: [UInt8]
+        var factory: [UInt8]
+        var notes: [String]
+    }
+
+    func simulate(_ address: String, image: [UInt8]) async throws -> Run {
+        let parsed = try SimulatorAddress(parsing: address)
+        return try await SimulationRuntime.run { runtime in
+            let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
+            let factory = TIOADImageHeader.sample(Array("factory".utf8), softwareVersion: "0001")
+            let device = TIOADDevice(slotSize: 1 << 20, maximumPacket: parsed.model.maximumPayload, initialImage: factory)
+            await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, channelTagged: true))
+            let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
+            let events = SharedEvents()
+            let updater = TIOADUpdater(context: HostContext(protocolName: TIOADProtocol.name, connector: connector, clock: world.clock) { events.append($0) })
+            let outcome: Result<UpdateReport, TransferError>
+            do throws(TransferError) {
+                outcome = .success(try await updater.flash(PreparedImage(bytes: image, version: "2", summary: "test"), mode: .confirm))
+            } catch { outcome = .failure(error) }
+            try? await world.clock.sleep(for: .seconds(2))
+            let run = Run(outcome: outcome, running: await device.running, factory: factory, notes: events.notes)
+            await world.shutDown()
+            return run
+        }
+    }
+
+    static func image(_ count: Int, seed: UInt64) -> [UInt8] {
+        var random = SeededRandom(seed: seed)
+        return TIOADImageHeader.sample((0..<count).map { _ in UInt8.random(in: 0...255, using: &random) })
+    }
+
+    @Test(arguments: ["sim://2m-dle", "sim://1m-no-dle-30ms", "sim://slow-flash", "sim://linux-bluez"])
+    func anUpdateLeavesTheExactImageRunning(_ address: String) async throws {
+        let image = Self.image(20_000, seed: 3)
+        let run = try await simulate(address, image: image)
+        let report = try run.outcome.get()
+        let exact = run.running == image
+        #expect(exact)
+        print("ti-oad \(address): \(report.totalSeconds) s, \(Int(report.goodput)) B/s, blocks of \(report.tuning.packetSize ?? 0) bytes")
+    }
+
+    @Test func anImageForAnotherChipIsRefusedByName() async throws {
+        let image = TIOADImageHeader.sample(Array("other".utf8), imageID: Array("CC13x2R1".utf8))
+        let run = try await simulate("sim://2m-dle", image: image)
+        guard case .failure(let error) = run.outcome else { Issue.record("a CC13x2 image was taken"); return }
+        #expect(error.message.contains("OAD_INVALID_FILE"), "\(error.message)")
+        let old = run.running == run.factory
+        #expect(old)
+    }
+
+    /// One block in flight and no retry inside a download: a lost block or request costs the
+    /// download; every run must still end with the exact image or the old one.
+    @Test(arguments: [("loss=0.01", 0), ("notify-loss=0.01", 0), ("disconnect-at=9000", 5), ("power-loss-at=7000", 5), ("duplicate=0.02", 0)])
+    func faultsEndWithTheExactImageOrTheOldOne(_ setup: (String, Int)) async throws {
+        let (faults, minimum) = setup
+        var succeeded = 0
+        for seed in 1...5 {
+            let image = Self.image(12_000, seed: UInt64(seed))
+            let run = try await simulate("sim://2m-dle?\(faults)&seed=\(seed)", image: image)
+            switch run.outcome {
+            case .success:
+                let exact = run.running == image
+                #expect(exact, "\(faults) seed \(seed)")
+                succeeded += 1
+            case .failure(let error):
+                let old = run.running == run.factory
+                #expect(old, "\(faults) seed \(seed): \(error)")
+            }
+        }
+        #expect(succeeded >= minimum, "\(faults): \(succeeded) of 5")
+    }
+}
