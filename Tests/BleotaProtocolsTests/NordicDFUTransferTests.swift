@@ -143,6 +143,30 @@ import Testing
         #expect(machine.activationProbed(inApplication: true) == .finished)
     }
 
+    /// A refusal of the last Execute is believed only once the device is seen still in its bootloader:
+    /// a damaged answer reads as a refusal while the device starts the new application (the fault matrix met it).
+    @Test(arguments: [true, false])
+    func aRefusedLastExecuteIsProbedBeforeItIsBelieved(_ cameBackInApplication: Bool) {
+        var machine = NordicDFUTransfer(initPacket: Self.initPacket, image: Array(Self.image[..<4096]))
+        _ = machine.start()
+        _ = machine.answered(Self.ok(.setReceiptNotification))
+        _ = machine.answered(Self.selected(512, 70, of: Self.initPacket))
+        _ = machine.answered(Self.ok(.execute))
+        _ = machine.answered(Self.ok(.setReceiptNotification))
+        _ = machine.answered(Self.selected(4096, 0, of: Self.image))
+        _ = machine.answered(Self.ok(.create))
+        _ = machine.streamed()
+        _ = machine.answered(Self.checksum(4096, of: Self.image))
+        #expect(machine.answered(NordicDFUResponse(operation: .execute, result: .invalidParameter)) == .probeActivation)
+        let outcome = machine.activationProbed(inApplication: cameBackInApplication)
+        if cameBackInApplication {
+            #expect(outcome == .finished)
+        } else {
+            guard case .failed(let error) = outcome else { Issue.record("expected the refusal"); return }
+            #expect(error.step == .verify && error.message.hasPrefix("the bootloader refused the image: "), "\(error.message)")
+        }
+    }
+
     @Test func refusalsBecomeOneLineThatSaysWhatToDo() {
         var machine = NordicDFUTransfer(initPacket: Self.initPacket, image: Self.image)
         _ = machine.start()
