@@ -41,34 +41,11 @@ import Testing
         }
     }
 
-    struct Run: Sendable {
-        var outcome: Result<UpdateReport, TransferError>
-        var running: [UInt8]
-        var factory: [UInt8]
-        var notes: [String]
-    }
-
-    func simulate(_ address: String, image: [UInt8], window: UInt8 = 3, tuning: TransferTuning = TransferTuning(),
-                  knobs: Set<TuningKnob> = []) async throws -> Run {
-        let parsed = try SimulatorAddress(parsing: address)
-        return try await SimulationRuntime.run { runtime in
-            let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
+    func simulate(_ address: String, image: [UInt8], window: UInt8 = 3) async throws -> VendorRun {
+        try await simulateVendorUpdate(address, image: image, makeDevice: { _ in
             let factory = ESPAppImage.sample(Array("factory".utf8))
-            let device = EspressifOTADevice(partitionSize: 1 << 20, window: window, initialImage: factory)
-            await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, channelTagged: true))
-            let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
-            let events = SharedEvents()
-            let updater = EspressifOTAUpdater(context: HostContext(protocolName: EspressifOTAProtocol.name, connector: connector, clock: world.clock,
-                                                                   tuning: tuning, explicitKnobs: knobs) { events.append($0) })
-            let outcome: Result<UpdateReport, TransferError>
-            do throws(TransferError) {
-                outcome = .success(try await updater.flash(PreparedImage(bytes: image, version: "2", summary: "test"), mode: .confirm))
-            } catch { outcome = .failure(error) }
-            try? await world.clock.sleep(for: .seconds(2))
-            let run = Run(outcome: outcome, running: await device.running, factory: factory, notes: events.notes)
-            await world.shutDown()
-            return run
-        }
+            return (EspressifOTADevice(partitionSize: 1 << 20, window: window, initialImage: factory), factory)
+        }, running: { await $0.running }, makeHost: { EspressifOTAUpdater(context: $0) })
     }
 
     static func image(_ count: Int, seed: UInt64) -> [UInt8] {
@@ -96,22 +73,9 @@ import Testing
 
     @Test(arguments: ["loss=0.02", "loss=0.05", "notify-loss=0.05", "corrupt=0.02", "disconnect-at=30000", "power-loss-at=25000", "duplicate=0.05"])
     func faultsEndWithTheExactImageOrTheOldOne(_ faults: String) async throws {
-        var succeeded = 0
-        for seed in 1...5 {
-            let image = Self.image(30_000, seed: UInt64(seed))
-            let run = try await simulate("sim://2m-dle?\(faults)&seed=\(seed)", image: image)
-            switch run.outcome {
-            case .success:
-                let exact = run.running == image
-                #expect(exact, "\(faults) seed \(seed)")
-                succeeded += 1
-            case .failure(let error):
-                let old = run.running == run.factory
-                #expect(old, "\(faults) seed \(seed): \(error)")
-                print("espressif \(faults) seed \(seed) failed cleanly: \(error)")
-            }
+        try await sweepVendorFaults(faults, minimum: 4, image: { Self.image(30_000, seed: $0) }) { address, image in
+            try await simulate(address, image: image)
         }
-        #expect(succeeded >= 4, "\(faults): \(succeeded) of 5")
     }
 
     @Test func anImageTheDeviceWouldRefuseIsRefusedBeforeConnecting() throws {

@@ -37,32 +37,11 @@ import Testing
         }
     }
 
-    struct Run: Sendable {
-        var outcome: Result<UpdateReport, TransferError>
-        var running: [UInt8]
-        var factory: [UInt8]
-        var notes: [String]
-    }
-
-    func simulate(_ address: String, image: [UInt8], factoryVersion: String = "1.0.0") async throws -> Run {
-        let parsed = try SimulatorAddress(parsing: address)
-        return try await SimulationRuntime.run { runtime in
-            let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
+    func simulate(_ address: String, image: [UInt8], factoryVersion: String = "1.0.0") async throws -> VendorRun {
+        try await simulateVendorUpdate(address, image: image, makeDevice: { _ in
             let factory = SUOTAImageHeader.sample(Array("factory".utf8), version: factoryVersion)
-            let device = SUOTADevice(partitionSize: 1 << 20, initialImage: factory)
-            await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, channelTagged: true))
-            let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
-            let events = SharedEvents()
-            let updater = SUOTAUpdater(context: HostContext(protocolName: SUOTAProtocol.name, connector: connector, clock: world.clock) { events.append($0) })
-            let outcome: Result<UpdateReport, TransferError>
-            do throws(TransferError) {
-                outcome = .success(try await updater.flash(PreparedImage(bytes: image, version: "2", summary: "test"), mode: .confirm))
-            } catch { outcome = .failure(error) }
-            try? await world.clock.sleep(for: .seconds(2))
-            let run = Run(outcome: outcome, running: await device.running, factory: factory, notes: events.notes)
-            await world.shutDown()
-            return run
-        }
+            return (SUOTADevice(partitionSize: 1 << 20, initialImage: factory), factory)
+        }, running: { await $0.running }, makeHost: { SUOTAUpdater(context: $0) })
     }
 
     static func image(_ count: Int, seed: UInt64, version: String = "2.0.0") -> [UInt8] {
@@ -129,22 +108,8 @@ import Testing
     @Test(arguments: [("loss=0.02", 0), ("loss=0.05", 0), ("notify-loss=0.05", 2), ("corrupt=0.01", 2), ("disconnect-at=20000", 5),
                       ("power-loss-at=15000", 5), ("duplicate=0.03", 0)])
     func faultsEndWithTheExactImageOrTheOldOne(_ setup: (String, Int)) async throws {
-        let (faults, minimum) = setup
-        var succeeded = 0
-        for seed in 1...5 {
-            let image = Self.image(20_000, seed: UInt64(seed))
-            let run = try await simulate("sim://2m-dle?\(faults)&seed=\(seed)", image: image)
-            switch run.outcome {
-            case .success:
-                let exact = run.running == image
-                #expect(exact, "\(faults) seed \(seed): runs \(run.running.count) bytes, factory \(run.running == run.factory), sent \(image.count), notes \(run.notes)")
-                succeeded += 1
-            case .failure(let error):
-                let old = run.running == run.factory
-                #expect(old, "\(faults) seed \(seed): \(error)")
-                print("suota \(faults) seed \(seed) failed cleanly: \(error)")
-            }
+        try await sweepVendorFaults(setup.0, minimum: setup.1, image: { Self.image(20_000, seed: $0) }) { address, image in
+            try await simulate(address, image: image)
         }
-        #expect(succeeded >= minimum, "\(faults): \(succeeded) of 5")
     }
 }

@@ -38,32 +38,11 @@ import Testing
         }
     }
 
-    struct Run: Sendable {
-        var outcome: Result<UpdateReport, TransferError>
-        var running: [UInt8]
-        var factory: [UInt8]
-        var notes: [String]
-    }
-
-    func simulate(_ address: String, image: [UInt8]) async throws -> Run {
-        let parsed = try SimulatorAddress(parsing: address)
-        return try await SimulationRuntime.run { runtime in
-            let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
+    func simulate(_ address: String, image: [UInt8]) async throws -> VendorRun {
+        try await simulateVendorUpdate(address, image: image, makeDevice: { model in
             let factory = TIOADImageHeader.sample(Array("factory".utf8), softwareVersion: "0001")
-            let device = TIOADDevice(slotSize: 1 << 20, maximumPacket: parsed.model.maximumPayload, initialImage: factory)
-            await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, channelTagged: true))
-            let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
-            let events = SharedEvents()
-            let updater = TIOADUpdater(context: HostContext(protocolName: TIOADProtocol.name, connector: connector, clock: world.clock) { events.append($0) })
-            let outcome: Result<UpdateReport, TransferError>
-            do throws(TransferError) {
-                outcome = .success(try await updater.flash(PreparedImage(bytes: image, version: "2", summary: "test"), mode: .confirm))
-            } catch { outcome = .failure(error) }
-            try? await world.clock.sleep(for: .seconds(2))
-            let run = Run(outcome: outcome, running: await device.running, factory: factory, notes: events.notes)
-            await world.shutDown()
-            return run
-        }
+            return (TIOADDevice(slotSize: 1 << 20, maximumPacket: model.maximumPayload, initialImage: factory), factory)
+        }, running: { await $0.running }, makeHost: { TIOADUpdater(context: $0) })
     }
 
     static func image(_ count: Int, seed: UInt64) -> [UInt8] {
@@ -94,21 +73,8 @@ import Testing
     /// download; every run must still end with the exact image or the old one.
     @Test(arguments: [("loss=0.01", 0), ("notify-loss=0.01", 0), ("disconnect-at=9000", 5), ("power-loss-at=7000", 5), ("duplicate=0.02", 0)])
     func faultsEndWithTheExactImageOrTheOldOne(_ setup: (String, Int)) async throws {
-        let (faults, minimum) = setup
-        var succeeded = 0
-        for seed in 1...5 {
-            let image = Self.image(12_000, seed: UInt64(seed))
-            let run = try await simulate("sim://2m-dle?\(faults)&seed=\(seed)", image: image)
-            switch run.outcome {
-            case .success:
-                let exact = run.running == image
-                #expect(exact, "\(faults) seed \(seed)")
-                succeeded += 1
-            case .failure(let error):
-                let old = run.running == run.factory
-                #expect(old, "\(faults) seed \(seed): \(error)")
-            }
+        try await sweepVendorFaults(setup.0, minimum: setup.1, image: { Self.image(12_000, seed: $0) }) { address, image in
+            try await simulate(address, image: image)
         }
-        #expect(succeeded >= minimum, "\(faults): \(succeeded) of 5")
     }
 }

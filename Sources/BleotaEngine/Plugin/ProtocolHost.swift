@@ -79,6 +79,11 @@ public struct HostContext: Sendable {
         self.onEvent = onEvent
     }
 
+    /// Tries of a whole transfer a protocol makes: `--retries` when given, else the protocol's own default.
+    public func tries(default value: Int) -> Int {
+        explicitKnobs.contains(.retries) ? max(1, tuning.maxRetries) : value
+    }
+
     /// A link to the device, or the failure named for `step`: the connect timeout for the first
     /// connection, the reboot timeout for every later one (the device may be restarting).
     public func connect(_ purpose: ConnectPurpose, step: UpdateStep) async throws(TransferError) -> any Link {

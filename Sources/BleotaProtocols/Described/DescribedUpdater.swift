@@ -24,7 +24,7 @@ public struct DescribedUpdater: ProtocolHost {
         self.context = context
     }
 
-    var tries: Int { context.explicitKnobs.contains(.retries) ? max(1, context.tuning.maxRetries) : 4 }
+    var tries: Int { context.tries(default: 4) }
 
     /// Why a try ended.
     enum TryFailure: Error {

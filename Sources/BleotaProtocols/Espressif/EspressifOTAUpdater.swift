@@ -19,7 +19,7 @@ public struct EspressifOTAUpdater: ProtocolHost {
 
     public init(context: HostContext) { self.context = context }
 
-    var tries: Int { context.explicitKnobs.contains(.retries) ? max(1, context.tuning.maxRetries) : 4 }
+    var tries: Int { context.tries(default: 4) }
 
     enum TryFailure: Error {
         /// Worth another connection; `sentAll` when every sector had gone out, so the device

@@ -24,7 +24,7 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
 
     /// Packets between receipts: as given, or 10 as nrfutil and Nordic's libraries use for legacy bootloaders.
     var initialReceiptInterval: UInt16 { context.explicitKnobs.contains(.window) ? UInt16(clamping: max(1, context.tuning.window)) : 10 }
-    var tries: Int { context.explicitKnobs.contains(.retries) ? max(1, context.tuning.maxRetries) : 3 }
+    var tries: Int { context.tries(default: 3) }
 
     /// What went wrong in one try of a part: retried (the link, the data), or final (the device's refusal).
     enum PartFailure: Error {

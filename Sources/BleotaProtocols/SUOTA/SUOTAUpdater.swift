@@ -20,7 +20,7 @@ public struct SUOTAUpdater: ProtocolHost {
 
     public init(context: HostContext) { self.context = context }
 
-    var tries: Int { context.explicitKnobs.contains(.retries) ? max(1, context.tuning.maxRetries) : 4 }
+    var tries: Int { context.tries(default: 4) }
 
     enum TryFailure: Error {
         /// Worth another upload from the start.
