@@ -17,20 +17,16 @@ struct ProtocolOption: ParsableArguments {
     var file: String?
 
     /// The protocol named, by --protocol or by the description --protocol-file gave (registered before the arguments were parsed).
-    var name: String? {
-        if let explicit { return explicit }
-        guard let file else { return nil }
-        return CommandContext.registry.protocols.lazy.compactMap { $0 as? DescribedProtocol }
-            .first { $0.description.source == file }?.name
-    }
+    var name: String? { explicit ?? describedName }
 
     func validate() throws {
-        if let explicit, let described = name(ofFile: file), described != explicit {
+        if let explicit, let described = describedName, described != explicit {
             throw ValidationError("--protocol \(explicit) and --protocol-file (which describes \(described)) disagree: give one of them")
         }
     }
 
-    private func name(ofFile file: String?) -> String? {
+    /// The name of the protocol --protocol-file describes.
+    private var describedName: String? {
         guard let file else { return nil }
         return CommandContext.registry.protocols.lazy.compactMap { $0 as? DescribedProtocol }.first { $0.description.source == file }?.name
     }

@@ -20,7 +20,6 @@ public actor DescribedDevice: DeviceHalf {
     public nonisolated let slotSize: Int
     /// The image it runs (what survives a reboot).
     public private(set) var running: [UInt8]
-    public private(set) var updates = 0
     private var inBootloader = false
     private var enterBootloaderAtBoot = false
     private var upload: Upload?
@@ -74,21 +73,16 @@ public actor DescribedDevice: DeviceHalf {
         verified = nil
     }
 
-    /// The payload size a packet carries on a link of `maximumPacket` bytes (with its channel byte).
-    nonisolated func payloadSize(maximumPacket: Int) -> Int {
-        description.transfer.payloadSize ?? max(1, maximumPacket - 1 - description.message(description.transfer.packet).overhead)
-    }
-
     public func serve(_ link: any Link, environment: DeviceEnvironment) async {
         if !description.transfer.resume { upload = nil }
-        if let pending = pendingRequest() { try? await send(pending, on: link) }
+        if let pending = pendingRequest() { try? await link.send(pending) }
         while true {
             let packet: [UInt8]
             do {
                 // Requests are repeated when nothing arrives for a while (a lost packet or request).
                 if case .requested = description.transfer.flow, upload != nil {
                     guard let next = try await link.receive(within: .milliseconds(300), clock: environment.clock) else {
-                        if let pending = pendingRequest(again: true) { try await send(pending, on: link) }
+                        if let pending = pendingRequest(again: true) { try await link.send(pending) }
                         continue
                     }
                     packet = next
@@ -112,10 +106,6 @@ public actor DescribedDevice: DeviceHalf {
                 return
             }
         }
-    }
-
-    private func send(_ message: [UInt8], on link: any Link) async throws(LinkError) {
-        try await link.send(message)
     }
 
     private func answer(_ name: String, _ variables: [String: UInt64]) -> [UInt8] {
@@ -346,7 +336,6 @@ public actor DescribedDevice: DeviceHalf {
 
     private func install(_ image: [UInt8]) -> RebootRequest {
         running = image
-        updates += 1
         verified = nil
         enterBootloaderAtBoot = false
         return RebootRequest(toBootloader: false)

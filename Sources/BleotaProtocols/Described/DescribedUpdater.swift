@@ -56,10 +56,6 @@ public struct DescribedUpdater: ProtocolHost {
                             "\(description.displayName) devices take only real images: give tune an image (--image FILE), which is sent and verified but never activated")
     }
 
-    func connect(_ purpose: ConnectPurpose, step: UpdateStep) async throws(TransferError) -> any Link {
-        try await context.connect(purpose, step: step)
-    }
-
     /// The channels the connection offers (what GATT discovery found).
     func channels(_ link: any Link, step: UpdateStep) async throws(TransferError) -> Set<UInt8> {
         do {
@@ -96,7 +92,7 @@ public struct DescribedUpdater: ProtocolHost {
         recorder.beginQuietly(.load)
         let bytes = try prepare(image)
         recorder.enter(.connect)
-        var link = try await connect(.initial, step: .connect)
+        var link = try await context.connect(.initial, step: .connect)
         var statistics = TransferStatistics()
         var pace = Pace(readEvery: nil, window: 1, delay: context.explicitKnobs.contains(.delay) ? context.tuning.interPacketDelay : .zero)
         if case .none(let every, _) = description.transfer.flow { pace.readEvery = context.explicitKnobs.contains(.window) ? max(1, context.tuning.window) : every }
@@ -157,7 +153,7 @@ public struct DescribedUpdater: ProtocolHost {
                 }
                 context.onEvent(.note("\(why): reconnecting"))
                 recorder.enter(.reconnect)
-                link = try await connect(.resume, step: .reconnect)
+                link = try await context.connect(.resume, step: .reconnect)
             case .lost(let why, let connection):
                 await link.close()
                 guard attempt < tries else {
@@ -173,7 +169,7 @@ public struct DescribedUpdater: ProtocolHost {
                 } else {
                     // The device may be restarting (a failure it reported reboots it): connect afresh.
                     recorder.enter(.reconnect)
-                    link = try await connect(.resume, step: .reconnect)
+                    link = try await context.connect(.resume, step: .reconnect)
                 }
             }
         }
@@ -209,7 +205,7 @@ public struct DescribedUpdater: ProtocolHost {
         recorder.enter(.confirm)
         await awaitDisconnect(link, clock: clock, timeout: timeouts.response)
         let back: any Link
-        do { back = try await connect(.application, step: .confirm) } catch {
+        do { back = try await context.connect(.application, step: .confirm) } catch {
             var failure = error
             failure.outcome = .unknown
             throw TryFailure.final(failure)
@@ -255,7 +251,7 @@ public struct DescribedUpdater: ProtocolHost {
         }
         await awaitDisconnect(link, clock: clock, timeout: timeouts.response)
         recorder.enter(.reconnect)
-        let back = try await connect(.bootloader, step: .reconnect)
+        let back = try await context.connect(.bootloader, step: .reconnect)
         guard try await channels(back, step: .reconnect).contains(data) else {
             await back.close()
             throw TransferError(.deviceRefused, step: .enterBootloader, "\(context.connector.description) stayed in its application after the jump to its bootloader")

@@ -243,11 +243,6 @@ public struct ProtocolDescription: Sendable {
         case tooBig = "too-big", notStarted = "not-started", badCommand = "bad-command"
     }
 
-    /// The channel number of the characteristic called `name`.
-    public func channel(_ name: String) -> UInt8? {
-        characteristics.firstIndex { $0.name == name }.map { UInt8($0) }
-    }
-
     /// The characteristics as the GATT channels of a channel link.
     public var gattChannels: [GATTChannel] {
         characteristics.enumerated().map { index, item in

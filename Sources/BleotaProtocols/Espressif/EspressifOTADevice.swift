@@ -23,7 +23,6 @@ public actor EspressifOTADevice: DeviceHalf {
     public nonisolated let window: UInt8
     public nonisolated let partitionSize: Int
     public private(set) var running: [UInt8]
-    public private(set) var updates = 0
     private var upload: Upload?
 
     struct Upload {
@@ -168,7 +167,6 @@ public actor EspressifOTADevice: DeviceHalf {
         finished = true
         guard ESPAppImage.problem(image) == nil else { return false }
         running = image
-        updates += 1
         return true
     }
 }

@@ -39,7 +39,7 @@ public struct EspressifOTAUpdater: ProtocolHost {
         var packetData = 0
         var attempt = 0
         var activationPossible = false
-        var link = try await connect(.initial, step: .connect)
+        var link = try await context.connect(.initial, step: .connect)
         while true {
             attempt += 1
             recorder.enter(.transfer)
@@ -67,7 +67,7 @@ public struct EspressifOTAUpdater: ProtocolHost {
                 statistics.reconnects += 1
                 context.onEvent(.note("\(why): connecting again and starting over (the device forgets an upload at a disconnect)"))
                 recorder.enter(.reconnect)
-                link = try await connect(.resume, step: .reconnect)
+                link = try await context.connect(.resume, step: .reconnect)
             }
         }
         // The device validates and restarts by itself 200 ms after its last sector; STOP is a courtesy.
@@ -82,7 +82,7 @@ public struct EspressifOTAUpdater: ProtocolHost {
             throw error
         }
         recorder.enter(.confirm)
-        let back = try await connect(.application, step: .confirm)
+        let back = try await context.connect(.application, step: .confirm)
         await back.close()
         recorder.versionAfter = prepared.version
         var tuning = context.tuning
@@ -90,10 +90,6 @@ public struct EspressifOTAUpdater: ProtocolHost {
         tuning.packetSize = packetData
         return recorder.finish(bytes: image.count, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: packetData, elapsed: transferTime),
                                statistics: statistics, tuning: tuning)
-    }
-
-    func connect(_ purpose: ConnectPurpose, step: UpdateStep) async throws(TransferError) -> any Link {
-        try await context.connect(purpose, step: step)
     }
 
     /// True once the link drops (the restart), false when it is still up after `timeout`.

@@ -23,7 +23,6 @@ public actor SUOTADevice: DeviceHalf {
     public nonisolated let partitionSize: Int
     public nonisolated let patchDataSize: UInt16
     public private(set) var running: [UInt8]
-    public private(set) var updates = 0
     private var upload: Upload?
     /// An image whose header END committed: the bootloader installs it at the next start.
     private var committed: [UInt8]?
@@ -60,7 +59,6 @@ public actor SUOTADevice: DeviceHalf {
         upload = nil
         if let committed {
             running = committed
-            updates += 1
             self.committed = nil
         }
     }

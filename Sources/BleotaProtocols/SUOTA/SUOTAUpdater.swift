@@ -49,7 +49,7 @@ public struct SUOTAUpdater: ProtocolHost {
         var chunk = 0
         var attempt = 0
         var endSent = false
-        var link = try await connect(.initial, step: .connect)
+        var link = try await context.connect(.initial, step: .connect)
         attempts: while true {
             attempt += 1
             recorder.enter(.transfer)
@@ -69,7 +69,7 @@ public struct SUOTAUpdater: ProtocolHost {
                     // An earlier END whose answer was lost took: the device restarted into the image.
                     guard endSent else { throw failure }
                     context.onEvent(.note("\(device) already runs this image: the END of an earlier try took, though its answer was lost"))
-                    link = try await connect(.resume, step: .reconnect)
+                    link = try await context.connect(.resume, step: .reconnect)
                     break attempts
                 case .final(let failure):
                     await abort(link)
@@ -88,7 +88,7 @@ public struct SUOTAUpdater: ProtocolHost {
                     statistics.reconnects += 1
                     context.onEvent(.note("\(why); starting the upload again with smaller blocks"))
                     recorder.enter(.reconnect)
-                    link = try await connect(.resume, step: .reconnect)
+                    link = try await context.connect(.resume, step: .reconnect)
                 }
             }
         }
@@ -110,10 +110,6 @@ public struct SUOTAUpdater: ProtocolHost {
         tuning.interPacketDelay = pace.delay
         return recorder.finish(bytes: file.count, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: chunk, elapsed: transferTime),
                                statistics: statistics, tuning: tuning)
-    }
-
-    func connect(_ purpose: ConnectPurpose, step: UpdateStep) async throws(TransferError) -> any Link {
-        try await context.connect(purpose, step: step)
     }
 
     /// MEM_DEV 0xFF000000, then the link closed: the device leaves SUOTA (or restarts, having lost the link).

@@ -20,7 +20,6 @@ public actor TIOADDevice: DeviceHalf {
     public nonisolated let slotSize: Int
     public nonisolated let blockSize: Int
     public private(set) var running: [UInt8]
-    public private(set) var updates = 0
     private var state = State.idle
     private var identifyFailures = 0
 
@@ -133,7 +132,6 @@ public actor TIOADDevice: DeviceHalf {
             try await notify(.control, [opcode, TIOADStatus.success.rawValue], link)
             // The application resets; the BIM copies the image and boots it.
             running = image
-            updates += 1
             state = .idle
             return RebootRequest()
         case .cancelOAD?:
