@@ -108,6 +108,17 @@ import Testing
         #expect(result.stderr.split(separator: "\n").count == 1)
     }
 
+    /// A description file that is not there, or not YAML: one line naming the file and what to do, exit 3.
+    @Test func aMissingOrUnreadableDescriptionIsOneLine() throws {
+        let missing = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--protocol-file", "no-such.yaml", "--device", "sim://2m-dle"])
+        #expect(missing.status == 3, "\(missing.stderr)")
+        #expect(missing.stderr == "error: no-such.yaml: cannot read the protocol description: check the path\n", "\(missing.stderr)")
+        let notYAML = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", "sim://2m-dle?protocol-file=samples/firmware/blinky.hex"])
+        #expect(notYAML.status == 3, "\(notYAML.stderr)")
+        #expect(notYAML.stderr.hasPrefix("error: samples/firmware/blinky.hex"), "\(notYAML.stderr)")
+        #expect(notYAML.stderr.split(separator: "\n").count == 1)
+    }
+
     @Test func aGoodDescriptionOfMyOwnFlashes() throws {
         let lines = [
             "bleota-protocol: 1", "name: mine", "service: 1234",
