@@ -14,6 +14,9 @@ carry exactly what the devices (and bleota's simulated devices) check.
                                          application, CRC-32 from offset 12), a contiguous segment
   samples/suota/da1469x-app-sample.img   DA1469x mkimage layout: "Qq", code size, CRC-32 of the
                                          code, version "2.0.0", timestamp, the code at 0x400
+  samples/silabs/efr32-app-sample.gbl    GBL v3 as `commander gbl create --app` lays it out: header
+                                         tag, application tag (version 2), one program tag at
+                                         0x00000000, end tag with the CRC-32 of everything before
 
 Run from the repository root: python3 scripts/make-vendor-samples.py
 """
@@ -87,3 +90,16 @@ oad[24:28] = struct.pack("<I", len(oad))
 oad[36:40] = struct.pack("<I", len(oad) - 1)
 oad[8:12] = struct.pack("<I", zlib.crc32(bytes(oad[12:])))
 write("samples/ti-oad/cc26x2-app-sample_oad.bin", bytes(oad))
+
+# Silicon Labs GBL v3: tags of (id u32, length u32, value); the end tag's CRC-32 covers the file
+# from its first byte through the end tag's 8-byte header.
+def gbl_tag(tag, value):
+    return struct.pack("<II", tag, len(value)) + value
+
+
+gbl = gbl_tag(0x03A617EB, struct.pack("<II", 0x03000000, 0))
+gbl += gbl_tag(0xF40A0AF4, struct.pack("<III", 1, 2, 0) + bytes(16))
+gbl += gbl_tag(0xFE0101FE, struct.pack("<I", 0) + content)
+gbl += struct.pack("<II", 0xFC0404FC, 4)
+gbl += struct.pack("<I", zlib.crc32(gbl))
+write("samples/silabs/efr32-app-sample.gbl", gbl)

@@ -24,7 +24,7 @@ import Foundation
 struct Options {
     var runs = 2000
     var seed: UInt64 = 1
-    var protocols = ["native", "smp", "nordic-dfu", "nordic-legacy", "espressif-ota", "suota", "ti-oad", "telink-ota"]
+    var protocols = ["native", "smp", "nordic-dfu", "nordic-legacy", "espressif-ota", "suota", "ti-oad", "silabs-ota", "telink-ota"]
     var jobs = 2
     var json = false
     var verbose = false
@@ -40,7 +40,7 @@ struct Options {
             case "--json": json = true
             case "--verbose": verbose = true
             case "--help", "-h":
-                print("usage: bleota-fault-matrix [--runs N] [--seed S] [--protocol native|smp|nordic-dfu|nordic-legacy|espressif-ota|suota|ti-oad|telink-ota] [--jobs J] [--json] [--verbose]")
+                print("usage: bleota-fault-matrix [--runs N] [--seed S] [--protocol native|smp|nordic-dfu|nordic-legacy|espressif-ota|suota|ti-oad|silabs-ota|telink-ota] [--jobs J] [--json] [--verbose]")
                 exit(0)
             default:
                 FileHandle.standardError.write(Data("unknown option \(argument): see --help\n".utf8))
@@ -137,6 +137,9 @@ func runOne(index: Int, options: Options) async -> RunResult {
     } else if protocolName == "ti-oad" {
         newBytes = TIOADImageHeader.sample(firmware, softwareVersion: "0002")
         image = PreparedImage(bytes: newBytes, version: "2", summary: "")
+    } else if protocolName == "silabs-ota" {
+        newBytes = GeckoBootloaderImage.sample(firmware, applicationVersion: 2)
+        image = PreparedImage(bytes: newBytes, version: "2", summary: "")
     } else if protocolName == "suota" {
         newBytes = SUOTAImageHeader.sample(firmware, version: "2.0.0", timestamp: 2)
         image = PreparedImage(bytes: newBytes, version: "2", summary: "")
@@ -157,6 +160,7 @@ func runOne(index: Int, options: Options) async -> RunResult {
             if let esp = half as? EspressifOTADevice { old = await esp.running }
             if let suota = half as? SUOTADevice { old = await suota.running }
             if let oad = half as? TIOADDevice { old = await oad.running }
+            if let silabs = half as? SiliconLabsOTADevice { old = await silabs.application ?? [] }
             if let described = half as? DescribedDevice { old = await described.running }
             await world.add(SimulatedDevice(address: Simulation.deviceAddress, half: half, model: parsed.model,
                                             channelTagged: chosen.identity.gattServices.contains { !$0.channels.isEmpty }))
@@ -181,6 +185,12 @@ func runOne(index: Int, options: Options) async -> RunResult {
             }
             if let oad = half as? TIOADDevice {
                 return (outcome, nordicState(await oad.running, .application, old: old, new: newBytes))
+            }
+            if let silabs = half as? SiliconLabsOTADevice {
+                // The AppLoader overwrites the application in place: a device without one waits in the AppLoader.
+                let application = await silabs.application
+                return (outcome, application == nil ? (await silabs.mode == .bootloader ? .inBootloader : .other("no application, yet not in the AppLoader"))
+                                                    : nordicState(application, await silabs.mode, old: old, new: newBytes))
             }
             if let described = half as? DescribedDevice {
                 let running = await described.running

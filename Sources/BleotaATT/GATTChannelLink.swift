@@ -14,6 +14,7 @@ public final class GATTChannelLink: Link {
     let handles: [UInt8: (channel: GATTChannel, valueHandle: UInt16)]
     let runner: Task<Void, Never>?
     private let local = Mailbox<[UInt8]>()
+    private let reads = BackgroundTasks()
 
     /// Call after the MTU exchange and the subscriptions; `found` maps each channel present to its value handle.
     public init(client: GATTClient, found: [(GATTChannel, UInt16)], mtu: Int, description: String, runner: Task<Void, Never>? = nil) {
@@ -61,11 +62,27 @@ public final class GATTChannelLink: Link {
         }
         do {
             if payload.isEmpty, channel.readable {
-                local.put(ChannelPacket.tag(number, try await client.read(handle)))
+                // Read in the background: ATT holds back requests, not commands, so writes without
+                // response go on while the read is outstanding, and its value arrives after them
+                // (a host pacing a stream by reads keeps one in flight). A read that fails leaves
+                // no answer; a dropped bearer is what receive() reports.
+                let client = self.client, local = self.local
+                reads.start {
+                    if let value = try? await client.read(handle) { local.put(ChannelPacket.tag(number, value)) }
+                }
                 return
             }
             switch channel.write {
             case .request: try await client.write(handle, Array(payload))
+            case .answeredRequest:
+                // The Write Response, or the Error Response's code, is the device's answer.
+                do {
+                    try await client.write(handle, Array(payload))
+                    local.put(ChannelPacket.writeResult(channel: number, code: 0))
+                } catch {
+                    guard case .peer(let code, _, _) = error else { throw error }
+                    local.put(ChannelPacket.writeResult(channel: number, code: code.rawValue))
+                }
             case .command: try await client.writeWithoutResponse(handle, Array(payload))
             case .none: throw LinkError.disconnected("channel \(number) (\(channel.characteristic)) is not writable")
             }
@@ -105,6 +122,7 @@ public final class GATTChannelLink: Link {
     public func close() async {
         local.close()
         await client.bearer.close("closed by the host")
+        await reads.finish()
         await runner?.value
     }
 }
@@ -118,12 +136,14 @@ public final class GATTPeripheralChannelLink: Link {
     public let bearer: ATTBearer
     let valueHandles: [UInt8: UInt16]
     let inbox: Mailbox<[UInt8]>
+    let answers: WriteAnswers
 
-    init(server: GATTServer, bearer: ATTBearer, valueHandles: [UInt8: UInt16], inbox: Mailbox<[UInt8]>) {
+    init(server: GATTServer, bearer: ATTBearer, valueHandles: [UInt8: UInt16], inbox: Mailbox<[UInt8]>, answers: WriteAnswers) {
         self.server = server
         self.bearer = bearer
         self.valueHandles = valueHandles
         self.inbox = inbox
+        self.answers = answers
     }
 
     public var parameters: LinkParameters {
@@ -136,6 +156,7 @@ public final class GATTPeripheralChannelLink: Link {
     public static func addChannels(_ channels: [GATTChannel], to server: GATTServer, values: [UInt8: [UInt8]] = [:],
                                    liveValue: (@Sendable (UInt8) async -> [UInt8]?)? = nil) -> @Sendable (ATTBearer) async -> GATTPeripheralChannelLink {
         let inbox = Mailbox<[UInt8]>()
+        let answers = WriteAnswers()
         var valueHandles: [UInt8: UInt16] = [:]
         var services: [BluetoothUUID] = []
         for channel in channels where !services.contains(channel.service) { services.append(channel.service) }
@@ -144,7 +165,7 @@ public final class GATTPeripheralChannelLink: Link {
             let definitions = members.map { channel in
                 var properties: CharacteristicProperties = []
                 switch channel.write {
-                case .request: properties.insert(.write)
+                case .request, .answeredRequest: properties.insert(.write)
                 case .command: properties.insert(.writeWithoutResponse)
                 case .none: break
                 }
@@ -163,6 +184,14 @@ public final class GATTPeripheralChannelLink: Link {
                 guard channel.write != .none else {
                     return CharacteristicDefinition(uuid: channel.characteristic, properties: properties, value: values[number] ?? [], onRead: reader)
                 }
+                guard channel.write != .answeredRequest else {
+                    // The Write Response waits for the device half's answer, which decides it.
+                    return CharacteristicDefinition(uuid: channel.characteristic, properties: properties, value: values[number] ?? [],
+                                                    onWriteRequest: { value in
+                                                        inbox.put(ChannelPacket.tag(number, value))
+                                                        return await answers.next(for: number)
+                                                    }, onRead: reader)
+                }
                 return CharacteristicDefinition(uuid: channel.characteristic, properties: properties, value: values[number] ?? [],
                                                 onWrite: { value in inbox.put(ChannelPacket.tag(number, value)) }, onRead: reader)
             }
@@ -170,10 +199,15 @@ public final class GATTPeripheralChannelLink: Link {
             for (channel, handle) in zip(members, handles) { valueHandles[channel.number] = handle }
         }
         let found = valueHandles
-        return { bearer in GATTPeripheralChannelLink(server: server, bearer: bearer, valueHandles: found, inbox: inbox) }
+        return { bearer in GATTPeripheralChannelLink(server: server, bearer: bearer, valueHandles: found, inbox: inbox, answers: answers) }
     }
 
     public func send(_ packet: [UInt8]) async throws(LinkError) {
+        // A write's answer becomes its Write Response (or Error Response).
+        if let (channel, code) = ChannelPacket.writeResult(in: packet) {
+            answers.put(code, for: channel)
+            return
+        }
         // The directory is the GATT database itself: the client discovers it.
         guard let (number, payload) = ChannelPacket.split(packet), number != ChannelPacket.directoryMarker else { return }
         guard let handle = valueHandles[number] else { return }
@@ -188,8 +222,31 @@ public final class GATTPeripheralChannelLink: Link {
 
     public func close() async {
         inbox.close()
+        answers.close()
         await bearer.close("closed by the device")
     }
+}
+
+/// The device half's answers to writes on answered channels, waited for by
+/// the GATT server before it sends the Write Response. ATT allows one request
+/// at a time, so one answer is outstanding at most; a device half that goes
+/// away (a reboot) leaves the write taken, as a device acknowledges a write
+/// before it resets.
+final class WriteAnswers: Sendable {
+    private let codes = Mailbox<(channel: UInt8, code: UInt8)>()
+
+    func put(_ code: UInt8, for channel: UInt8) { codes.put((channel, code)) }
+
+    /// The answer to the write just delivered on `channel`: nil for taken, or the error code.
+    func next(for channel: UInt8) async -> ATTErrorCode? {
+        while let answer = try? await codes.take() {
+            guard answer.channel == channel else { continue }
+            return answer.code == 0 ? nil : ATTErrorCode(rawValue: answer.code)
+        }
+        return nil
+    }
+
+    func close() { codes.close() }
 }
 
 extension Mailbox<[UInt8]> {
@@ -199,5 +256,38 @@ extension Mailbox<[UInt8]> {
             guard let packet = try await take() else { throw LinkError.disconnected("GATT server closed") }
             return packet
         } catch let error as LinkError { throw error } catch { throw .cancelled }
+    }
+}
+
+/// Tasks a link starts and owns (background reads): each forgotten when it
+/// ends, the rest cancelled and waited for when the link closes, so none
+/// outlives the link.
+final class BackgroundTasks: Sendable {
+    private struct State {
+        var tasks: [UInt64: Task<Void, Never>] = [:]
+        var next: UInt64 = 0
+    }
+    private let state = Mutex(State())
+
+    func start(_ work: @escaping @Sendable () async -> Void) {
+        state.withLock { state in
+            state.next += 1
+            let id = state.next
+            state.tasks[id] = Task { [weak self] in
+                await work()
+                self?.state.withLock { _ = $0.tasks.removeValue(forKey: id) }
+            }
+        }
+    }
+
+    func finish() async {
+        let running = state.withLock { state in
+            defer { state.tasks = [:] }
+            return Array(state.tasks.values)
+        }
+        for task in running {
+            task.cancel()
+            await task.value
+        }
     }
 }

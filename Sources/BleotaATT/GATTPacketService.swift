@@ -37,6 +37,11 @@ public struct GATTChannel: Sendable, Hashable {
     public enum Write: Sendable, Hashable {
         /// ATT Write Request: the device confirms each write (control points).
         case request
+        /// ATT Write Request whose answer the device half decides and the host
+        /// reads: taken, or refused with an application error code (Silicon
+        /// Labs' OTA Control). Each write comes back as a
+        /// ``/BleotaLink/ChannelPacket/writeResult(channel:code:)`` packet.
+        case answeredRequest
         /// ATT Write Command: no confirmation (data streams).
         case command
         /// Not written; read instead.

@@ -20,6 +20,9 @@ public struct CharacteristicDefinition: Sendable {
     public var value: [UInt8]
     /// Called for every write (request or command) with the new value.
     public var onWrite: (@Sendable ([UInt8]) async -> Void)?
+    /// Called for every write instead of ``onWrite`` when the firmware decides the answer:
+    /// nil for taken, or the error code the Error Response carries.
+    public var onWriteRequest: (@Sendable ([UInt8]) async -> ATTErrorCode?)?
     /// Called for every read: the value now (a counter the device keeps), or nil for the stored one.
     public var onRead: (@Sendable () async -> [UInt8]?)?
 
@@ -30,6 +33,15 @@ public struct CharacteristicDefinition: Sendable {
         self.value = value
         self.onRead = onRead
         self.onWrite = onWrite
+    }
+
+    public init(uuid: BluetoothUUID, properties: CharacteristicProperties, value: [UInt8] = [],
+                onWriteRequest: @escaping @Sendable ([UInt8]) async -> ATTErrorCode?, onRead: (@Sendable () async -> [UInt8]?)? = nil) {
+        self.uuid = uuid
+        self.properties = properties
+        self.value = value
+        self.onRead = onRead
+        self.onWriteRequest = onWriteRequest
     }
 }
 
@@ -51,7 +63,7 @@ public final class GATTServer: ATTServerHandler {
 
     struct State {
         var attributes: [Attribute] = []
-        var writeHandlers: [UInt16: @Sendable ([UInt8]) async -> Void] = [:]
+        var writeHandlers: [UInt16: @Sendable ([UInt8]) async -> ATTErrorCode?] = [:]
         var readHandlers: [UInt16: @Sendable () async -> [UInt8]?] = [:]
         /// CCCD handle → value handle.
         var cccdOf: [UInt16: UInt16] = [:]
@@ -81,7 +93,14 @@ public final class GATTServer: ATTServerHandler {
                 state.attributes.append(Attribute(handle: valueHandle, type: characteristic.uuid, value: characteristic.value, groupEnd: 0,
                                                   readable: characteristic.properties.contains(.read),
                                                   writable: !characteristic.properties.isDisjoint(with: [.write, .writeWithoutResponse])))
-                if let onWrite = characteristic.onWrite { state.writeHandlers[valueHandle] = onWrite }
+                if let onWriteRequest = characteristic.onWriteRequest {
+                    state.writeHandlers[valueHandle] = onWriteRequest
+                } else if let onWrite = characteristic.onWrite {
+                    state.writeHandlers[valueHandle] = { value in
+                        await onWrite(value)
+                        return nil
+                    }
+                }
                 if let onRead = characteristic.onRead { state.readHandlers[valueHandle] = onRead }
                 valueHandles.append(valueHandle)
                 next = valueHandle
@@ -124,7 +143,7 @@ public final class GATTServer: ATTServerHandler {
 
     /// Writes a value; returns an error code or nil.
     private func write(_ handle: UInt16, _ value: [UInt8]) async -> ATTErrorCode? {
-        let outcome: (ATTErrorCode?, (@Sendable ([UInt8]) async -> Void)?) = state.withLock { state in
+        let outcome: (ATTErrorCode?, (@Sendable ([UInt8]) async -> ATTErrorCode?)?) = state.withLock { state in
             guard let index = state.attributes.firstIndex(where: { $0.handle == handle }) else { return (.invalidHandle, nil) }
             guard state.attributes[index].writable else { return (.writeNotPermitted, nil) }
             if let valueHandle = state.cccdOf[handle] {
@@ -134,7 +153,7 @@ public final class GATTServer: ATTServerHandler {
             state.attributes[index].value = value
             return (nil, state.writeHandlers[handle])
         }
-        if outcome.0 == nil, let handler = outcome.1 { await handler(value) }
+        if outcome.0 == nil, let handler = outcome.1 { return await handler(value) }
         return outcome.0
     }
 

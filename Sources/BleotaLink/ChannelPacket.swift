@@ -36,6 +36,23 @@ public enum ChannelPacket {
     /// The answer to ``directoryQuery``: the marker, then each channel present.
     public static func directory(_ channels: [UInt8]) -> [UInt8] { [directoryMarker] + channels }
 
+    /// The first byte of a write result: the device's answer to a write on a
+    /// channel whose writes it answers (``writeResult(channel:code:)``).
+    public static let writeResultMarker: UInt8 = 0xFD
+
+    /// A device's answer to a write on `channel`: 0 for taken, otherwise the
+    /// code it refuses with. Over GATT this is the ATT Write Response (0) or
+    /// the Error Response's code (the application range 0x80…0x9F, Silicon
+    /// Labs' AppLoader answers so); on the simulator, UDP and serial it is
+    /// this packet, which the device half sends itself.
+    public static func writeResult(channel: UInt8, code: UInt8) -> [UInt8] { [writeResultMarker, channel, code] }
+
+    /// The channel and code of a write result, or nil when `packet` is not one.
+    public static func writeResult(in packet: [UInt8]) -> (channel: UInt8, code: UInt8)? {
+        guard packet.count == 3, packet[0] == writeResultMarker else { return nil }
+        return (packet[1], packet[2])
+    }
+
     /// The channels listed in a directory answer, or nil when `packet` is not one.
     public static func channels(inDirectory packet: [UInt8]) -> Set<UInt8>? {
         guard packet.first == directoryMarker else { return nil }

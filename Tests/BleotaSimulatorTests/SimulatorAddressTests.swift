@@ -49,7 +49,7 @@ import Testing
         ("sim://2m-dle?seed=-1", "sim:// key 'seed' needs a whole number, got '-1'"),
         ("sim://2m-dle?buffer=0", "buffer 0 is out of range: use 1…1024"),
         ("sim://2m-dle?loss", "sim:// key 'loss' needs a value: write loss=VALUE"),
-        ("sim://2m-dle?protocol=dfu", "sim:// protocol 'dfu' is not simulated: use protocol=native, protocol=smp, protocol=nordic-dfu, protocol=nordic-legacy, protocol=espressif-ota, protocol=suota or protocol=ti-oad"),
+        ("sim://2m-dle?protocol=dfu", "sim:// protocol 'dfu' is not simulated: use protocol=native, protocol=smp, protocol=nordic-dfu, protocol=nordic-legacy, protocol=espressif-ota, protocol=suota, protocol=ti-oad or protocol=silabs-ota"),
         ("sim://2m-dle?protocol=smp&smp-buffer=64", "sim:// smp-buffer 64 is out of range: use 128…65535"),
         ("sim://2m-dle?erase=-1", "sim:// key 'erase' cannot be negative"),
         ("udp://x", "'udp://x' is not a simulator address: use sim://PRESET?key=value"),

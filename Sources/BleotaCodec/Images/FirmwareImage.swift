@@ -13,7 +13,7 @@ public enum ImageFormat: String, Sendable, Hashable, Codable, CaseIterable {
     public init?(pathExtension path: String) {
         let ext = (path as NSString).pathExtension.lowercased()
         switch ext {
-        case "bin", "img", "raw": self = .bin
+        case "bin", "img", "raw", "gbl": self = .bin
         case "hex", "ihex", "ihx", "h86": self = .intelHex
         case "srec", "s19", "s28", "s37", "mot", "mhx", "s": self = .srec
         default: return nil

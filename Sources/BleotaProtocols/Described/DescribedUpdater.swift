@@ -56,20 +56,6 @@ public struct DescribedUpdater: ProtocolHost {
                             "\(description.displayName) devices take only real images: give tune an image (--image FILE), which is sent and verified but never activated")
     }
 
-    /// The channels the connection offers (what GATT discovery found).
-    func channels(_ link: any Link, step: UpdateStep) async throws(TransferError) -> Set<UInt8> {
-        do {
-            try await link.send(ChannelPacket.directoryQuery)
-            let deadline = clock.now + timeouts.response
-            while deadline > clock.now, let packet = try await link.receive(within: deadline - clock.now, clock: clock) {
-                if let channels = ChannelPacket.channels(inDirectory: packet) { return channels }
-            }
-        } catch {
-            throw TransferError(.linkLost, step: step, "\(context.connector.description) dropped the link during discovery: \(error)")
-        }
-        throw TransferError(.timeout, step: step, "\(context.connector.description) did not list its characteristics")
-    }
-
     func send(_ name: String, _ variables: [String: UInt64], on link: any Link) async throws(LinkError) {
         let template = description.message(name)
         try await link.send(ChannelPacket.tag(template.channel, template.encode(variables)))
@@ -212,7 +198,7 @@ public struct DescribedUpdater: ProtocolHost {
         }
         guard description.update.enterBootloader != nil else { return back }
         let offered: Set<UInt8>
-        do { offered = try await channels(back, step: .confirm) } catch { throw TryFailure.final(error) }
+        do { offered = try await context.channels(on: back, step: .confirm) } catch { throw TryFailure.final(error) }
         let data = description.message(description.transfer.packet).channel
         if offered.contains(data), !description.characteristics[Int(data)].offeredIn.contains(.application) {
             // The bootloader did not start the image: it did not arrive whole, or it is not one the device boots.
@@ -235,7 +221,7 @@ public struct DescribedUpdater: ProtocolHost {
 
     func enterBootloaderIfNeeded(_ link: any Link, recorder: inout OperationRecorder) async throws(TransferError) -> any Link {
         guard let jump = description.update.enterBootloader else { return link }
-        let offered = try await channels(link, step: .connect)
+        let offered = try await context.channels(on: link, step: .connect)
         let data = description.message(description.transfer.packet).channel
         if offered.contains(data) { return link }
         recorder.enter(.enterBootloader)
@@ -252,7 +238,7 @@ public struct DescribedUpdater: ProtocolHost {
         await awaitDisconnect(link, clock: clock, timeout: timeouts.response)
         recorder.enter(.reconnect)
         let back = try await context.connect(.bootloader, step: .reconnect)
-        guard try await channels(back, step: .reconnect).contains(data) else {
+        guard try await context.channels(on: back, step: .reconnect).contains(data) else {
             await back.close()
             throw TransferError(.deviceRefused, step: .enterBootloader, "\(context.connector.description) stayed in its application after the jump to its bootloader")
         }

@@ -1,0 +1,287 @@
+import BleotaCodec
+import BleotaEngine
+import BleotaLink
+
+/// The host half of ``SiliconLabsOTAProtocol``, as Silicon Labs' own hosts
+/// run it (the NCP OTA host, Simplicity Connect): OTA Control 0x00 in the
+/// application → the device resets into its AppLoader (same address, named
+/// "OTA") → reconnect → 0x00 begins → the GBL file in writes without response
+/// → 0x03, whose Write Response is the AppLoader's verdict → 0x04 → the device
+/// boots the new application, whose version is read back.
+///
+/// The AppLoader takes the file as one stream with no offsets and answers only
+/// at the end, so a write lost on the way costs the whole try: bleota reads
+/// the OTA version every `window` writes (the answer comes after the writes
+/// before it, which paces the stream to what the device takes), and after a
+/// CRC_ERROR or a dropped link begins again from 0x00 with a smaller window
+/// and a pause between writes. Refusals of the file itself (NOT_SUPPORTED,
+/// IMAGE_TOO_BIG, …) end the update with the device's name for them.
+public struct SiliconLabsOTAUpdater: ProtocolHost {
+    public let context: HostContext
+    var clock: any BleotaClock { context.clock }
+    var timeouts: StepTimeouts { context.timeouts }
+    var device: String { context.connector.description }
+
+    public init(context: HostContext) { self.context = context }
+
+    var tries: Int { context.tries(default: 4) }
+
+    /// Writes between two reads of the OTA version, unless `--window` says otherwise.
+    static let defaultWindow = 16
+
+    enum TryFailure: Error {
+        case retry(String)
+        case final(TransferError)
+    }
+
+    /// How one try sends: bytes per write, writes between reads, the pause after each write, and
+    /// whether a read stays in flight while the next writes go out (up to two windows unread).
+    struct Pace {
+        var packetSize: Int
+        var window: Int
+        var delay: Duration
+        var pipelined = true
+
+        /// After a failed try: each read answered before more writes go out, at most 4 writes
+        /// between reads (with the read, what a 4-packet receive queue holds), a pause of 2 ms; after
+        /// further failures half the window and twice the pause, up to 40 ms.
+        mutating func slowDown() {
+            if pipelined {
+                pipelined = false
+                window = min(window, 3)
+            } else {
+                window = max(1, window / 2)
+            }
+            delay = delay == .zero ? .milliseconds(2) : min(.milliseconds(40), delay * 2)
+        }
+    }
+
+    public func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
+        let image = prepared.bytes
+        let targetVersion = (try? GeckoBootloaderImage(decoding: image))?.applicationVersion ?? 0
+        var recorder = context.recorder("flash")
+        recorder.beginQuietly(.load)
+        recorder.enter(.connect)
+        var statistics = TransferStatistics()
+        var transferTime = Duration.zero
+        var link = try await context.connect(.initial, step: .connect)
+        var offered = try await context.channels(on: link, step: .connect)
+        guard offered.contains(SiliconLabsOTAChannel.control.rawValue) else {
+            await link.close()
+            throw TransferError(.protocolViolation, step: .connect, "\(device) offers no Silicon Labs OTA Control characteristic: its application was built without OTA support")
+        }
+        let versionBefore = offered.contains(SiliconLabsOTAChannel.data.rawValue) ? nil : try? await applicationVersion(on: link)
+        var pace = Pace(packetSize: min(244, link.parameters.maximumPayload - 1, context.tuning.packetSize ?? 244),
+                        window: context.explicitKnobs.contains(.window) ? max(1, context.tuning.window) : Self.defaultWindow,
+                        delay: context.tuning.interPacketDelay)
+        var attempt = 0
+        // Once a byte of program data reached the AppLoader, the old application is overwritten.
+        var applicationOverwritten = false
+        // The device booted the file already (an end whose answer was lost, then the link closed).
+        var booted = false
+        tries: while true {
+            attempt += 1
+            let bytesBefore = statistics.bytesOnWire
+            let failure: TryFailure
+            do throws(TryFailure) {
+                if !offered.contains(SiliconLabsOTAChannel.data.rawValue) {
+                    recorder.enter(.enterBootloader)
+                    (link, offered) = try await enterAppLoader(link)
+                }
+                recorder.enter(.transfer)
+                let began = clock.now
+                defer { transferTime += clock.now - began }
+                try await upload(image, on: link, pace: pace, resend: attempt > 1, statistics: &statistics)
+                break tries
+            } catch { failure = error }
+            await link.close()
+            if statistics.bytesOnWire - bytesBefore >= 64 { applicationOverwritten = true }
+            switch failure {
+            case .final(var error):
+                if applicationOverwritten, error.outcome == nil { error.outcome = .inBootloader }
+                throw error
+            case .retry(let why):
+                guard attempt < tries else {
+                    var error = TransferError(.verificationFailed, step: .transfer, "the GBL file did not arrive whole in \(attempt) tries (\(why)): move closer to the device")
+                    error.outcome = applicationOverwritten ? .inBootloader : .oldImage(versionBefore.map { "application version \($0)" } ?? "its old image")
+                    throw error
+                }
+                statistics.reconnects += 1
+                pace.slowDown()
+                context.onEvent(.note("\(why); beginning again from 0x00 with \(pace.window) writes between reads" + (pace.pipelined ? "" : ", each read answered before more go out")
+                                      + (pace.delay > .zero ? ", \(pace.delay) between writes" : "")))
+                recorder.enter(.reconnect)
+                link = try await context.connect(.resume, step: .reconnect)
+                offered = try await context.channels(on: link, step: .reconnect)
+                // An end whose answer was lost: the device booted the file when the link closed.
+                if !offered.contains(SiliconLabsOTAChannel.data.rawValue), versionBefore != targetVersion,
+                   (try? await applicationVersion(on: link)) == targetVersion {
+                    context.onEvent(.note("\(device) runs application version \(targetVersion): the last try's end was taken though its answer was lost"))
+                    booted = true
+                    break tries
+                }
+            }
+        }
+        recorder.enter(.activate)
+        if booted {
+            await link.close()
+        } else {
+            // 0x04 asks the AppLoader to close the connection, after which it boots the verified file.
+            if (try? await control(.close, on: link)) != nil { _ = try? await writeResult(on: link) }
+            await awaitDisconnect(link, clock: clock, timeout: timeouts.response)
+        }
+        recorder.enter(.confirm)
+        let back: any Link
+        do { back = try await context.connect(.application, step: .confirm) } catch {
+            var failure = error
+            failure.outcome = .unknown
+            throw failure
+        }
+        let backOffered = try? await context.channels(on: back, step: .confirm)
+        let running = try? await applicationVersion(on: back)
+        await back.close()
+        if backOffered?.contains(SiliconLabsOTAChannel.data.rawValue) == true {
+            var failure = TransferError(.confirmFailed, step: .confirm, "\(device) came back in its AppLoader, not in the new application: run the same command again")
+            failure.outcome = .inBootloader
+            throw failure
+        }
+        if let version = running, version != targetVersion {
+            var failure = TransferError(.confirmFailed, step: .confirm, "\(device) runs application version \(version), not the file's \(targetVersion)")
+            failure.outcome = .oldImage("application version \(version)")
+            throw failure
+        }
+        recorder.versionAfter = prepared.version
+        var tuning = context.tuning
+        tuning.packetSize = pace.packetSize
+        tuning.window = pace.window
+        tuning.interPacketDelay = pace.delay
+        return recorder.finish(bytes: image.count, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: pace.packetSize, elapsed: transferTime),
+                               statistics: statistics, tuning: tuning)
+    }
+
+    /// OTA Control 0x00 in the application, its answer, the reset, and the AppLoader found at the same address.
+    func enterAppLoader(_ link: any Link) async throws(TryFailure) -> (any Link, Set<UInt8>) {
+        do {
+            try await control(.begin, on: link)
+            if let code = try await writeResult(on: link), code != 0 {
+                throw TryFailure.final(TransferError(.deviceRefused, step: .enterBootloader,
+                                                     "\(device) refused the reset into its AppLoader (ATT error 0x\([code].hexString)): its OTA trigger needs a bonded or encrypted connection"))
+            }
+        } catch let failure as TryFailure {
+            throw failure
+        } catch {
+            // The device resetting as it answers is expected.
+        }
+        await awaitDisconnect(link, clock: clock, timeout: timeouts.response)
+        let appLoader: any Link
+        let offered: Set<UInt8>
+        do {
+            appLoader = try await context.connect(.resume, step: .reconnect)
+            offered = try await context.channels(on: appLoader, step: .reconnect)
+        } catch { throw TryFailure.final(error) }
+        guard offered.contains(SiliconLabsOTAChannel.data.rawValue) else {
+            await appLoader.close()
+            throw TryFailure.retry("\(device) came back without OTA Data (still its application)")
+        }
+        return (appLoader, offered)
+    }
+
+    func control(_ value: SiliconLabsOTAControl, on link: any Link) async throws(LinkError) {
+        try await link.send(ChannelPacket.tag(SiliconLabsOTAChannel.control.rawValue, [value.rawValue]))
+    }
+
+    /// The answer to the last OTA Control write (0 taken, else the error code), or nil after the response time.
+    func writeResult(on link: any Link, timeout: Duration? = nil) async throws(LinkError) -> UInt8? {
+        let deadline = clock.now + (timeout ?? timeouts.response)
+        while deadline > clock.now, let packet = try await link.receive(within: deadline - clock.now, clock: clock) {
+            if let (channel, code) = ChannelPacket.writeResult(in: packet), channel == SiliconLabsOTAChannel.control.rawValue { return code }
+        }
+        return nil
+    }
+
+    /// The Application version characteristic, or nil when the device has none or does not answer.
+    func applicationVersion(on link: any Link) async throws(LinkError) -> UInt32? {
+        guard let value = try await read(.applicationVersion, on: link), value.count == 4 else { return nil }
+        return value.enumerated().reduce(0) { $0 | UInt32($1.element) << ($1.offset * 8) }
+    }
+
+    func read(_ channel: SiliconLabsOTAChannel, on link: any Link) async throws(LinkError) -> [UInt8]? {
+        try await link.send(ChannelPacket.tag(channel.rawValue, []))
+        return try await readAnswer(channel, on: link)
+    }
+
+    /// The value a read of `channel` returns, or nil after the response time.
+    func readAnswer(_ channel: SiliconLabsOTAChannel, on link: any Link) async throws(LinkError) -> [UInt8]? {
+        let deadline = clock.now + timeouts.response
+        while deadline > clock.now, let packet = try await link.receive(within: deadline - clock.now, clock: clock) {
+            if let (number, payload) = ChannelPacket.split(packet), number == channel.rawValue { return Array(payload) }
+        }
+        return nil
+    }
+
+    /// 0x00, every byte of the file, 0x03 and its verdict.
+    func upload(_ image: [UInt8], on link: any Link, pace: Pace, resend: Bool, statistics: inout TransferStatistics) async throws(TryFailure) {
+        do {
+            try await control(.begin, on: link)
+            guard let begun = try await writeResult(on: link) else { throw TryFailure.retry("\(device) did not answer the begin (0x00)") }
+            guard begun == 0 else {
+                throw TryFailure.final(TransferError(.deviceRefused, step: .transfer, "\(device) refused the begin (0x00): \(SiliconLabsOTAError.name(begun))"))
+            }
+            let began = clock.now
+            var offset = 0
+            var sinceRead = 0
+            // Reads in flight, each with the bytes written before it: one stays outstanding while
+            // the next `window` writes go out, so the stream never waits a whole round trip.
+            var reads: [Int] = []
+            while offset < image.count || !reads.isEmpty {
+                if offset < image.count {
+                    let end = min(image.count, offset + pace.packetSize)
+                    try await link.send(ChannelPacket.tag(SiliconLabsOTAChannel.data.rawValue, image[offset..<end]))
+                    statistics.packetsSent += 1
+                    if resend { statistics.packetsResent += 1 }
+                    statistics.bytesOnWire += end - offset
+                    offset = end
+                    sinceRead += 1
+                    if pace.delay > .zero { try? await clock.sleep(for: pace.delay) }
+                    guard sinceRead >= pace.window || offset == image.count else { continue }
+                    sinceRead = 0
+                    try await link.send(ChannelPacket.tag(SiliconLabsOTAChannel.otaVersion.rawValue, []))
+                    reads.append(offset)
+                    if offset < image.count, pace.pipelined, reads.count < 2 { continue }
+                }
+                // The read's answer follows the writes before it: the device has taken them.
+                guard try await readAnswer(.otaVersion, on: link) != nil else {
+                    statistics.ackTimeouts += 1
+                    throw TryFailure.retry("\(device) did not answer a read of its OTA version after \(reads[0]) bytes")
+                }
+                let taken = reads.removeFirst()
+                statistics.acknowledgements += 1
+                context.onEvent(.progress(TransferProgress(bytesAcknowledged: taken, totalBytes: image.count, packetsSent: statistics.packetsSent,
+                                                          packetsResent: statistics.packetsResent, packetsLost: statistics.packetsLost,
+                                                          elapsed: clock.now - began, window: pace.window, interPacketDelay: pace.delay)))
+            }
+            try await control(.end, on: link)
+            // The AppLoader checks the whole file before it answers.
+            guard let verdict = try await writeResult(on: link, timeout: timeouts.verify) else {
+                throw TryFailure.retry("\(device) did not answer the end (0x03)")
+            }
+            switch verdict {
+            case 0:
+                return
+            case SiliconLabsOTAError.crcError.rawValue, SiliconLabsOTAError.buffersFull.rawValue, SiliconLabsOTAError.wrongState.rawValue,
+                 SiliconLabsOTAError.notSupported.rawValue:
+                // bleota parsed the file before sending it: a parse that fails on the device means
+                // the stream lost or spoiled a write, as a CRC error does; a device that refuses the
+                // file itself refuses it again on every try, and the last one says so.
+                statistics.packetsLost += 1
+                throw TryFailure.retry("\(device) answered the end with \(SiliconLabsOTAError.name(verdict))")
+            default:
+                throw TryFailure.final(TransferError(.deviceRefused, step: .verify, "\(device) refused the GBL file: \(SiliconLabsOTAError.name(verdict))"))
+            }
+        } catch let failure as TryFailure {
+            throw failure
+        } catch {
+            throw TryFailure.retry("the link dropped during the upload (\(error))")
+        }
+    }
+}
