@@ -30,7 +30,9 @@ public struct SiliconLabsOTAUpdater: ProtocolHost {
     static let defaultWindow = 16
 
     enum TryFailure: Error {
-        case retry(String)
+        /// Worth another try; `verdictUnread` when the end went out and its answer was lost or
+        /// damaged, so the file may have verified (and boots as the link closes).
+        case retry(String, verdictUnread: Bool = false)
         case final(TransferError)
     }
 
@@ -75,18 +77,20 @@ public struct SiliconLabsOTAUpdater: ProtocolHost {
                         window: context.explicitKnobs.contains(.window) ? max(1, context.tuning.window) : Self.defaultWindow,
                         delay: context.tuning.interPacketDelay)
         var attempt = 0
-        // Once a byte of program data reached the AppLoader, the old application is overwritten.
-        var applicationOverwritten = false
+        // Once the device reset into its AppLoader it stays there until a file verifies (or its
+        // power is cut): a failure from then on leaves it waiting there, its application
+        // overwritten once program data reached it.
+        var inAppLoader = offered.contains(SiliconLabsOTAChannel.data.rawValue)
         // The device booted the file already (an end whose answer was lost, then the link closed).
         var booted = false
         tries: while true {
             attempt += 1
-            let bytesBefore = statistics.bytesOnWire
             let failure: TryFailure
             do throws(TryFailure) {
                 if !offered.contains(SiliconLabsOTAChannel.data.rawValue) {
                     recorder.enter(.enterBootloader)
                     (link, offered) = try await enterAppLoader(link)
+                    inAppLoader = true
                 }
                 recorder.enter(.transfer)
                 let began = clock.now
@@ -95,15 +99,14 @@ public struct SiliconLabsOTAUpdater: ProtocolHost {
                 break tries
             } catch { failure = error }
             await link.close()
-            if statistics.bytesOnWire - bytesBefore >= 64 { applicationOverwritten = true }
             switch failure {
             case .final(var error):
-                if applicationOverwritten, error.outcome == nil { error.outcome = .inBootloader }
+                if inAppLoader, error.outcome == nil { error.outcome = .inBootloader }
                 throw error
-            case .retry(let why):
+            case .retry(let why, let verdictUnread):
                 guard attempt < tries else {
                     var error = TransferError(.verificationFailed, step: .transfer, "the GBL file did not arrive whole in \(attempt) tries (\(why)): move closer to the device")
-                    error.outcome = applicationOverwritten ? .inBootloader : .oldImage(versionBefore.map { "application version \($0)" } ?? "its old image")
+                    error.outcome = verdictUnread ? .unknown : inAppLoader ? .inBootloader : .oldImage(versionBefore.map { "application version \($0)" } ?? "its old image")
                     throw error
                 }
                 statistics.reconnects += 1
@@ -111,11 +114,19 @@ public struct SiliconLabsOTAUpdater: ProtocolHost {
                 context.onEvent(.note("\(why); beginning again from 0x00 with \(pace.window) writes between reads" + (pace.pipelined ? "" : ", each read answered before more go out")
                                       + (pace.delay > .zero ? ", \(pace.delay) between writes" : "")))
                 recorder.enter(.reconnect)
-                link = try await context.connect(.resume, step: .reconnect)
-                offered = try await context.channels(on: link, step: .reconnect)
+                do {
+                    link = try await context.connect(.resume, step: .reconnect)
+                    offered = try await context.channels(on: link, step: .reconnect)
+                } catch {
+                    var failure = error
+                    failure.outcome = inAppLoader ? .inBootloader : .unknown
+                    throw failure
+                }
+                // A power cut in the AppLoader boots an intact application: it must be asked again.
+                inAppLoader = offered.contains(SiliconLabsOTAChannel.data.rawValue)
                 // An end whose answer was lost: the device booted the file when the link closed.
                 if !offered.contains(SiliconLabsOTAChannel.data.rawValue), versionBefore != targetVersion,
-                   (try? await applicationVersion(on: link)) == targetVersion {
+                   (try? await agreedApplicationVersion(on: link)) == targetVersion {
                     context.onEvent(.note("\(device) runs application version \(targetVersion): the last try's end was taken though its answer was lost"))
                     booted = true
                     break tries
@@ -138,7 +149,7 @@ public struct SiliconLabsOTAUpdater: ProtocolHost {
             throw failure
         }
         let backOffered = try? await context.channels(on: back, step: .confirm)
-        let running = try? await applicationVersion(on: back)
+        let running = try? await agreedApplicationVersion(on: back)
         await back.close()
         if backOffered?.contains(SiliconLabsOTAChannel.data.rawValue) == true {
             var failure = TransferError(.confirmFailed, step: .confirm, "\(device) came back in its AppLoader, not in the new application: run the same command again")
@@ -178,7 +189,12 @@ public struct SiliconLabsOTAUpdater: ProtocolHost {
         do {
             appLoader = try await context.connect(.resume, step: .reconnect)
             offered = try await context.channels(on: appLoader, step: .reconnect)
-        } catch { throw TryFailure.final(error) }
+        } catch {
+            // The device acknowledged the reset (or its answer was lost): where it is is not known.
+            var failure = error
+            failure.outcome = .unknown
+            throw TryFailure.final(failure)
+        }
         guard offered.contains(SiliconLabsOTAChannel.data.rawValue) else {
             await appLoader.close()
             throw TryFailure.retry("\(device) came back without OTA Data (still its application)")
@@ -203,6 +219,18 @@ public struct SiliconLabsOTAUpdater: ProtocolHost {
     func applicationVersion(on link: any Link) async throws(LinkError) -> UInt32? {
         guard let value = try await read(.applicationVersion, on: link), value.count == 4 else { return nil }
         return value.enumerated().reduce(0) { $0 | UInt32($1.element) << ($1.offset * 8) }
+    }
+
+    /// The Application version as two reads in a row agree on it (a damaged answer must not
+    /// decide what the device runs), or nil when the device has none or gives none twice.
+    func agreedApplicationVersion(on link: any Link) async throws(LinkError) -> UInt32? {
+        var last = try await applicationVersion(on: link)
+        for _ in 0..<3 {
+            let next = try await applicationVersion(on: link)
+            if next == last { return next }
+            last = next
+        }
+        return nil
     }
 
     func read(_ channel: SiliconLabsOTAChannel, on link: any Link) async throws(LinkError) -> [UInt8]? {
@@ -263,7 +291,7 @@ public struct SiliconLabsOTAUpdater: ProtocolHost {
             try await control(.end, on: link)
             // The AppLoader checks the whole file before it answers.
             guard let verdict = try await writeResult(on: link, timeout: timeouts.verify) else {
-                throw TryFailure.retry("\(device) did not answer the end (0x03)")
+                throw TryFailure.retry("\(device) did not answer the end (0x03)", verdictUnread: true)
             }
             switch verdict {
             case 0:
@@ -275,6 +303,10 @@ public struct SiliconLabsOTAUpdater: ProtocolHost {
                 // file itself refuses it again on every try, and the last one says so.
                 statistics.packetsLost += 1
                 throw TryFailure.retry("\(device) answered the end with \(SiliconLabsOTAError.name(verdict))")
+            case let code where SiliconLabsOTAError(rawValue: code) == nil:
+                // No code the AppLoader answers with: a damaged answer. Whether the file verified is
+                // seen after reconnecting (a verified file boots when the link closes).
+                throw TryFailure.retry("\(device) answered the end with an unknown code 0x\([code].hexString)", verdictUnread: true)
             default:
                 throw TryFailure.final(TransferError(.deviceRefused, step: .verify, "\(device) refused the GBL file: \(SiliconLabsOTAError.name(verdict))"))
             }
