@@ -14,6 +14,7 @@ carry exactly what the devices (and bleota's simulated devices) check.
                                          application, CRC-32 from offset 12), a contiguous segment
   samples/suota/da1469x-app-sample.img   DA1469x mkimage layout: "Qq", code size, CRC-32 of the
                                          code, version "2.0.0", timestamp, the code at 0x400
+  samples/suota/da1469x-app-sample-v3.img  the same, version "3.0.0" (a second update in a row)
   samples/silabs/efr32-app-sample.gbl    GBL v3 as `commander gbl create --app` lays it out: header
                                          tag, application tag (version 2), one program tag at
                                          0x00000000, end tag with the CRC-32 of everything before
@@ -73,8 +74,9 @@ write("samples/stm32wb/stm32wb-app-sample.bin", bytes(wb))
 
 # DA1469x (SDK10 suota.h): "Qq", size, CRC-32 of the code, version[16], timestamp, pointer_to_ivt;
 # the header extension up to the code at 0x400.
-header = b"Qq" + struct.pack("<II", len(content), zlib.crc32(content)) + b"2.0.0".ljust(16, b"\0") + struct.pack("<II", 2, 0x400)
-write("samples/suota/da1469x-app-sample.img", header.ljust(0x400, b"\xff") + content)
+for version, timestamp, name in ((b"2.0.0", 2, "da1469x-app-sample.img"), (b"3.0.0", 3, "da1469x-app-sample-v3.img")):
+    header = b"Qq" + struct.pack("<II", len(content), zlib.crc32(content)) + version.ljust(16, b"\0") + struct.pack("<II", timestamp, 0x400)
+    write("samples/suota/" + name, header.ljust(0x400, b"\xff") + content)
 
 # TI OAD (oad_image_header.h): the 44-byte fixed header, a contiguous-payload segment, the code;
 # the CRC-32 (zlib) over offset 12 to the end, stored at 8.

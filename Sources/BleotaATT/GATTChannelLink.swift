@@ -15,14 +15,28 @@ public final class GATTChannelLink: Link {
     let runner: Task<Void, Never>?
     private let local = Mailbox<[UInt8]>()
     private let reads = BackgroundTasks()
+    /// The protocol's credit-based channel, when it has one and this host can open it.
+    let creditRoute: CreditChannelRoute?
+    let openCreditChannel: (@Sendable (UInt16) async throws(LinkError) -> any Link)?
+    private let creditLink = Mutex<(any Link)?>(nil)
 
     /// Call after the MTU exchange and the subscriptions; `found` maps each channel present to its value handle.
-    public init(client: GATTClient, found: [(GATTChannel, UInt16)], mtu: Int, description: String, runner: Task<Void, Never>? = nil) {
+    /// `openCreditChannel` connects to a PSM on the same device (for `creditRoute`).
+    public init(client: GATTClient, found: [(GATTChannel, UInt16)], mtu: Int, description: String, runner: Task<Void, Never>? = nil,
+                creditRoute: CreditChannelRoute? = nil, openCreditChannel: (@Sendable (UInt16) async throws(LinkError) -> any Link)? = nil) {
         self.client = client
         var handles: [UInt8: (GATTChannel, UInt16)] = [:]
         for (channel, handle) in found { handles[channel.number] = (channel, handle) }
         self.handles = handles
         self.runner = runner
+        // Only where the device publishes its PSM and this host can open the channel.
+        if let creditRoute, openCreditChannel != nil, handles[creditRoute.psmChannel] != nil {
+            self.creditRoute = creditRoute
+            self.openCreditChannel = openCreditChannel
+        } else {
+            self.creditRoute = nil
+            self.openCreditChannel = nil
+        }
         // The channel byte is not sent: a packet may carry a whole ATT payload after it.
         parameters = LinkParameters(maximumPayload: mtu - 3 + 1, acknowledgedWrites: false, description: description)
     }
@@ -30,7 +44,8 @@ public final class GATTChannelLink: Link {
     /// Finds `channels` among a device's services and characteristics (subscribing to those that
     /// notify or indicate) and makes the link; channels the device lacks are simply absent.
     public static func open(client: GATTClient, channels: [GATTChannel], mtu: Int, description: String,
-                            runner: Task<Void, Never>? = nil) async throws(ATTBearerError) -> GATTChannelLink {
+                            runner: Task<Void, Never>? = nil, creditRoute: CreditChannelRoute? = nil,
+                            openCreditChannel: (@Sendable (UInt16) async throws(LinkError) -> any Link)? = nil) async throws(ATTBearerError) -> GATTChannelLink {
         let services = try await client.discoverPrimaryServices()
         var found: [(GATTChannel, UInt16)] = []
         for service in services where channels.contains(where: { $0.service == service.uuid }) {
@@ -45,15 +60,44 @@ public final class GATTChannelLink: Link {
                 found.append((channel, characteristic.valueHandle))
             }
         }
-        return GATTChannelLink(client: client, found: found, mtu: mtu, description: description, runner: runner)
+        return GATTChannelLink(client: client, found: found, mtu: mtu, description: description, runner: runner,
+                               creditRoute: creditRoute, openCreditChannel: openCreditChannel)
+    }
+
+    /// The channels this connection offers: the characteristics found, and the credit-based channel where it can be opened.
+    var offeredChannels: [UInt8] {
+        (Array(handles.keys) + (creditRoute.map { [$0.channel] } ?? [])).sorted()
+    }
+
+    /// One SDU on the credit-based channel, opened at the first one (the device listens only once the
+    /// protocol asked it to) on the PSM it publishes.
+    private func sendOnCreditChannel(_ payload: ArraySlice<UInt8>, route: CreditChannelRoute) async throws(LinkError) {
+        var link = creditLink.withLock { $0 }
+        if link == nil {
+            guard let (_, psmHandle) = handles[route.psmChannel], let open = openCreditChannel else {
+                throw .disconnected("the device publishes no PSM for its credit-based channel")
+            }
+            let value: [UInt8]
+            do { value = try await client.read(psmHandle) } catch { throw .disconnected("cannot read the device's PSM: \(error)") }
+            guard value.count >= 2 else { throw .disconnected("the device's PSM value has \(value.count) bytes, not 2") }
+            let psm = UInt16(value[0]) | UInt16(value[1]) << 8
+            let opened = try await open(psm)
+            creditLink.withLock { $0 = opened }
+            link = opened
+        }
+        try await link!.send(Array(payload))
     }
 
     public func send(_ packet: [UInt8]) async throws(LinkError) {
         if packet == ChannelPacket.directoryQuery {
-            local.put(ChannelPacket.directory(handles.keys.sorted()))
+            local.put(ChannelPacket.directory(offeredChannels))
             return
         }
         guard let (number, payload) = ChannelPacket.split(packet) else { return }
+        if let route = creditRoute, number == route.channel {
+            try await sendOnCreditChannel(payload, route: route)
+            return
+        }
         guard let (channel, handle) = handles[number] else {
             throw .disconnected("the device has no characteristic for channel \(number)")
         }
@@ -113,7 +157,7 @@ public final class GATTChannelLink: Link {
     }
 
     /// How many of the protocol's channels the device offers.
-    public var channelCount: Int { handles.count }
+    public var channelCount: Int { offeredChannels.count }
 
     private func channel(of handle: UInt16) -> UInt8? {
         handles.first { $0.value.valueHandle == handle }?.key
@@ -121,6 +165,7 @@ public final class GATTChannelLink: Link {
 
     public func close() async {
         local.close()
+        if let link = creditLink.withLock({ $0 }) { await link.close() }
         await client.bearer.close("closed by the host")
         await reads.finish()
         await runner?.value
@@ -219,6 +264,10 @@ public final class GATTPeripheralChannelLink: Link {
     }
 
     public func receive() async throws(LinkError) -> [UInt8] { try await inbox.nextWrite() }
+
+    /// Hands the device half a packet that arrived outside GATT: an SDU of the protocol's
+    /// credit-based channel (``CreditChannelRoute``), tagged with its channel.
+    public func deliver(_ packet: [UInt8]) { inbox.put(packet) }
 
     public func close() async {
         inbox.close()

@@ -19,13 +19,33 @@ public struct GATTPacketService: Sendable, Hashable {
     /// point, packet and buttonless ones): each as a channel of a
     /// ``/BleotaLink/ChannelPacket`` link. Empty for the classic pair above.
     public var channels: [GATTChannel]
+    /// A channel carried on an LE credit-based channel instead of a characteristic, if the protocol has one.
+    public var creditChannel: CreditChannelRoute?
 
-    public init(service: BluetoothUUID, write: BluetoothUUID, notify: BluetoothUUID, name: String, channels: [GATTChannel] = []) {
+    public init(service: BluetoothUUID, write: BluetoothUUID, notify: BluetoothUUID, name: String, channels: [GATTChannel] = [],
+                creditChannel: CreditChannelRoute? = nil) {
         self.service = service
         self.write = write
         self.notify = notify
         self.name = name
         self.channels = channels
+        self.creditChannel = creditChannel
+    }
+}
+
+/// A channel of a multi-characteristic protocol that travels on an LE
+/// credit-based connection-oriented channel (Core v5.4, Vol 3, Part A, §10.1)
+/// rather than a characteristic: SUOTA 1.2+'s image data. The device publishes
+/// the PSM in the readable channel `psmChannel` (u16 LE) and listens on it once
+/// the protocol asked it to (SUOTA's MEM_DEV); each packet on `channel` is one
+/// SDU, and the credits are its flow control — nothing is dropped for want of
+/// a buffer.
+public struct CreditChannelRoute: Sendable, Hashable {
+    public var channel: UInt8
+    public var psmChannel: UInt8
+    public init(channel: UInt8, psmChannel: UInt8) {
+        self.channel = channel
+        self.psmChannel = psmChannel
     }
 }
 

@@ -173,8 +173,12 @@ public struct BLEConnector: DeviceConnector {
             let mtu = try await connection.client.exchangeMTU()
             if !service.channels.isEmpty {
                 // A protocol of several characteristics: whichever of them this device offers now.
+                let connector = self
                 let link = try await GATTChannelLink.open(client: connection.client, channels: service.channels, mtu: mtu,
-                                                          description: description, runner: connection.runner)
+                                                          description: description, runner: connection.runner, creditRoute: service.creditChannel,
+                                                          openCreditChannel: { psm throws(LinkError) in
+                                                              try await connector.openCreditBasedChannel(psm: psm, timeout: .seconds(10))
+                                                          })
                 if link.channelCount == 0 {
                     await link.close()
                     throw LinkError.unreachable("\(target.address) does not offer the \(service.name) service \(service.service)")
@@ -203,7 +207,14 @@ public struct BLEConnector: DeviceConnector {
     }
 
     private func creditBasedChannel(psm: UInt16, timeout: Duration) async -> (any Link)? {
-        guard let local = BluetoothAvailability.address(of: target.adapter) else { return nil }
+        try? await openCreditBasedChannel(psm: psm, timeout: timeout)
+    }
+
+    /// An LE credit-based channel to `psm` on the device (over the LE link already up, if any).
+    func openCreditBasedChannel(psm: UInt16, timeout: Duration) async throws(LinkError) -> any Link {
+        guard let local = BluetoothAvailability.address(of: target.adapter) else {
+            throw .unreachable("\(target.adapter ?? "the adapter") has no address")
+        }
         do {
             let socket = try await L2CAPSocket.connect(
                 from: L2CAPAddress(address: local, type: .public),
@@ -217,7 +228,7 @@ public struct BLEConnector: DeviceConnector {
             settings.record(applyConnectionRequest(target, socket: socket))
             return L2CAPLink(socket: socket, maximumPayload: max(23, sendMTU), description: description + " (L2CAP CoC)")
         } catch {
-            return nil
+            throw .unreachable("no credit-based channel on PSM 0x\(String(psm, radix: 16)) of \(target.address): \(error)")
         }
     }
 }

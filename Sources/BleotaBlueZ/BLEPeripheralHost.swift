@@ -2,6 +2,7 @@ import BleotaATT
 import BleotaEngine
 import BleotaLink
 import Logging
+import Synchronization
 
 /// A device half offered over GATT by `bleota serve`: the protocol's packet
 /// service and what answers behind it.
@@ -14,12 +15,30 @@ public struct HostedDevice: Sendable {
     }
 }
 
+/// Where SDUs of a protocol's credit-based channel go (SUOTA's image data): to
+/// the device half serving the same peer over GATT, tagged with the channel.
+/// `bleota serve` accepts the channel on the PSM the device publishes and
+/// looks the peer up here.
+public final class CreditChannelRouter: Sendable {
+    private let routes = Mutex<[String: @Sendable ([UInt8]) -> Void]>([:])
+
+    public init() {}
+
+    func register(peer: String, deliver: @escaping @Sendable ([UInt8]) -> Void) { routes.withLock { $0[peer] = deliver } }
+    func remove(peer: String) { _ = routes.withLock { $0.removeValue(forKey: peer) } }
+
+    /// Where `peer`'s SDUs go, if it has a GATT connection whose protocol takes them.
+    public func route(for peer: String) -> (@Sendable ([UInt8]) -> Void)? { routes.withLock { $0[peer] } }
+}
+
 /// This machine as a peripheral: on one ATT connection, a GATT server with
 /// the Generic Access service and every hosted device's packet service, each
 /// served by its device half; a half that reboots drops its link and starts afresh.
 public enum BLEPeripheralHost {
     public static func serve(socket: L2CAPSocket, devices: [HostedDevice], name: String, clock: any BleotaClock,
-                             wrap: @escaping @Sendable (any Link) -> any Link = { $0 }, logger: Logger) async {
+                             wrap: @escaping @Sendable (any Link) -> any Link = { $0 }, router: CreditChannelRouter? = nil,
+                             logger: Logger) async {
+        let peer = socket.peer.address.description
         let bearer = ATTBearer(link: L2CAPLink(socket: socket, maximumPayload: 517, description: "att"), clock: clock)
         let server = GATTServer()
         server.addService(.bit16(0x1800), characteristics: [
@@ -38,7 +57,14 @@ public enum BLEPeripheralHost {
                 let half = device.half
                 let make = GATTPeripheralChannelLink.addChannels(channels, to: server, values: await half.readableValues,
                                                                  liveValue: { number in await half.readableValues[number] })
-                makers.append((device, { await make($0) }))
+                let route = device.service.creditChannel
+                makers.append((device, { bearer in
+                    let link = await make(bearer)
+                    if let route, let router {
+                        router.register(peer: peer) { sdu in link.deliver(ChannelPacket.tag(route.channel, sdu)) }
+                    }
+                    return link
+                }))
             }
         }
         await bearer.setServer(server)
@@ -49,6 +75,7 @@ public enum BLEPeripheralHost {
             group.addTask {
                 await bearer.run()
                 // The connection is gone: every device half stops waiting for packets.
+                router?.remove(peer: peer)
                 for (_, link) in links { await link.close() }
             }
             for (device, link) in links {

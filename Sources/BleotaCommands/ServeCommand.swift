@@ -80,6 +80,22 @@ struct ServeCommand: AsyncParsableCommand {
             }
         }
         let channel = listening
+        // A protocol whose data may travel on a credit-based channel (SUOTA 1.2+) publishes its PSM
+        // in a characteristic: listen there too, and hand each SDU to the device half serving that peer.
+        let router = CreditChannelRouter()
+        var routed: [(psm: UInt16, listener: L2CAPListener, name: String)] = []
+        for device in devices {
+            guard let route = device.service.creditChannel, let value = await device.half.readableValues[route.psmChannel], value.count >= 2 else { continue }
+            let published = UInt16(value[0]) | UInt16(value[1]) << 8
+            guard published != psm, !routed.contains(where: { $0.psm == published }) else { continue }
+            do {
+                let listener = try L2CAPSocket.listen(on: L2CAPAddress(address: address, type: .public, psm: published), receiveMTU: creditChannelMTU)
+                routed.append((published, listener, device.service.name))
+            } catch {
+                Terminal.standardError.writeLine("warning: cannot listen on PSM 0x\(String(published, radix: 16)) for \(device.service.name) (\(error)); its hosts fall back to GATT")
+            }
+        }
+        let routedListeners = routed
         Terminal.standardOutput.writeLine("serving bleota on \(adapter) (\(address)), firmware \(version)" + (psm.map { ", PSM 0x\(String($0, radix: 16))" } ?? ""))
         if advertise, let service = devices.first?.service.service {
             do {
@@ -103,7 +119,7 @@ struct ServeCommand: AsyncParsableCommand {
                         // Each connection on its own task: one still winding down never delays the next.
                         connections.addTask {
                             await BLEPeripheralHost.serve(socket: socket, devices: devices, name: "bleota-serve", clock: clock,
-                                                          wrap: { FaultyLink($0, fault: fault) }, logger: logger)
+                                                          wrap: { FaultyLink($0, fault: fault) }, router: router, logger: logger)
                             Terminal.standardOutput.writeLine("\(socket.peer.address) disconnected; device runs \(await running())")
                         }
                     }
@@ -123,6 +139,25 @@ struct ServeCommand: AsyncParsableCommand {
                     }
                 }
             }
+            for routedListener in routedListeners {
+                group.addTask {
+                    await withDiscardingTaskGroup { channels in
+                        while !Task.isCancelled {
+                            guard let socket = try? await routedListener.listener.accept() else { return }
+                            let peer = socket.peer.address.description
+                            Terminal.standardOutput.writeLine("\(routedListener.name) credit-based channel from \(peer) on PSM 0x\(String(routedListener.psm, radix: 16))")
+                            channels.addTask {
+                                let link = L2CAPLink(socket: socket, maximumPayload: creditChannelMTU, description: "coc")
+                                // Each SDU goes to the device half serving the same peer over GATT.
+                                while let sdu = try? await link.receive() {
+                                    router.route(for: peer)?(sdu)
+                                }
+                                await link.close()
+                            }
+                        }
+                    }
+                }
+            }
             if let duration {
                 try? await Task.sleep(for: .milliseconds(Int(duration * 1000)))
                 group.cancelAll()
@@ -131,6 +166,7 @@ struct ServeCommand: AsyncParsableCommand {
         if advertise { Advertiser.stop(adapter: adapter) }
         listener.close()
         channel?.close()
+        for routedListener in routedListeners { routedListener.listener.close() }
         Terminal.standardOutput.writeLine("stopped; device runs \(await running())")
     }
 }

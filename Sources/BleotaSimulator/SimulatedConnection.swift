@@ -51,6 +51,8 @@ public final class SimulatedConnection: Sendable {
         var deviceProcessing = false
         /// CPU time the device owes for packets it had to drop (see deliverToDevice).
         var dropDebt = Duration.zero
+        /// Credit-channel packets on air or crossing: each holds a credit, a slot of the device's queue.
+        var creditsInFlight = 0
         var closed = false
         var reason = ""
         var statistics = LinkStatistics()
@@ -68,12 +70,15 @@ public final class SimulatedConnection: Sendable {
 
     /// Bytes of each packet that name a characteristic and cost no air time (``SimulatedPeripheral/channelTagBytes``).
     let tagBytes: Int
+    /// Channels carried on an LE credit-based channel (``SimulatedPeripheral/creditChannels``).
+    let creditChannels: Set<UInt8>
 
-    init(model: LinkModel, world: SimulatedWorld, address: String, tagBytes: Int = 0) {
+    init(model: LinkModel, world: SimulatedWorld, address: String, tagBytes: Int = 0, creditChannels: Set<UInt8> = []) {
         self.model = model
         self.world = world
         self.address = address
         self.tagBytes = tagBytes
+        self.creditChannels = tagBytes > 0 ? creditChannels : []
         let parameters = LinkParameters(maximumPayload: model.maximumPayload + tagBytes, description: "sim:\(address)")
         host = HostEnd(parameters: parameters)
         device = DeviceEnd(parameters: parameters)
@@ -204,9 +209,17 @@ public final class SimulatedConnection: Sendable {
             var pairs = 0
             var completions: [Completion] = []
             while pairs < model.packetsPerEvent {
-                if state.hostCurrent == nil, !state.hostQueue.isEmpty {
-                    let packet = state.hostQueue.removeFirst()
-                    state.hostCurrent = (packet, model.fragments(bytes: max(0, packet.count - tagBytes)))
+                if state.hostCurrent == nil, let next = state.hostQueue.first {
+                    // A credit-based channel's SDU leaves only with a credit: a free slot in the device's
+                    // queue (credits come back as the device takes packets off it; the credit packet's own
+                    // air time is not modelled).
+                    let needsCredit = isOnCreditChannel(next)
+                    let occupied = state.deviceQueued + (state.deviceProcessing ? 1 : 0) + state.creditsInFlight
+                    if !needsCredit || occupied < model.deviceBuffer {
+                        state.hostQueue.removeFirst()
+                        if needsCredit { state.creditsInFlight += 1 }
+                        state.hostCurrent = (next, model.fragments(bytes: max(0, next.count - tagBytes)))
+                    }
                 }
                 if state.deviceCurrent == nil, !state.deviceQueue.isEmpty {
                     let packet = state.deviceQueue.removeFirst()
@@ -244,8 +257,14 @@ public final class SimulatedConnection: Sendable {
         }
     }
 
+    private func isOnCreditChannel(_ packet: [UInt8]) -> Bool {
+        guard let channel = packet.first else { return false }
+        return creditChannels.contains(channel)
+    }
+
     /// One packet arriving at the device, through the world's faults; false once the connection is gone.
     private func deliverToDevice(_ packet: [UInt8], clock: any BleotaClock) -> Bool {
+        if isOnCreditChannel(packet) { state.withLock { $0.creditsInFlight -= 1 } }
         guard !isClosed else { return false }
         state.withLock { state in
             state.statistics.packetsToDevice += 1

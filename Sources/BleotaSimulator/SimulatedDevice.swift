@@ -14,11 +14,14 @@ public final class SimulatedDevice: SimulatedPeripheral {
     public let bootloaderName: String
 
     public let channelTagBytes: Int
+    public let creditChannels: Set<UInt8>
 
-    /// `channelTagged`: the half speaks a protocol of several characteristics, whose packets carry a channel byte that costs no air time.
+    /// `channelTagged`: the half speaks a protocol of several characteristics, whose packets carry a channel byte that costs no air time;
+    /// `creditChannels`: those of its channels that travel on an LE credit-based channel.
     public init(address: String, half: any DeviceHalf, model: LinkModel, name: String = "bleota-sim", bootloaderName: String = "bleota-dfu",
-                channelTagged: Bool = false) {
+                channelTagged: Bool = false, creditChannels: Set<UInt8> = []) {
         channelTagBytes = channelTagged ? 1 : 0
+        self.creditChannels = channelTagged ? creditChannels : []
         baseAddress = address
         self.half = half
         self.model = model

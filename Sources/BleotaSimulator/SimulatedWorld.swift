@@ -16,10 +16,14 @@ public protocol SimulatedPeripheral: AnyObject, Sendable {
     /// ``/BleotaLink/ChannelPacket`` tag) rather than travel on air: 1 for a
     /// protocol of several characteristics, 0 otherwise.
     var channelTagBytes: Int { get }
+    /// Channels whose packets travel on an LE credit-based channel (SUOTA's image data): they
+    /// wait for a credit — a free slot in the device's receive queue — instead of being dropped.
+    var creditChannels: Set<UInt8> { get }
 }
 
 extension SimulatedPeripheral {
     public var channelTagBytes: Int { 0 }
+    public var creditChannels: Set<UInt8> { [] }
 }
 
 /// The simulated radio neighbourhood: devices, their connections, the link
@@ -150,7 +154,8 @@ public final class SimulatedWorld: Sendable {
             for (index, peripheral) in candidates where await peripheral.address == address {
                 // Connection setup takes a few connection intervals on air.
                 try? await clock.sleep(for: model.connectionInterval * 3)
-                let connection = SimulatedConnection(model: model, world: self, address: address, tagBytes: peripheral.channelTagBytes)
+                let connection = SimulatedConnection(model: model, world: self, address: address, tagBytes: peripheral.channelTagBytes,
+                                                     creditChannels: peripheral.creditChannels)
                 let connectedAt = clock.now
                 let ready = state.withLock { state -> Bool in
                     guard state.entries[index].connection == nil, state.entries[index].offlineUntil <= connectedAt else { return false }

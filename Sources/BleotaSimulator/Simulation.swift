@@ -36,7 +36,8 @@ public enum Simulation {
         let value = try await SimulationRuntime.run { runtime in
             let world = SimulatedWorld(runtime: runtime, model: address.model, faults: address.faults, seed: address.seed)
             let tagged = updateProtocol.identity.gattServices.contains { !$0.channels.isEmpty }
-            await world.add(SimulatedDevice(address: deviceAddress, half: half, model: address.model, channelTagged: tagged))
+            let credit = Set(updateProtocol.identity.gattServices.compactMap { $0.creditChannel?.channel })
+            await world.add(SimulatedDevice(address: deviceAddress, half: half, model: address.model, channelTagged: tagged, creditChannels: credit))
             let connector = SimulatedConnector(world: world, address: deviceAddress, description: description)
             do {
                 let value = try await body(connector, world.clock)

@@ -17,6 +17,7 @@ struct VendorRun: Sendable {
 /// half for the link model (with its factory image), `running` reads what it runs afterwards.
 func simulateVendorUpdate<Device: DeviceHalf>(
     _ address: String, image: [UInt8], tuning: TransferTuning = TransferTuning(), knobs: Set<TuningKnob> = [],
+    options: [String: String] = [:], creditChannels: Set<UInt8> = [],
     makeDevice: @escaping @Sendable (LinkModel) -> (Device, factory: [UInt8]),
     running: @escaping @Sendable (Device) async -> [UInt8],
     makeHost: @escaping @Sendable (HostContext) -> any ProtocolHost
@@ -25,11 +26,12 @@ func simulateVendorUpdate<Device: DeviceHalf>(
     return try await SimulationRuntime.run { runtime in
         let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
         let (device, factory) = makeDevice(parsed.model)
-        await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, channelTagged: true))
+        await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, channelTagged: true,
+                                        creditChannels: creditChannels))
         let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
         let events = SharedEvents()
         let host = makeHost(HostContext(protocolName: "vendor", connector: connector, clock: world.clock, tuning: tuning,
-                                        explicitKnobs: knobs) { events.append($0) })
+                                        explicitKnobs: knobs, options: options) { events.append($0) })
         let outcome: Result<UpdateReport, TransferError>
         do throws(TransferError) {
             outcome = .success(try await host.flash(PreparedImage(bytes: image, version: "2", summary: "test"), mode: .confirm))

@@ -52,7 +52,8 @@ public actor SUOTADevice: DeviceHalf {
          SUOTAChannel.mtu.rawValue: SUOTAWire.u16(247),
          SUOTAChannel.memoryInfo.rawValue: SUOTAWire.u32(UInt32((upload?.received.count ?? 0) + (upload?.block.count ?? 0))),
          SUOTAChannel.memoryDevice.rawValue: SUOTAWire.u32(0), SUOTAChannel.gpioMap.rawValue: SUOTAWire.u32(0),
-         SUOTAChannel.patchLength.rawValue: SUOTAWire.u16(UInt16(clamping: upload?.patchLength ?? 0)), SUOTAChannel.status.rawValue: [0]]
+         SUOTAChannel.patchLength.rawValue: SUOTAWire.u16(UInt16(clamping: upload?.patchLength ?? 0)), SUOTAChannel.status.rawValue: [0],
+         SUOTAChannel.l2capPSM.rawValue: SUOTAWire.u16(SUOTAChannel.defaultPSM)]
     }
 
     public func powerCycle() {
@@ -66,13 +67,17 @@ public actor SUOTADevice: DeviceHalf {
     public func serve(_ link: any Link, environment: DeviceEnvironment) async {
         upload = nil
         while true {
-            guard let (number, payload) = await environment.nextChannelPacket(from: link, channels: { SUOTAChannel.allCases.map(\.rawValue) }) else {
+            guard let (number, payload) = await environment.nextChannelPacket(from: link, channels: { SUOTAChannel.allCases.map(\.rawValue) + [SUOTAChannel.creditData] }) else {
                 // A disconnect during an upload restarts the device (the bootloader then installs a committed image).
                 if upload != nil {
                     upload = nil
                     await environment.reboot(RebootRequest())
                 }
                 return
+            }
+            if number == SUOTAChannel.creditData {
+                do throws(LinkError) { try await creditData(payload, link: link, environment: environment) } catch { return }
+                continue
             }
             guard let channel = SUOTAChannel(rawValue: number) else { continue }
             do throws(LinkError) {
@@ -91,7 +96,7 @@ public actor SUOTADevice: DeviceHalf {
                     upload?.patchLength = Int(SUOTAWire.read(payload)!)
                 case .patchData:
                     try await patchData(payload, link: link, environment: environment)
-                case .gpioMap, .memoryInfo, .status, .version, .patchDataSize, .mtu:
+                case .gpioMap, .memoryInfo, .status, .version, .patchDataSize, .mtu, .l2capPSM:
                     break
                 }
             } catch { return }
@@ -159,32 +164,52 @@ public actor SUOTADevice: DeviceHalf {
         guard current.block.count == current.patchLength else { return }
         let block = current.block
         current.block = []
+        guard try await take(block, into: &current, link: link, environment: environment) else { return }
+        try await notify(.completeOK, link)
+    }
+
+    /// Image bytes on the credit-based channel (the DA1468x's `suota_l2cap` path): no PATCH_LEN,
+    /// no CMP_OK per block — the bytes go straight on, the header checked once it has arrived.
+    private func creditData(_ payload: ArraySlice<UInt8>, link: any Link, environment: DeviceEnvironment) async throws(LinkError) {
+        // The device listens on its PSM only once MEM_DEV started an upload.
+        guard var current = upload, !current.failed, !current.verified else { return }
+        defer { upload = current }
+        current.block += payload
+        guard current.header != nil || current.block.count >= SUOTAImageHeader.size else { return }
+        let bytes = current.block
+        current.block = []
+        _ = try await take(bytes, into: &current, link: link, environment: environment)
+    }
+
+    /// Checks the header in the first bytes of an upload and stores `block`; false (with the
+    /// status notified and the upload failed) when the device refuses.
+    private func take(_ block: [UInt8], into current: inout Upload, link: any Link, environment: DeviceEnvironment) async throws(LinkError) -> Bool {
         if current.header == nil {
             let header: SUOTAImageHeader
             do { header = try SUOTAImageHeader(decoding: block) } catch {
                 current.failed = true
                 try await notify(.invalidImageHeader, link)
-                return
+                return false
             }
             guard header.codeSize > 0, Int(header.codeOffset) + Int(header.codeSize) <= partitionSize else {
                 current.failed = true
                 try await notify(.invalidImageSize, link)
-                return
+                return false
             }
             if let running = try? SUOTAImageHeader(decoding: running), running.version == header.version, running.timestamp == header.timestamp {
                 current.failed = true
                 try await notify(.sameImage, link)
-                return
+                return false
             }
             current.header = header
         }
         guard current.received.count + block.count <= partitionSize + 1 else {
             current.failed = true
             try await notify(.externalMemoryWriteError, link)
-            return
+            return false
         }
         if environment.writeTimePerByte > .zero { try? await environment.clock.sleep(for: environment.writeTimePerByte * block.count) }
         current.received += block
-        try await notify(.completeOK, link)
+        return true
     }
 }

@@ -22,8 +22,17 @@ public enum SUOTAChannel: UInt8, Sendable, Hashable, CaseIterable {
     case patchDataSize = 7
     /// MTU (1.3): the link's ATT MTU, u16 LE (read).
     case mtu = 8
+    /// L2CAP_PSM (1.2, optional): the LE PSM of the credit-based channel the image may travel on, u16 LE (read).
+    case l2capPSM = 9
 
     public static let service = BluetoothUUID.bit16(0xFEF5)
+
+    /// Not a characteristic: the image data on the LE credit-based channel at L2CAP_PSM's PSM
+    /// (SUOTA 1.2+), raw image bytes as SDUs, flow-controlled by credits alone.
+    public static let creditData: UInt8 = 10
+
+    /// The PSM the SDK's examples use (`SUOTA_PSM`).
+    public static let defaultPSM: UInt16 = 0x81
 
     public var uuid: BluetoothUUID {
         switch self {
@@ -36,6 +45,7 @@ public enum SUOTAChannel: UInt8, Sendable, Hashable, CaseIterable {
         case .version: BluetoothUUID("64B4E8B5-0DE5-401B-A21D-ACC8DB3B913A")!
         case .patchDataSize: BluetoothUUID("42C3DFDD-77BE-4D9C-8454-8F875267FB3B")!
         case .mtu: BluetoothUUID("B7DE1EEA-823D-43BB-A3AF-C4903DFCE23C")!
+        case .l2capPSM: BluetoothUUID("61C8849C-F639-4765-946E-5C3419BEBB2A")!
         }
     }
 
@@ -45,7 +55,7 @@ public enum SUOTAChannel: UInt8, Sendable, Hashable, CaseIterable {
             GATTChannel(number: rawValue, service: Self.service, characteristic: uuid, write: .request, update: .none, readable: true)
         case .patchData: GATTChannel(number: rawValue, service: Self.service, characteristic: uuid, write: .command, update: .none)
         case .status: GATTChannel(number: rawValue, service: Self.service, characteristic: uuid, write: .none, update: .notify, readable: true)
-        case .memoryInfo, .version, .patchDataSize, .mtu:
+        case .memoryInfo, .version, .patchDataSize, .mtu, .l2capPSM:
             GATTChannel(number: rawValue, service: Self.service, characteristic: uuid, write: .none, update: .none, readable: true)
         }
     }

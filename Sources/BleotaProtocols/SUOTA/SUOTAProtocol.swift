@@ -13,7 +13,8 @@ public struct SUOTAProtocol: UpdateProtocol {
 
     public static let gattService = GATTPacketService(
         service: SUOTAChannel.service, write: SUOTAChannel.patchData.uuid, notify: SUOTAChannel.status.uuid,
-        name: "Dialog SUOTA", channels: SUOTAChannel.allCases.map(\.gattChannel))
+        name: "Dialog SUOTA", channels: SUOTAChannel.allCases.map(\.gattChannel),
+        creditChannel: CreditChannelRoute(channel: SUOTAChannel.creditData, psmChannel: SUOTAChannel.l2capPSM.rawValue))
 
     public init() {}
 
@@ -33,6 +34,10 @@ public struct SUOTAProtocol: UpdateProtocol {
          .window: "PATCH_DATA writes per block, which PATCH_LEN announces (default 6; halved after a failed try)",
          .delay: "pause after each write (default none; 2 ms after a failed try, doubling to 40 ms)",
          .retries: "uploads tried (default 4)"]
+    }
+
+    public var hostOptions: [HostOptionSpec] {
+        [HostOptionSpec(key: "suota-transport", meaning: "gatt to send the image in PATCH_DATA writes even where the device publishes an L2CAP PSM (default: its credit-based channel when it does)")]
     }
 
     public func imageAffinity(_ probe: ImageProbe) -> ImageAffinity {

@@ -33,9 +33,14 @@ public struct SUOTAUpdater: ProtocolHost {
     struct Pace {
         var chunksPerBlock: Int
         var delay: Duration
+        /// The image on the LE credit-based channel the device publishes (SUOTA 1.2+), not in PATCH_DATA writes.
+        var overCreditChannel = false
     }
 
     public func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
+        if let transport = context.options["suota-transport"], !["gatt", "l2cap"].contains(transport) {
+            throw TransferError(.invalidTuning, step: .load, "--protocol-option suota-transport=\(transport) is not a transport: use gatt or l2cap")
+        }
         let file = prepared.bytes
         // SuotaLib's habit, kept: one byte, the XOR of the file, follows it (DA1458x checks it; later chips ignore it).
         let image = file + [file.reduce(UInt8(0), ^)]
@@ -50,6 +55,10 @@ public struct SUOTAUpdater: ProtocolHost {
         var attempt = 0
         var endSent = false
         var link = try await context.connect(.initial, step: .connect)
+        // The credit-based channel where the device publishes one and this host can open it, unless told otherwise.
+        if context.options["suota-transport"] != "gatt" {
+            pace.overCreditChannel = try await context.channels(on: link, step: .connect).contains(SUOTAChannel.creditData)
+        }
         attempts: while true {
             attempt += 1
             recorder.enter(.transfer)
@@ -83,10 +92,16 @@ public struct SUOTAUpdater: ProtocolHost {
                         failure.outcome = endSent ? .unknown : .oldImage("its old image")
                         throw failure
                     }
-                    pace.chunksPerBlock = max(1, pace.chunksPerBlock / 2)
-                    if !context.explicitKnobs.contains(.delay) { pace.delay = min(.milliseconds(40), max(.milliseconds(2), pace.delay * 2)) }
                     statistics.reconnects += 1
-                    context.onEvent(.note("\(why); starting the upload again with smaller blocks"))
+                    if pace.overCreditChannel {
+                        // Nothing acknowledges data on the credit-based channel: the blocks over GATT do.
+                        pace.overCreditChannel = false
+                        context.onEvent(.note("\(why); starting the upload again over GATT, in acknowledged blocks"))
+                    } else {
+                        pace.chunksPerBlock = max(1, pace.chunksPerBlock / 2)
+                        if !context.explicitKnobs.contains(.delay) { pace.delay = min(.milliseconds(40), max(.milliseconds(2), pace.delay * 2)) }
+                        context.onEvent(.note("\(why); starting the upload again with smaller blocks"))
+                    }
                     recorder.enter(.reconnect)
                     link = try await context.connect(.resume, step: .reconnect)
                 }
@@ -176,6 +191,10 @@ public struct SUOTAUpdater: ProtocolHost {
             if context.explicitKnobs.contains(.packetSize), let chosen = context.tuning.packetSize { chunk = min(chunk, chosen) }
             guard chunk > 0 else { throw TryFailure.final(TransferError(.unsupported, step: .transfer, "the link carries no PATCH_DATA bytes")) }
             try await command(.spiFlash(bank: 0), expecting: .imageStarted, on: link, step: .transfer, within: timeouts.response)
+            if pace.overCreditChannel {
+                try await uploadOverCreditChannel(image, on: link, statistics: &statistics)
+                return min(244, link.parameters.maximumPayload - 1)
+            }
             // The first block holds the whole header (the device checks it there).
             let block = max(chunk * pace.chunksPerBlock, SUOTAImageHeader.size)
             var currentLength = -1
@@ -214,6 +233,49 @@ public struct SUOTAUpdater: ProtocolHost {
                 throw TryFailure.retry("\(device) counted \(counted) bytes where bleota sent \(image.count)")
             }
             return chunk
+        } catch let failure as TryFailure {
+            throw failure
+        } catch {
+            throw TryFailure.retry("the link dropped during the transfer (\(error))")
+        }
+    }
+
+    /// The image as SDUs on the credit-based channel after IMG_STARTED (DA1468x's `suota_l2cap`):
+    /// no PATCH_LEN and no CMP_OK — the credits pace it, and MEM_INFO's count, read until it stops
+    /// growing, says whether every byte arrived (the ATT read may overtake SDUs still in the device's queue).
+    func uploadOverCreditChannel(_ image: [UInt8], on link: any Link, statistics: inout TransferStatistics) async throws(TryFailure) {
+        do {
+            let sdu = min(244, link.parameters.maximumPayload - 1)
+            var offset = 0
+            while offset < image.count {
+                let end = min(image.count, offset + sdu)
+                try await link.send(ChannelPacket.tag(SUOTAChannel.creditData, image[offset..<end]))
+                statistics.packetsSent += 1
+                statistics.bytesOnWire += end - offset
+                offset = end
+                if statistics.packetsSent % 16 == 0 || offset == image.count {
+                    context.onEvent(.progress(TransferProgress(bytesAcknowledged: offset, totalBytes: image.count, packetsSent: statistics.packetsSent,
+                                                              packetsResent: statistics.packetsResent, packetsLost: statistics.packetsLost,
+                                                              elapsed: .zero, window: 1, interPacketDelay: .zero)))
+                }
+            }
+            var counted: UInt32 = 0
+            var lastGrowth = clock.now
+            while Int(counted) < image.count {
+                guard let value = try await read(.memoryInfo, on: link).flatMap({ SUOTAWire.read($0) }) else {
+                    throw TryFailure.retry("\(device) did not answer a read of MEM_INFO")
+                }
+                if value > counted { lastGrowth = clock.now }
+                counted = value
+                guard Int(counted) < image.count else { break }
+                guard clock.now - lastGrowth < timeouts.response else { break }
+                try? await clock.sleep(for: .milliseconds(50))
+            }
+            guard Int(counted) == image.count else {
+                statistics.packetsLost += 1
+                throw TryFailure.retry("\(device) counted \(counted) bytes where bleota sent \(image.count) on the credit-based channel")
+            }
+            statistics.acknowledgements += 1
         } catch let failure as TryFailure {
             throw failure
         } catch {

@@ -51,9 +51,11 @@ public actor SiliconLabsOTADevice: DeviceHalf {
     public var bootloaderKeepsAddress: Bool { true }
     public var advertisedName: String? { mode == .bootloader ? Self.appLoaderName : nil }
 
+    /// The running file's size and SHA-256 (scripts compare them with the .gbl sent), and its application version.
     public var runningVersion: String {
-        guard mode == .application, let application else { return "the AppLoader (no application)" }
-        return "application version \(Self.version(of: application))"
+        guard let application else { return "the AppLoader (no application)" }
+        let running = "\(application.count) bytes (SHA-256 \(SHA256Digest.hash(application).hexString)), application version \(Self.version(of: application))"
+        return mode == .application ? running : "the AppLoader (the application kept: \(running))"
     }
 
     static func version(of file: [UInt8]) -> UInt32 { (try? GeckoBootloaderImage(decoding: file))?.applicationVersion ?? 0 }
