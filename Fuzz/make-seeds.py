@@ -316,6 +316,15 @@ seed("FuzzVendorMessages", "suota-header", read("samples", "suota", "da1469x-app
 seed("FuzzVendorMessages", "suota-mem-dev", b"\x00\x00\x00\x13")
 seed("FuzzVendorMessages", "ti-oad-header", read("samples", "ti-oad", "cc26x2-app-sample_oad.bin")[:120])
 seed("FuzzVendorMessages", "ti-oad-request", b"\x12\x00\x05\x00\x00\x00")
+def gbl(program):
+    tags = struct.pack("<II", 0x03A617EB, 8) + struct.pack("<II", 0x03000000, 0)
+    tags += struct.pack("<II", 0xF40A0AF4, 28) + struct.pack("<III", 1, 2, 0) + bytes(16)
+    tags += struct.pack("<II", 0xFE0101FE, 4 + len(program)) + struct.pack("<I", 0) + program
+    tags += struct.pack("<II", 0xFC0404FC, 4)
+    return tags + struct.pack("<I", zlib.crc32(tags))
+
+
+seed("FuzzVendorMessages", "silabs-gbl", gbl(bytes(range(32))))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ public final class GATTChannelLink: Link {
     /// Channel number → the characteristic found for it.
     let handles: [UInt8: (channel: GATTChannel, valueHandle: UInt16)]
     let runner: Task<Void, Never>?
+    /// Answers made on this side (directory, write results), returned before what the bearer brings.
     private let local = Mailbox<[UInt8]>()
+    /// Reads under way in the background.
     private let reads = BackgroundTasks()
     /// The protocol's credit-based channel, when it has one and this host can open it.
     let creditRoute: CreditChannelRoute?
@@ -108,11 +110,13 @@ public final class GATTChannelLink: Link {
             if payload.isEmpty, channel.readable {
                 // Read in the background: ATT holds back requests, not commands, so writes without
                 // response go on while the read is outstanding, and its value arrives after them
-                // (a host pacing a stream by reads keeps one in flight). A read that fails leaves
-                // no answer; a dropped bearer is what receive() reports.
-                let client = self.client, local = self.local
+                // (a host pacing a stream by reads keeps one in flight). The value joins the
+                // notifications the bearer queues, as one of this characteristic, so receive()
+                // waits for both in order. A read that fails leaves no answer; a dropped bearer is
+                // what receive() reports.
+                let client = self.client
                 reads.start {
-                    if let value = try? await client.read(handle) { local.put(ChannelPacket.tag(number, value)) }
+                    if let value = try? await client.read(handle) { client.bearer.incoming.put(.handleValueNotification(handle: handle, value: value)) }
                 }
                 return
             }
@@ -156,12 +160,12 @@ public final class GATTChannelLink: Link {
         }
     }
 
-    /// How many of the protocol's channels the device offers.
-    public var channelCount: Int { offeredChannels.count }
-
     private func channel(of handle: UInt16) -> UInt8? {
         handles.first { $0.value.valueHandle == handle }?.key
     }
+
+    /// How many of the protocol's channels the device offers.
+    public var channelCount: Int { offeredChannels.count }
 
     public func close() async {
         local.close()

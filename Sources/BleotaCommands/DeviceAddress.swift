@@ -89,24 +89,42 @@ extension DeviceAddress {
                          timeout: Duration, logger: Logger) async throws -> any UpdateProtocol {
         let registry = CommandContext.registry
         var request = ProtocolRequest(explicit: explicit, transport: try transport(), device: text, image: image, needs: needs)
+        var source = ""
         switch try kind() {
         case .simulator(let address):
             request.deviceProtocol = address.deviceProtocol ?? registry.defaultProtocol?.name
         case .ble(let target):
             let candidates = registry.protocols.filter { $0.identity.transports.contains(.ble) && $0.capabilities.isSuperset(of: needs) }
             if explicit == nil, candidates.count > 1 {
-                request.offeredServices = try await offeredServices(target, timeout: timeout)
+                // What it advertises first (no connection needed), then what its GATT database offers.
+                if let advertised = await advertisedServices(target), candidates.contains(where: { $0.recognises(services: advertised) }) {
+                    request.offeredServices = advertised
+                    source = " (from the services it advertises)"
+                } else {
+                    request.offeredServices = try await offeredServices(target, timeout: timeout)
+                    source = " (from its GATT services)"
+                }
             }
         case .network:
             break
         }
         do {
             let chosen = try registry.resolve(request)
-            logger.info("\(text): speaking \(chosen.identity.displayName)")
+            logger.info("\(text): speaking \(chosen.identity.displayName)\(source)")
             return chosen
         } catch {
             throw CommandFailure(error.usage ? .usage : .deviceError, error.description)
         }
+    }
+
+    /// The service UUIDs in the device's advertising data or scan response, seen within 1.5 s;
+    /// nil when it is not seen or the adapter cannot scan (scanning needs `CAP_NET_RAW`).
+    private func advertisedServices(_ target: BLEDeviceAddress) async -> [BluetoothUUID]? {
+        let filter = ScanFilter(address: target.address.description)
+        guard let seen = try? await Scanner.scan(adapter: target.adapter, duration: .milliseconds(1500), filter: filter),
+              let advertisement = seen.first(where: filter.matches) else { return nil }
+        let services = advertisement.serviceUUIDs.compactMap(BluetoothUUID.init)
+        return services.isEmpty ? nil : services
     }
 
     /// The GATT services a BLE device offers, for protocol detection.

@@ -41,6 +41,11 @@ public func fuzzVendorMessages(_ data: UnsafePointer<UInt8>?, _ size: Int) -> In
     }
     _ = TIOADImageHeader.problem(input)
     _ = SUOTAImageHeader.problem(SUOTAImageHeader.signature + input)
+    if let gbl = try? GeckoBootloaderImage(decoding: input) {
+        invariant(gbl.length <= input.count && gbl.length >= 28, "a GBL file's end lies outside the input")
+        invariant(gbl.programs.allSatisfy { $0.length >= 0 && $0.length <= input.count }, "a GBL program tag longer than the input")
+    }
+    _ = GeckoBootloaderImage.problem(input)
     if input.count >= 4 {
         let value = UInt32(input[0]) | UInt32(input[1]) << 8 | UInt32(input[2]) << 16 | UInt32(input[3]) << 24
         // The command is the top byte; END, REBOOT and abort ignore the parameter.
