@@ -163,7 +163,8 @@ func runOne(index: Int, options: Options) async -> RunResult {
             if let silabs = half as? SiliconLabsOTADevice { old = await silabs.application ?? [] }
             if let described = half as? DescribedDevice { old = await described.running }
             await world.add(SimulatedDevice(address: Simulation.deviceAddress, half: half, model: parsed.model,
-                                            channelTagged: chosen.identity.gattServices.contains { !$0.channels.isEmpty }))
+                                            channelTagged: chosen.identity.gattServices.contains { !$0.channels.isEmpty },
+                                            creditChannels: Set(chosen.identity.gattServices.compactMap { $0.creditChannel?.channel })))
             let connector = SimulatedConnector(world: world, address: Simulation.deviceAddress, description: address)
             let host = chosen.makeHost(HostContext(protocolName: protocolName, connector: connector, clock: world.clock))
             let outcome: Result<UpdateReport, TransferError>

@@ -282,8 +282,10 @@ public final class SimulatedConnection: Sendable {
         let delivered = world.draw(.corruption) ? corrupt(packet) : packet
         let copies = world.draw(.duplication) ? 2 : 1
         if copies == 2 { state.withLock { $0.statistics.duplicated += 1 } }
-        for _ in 0..<copies {
-            world.record(">", delivered, outcome: enqueueAtDevice(delivered) ? "ok" : "buffer-full")
+        for copy in 0..<copies {
+            // A credit-based channel's packet holds a credit: its slot was kept for it (a duplicate's was not).
+            let reserved = copy == 0 && isOnCreditChannel(packet)
+            world.record(">", delivered, outcome: enqueueAtDevice(delivered, reserved: reserved) ? "ok" : "buffer-full")
         }
         return true
     }
@@ -310,11 +312,12 @@ public final class SimulatedConnection: Sendable {
         return true
     }
 
-    /// Puts a packet in the device's receive queue, or drops it when the queue is full.
-    private func enqueueAtDevice(_ packet: [UInt8]) -> Bool {
+    /// Puts a packet in the device's receive queue, or drops it when the queue is full (unless
+    /// `reserved`: a credit kept its slot).
+    private func enqueueAtDevice(_ packet: [UInt8], reserved: Bool = false) -> Bool {
         let accepted = state.withLock { state -> Bool in
             let occupied = state.deviceQueued + (state.deviceProcessing ? 1 : 0)
-            guard occupied < model.deviceBuffer else {
+            guard reserved || occupied < model.deviceBuffer else {
                 state.statistics.droppedByDeviceBuffer += 1
                 // The device's stack still takes the packet off the controller and runs it up to the
                 // full queue before dropping it: that costs a packet's processing, stalling the drain.
