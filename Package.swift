@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "BleotaProtocols", targets: ["BleotaProtocols"]),
         .library(name: "BleotaSimulator", targets: ["BleotaSimulator"]),
         .library(name: "BleotaBlueZ", targets: ["BleotaBlueZ"]),
+        .library(name: "BleotaFleet", targets: ["BleotaFleet"]),
         .library(name: "BleotaCommands", targets: ["BleotaCommands"]),
     ],
     dependencies: [
@@ -57,12 +58,13 @@ let package = Package(
         .target(
             name: "BleotaSimulator",
             dependencies: ["BleotaProtocols", "BleotaEngine", "BleotaLink", "BleotaCodec"]),
+        .target(name: "BleotaFleet", dependencies: ["BleotaEngine", "BleotaLink", "BleotaCodec"]),
         .target(name: "BleotaBlueZ", dependencies: ["CBlueZ", "BleotaEngine", "BleotaLink", "BleotaATT",
                                                    .product(name: "Logging", package: "swift-log")]),
         .target(
             name: "BleotaCommands",
             dependencies: [
-                "BleotaCodec", "BleotaLink", "BleotaEngine", "BleotaProtocols", "BleotaSimulator", "BleotaBlueZ",
+                "BleotaCodec", "BleotaLink", "BleotaEngine", "BleotaProtocols", "BleotaSimulator", "BleotaBlueZ", "BleotaFleet",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
@@ -91,6 +93,8 @@ let package = Package(
                                                             .product(name: "Crypto", package: "swift-crypto"),
                                                             .product(name: "ZIPFoundation", package: "ZIPFoundation")],
                     resources: [.copy("Fixtures")]),
+        .testTarget(name: "BleotaFleetTests", dependencies: ["BleotaTestSupport", "BleotaFleet", "BleotaSimulator", "BleotaProtocols", "BleotaEngine",
+                                                        "BleotaLink", "BleotaCodec"]),
         .testTarget(name: "BleotaCommandsTests", dependencies: ["BleotaTestSupport", "BleotaCommands", "BleotaCodec", "BleotaLink", "BleotaProtocols", .product(name: "Crypto", package: "swift-crypto")]),
     ]
 )

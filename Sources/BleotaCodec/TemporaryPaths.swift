@@ -12,6 +12,18 @@ public final class TemporaryPaths: Sendable {
     private static let registered = Mutex<[UInt64: [String]]>([:])
     private static let nextID = Mutex<UInt64>(0)
     private static let handlers = Mutex<Bool>(false)
+    /// What the first SIGINT does instead of ending the process (a fleet stops starting devices).
+    private static let interruptHandler = Mutex<(@Sendable () -> Void)?>(nil)
+
+    /// Makes the next SIGINT (Ctrl-C) call `handler` instead of ending the process; a second
+    /// one ends it as usual (registered paths removed first). SIGTERM and SIGHUP still end it at once.
+    public static func interceptNextInterrupt(_ handler: @escaping @Sendable () -> Void) {
+        installHandlersOnce()
+        interruptHandler.withLock { $0 = handler }
+    }
+
+    /// Lets SIGINT end the process again.
+    public static func stopInterceptingInterrupts() { interruptHandler.withLock { $0 = nil } }
 
     private let id: UInt64
 
@@ -61,7 +73,17 @@ public final class TemporaryPaths: Sendable {
                 var number: UInt8 = 0
                 while true {
                     let count = read(signalPipe.read, &number, 1)
-                    if count == 1 { break }
+                    if count == 1 {
+                        // The first Ctrl-C goes to whoever asked for it, once; any other signal ends the process.
+                        if Int32(number) == SIGINT, let handler = interruptHandler.withLock({ handler in
+                            defer { handler = nil }
+                            return handler
+                        }) {
+                            handler()
+                            continue
+                        }
+                        break
+                    }
                     if count < 0 && errno == EINTR { continue }
                     return
                 }

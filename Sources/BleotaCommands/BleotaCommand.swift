@@ -25,10 +25,11 @@ public struct BleotaCommand: AsyncParsableCommand {
             4 device refused or reported an error, 5 verification failed, \
             6 link lost or device not found, 7 Bluetooth unavailable on this machine, \
             8 the update failed late but the device runs the new image unconfirmed, \
-            9 the update failed late and the device could not be reached to tell what it runs.
+            9 the update failed late and the device could not be reached to tell what it runs; \
+            10 (fleet) some devices run the image, others failed or were not started; 11 (fleet) none does.
             """,
         version: version,
-        subcommands: [FlashCommand.self, PushCommand.self, PullCommand.self, TuneCommand.self, ImageCommand.self, EchoCommand.self, ResetCommand.self,
+        subcommands: [FlashCommand.self, FleetCommand.self, PushCommand.self, PullCommand.self, TuneCommand.self, ImageCommand.self, EchoCommand.self, ResetCommand.self,
                       ProtocolsCommand.self, SimCommand.self, ServeCommand.self, GattCommand.self, ScanCommand.self]
     )
 
@@ -139,6 +140,10 @@ public enum ExitStatus: Int32, Sendable, Codable {
     /// The update failed after the activation may have reached the device, which could not be
     /// reached again to find out what it runs.
     case deviceStateUnknown = 9
+    /// `fleet`: some devices run the image, others failed or were not started.
+    case fleetPartial = 10
+    /// `fleet`: not one device runs the image.
+    case fleetNone = 11
 }
 
 /// A failure the CLI reports as one line and an exit status.
@@ -224,9 +229,10 @@ enum LoggingSetup {
 
 /// Shared JSON output: sorted keys so output is stable for scripts and tests.
 enum JSONOutput {
-    static func string(_ value: some Encodable) throws -> String {
+    /// Pretty by default; `pretty: false` for one object a line (a fleet's event stream).
+    static func string(_ value: some Encodable, pretty: Bool = true) throws -> String {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.outputFormatting = pretty ? [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes] : [.sortedKeys, .withoutEscapingSlashes]
         return String(decoding: try encoder.encode(value), as: UTF8.self)
     }
 }

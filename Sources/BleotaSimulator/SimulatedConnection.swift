@@ -73,9 +73,14 @@ public final class SimulatedConnection: Sendable {
     /// Channels carried on an LE credit-based channel (``SimulatedPeripheral/creditChannels``).
     let creditChannels: Set<UInt8>
 
-    init(model: LinkModel, world: SimulatedWorld, address: String, tagBytes: Int = 0, creditChannels: Set<UInt8> = []) {
+    /// The host's controller, when its radio is shared with other connections.
+    let adapter: SimulatedAdapter?
+
+    init(model: LinkModel, world: SimulatedWorld, address: String, tagBytes: Int = 0, creditChannels: Set<UInt8> = [],
+         adapter: SimulatedAdapter? = nil) {
         self.model = model
         self.world = world
+        self.adapter = adapter
         self.address = address
         self.tagBytes = tagBytes
         self.creditChannels = tagBytes > 0 ? creditChannels : []
@@ -100,6 +105,7 @@ public final class SimulatedConnection: Sendable {
             return state.sendWaiters
         }
         guard let waiters else { return }
+        adapter?.connectionClosed()
         for waiter in waiters { waiter.resume() }
         hostInbox.close()
         deviceInbox.close()
@@ -171,19 +177,33 @@ public final class SimulatedConnection: Sendable {
             }
             do { try await clock.sleep(until: anchor) } catch { return }
             if isClosed { return }
-            let (duration, completions) = runOneEvent()
+            // On a shared adapter the event waits for the radio and gets its share of the interval.
+            var start = anchor
+            var budget = interval
+            if let adapter {
+                guard let slot = adapter.slot(at: anchor, interval: interval) else {
+                    anchor += interval
+                    continue
+                }
+                (start, budget) = slot
+                if start > anchor {
+                    do { try await clock.sleep(until: start) } catch { return }
+                }
+            }
+            let (duration, completions) = runOneEvent(budget: budget)
+            adapter?.used(from: start, for: duration)
             // Each packet reaches the other side when its last fragment has been
             // received, not at the end of the event: a device starts on the first
             // packet of a long event while the rest are still on air.
             for completion in completions {
-                do { try await clock.sleep(until: anchor + completion.at) } catch { return }
+                do { try await clock.sleep(until: start + completion.at) } catch { return }
                 if completion.toDevice {
                     guard deliverToDevice(completion.packet, clock: clock) else { break }
                 } else {
                     guard deliverToHost(completion.packet) else { break }
                 }
             }
-            do { try await clock.sleep(until: anchor + duration) } catch { return }
+            do { try await clock.sleep(until: start + duration) } catch { return }
             // Packets that finished transmitting free host queue space.
             let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
                 defer { state.sendWaiters = [] }
@@ -203,7 +223,7 @@ public final class SimulatedConnection: Sendable {
 
     /// Plans one event: which fragments go each way, how long it takes, which
     /// upper-layer packets complete and when.
-    private func runOneEvent() -> (Duration, [Completion]) {
+    private func runOneEvent(budget: Duration) -> (Duration, [Completion]) {
         state.withLock { state in
             var time = Duration.zero
             var pairs = 0
@@ -229,7 +249,7 @@ public final class SimulatedConnection: Sendable {
                 let peripheral = state.deviceCurrent?.fragments.first ?? 0
                 if central == 0 && peripheral == 0 && pairs > 0 { break }
                 let cost = model.pairTime(payload: central, response: peripheral)
-                if time + cost > model.connectionInterval { break }
+                if time + cost > budget { break }
                 time += cost
                 pairs += 1
                 if central > 0 {

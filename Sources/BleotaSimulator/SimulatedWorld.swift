@@ -72,8 +72,14 @@ public final class SimulatedWorld: Sendable {
     public let seed: UInt64
     private let state: Mutex<State>
 
-    public init(runtime: SimulationRuntime, model: LinkModel, faults: LinkFaults = LinkFaults(), seed: UInt64 = 1) {
+    /// The host's adapter, when it is shared with other worlds (a fleet): its connections take turns on one radio.
+    public var adapter: SimulatedAdapter? { adapterSlot.withLock { $0 } }
+    private let adapterSlot: Mutex<SimulatedAdapter?>
+
+    public init(runtime: SimulationRuntime, model: LinkModel, faults: LinkFaults = LinkFaults(), seed: UInt64 = 1,
+                adapter: SimulatedAdapter? = nil) {
         self.runtime = runtime
+        adapterSlot = Mutex(adapter)
         self.model = model
         self.faults = faults
         self.seed = seed
@@ -83,6 +89,9 @@ public final class SimulatedWorld: Sendable {
     }
 
     public var clock: SimulationClock { runtime.clock }
+
+    /// Later connections go through `adapter` (a fleet moves a device between tries).
+    public func use(adapter: SimulatedAdapter?) { adapterSlot.withLock { $0 = adapter } }
 
     /// Starts one of the world's own tasks on its runtime.
     func spawn(_ body: @escaping @Sendable () async -> Void) {
@@ -155,7 +164,7 @@ public final class SimulatedWorld: Sendable {
                 // Connection setup takes a few connection intervals on air.
                 try? await clock.sleep(for: model.connectionInterval * 3)
                 let connection = SimulatedConnection(model: model, world: self, address: address, tagBytes: peripheral.channelTagBytes,
-                                                     creditChannels: peripheral.creditChannels)
+                                                     creditChannels: peripheral.creditChannels, adapter: self.adapter)
                 let connectedAt = clock.now
                 let ready = state.withLock { state -> Bool in
                     guard state.entries[index].connection == nil, state.entries[index].offlineUntil <= connectedAt else { return false }
@@ -164,6 +173,7 @@ public final class SimulatedWorld: Sendable {
                     return true
                 }
                 guard ready else { break }
+                connection.adapter?.connectionOpened()
                 let eventClock = self.clock
                 spawn { await connection.runEvents(clock: eventClock) }
                 spawn { await peripheral.serve(connection.device, world: self) }

@@ -1,0 +1,217 @@
+import ArgumentParser
+import BleotaCodec
+import BleotaEngine
+import BleotaFleet
+import BleotaLink
+import BleotaSimulator
+import Foundation
+import Logging
+import Synchronization
+
+/// `bleota fleet …`: many devices at once.
+struct FleetCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fleet",
+        abstract: "Update many devices at once, spread over several adapters.",
+        subcommands: [FleetFlashCommand.self]
+    )
+}
+
+/// `bleota fleet flash IMAGE --devices FILE`: every listed device updated, several at a time per adapter.
+struct FleetFlashCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "flash",
+        abstract: "Flash one image to every device of a list, several at a time on each adapter.",
+        discussion: """
+            Each device runs its own update (the same steps as bleota flash), at most --connections at a \
+            time on each --adapter; a failed try is retried after a back-off that doubles (--attempts, --backoff); \
+            a device that already runs the image's version is left alone unless --force. On a terminal a live \
+            table shows every device; --json prints one JSON line per event and a summary line; --report writes \
+            each device's result (CSV or JSON). Ctrl-C stops starting devices and lets running ones finish; a \
+            second Ctrl-C ends at once. Exit status: 0 when every device runs the image, 10 when some do, 11 \
+            when none does (bleota --help lists the others).
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var protocolOption: ProtocolOption
+
+    @Option(name: .long, help: ArgumentHelp("The devices: one address a line, CSV with a 'device' column (and adapter, protocol, label, option:KEY), or a JSON array.", valueName: "FILE"))
+    var devices: String
+
+    @Option(name: .customLong("adapter"), help: ArgumentHelp("An adapter to use (repeatable): hci0, hci1, …; for sim:// devices, names of simulated adapters (default: one, sim0).", valueName: "NAME"))
+    var adapters: [String] = []
+
+    @Option(name: .long, help: "Updates at once on each adapter (1…16; default 3: a controller's radio is shared by its connections, and past three busy links it is the limit).")
+    var connections: Int = FleetOptions.defaultConnectionsPerAdapter
+
+    @Option(name: .long, help: "Tries per device before it is reported failed (1…10).")
+    var attempts: Int = 3
+
+    @Option(name: .long, help: "Seconds before a device's second try; doubled for each try after (0…3600).")
+    var backoff: Double = 5
+
+    @Flag(name: .long, help: "Update devices that already run the image's version too.")
+    var force = false
+
+    @Option(name: .long, help: ArgumentHelp("Write every device's result here: .csv or .json (written whole, atomically).", valueName: "FILE"))
+    var report: String?
+
+    @Option(name: .customLong("protocol-option"), help: ArgumentHelp("A key of the protocol's host half for every device (repeatable).", valueName: "KEY=VALUE"))
+    var protocolOptions: [String] = []
+
+    @Option(name: .customLong("version-label"), help: "The version every device must report after the update, when the image carries none.")
+    var versionLabel: String?
+
+    @Option(name: .long, help: "Seconds to wait for a device to connect or come back after a reboot (0.1…3600).")
+    var connectTimeout: Double = 10
+
+    @Flag(name: .long, help: "No live table (the summary and errors still print).")
+    var quiet = false
+
+    @Argument(help: "The image every device gets.") var image: String
+
+    func validate() throws {
+        guard (1...16).contains(connections) else { throw ValidationError("--connections \(connections) is out of range: use 1…16") }
+        guard (1...10).contains(attempts) else { throw ValidationError("--attempts \(attempts) is out of range: use 1…10") }
+        _ = try TimeValue.duration(backoff, option: "--backoff", unit: .seconds, range: 0...3600)
+        _ = try TimeValue.duration(connectTimeout, option: "--connect-timeout", unit: .seconds, range: 0.1...3600)
+        if let report, FleetReport.Format(path: report) == nil {
+            throw ValidationError("--report \(report): name a .csv or .json file")
+        }
+        if Set(adapters).count != adapters.count { throw ValidationError("--adapter names an adapter twice: give each once") }
+    }
+
+    func run() async throws {
+        let logger = global.makeLogger("bleota.fleet")
+        if let report { try checkOutputPath(report) }
+        let text: String
+        do { text = String(decoding: try InputFile.read(devices, limit: 16 << 20), as: UTF8.self) } catch {
+            throw CommandFailure(.badInput, "\(devices): \(error)")
+        }
+        let list: [FleetDevice]
+        do { list = try FleetDeviceList.parse(text, file: devices) } catch { throw CommandFailure(.badInput, error.description) }
+        let addresses = try list.map { device throws -> DeviceAddress in
+            guard let address = DeviceAddress(argument: device.address) else {
+                throw CommandFailure(.badInput, "\(devices): '\(device.address)' is not a device address: use sim://, ble://, udp:// or serial://")
+            }
+            return address
+        }
+        let simulated = try addresses.map { address throws -> Bool in
+            if case .simulator = try address.kind() { return true }
+            return false
+        }
+        guard Set(simulated).count == 1 else {
+            throw CommandFailure(.usage, "\(devices) mixes simulated and real devices: a fleet is all sim:// or all real")
+        }
+        let adapterNames = adapters.isEmpty ? [simulated[0] ? "sim0" : "hci0"] : adapters
+        for device in list {
+            if let fixed = device.adapter, !adapterNames.contains(fixed) {
+                throw CommandFailure(.usage, "\(device.label) names adapter \(fixed), which is not among --adapter \(adapterNames.joined(separator: ", ")): add --adapter \(fixed)")
+            }
+        }
+        let options = FleetOptions(adapters: adapterNames, connectionsPerAdapter: connections, attempts: attempts,
+                                   backoff: .milliseconds(Int64(backoff * 1000)))
+        // Every device's protocol and the image prepared for it, once per protocol, before anything connects.
+        let probe = ImageFiles.probe(image)
+        var planned: [FleetPlan] = []
+        var prepared: [String: PreparedImage] = [:]
+        for (device, address) in zip(list, addresses) {
+            let updateProtocol = try await address.resolveProtocol(explicit: device.protocolName ?? protocolOption.name, image: probe, needs: .flash,
+                                                                   timeout: .milliseconds(Int64(connectTimeout * 1000)), logger: logger)
+            if prepared[updateProtocol.name] == nil {
+                let request = ImageRequest(path: image, keyPath: nil, versionLabel: versionLabel)
+                do { prepared[updateProtocol.name] = try updateProtocol.prepareImage(request) } catch { throw error.commandFailure }
+            }
+            let pairs = protocolOptions + device.protocolOptions.map { "\($0.key)=\($0.value)" }
+            let hostOptions = try keyValueOptions(pairs, option: "--protocol-option", example: "bootloader-name=DfuNew",
+                                                  accepted: updateProtocol.hostOptions.map(\.key), owner: updateProtocol.identity.displayName)
+            planned.append(FleetPlan(device: device, address: address, updateProtocol: updateProtocol, image: prepared[updateProtocol.name]!,
+                                   hostOptions: hostOptions))
+        }
+        let plans = planned
+        let display = FleetDisplay(devices: list, json: global.json, live: !quiet && !global.json && Terminal.standardError.isInteractive)
+        let stop = FleetStopSignal()
+        TemporaryPaths.interceptNextInterrupt {
+            stop.stop()
+            display.note("stopping: no new device starts; running ones finish (Ctrl-C again ends at once)")
+        }
+        defer { TemporaryPaths.stopInterceptingInterrupts() }
+        let timeouts = StepTimeouts(connect: .milliseconds(Int64(connectTimeout * 1000)), reboot: .milliseconds(Int64(max(connectTimeout, 30) * 1000)))
+        let force = self.force
+        let outcome: (results: [DeviceResult], summary: FleetSummary)
+        if simulated[0] {
+            outcome = try await SimulationRuntime.run(maximumVirtualTime: .seconds(7 * 24 * 3600)) { runtime in
+                let fleet = SimulatedFleet(runtime: runtime, adapterNames: adapterNames)
+                var members: [String: SimulatedFleet.Member] = [:]
+                for plan in plans {
+                    guard case .simulator(let parsed) = try plan.address.kind() else { continue }
+                    members[plan.device.address] = try await fleet.add(parsed, protocol: plan.updateProtocol, description: plan.device.address)
+                }
+                let known = members
+                let runner = FleetRunner(devices: list, options: options, clock: runtime.clock, stop: stop, onEvent: display.handle) { device, adapter, onEvent in
+                    guard let plan = plans.first(where: { $0.device == device }), let member = known[device.address] else {
+                        return .failed(TransferError(.badInput, step: .load, "no plan for \(device.address)"))
+                    }
+                    member.use(adapter: fleet.adapters[adapter])
+                    let context = HostContext(protocolName: plan.updateProtocol.name, connector: member.connector, clock: runtime.clock,
+                                              timeouts: timeouts, logger: logger, options: plan.hostOptions, onEvent: onEvent)
+                    return await plan.attempt(plan.updateProtocol.makeHost(context), force: force)
+                }
+                let outcome = await runner.run()
+                for member in known.values { await member.world.shutDown() }
+                return outcome
+            }
+        } else {
+            let runner = FleetRunner(devices: list, options: options, clock: SystemClock(), stop: stop, onEvent: display.handle) { device, adapter, onEvent in
+                guard let plan = plans.first(where: { $0.device == device }) else {
+                    return .failed(TransferError(.badInput, step: .load, "no plan for \(device.address)"))
+                }
+                do {
+                    let address = try plan.address.through(adapter: adapter)
+                    let session = try await address.session(protocol: plan.updateProtocol, logger: logger) { connector, clock in
+                        let context = HostContext(protocolName: plan.updateProtocol.name, connector: connector, clock: clock,
+                                                  timeouts: timeouts, logger: logger, options: plan.hostOptions, onEvent: onEvent)
+                        return await plan.attempt(plan.updateProtocol.makeHost(context), force: force)
+                    }
+                    return session.value
+                } catch let failure as CommandFailure {
+                    return .failed(TransferError(.linkLost, step: .connect, failure.message))
+                } catch {
+                    return .failed(TransferError(.linkLost, step: .connect, "\(error)"))
+                }
+            }
+            outcome = await runner.run()
+        }
+        display.finish(outcome.summary)
+        if let report {
+            let text: String
+            switch FleetReport.Format(path: report)! {
+            case .csv: text = FleetReport.csv(outcome.results)
+            case .json: text = try FleetReport.json(outcome.results, summary: outcome.summary)
+            }
+            try writeFileAtomically(Array(text.utf8), to: report)
+        }
+        if outcome.summary.allSucceeded { return }
+        throw CommandFailure(outcome.summary.noneSucceeded ? .fleetNone : .fleetPartial, outcome.summary.sentence)
+    }
+}
+
+/// One device of a fleet as the command prepared it: its protocol, image and options.
+struct FleetPlan: Sendable {
+    var device: FleetDevice
+    var address: DeviceAddress
+    var updateProtocol: any UpdateProtocol
+    var image: PreparedImage
+    var hostOptions: [String: String]
+
+    /// One try: the version the device runs first (where the protocol can say), then the update.
+    func attempt(_ host: any ProtocolHost, force: Bool) async -> FleetAttempt {
+        if !force, updateProtocol.capabilities.contains(.imageState),
+           let state = try? await host.imageState(nil), let active = state.active, active.version == image.version {
+            return .alreadyCurrent(version: active.version)
+        }
+        let mode = updateProtocol.flashModes.first ?? .testAndConfirm
+        do throws(TransferError) { return .updated(try await host.flash(image, mode: mode)) } catch { return .failed(error) }
+    }
+}

@@ -1,0 +1,137 @@
+import Foundation
+
+/// One device of a fleet: its address as `flash --device` takes it, and the
+/// options a device list gives it (its adapter, its protocol, protocol options).
+public struct FleetDevice: Sendable, Hashable, Codable {
+    /// `ble://AA:BB:…`, `sim://…`, `udp://…`: what `bleota flash --device` takes.
+    public var address: String
+    /// The adapter to reach it through (hci1), when the list fixes one; otherwise the runner picks.
+    public var adapter: String?
+    /// `--protocol` for this device alone.
+    public var protocolName: String?
+    /// `--protocol-option` keys for this device alone.
+    public var protocolOptions: [String: String]
+    /// A label for tables and reports (the address when none is given).
+    public var label: String
+
+    public init(address: String, adapter: String? = nil, protocolName: String? = nil, protocolOptions: [String: String] = [:], label: String? = nil) {
+        self.address = address
+        self.adapter = adapter
+        self.protocolName = protocolName
+        self.protocolOptions = protocolOptions
+        self.label = label ?? address
+    }
+}
+
+/// A device list that does not parse, in one line: the file, the line, what is wrong and what to write.
+public struct FleetListError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var file: String
+    public var line: Int?
+    public var problem: String
+    public init(file: String, line: Int?, _ problem: String) {
+        self.file = file
+        self.line = line
+        self.problem = problem
+    }
+    public var description: String { "\(file)\(line.map { ":\($0)" } ?? ""): \(problem)" }
+}
+
+/// Reads the devices of a fleet from a file: addresses one a line (`#` starts a
+/// comment), CSV with a header (`device` and optional `adapter`, `protocol`,
+/// `label`, and `option:KEY` columns), or JSON (an array of addresses, or of
+/// objects with the same keys; `options` an object).
+public enum FleetDeviceList {
+    public static func parse(_ text: String, file: String) throws(FleetListError) -> [FleetDevice] {
+        let devices: [FleetDevice]
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        if trimmed.hasPrefix("[") {
+            devices = try parseJSON(trimmed, file: file)
+        } else if let first = trimmed.split(separator: "\n", omittingEmptySubsequences: true).first,
+                  first.lowercased().split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }).contains("device") {
+            devices = try parseCSV(trimmed, file: file)
+        } else {
+            devices = try parseLines(trimmed, file: file)
+        }
+        guard !devices.isEmpty else { throw FleetListError(file: file, line: nil, "lists no device: write one address a line, e.g. ble://AA:BB:CC:DD:EE:FF") }
+        var seen: [String: Int] = [:]
+        for (index, device) in devices.enumerated() {
+            if let earlier = seen[device.address] {
+                throw FleetListError(file: file, line: nil, "\(device.address) is listed twice (entries \(earlier + 1) and \(index + 1)): list each device once")
+            }
+            seen[device.address] = index
+        }
+        return devices
+    }
+
+    static func parseLines(_ text: String, file: String) throws(FleetListError) -> [FleetDevice] {
+        var devices: [FleetDevice] = []
+        for (number, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+            let address = line.trimmingCharacters(in: .whitespaces)
+            guard !address.isEmpty else { continue }
+            guard !address.contains(" "), !address.contains(",") else {
+                throw FleetListError(file: file, line: number + 1, "'\(address)' is not one address: write one a line, or a CSV with a header line naming a 'device' column")
+            }
+            devices.append(FleetDevice(address: address))
+        }
+        return devices
+    }
+
+    static func parseCSV(_ text: String, file: String) throws(FleetListError) -> [FleetDevice] {
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map { String($0).trimmingCharacters(in: CharacterSet(charactersIn: "\r")) }
+        let header = lines[0].split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        for column in header where !["device", "adapter", "protocol", "label"].contains(column) && !column.hasPrefix("option:") {
+            throw FleetListError(file: file, line: 1, "unknown column '\(column)': use device, adapter, protocol, label or option:KEY")
+        }
+        var devices: [FleetDevice] = []
+        for (index, line) in lines.enumerated().dropFirst() where !line.trimmingCharacters(in: .whitespaces).isEmpty {
+            let fields = line.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard fields.count == header.count else {
+                throw FleetListError(file: file, line: index + 1, "\(fields.count) fields where the header names \(header.count): quote nothing, separate with commas")
+            }
+            var device = FleetDevice(address: "")
+            var label: String?
+            for (column, value) in zip(header, fields) where !value.isEmpty {
+                switch column {
+                case "device": device.address = value
+                case "adapter": device.adapter = value
+                case "protocol": device.protocolName = value
+                case "label": label = value
+                default: device.protocolOptions[String(column.dropFirst("option:".count))] = value
+                }
+            }
+            guard !device.address.isEmpty else { throw FleetListError(file: file, line: index + 1, "no device address in the 'device' column") }
+            device.label = label ?? device.address
+            devices.append(device)
+        }
+        return devices
+    }
+
+    static func parseJSON(_ text: String, file: String) throws(FleetListError) -> [FleetDevice] {
+        let value: Any
+        do { value = try JSONSerialization.jsonObject(with: Data(text.utf8)) } catch {
+            throw FleetListError(file: file, line: nil, "is not JSON (\(error.localizedDescription)): write an array of addresses or of objects with a 'device' key")
+        }
+        guard let array = value as? [Any] else { throw FleetListError(file: file, line: nil, "is not a JSON array: write [\"ble://…\", …]") }
+        var devices: [FleetDevice] = []
+        for (index, entry) in array.enumerated() {
+            if let address = entry as? String {
+                devices.append(FleetDevice(address: address))
+                continue
+            }
+            guard let object = entry as? [String: Any], let address = object["device"] as? String else {
+                throw FleetListError(file: file, line: nil, "entry \(index + 1) has no 'device' string: write {\"device\": \"ble://…\"}")
+            }
+            var options: [String: String] = [:]
+            if let given = object["options"] {
+                guard let table = given as? [String: Any] else {
+                    throw FleetListError(file: file, line: nil, "entry \(index + 1): 'options' is not an object of strings")
+                }
+                for (key, value) in table { options[key] = "\(value)" }
+            }
+            devices.append(FleetDevice(address: address, adapter: object["adapter"] as? String, protocolName: object["protocol"] as? String,
+                                       protocolOptions: options, label: object["label"] as? String))
+        }
+        return devices
+    }
+}

@@ -1,0 +1,236 @@
+import BleotaEngine
+import BleotaLink
+import Synchronization
+
+/// One try at one device, as the caller's update function reports it.
+public enum FleetAttempt: Sendable {
+    case updated(UpdateReport)
+    /// The device already runs the target version: nothing was sent.
+    case alreadyCurrent(version: String)
+    case failed(TransferError)
+}
+
+/// How a fleet runs: which adapters, how many connections each, how often a device is tried.
+public struct FleetOptions: Sendable, Hashable {
+    /// The adapters to spread devices over (hci0, hci1; simulated ones by name).
+    public var adapters: [String]
+    /// Updates running at once on one adapter. A controller holds only a few connections
+    /// (BlueZ's default allows several, many controllers 4–8), and every connection shares its
+    /// radio: past about three busy links an adapter's air time is what limits the fleet, and
+    /// more links only add connection setup and supervision risk.
+    public var connectionsPerAdapter: Int
+    /// Tries per device before it is reported failed.
+    public var attempts: Int
+    /// The pause before a device's second try; it doubles for each try after.
+    public var backoff: Duration
+
+    public static let defaultConnectionsPerAdapter = 3
+
+    public init(adapters: [String], connectionsPerAdapter: Int = Self.defaultConnectionsPerAdapter, attempts: Int = 3,
+                backoff: Duration = .seconds(5)) {
+        self.adapters = adapters
+        self.connectionsPerAdapter = connectionsPerAdapter
+        self.attempts = attempts
+        self.backoff = backoff
+    }
+}
+
+/// Ctrl-C for a fleet: once set, no device starts; running ones finish their update.
+public final class FleetStopSignal: Sendable {
+    private let stopped = Mutex(false)
+    public init() {}
+    public func stop() { stopped.withLock { $0 = true } }
+    public var isStopped: Bool { stopped.withLock { $0 } }
+}
+
+/// Updates many devices at once: each with its own update (the caller's
+/// `update` function: a protocol's host half on its own connection), at most
+/// ``FleetOptions/connectionsPerAdapter`` at a time per adapter, failed tries
+/// retried after a back-off that doubles, a device that already runs the
+/// target left alone. One device that hangs or fails holds only its own slot.
+///
+/// Structured: every device's try is a child task of ``run()``, and back-off
+/// waits are timers in the same group, so nothing outlives the run.
+public struct FleetRunner: Sendable {
+    public typealias Update = @Sendable (_ device: FleetDevice, _ adapter: String, _ onEvent: @escaping @Sendable (UpdateEvent) -> Void) async -> FleetAttempt
+
+    public let devices: [FleetDevice]
+    public let options: FleetOptions
+    public let clock: any BleotaClock
+    public let stop: FleetStopSignal
+    public let onEvent: @Sendable (FleetEvent) -> Void
+    public let update: Update
+
+    public init(devices: [FleetDevice], options: FleetOptions, clock: any BleotaClock, stop: FleetStopSignal = FleetStopSignal(),
+                onEvent: @escaping @Sendable (FleetEvent) -> Void = { _ in }, update: @escaping Update) {
+        self.devices = devices
+        self.options = options
+        self.clock = clock
+        self.stop = stop
+        self.onEvent = onEvent
+        self.update = update
+    }
+
+    /// Where each device stands between tries.
+    struct Pending {
+        var index: Int
+        var attempt: Int
+        var notBefore: Duration
+    }
+
+    /// The running totals of one device over its tries.
+    struct Tally {
+        var attempts = 0
+        var seconds = 0.0
+        var bytes = 0
+        var resends = 0
+        var versionBefore: String?
+    }
+
+    enum Completion: Sendable {
+        case tried(index: Int, adapter: String, attempt: FleetAttempt, seconds: Double)
+        case timer
+    }
+
+    /// Runs every device to an end; returns one result per device, in the list's order.
+    public func run() async -> (results: [DeviceResult], summary: FleetSummary) {
+        let began = clock.now
+        var pending = devices.indices.map { Pending(index: $0, attempt: 1, notBefore: began) }
+        var results = [DeviceResult?](repeating: nil, count: devices.count)
+        var tallies = [Tally](repeating: Tally(), count: devices.count)
+        var busy: [String: Int] = Dictionary(uniqueKeysWithValues: options.adapters.map { ($0, 0) })
+        var announcedStop = false
+        await withTaskGroup(of: Completion.self) { group in
+            var running = 0
+            var timerSet = false
+            while true {
+                if stop.isStopped && !announcedStop {
+                    announcedStop = true
+                    onEvent(.stopping)
+                }
+                // Start what may start now.
+                if !stop.isStopped {
+                    let now = clock.now
+                    var index = 0
+                    while index < pending.count {
+                        let item = pending[index]
+                        guard item.notBefore <= now, let adapter = adapterFor(devices[item.index], busy: busy) else {
+                            index += 1
+                            continue
+                        }
+                        pending.remove(at: index)
+                        busy[adapter, default: 0] += 1
+                        running += 1
+                        let device = devices[item.index]
+                        onEvent(.started(device: device, adapter: adapter, attempt: item.attempt))
+                        group.addTask { [clock, update, onEvent] in
+                            let start = clock.now
+                            let attempt = await update(device, adapter) { event in
+                                onEvent(Self.fleetEvent(event, device: device))
+                            }
+                            let elapsed = clock.now - start
+                            return .tried(index: item.index, adapter: adapter, attempt: attempt,
+                                          seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+                        }
+                    }
+                }
+                if running == 0 && (pending.isEmpty || stop.isStopped) { break }
+                // Wake for the earliest back-off, unless a timer is already set.
+                if !timerSet, !stop.isStopped, let next = pending.map(\.notBefore).min(), next > clock.now {
+                    timerSet = true
+                    group.addTask { [clock] in
+                        try? await clock.sleep(until: next)
+                        return .timer
+                    }
+                }
+                guard let completion = await group.next() else { break }
+                switch completion {
+                case .timer:
+                    timerSet = false
+                case .tried(let index, let adapter, let attempt, let seconds):
+                    running -= 1
+                    busy[adapter, default: 1] -= 1
+                    let device = devices[index]
+                    tallies[index].attempts += 1
+                    tallies[index].seconds += seconds
+                    switch attempt {
+                    case .updated(let report):
+                        tallies[index].bytes += report.bytes
+                        tallies[index].resends += report.statistics.packetsResent
+                        let tally = tallies[index]
+                        let result = DeviceResult(device: device, adapter: adapter, outcome: .updated,
+                                                  versionBefore: tally.versionBefore ?? report.versionBefore, versionAfter: report.versionAfter,
+                                                  seconds: tally.seconds, bytes: tally.bytes, resends: tally.resends, attempts: tally.attempts)
+                        results[index] = result
+                        onEvent(.finished(result))
+                    case .alreadyCurrent(let version):
+                        let tally = tallies[index]
+                        let result = DeviceResult(device: device, adapter: adapter, outcome: .skipped, versionBefore: version, versionAfter: version,
+                                                  seconds: tally.seconds, attempts: tally.attempts)
+                        results[index] = result
+                        onEvent(.finished(result))
+                    case .failed(let error):
+                        let tally = tallies[index]
+                        if tally.attempts < options.attempts, Self.worthRetrying(error), !stop.isStopped {
+                            let delay = options.backoff * (1 << min(10, tally.attempts - 1))
+                            onEvent(.retrying(device: device, error: error, delay: delay))
+                            pending.append(Pending(index: index, attempt: tally.attempts + 1, notBefore: clock.now + delay))
+                        } else {
+                            let result = DeviceResult(device: device, adapter: adapter, outcome: .failed, versionBefore: tally.versionBefore,
+                                                      seconds: tally.seconds, bytes: tally.bytes, resends: tally.resends,
+                                                      attempts: tally.attempts, error: error)
+                            results[index] = result
+                            onEvent(.finished(result))
+                        }
+                    }
+                }
+            }
+            group.cancelAll()
+        }
+        // Devices never started (the fleet was stopped) are reported as such.
+        for index in devices.indices where results[index] == nil {
+            let tally = tallies[index]
+            let result = DeviceResult(device: devices[index], adapter: nil, outcome: .notStarted, seconds: tally.seconds, attempts: tally.attempts)
+            results[index] = result
+            onEvent(.finished(result))
+        }
+        let final = results.compactMap { $0 }
+        let elapsed = clock.now - began
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        return (final, FleetSummary(results: final, seconds: seconds, interrupted: stop.isStopped))
+    }
+
+    /// The device's own adapter if it names one and it has room; else the adapter with the fewest
+    /// running updates that has room; nil when none has.
+    func adapterFor(_ device: FleetDevice, busy: [String: Int]) -> String? {
+        if let fixed = device.adapter {
+            return busy[fixed, default: 0] < options.connectionsPerAdapter ? fixed : nil
+        }
+        let open = options.adapters.filter { busy[$0, default: 0] < options.connectionsPerAdapter }
+        return open.min { busy[$0, default: 0] < busy[$1, default: 0] }
+    }
+
+    /// A failure another try may cure: a lost link, a timeout, a transfer spoiled on the way.
+    /// Not a refusal of the image, a bad input, or a device that already runs the new image.
+    static func worthRetrying(_ error: TransferError) -> Bool {
+        switch error.code {
+        case .deviceRefused, .badInput, .unsupported, .invalidTuning: return false
+        case .linkLost, .timeout, .verificationFailed, .protocolViolation, .confirmFailed: break
+        }
+        switch error.outcome {
+        case .newImageConfirmed?, .newImageUnconfirmed?: return false
+        case nil, .oldImage?, .inBootloader?, .unknown?: return true
+        }
+    }
+
+    static func fleetEvent(_ event: UpdateEvent, device: FleetDevice) -> FleetEvent {
+        switch event {
+        case .step(let step): return .step(device: device, step: step)
+        case .note(let text): return .note(device: device, text: text)
+        case .progress(let progress):
+            let seconds = Double(progress.elapsed.components.seconds) + Double(progress.elapsed.components.attoseconds) / 1e18
+            return .progress(device: device, acknowledged: progress.bytesAcknowledged, total: progress.totalBytes,
+                             bytesPerSecond: seconds > 0 ? Double(progress.bytesAcknowledged) / seconds : 0, resends: progress.packetsResent)
+        }
+    }
+}

@@ -1,0 +1,50 @@
+import Testing
+@testable import BleotaFleet
+
+/// Device lists: addresses a line, CSV with per-device options, JSON; mistakes named by file and line.
+@Suite struct FleetDeviceListTests {
+    @Test func addressesOneALineWithComments() throws {
+        let devices = try FleetDeviceList.parse("""
+            # line 1 is a comment
+            ble://AA:BB:CC:DD:EE:01
+            ble://AA:BB:CC:DD:EE:02   # the second board
+
+            sim://2m-dle?seed=3
+            """, file: "devices.txt")
+        #expect(devices.map(\.address) == ["ble://AA:BB:CC:DD:EE:01", "ble://AA:BB:CC:DD:EE:02", "sim://2m-dle?seed=3"])
+        #expect(devices[1].label == "ble://AA:BB:CC:DD:EE:02" && devices[1].adapter == nil)
+    }
+
+    @Test func csvCarriesAdapterProtocolLabelAndOptions() throws {
+        let devices = try FleetDeviceList.parse("""
+            device,adapter,protocol,label,option:bootloader-name
+            ble://AA:BB:CC:DD:EE:01,hci1,nordic-dfu,door,DfuNew
+            ble://AA:BB:CC:DD:EE:02,,,,
+            """, file: "devices.csv")
+        #expect(devices.count == 2)
+        #expect(devices[0] == FleetDevice(address: "ble://AA:BB:CC:DD:EE:01", adapter: "hci1", protocolName: "nordic-dfu",
+                                          protocolOptions: ["bootloader-name": "DfuNew"], label: "door"))
+        #expect(devices[1] == FleetDevice(address: "ble://AA:BB:CC:DD:EE:02"))
+    }
+
+    @Test func jsonTakesAddressesOrObjects() throws {
+        let devices = try FleetDeviceList.parse("""
+            ["sim://2m-dle?seed=1", {"device": "sim://slow-flash?seed=2", "adapter": "sim1", "options": {"suota-transport": "gatt"}}]
+            """, file: "devices.json")
+        #expect(devices.map(\.address) == ["sim://2m-dle?seed=1", "sim://slow-flash?seed=2"])
+        #expect(devices[1].adapter == "sim1" && devices[1].protocolOptions == ["suota-transport": "gatt"])
+    }
+
+    @Test(arguments: [
+        ("ble://A ble://B", "devices.txt:1: 'ble://A ble://B' is not one address: write one a line, or a CSV with a header line naming a 'device' column"),
+        ("device,colour\nble://A,red", "devices.txt:1: unknown column 'colour': use device, adapter, protocol, label or option:KEY"),
+        ("device,adapter\nble://A", "devices.txt:2: 1 fields where the header names 2: quote nothing, separate with commas"),
+        ("# nothing\n", "devices.txt: lists no device: write one address a line, e.g. ble://AA:BB:CC:DD:EE:FF"),
+        ("ble://A\nble://A", "devices.txt: ble://A is listed twice (entries 1 and 2): list each device once"),
+        ("[{\"adapter\": \"hci0\"}]", "devices.txt: entry 1 has no 'device' string: write {\"device\": \"ble://…\"}"),
+    ])
+    func mistakesAreNamedByFileAndLine(_ setup: (String, String)) {
+        #expect(throws: FleetListError.self) { try FleetDeviceList.parse(setup.0, file: "devices.txt") }
+        do { _ = try FleetDeviceList.parse(setup.0, file: "devices.txt") } catch { #expect(error.description == setup.1) }
+    }
+}

@@ -1,0 +1,111 @@
+import BleotaEngine
+import BleotaLink
+import Synchronization
+import Testing
+@testable import BleotaFleet
+
+/// The runner's rules on virtual time: connections per adapter, retries with a
+/// doubling back-off, no retry of a refusal, a device already current left
+/// alone, Ctrl-C leaving unstarted devices unstarted, and the summary.
+@Suite struct FleetRunnerTests {
+    static func report(_ device: FleetDevice) -> UpdateReport {
+        var report = UpdateReport(operation: "flash", device: device.address, bytes: 1000, streamBytes: 1000, compressed: false, packetSize: 244,
+                                  transferSeconds: 1, totalSeconds: 1, statistics: TransferStatistics(), stepSeconds: [:], tuning: TransferTuning())
+        report.versionAfter = "2"
+        return report
+    }
+
+    /// Records how many updates run at once per adapter, and when each try starts.
+    final class Recorder: Sendable {
+        struct State {
+            var running: [String: Int] = [:]
+            var most: [String: Int] = [:]
+            var starts: [String: [Duration]] = [:]
+        }
+        let state = Mutex(State())
+        func begin(_ adapter: String, _ device: String, at time: Duration) {
+            state.withLock { state in
+                state.running[adapter, default: 0] += 1
+                state.most[adapter] = max(state.most[adapter] ?? 0, state.running[adapter]!)
+                state.starts[device, default: []].append(time)
+            }
+        }
+        func end(_ adapter: String) { state.withLock { $0.running[adapter, default: 0] -= 1 } }
+    }
+
+    @Test func neverMoreThanTheLimitPerAdapterAndEveryDeviceEnds() async throws {
+        let devices = (0..<20).map { FleetDevice(address: "sim://d\($0)") }
+        let recorder = Recorder()
+        let (results, summary) = try await SimulationRuntime.run { runtime in
+            let runner = FleetRunner(devices: devices, options: FleetOptions(adapters: ["a", "b"], connectionsPerAdapter: 3), clock: runtime.clock) { device, adapter, _ in
+                recorder.begin(adapter, device.address, at: runtime.clock.now)
+                // Devices take different times: 10 s, 11 s, … so slots free up out of order.
+                try? await runtime.clock.sleep(for: .seconds(10 + Int64(device.address.dropFirst(7))!))
+                recorder.end(adapter)
+                return .updated(Self.report(device))
+            }
+            return await runner.run()
+        }
+        #expect(recorder.state.withLock { $0.most } == ["a": 3, "b": 3])
+        #expect(results.map(\.device) == devices.map(\.address), "one result per device, in the list's order")
+        #expect(results.allSatisfy { $0.outcome == .updated && $0.attempts == 1 && $0.bytes == 1000 })
+        #expect(summary.allSucceeded && summary.updated == 20)
+        // 20 devices, 6 at a time, 10–29 s each: well under running them one by one (390 s).
+        #expect(summary.seconds < 120, "\(summary.seconds) s")
+    }
+
+    @Test func aLostLinkIsRetriedAfterADoublingBackoffAndARefusalIsNot() async throws {
+        let devices = [FleetDevice(address: "flaky"), FleetDevice(address: "refuses"), FleetDevice(address: "gone")]
+        let recorder = Recorder()
+        let tries = Mutex([String: Int]())
+        let (results, summary) = try await SimulationRuntime.run { runtime in
+            let options = FleetOptions(adapters: ["a"], connectionsPerAdapter: 3, attempts: 3, backoff: .seconds(5))
+            let runner = FleetRunner(devices: devices, options: options, clock: runtime.clock) { device, adapter, _ in
+                recorder.begin(adapter, device.address, at: runtime.clock.now)
+                defer { recorder.end(adapter) }
+                let attempt = tries.withLock { tries -> Int in
+                    tries[device.address, default: 0] += 1
+                    return tries[device.address]!
+                }
+                try? await runtime.clock.sleep(for: .seconds(1))
+                switch device.address {
+                case "flaky" where attempt < 3: return .failed(TransferError(.linkLost, step: .transfer, "the link dropped"))
+                case "refuses": return .failed(TransferError(.deviceRefused, step: .verify, "image refused"))
+                case "gone": return .failed(TransferError(.linkLost, step: .connect, "not there"))
+                default: return .updated(Self.report(device))
+                }
+            }
+            return await runner.run()
+        }
+        let starts = recorder.state.withLock { $0.starts }
+        // flaky: at 0, then 1 + 5, then 7 + 10 (the back-off doubles).
+        #expect(starts["flaky"] == [.seconds(0), .seconds(6), .seconds(17)])
+        #expect(results[0].outcome == .updated && results[0].attempts == 3)
+        #expect(results[1].outcome == .failed && results[1].attempts == 1 && results[1].errorStep == "verify", "a refusal is final")
+        #expect(results[2].outcome == .failed && results[2].attempts == 3 && results[2].error == "not there")
+        #expect(!summary.allSucceeded && !summary.noneSucceeded && summary.failed == 2)
+        #expect(summary.sentence == "1 of 3 devices run the target (1 updated, 0 already did), 2 failed, in 18 s")
+    }
+
+    @Test func aDeviceAlreadyCurrentIsSkippedAndAStopLeavesTheRestUnstarted() async throws {
+        let devices = (0..<6).map { FleetDevice(address: "d\($0)") }
+        let stop = FleetStopSignal()
+        let events = Mutex<[String]>([])
+        let (results, summary) = try await SimulationRuntime.run { runtime in
+            let runner = FleetRunner(devices: devices, options: FleetOptions(adapters: ["a"], connectionsPerAdapter: 2), clock: runtime.clock, stop: stop,
+                                     onEvent: { event in if case .stopping = event { events.withLock { $0.append("stopping") } } }) { device, _, _ in
+                try? await runtime.clock.sleep(for: .seconds(device.address == "d1" ? 5 : 10))
+                if device.address == "d1" {
+                    // Ctrl-C while d0 and d1 run: both finish, nothing else starts.
+                    stop.stop()
+                    return .alreadyCurrent(version: "2")
+                }
+                return .updated(Self.report(device))
+            }
+            return await runner.run()
+        }
+        #expect(results.map(\.outcome) == [.updated, .skipped, .notStarted, .notStarted, .notStarted, .notStarted])
+        #expect(summary.interrupted && summary.skipped == 1 && summary.notStarted == 4)
+        #expect(events.withLock { $0 } == ["stopping"])
+    }
+}
