@@ -71,7 +71,7 @@ let package = Package(
         .executableTarget(name: "bleota", dependencies: ["BleotaCommands"]),
         // Figures, not tests: `swift run -c release bleota-bench` (see README "Performance").
         .executableTarget(
-            name: "bleota-bench", dependencies: ["BleotaCodec", "BleotaLink", "BleotaEngine", "BleotaProtocols", "BleotaSimulator",
+            name: "bleota-bench", dependencies: ["BleotaCodec", "BleotaLink", "BleotaEngine", "BleotaProtocols", "BleotaSimulator", "BleotaFleet",
                                                 .product(name: "Logging", package: "swift-log")],
             path: "Benchmarks/Bench"),
         // Outcome counts over thousands of seeded faulty updates: `swift run -c release bleota-fault-matrix --runs 10000`.

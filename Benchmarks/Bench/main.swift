@@ -1,10 +1,12 @@
 import BleotaCodec
 import BleotaEngine
+import BleotaFleet
 import BleotaLink
 import BleotaProtocols
 import BleotaSimulator
 import Foundation
 import Logging
+import Synchronization
 
 // bleota's benchmark: figures, not pass/fail. Prints a table and writes JSON
 // (default `.build/bench.json`, or `--json PATH`). Targets are printed beside
@@ -12,7 +14,7 @@ import Logging
 //
 //     swift run -c release bleota-bench
 //
-// `--only GROUP,…` (native, smp, tune, pacing, engine, memory) and `--preset NAME,…`
+// `--only GROUP,…` (native, smp, tune, pacing, fleet, engine, memory) and `--preset NAME,…`
 // run part of it; `--fixed-pacing` measures the native figures with closed-loop
 // pacing off; `--trace sim://…` prints one flash acknowledgement by acknowledgement.
 // `--memory-probe FILE` is used internally: the benchmark re-runs itself in a
@@ -356,6 +358,63 @@ if runs("pacing") {
         record("pacing", "\(preset): default / grid's best", paced.goodput / fixed.goodput * 100, "%", target: "≥ 90 %")
         record("pacing", "\(preset): default / device ceiling", paced.goodput / ceiling * 100, "%", target: "≥ 80 %")
     }
+}
+
+// 1e. A fleet: many simulated devices over several simulated adapters, each adapter's radio shared by its links.
+if runs("fleet") {
+    print("\n== fleet: 100 devices over 10 adapters (3 links each), 5 with faults, 256 KiB each, native protocol on 2m-dle")
+    let firmwareSize = (listArgument("--fleet-kib").flatMap { $0.first }.flatMap { Int($0) } ?? 256) << 10
+    let firmware = pseudoRandom(firmwareSize, seed: 77)
+    let prepared = PreparedImage(bytes: firmware, version: "2.0.0", summary: "fleet")
+    let native = NativeProtocol()
+    let deviceCount = listArgument("--fleet-devices").flatMap { $0.first }.flatMap { Int($0) } ?? 100
+    var listed = (1...deviceCount).map { "sim://2m-dle?seed=\($0)" }
+    // 5 % of the devices meet faults: loss, a dropped link, a power cut.
+    for (index, fault) in [(9, "&loss=0.05"), (29, "&disconnect-at=100000"), (49, "&power-loss-at=150000"), (69, "&loss=0.02&notify-loss=0.02"),
+                           (89, "&disconnect-at=50000")] where index < deviceCount { listed[index] += fault }
+    let addresses = listed
+    let stepTotals = Mutex<[String: Double]>([:])
+    let adapterNames = (0..<(listArgument("--fleet-adapters").flatMap { $0.first }.flatMap { Int($0) } ?? 10)).map { "sim\($0)" }
+    let outcome = try await SimulationRuntime.run(maximumVirtualTime: .seconds(24 * 3600)) { runtime in
+        let fleet = SimulatedFleet(runtime: runtime, adapterNames: adapterNames)
+        var members: [String: SimulatedFleet.Member] = [:]
+        for address in addresses { members[address] = try await fleet.add(try SimulatorAddress(parsing: address), protocol: native, description: address) }
+        let known = members
+        let connections = listArgument("--fleet-connections").flatMap { $0.first }.flatMap { Int($0) } ?? FleetOptions.defaultConnectionsPerAdapter
+        let runner = FleetRunner(devices: addresses.map { FleetDevice(address: $0) },
+                                 options: FleetOptions(adapters: adapterNames, connectionsPerAdapter: connections,
+                                                       startSpacing: .milliseconds(listArgument("--fleet-spacing").flatMap { $0.first }.flatMap { Int64($0) } ?? 0)),
+                                 clock: runtime.clock) { device, adapter, onEvent in
+            let member = known[device.address]!
+            member.use(adapter: fleet.adapters[adapter])
+            let host = native.makeHost(HostContext(protocolName: "native", connector: member.connector, clock: runtime.clock, onEvent: onEvent))
+            do throws(TransferError) {
+                let report = try await host.flash(prepared, mode: .testAndConfirm)
+                stepTotals.withLock { totals in for (step, seconds) in report.stepSeconds { totals[step, default: 0] += seconds } }
+                return .updated(report)
+            } catch { return .failed(error) }
+        }
+        let (results, summary) = await runner.run()
+        if arguments.contains("--fleet-steps") {
+            print(stepTotals.withLock { $0 }.sorted { $0.key < $1.key }.map { "\($0.key) \(String(format: "%.1f", $0.value / Double(results.count))) s" }.joined(separator: ", "))
+        }
+        var exact = 0
+        for result in results where result.outcome == .updated {
+            if (known[result.device]!.half as? NativeDevice)?.storage.snapshot.activeImage == firmware { exact += 1 }
+        }
+        let air = fleet.adapters.values.reduce(Duration.zero) { $0 + $1.airTime }
+        for member in known.values { await member.world.shutDown() }
+        return (summary, exact, air)
+    }
+    let model = try SimulatorAddress(parsing: "sim://2m-dle").model
+    let aggregate = model.airCapacity(payload: model.maximumPayload) * Double(adapterNames.count)
+    let delivered = Double(outcome.0.updated * firmware.count)
+    record("fleet", "devices updated (of 100) / exact image running", Double(outcome.0.updated), "devices", target: "= \(outcome.1) exact")
+    record("fleet", "campaign time", outcome.0.seconds, "s")
+    record("fleet", "aggregate capacity of 10 adapters (air time)", aggregate / 1024, "KiB/s")
+    record("fleet", "delivered", delivered / outcome.0.seconds / 1024, "KiB/s")
+    record("fleet", "delivered / aggregate capacity", delivered / outcome.0.seconds / aggregate * 100, "%", target: "≥ 90 %")
+    record("fleet", "radio busy (air time / (adapters × campaign time))", outcome.2.seconds / (Double(adapterNames.count) * outcome.0.seconds) * 100, "%")
 }
 
 // 2. Engine and checksums.

@@ -23,15 +23,19 @@ public struct FleetOptions: Sendable, Hashable {
     public var attempts: Int
     /// The pause before a device's second try; it doubles for each try after.
     public var backoff: Duration
+    /// The least time between two starts on one adapter, so its links do not connect, reboot
+    /// and transfer in step (in step they leave the radio idle together and contend together).
+    public var startSpacing: Duration
 
     public static let defaultConnectionsPerAdapter = 3
 
     public init(adapters: [String], connectionsPerAdapter: Int = Self.defaultConnectionsPerAdapter, attempts: Int = 3,
-                backoff: Duration = .seconds(5)) {
+                backoff: Duration = .seconds(5), startSpacing: Duration = .zero) {
         self.adapters = adapters
         self.connectionsPerAdapter = connectionsPerAdapter
         self.attempts = attempts
         self.backoff = backoff
+        self.startSpacing = startSpacing
     }
 }
 
@@ -99,6 +103,7 @@ public struct FleetRunner: Sendable {
         var results = [DeviceResult?](repeating: nil, count: devices.count)
         var tallies = [Tally](repeating: Tally(), count: devices.count)
         var busy: [String: Int] = Dictionary(uniqueKeysWithValues: options.adapters.map { ($0, 0) })
+        var lastStart: [String: Duration] = [:]
         var announcedStop = false
         await withTaskGroup(of: Completion.self) { group in
             var running = 0
@@ -114,12 +119,14 @@ public struct FleetRunner: Sendable {
                     var index = 0
                     while index < pending.count {
                         let item = pending[index]
-                        guard item.notBefore <= now, let adapter = adapterFor(devices[item.index], busy: busy) else {
+                        let spaced = busy.filter { adapter, _ in lastStart[adapter].map { now - $0 < options.startSpacing } ?? false }
+                        guard item.notBefore <= now, let adapter = adapterFor(devices[item.index], busy: busy.merging(spaced.mapValues { _ in Int.max }) { $1 }) else {
                             index += 1
                             continue
                         }
                         pending.remove(at: index)
                         busy[adapter, default: 0] += 1
+                        lastStart[adapter] = now
                         running += 1
                         let device = devices[item.index]
                         onEvent(.started(device: device, adapter: adapter, attempt: item.attempt))
@@ -135,8 +142,10 @@ public struct FleetRunner: Sendable {
                     }
                 }
                 if running == 0 && (pending.isEmpty || stop.isStopped) { break }
-                // Wake for the earliest back-off, unless a timer is already set.
-                if !timerSet, !stop.isStopped, let next = pending.map(\.notBefore).min(), next > clock.now {
+                // Wake for the earliest back-off or spacing, unless a timer is already set.
+                let spacingEnds = lastStart.values.map { $0 + options.startSpacing }.filter { $0 > clock.now }.min()
+                let wakes = (pending.map(\.notBefore).filter { $0 > clock.now } + (pending.isEmpty ? [] : [spacingEnds].compactMap { $0 })).min()
+                if !timerSet, !stop.isStopped, let next = wakes {
                     timerSet = true
                     group.addTask { [clock] in
                         try? await clock.sleep(until: next)

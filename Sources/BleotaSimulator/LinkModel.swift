@@ -103,7 +103,14 @@ public struct LinkModel: Sendable, Hashable, Codable {
     /// commands of `payload` bytes and no loss: the benchmark's 100 %. Counts
     /// whole connection events: as many full fragments as fit in an event by
     /// the packet limit and by time, every event.
-    public func capacity(payload: Int) -> Double {
+    public func capacity(payload: Int) -> Double { capacity(payload: payload, packetLimit: packetsPerEvent) }
+
+    /// The payload bytes per second an adapter's radio carries when its connections keep it busy the
+    /// whole interval (several links on one adapter, protocols/link-model.md): as ``capacity(payload:)``
+    /// without the one link's packet limit per event. A fleet's aggregate capacity is this, per adapter.
+    public func airCapacity(payload: Int) -> Double { capacity(payload: payload, packetLimit: .max) }
+
+    private func capacity(payload: Int, packetLimit: Int) -> Double {
         let fragments = fragments(bytes: payload)
         guard !fragments.isEmpty else { return 0 }
         // Fill one event fragment by fragment, cycling through packets.
@@ -111,7 +118,7 @@ public struct LinkModel: Sendable, Hashable, Codable {
         var sent = 0
         var carried = 0.0
         var index = 0
-        while sent < packetsPerEvent {
+        while sent < packetLimit {
             let cost = pairTime(payload: fragments[index % fragments.count])
             if time + cost > connectionInterval { break }
             time += cost

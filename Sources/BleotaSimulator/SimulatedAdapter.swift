@@ -3,59 +3,105 @@ import Synchronization
 /// A host's Bluetooth controller in the simulator: one radio that all of its
 /// connections share.
 ///
-/// A controller runs one connection event at a time. When several connections
-/// are due, it gives each event at most an equal share of the connection
-/// interval, and an event that cannot start before its connection's next
-/// anchor is skipped; so however many links an adapter holds, together they
-/// never use more than its air time (protocols/link-model.md, "Several
-/// connections on one adapter"). Devices in different ``SimulatedWorld``s —
-/// each with its own preset, faults and seed — share an adapter by being
-/// given the same one, on one ``/BleotaLink/SimulationRuntime``.
+/// As a central, the controller places each new connection's anchor in the
+/// middle of the widest gap between the anchors it already serves, runs one
+/// connection event at a time, and ends an event (at the latest) when another
+/// connection with data is due, so its links take turns instead of colliding;
+/// an event that finds the radio busy until its connection's next anchor is
+/// skipped. However many links an adapter holds, together they never use more
+/// than its air time (protocols/link-model.md, "Several connections on one
+/// adapter"). Devices in different ``SimulatedWorld``s — each with its own
+/// preset, faults and seed — share an adapter by being given the same one, on
+/// one ``/BleotaLink/SimulationRuntime``.
 public final class SimulatedAdapter: Sendable {
     public let name: String
 
     struct State {
         /// When the radio is free again.
         var freeAt = Duration.zero
-        var connections = 0
         var busy = Duration.zero
         var skippedEvents = 0
+        /// Each open connection's anchor phase: one of its anchors, and its interval.
+        var anchors: [ObjectIdentifier: (anchor: Duration, interval: Duration)] = [:]
+        /// Each connection's last event with data: those within one interval are due again.
+        var lastActive: [ObjectIdentifier: Duration] = [:]
     }
     private let state = Mutex(State())
 
     public init(name: String) { self.name = name }
 
     /// Connections open on this adapter now.
-    public var connectionCount: Int { state.withLock { $0.connections } }
+    public var connectionCount: Int { state.withLock { $0.anchors.count } }
     /// Radio time used by all its connections' events so far.
     public var airTime: Duration { state.withLock { $0.busy } }
     /// Connection events that found the radio busy until their next anchor.
     public var skippedEvents: Int { state.withLock { $0.skippedEvents } }
 
-    func connectionOpened() { state.withLock { $0.connections += 1 } }
-    func connectionClosed() { state.withLock { $0.connections = max(0, $0.connections - 1) } }
-
-    /// A slot for an event anchored at `anchor` on a connection with `interval`: when it may start
-    /// and how long it may last, or nil when the radio is busy past the connection's next anchor.
-    func slot(at anchor: Duration, interval: Duration) -> (start: Duration, budget: Duration)? {
+    /// The first anchor at or after `now` for a new connection with `interval`: in the middle of the
+    /// widest gap between the anchors of the connections already open.
+    func placeAnchor(for connection: ObjectIdentifier, after now: Duration, interval: Duration) -> Duration {
         state.withLock { state in
-            let start = max(anchor, state.freeAt)
-            let untilNext = anchor + interval - start
-            guard untilNext > .zero else {
-                state.skippedEvents += 1
-                return nil
+            let phases = state.anchors.values.map { Self.phase(of: $0.anchor, in: interval) }.sorted()
+            var offset = Duration.zero
+            if let first = phases.first {
+                var widest = (start: phases.last!, length: first + interval - phases.last!)
+                for (earlier, later) in zip(phases, phases.dropFirst()) where later - earlier > widest.length {
+                    widest = (earlier, later - earlier)
+                }
+                offset = Self.phase(of: widest.start + widest.length / 2, in: interval)
             }
-            let share = interval / max(1, state.connections)
-            return (start, min(untilNext, share))
+            // The first time ≥ now whose phase is `offset`.
+            var anchor = now - Self.phase(of: now, in: interval) + offset
+            if anchor < now { anchor += interval }
+            state.anchors[connection] = (anchor, interval)
+            return anchor
         }
     }
 
-    /// The event that took `slot` used the radio for `duration` from `start`.
+    func connectionClosed(_ connection: ObjectIdentifier) {
+        state.withLock { state in
+            state.anchors[connection] = nil
+            state.lastActive[connection] = nil
+        }
+    }
+
+    /// A slot for an event of `connection` anchored at `anchor`: when it may start and how long it may
+    /// last (until the next anchor of another connection with data, or its own next one), or nil when
+    /// the radio is busy past its next anchor.
+    func slot(for connection: ObjectIdentifier, at anchor: Duration, interval: Duration) -> (start: Duration, budget: Duration)? {
+        state.withLock { state in
+            state.lastActive[connection] = anchor
+            let start = max(anchor, state.freeAt)
+            var end = anchor + interval
+            guard end > start else {
+                state.skippedEvents += 1
+                return nil
+            }
+            for (other, last) in state.lastActive where other != connection && last > anchor - interval {
+                guard let (otherAnchor, otherInterval) = state.anchors[other] else { continue }
+                end = min(end, Self.next(otherAnchor, every: otherInterval, after: start))
+            }
+            return (start, max(.zero, end - start))
+        }
+    }
+
+    /// The event that took a slot used the radio for `duration` from `start`.
     func used(from start: Duration, for duration: Duration) {
         state.withLock { state in
-            // An empty event still polls: at least one exchange of empty packets.
             state.freeAt = max(state.freeAt, start + duration)
             state.busy += duration
         }
+    }
+
+    static func phase(of time: Duration, in interval: Duration) -> Duration {
+        let cycles = (time / interval).rounded(.down)
+        return time - interval * cycles
+    }
+
+    /// The first anchor of the series `anchor + k × interval` strictly after `time`.
+    static func next(_ anchor: Duration, every interval: Duration, after time: Duration) -> Duration {
+        guard anchor <= time else { return anchor }
+        let cycles = ((time - anchor) / interval).rounded(.down) + 1
+        return anchor + interval * cycles
     }
 }

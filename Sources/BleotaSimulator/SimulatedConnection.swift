@@ -105,7 +105,7 @@ public final class SimulatedConnection: Sendable {
             return state.sendWaiters
         }
         guard let waiters else { return }
-        adapter?.connectionClosed()
+        adapter?.connectionClosed(ObjectIdentifier(self))
         for waiter in waiters { waiter.resume() }
         hostInbox.close()
         deviceInbox.close()
@@ -159,8 +159,9 @@ public final class SimulatedConnection: Sendable {
 
     /// Runs connection events until the connection closes.
     func runEvents(clock: any BleotaClock) async {
-        var anchor = clock.now
         let interval = model.connectionInterval
+        // On a shared adapter the controller places the anchor between its other connections'.
+        var anchor = adapter?.placeAnchor(for: ObjectIdentifier(self), after: clock.now, interval: interval) ?? clock.now
         while !isClosed {
             let idle = state.withLock { $0.hostQueue.isEmpty && $0.deviceQueue.isEmpty && $0.hostCurrent == nil && $0.deviceCurrent == nil }
             if idle {
@@ -177,21 +178,23 @@ public final class SimulatedConnection: Sendable {
             }
             do { try await clock.sleep(until: anchor) } catch { return }
             if isClosed { return }
-            // On a shared adapter the event waits for the radio and gets its share of the interval.
+            // On a shared adapter the event waits for the radio and gets its share of the interval. The
+            // event is planned and its air time booked at once, so no other connection's event can
+            // take the same time while this one waits for its start.
             var start = anchor
             var budget = interval
             if let adapter {
-                guard let slot = adapter.slot(at: anchor, interval: interval) else {
+                guard let slot = adapter.slot(for: ObjectIdentifier(self), at: anchor, interval: interval) else {
                     anchor += interval
                     continue
                 }
                 (start, budget) = slot
-                if start > anchor {
-                    do { try await clock.sleep(until: start) } catch { return }
-                }
             }
             let (duration, completions) = runOneEvent(budget: budget)
             adapter?.used(from: start, for: duration)
+            if start > anchor {
+                do { try await clock.sleep(until: start) } catch { return }
+            }
             // Each packet reaches the other side when its last fragment has been
             // received, not at the end of the event: a device starts on the first
             // packet of a long event while the rest are still on air.

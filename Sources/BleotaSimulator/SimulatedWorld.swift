@@ -173,7 +173,6 @@ public final class SimulatedWorld: Sendable {
                     return true
                 }
                 guard ready else { break }
-                connection.adapter?.connectionOpened()
                 let eventClock = self.clock
                 spawn { await connection.runEvents(clock: eventClock) }
                 spawn { await peripheral.serve(connection.device, world: self) }
