@@ -112,24 +112,16 @@ struct FleetFlashCommand: AsyncParsableCommand {
         }
         let options = FleetOptions(adapters: adapterNames, connectionsPerAdapter: connections, attempts: attempts,
                                    backoff: .milliseconds(Int64(backoff * 1000)))
-        // Every device's protocol and the image prepared for it, once per protocol, before anything connects.
-        let probe = ImageFiles.probe(image)
-        var planned: [FleetPlan] = []
-        var prepared: [String: PreparedImage] = [:]
-        for (device, address) in zip(list, addresses) {
-            let updateProtocol = try await address.resolveProtocol(explicit: device.protocolName ?? protocolOption.name, image: probe, needs: .flash,
-                                                                   timeout: .milliseconds(Int64(connectTimeout * 1000)), logger: logger)
-            if prepared[updateProtocol.name] == nil {
-                let request = ImageRequest(path: image, keyPath: nil, versionLabel: versionLabel)
-                do { prepared[updateProtocol.name] = try updateProtocol.prepareImage(request) } catch { throw error.commandFailure }
-            }
-            let pairs = protocolOptions + device.protocolOptions.map { "\($0.key)=\($0.value)" }
-            let hostOptions = try keyValueOptions(pairs, option: "--protocol-option", example: "bootloader-name=DfuNew",
-                                                  accepted: updateProtocol.hostOptions.map(\.key), owner: updateProtocol.identity.displayName)
-            planned.append(FleetPlan(device: device, address: address, updateProtocol: updateProtocol, image: prepared[updateProtocol.name]!,
-                                   hostOptions: hostOptions))
+        // Every device's protocol and the image prepared for it (once per protocol). Simulated devices
+        // and devices given --protocol are planned now; a real device whose protocol must be found by
+        // scanning or connecting is planned in its own first try, so one that is not there fails alone
+        // (and is retried) instead of stopping the fleet before it starts.
+        let planner = FleetPlanner(image: image, versionLabel: versionLabel, protocolOptions: protocolOptions, explicit: protocolOption.name,
+                                   timeout: .milliseconds(Int64(connectTimeout * 1000)), logger: logger)
+        for (device, address) in zip(list, addresses) where simulated[0] || (device.protocolName ?? protocolOption.name) != nil {
+            _ = try await planner.plan(device, address: address)
         }
-        let plans = planned
+        let addressOf = Dictionary(uniqueKeysWithValues: zip(list.map(\.address), addresses))
         let display = FleetDisplay(devices: list, json: global.json, live: !quiet && !global.json && Terminal.standardError.isInteractive)
         let stop = FleetStopSignal()
         TemporaryPaths.interceptNextInterrupt {
@@ -143,14 +135,15 @@ struct FleetFlashCommand: AsyncParsableCommand {
         if simulated[0] {
             outcome = try await SimulationRuntime.run(maximumVirtualTime: .seconds(7 * 24 * 3600)) { runtime in
                 let fleet = SimulatedFleet(runtime: runtime, adapterNames: adapterNames)
-                var members: [String: SimulatedFleet.Member] = [:]
-                for plan in plans {
+                var members: [String: (SimulatedFleet.Member, FleetPlan)] = [:]
+                for device in list {
+                    let plan = try await planner.plan(device, address: addressOf[device.address]!)
                     guard case .simulator(let parsed) = try plan.address.kind() else { continue }
-                    members[plan.device.address] = try await fleet.add(parsed, protocol: plan.updateProtocol, description: plan.device.address)
+                    members[device.address] = (try await fleet.add(parsed, protocol: plan.updateProtocol, description: device.address), plan)
                 }
                 let known = members
                 let runner = FleetRunner(devices: list, options: options, clock: runtime.clock, stop: stop, onEvent: display.handle) { device, adapter, onEvent in
-                    guard let plan = plans.first(where: { $0.device == device }), let member = known[device.address] else {
+                    guard let (member, plan) = known[device.address] else {
                         return .failed(TransferError(.badInput, step: .load, "no plan for \(device.address)"))
                     }
                     member.use(adapter: fleet.adapters[adapter])
@@ -159,15 +152,13 @@ struct FleetFlashCommand: AsyncParsableCommand {
                     return await plan.attempt(plan.updateProtocol.makeHost(context), force: force)
                 }
                 let outcome = await runner.run()
-                for member in known.values { await member.world.shutDown() }
+                for (member, _) in known.values { await member.world.shutDown() }
                 return outcome
             }
         } else {
             let runner = FleetRunner(devices: list, options: options, clock: SystemClock(), stop: stop, onEvent: display.handle) { device, adapter, onEvent in
-                guard let plan = plans.first(where: { $0.device == device }) else {
-                    return .failed(TransferError(.badInput, step: .load, "no plan for \(device.address)"))
-                }
                 do {
+                    let plan = try await planner.plan(device, address: addressOf[device.address]!)
                     let address = try plan.address.through(adapter: adapter)
                     let session = try await address.session(protocol: plan.updateProtocol, logger: logger) { connector, clock in
                         let context = HostContext(protocolName: plan.updateProtocol.name, connector: connector, clock: clock,
@@ -176,7 +167,9 @@ struct FleetFlashCommand: AsyncParsableCommand {
                     }
                     return session.value
                 } catch let failure as CommandFailure {
-                    return .failed(TransferError(.linkLost, step: .connect, failure.message))
+                    // A usage or input mistake is not cured by trying again; a device not reached may be.
+                    let code: TransferError.Code = [.usage, .badInput].contains(failure.status) ? .badInput : .linkLost
+                    return .failed(TransferError(code, step: .connect, failure.message))
                 } catch {
                     return .failed(TransferError(.linkLost, step: .connect, "\(error)"))
                 }
@@ -194,6 +187,45 @@ struct FleetFlashCommand: AsyncParsableCommand {
         }
         if outcome.summary.allSucceeded { return }
         throw CommandFailure(outcome.summary.noneSucceeded ? .fleetNone : .fleetPartial, outcome.summary.sentence)
+    }
+}
+
+/// Plans each device of a fleet once: its protocol (from --protocol, the list, the address, the image
+/// or the device), the image prepared for that protocol (once per protocol) and its host options.
+actor FleetPlanner {
+    let image: String
+    let versionLabel: String?
+    let protocolOptions: [String]
+    let explicit: String?
+    let timeout: Duration
+    let logger: Logger
+    private var plans: [String: FleetPlan] = [:]
+    private var prepared: [String: PreparedImage] = [:]
+
+    init(image: String, versionLabel: String?, protocolOptions: [String], explicit: String?, timeout: Duration, logger: Logger) {
+        self.image = image
+        self.versionLabel = versionLabel
+        self.protocolOptions = protocolOptions
+        self.explicit = explicit
+        self.timeout = timeout
+        self.logger = logger
+    }
+
+    func plan(_ device: FleetDevice, address: DeviceAddress) async throws -> FleetPlan {
+        if let plan = plans[device.address] { return plan }
+        let updateProtocol = try await address.resolveProtocol(explicit: device.protocolName ?? explicit, image: ImageFiles.probe(image), needs: .flash,
+                                                               timeout: timeout, logger: logger)
+        if prepared[updateProtocol.name] == nil {
+            do { prepared[updateProtocol.name] = try updateProtocol.prepareImage(ImageRequest(path: image, keyPath: nil, versionLabel: versionLabel)) } catch {
+                throw error.commandFailure
+            }
+        }
+        let pairs = protocolOptions + device.protocolOptions.map { "\($0.key)=\($0.value)" }
+        let hostOptions = try keyValueOptions(pairs, option: "--protocol-option", example: "bootloader-name=DfuNew",
+                                              accepted: updateProtocol.hostOptions.map(\.key), owner: updateProtocol.identity.displayName)
+        let plan = FleetPlan(device: device, address: address, updateProtocol: updateProtocol, image: prepared[updateProtocol.name]!, hostOptions: hostOptions)
+        plans[device.address] = plan
+        return plan
     }
 }
 

@@ -100,7 +100,8 @@ final class FleetDisplay: Sendable {
             return
         }
         if live { redraw(force: true) }
-        Terminal.standardOutput.writeLine(summary.sentence)
+        // When some device does not run the image, the command's one-line error says the same.
+        if summary.allSucceeded { Terminal.standardOutput.writeLine(summary.sentence) }
     }
 
     static func describe(_ result: DeviceResult) -> String {
