@@ -1,4 +1,6 @@
 import ArgumentParser
+import BleotaATT
+import BleotaBlueZ
 import BleotaCodec
 import BleotaEngine
 import BleotaFleet
@@ -37,7 +39,19 @@ struct FleetFlashCommand: AsyncParsableCommand {
     @OptionGroup var protocolOption: ProtocolOption
 
     @Option(name: .long, help: ArgumentHelp("The devices: one address a line, CSV with a 'device' column (and adapter, protocol, label, option:KEY), or a JSON array.", valueName: "FILE"))
-    var devices: String
+    var devices: String?
+
+    @Option(name: .customLong("scan-name"), help: "Instead of --devices: every device a scan sees whose advertised name contains this.")
+    var scanName: String?
+
+    @Option(name: .customLong("scan-service"), help: "Instead of --devices: every device a scan sees advertising this service UUID.")
+    var scanService: String?
+
+    @Option(name: .customLong("min-rssi"), help: "With a scan: only devices heard at least this strongly (dBm; write --min-rssi=-70).")
+    var minimumRSSI: Int?
+
+    @Option(name: .customLong("scan-seconds"), help: "With a scan: how long to scan, on the first --adapter (1…120).")
+    var scanSeconds: Double = 5
 
     @Option(name: .customLong("adapter"), help: ArgumentHelp("An adapter to use (repeatable): hci0, hci1, …; for sim:// devices, names of simulated adapters (default: one, sim0).", valueName: "NAME"))
     var adapters: [String] = []
@@ -72,6 +86,16 @@ struct FleetFlashCommand: AsyncParsableCommand {
     @Argument(help: "The image every device gets.") var image: String
 
     func validate() throws {
+        let scanning = scanName != nil || scanService != nil
+        guard (devices != nil) != scanning else {
+            throw ValidationError(devices == nil ? "no devices: give --devices FILE, or --scan-name/--scan-service to find them"
+                                                 : "--devices and a scan filter exclude each other: give one")
+        }
+        if minimumRSSI != nil, !scanning { throw ValidationError("--min-rssi filters a scan: add --scan-name or --scan-service") }
+        if let scanService, BluetoothUUID(scanService) == nil {
+            throw ValidationError("--scan-service '\(scanService)' is not a UUID: write 16 bits (FEF5) or 128 bits")
+        }
+        _ = try TimeValue.duration(scanSeconds, option: "--scan-seconds", unit: .seconds, range: 1...120)
         guard (1...16).contains(connections) else { throw ValidationError("--connections \(connections) is out of range: use 1…16") }
         guard (1...10).contains(attempts) else { throw ValidationError("--attempts \(attempts) is out of range: use 1…10") }
         _ = try TimeValue.duration(backoff, option: "--backoff", unit: .seconds, range: 0...3600)
@@ -85,12 +109,20 @@ struct FleetFlashCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = global.makeLogger("bleota.fleet")
         if let report { try checkOutputPath(report) }
-        let text: String
-        do { text = String(decoding: try InputFile.read(devices, limit: 16 << 20), as: UTF8.self) } catch {
-            throw CommandFailure(.badInput, "\(devices): \(error)")
-        }
         let list: [FleetDevice]
-        do { list = try FleetDeviceList.parse(text, file: devices) } catch { throw CommandFailure(.badInput, error.description) }
+        let source: String
+        if let devices {
+            source = devices
+            let text: String
+            do { text = String(decoding: try InputFile.read(devices, limit: 16 << 20), as: UTF8.self) } catch {
+                throw CommandFailure(.badInput, "\(devices): \(error)")
+            }
+            do { list = try FleetDeviceList.parse(text, file: devices) } catch { throw CommandFailure(.badInput, error.description) }
+        } else {
+            source = "the scan"
+            list = try await scannedDevices()
+        }
+        let devices = source
         let addresses = try list.map { device throws -> DeviceAddress in
             guard let address = DeviceAddress(argument: device.address) else {
                 throw CommandFailure(.badInput, "\(devices): '\(device.address)' is not a device address: use sim://, ble://, udp:// or serial://")
@@ -187,6 +219,30 @@ struct FleetFlashCommand: AsyncParsableCommand {
         }
         if outcome.summary.allSucceeded { return }
         throw CommandFailure(outcome.summary.noneSucceeded ? .fleetNone : .fleetPartial, outcome.summary.sentence)
+    }
+}
+
+extension FleetFlashCommand {
+    /// The devices a scan on the first adapter sees that match the scan options, strongest first.
+    func scannedDevices() async throws -> [FleetDevice] {
+        let adapter = adapters.first ?? "hci0"
+        _ = try requireBluetooth(adapter: adapter)
+        let filter = ScanFilter(name: scanName, service: scanService.flatMap(BluetoothUUID.init))
+        let seen: [Advertisement]
+        do { seen = try await Scanner.scan(adapter: adapter, duration: .milliseconds(Int64(scanSeconds * 1000)), filter: filter) } catch {
+            throw CommandFailure(.bluetoothUnavailable, "cannot scan with \(adapter): \(error)")
+        }
+        let chosen = seen.filter { advertisement in
+            filter.matches(advertisement) && (minimumRSSI.map { floor in (advertisement.rssi ?? .min) >= floor } ?? true)
+        }
+            .sorted { ($0.rssi ?? .min) > ($1.rssi ?? .min) }
+        guard !chosen.isEmpty else {
+            throw CommandFailure(.linkLost, "a \(Int(scanSeconds)) s scan on \(adapter) saw no device matching the filter: check that the devices advertise, or scan longer (--scan-seconds)")
+        }
+        return chosen.map { advertisement in
+            FleetDevice(address: "ble://\(advertisement.address)" + (advertisement.addressType == "random" ? "?type=random" : ""),
+                        label: advertisement.localName.map { "\($0) \(advertisement.address)" })
+        }
     }
 }
 

@@ -56,4 +56,18 @@ import Testing
         #expect(result.status == 3)
         #expect(result.stderr == "error: \(list.path):2: 'sim://2m-dle?seed=2 sim://2m-dle?seed=3' is not one address: write one a line, or a CSV with a header line naming a 'device' column\n")
     }
+
+    @Test(arguments: [
+        (["--scan-name", "x", "--devices", "d.txt"], "--devices and a scan filter exclude each other: give one"),
+        ([String](), "no devices: give --devices FILE, or --scan-name/--scan-service to find them"),
+        (["--devices", "d.txt", "--min-rssi=-70"], "--min-rssi filters a scan: add --scan-name or --scan-service"),
+        (["--scan-service", "nope"], "--scan-service 'nope' is not a UUID: write 16 bits (FEF5) or 128 bits"),
+        (["--devices", "d.txt", "--connections", "0"], "--connections 0 is out of range: use 1…16"),
+        (["--devices", "d.txt", "--report", "r.txt"], "--report r.txt: name a .csv or .json file"),
+    ])
+    func optionMistakesAreUsageErrors(_ setup: ([String], String)) throws {
+        let result = try BleotaProcess.run(["fleet", "flash", "samples/firmware/app-v2.bin"] + setup.0)
+        #expect(result.status == 2)
+        #expect(result.stderr.contains(setup.1), "\(result.stderr)")
+    }
 }
