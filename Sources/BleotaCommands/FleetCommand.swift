@@ -190,7 +190,10 @@ struct FleetFlashCommand: AsyncParsableCommand {
         } else {
             let runner = FleetRunner(devices: list, options: options, clock: SystemClock(), stop: stop, onEvent: display.handle) { device, adapter, onEvent in
                 do {
-                    let plan = try await planner.plan(device, address: addressOf[device.address]!)
+                    // Found out, if need be, through the adapter this try uses (scans and connections
+                    // on one adapter at a time, not all on the default one).
+                    let listed = addressOf[device.address]!
+                    let plan = try await planner.plan(device, address: listed, probingThrough: try listed.through(adapter: adapter))
                     let address = try plan.address.through(adapter: adapter)
                     let session = try await address.session(protocol: plan.updateProtocol, logger: logger) { connector, clock in
                         let context = HostContext(protocolName: plan.updateProtocol.name, connector: connector, clock: clock,
@@ -267,9 +270,10 @@ actor FleetPlanner {
         self.logger = logger
     }
 
-    func plan(_ device: FleetDevice, address: DeviceAddress) async throws -> FleetPlan {
+    /// The plan for `device` at `address`; a protocol found by asking the device is asked through `probingThrough`.
+    func plan(_ device: FleetDevice, address: DeviceAddress, probingThrough probe: DeviceAddress? = nil) async throws -> FleetPlan {
         if let plan = plans[device.address] { return plan }
-        let updateProtocol = try await address.resolveProtocol(explicit: device.protocolName ?? explicit, image: ImageFiles.probe(image), needs: .flash,
+        let updateProtocol = try await (probe ?? address).resolveProtocol(explicit: device.protocolName ?? explicit, image: ImageFiles.probe(image), needs: .flash,
                                                                timeout: timeout, logger: logger)
         if prepared[updateProtocol.name] == nil {
             do { prepared[updateProtocol.name] = try updateProtocol.prepareImage(ImageRequest(path: image, keyPath: nil, versionLabel: versionLabel)) } catch {

@@ -89,6 +89,8 @@ public struct FleetRunner: Sendable {
         var bytes = 0
         var resends = 0
         var versionBefore: String?
+        /// The last try's failure, for a device stopped while it waited for another try.
+        var lastError: TransferError?
     }
 
     enum Completion: Sendable {
@@ -179,6 +181,7 @@ public struct FleetRunner: Sendable {
                         results[index] = result
                         onEvent(.finished(result))
                     case .failed(let error):
+                        tallies[index].lastError = error
                         let tally = tallies[index]
                         if tally.attempts < options.attempts, Self.worthRetrying(error), !stop.isStopped {
                             let delay = options.backoff * (1 << min(10, tally.attempts - 1))
@@ -196,10 +199,16 @@ public struct FleetRunner: Sendable {
             }
             group.cancelAll()
         }
-        // Devices never started (the fleet was stopped) are reported as such.
+        // Devices the stop caught before their first try are not started; one waiting for another try
+        // ends with its last failure.
         for index in devices.indices where results[index] == nil {
             let tally = tallies[index]
-            let result = DeviceResult(device: devices[index], adapter: nil, outcome: .notStarted, seconds: tally.seconds, attempts: tally.attempts)
+            let result = if let error = tally.lastError {
+                DeviceResult(device: devices[index], adapter: nil, outcome: .failed, versionBefore: tally.versionBefore, seconds: tally.seconds,
+                             bytes: tally.bytes, resends: tally.resends, attempts: tally.attempts, error: error)
+            } else {
+                DeviceResult(device: devices[index], adapter: nil, outcome: .notStarted, seconds: tally.seconds, attempts: tally.attempts)
+            }
             results[index] = result
             onEvent(.finished(result))
         }

@@ -108,4 +108,25 @@ import Testing
         #expect(summary.interrupted && summary.skipped == 1 && summary.notStarted == 4)
         #expect(events.withLock { $0 } == ["stopping"])
     }
+
+    @Test func aDeviceWaitingForItsNextTryWhenStoppedEndsWithItsFailure() async throws {
+        let devices = [FleetDevice(address: "flaky"), FleetDevice(address: "slow")]
+        let stop = FleetStopSignal()
+        let (results, _) = try await SimulationRuntime.run { runtime in
+            let options = FleetOptions(adapters: ["a"], connectionsPerAdapter: 2, attempts: 3, backoff: .seconds(30))
+            let runner = FleetRunner(devices: devices, options: options, clock: runtime.clock, stop: stop) { device, _, _ in
+                if device.address == "flaky" {
+                    try? await runtime.clock.sleep(for: .seconds(1))
+                    return .failed(TransferError(.linkLost, step: .transfer, "the link dropped"))
+                }
+                // Ctrl-C while flaky waits out its back-off.
+                try? await runtime.clock.sleep(for: .seconds(10))
+                stop.stop()
+                return .updated(Self.report(device))
+            }
+            return await runner.run()
+        }
+        #expect(results[0].outcome == .failed && results[0].attempts == 1 && results[0].error == "the link dropped")
+        #expect(results[1].outcome == .updated)
+    }
 }
