@@ -70,7 +70,7 @@ public struct FleetEventLine: Codable, Sendable {
             self.event = "retrying"
             self.device = device.address
             self.error = error.description
-            retryInSeconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
+            retryInSeconds = delay.seconds
         case .finished(let result):
             self.event = "finished"
             device = result.device

@@ -139,7 +139,7 @@ public struct FleetRunner: Sendable {
                             }
                             let elapsed = clock.now - start
                             return .tried(index: item.index, adapter: adapter, attempt: attempt,
-                                          seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+                                          seconds: elapsed.seconds)
                         }
                     }
                 }
@@ -214,7 +214,7 @@ public struct FleetRunner: Sendable {
         }
         let final = results.compactMap { $0 }
         let elapsed = clock.now - began
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = elapsed.seconds
         return (final, FleetSummary(results: final, seconds: seconds, interrupted: stop.isStopped))
     }
 
@@ -246,7 +246,7 @@ public struct FleetRunner: Sendable {
         case .step(let step): return .step(device: device, step: step)
         case .note(let text): return .note(device: device, text: text)
         case .progress(let progress):
-            let seconds = Double(progress.elapsed.components.seconds) + Double(progress.elapsed.components.attoseconds) / 1e18
+            let seconds = progress.elapsed.seconds
             return .progress(device: device, acknowledged: progress.bytesAcknowledged, total: progress.totalBytes,
                              bytesPerSecond: seconds > 0 ? Double(progress.bytesAcknowledged) / seconds : 0, resends: progress.packetsResent)
         }
