@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "BleotaSimulator", targets: ["BleotaSimulator"]),
         .library(name: "BleotaBlueZ", targets: ["BleotaBlueZ"]),
         .library(name: "BleotaFleet", targets: ["BleotaFleet"]),
+        .library(name: "BleotaCampaign", targets: ["BleotaCampaign"]),
         .library(name: "BleotaCommands", targets: ["BleotaCommands"]),
     ],
     dependencies: [
@@ -27,6 +28,8 @@ let package = Package(
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
         .package(url: "https://github.com/weichsel/ZIPFoundation.git", from: "0.9.20"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.0.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.0"),
     ],
     targets: [
         // C libraries, reached only through their wrapper modules.
@@ -59,12 +62,18 @@ let package = Package(
             name: "BleotaSimulator",
             dependencies: ["BleotaProtocols", "BleotaEngine", "BleotaLink", "BleotaCodec"]),
         .target(name: "BleotaFleet", dependencies: ["BleotaEngine", "BleotaLink", "BleotaCodec"]),
+        // A fleet campaign shared by workers on many hosts, kept in PostgreSQL.
+        .target(name: "BleotaCampaign", dependencies: ["BleotaFleet", "BleotaEngine",
+                                                       .product(name: "PostgresNIO", package: "postgres-nio"),
+                                                       .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                                                       .product(name: "Crypto", package: "swift-crypto"),
+                                                       .product(name: "Logging", package: "swift-log")]),
         .target(name: "BleotaBlueZ", dependencies: ["CBlueZ", "BleotaEngine", "BleotaLink", "BleotaATT",
                                                    .product(name: "Logging", package: "swift-log")]),
         .target(
             name: "BleotaCommands",
             dependencies: [
-                "BleotaCodec", "BleotaLink", "BleotaEngine", "BleotaProtocols", "BleotaSimulator", "BleotaBlueZ", "BleotaFleet",
+                "BleotaCodec", "BleotaLink", "BleotaEngine", "BleotaProtocols", "BleotaSimulator", "BleotaBlueZ", "BleotaFleet", "BleotaCampaign",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
@@ -95,6 +104,8 @@ let package = Package(
                     resources: [.copy("Fixtures")]),
         .testTarget(name: "BleotaFleetTests", dependencies: ["BleotaTestSupport", "BleotaFleet", "BleotaSimulator", "BleotaProtocols", "BleotaEngine",
                                                         "BleotaLink", "BleotaCodec"]),
+        .testTarget(name: "BleotaCampaignTests", dependencies: ["BleotaTestSupport", "BleotaCampaign", "BleotaFleet", "BleotaEngine",
+                                                           .product(name: "PostgresNIO", package: "postgres-nio")]),
         .testTarget(name: "BleotaCommandsTests", dependencies: ["BleotaTestSupport", "BleotaCommands", "BleotaCodec", "BleotaLink", "BleotaProtocols", .product(name: "Crypto", package: "swift-crypto")]),
     ]
 )

@@ -43,7 +43,12 @@ public final class TemporaryPaths: Sendable {
     /// Removes the paths now and forgets them.
     public func removeNow() {
         let paths = Self.registered.withLock { $0.removeValue(forKey: id) } ?? []
-        for path in paths { unlink(path) }
+        for path in paths { Self.remove(path) }
+    }
+
+    /// A file or link, or an empty directory (registered after the files in it).
+    private static func remove(_ path: String) {
+        if unlink(path) != 0, errno == EISDIR || errno == EPERM { rmdir(path) }
     }
 
     /// Forgets the paths without removing them (the owner kept them: a rename went through).
@@ -91,7 +96,7 @@ public final class TemporaryPaths: Sendable {
                     defer { registered = [:] }
                     return registered.values.flatMap { $0 }
                 }
-                for path in all { unlink(path) }
+                for path in all { remove(path) }
                 signal(Int32(number), SIG_DFL)
                 kill(getpid(), Int32(number))
             }

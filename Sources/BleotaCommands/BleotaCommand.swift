@@ -26,7 +26,8 @@ public struct BleotaCommand: AsyncParsableCommand {
             6 link lost or device not found, 7 Bluetooth unavailable on this machine, \
             8 the update failed late but the device runs the new image unconfirmed, \
             9 the update failed late and the device could not be reached to tell what it runs; \
-            10 (fleet) some devices run the image, others failed or were not started; 11 (fleet) none does.
+            10 (fleet) some devices run the image, others failed or were not started; 11 (fleet) none does; \
+            12 (fleet campaign) the campaign database could not be reached or refused.
             """,
         version: version,
         subcommands: [FlashCommand.self, FleetCommand.self, PushCommand.self, PullCommand.self, TuneCommand.self, ImageCommand.self, EchoCommand.self, ResetCommand.self,
@@ -144,6 +145,9 @@ public enum ExitStatus: Int32, Sendable, Codable {
     case fleetPartial = 10
     /// `fleet`: not one device runs the image.
     case fleetNone = 11
+    /// `fleet campaign`, `worker`, `status`: the campaign database could not be reached, refused the
+    /// login or a query, or was migrated by a newer bleota.
+    case campaignDatabase = 12
 }
 
 /// A failure the CLI reports as one line and an exit status.

@@ -14,8 +14,8 @@ import Synchronization
 struct FleetCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "fleet",
-        abstract: "Update many devices at once, spread over several adapters.",
-        subcommands: [FleetFlashCommand.self]
+        abstract: "Update many devices at once, spread over several adapters, or over many hosts from a PostgreSQL campaign.",
+        subcommands: [FleetFlashCommand.self, CampaignCommand.self, FleetWorkerCommand.self, FleetStatusCommand.self]
     )
 }
 
@@ -188,27 +188,8 @@ struct FleetFlashCommand: AsyncParsableCommand {
                 return outcome
             }
         } else {
-            let runner = FleetRunner(devices: list, options: options, clock: SystemClock(), stop: stop, onEvent: display.handle) { device, adapter, onEvent in
-                do {
-                    // Found out, if need be, through the adapter this try uses (scans and connections
-                    // on one adapter at a time, not all on the default one).
-                    let listed = addressOf[device.address]!
-                    let plan = try await planner.plan(device, address: listed, probingThrough: try listed.through(adapter: adapter))
-                    let address = try plan.address.through(adapter: adapter)
-                    let session = try await address.session(protocol: plan.updateProtocol, logger: logger) { connector, clock in
-                        let context = HostContext(protocolName: plan.updateProtocol.name, connector: connector, clock: clock,
-                                                  timeouts: timeouts, logger: logger, options: plan.hostOptions, onEvent: onEvent)
-                        return await plan.attempt(plan.updateProtocol.makeHost(context), force: force)
-                    }
-                    return session.value
-                } catch let failure as CommandFailure {
-                    // A usage or input mistake is not cured by trying again; a device not reached may be.
-                    let code: TransferError.Code = [.usage, .badInput].contains(failure.status) ? .badInput : .linkLost
-                    return .failed(TransferError(code, step: .connect, failure.message))
-                } catch {
-                    return .failed(TransferError(.linkLost, step: .connect, "\(error)"))
-                }
-            }
+            let runner = FleetRunner(devices: list, options: options, clock: SystemClock(), stop: stop, onEvent: display.handle,
+                                     update: planner.realDeviceUpdate(timeouts: timeouts, force: force))
             outcome = await runner.run()
         }
         display.finish(outcome.summary)
@@ -270,6 +251,33 @@ actor FleetPlanner {
         self.logger = logger
     }
 
+    /// One try at a real device (ble://, udp://, serial://) through `adapter`: its plan (found out, if need be,
+    /// through that adapter: scans and connections on one adapter at a time, not all on the default one),
+    /// a session, and the update.
+    nonisolated func realDeviceUpdate(timeouts: StepTimeouts, force: Bool) -> FleetRunner.Update {
+        { [logger] device, adapter, onEvent in
+            do {
+                guard let listed = DeviceAddress(argument: device.address) else {
+                    return .failed(TransferError(.badInput, step: .connect, "'\(device.address)' is not a device address: use ble://, udp:// or serial://"))
+                }
+                let plan = try await self.plan(device, address: listed, probingThrough: try listed.through(adapter: adapter))
+                let address = try plan.address.through(adapter: adapter)
+                let session = try await address.session(protocol: plan.updateProtocol, logger: logger) { connector, clock in
+                    let context = HostContext(protocolName: plan.updateProtocol.name, connector: connector, clock: clock,
+                                              timeouts: timeouts, logger: logger, options: plan.hostOptions, onEvent: onEvent)
+                    return await plan.attempt(plan.updateProtocol.makeHost(context), force: force)
+                }
+                return session.value
+            } catch let failure as CommandFailure {
+                // A usage or input mistake is not cured by trying again; a device not reached may be.
+                let code: TransferError.Code = [.usage, .badInput].contains(failure.status) ? .badInput : .linkLost
+                return .failed(TransferError(code, step: .connect, failure.message))
+            } catch {
+                return .failed(TransferError(.linkLost, step: .connect, "\(error)"))
+            }
+        }
+    }
+
     /// The plan for `device` at `address`; a protocol found by asking the device is asked through `probingThrough`.
     func plan(_ device: FleetDevice, address: DeviceAddress, probingThrough probe: DeviceAddress? = nil) async throws -> FleetPlan {
         if let plan = plans[device.address] { return plan }
@@ -301,6 +309,12 @@ struct FleetPlan: Sendable {
     func attempt(_ host: any ProtocolHost, force: Bool) async -> FleetAttempt {
         if !force, updateProtocol.capabilities.contains(.imageState),
            let state = try? await host.imageState(nil), let active = state.active, active.version == image.version {
+            // Running the target but not confirmed: an update was cut off after its activation
+            // (a killed worker, a lost link). Confirming is that update's last step; updating
+            // again would swap the image a second time.
+            if !active.confirmed && !active.permanent, updateProtocol.flashModes.contains(.testAndConfirm) {
+                do throws(TransferError) { _ = try await host.imageState(.confirm(hash: nil)) } catch { return .failed(error) }
+            }
             return .alreadyCurrent(version: active.version)
         }
         let mode = updateProtocol.flashModes.first ?? .testAndConfirm

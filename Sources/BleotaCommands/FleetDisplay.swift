@@ -46,6 +46,11 @@ final class FleetDisplay: Sendable {
         let finished: DeviceResult? = state.withLock { state in
             switch event {
             case .started(let device, let adapter, let attempt):
+                // A campaign worker learns its devices as it claims them.
+                if state.index[device.address] == nil {
+                    state.index[device.address] = state.rows.count
+                    state.rows.append(Row(label: device.label))
+                }
                 update(&state, device.address) { row in
                     row.adapter = adapter
                     row.step = attempt > 1 ? "try \(attempt)" : "connect"

@@ -32,6 +32,10 @@ struct SimServe: AsyncParsableCommand {
     @Option(name: .long, help: "Stop after this many seconds (default: run until interrupted).") var duration: Double?
     @Option(name: .long, help: "Bytes the device's image slot holds (default 1 MiB).") var slot: Int?
     @Option(name: .long, help: ArgumentHelp("Apply a simulator preset's BLE link model, in real time, to every client: PRESET[?loss=P&seed=N…] as in a sim:// address (air time, packets per event, the device's buffer and processing, loss). `kill -USR1` prints what crossed.", valueName: "PRESET")) var link: String?
+    @Option(name: .long, help: "Serve this many independent devices (1…1000), on consecutive UDP ports from --udp's (a fleet for bleota fleet).")
+    var devices: Int = 1
+    @Option(name: .long, help: ArgumentHelp("Append one JSON line per device reset (device, its address, the version before and after) to this file.", valueName: "FILE"))
+    var ledger: String?
     @Option(name: .customLong("device-option"), help: ArgumentHelp("A key of the protocol's simulated device, as in a sim:// address (repeatable; bleota sim presets lists them).", valueName: "KEY=VALUE"))
     var deviceOptions: [String] = []
 
@@ -41,6 +45,8 @@ struct SimServe: AsyncParsableCommand {
             _ = try TimeValue.duration(swapTime, option: "--swap-time", unit: .milliseconds, range: 0...3_600_000)
         }
         if let duration { _ = try TimeValue.duration(duration, option: "--duration", unit: .seconds, range: 0...31_536_000) }
+        guard (1...1000).contains(devices) else { throw ValidationError("--devices \(devices) is out of range: use 1…1000") }
+        if devices > 1 && serial { throw ValidationError("--serial serves one device: drop --devices, or serve the fleet over UDP") }
     }
 
     /// The protocol-neutral options, by the name a protocol's device option gives for them.
@@ -84,15 +90,24 @@ struct SimServe: AsyncParsableCommand {
         let configuration = DeviceConfiguration(name: "bleota-sim", initialVersion: initialVersion, slotSize: slot ?? 1 << 20,
                                                 files: [DeviceConfiguration.welcomeFile.name: DeviceConfiguration.welcomeFile.bytes],
                                                 options: options)
-        let device: any DeviceHalf
-        do { device = try updateProtocol.makeDevice(configuration) } catch {
+        let fleet: [any DeviceHalf]
+        do throws(DeviceConfigurationError) {
+            var made: [any DeviceHalf] = []
+            for _ in 0..<devices { made.append(try updateProtocol.makeDevice(configuration)) }
+            fleet = made
+        } catch {
             if let flag = updateProtocol.deviceOptions.first(where: { $0.key == error.key })?.serveOption, serveOptions[flag] != nil {
                 throw CommandFailure(.usage, "--\(flag) \(error.problem)")
             }
             throw CommandFailure(.usage, "--device-option \(error.key) \(error.problem)")
         }
+        let device = fleet[0]
         let clock = SystemClock()
-        let away = RebootWindow()
+        let windows = fleet.map { _ in RebootWindow() }
+        let away = windows[0]
+        let ledger = try self.ledger.map { path in
+            do { return try ResetLedger(path: path) } catch { throw CommandFailure(.failure, "--ledger \(path): \(error)") }
+        }
         let shaping: SimulatorAddress?
         if let link {
             do { shaping = try SimulatorAddress(parsing: "sim://" + link) } catch {
@@ -128,15 +143,25 @@ struct SimServe: AsyncParsableCommand {
         defer { statisticsSignal?.cancel() }
 
         var endpoints: [String: String] = [:]
-        var server: UDPServerSocket?
+        var opened: [UDPServerSocket] = []
+        var udpHost = "127.0.0.1"
         if udp != nil || !serial {
             guard updateProtocol.identity.transports.contains(.udp) else {
                 throw CommandFailure(.usage, "\(updateProtocol.identity.displayName) does not run over UDP: use --serial")
             }
             let (host, port) = try Self.hostAndPort(udp ?? "127.0.0.1:1337")
-            do { server = try UDPServerSocket(host: host, port: port) } catch { throw CommandFailure(.failure, "\(error)") }
-            endpoints["udp"] = "\(host):\(server!.port)"
+            udpHost = host == "0.0.0.0" ? "127.0.0.1" : host
+            guard port == 0 || Int(port) + devices - 1 <= Int(UInt16.max) else {
+                throw CommandFailure(.usage, "--devices \(devices) from port \(port) runs past 65535: start lower")
+            }
+            for index in 0..<devices {
+                do { opened.append(try UDPServerSocket(host: host, port: port == 0 ? 0 : port + UInt16(index))) } catch {
+                    throw CommandFailure(.failure, "\(error)")
+                }
+            }
+            endpoints["udp"] = "\(host):\(opened[0].port)"
         }
+        let servers = opened
         var terminal: PseudoTerminal?
         var cleanup: TemporaryPaths?
         if serial {
@@ -156,7 +181,16 @@ struct SimServe: AsyncParsableCommand {
             }
         }
         defer { cleanup?.removeNow() }
-        if global.json {
+        if devices > 1 {
+            // One address a line: the list `bleota fleet` takes.
+            let addresses = servers.map { "udp://\(udpHost):\($0.port)" }
+            if global.json {
+                Terminal.standardOutput.writeLine(try JSONOutput.string(["udp": addresses]))
+            } else {
+                Terminal.standardOutput.writeLine("serving \(devices) \(updateProtocol.name) devices over udp:")
+                for address in addresses { Terminal.standardOutput.writeLine(address) }
+            }
+        } else if global.json {
             Terminal.standardOutput.writeLine(try JSONOutput.string(endpoints))
         } else {
             for (kind, place) in endpoints.sorted(by: { $0.key < $1.key }) {
@@ -165,17 +199,23 @@ struct SimServe: AsyncParsableCommand {
         }
 
         /// A reset: the device boots (MCUboot swaps) and is away for a moment plus any swap.
-        @Sendable func reboot(_ request: RebootRequest) async {
+        let places = servers.isEmpty ? [endpoints["serial"] ?? ""] : servers.map { [udpHost] in "udp://\(udpHost):\($0.port)" }
+        @Sendable func reboot(_ request: RebootRequest, index: Int) async {
+            let device = fleet[index], away = windows[index]
             // Away from the moment the reset begins: a client that reconnects at once (a new UDP
             // socket is a new peer) must not be answered by the device before it has restarted.
             away.until(clock.now + .seconds(3600))
+            let before = await device.runningVersion
             await device.powerCycle()
             let version = await device.runningVersion
-            logger.notice("reset: the device runs \(version)")
+            logger.notice("reset\(devices > 1 ? " of device \(index + 1)" : ""): the device runs \(version)")
+            ledger?.append(device: index + 1, address: places[index], before: before, after: version)
             away.until(clock.now + .milliseconds(100) + request.extraDowntime)
         }
+        @Sendable func reboot(_ request: RebootRequest) async { await reboot(request, index: 0) }
         try await withThrowingTaskGroup(of: Void.self) { group in
-            if let server {
+            for (index, server) in servers.enumerated() {
+                let device = fleet[index], away = windows[index]
                 group.addTask {
                     let (arrivals, arrived) = AsyncStream.makeStream(of: UDPPeerLink.self)
                     await withTaskGroup(of: Void.self) { peers in
@@ -196,7 +236,7 @@ struct SimServe: AsyncParsableCommand {
                                 await serving(link) { client in
                                     while !Task.isCancelled {
                                         let environment = environment { request in
-                                            await reboot(request)
+                                            await reboot(request, index: index)
                                             link.ignore(until: away.end)
                                         }
                                         await device.serve(client, environment: environment)
@@ -230,7 +270,7 @@ struct SimServe: AsyncParsableCommand {
                 group.addTask { try await Task.sleep(for: .milliseconds(Int64(duration * 1000))) }
                 try await group.next()
                 group.cancelAll()
-                server?.close()
+                for server in servers { server.close() }
             } else {
                 try await group.waitForAll()
             }
@@ -257,6 +297,30 @@ struct SimServe: AsyncParsableCommand {
         }
         guard case .udp(let host, let port) = address else { throw ValidationError("--udp '\(text)' is not HOST:PORT") }
         return (host, port)
+    }
+}
+
+/// `sim serve --ledger`: one JSON line per device reset, appended and flushed at once, so a
+/// test or benchmark can count how often each device was updated (an update is one reset
+/// that changes what the device runs).
+final class ResetLedger: Sendable {
+    private let handle: Mutex<FileHandle>
+    private let began = Date()
+
+    init(path: String) throws {
+        if !FileManager.default.fileExists(atPath: path) {
+            guard FileManager.default.createFile(atPath: path, contents: nil) else { throw CocoaError(.fileWriteNoPermission) }
+        }
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        try handle.seekToEnd()
+        self.handle = Mutex(handle)
+    }
+
+    func append(device: Int, address: String, before: String, after: String) {
+        struct Line: Codable { var device: Int; var address: String; var event = "reset"; var before: String; var after: String; var seconds: Double }
+        guard let text = try? JSONOutput.string(Line(device: device, address: address, before: before, after: after,
+                                                     seconds: Date().timeIntervalSince(began)), pretty: false) else { return }
+        handle.withLock { try? $0.write(contentsOf: Data((text + "\n").utf8)) }
     }
 }
 

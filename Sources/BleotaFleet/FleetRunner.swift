@@ -230,7 +230,7 @@ public struct FleetRunner: Sendable {
 
     /// A failure another try may cure: a lost link, a timeout, a transfer spoiled on the way.
     /// Not a refusal of the image, a bad input, or a device that already runs the new image.
-    static func worthRetrying(_ error: TransferError) -> Bool {
+    public static func worthRetrying(_ error: TransferError) -> Bool {
         switch error.code {
         case .deviceRefused, .badInput, .unsupported, .invalidTuning: return false
         case .linkLost, .timeout, .verificationFailed, .protocolViolation, .confirmFailed: break
@@ -241,7 +241,7 @@ public struct FleetRunner: Sendable {
         }
     }
 
-    static func fleetEvent(_ event: UpdateEvent, device: FleetDevice) -> FleetEvent {
+    public static func fleetEvent(_ event: UpdateEvent, device: FleetDevice) -> FleetEvent {
         switch event {
         case .step(let step): return .step(device: device, step: step)
         case .note(let text): return .note(device: device, text: text)

@@ -1,0 +1,147 @@
+import BleotaFleet
+import Foundation
+
+/// What can go wrong with a campaign's database, in one line each.
+public enum CampaignError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The URL does not parse (the text says how to write it).
+    case badAddress(String)
+    /// The server could not be reached, refused the login, or a query failed.
+    case database(String)
+    /// The database's schema was migrated by a newer bleota.
+    case schemaTooNew(found: Int, known: Int)
+    case notFound(String)
+    case exists(String)
+    /// The image stored for the campaign does not hash to what the campaign names.
+    case imageMismatch(String)
+
+    public var description: String {
+        switch self {
+        case .badAddress(let text), .database(let text), .imageMismatch(let text): text
+        case .schemaTooNew(let found, let known):
+            "the campaign database is at schema version \(found), newer than this bleota knows (\(known)): use a newer bleota"
+        case .notFound(let name): "no campaign named '\(name)' in this database: create it with bleota fleet campaign create, or list them with bleota fleet status"
+        case .exists(let name): "a campaign named '\(name)' already exists: pick another --name, or follow it with bleota fleet status"
+        }
+    }
+}
+
+/// A campaign as `fleet campaign create` defines it: the image every device gets
+/// (stored once, by its SHA-256), the devices, and how each device is tried.
+public struct CampaignDefinition: Sendable {
+    public var name: String
+    /// The file name the image had, so workers prepare it as the same kind of file.
+    public var imageName: String
+    public var image: [UInt8]
+    public var devices: [FleetDevice]
+    public var protocolName: String?
+    public var protocolOptions: [String: String]
+    public var versionLabel: String?
+    public var force: Bool
+    /// Tries per device, counted across workers (a try whose worker died counts).
+    public var attempts: Int
+    /// Seconds before a device's second try; doubled for each try after.
+    public var backoffSeconds: Double
+    /// How long a claim lasts without renewal: a worker renews every third of it,
+    /// so a worker that dies loses its devices to the others this long after.
+    public var leaseSeconds: Double
+
+    public init(name: String, imageName: String, image: [UInt8], devices: [FleetDevice], protocolName: String? = nil,
+                protocolOptions: [String: String] = [:], versionLabel: String? = nil, force: Bool = false, attempts: Int = 3,
+                backoffSeconds: Double = 5, leaseSeconds: Double = 60) {
+        self.name = name
+        self.imageName = imageName
+        self.image = image
+        self.devices = devices
+        self.protocolName = protocolName
+        self.protocolOptions = protocolOptions
+        self.versionLabel = versionLabel
+        self.force = force
+        self.attempts = attempts
+        self.backoffSeconds = backoffSeconds
+        self.leaseSeconds = leaseSeconds
+    }
+}
+
+/// A stored campaign, without its devices.
+public struct CampaignInfo: Sendable, Codable, Equatable {
+    public var name: String
+    public var imageName: String
+    /// Lower-case hex.
+    public var imageSHA256: String
+    public var imageSize: Int
+    public var protocolName: String?
+    public var protocolOptions: [String: String]
+    public var versionLabel: String?
+    public var force: Bool
+    public var attempts: Int
+    public var backoffSeconds: Double
+    public var leaseSeconds: Double
+    public var createdAt: Date
+}
+
+/// One device of a campaign as the database holds it.
+public struct CampaignDeviceState: Sendable, Codable, Equatable {
+    /// pending → running (leased by a worker) → updated | skipped | failed; a failed try
+    /// that may be cured goes back to pending after its back-off.
+    public enum State: String, Sendable, Codable, CaseIterable {
+        case pending, running, updated, skipped, failed
+        /// No worker will touch the device again.
+        public var isFinal: Bool { self == .updated || self == .skipped || self == .failed }
+    }
+
+    public var device: String
+    public var label: String
+    public var state: State
+    /// Tries begun so far, by every worker.
+    public var tries: Int
+    /// The worker that holds it (running) or last held it.
+    public var worker: String?
+    public var versionBefore: String?
+    public var versionAfter: String?
+    public var seconds: Double
+    public var bytes: Int
+    public var resends: Int
+    /// The last failure (of the last try, or why it failed for good).
+    public var error: String?
+    public var errorStep: String?
+    public var deviceState: String?
+}
+
+/// A campaign and where each of its devices stands.
+public struct CampaignStatus: Sendable, Codable, Equatable {
+    public var campaign: CampaignInfo
+    public var devices: [CampaignDeviceState]
+
+    public func count(_ state: CampaignDeviceState.State) -> Int { devices.count { $0.state == state } }
+
+    /// Every device has reached updated, skipped or failed.
+    public var isFinished: Bool { devices.allSatisfy(\.state.isFinal) }
+
+    /// "200 devices: 180 updated, 5 already current, 3 failed, 10 running, 2 pending".
+    public var sentence: String {
+        var parts: [String] = []
+        for (state, words) in [(CampaignDeviceState.State.updated, "updated"), (.skipped, "already current"), (.failed, "failed"),
+                               (.running, "running"), (.pending, "pending")] where count(state) > 0 {
+            parts.append("\(count(state)) \(words)")
+        }
+        return "\(devices.count) devices: " + (parts.isEmpty ? "none" : parts.joined(separator: ", "))
+    }
+}
+
+/// A device a worker has claimed: it holds the lease until it records the try's end.
+public struct ClaimedDevice: Sendable, Equatable {
+    public var device: FleetDevice
+    /// 1 for the device's first try, counted across workers.
+    public var tryNumber: Int
+    /// The row of `bleota.tries` that records this try.
+    public var tryID: Int64
+}
+
+/// How one try ended, as a worker records it.
+public enum TryEnding: Sendable, Equatable {
+    case updated(versionBefore: String?, versionAfter: String?, seconds: Double, bytes: Int, resends: Int)
+    /// The device already ran the target; nothing was sent.
+    case alreadyCurrent(version: String, seconds: Double)
+    /// `retryAfter` nil: the device has failed for good (no tries left, or a failure no retry cures).
+    case failed(error: String, step: String, deviceState: String?, seconds: Double, bytes: Int, resends: Int, retryAfter: Double?)
+}

@@ -1,0 +1,439 @@
+import BleotaFleet
+import Crypto
+import Foundation
+import Logging
+import NIOSSL
+import PostgresNIO
+
+/// A campaign database: the one place workers on many hosts agree on which
+/// device is whose.
+///
+/// Every decision about a device is a row update in a transaction, so the
+/// database, not the workers, keeps the rules: a worker claims pending devices
+/// with `SELECT … FOR UPDATE SKIP LOCKED` (two workers never claim the same row;
+/// neither waits for the other), holds each under a lease it renews, and records
+/// a try's end only while it still holds that lease. A lease that expires (its
+/// worker died, hung or lost the network) puts the device back for another
+/// worker, counting the lost try. Times are the server's `now()`, so the hosts'
+/// clocks never matter.
+public final class CampaignStore: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+    public let address: CampaignAddress
+
+    /// What postgres-nio itself logs (its queries, its pool): errors only, unless the user asked
+    /// for debug or trace. (Its one warning in normal use is a race of our own making: the first
+    /// query may ask for a connection a moment before `run()` has started; it waits and succeeds.)
+    let databaseLogger: Logger
+
+    init(client: PostgresClient, address: CampaignAddress, logger: Logger) {
+        self.client = client
+        self.address = address
+        self.logger = logger
+        databaseLogger = Self.quieter(logger)
+    }
+
+    static func quieter(_ logger: Logger) -> Logger {
+        var quiet = logger
+        if quiet.logLevel > .debug { quiet.logLevel = max(quiet.logLevel, .error) }
+        return quiet
+    }
+
+    /// Opens the database at `address`, applies missing migrations, runs `body`, and closes it.
+    public static func withStore<Result: Sendable>(_ address: CampaignAddress, logger: Logger,
+                                                   _ body: @Sendable (CampaignStore) async throws -> Result) async throws -> Result {
+        var configuration: PostgresClient.Configuration
+        switch address.endpoint {
+        case .unixSocket(let path):
+            configuration = .init(unixSocketPath: path, username: address.user, password: address.password, database: address.database)
+        case .tcp(let host, let port):
+            let tls: PostgresClient.Configuration.TLS = switch address.tls {
+            case .disable: .disable
+            case .prefer: .prefer(.makeClientConfiguration())
+            case .require: .require(.makeClientConfiguration())
+            }
+            configuration = .init(host: host, port: port, username: address.user, password: address.password, database: address.database, tls: tls)
+        }
+        configuration.options.maximumConnections = 4
+        configuration.options.connectionIdleTimeout = .seconds(120)
+        let client = PostgresClient(configuration: configuration, backgroundLogger: Self.quieter(logger))
+        let store = CampaignStore(client: client, address: address, logger: logger)
+        return try await withThrowingTaskGroup(of: Result?.self) { group in
+            group.addTask {
+                await client.run()
+                return nil
+            }
+            defer { group.cancelAll() }
+            try await store.migrate()
+            let result = try await body(store)
+            return result
+        }
+    }
+
+    // MARK: Schema
+
+    /// The schema version the database is at (0: no bleota schema yet).
+    public func schemaVersion() async throws(CampaignError) -> Int {
+        try await run("reading the schema version") {
+            let exists = try await client.query("SELECT to_regclass('bleota.schema_migrations') IS NOT NULL", logger: databaseLogger)
+            for try await present in exists.decode(Bool.self) where !present { return 0 }
+            let rows = try await client.query("SELECT coalesce(max(version), 0) FROM bleota.schema_migrations", logger: databaseLogger)
+            for try await version in rows.decode(Int.self) { return version }
+            return 0
+        }
+    }
+
+    /// Applies the migrations the database lacks, in order, in one transaction; returns the version reached.
+    @discardableResult
+    public func migrate() async throws(CampaignError) -> Int {
+        try await run("migrating the campaign schema") {
+            try await client.withTransaction(logger: databaseLogger) { connection in
+                try await connection.query("SELECT pg_advisory_xact_lock(\(CampaignSchema.migrationLock))", logger: databaseLogger)
+                try await connection.query("CREATE SCHEMA IF NOT EXISTS bleota", logger: databaseLogger)
+                try await connection.query("""
+                    CREATE TABLE IF NOT EXISTS bleota.schema_migrations (
+                        version integer PRIMARY KEY, description text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())
+                    """, logger: databaseLogger)
+                var current = 0
+                for try await version in try await connection.query("SELECT coalesce(max(version), 0) FROM bleota.schema_migrations",
+                                                                    logger: databaseLogger).decode(Int.self) {
+                    current = version
+                }
+                guard current <= CampaignSchema.latestVersion else {
+                    throw CampaignError.schemaTooNew(found: current, known: CampaignSchema.latestVersion)
+                }
+                for migration in CampaignSchema.migrations where migration.version > current {
+                    for statement in migration.statements {
+                        try await connection.query(PostgresQuery(unsafeSQL: statement), logger: databaseLogger)
+                    }
+                    try await connection.query("INSERT INTO bleota.schema_migrations (version, description) VALUES (\(migration.version), \(migration.description))",
+                                               logger: databaseLogger)
+                    logger.info("campaign schema migrated to version \(migration.version): \(migration.description)")
+                }
+                return CampaignSchema.latestVersion
+            }
+        }
+    }
+
+    // MARK: Campaigns
+
+    /// Stores the image (once per hash) and the campaign with its devices, all pending.
+    public func create(_ definition: CampaignDefinition) async throws(CampaignError) -> CampaignInfo {
+        let digest = Data(SHA256.hash(data: definition.image))
+        let options = Self.json(definition.protocolOptions)
+        try await run("creating campaign '\(definition.name)'") {
+            try await client.withTransaction(logger: databaseLogger) { connection in
+                let taken = try await connection.query("SELECT 1 FROM bleota.campaigns WHERE name = \(definition.name)", logger: databaseLogger)
+                for try await _ in taken { throw CampaignError.exists(definition.name) }
+                try await connection.query("""
+                    INSERT INTO bleota.images (sha256, size, bytes) VALUES (\(digest), \(definition.image.count), \(Data(definition.image)))
+                    ON CONFLICT (sha256) DO NOTHING
+                    """, logger: databaseLogger)
+                try await connection.query("""
+                    INSERT INTO bleota.campaigns (name, image_sha256, image_name, protocol, protocol_options, version_label, force,
+                                                  attempts, backoff_seconds, lease_seconds)
+                    VALUES (\(definition.name), \(digest), \(definition.imageName), \(definition.protocolName), \(options)::jsonb,
+                            \(definition.versionLabel), \(definition.force), \(definition.attempts), \(definition.backoffSeconds),
+                            \(definition.leaseSeconds))
+                    """, logger: databaseLogger)
+                for (position, device) in definition.devices.enumerated() {
+                    try await connection.query("""
+                        INSERT INTO bleota.devices (campaign, address, position, label, adapter, protocol, options)
+                        VALUES (\(definition.name), \(device.address), \(position), \(device.label), \(device.adapter),
+                                \(device.protocolName), \(Self.json(device.protocolOptions))::jsonb)
+                        """, logger: databaseLogger)
+                }
+            }
+        }
+        return try await info(definition.name)
+    }
+
+    /// The names of the campaigns in this database, oldest first.
+    public func campaignNames() async throws(CampaignError) -> [String] {
+        try await run("listing campaigns") {
+            var names: [String] = []
+            for try await name in try await client.query("SELECT name FROM bleota.campaigns ORDER BY created_at, name", logger: databaseLogger).decode(String.self) {
+                names.append(name)
+            }
+            return names
+        }
+    }
+
+    public func info(_ name: String) async throws(CampaignError) -> CampaignInfo {
+        try await run("reading campaign '\(name)'") {
+            let rows = try await client.query("""
+                SELECT c.name, c.image_name, c.image_sha256, i.size, c.protocol, c.protocol_options::text, c.version_label, c.force,
+                       c.attempts, c.backoff_seconds, c.lease_seconds, c.created_at
+                FROM bleota.campaigns c JOIN bleota.images i ON i.sha256 = c.image_sha256 WHERE c.name = \(name)
+                """, logger: databaseLogger)
+            for try await (name, imageName, digest, size, protocolName, options, label, force, attempts, backoff, lease, created)
+                in rows.decode((String, String, Data, Int, String?, String, String?, Bool, Int, Double, Double, Date).self) {
+                return CampaignInfo(name: name, imageName: imageName, imageSHA256: digest.map { String(format: "%02x", $0) }.joined(),
+                                    imageSize: size, protocolName: protocolName, protocolOptions: Self.options(options), versionLabel: label,
+                                    force: force, attempts: attempts, backoffSeconds: backoff, leaseSeconds: lease, createdAt: created)
+            }
+            throw CampaignError.notFound(name)
+        }
+    }
+
+    /// The campaign's image, checked against its SHA-256.
+    public func image(of campaign: CampaignInfo) async throws(CampaignError) -> [UInt8] {
+        let bytes: [UInt8] = try await run("reading the image of '\(campaign.name)'") {
+            let rows = try await client.query("SELECT i.bytes FROM bleota.images i JOIN bleota.campaigns c ON c.image_sha256 = i.sha256 WHERE c.name = \(campaign.name)",
+                                              logger: databaseLogger)
+            for try await data in rows.decode(Data.self) { return [UInt8](data) }
+            throw CampaignError.notFound(campaign.name)
+        }
+        let digest = SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
+        guard digest == campaign.imageSHA256 else {
+            throw .imageMismatch("the image stored for '\(campaign.name)' hashes to \(digest.prefix(16))…, not \(campaign.imageSHA256.prefix(16))…: the database was altered; create the campaign again")
+        }
+        return bytes
+    }
+
+    // MARK: Workers
+
+    /// Claims up to `limit` devices for `worker`: first ends the leases that expired (a lost
+    /// try; the device goes back to pending, or fails when it has no tries left), then takes
+    /// pending devices whose back-off is over, in list order, skipping rows another worker is
+    /// claiming at this moment. A device fixed to an adapter is claimed only by a worker that
+    /// has that adapter.
+    public func claim(_ campaign: CampaignInfo, worker: String, limit: Int, adapters: [String]) async throws(CampaignError) -> [ClaimedDevice] {
+        guard limit > 0 else { return [] }
+        return try await run("claiming devices of '\(campaign.name)'") {
+            try await client.withTransaction(logger: databaseLogger) { connection in
+                try await Self.expireLeases(campaign, connection: connection, logger: databaseLogger, notices: logger)
+                let rows = try await connection.query("""
+                    WITH next AS (
+                        SELECT address FROM bleota.devices
+                        WHERE campaign = \(campaign.name) AND state = 'pending' AND not_before <= now()
+                          AND (adapter IS NULL OR adapter = ANY(\(adapters)))
+                        ORDER BY position LIMIT \(limit)
+                        FOR UPDATE SKIP LOCKED)
+                    UPDATE bleota.devices d
+                    SET state = 'running', worker = \(worker), tries = d.tries + 1,
+                        lease_expires = now() + make_interval(secs => \(campaign.leaseSeconds))
+                    FROM next WHERE d.campaign = \(campaign.name) AND d.address = next.address
+                    RETURNING d.address, d.label, d.adapter, d.protocol, d.options::text, d.tries, d.position
+                    """, logger: databaseLogger)
+                var claimed: [(ClaimedDevice, Int)] = []
+                for try await (address, label, adapter, protocolName, options, tries, position)
+                    in rows.decode((String, String, String?, String?, String, Int, Int).self) {
+                    let device = FleetDevice(address: address, adapter: adapter, protocolName: protocolName,
+                                             protocolOptions: Self.options(options), label: label)
+                    claimed.append((ClaimedDevice(device: device, tryNumber: tries, tryID: 0), position))
+                }
+                claimed.sort { $0.1 < $1.1 }
+                var result: [ClaimedDevice] = []
+                for (var device, _) in claimed {
+                    let ids = try await connection.query("""
+                        INSERT INTO bleota.tries (campaign, address, try, worker) VALUES (\(campaign.name), \(device.device.address), \(device.tryNumber), \(worker))
+                        RETURNING id
+                        """, logger: databaseLogger)
+                    for try await id in ids.decode(Int64.self) { device.tryID = id }
+                    result.append(device)
+                }
+                return result
+            }
+        }
+    }
+
+    /// Ends every expired lease of `campaign`: the try is recorded as lost, the device goes
+    /// back to pending at once, or fails when that was its last try.
+    static func expireLeases(_ campaign: CampaignInfo, connection: PostgresConnection, logger: Logger, notices: Logger) async throws {
+        let expired = try await connection.query("""
+            WITH lost AS (
+                SELECT address FROM bleota.devices
+                WHERE campaign = \(campaign.name) AND state = 'running' AND lease_expires < now()
+                FOR UPDATE SKIP LOCKED)
+            UPDATE bleota.devices d
+            SET state = CASE WHEN d.tries >= \(campaign.attempts) THEN 'failed' ELSE 'pending' END,
+                not_before = now(),
+                error = 'the lease of worker ' || d.worker || ' ran out during try ' || d.tries
+                        || ' (the worker stopped: killed, crashed or cut off from the database)'
+                        || CASE WHEN d.tries >= \(campaign.attempts) THEN ', and it was the last try' ELSE '' END,
+                error_step = 'lease',
+                finished_at = CASE WHEN d.tries >= \(campaign.attempts) THEN now() ELSE NULL END
+            FROM lost WHERE d.campaign = \(campaign.name) AND d.address = lost.address
+            RETURNING d.address, d.worker, d.lease_expires
+            """, logger: logger)
+        for try await (address, worker, expires) in expired.decode((String, String, Date).self) {
+            notices.notice("\(address): the lease of \(worker) ran out; the device is free for another worker")
+            try await connection.query("""
+                UPDATE bleota.tries SET ended_at = \(expires), outcome = 'lease-expired', error = 'lease ran out', error_step = 'lease'
+                WHERE campaign = \(campaign.name) AND address = \(address) AND worker = \(worker) AND ended_at IS NULL
+                """, logger: logger)
+        }
+    }
+
+    /// Extends `worker`'s leases on `addresses`; returns the addresses it still holds.
+    public func renew(_ campaign: CampaignInfo, worker: String, addresses: [String]) async throws(CampaignError) -> Set<String> {
+        guard !addresses.isEmpty else { return [] }
+        return try await run("renewing leases in '\(campaign.name)'") {
+            let rows = try await client.query("""
+                UPDATE bleota.devices SET lease_expires = now() + make_interval(secs => \(campaign.leaseSeconds))
+                WHERE campaign = \(campaign.name) AND address = ANY(\(addresses)) AND worker = \(worker) AND state = 'running'
+                RETURNING address
+                """, logger: databaseLogger)
+            var held: Set<String> = []
+            for try await address in rows.decode(String.self) { held.insert(address) }
+            return held
+        }
+    }
+
+    /// Records how `claimed`'s try ended, if `worker` still holds its lease; returns whether it did
+    /// (false: the lease ran out and the device may be another worker's now, so nothing is written).
+    public func record(_ campaign: CampaignInfo, worker: String, claimed: ClaimedDevice, ending: TryEnding) async throws(CampaignError) -> Bool {
+        let address = claimed.device.address
+        return try await run("recording the try of \(address)") {
+            try await client.withTransaction(logger: databaseLogger) { connection in
+                let rows: PostgresRowSequence
+                let outcome: String
+                var error: String?
+                var step: String?
+                var seconds = 0.0, bytes = 0, resends = 0
+                switch ending {
+                case .updated(let before, let after, let took, let sent, let resent):
+                    outcome = "updated"
+                    (seconds, bytes, resends) = (took, sent, resent)
+                    rows = try await connection.query("""
+                        UPDATE bleota.devices SET state = 'updated', version_before = coalesce(version_before, \(before)), version_after = \(after),
+                            seconds = seconds + \(took), bytes = bytes + \(sent), resends = resends + \(resent),
+                            error = NULL, error_step = NULL, device_state = NULL, lease_expires = NULL, finished_at = now()
+                        WHERE campaign = \(campaign.name) AND address = \(address) AND worker = \(worker) AND state = 'running'
+                        RETURNING address
+                        """, logger: databaseLogger)
+                case .alreadyCurrent(let version, let took):
+                    outcome = "skipped"
+                    seconds = took
+                    rows = try await connection.query("""
+                        UPDATE bleota.devices SET state = 'skipped', version_before = coalesce(version_before, \(version)), version_after = \(version),
+                            seconds = seconds + \(took), error = NULL, error_step = NULL, device_state = NULL, lease_expires = NULL, finished_at = now()
+                        WHERE campaign = \(campaign.name) AND address = \(address) AND worker = \(worker) AND state = 'running'
+                        RETURNING address
+                        """, logger: databaseLogger)
+                case .failed(let message, let failedStep, let deviceState, let took, let sent, let resent, let retryAfter):
+                    outcome = "failed"
+                    (error, step, seconds, bytes, resends) = (message, failedStep, took, sent, resent)
+                    let final = retryAfter == nil || claimed.tryNumber >= campaign.attempts
+                    rows = try await connection.query("""
+                        UPDATE bleota.devices SET state = \(final ? "failed" : "pending"),
+                            not_before = now() + make_interval(secs => \(retryAfter ?? 0)),
+                            seconds = seconds + \(took), bytes = bytes + \(sent), resends = resends + \(resent),
+                            error = \(message), error_step = \(failedStep), device_state = \(deviceState), lease_expires = NULL,
+                            finished_at = CASE WHEN \(final) THEN now() ELSE NULL END
+                        WHERE campaign = \(campaign.name) AND address = \(address) AND worker = \(worker) AND state = 'running'
+                        RETURNING address
+                        """, logger: databaseLogger)
+                }
+                var held = false
+                for try await _ in rows { held = true }
+                guard held else { return false }
+                try await connection.query("""
+                    UPDATE bleota.tries SET ended_at = now(), outcome = \(outcome), error = \(error), error_step = \(step),
+                        seconds = \(seconds), bytes = \(bytes), resends = \(resends)
+                    WHERE id = \(claimed.tryID)
+                    """, logger: databaseLogger)
+                return true
+            }
+        }
+    }
+
+    /// Every device of the campaign, in list order.
+    public func status(_ name: String) async throws(CampaignError) -> CampaignStatus {
+        let campaign = try await info(name)
+        return try await run("reading the devices of '\(name)'") {
+            let rows = try await client.query("""
+                SELECT address, label, state, tries, worker, version_before, version_after, seconds, bytes, resends, error, error_step, device_state
+                FROM bleota.devices WHERE campaign = \(name) ORDER BY position
+                """, logger: databaseLogger)
+            var devices: [CampaignDeviceState] = []
+            for try await (address, label, state, tries, worker, before, after, seconds, bytes, resends, error, step, deviceState)
+                in rows.decode((String, String, String, Int, String?, String?, String?, Double, Int, Int, String?, String?, String?).self) {
+                devices.append(CampaignDeviceState(device: address, label: label, state: .init(rawValue: state) ?? .pending, tries: tries, worker: worker,
+                                                   versionBefore: before, versionAfter: after, seconds: seconds, bytes: bytes, resends: resends,
+                                                   error: error, errorStep: step, deviceState: deviceState))
+            }
+            return CampaignStatus(campaign: campaign, devices: devices)
+        }
+    }
+
+    /// Devices not yet final: (pending, running).
+    public func unfinished(_ name: String) async throws(CampaignError) -> (pending: Int, running: Int) {
+        try await run("counting the devices of '\(name)'") {
+            let rows = try await client.query("""
+                SELECT count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE state = 'running')
+                FROM bleota.devices WHERE campaign = \(name)
+                """, logger: databaseLogger)
+            for try await (pending, running) in rows.decode((Int, Int).self) { return (pending, running) }
+            return (0, 0)
+        }
+    }
+
+    /// Every try of the campaign, oldest first (for status and for checking a run).
+    public func tries(_ name: String) async throws(CampaignError) -> [TryRecord] {
+        try await run("reading the tries of '\(name)'") {
+            let rows = try await client.query("""
+                SELECT address, try, worker, started_at, ended_at, outcome, error FROM bleota.tries WHERE campaign = \(name) ORDER BY id
+                """, logger: databaseLogger)
+            var records: [TryRecord] = []
+            for try await (address, number, worker, started, ended, outcome, error)
+                in rows.decode((String, Int, String, Date, Date?, String?, String?).self) {
+                records.append(TryRecord(device: address, tryNumber: number, worker: worker, startedAt: started, endedAt: ended, outcome: outcome, error: error))
+            }
+            return records
+        }
+    }
+
+    // MARK: Helpers
+
+    /// Runs a database operation; errors become one-line ``CampaignError``s naming what was being done.
+    func run<Result>(_ doing: String, _ body: () async throws -> Result) async throws(CampaignError) -> Result {
+        do { return try await body() } catch let error as CampaignError { throw error } catch {
+            // A transaction's error wraps what went wrong inside it.
+            if let wrapped = error as? PostgresTransactionError {
+                if let inner = wrapped.closureError as? CampaignError { throw inner }
+                let cause = wrapped.closureError ?? wrapped.beginError ?? wrapped.commitError ?? wrapped.rollbackError ?? error
+                throw .database("\(doing) at \(address): \(Self.describe(cause))")
+            }
+            throw .database("\(doing) at \(address): \(Self.describe(error))")
+        }
+    }
+
+    /// The server's own message when there is one ("relation … does not exist"), else the error's text.
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? PSQLError {
+            if let message = error.serverInfo?[.message] { return message }
+            switch error.code {
+            case .connectionError, .serverClosedConnection, .clientClosedConnection:
+                let cause = error.underlying.map { "\($0)" } ?? "no answer"
+                return "cannot connect (\(cause)): is the server running, and is the address right?"
+            default:
+                return "\(error.code)"
+            }
+        }
+        return "\(error)"
+    }
+
+    static func json(_ options: [String: String]) -> String {
+        let data = (try? JSONSerialization.data(withJSONObject: options, options: [.sortedKeys])) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    static func options(_ json: String) -> [String: String] {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] else { return [:] }
+        return object.mapValues { "\($0)" }
+    }
+}
+
+/// One try of one device, as `bleota.tries` keeps it.
+public struct TryRecord: Sendable, Codable, Equatable {
+    public var device: String
+    public var tryNumber: Int
+    public var worker: String
+    public var startedAt: Date
+    public var endedAt: Date?
+    /// updated, skipped, failed, lease-expired; nil while it runs.
+    public var outcome: String?
+    public var error: String?
+}

@@ -1,0 +1,268 @@
+import BleotaEngine
+import BleotaFleet
+import BleotaLink
+import Logging
+
+/// How one worker takes part in a campaign.
+public struct CampaignWorkerOptions: Sendable {
+    /// The adapters this host updates through.
+    public var adapters: [String]
+    /// Updates at once on each adapter (as ``FleetOptions/connectionsPerAdapter``).
+    public var connectionsPerAdapter: Int
+    /// This worker's name in the database: unique among the campaign's workers (host:pid by default).
+    public var name: String
+    /// How often to look for devices when none is claimable (others' back-offs and leases run out meanwhile).
+    public var poll: Duration
+
+    public init(adapters: [String], connectionsPerAdapter: Int = FleetOptions.defaultConnectionsPerAdapter, name: String, poll: Duration = .seconds(2)) {
+        self.adapters = adapters
+        self.connectionsPerAdapter = connectionsPerAdapter
+        self.name = name
+        self.poll = poll
+    }
+}
+
+/// What one worker did, and how the campaign stood when it stopped.
+public struct CampaignWorkerSummary: Sendable, Codable {
+    public var worker: String
+    /// Tries this worker ran, by how they ended.
+    public var updated = 0
+    public var skipped = 0
+    public var failed = 0
+    public var retried = 0
+    /// Tries whose lease ran out before they ended, so their ending was not recorded.
+    public var lostLeases = 0
+    public var seconds = 0.0
+    /// The campaign when the worker stopped.
+    public var status: CampaignStatus?
+    /// Stopped by Ctrl-C before the campaign finished.
+    public var interrupted = false
+}
+
+/// One host's part of a campaign: claims devices while it has free connections,
+/// runs each device's update (the caller's `update`, as for ``FleetRunner``),
+/// renews its leases every third of the lease while they run, records each try's
+/// end, and stops when every device of the campaign is final (waiting, while other
+/// workers still hold devices, in case their leases run out).
+///
+/// A failed try that another may cure goes back to the campaign after its back-off,
+/// for any worker to take; a device is never tried by two workers at once because
+/// only the lease holder's record is accepted and a device is claimable only while
+/// pending.
+public struct CampaignWorker: Sendable {
+    public let store: CampaignStore
+    public let campaign: CampaignInfo
+    public let options: CampaignWorkerOptions
+    public let clock: any BleotaClock
+    public let stop: FleetStopSignal
+    public let logger: Logger
+    public let onEvent: @Sendable (FleetEvent) -> Void
+    public let update: FleetRunner.Update
+
+    public init(store: CampaignStore, campaign: CampaignInfo, options: CampaignWorkerOptions, clock: any BleotaClock = SystemClock(),
+                stop: FleetStopSignal = FleetStopSignal(), logger: Logger, onEvent: @escaping @Sendable (FleetEvent) -> Void = { _ in },
+                update: @escaping FleetRunner.Update) {
+        self.store = store
+        self.campaign = campaign
+        self.options = options
+        self.clock = clock
+        self.stop = stop
+        self.logger = logger
+        self.onEvent = onEvent
+        self.update = update
+    }
+
+    enum Completion: Sendable {
+        case tried(ClaimedDevice, adapter: String, attempt: FleetAttempt, seconds: Double)
+        case tick
+    }
+
+    /// A device claimed and not yet recorded.
+    struct Held {
+        var claimed: ClaimedDevice
+        var adapter: String?
+    }
+
+    public func run() async throws(CampaignError) -> CampaignWorkerSummary {
+        var summary = CampaignWorkerSummary(worker: options.name)
+        let began = clock.now
+        var held: [String: Held] = [:]
+        var waiting: [ClaimedDevice] = []
+        var busy: [String: Int] = Dictionary(uniqueKeysWithValues: options.adapters.map { ($0, 0) })
+        var unrecorded: [(ClaimedDevice, TryEnding)] = []
+        var lastRenewal = clock.now
+        var databaseFailures = 0
+        var announcedStop = false
+        let renewEvery = Duration.milliseconds(Int64(campaign.leaseSeconds * 1000 / 3))
+        let capacity = options.adapters.count * options.connectionsPerAdapter
+        var failure: CampaignError?
+
+        await withTaskGroup(of: Completion.self) { group in
+            var tickSet = false
+            while true {
+                if stop.isStopped && !announcedStop {
+                    announcedStop = true
+                    onEvent(.stopping)
+                }
+                // Claim while there is room, then start what has an adapter slot.
+                let room = capacity - held.count
+                if !stop.isStopped, room > 0 {
+                    do {
+                        let claimed = try await store.claim(campaign, worker: options.name, limit: room, adapters: options.adapters)
+                        databaseFailures = 0
+                        for device in claimed {
+                            held[device.device.address] = Held(claimed: device, adapter: nil)
+                            waiting.append(device)
+                        }
+                    } catch {
+                        databaseFailures += 1
+                        logger.warning("cannot claim devices (\(databaseFailures) in a row): \(error)")
+                    }
+                }
+                var index = 0
+                while index < waiting.count {
+                    let claimed = waiting[index]
+                    guard let adapter = adapterFor(claimed.device, busy: busy) else {
+                        index += 1
+                        continue
+                    }
+                    waiting.remove(at: index)
+                    busy[adapter, default: 0] += 1
+                    held[claimed.device.address]?.adapter = adapter
+                    onEvent(.started(device: claimed.device, adapter: adapter, attempt: claimed.tryNumber))
+                    group.addTask { [clock, update, onEvent] in
+                        let start = clock.now
+                        let attempt = await update(claimed.device, adapter) { event in onEvent(FleetRunner.fleetEvent(event, device: claimed.device)) }
+                        return .tried(claimed, adapter: adapter, attempt: attempt, seconds: (clock.now - start).seconds)
+                    }
+                }
+                if held.isEmpty && unrecorded.isEmpty {
+                    if stop.isStopped { break }
+                    if databaseFailures >= 5 {
+                        failure = .database("the campaign database failed 5 times in a row; stopping (see the warnings above)")
+                        break
+                    }
+                    // Nothing of ours runs: done when no device is left anywhere.
+                    do {
+                        let left = try await store.unfinished(campaign.name)
+                        if left.pending == 0 && left.running == 0 { break }
+                    } catch {
+                        databaseFailures += 1
+                        logger.warning("cannot read the campaign (\(databaseFailures) in a row): \(error)")
+                    }
+                }
+                if !tickSet {
+                    tickSet = true
+                    let wait = held.isEmpty ? options.poll : min(options.poll, renewEvery)
+                    group.addTask { [clock] in
+                        try? await clock.sleep(for: wait)
+                        return .tick
+                    }
+                }
+                guard let completion = await group.next() else { break }
+                switch completion {
+                case .tick:
+                    tickSet = false
+                case .tried(let claimed, let adapter, let attempt, let seconds):
+                    busy[adapter, default: 1] -= 1
+                    let ending = ending(of: attempt, claimed: claimed, seconds: seconds)
+                    switch ending {
+                    case .updated: summary.updated += 1
+                    case .alreadyCurrent: summary.skipped += 1
+                    case .failed(_, _, _, _, _, _, let retryAfter):
+                        if retryAfter != nil && claimed.tryNumber < campaign.attempts { summary.retried += 1 } else { summary.failed += 1 }
+                    }
+                    if await record(claimed, ending, adapter: adapter, summary: &summary) == nil {
+                        unrecorded.append((claimed, ending))
+                    }
+                    held[claimed.device.address] = nil
+                    if case .failed(let error) = attempt, case .failed(_, _, _, _, _, _, let retryAfter?) = ending {
+                        onEvent(.retrying(device: claimed.device, error: error, delay: .milliseconds(Int64(retryAfter * 1000))))
+                    } else {
+                        onEvent(.finished(result(claimed, ending, adapter: adapter)))
+                    }
+                }
+                // Leases: renewed every third of their length, so one missed renewal is not fatal.
+                if clock.now - lastRenewal >= renewEvery {
+                    lastRenewal = clock.now
+                    let addresses = Array(held.keys) + unrecorded.map(\.0.device.address)
+                    do {
+                        let kept = try await store.renew(campaign, worker: options.name, addresses: addresses)
+                        for address in addresses where !kept.contains(address) {
+                            logger.warning("\(address): this worker's lease ran out; another worker may take the device, and this try's end will not be recorded")
+                        }
+                    } catch {
+                        logger.warning("cannot renew leases: \(error)")
+                    }
+                    var still: [(ClaimedDevice, TryEnding)] = []
+                    for (claimed, ending) in unrecorded {
+                        if await record(claimed, ending, adapter: nil, summary: &summary) == nil { still.append((claimed, ending)) }
+                    }
+                    unrecorded = still
+                }
+            }
+            group.cancelAll()
+        }
+        if let failure { throw failure }
+        summary.seconds = (clock.now - began).seconds
+        summary.interrupted = stop.isStopped
+        summary.status = try await store.status(campaign.name)
+        return summary
+    }
+
+    /// Records a try's end; true when recorded, false when the lease was lost, nil when the database failed.
+    func record(_ claimed: ClaimedDevice, _ ending: TryEnding, adapter: String?, summary: inout CampaignWorkerSummary) async -> Bool? {
+        do {
+            let recorded = try await store.record(campaign, worker: options.name, claimed: claimed, ending: ending)
+            if !recorded {
+                summary.lostLeases += 1
+                logger.warning("\(claimed.device.address): this worker's lease ran out before the try ended; its ending is not recorded")
+            }
+            return recorded
+        } catch {
+            logger.warning("\(claimed.device.address): cannot record the try's end yet: \(error)")
+            return nil
+        }
+    }
+
+    /// How a try's attempt is recorded: a failure another try may cure comes back after the back-off.
+    func ending(of attempt: FleetAttempt, claimed: ClaimedDevice, seconds: Double) -> TryEnding {
+        switch attempt {
+        case .updated(let report):
+            return .updated(versionBefore: report.versionBefore, versionAfter: report.versionAfter, seconds: seconds,
+                            bytes: report.bytes, resends: report.statistics.packetsResent)
+        case .alreadyCurrent(let version):
+            return .alreadyCurrent(version: version, seconds: seconds)
+        case .failed(let error):
+            let retry = FleetRunner.worthRetrying(error) && claimed.tryNumber < campaign.attempts
+            let delay = campaign.backoffSeconds * Double(1 << min(10, claimed.tryNumber - 1))
+            return .failed(error: error.message, step: error.step.rawValue, deviceState: error.outcome?.name, seconds: seconds,
+                           bytes: 0, resends: 0, retryAfter: retry ? delay : nil)
+        }
+    }
+
+    func result(_ claimed: ClaimedDevice, _ ending: TryEnding, adapter: String?) -> DeviceResult {
+        switch ending {
+        case .updated(let before, let after, let seconds, let bytes, let resends):
+            return DeviceResult(device: claimed.device, adapter: adapter, outcome: .updated, versionBefore: before, versionAfter: after,
+                                seconds: seconds, bytes: bytes, resends: resends, attempts: claimed.tryNumber)
+        case .alreadyCurrent(let version, let seconds):
+            return DeviceResult(device: claimed.device, adapter: adapter, outcome: .skipped, versionBefore: version, versionAfter: version,
+                                seconds: seconds, attempts: claimed.tryNumber)
+        case .failed(let error, let step, let deviceState, let seconds, _, _, _):
+            var result = DeviceResult(device: claimed.device, adapter: adapter, outcome: .failed, seconds: seconds, attempts: claimed.tryNumber)
+            result.error = error
+            result.errorStep = step
+            result.deviceState = deviceState
+            return result
+        }
+    }
+
+    /// The device's own adapter when it has room, else the least busy one with room.
+    func adapterFor(_ device: FleetDevice, busy: [String: Int]) -> String? {
+        if let fixed = device.adapter {
+            return busy[fixed, default: 0] < options.connectionsPerAdapter ? fixed : nil
+        }
+        return options.adapters.filter { busy[$0, default: 0] < options.connectionsPerAdapter }.min { busy[$0, default: 0] < busy[$1, default: 0] }
+    }
+}
