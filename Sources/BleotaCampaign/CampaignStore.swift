@@ -54,6 +54,9 @@ public final class CampaignStore: Sendable {
             }
             configuration = .init(host: host, port: port, username: address.user, password: address.password, database: address.database, tls: tls)
         }
+        // One connection first, alone: the pool retries a server it cannot reach for ever,
+        // where a single connection says at once why (no socket, refused, bad password).
+        try await probe(address, logger: quieter(logger))
         configuration.options.maximumConnections = 4
         configuration.options.connectionIdleTimeout = .seconds(120)
         let client = PostgresClient(configuration: configuration, backgroundLogger: Self.quieter(logger))
@@ -70,11 +73,44 @@ public final class CampaignStore: Sendable {
         }
     }
 
+    /// Connects once and closes; the failure, if any, as one line.
+    static func probe(_ address: CampaignAddress, logger: Logger) async throws(CampaignError) {
+        if case .unixSocket(let path) = address.endpoint, !FileManager.default.fileExists(atPath: path) {
+            throw .database("connecting to \(address): no server socket at \(path): is the server running, and are host= and port= its socket directory and port?")
+        }
+        do {
+            let configuration: PostgresConnection.Configuration
+            switch address.endpoint {
+            case .unixSocket(let path):
+                configuration = .init(unixSocketPath: path, username: address.user, password: address.password, database: address.database)
+            case .tcp(let host, let port):
+                let tls: PostgresConnection.Configuration.TLS = switch address.tls {
+                case .disable: .disable
+                case .prefer: .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
+                case .require: .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+                }
+                configuration = .init(host: host, port: port, username: address.user, password: address.password, database: address.database, tls: tls)
+            }
+            let connection = try await withOperationTimeout(.seconds(15)) {
+                try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
+            }
+            try await connection.close()
+        } catch let error as CampaignError {
+            throw .database("connecting to \(address): \(error.description)")
+        } catch {
+            throw .database("connecting to \(address): \(describe(error))")
+        }
+    }
+
+    /// How long one database operation may take before the worker gives up on it: a server
+    /// that stops answering (a cut network) otherwise holds a query for ever.
+    static let operationTimeout = Duration.seconds(30)
+
     // MARK: Schema
 
     /// The schema version the database is at (0: no bleota schema yet).
     public func schemaVersion() async throws(CampaignError) -> Int {
-        try await run("reading the schema version") {
+        try await run("reading the schema version") { [self] in
             let exists = try await client.query("SELECT to_regclass('bleota.schema_migrations') IS NOT NULL", logger: databaseLogger)
             for try await present in exists.decode(Bool.self) where !present { return 0 }
             let rows = try await client.query("SELECT coalesce(max(version), 0) FROM bleota.schema_migrations", logger: databaseLogger)
@@ -86,7 +122,7 @@ public final class CampaignStore: Sendable {
     /// Applies the migrations the database lacks, in order, in one transaction; returns the version reached.
     @discardableResult
     public func migrate() async throws(CampaignError) -> Int {
-        try await run("migrating the campaign schema") {
+        try await run("migrating the campaign schema") { [self] in
             try await client.withTransaction(logger: databaseLogger) { connection in
                 try await connection.query("SELECT pg_advisory_xact_lock(\(CampaignSchema.migrationLock))", logger: databaseLogger)
                 try await connection.query("CREATE SCHEMA IF NOT EXISTS bleota", logger: databaseLogger)
@@ -121,7 +157,7 @@ public final class CampaignStore: Sendable {
     public func create(_ definition: CampaignDefinition) async throws(CampaignError) -> CampaignInfo {
         let digest = Data(SHA256.hash(data: definition.image))
         let options = Self.json(definition.protocolOptions)
-        try await run("creating campaign '\(definition.name)'") {
+        try await run("creating campaign '\(definition.name)'") { [self] in
             try await client.withTransaction(logger: databaseLogger) { connection in
                 let taken = try await connection.query("SELECT 1 FROM bleota.campaigns WHERE name = \(definition.name)", logger: databaseLogger)
                 for try await _ in taken { throw CampaignError.exists(definition.name) }
@@ -150,7 +186,7 @@ public final class CampaignStore: Sendable {
 
     /// The names of the campaigns in this database, oldest first.
     public func campaignNames() async throws(CampaignError) -> [String] {
-        try await run("listing campaigns") {
+        try await run("listing campaigns") { [self] in
             var names: [String] = []
             for try await name in try await client.query("SELECT name FROM bleota.campaigns ORDER BY created_at, name", logger: databaseLogger).decode(String.self) {
                 names.append(name)
@@ -160,7 +196,7 @@ public final class CampaignStore: Sendable {
     }
 
     public func info(_ name: String) async throws(CampaignError) -> CampaignInfo {
-        try await run("reading campaign '\(name)'") {
+        try await run("reading campaign '\(name)'") { [self] in
             let rows = try await client.query("""
                 SELECT c.name, c.image_name, c.image_sha256, i.size, c.protocol, c.protocol_options::text, c.version_label, c.force,
                        c.attempts, c.backoff_seconds, c.lease_seconds, c.created_at
@@ -178,7 +214,7 @@ public final class CampaignStore: Sendable {
 
     /// The campaign's image, checked against its SHA-256.
     public func image(of campaign: CampaignInfo) async throws(CampaignError) -> [UInt8] {
-        let bytes: [UInt8] = try await run("reading the image of '\(campaign.name)'") {
+        let bytes: [UInt8] = try await run("reading the image of '\(campaign.name)'") { [self] in
             let rows = try await client.query("SELECT i.bytes FROM bleota.images i JOIN bleota.campaigns c ON c.image_sha256 = i.sha256 WHERE c.name = \(campaign.name)",
                                               logger: databaseLogger)
             for try await data in rows.decode(Data.self) { return [UInt8](data) }
@@ -200,7 +236,7 @@ public final class CampaignStore: Sendable {
     /// has that adapter.
     public func claim(_ campaign: CampaignInfo, worker: String, limit: Int, adapters: [String]) async throws(CampaignError) -> [ClaimedDevice] {
         guard limit > 0 else { return [] }
-        return try await run("claiming devices of '\(campaign.name)'") {
+        return try await run("claiming devices of '\(campaign.name)'") { [self] in
             try await client.withTransaction(logger: databaseLogger) { connection in
                 try await Self.expireLeases(campaign, connection: connection, logger: databaseLogger, notices: logger)
                 let rows = try await connection.query("""
@@ -269,7 +305,7 @@ public final class CampaignStore: Sendable {
     /// Extends `worker`'s leases on `addresses`; returns the addresses it still holds.
     public func renew(_ campaign: CampaignInfo, worker: String, addresses: [String]) async throws(CampaignError) -> Set<String> {
         guard !addresses.isEmpty else { return [] }
-        return try await run("renewing leases in '\(campaign.name)'") {
+        return try await run("renewing leases in '\(campaign.name)'") { [self] in
             let rows = try await client.query("""
                 UPDATE bleota.devices SET lease_expires = now() + make_interval(secs => \(campaign.leaseSeconds))
                 WHERE campaign = \(campaign.name) AND address = ANY(\(addresses)) AND worker = \(worker) AND state = 'running'
@@ -285,7 +321,7 @@ public final class CampaignStore: Sendable {
     /// (false: the lease ran out and the device may be another worker's now, so nothing is written).
     public func record(_ campaign: CampaignInfo, worker: String, claimed: ClaimedDevice, ending: TryEnding) async throws(CampaignError) -> Bool {
         let address = claimed.device.address
-        return try await run("recording the try of \(address)") {
+        return try await run("recording the try of \(address)") { [self] in
             try await client.withTransaction(logger: databaseLogger) { connection in
                 let rows: PostgresRowSequence
                 let outcome: String
@@ -342,7 +378,7 @@ public final class CampaignStore: Sendable {
     /// Every device of the campaign, in list order.
     public func status(_ name: String) async throws(CampaignError) -> CampaignStatus {
         let campaign = try await info(name)
-        return try await run("reading the devices of '\(name)'") {
+        return try await run("reading the devices of '\(name)'") { [self] in
             let rows = try await client.query("""
                 SELECT address, label, state, tries, worker, version_before, version_after, seconds, bytes, resends, error, error_step, device_state
                 FROM bleota.devices WHERE campaign = \(name) ORDER BY position
@@ -360,7 +396,7 @@ public final class CampaignStore: Sendable {
 
     /// Devices not yet final: (pending, running).
     public func unfinished(_ name: String) async throws(CampaignError) -> (pending: Int, running: Int) {
-        try await run("counting the devices of '\(name)'") {
+        try await run("counting the devices of '\(name)'") { [self] in
             let rows = try await client.query("""
                 SELECT count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE state = 'running')
                 FROM bleota.devices WHERE campaign = \(name)
@@ -372,7 +408,7 @@ public final class CampaignStore: Sendable {
 
     /// Every try of the campaign, oldest first (for status and for checking a run).
     public func tries(_ name: String) async throws(CampaignError) -> [TryRecord] {
-        try await run("reading the tries of '\(name)'") {
+        try await run("reading the tries of '\(name)'") { [self] in
             let rows = try await client.query("""
                 SELECT address, try, worker, started_at, ended_at, outcome, error FROM bleota.tries WHERE campaign = \(name) ORDER BY id
                 """, logger: databaseLogger)
@@ -388,8 +424,11 @@ public final class CampaignStore: Sendable {
     // MARK: Helpers
 
     /// Runs a database operation; errors become one-line ``CampaignError``s naming what was being done.
-    func run<Result>(_ doing: String, _ body: () async throws -> Result) async throws(CampaignError) -> Result {
-        do { return try await body() } catch let error as CampaignError { throw error } catch {
+    func run<Result: Sendable>(_ doing: String, _ body: @escaping @Sendable () async throws -> Result) async throws(CampaignError) -> Result {
+        do { return try await withOperationTimeout(Self.operationTimeout, body) } catch let error as CampaignError {
+            if case .database(let text) = error, text.hasPrefix("no answer") { throw .database("\(doing) at \(address): \(text)") }
+            throw error
+        } catch {
             // A transaction's error wraps what went wrong inside it.
             if let wrapped = error as? PostgresTransactionError {
                 if let inner = wrapped.closureError as? CampaignError { throw inner }
@@ -423,6 +462,23 @@ public final class CampaignStore: Sendable {
     static func options(_ json: String) -> [String: String] {
         guard let object = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] else { return [:] }
         return object.mapValues { "\($0)" }
+    }
+}
+
+/// Runs `body`, or throws ``CampaignError/database(_:)`` when it takes longer than `limit`
+/// (the body is cancelled).
+func withOperationTimeout<Result: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> Result) async throws -> Result {
+    try await withThrowingTaskGroup(of: Result?.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: limit)
+            return nil
+        }
+        defer { group.cancelAll() }
+        guard let first = try await group.next(), let result = first else {
+            throw CampaignError.database("no answer in \(limit.components.seconds) s: is the server running, and is the address right?")
+        }
+        return result
     }
 }
 

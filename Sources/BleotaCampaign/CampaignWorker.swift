@@ -100,6 +100,9 @@ public struct CampaignWorker: Sendable {
         await withTaskGroup(of: Completion.self) { group in
             var tickSet = false
             while true {
+                // Cancelled (the process is going away): leave at once; the leases run out and
+                // other workers take the devices.
+                if Task.isCancelled { break }
                 if stop.isStopped && !announcedStop {
                     announcedStop = true
                     onEvent(.stopping)
@@ -204,6 +207,7 @@ public struct CampaignWorker: Sendable {
             group.cancelAll()
         }
         if let failure { throw failure }
+        if Task.isCancelled { throw .database("the worker was cancelled") }
         summary.seconds = (clock.now - began).seconds
         summary.interrupted = stop.isStopped
         summary.status = try await store.status(campaign.name)

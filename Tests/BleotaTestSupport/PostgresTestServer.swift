@@ -1,0 +1,103 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A real PostgreSQL server of this test's own: Debian's binaries (`postgresql`,
+/// which scripts/bootstrap installs), a new cluster in a temporary directory,
+/// listening only on a Unix socket there, stopped and removed by ``stop()``.
+///
+/// As root the server runs as the `postgres` user the package creates
+/// (PostgreSQL refuses to run as root).
+public final class PostgresTestServer: Sendable {
+    public let directory: String
+    public let port: Int
+    let binaries: String
+    let asPostgresUser: Bool
+
+    /// `postgresql:///postgres?host=DIR&port=PORT` as user `bleota`, a superuser of this cluster.
+    public var url: String { "postgresql://bleota@/postgres?host=\(directory)&port=\(port)" }
+
+    public enum Failure: Error, CustomStringConvertible {
+        case notInstalled
+        case command(String, String)
+        public var description: String {
+            switch self {
+            case .notInstalled: "no PostgreSQL server binaries (initdb, pg_ctl) under /usr/lib/postgresql/*/bin: install Debian's postgresql (scripts/bootstrap does)"
+            case .command(let command, let output): "\(command) failed: \(output)"
+            }
+        }
+    }
+
+    /// The directory holding initdb and pg_ctl: $BLEOTA_POSTGRES_BIN, else Debian's newest.
+    static func findBinaries() -> String? {
+        if let given = ProcessInfo.processInfo.environment["BLEOTA_POSTGRES_BIN"] { return given }
+        let root = "/usr/lib/postgresql"
+        let versions = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).compactMap(Int.init).sorted()
+        for version in versions.reversed() {
+            let bin = "\(root)/\(version)/bin"
+            if FileManager.default.isExecutableFile(atPath: "\(bin)/initdb") { return bin }
+        }
+        return nil
+    }
+
+    public static func start() throws -> PostgresTestServer {
+        guard let binaries = findBinaries() else { throw Failure.notInstalled }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-pg-\(UInt32.random(in: 0...UInt32.max))").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let server = PostgresTestServer(directory: directory, port: Int.random(in: 40_000...59_999), binaries: binaries, asPostgresUser: getuid() == 0)
+        do {
+            if server.asPostgresUser { try server.run("/bin/chown", ["postgres", directory]) }
+            try server.run("\(binaries)/initdb", ["-D", "\(directory)/data", "-U", "bleota", "--auth=trust", "-E", "UTF8", "--no-sync"], asServerUser: true)
+            try server.run("\(binaries)/pg_ctl", ["-D", "\(directory)/data", "-l", "\(directory)/log", "-w", "-t", "60", "start",
+                                                  "-o", "-k \(directory) -c listen_addresses= -p \(server.port) -c fsync=off -c max_connections=60"],
+                           asServerUser: true)
+        } catch {
+            server.stop()
+            throw error
+        }
+        return server
+    }
+
+    init(directory: String, port: Int, binaries: String, asPostgresUser: Bool) {
+        self.directory = directory
+        self.port = port
+        self.binaries = binaries
+        self.asPostgresUser = asPostgresUser
+    }
+
+    /// Stops the server at once and removes its directory.
+    public func stop() {
+        if FileManager.default.fileExists(atPath: "\(directory)/data/postmaster.pid") {
+            try? run("\(binaries)/pg_ctl", ["-D", "\(directory)/data", "-m", "immediate", "-w", "stop"], asServerUser: true)
+        }
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// Runs a command to its end with its output appended to `commands.log` (not a pipe: the
+    /// server pg_ctl leaves running would hold a pipe open). posix_spawn and waitpid, not
+    /// Foundation's Process, whose wait missed pg_ctl's exit when called from a test's task.
+    func run(_ executable: String, _ arguments: [String], asServerUser: Bool = false) throws {
+        let argv = asServerUser && asPostgresUser ? ["/usr/sbin/runuser", "-u", "postgres", "--", executable] + arguments : [executable] + arguments
+        let outputPath = "\(directory)/commands.log"
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        let cArguments = argv.map { strdup($0) } + [nil]
+        defer { for argument in cArguments { free(argument) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, argv[0], &actions, nil, cArguments, environ)
+        guard spawned == 0 else { throw Failure.command(argv.joined(separator: " "), String(cString: strerror(spawned))) }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        // Exited normally with status 0: WIFEXITED and WEXITSTATUS, by hand (macros do not import).
+        guard status & 0x7f == 0, (status >> 8) & 0xff == 0 else {
+            let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+            let log = (try? String(contentsOfFile: "\(directory)/log", encoding: .utf8)) ?? ""
+            throw Failure.command(argv.joined(separator: " "), text + log)
+        }
+    }
+}
