@@ -237,6 +237,13 @@ enum JSONOutput {
     static func string(_ value: some Encodable, pretty: Bool = true) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = pretty ? [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes] : [.sortedKeys, .withoutEscapingSlashes]
+        // Times as RFC 3339 with milliseconds (2026-11-24T04:07:59.353Z): what other tools parse.
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            let formatter = ISO8601DateFormatter()
+            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+            try container.encode(formatter.string(from: date))
+        }
         return String(decoding: try encoder.encode(value), as: UTF8.self)
     }
 }

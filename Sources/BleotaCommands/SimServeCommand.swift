@@ -22,7 +22,7 @@ struct SimServe: AsyncParsableCommand {
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var protocolOption: ProtocolOption
-    @Option(name: .long, help: "Listen over UDP on HOST:PORT (default 127.0.0.1:1337 when --serial is not given).") var udp: String?
+    @Option(name: .long, help: "Listen over UDP on HOST:PORT (default 127.0.0.1:1337 when --serial is not given; port 0: free ports, printed).") var udp: String?
     @Flag(name: .long, help: "Serve on a new pseudo-terminal with the protocol's serial framing; its path is printed.") var serial = false
     @Option(name: .long, help: "Also make this path a symlink to the pseudo-terminal (removed on exit, signals included).") var serialLink: String?
     @Option(name: .customLong("version"), help: "Version of the factory image the device starts with.") var initialVersion = "1.0.0"
@@ -291,6 +291,8 @@ struct SimServe: AsyncParsableCommand {
     }
 
     static func hostAndPort(_ text: String) throws -> (String, UInt16) {
+        // Port 0: free ports the system picks (printed), for tests and scripts.
+        if text.hasSuffix(":0"), case let (host, _) = try hostAndPort(String(text.dropLast()) + "1") { return (host, 0) }
         let address: NetworkAddress
         do { address = try NetworkAddress(parsing: "udp://" + text) } catch {
             throw ValidationError("--udp '\(text)' is not HOST:PORT: \(error)")

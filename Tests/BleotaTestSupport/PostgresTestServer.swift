@@ -75,29 +75,69 @@ public final class PostgresTestServer: Sendable {
     }
 
     /// Runs a command to its end with its output appended to `commands.log` (not a pipe: the
-    /// server pg_ctl leaves running would hold a pipe open). posix_spawn and waitpid, not
-    /// Foundation's Process, whose wait missed pg_ctl's exit when called from a test's task.
+    /// server pg_ctl leaves running would hold a pipe open).
     func run(_ executable: String, _ arguments: [String], asServerUser: Bool = false) throws {
         let argv = asServerUser && asPostgresUser ? ["/usr/sbin/runuser", "-u", "postgres", "--", executable] + arguments : [executable] + arguments
         let outputPath = "\(directory)/commands.log"
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        let cArguments = argv.map { strdup($0) } + [nil]
-        defer { for argument in cArguments { free(argument) } }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, argv[0], &actions, nil, cArguments, environ)
-        guard spawned == 0 else { throw Failure.command(argv.joined(separator: " "), String(cString: strerror(spawned))) }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        // Exited normally with status 0: WIFEXITED and WEXITSTATUS, by hand (macros do not import).
-        guard status & 0x7f == 0, (status >> 8) & 0xff == 0 else {
+        let process = try SpawnedProcess(argv, output: outputPath, errors: outputPath)
+        guard process.wait(timeout: 120) == 0 else {
             let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
             let log = (try? String(contentsOfFile: "\(directory)/log", encoding: .utf8)) ?? ""
             throw Failure.command(argv.joined(separator: " "), text + log)
         }
     }
+}
+
+/// A child process started with posix_spawn, its output appended to files, waited for
+/// with waitpid. (Foundation's Process missed pg_ctl's exit when waited for from a test's
+/// task; pipes would be held open by the servers such commands leave running.)
+public final class SpawnedProcess: Sendable {
+    public let pid: pid_t
+
+    public struct SpawnError: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    public init(_ argv: [String], output: String, errors: String, environment: [String: String] = [:]) throws {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        if errors == output {
+            posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 2, errors, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        }
+        var merged = ProcessInfo.processInfo.environment
+        merged.merge(environment) { _, given in given }
+        let cArguments = argv.map { strdup($0) } + [nil]
+        let cEnvironment = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            for argument in cArguments { free(argument) }
+            for variable in cEnvironment { free(variable) }
+        }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, argv[0], &actions, nil, cArguments, cEnvironment)
+        guard spawned == 0 else { throw SpawnError(description: "\(argv[0]): \(String(cString: strerror(spawned)))") }
+        self.pid = pid
+    }
+
+    /// The exit status once the process ends (128 + N for signal N), or nil after `timeout` seconds.
+    public func wait(timeout: Double) -> Int32? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            var status: Int32 = 0
+            let result = waitpid(pid, &status, WNOHANG)
+            if result == pid {
+                // WIFEXITED / WEXITSTATUS / WTERMSIG by hand: the macros do not import.
+                return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+            }
+            if result < 0 && errno != EINTR { return -1 }
+            if Date() >= deadline { return nil }
+            usleep(20_000)
+        }
+    }
+
+    public func signal(_ number: Int32) { kill(pid, number) }
 }
