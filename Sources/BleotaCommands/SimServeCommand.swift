@@ -155,7 +155,19 @@ struct SimServe: AsyncParsableCommand {
                 throw CommandFailure(.usage, "--devices \(devices) from port \(port) runs past 65535: start lower")
             }
             for index in 0..<devices {
-                do { opened.append(try UDPServerSocket(host: host, port: port == 0 ? 0 : port + UInt16(index))) } catch {
+                do {
+                    var socket = try UDPServerSocket(host: host, port: port == 0 ? 0 : port + UInt16(index))
+                    // A free port the system picks can be one an earlier device's socket already has (both
+                    // allow address reuse): pick again, so every device has its own.
+                    var tries = 0
+                    while port == 0, opened.contains(where: { $0.port == socket.port }), tries < 100 {
+                        let taken = socket
+                        socket = try UDPServerSocket(host: host, port: 0)
+                        taken.close()
+                        tries += 1
+                    }
+                    opened.append(socket)
+                } catch {
                     throw CommandFailure(.failure, "\(error)")
                 }
             }

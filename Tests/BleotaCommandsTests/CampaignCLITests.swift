@@ -64,6 +64,9 @@ import Testing
         }
         try #require(killedDuring != nil, "w1 never reached a transfer: \(Self.lines("\(directory)/w1.err"))")
         #expect(workers[0].wait(timeout: 10) == 128 + SIGKILL)
+        // SIGKILL leaves the killed worker's copy of the image; the next worker on this host removes it.
+        let spool = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-worker-\(workers[0].pid)").path
+        defer { try? FileManager.default.removeItem(atPath: spool) }
         for (index, worker) in workers.enumerated().dropFirst() {
             let status = worker.wait(timeout: 180)
             #expect(status == 0, "w\(index + 1) exited \(String(describing: status)): \(Self.lines("\(directory)/w\(index + 1).err").suffix(5))")
@@ -102,6 +105,8 @@ import Testing
                     "\(address) was updated \(mine.count) times: \(mine)")
         }
         // The workers' own account adds up: every device recorded once by w2 or w3 (or by w1 before it died).
+        #expect(!FileManager.default.fileExists(atPath: FileManager.default.temporaryDirectory.appendingPathComponent("bleota-worker-\(workers[1].pid)").path),
+                "a worker that ended removed its copy of the image")
         let summaries = (2...3).compactMap { number in Self.lines("\(directory)/w\(number).json").last.flatMap(Self.json)?["worker"] as? [String: Any] }
         #expect(summaries.count == 2)
     }
