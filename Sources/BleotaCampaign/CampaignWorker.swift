@@ -262,11 +262,7 @@ public struct CampaignWorker: Sendable {
         }
     }
 
-    /// The device's own adapter when it has room, else the least busy one with room.
     func adapterFor(_ device: FleetDevice, busy: [String: Int]) -> String? {
-        if let fixed = device.adapter {
-            return busy[fixed, default: 0] < options.connectionsPerAdapter ? fixed : nil
-        }
-        return options.adapters.filter { busy[$0, default: 0] < options.connectionsPerAdapter }.min { busy[$0, default: 0] < busy[$1, default: 0] }
+        FleetRunner.adapter(for: device, among: options.adapters, busy: busy, limit: options.connectionsPerAdapter)
     }
 }

@@ -73,33 +73,17 @@ struct CampaignCreateCommand: AsyncParsableCommand {
     @OptionGroup var global: GlobalOptions
     @OptionGroup var location: CampaignLocation
     @OptionGroup var protocolOption: ProtocolOption
+    @OptionGroup var update: FleetUpdateOptions
 
     @Option(name: .long, help: ArgumentHelp("The devices: one address a line, CSV with a 'device' column (and adapter, protocol, label, option:KEY), or a JSON array.", valueName: "FILE"))
     var devices: String
 
-    @Option(name: .customLong("protocol-option"), help: ArgumentHelp("A key of the protocol's host half for every device (repeatable).", valueName: "KEY=VALUE"))
-    var protocolOptions: [String] = []
-
-    @Option(name: .customLong("version-label"), help: "The version every device must report after the update, when the image carries none.")
-    var versionLabel: String?
-
-    @Option(name: .long, help: "Tries per device, counted across workers; a try whose worker died counts (1…10).")
-    var attempts: Int = 3
-
-    @Option(name: .long, help: "Seconds before a device's second try; doubled for each try after (0…3600).")
-    var backoff: Double = 5
-
     @Option(name: .long, help: "Seconds a worker's claim on a device lasts unless renewed (5…3600); a dead worker's devices go to others after it.")
     var lease: Double = 60
-
-    @Flag(name: .long, help: "Update devices that already run the image's version too.")
-    var force = false
 
     @Argument(help: "The image every device gets.") var image: String
 
     func validate() throws {
-        guard (1...10).contains(attempts) else { throw ValidationError("--attempts \(attempts) is out of range: use 1…10") }
-        _ = try TimeValue.duration(backoff, option: "--backoff", unit: .seconds, range: 0...3600)
         _ = try TimeValue.duration(lease, option: "--lease", unit: .seconds, range: 5...3600)
     }
 
@@ -128,21 +112,21 @@ struct CampaignCreateCommand: AsyncParsableCommand {
                 throw CommandFailure(.usage, "--protocol '\(name)' is not a protocol bleota knows: use one of \(registry.names.joined(separator: ", "))")
             }
             // The image must be one this protocol takes, before any worker finds out.
-            do { _ = try updateProtocol.prepareImage(ImageRequest(path: image, keyPath: nil, versionLabel: versionLabel)) } catch {
+            do { _ = try updateProtocol.prepareImage(ImageRequest(path: image, keyPath: nil, versionLabel: update.versionLabel)) } catch {
                 throw error.commandFailure
             }
-            pairs = try keyValueOptions(protocolOptions, option: "--protocol-option", example: "bootloader-name=DfuNew",
+            pairs = try keyValueOptions(update.protocolOptions, option: "--protocol-option", example: "bootloader-name=DfuNew",
                                         accepted: updateProtocol.hostOptions.map(\.key), owner: updateProtocol.identity.displayName)
         } else {
-            for pair in protocolOptions {
+            for pair in update.protocolOptions {
                 let parts = pair.split(separator: "=", maxSplits: 1)
                 guard parts.count == 2 else { throw CommandFailure(.usage, "--protocol-option '\(pair)' is not KEY=VALUE") }
                 pairs[String(parts[0])] = String(parts[1])
             }
         }
         let definition = CampaignDefinition(name: location.name ?? "default", imageName: (image as NSString).lastPathComponent, image: bytes,
-                                            devices: list, protocolName: protocolOption.name, protocolOptions: pairs, versionLabel: versionLabel,
-                                            force: force, attempts: attempts, backoffSeconds: backoff, leaseSeconds: lease)
+                                            devices: list, protocolName: protocolOption.name, protocolOptions: pairs, versionLabel: update.versionLabel,
+                                            force: update.force, attempts: update.attempts, backoffSeconds: update.backoff, leaseSeconds: lease)
         let info = try await withCampaignStore(location, logger: logger) { store in try await store.create(definition) }
         if global.json {
             Terminal.standardOutput.writeLine(try JSONOutput.string(info))

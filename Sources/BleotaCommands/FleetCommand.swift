@@ -37,6 +37,7 @@ struct FleetFlashCommand: AsyncParsableCommand {
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var protocolOption: ProtocolOption
+    @OptionGroup var update: FleetUpdateOptions
 
     @Option(name: .long, help: ArgumentHelp("The devices: one address a line, CSV with a 'device' column (and adapter, protocol, label, option:KEY), or a JSON array.", valueName: "FILE"))
     var devices: String?
@@ -59,23 +60,8 @@ struct FleetFlashCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Updates at once on each adapter (1…16; default 3: a controller's radio is shared by its connections, and past three busy links it is the limit).")
     var connections: Int = FleetOptions.defaultConnectionsPerAdapter
 
-    @Option(name: .long, help: "Tries per device before it is reported failed (1…10).")
-    var attempts: Int = 3
-
-    @Option(name: .long, help: "Seconds before a device's second try; doubled for each try after (0…3600).")
-    var backoff: Double = 5
-
-    @Flag(name: .long, help: "Update devices that already run the image's version too.")
-    var force = false
-
     @Option(name: .long, help: ArgumentHelp("Write every device's result here: .csv or .json (written whole, atomically).", valueName: "FILE"))
     var report: String?
-
-    @Option(name: .customLong("protocol-option"), help: ArgumentHelp("A key of the protocol's host half for every device (repeatable).", valueName: "KEY=VALUE"))
-    var protocolOptions: [String] = []
-
-    @Option(name: .customLong("version-label"), help: "The version every device must report after the update, when the image carries none.")
-    var versionLabel: String?
 
     @Option(name: .long, help: "Seconds to wait for a device to connect or come back after a reboot (0.1…3600).")
     var connectTimeout: Double = 10
@@ -97,8 +83,6 @@ struct FleetFlashCommand: AsyncParsableCommand {
         }
         _ = try TimeValue.duration(scanSeconds, option: "--scan-seconds", unit: .seconds, range: 1...120)
         guard (1...16).contains(connections) else { throw ValidationError("--connections \(connections) is out of range: use 1…16") }
-        guard (1...10).contains(attempts) else { throw ValidationError("--attempts \(attempts) is out of range: use 1…10") }
-        _ = try TimeValue.duration(backoff, option: "--backoff", unit: .seconds, range: 0...3600)
         _ = try TimeValue.duration(connectTimeout, option: "--connect-timeout", unit: .seconds, range: 0.1...3600)
         if let report, FleetReport.Format(path: report) == nil {
             throw ValidationError("--report \(report): name a .csv or .json file")
@@ -142,13 +126,13 @@ struct FleetFlashCommand: AsyncParsableCommand {
                 throw CommandFailure(.usage, "\(device.label) names adapter \(fixed), which is not among --adapter \(adapterNames.joined(separator: ", ")): add --adapter \(fixed)")
             }
         }
-        let options = FleetOptions(adapters: adapterNames, connectionsPerAdapter: connections, attempts: attempts,
-                                   backoff: .milliseconds(Int64(backoff * 1000)))
+        let options = FleetOptions(adapters: adapterNames, connectionsPerAdapter: connections, attempts: update.attempts,
+                                   backoff: .milliseconds(Int64(update.backoff * 1000)))
         // Every device's protocol and the image prepared for it (once per protocol). Simulated devices
         // and devices given --protocol are planned now; a real device whose protocol must be found by
         // scanning or connecting is planned in its own first try, so one that is not there fails alone
         // (and is retried) instead of stopping the fleet before it starts.
-        let planner = FleetPlanner(image: image, versionLabel: versionLabel, protocolOptions: protocolOptions, explicit: protocolOption.name,
+        let planner = FleetPlanner(image: image, versionLabel: update.versionLabel, protocolOptions: update.protocolOptions, explicit: protocolOption.name,
                                    timeout: .milliseconds(Int64(connectTimeout * 1000)), logger: logger)
         for (device, address) in zip(list, addresses) where simulated[0] || (device.protocolName ?? protocolOption.name) != nil {
             _ = try await planner.plan(device, address: address)
@@ -162,7 +146,7 @@ struct FleetFlashCommand: AsyncParsableCommand {
         }
         defer { TemporaryPaths.stopInterceptingInterrupts() }
         let timeouts = StepTimeouts(connect: .milliseconds(Int64(connectTimeout * 1000)), reboot: .milliseconds(Int64(max(connectTimeout, 30) * 1000)))
-        let force = self.force
+        let force = update.force
         let outcome: (results: [DeviceResult], summary: FleetSummary)
         if simulated[0] {
             outcome = try await SimulationRuntime.run(maximumVirtualTime: .seconds(7 * 24 * 3600)) { runtime in
@@ -227,6 +211,30 @@ extension FleetFlashCommand {
             FleetDevice(address: "ble://\(advertisement.address)" + (advertisement.addressType == "random" ? "?type=random" : ""),
                         label: advertisement.localName.map { "\($0) \(advertisement.address)" })
         }
+    }
+}
+
+/// How each device of a fleet (or a campaign) is updated and tried: the options
+/// `fleet flash` and `fleet campaign create` share.
+struct FleetUpdateOptions: ParsableArguments {
+    @Option(name: .long, help: "Tries per device before it is reported failed (1…10); in a campaign counted across workers, a try whose worker died included.")
+    var attempts: Int = 3
+
+    @Option(name: .long, help: "Seconds before a device's second try; doubled for each try after (0…3600).")
+    var backoff: Double = 5
+
+    @Flag(name: .long, help: "Update devices that already run the image's version too.")
+    var force = false
+
+    @Option(name: .customLong("protocol-option"), help: ArgumentHelp("A key of the protocol's host half for every device (repeatable).", valueName: "KEY=VALUE"))
+    var protocolOptions: [String] = []
+
+    @Option(name: .customLong("version-label"), help: "The version every device must report after the update, when the image carries none.")
+    var versionLabel: String?
+
+    func validate() throws {
+        guard (1...10).contains(attempts) else { throw ValidationError("--attempts \(attempts) is out of range: use 1…10") }
+        _ = try TimeValue.duration(backoff, option: "--backoff", unit: .seconds, range: 0...3600)
     }
 }
 

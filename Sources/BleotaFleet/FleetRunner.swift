@@ -221,11 +221,16 @@ public struct FleetRunner: Sendable {
     /// The device's own adapter if it names one and it has room; else the adapter with the fewest
     /// running updates that has room; nil when none has.
     func adapterFor(_ device: FleetDevice, busy: [String: Int]) -> String? {
+        Self.adapter(for: device, among: options.adapters, busy: busy, limit: options.connectionsPerAdapter)
+    }
+
+    /// The adapter a device's try goes through: its own if it names one and that has room, else the
+    /// least busy of `adapters` with room (fewer than `limit` updates); nil when none has.
+    public static func adapter(for device: FleetDevice, among adapters: [String], busy: [String: Int], limit: Int) -> String? {
         if let fixed = device.adapter {
-            return busy[fixed, default: 0] < options.connectionsPerAdapter ? fixed : nil
+            return busy[fixed, default: 0] < limit ? fixed : nil
         }
-        let open = options.adapters.filter { busy[$0, default: 0] < options.connectionsPerAdapter }
-        return open.min { busy[$0, default: 0] < busy[$1, default: 0] }
+        return adapters.filter { busy[$0, default: 0] < limit }.min { busy[$0, default: 0] < busy[$1, default: 0] }
     }
 
     /// A failure another try may cure: a lost link, a timeout, a transfer spoiled on the way.
