@@ -173,7 +173,8 @@ public struct CampaignWorker: Sendable {
                     case .updated: summary.updated += 1
                     case .alreadyCurrent: summary.skipped += 1
                     case .failed(_, _, _, _, _, _, let retryAfter):
-                        if retryAfter != nil && claimed.tryNumber < campaign.attempts { summary.retried += 1 } else { summary.failed += 1 }
+                        // ending(of:) leaves retryAfter nil when no try is left.
+                        if retryAfter != nil { summary.retried += 1 } else { summary.failed += 1 }
                     }
                     if await record(claimed, ending, adapter: adapter, summary: &summary) == nil {
                         unrecorded.append((claimed, ending))

@@ -154,12 +154,10 @@ struct FleetWorkerCommand: AsyncParsableCommand {
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var location: CampaignLocation
+    @OptionGroup var runOptions: FleetRunOptions
 
     @Option(name: .customLong("adapter"), help: ArgumentHelp("An adapter of this host to use (repeatable; default hci0; for udp:// and serial:// devices any name).", valueName: "NAME"))
     var adapters: [String] = []
-
-    @Option(name: .long, help: "Updates at once on each adapter (1…16).")
-    var connections: Int = FleetOptions.defaultConnectionsPerAdapter
 
     @Option(name: .customLong("worker-name"), help: "This worker's name in the campaign (default HOST:PID); unique among its workers.")
     var workerName: String?
@@ -167,16 +165,8 @@ struct FleetWorkerCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Seconds between looks for claimable devices while none is (0.1…60).")
     var poll: Double = 2
 
-    @Option(name: .long, help: "Seconds to wait for a device to connect or come back after a reboot (0.1…3600).")
-    var connectTimeout: Double = 10
-
-    @Flag(name: .long, help: "No live table (the summary and errors still print).")
-    var quiet = false
-
     func validate() throws {
-        guard (1...16).contains(connections) else { throw ValidationError("--connections \(connections) is out of range: use 1…16") }
         _ = try TimeValue.duration(poll, option: "--poll", unit: .seconds, range: 0.1...60)
-        _ = try TimeValue.duration(connectTimeout, option: "--connect-timeout", unit: .seconds, range: 0.1...3600)
         if Set(adapters).count != adapters.count { throw ValidationError("--adapter names an adapter twice: give each once") }
         if let workerName, workerName.isEmpty { throw ValidationError("--worker-name is empty: give a name, or leave it out for HOST:PID") }
     }
@@ -185,15 +175,15 @@ struct FleetWorkerCommand: AsyncParsableCommand {
         let logger = global.makeLogger("bleota.worker")
         let name = workerName ?? "\(ProcessInfo.processInfo.hostName):\(getpid())"
         let adapterNames = adapters.isEmpty ? ["hci0"] : adapters
-        let display = FleetDisplay(devices: [], json: global.json, live: !quiet && !global.json && Terminal.standardError.isInteractive)
+        let display = runOptions.display(devices: [], json: global.json)
         let stop = FleetStopSignal()
         TemporaryPaths.interceptNextInterrupt {
             stop.stop()
             display.note("stopping: no new device is claimed; running ones finish (Ctrl-C again ends at once)")
         }
         defer { TemporaryPaths.stopInterceptingInterrupts() }
-        let timeouts = StepTimeouts(connect: .milliseconds(Int64(connectTimeout * 1000)), reboot: .milliseconds(Int64(max(connectTimeout, 30) * 1000)))
-        let options = CampaignWorkerOptions(adapters: adapterNames, connectionsPerAdapter: connections, name: name,
+        let timeouts = runOptions.timeouts
+        let options = CampaignWorkerOptions(adapters: adapterNames, connectionsPerAdapter: runOptions.connections, name: name,
                                             poll: .milliseconds(Int64(poll * 1000)))
         let location = self.location
         let json = global.json

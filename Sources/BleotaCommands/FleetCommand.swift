@@ -38,6 +38,7 @@ struct FleetFlashCommand: AsyncParsableCommand {
     @OptionGroup var global: GlobalOptions
     @OptionGroup var protocolOption: ProtocolOption
     @OptionGroup var update: FleetUpdateOptions
+    @OptionGroup var runOptions: FleetRunOptions
 
     @Option(name: .long, help: ArgumentHelp("The devices: one address a line, CSV with a 'device' column (and adapter, protocol, label, option:KEY), or a JSON array.", valueName: "FILE"))
     var devices: String?
@@ -57,17 +58,8 @@ struct FleetFlashCommand: AsyncParsableCommand {
     @Option(name: .customLong("adapter"), help: ArgumentHelp("An adapter to use (repeatable): hci0, hci1, …; for sim:// devices, names of simulated adapters (default: one, sim0).", valueName: "NAME"))
     var adapters: [String] = []
 
-    @Option(name: .long, help: "Updates at once on each adapter (1…16; default 3: a controller's radio is shared by its connections, and past three busy links it is the limit).")
-    var connections: Int = FleetOptions.defaultConnectionsPerAdapter
-
     @Option(name: .long, help: ArgumentHelp("Write every device's result here: .csv or .json (written whole, atomically).", valueName: "FILE"))
     var report: String?
-
-    @Option(name: .long, help: "Seconds to wait for a device to connect or come back after a reboot (0.1…3600).")
-    var connectTimeout: Double = 10
-
-    @Flag(name: .long, help: "No live table (the summary and errors still print).")
-    var quiet = false
 
     @Argument(help: "The image every device gets.") var image: String
 
@@ -82,8 +74,6 @@ struct FleetFlashCommand: AsyncParsableCommand {
             throw ValidationError("--scan-service '\(scanService)' is not a UUID: write 16 bits (FEF5) or 128 bits")
         }
         _ = try TimeValue.duration(scanSeconds, option: "--scan-seconds", unit: .seconds, range: 1...120)
-        guard (1...16).contains(connections) else { throw ValidationError("--connections \(connections) is out of range: use 1…16") }
-        _ = try TimeValue.duration(connectTimeout, option: "--connect-timeout", unit: .seconds, range: 0.1...3600)
         if let report, FleetReport.Format(path: report) == nil {
             throw ValidationError("--report \(report): name a .csv or .json file")
         }
@@ -126,26 +116,26 @@ struct FleetFlashCommand: AsyncParsableCommand {
                 throw CommandFailure(.usage, "\(device.label) names adapter \(fixed), which is not among --adapter \(adapterNames.joined(separator: ", ")): add --adapter \(fixed)")
             }
         }
-        let options = FleetOptions(adapters: adapterNames, connectionsPerAdapter: connections, attempts: update.attempts,
+        let options = FleetOptions(adapters: adapterNames, connectionsPerAdapter: runOptions.connections, attempts: update.attempts,
                                    backoff: .milliseconds(Int64(update.backoff * 1000)))
         // Every device's protocol and the image prepared for it (once per protocol). Simulated devices
         // and devices given --protocol are planned now; a real device whose protocol must be found by
         // scanning or connecting is planned in its own first try, so one that is not there fails alone
         // (and is retried) instead of stopping the fleet before it starts.
         let planner = FleetPlanner(image: image, versionLabel: update.versionLabel, protocolOptions: update.protocolOptions, explicit: protocolOption.name,
-                                   timeout: .milliseconds(Int64(connectTimeout * 1000)), logger: logger)
+                                   timeout: runOptions.timeouts.connect, logger: logger)
         for (device, address) in zip(list, addresses) where simulated[0] || (device.protocolName ?? protocolOption.name) != nil {
             _ = try await planner.plan(device, address: address)
         }
         let addressOf = Dictionary(uniqueKeysWithValues: zip(list.map(\.address), addresses))
-        let display = FleetDisplay(devices: list, json: global.json, live: !quiet && !global.json && Terminal.standardError.isInteractive)
+        let display = runOptions.display(devices: list, json: global.json)
         let stop = FleetStopSignal()
         TemporaryPaths.interceptNextInterrupt {
             stop.stop()
             display.note("stopping: no new device starts; running ones finish (Ctrl-C again ends at once)")
         }
         defer { TemporaryPaths.stopInterceptingInterrupts() }
-        let timeouts = StepTimeouts(connect: .milliseconds(Int64(connectTimeout * 1000)), reboot: .milliseconds(Int64(max(connectTimeout, 30) * 1000)))
+        let timeouts = runOptions.timeouts
         let force = update.force
         let outcome: (results: [DeviceResult], summary: FleetSummary)
         if simulated[0] {
@@ -235,6 +225,33 @@ struct FleetUpdateOptions: ParsableArguments {
     func validate() throws {
         guard (1...10).contains(attempts) else { throw ValidationError("--attempts \(attempts) is out of range: use 1…10") }
         _ = try TimeValue.duration(backoff, option: "--backoff", unit: .seconds, range: 0...3600)
+    }
+}
+
+/// How one host runs its part of a fleet: the options `fleet flash` and `fleet worker` share.
+struct FleetRunOptions: ParsableArguments {
+    @Option(name: .long, help: "Updates at once on each adapter (1…16; default 3: a controller's radio is shared by its connections, and past three busy links it is the limit).")
+    var connections: Int = FleetOptions.defaultConnectionsPerAdapter
+
+    @Option(name: .long, help: "Seconds to wait for a device to connect or come back after a reboot (0.1…3600).")
+    var connectTimeout: Double = 10
+
+    @Flag(name: .long, help: "No live table (the summary and errors still print).")
+    var quiet = false
+
+    func validate() throws {
+        guard (1...16).contains(connections) else { throw ValidationError("--connections \(connections) is out of range: use 1…16") }
+        _ = try TimeValue.duration(connectTimeout, option: "--connect-timeout", unit: .seconds, range: 0.1...3600)
+    }
+
+    /// A device gets --connect-timeout to connect, and at least 30 s to come back after a reboot.
+    var timeouts: StepTimeouts {
+        StepTimeouts(connect: .milliseconds(Int64(connectTimeout * 1000)), reboot: .milliseconds(Int64(max(connectTimeout, 30) * 1000)))
+    }
+
+    /// The live table on a terminal unless --quiet or --json.
+    func display(devices: [FleetDevice], json: Bool) -> FleetDisplay {
+        FleetDisplay(devices: devices, json: json, live: !quiet && !json && Terminal.standardError.isInteractive)
     }
 }
 
