@@ -49,7 +49,7 @@ import Testing
         let outcome2 = pipeline.answered(sequence: 2, offset: 100, match: nil, at: .zero)
         #expect(outcome2 == .moved(to: 100))
         #expect(pipeline.lossEvents == 1)
-        #expect(pipeline.singlePackets, "after a loss, requests that fit one link packet")
+        #expect(pipeline.chunkLimit == 50 && pipeline.window == 3, "after a loss, half the data per request and the same window")
         // Request 3, sent before the go-back, answers the same offset: nothing new.
         let outcome3 = pipeline.answered(sequence: 3, offset: 100, match: nil, at: .zero)
         #expect(outcome3 == .ignored)
@@ -59,17 +59,60 @@ import Testing
         #expect(outcome4 == .ignored)
     }
 
-    @Test func withoutRoomForOnePacketRequestsALossDropsToOneRequestAtATime() {
-        var pipeline = Self.pipeline(single: nil)
-        pipeline.sent(sequence: 0, offset: 0, end: 100, at: .zero)
-        _ = pipeline.answered(sequence: 0, offset: 100, match: nil, at: .zero)
+    @Test func eachLossHalvesRequestsDownToAFloorAndCleanAnswersDoubleThemAgain() {
+        var pipeline = Self.pipeline(chunk: 400, single: nil)
+        pipeline.sent(sequence: 0, offset: 0, end: 400, at: .zero)
+        _ = pipeline.answered(sequence: 0, offset: 400, match: nil, at: .zero)
         var sequence: UInt8 = 1
         _ = Self.sendAll(&pipeline, from: &sequence)
         let goesOn = pipeline.timedOut()
         #expect(goesOn)
-        #expect(pipeline.window == 1)
-        #expect(pipeline.requestsSpanPackets)
-        #expect(pipeline.nextAction() == .send(offset: 100, end: 150, first: false), "halved, from the last confirmed offset")
+        #expect(pipeline.window == 3, "the window stays: answers behind a lost request are how a loss is found")
+        #expect(pipeline.nextAction() == .send(offset: 400, end: 600, first: false), "halved, from the last confirmed offset")
+        for _ in 0..<4 { _ = pipeline.timedOut() }
+        #expect(pipeline.chunkLimit == 16 && pipeline.window == 3, "no smaller than 16 data bytes when no request fits one link packet")
+        _ = pipeline.timedOut()
+        #expect(pipeline.window == 1, "lost again at the smallest requests: one at a time")
+        var offset = 400
+        func cleanAnswers(_ count: Int) {
+            for _ in 0..<count {
+                pipeline.sent(sequence: sequence, offset: offset, end: offset + pipeline.chunkLimit, at: .zero)
+                offset += pipeline.chunkLimit
+                _ = pipeline.answered(sequence: sequence, offset: offset, match: nil, at: .zero)
+                sequence &+= 1
+            }
+        }
+        cleanAnswers(8)
+        #expect(pipeline.window == 3 && pipeline.chunkLimit == 16, "eight clean answers give the window back first")
+        cleanAnswers(8)
+        #expect(pipeline.chunkLimit == 32, "and eight more double the requests")
+    }
+
+    @Test func requestsThatFitOnePacketAreNotHalved() {
+        var pipeline = Self.pipeline(chunk: 100, single: 100)
+        #expect(!pipeline.configuration.requestsSpanPackets)
+        pipeline.sent(sequence: 0, offset: 0, end: 100, at: .zero)
+        _ = pipeline.answered(sequence: 0, offset: 100, match: nil, at: .zero)
+        let goesOn = pipeline.timedOut()
+        #expect(goesOn)
+        #expect(pipeline.chunkLimit == 100, "a lost datagram loses the same whatever its size")
+    }
+
+    @Test func theAnswerTimeoutDoublesWithEachTimeoutInARowAndResetsOnAnAnswer() {
+        var pipeline = Self.pipeline()
+        pipeline.sent(sequence: 0, offset: 0, end: 100, at: .zero)
+        _ = pipeline.answered(sequence: 0, offset: 100, match: nil, at: .milliseconds(40))
+        let base = pipeline.answerTimeout
+        #expect(base == .milliseconds(120), "three round trips of 40 ms")
+        _ = pipeline.timedOut()
+        #expect(pipeline.answerTimeout == base * 2)
+        _ = pipeline.timedOut()
+        #expect(pipeline.answerTimeout == base * 4)
+        for _ in 0..<5 { _ = pipeline.timedOut() }
+        #expect(pipeline.answerTimeout == pipeline.configuration.maximumAnswerTimeout, "never past the maximum")
+        pipeline.sent(sequence: 1, offset: 100, end: 150, at: .seconds(1))
+        _ = pipeline.answered(sequence: 1, offset: 150, match: nil, at: .seconds(1) + .milliseconds(40))
+        #expect(pipeline.answerTimeout == base)
     }
 
     @Test func aHashMismatchStartsOverAndTooManyTimeoutsStall() {
@@ -79,7 +122,7 @@ import Testing
         pipeline.sent(sequence: 1, offset: 100, end: 200, at: .zero)
         let outcome5 = pipeline.answered(sequence: 1, offset: 200, match: false, at: .zero)
         #expect(outcome5 == .mismatch)
-        #expect(pipeline.nextAction() == .send(offset: 0, end: 50, first: true))
+        #expect(pipeline.nextAction() == .send(offset: 0, end: 50, first: true), "announced again, with a request halved by the loss")
         var stalled = Self.pipeline()
         for _ in 0...stalled.configuration.stallLimit { _ = stalled.timedOut() }
         #expect(stalled.isStalled)

@@ -48,6 +48,11 @@ public final class SMPConnection: Sendable {
     /// Request-to-answer times on this connection, so a lost answer is given up on
     /// after a few round trips rather than the full worst-case timeout.
     private let roundTrip = Mutex(RoundTripEstimator())
+    /// Where requests are cut into writes, once the device's buffer size is known (nil: at the link's largest write).
+    private let shape = Mutex<SMPWriteShape?>(nil)
+
+    /// Cuts the following requests as `shape` says (``SMPWriteShape``).
+    public func shapeWrites(_ shape: SMPWriteShape?) { self.shape.withLock { $0 = shape } }
 
     /// How long one try of a request waits: four smoothed round trips once known,
     /// within 300 ms and `limit` (a device that erases flash answers later).
@@ -75,7 +80,7 @@ public final class SMPConnection: Sendable {
         }
         sent.withLock { _ = $0.insert(number) }
         let packet = SMPPacket(operation, command: command, sequence: number, version: version, body: body)
-        do { try await SMPTransport.send(packet, on: link) } catch { throw .linkLost(error) }
+        do { try await SMPTransport.send(packet, on: link, shape: shape.withLock { $0 }) } catch { throw .linkLost(error) }
         return number
     }
 

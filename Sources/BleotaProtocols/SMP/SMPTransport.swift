@@ -12,9 +12,14 @@ public enum SMPTransport {
     /// MCUmgr's UDP port.
     public static let udpPort: UInt16 = 1337
 
-    public static func send(_ packet: SMPPacket, on link: any Link) async throws(LinkError) {
+    /// Sends `packet` in writes of the link's largest payload, or where `shape` cuts it.
+    public static func send(_ packet: SMPPacket, on link: any Link, shape: SMPWriteShape? = nil) async throws(LinkError) {
         let bytes = packet.encode()
         let payload = max(1, link.parameters.maximumPayload)
+        if let shape, shape.payload == payload {
+            for range in shape.writes(of: bytes) { try await link.send(Array(bytes[range])) }
+            return
+        }
         var start = 0
         while start < bytes.count {
             let end = min(bytes.count, start + payload)

@@ -95,8 +95,9 @@ public struct SMPUpdater: ProtocolHost {
         // The device's buffer holds a whole request, header included (Zephyr drops a longer one).
         func data(first: Bool) -> Int {
             var bytes = parameters.bufferSize
-            // Fill whole link packets: a request of k full packets, not k and a sliver.
-            if payload < bytes { bytes = bytes / payload * payload }
+            // Fill whole link packets: a request of k full packets, not k and a sliver — less a
+            // few bytes, so that the cuts SMPWriteShape moves earlier do not spill into one more.
+            if payload < bytes { bytes = bytes / payload * payload - min(8, payload / 8) }
             var chunk = max(1, SMPUploadRequest.dataCapacity(within: bytes, maximumOffset: total, first: first))
             if let chunkSize { chunk = min(chunk, max(1, chunkSize)) }
             return chunk
@@ -118,15 +119,23 @@ public struct SMPUpdater: ProtocolHost {
 
     /// After a lost answer on a link where requests span several packets: a
     /// Zephyr device may hold a half-received request, to which it appends
-    /// whatever comes next (it has no timeout). Writes of one byte less than a
-    /// link packet, filled with 0xFF, either overflow such a partial request
-    /// (the device then drops it and the write) or, with no partial request,
-    /// read as a header far longer than its buffer and are dropped as well —
-    /// so the next request starts clean.
-    func flushPartialRequest(_ connection: SMPConnection, bufferSize: Int) async throws(SMPClientError) {
-        let size = max(1, connection.link.parameters.maximumPayload - 1)
+    /// whatever comes next (it has no timeout). Writes of a whole link packet,
+    /// filled with 0xFF, either overflow such a partial request (the device
+    /// then drops it and the write), or complete it with bytes that are no
+    /// CBOR (refused), or, with no partial request, read as a header far longer
+    /// than its buffer and are dropped as well — so the next request starts clean.
+    ///
+    /// Enough of them clear any half request; after a go-back (an answer
+    /// that showed a loss) a few are sent, which clear one that lacks less than a
+    /// link packet (three, so that one arriving is likely even on a bad link). That matters for short requests: a stale request missing its
+    /// last write, completed by the last write of a resend whose first was lost,
+    /// would decode — the stale request's start with the resend's `off` — and be
+    /// written where the device stands.
+    func flushPartialRequest(_ connection: SMPConnection, clearing bufferSize: Int? = nil) async throws(SMPClientError) {
+        let size = max(1, connection.link.parameters.maximumPayload)
         let filler = [UInt8](repeating: 0xFF, count: size)
-        for _ in 0...(bufferSize / size + 1) {
+        let count = bufferSize.map { $0 / size + 2 } ?? 3
+        for _ in 0..<count {
             do { try await connection.link.send(filler) } catch { throw .linkLost(error) }
         }
     }
@@ -138,11 +147,14 @@ public struct SMPUpdater: ProtocolHost {
         let began = clock.now
         let configuration = uploadConfiguration(parameters, link: connection.link, total: image.count)
         var pipeline = SMPUploadPipeline(configuration)
+        let shape = SMPWriteShape(payload: connection.link.parameters.maximumPayload, bufferSize: parameters.bufferSize)
+        connection.shapeWrites(shape)
         var result = UploadResult(bytes: image.count)
         result.window = configuration.window
         result.chunkSize = configuration.chunk
         var restarts = 0
         var lossNoted = false
+        var lossesFlushed = 0
         func report() {
             onEvent(.progress(TransferProgress(bytesAcknowledged: pipeline.confirmed, totalBytes: image.count,
                                                packetsSent: pipeline.requests, packetsResent: pipeline.resentBytes > 0 ? 1 : 0,
@@ -175,9 +187,10 @@ public struct SMPUpdater: ProtocolHost {
                     }
                     guard let response = next else {
                         connection.resetReassembly()
-                        let spanned = pipeline.requestsSpanPackets && configuration.firstChunk + 64 > connection.link.parameters.maximumPayload
+                        let spanned = configuration.requestsSpanPackets
                         guard pipeline.timedOut() else { throw SMPClientError.timeout("the upload at offset \(pipeline.confirmed)") }
-                        if spanned { try await flushPartialRequest(connection, bufferSize: parameters.bufferSize) }
+                        if spanned { try await flushPartialRequest(connection, clearing: parameters.bufferSize) }
+                        lossesFlushed = pipeline.lossEvents
                         continue
                     }
                     guard response.header.smpCommand == .imageUpload else { continue } // a stray answer to something else
@@ -189,6 +202,10 @@ public struct SMPUpdater: ProtocolHost {
                         guard Self.damagedRequest.contains(error.code) else { throw SMPClientError.device(error) }
                         pipeline.refused(sequence: response.header.sequence)
                         if pipeline.isStalled { throw SMPClientError.device(error) }
+                        if configuration.requestsSpanPackets, pipeline.lossEvents > lossesFlushed {
+                            lossesFlushed = pipeline.lossEvents
+                            try await flushPartialRequest(connection)
+                        }
                         continue
                     }
                     guard let answer = try? SMPUploadResponse(body: response.body) else { continue } // damaged: its request times out
@@ -209,11 +226,15 @@ public struct SMPUpdater: ProtocolHost {
                         }
                         onEvent(.note("the device's SHA-256 of the upload did not match; uploading again"))
                     }
+                    if configuration.requestsSpanPackets, pipeline.lossEvents > lossesFlushed {
+                        lossesFlushed = pipeline.lossEvents
+                        try await flushPartialRequest(connection)
+                    }
                     if !lossNoted, pipeline.lossEvents > 0 {
                         lossNoted = true
-                        onEvent(.note(pipeline.singlePackets
-                            ? "packets are being lost: sending requests that fit one link packet each, so a loss costs a whole request and never damages one"
-                            : "packets are being lost: sending one upload request at a time (SMP cannot tell a damaged request otherwise)"))
+                        onEvent(.note(configuration.requestsSpanPackets
+                            ? "packets are being lost: halving the upload requests at each loss (doubled again after clean answers), so a lost write costs less"
+                            : "packets are being lost: resending from the device's offset"))
                     }
                 }
             } catch .linkLost(let error) {
@@ -224,6 +245,7 @@ public struct SMPUpdater: ProtocolHost {
                 onEvent(.note("link lost (\(error)); reconnecting to resume the upload"))
                 await connection.close()
                 connection = try await connect(.resume, step: .transfer)
+                connection.shapeWrites(shape)
                 pipeline.reconnected()
             } catch {
                 throw fail(.transfer, error)

@@ -12,16 +12,18 @@ import BleotaLink
 /// where the device is, and the pipeline goes back to that offset while it
 /// keeps flowing (go-back-N, as SMP has no selective acknowledgement).
 ///
-/// Two shapes of request, chosen from the link:
-/// - **Single-packet requests** (a request fits one link packet with room
-///   for data): a lost write loses a whole request, never a piece of one, so
-///   the pipeline keeps its window through loss and resends from the gap.
-/// - **Multi-packet requests** (a short MTU): a write lost inside a request
-///   that has another right behind it lets the device glue the next request's
-///   first packet into the gap — wrong bytes at the right offset, caught only
-///   by the final hash. So these pipeline only while the link is clean and
-///   drop to one request at a time at the first sign of loss, when a lost
-///   write merely leaves a request unfinished, which the device drops.
+/// Requests keep their window through loss. On a BLE link a request spans
+/// several writes, and a lost write could leave the device half a request to
+/// which it appends whatever comes next; three things make that harmless:
+/// the upload request puts `off` last (a glued request does not decode and
+/// is refused, never written), ``SMPWriteShape`` cuts writes where the device
+/// cannot mistake the middle of a request for the start of one, and after a
+/// timeout the shell flushes whatever half request the device holds. What
+/// loss still costs is the lost request and the ones in flight behind it, so
+/// requests are halved at each loss (down to one link packet's worth) and
+/// doubled again after eight clean answers; an answer that does not come is
+/// waited for a little longer at each timeout in a row, as a device that is
+/// erasing a large flash sector answers late, not never.
 public struct SMPUploadPipeline: Sendable {
     public struct Configuration: Sendable, Hashable {
         /// Bytes of the image or file.
@@ -40,14 +42,23 @@ public struct SMPUploadPipeline: Sendable {
         public var minimumFirstChunk: Int
         /// Waiting longer than this for an answer means it is lost.
         public var maximumAnswerTimeout: Duration
-        /// Never give up on an answer sooner than this (a device drops a half-received request after a pause).
+        /// Never give up on an answer sooner than this, however short the round trip.
         public var minimumAnswerTimeout: Duration
         /// Timeouts in a row, with no progress, before the upload stalls.
         public var stallLimit: Int
 
+        /// Whether requests span several link packets (BLE writes), so that a lost
+        /// write costs a whole request: then smaller requests lose less.
+        public var requestsSpanPackets: Bool { singlePacketChunk.map { chunk > $0 } ?? true }
+
+        /// The least data per request that loss halves requests down to: one link
+        /// packet's worth, or on a link too short for that (the 23-byte MTU) 16 bytes,
+        /// a request of two writes, which still arrives at half its writes lost.
+        var smallestChunk: Int { min(chunk, singlePacketChunk ?? 16) }
+
         public init(total: Int, chunk: Int, firstChunk: Int? = nil, singlePacketChunk: Int?, singlePacketFirstChunk: Int? = nil,
                     window: Int, minimumFirstChunk: Int = 32,
-                    maximumAnswerTimeout: Duration = .seconds(2), minimumAnswerTimeout: Duration = .milliseconds(600),
+                    maximumAnswerTimeout: Duration = .seconds(2), minimumAnswerTimeout: Duration = .milliseconds(100),
                     stallLimit: Int = 10) {
             self.total = total
             self.chunk = max(1, chunk)
@@ -103,12 +114,11 @@ public struct SMPUploadPipeline: Sendable {
     public private(set) var inFlight: [InFlight] = []
     /// Whether the first chunk (with length and hash) has been answered.
     public private(set) var announced = false
+    /// Requests in flight: the configured window, through loss too — but one
+    /// where even the smallest requests span packets and keep being lost (see ``adaptToLoss()``).
     public private(set) var window: Int
+    /// Data bytes per request now: halved by each loss, doubled again by clean runs.
     public private(set) var chunkLimit: Int
-    /// Single-packet requests after the first loss (when the link allows them).
-    public private(set) var singlePackets = false
-    /// Whether a request can be left half-received on the device: true for multi-packet requests.
-    public var requestsSpanPackets: Bool { !singlePackets }
     public private(set) var roundTrip = RoundTripEstimator()
     public private(set) var requests = 0
     public private(set) var resentBytes = 0
@@ -136,11 +146,13 @@ public struct SMPUploadPipeline: Sendable {
     public var isComplete: Bool { announced && confirmed >= configuration.total && inFlight.allSatisfy(\.stale) }
 
     /// How long an answer may take before it counts as lost: three smoothed round
-    /// trips (queueing behind earlier requests included), within the configured bounds.
+    /// trips (queueing behind earlier requests included), within the configured
+    /// bounds, doubled for each timeout in a row (a device busy erasing a large
+    /// sector answers late; giving up on it ever sooner would stall the upload).
     public var answerTimeout: Duration {
-        let minimum = singlePackets ? min(configuration.minimumAnswerTimeout, .milliseconds(250)) : configuration.minimumAnswerTimeout
-        return roundTrip.scaled(by: 3, minimum: minimum, maximum: configuration.maximumAnswerTimeout,
-                                fallback: configuration.maximumAnswerTimeout)
+        let base = roundTrip.scaled(by: 3, minimum: configuration.minimumAnswerTimeout, maximum: configuration.maximumAnswerTimeout,
+                                    fallback: configuration.maximumAnswerTimeout)
+        return min(configuration.maximumAnswerTimeout, base * (1 << min(timeoutsInARow, 5)))
     }
 
     private var liveCount: Int { inFlight.reduce(0) { $0 + ($1.stale ? 0 : 1) } }
@@ -210,8 +222,7 @@ public struct SMPUploadPipeline: Sendable {
             cleanRun += 1
             if cleanRun >= 8 {
                 cleanRun = 0
-                if chunkLimit < configuration.chunk && !singlePackets { chunkLimit = min(configuration.chunk, chunkLimit * 2) }
-                if window < configuration.window && singlePackets { window = min(configuration.window, window + 1) }
+                if window < configuration.window { window = configuration.window } else { chunkLimit = min(configuration.chunk, chunkLimit * 2) }
             }
             return .progress(offset: offset)
         }
@@ -275,25 +286,23 @@ public struct SMPUploadPipeline: Sendable {
         }
     }
 
-    /// After a loss: requests that fit one link packet if the link has room for them
-    /// (the window stays), else one multi-packet request at a time, halving in size
-    /// on further losses (a long request on a short MTU seldom arrives whole).
+    /// After a loss: where a lost write costs a whole request, half the data per
+    /// request (down to one link packet's worth), so that fewer requests are lost.
+    /// The window stays: requests behind a lost one are answered with the
+    /// device's offset, which is how the loss is found.
+    ///
+    /// On a link too short for a request to fit one packet (the 23-byte MTU), a
+    /// loss at the smallest requests also drops the window to one until the link
+    /// is clean again: with a request in flight behind a lost one, a stale request
+    /// missing its last write and a resend missing its first could make up a whole
+    /// request between them — the stale one's start and the resend's `off` — and
+    /// with requests of two writes that is not rare on a bad link. One at a time,
+    /// whatever completes a half request is its own resend.
     private mutating func adaptToLoss() {
         cleanRun = 0
-        if let single = configuration.singlePacketChunk {
-            singlePackets = true
-            chunkLimit = min(chunkLimit, single)
-            if let first = configuration.singlePacketFirstChunk, first >= configuration.minimumFirstChunk {
-                firstChunkLimit = min(firstChunkLimit, first)
-            }
-            return
-        }
-        if window > 1 {
-            window = 1
-            chunkLimit = max(1, chunkLimit / 2)
-        } else {
-            chunkLimit = max(min(16, configuration.chunk), chunkLimit / 2)
-        }
+        guard configuration.requestsSpanPackets else { return }
+        if configuration.singlePacketChunk == nil, chunkLimit <= configuration.smallestChunk { window = 1 }
+        chunkLimit = max(configuration.smallestChunk, chunkLimit / 2)
         firstChunkLimit = max(min(configuration.minimumFirstChunk, configuration.total), min(firstChunkLimit, chunkLimit))
     }
 }
