@@ -106,9 +106,8 @@ public struct SMPUpdater: ProtocolHost {
         let single = SMPUploadRequest.dataCapacity(within: within, maximumOffset: total, first: false)
         // A one-packet request is worth it only with room for a useful amount of data.
         let singlePacket = single >= 64 ? min(single, data(first: false)) : nil
-        let singleFirst = singlePacket.map { _ in SMPUploadRequest.dataCapacity(within: within, maximumOffset: total, first: true) }
         return SMPUploadPipeline.Configuration(total: total, chunk: data(first: false), firstChunk: data(first: true),
-                                               singlePacketChunk: singlePacket, singlePacketFirstChunk: singleFirst, window: window,
+                                               singlePacketChunk: singlePacket, window: window,
                                                maximumAnswerTimeout: timeouts.response,
                                                // Timeouts in a row before giving up: on a link that loses a fifth of its
                                                // packets a request of a few packets fails more often than not, yet the

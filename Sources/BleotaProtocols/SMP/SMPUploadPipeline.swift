@@ -34,8 +34,6 @@ public struct SMPUploadPipeline: Sendable {
         public var firstChunk: Int
         /// Data bytes per request that keep a request within one link packet (nil: none fit).
         public var singlePacketChunk: Int?
-        /// The same for the first request.
-        public var singlePacketFirstChunk: Int?
         /// Requests in flight.
         public var window: Int
         /// Least data a first chunk carries (Zephyr inspects the image header in it).
@@ -56,7 +54,7 @@ public struct SMPUploadPipeline: Sendable {
         /// a request of two writes, which still arrives at half its writes lost.
         var smallestChunk: Int { min(chunk, singlePacketChunk ?? 16) }
 
-        public init(total: Int, chunk: Int, firstChunk: Int? = nil, singlePacketChunk: Int?, singlePacketFirstChunk: Int? = nil,
+        public init(total: Int, chunk: Int, firstChunk: Int? = nil, singlePacketChunk: Int?,
                     window: Int, minimumFirstChunk: Int = 32,
                     maximumAnswerTimeout: Duration = .seconds(2), minimumAnswerTimeout: Duration = .milliseconds(100),
                     stallLimit: Int = 10) {
@@ -64,7 +62,6 @@ public struct SMPUploadPipeline: Sendable {
             self.chunk = max(1, chunk)
             self.firstChunk = max(1, firstChunk ?? chunk)
             self.singlePacketChunk = singlePacketChunk.map { max(1, $0) }
-            self.singlePacketFirstChunk = singlePacketFirstChunk ?? singlePacketChunk
             self.window = max(1, window)
             self.minimumFirstChunk = minimumFirstChunk
             self.maximumAnswerTimeout = maximumAnswerTimeout
