@@ -94,7 +94,7 @@ let package = Package(
                     resources: [.copy("Fixtures")]),
         .testTarget(name: "BleotaLinkTests", dependencies: ["BleotaTestSupport", "BleotaLink", "BleotaCodec"]),
         .testTarget(name: "BleotaATTTests", dependencies: ["BleotaTestSupport", "BleotaATT", "BleotaLink", "BleotaCodec"]),
-        .testTarget(name: "BleotaBlueZTests", dependencies: ["BleotaTestSupport", "BleotaBlueZ", "BleotaATT", "BleotaLink"]),
+        .testTarget(name: "BleotaBlueZTests", dependencies: ["BleotaTestSupport", "BleotaBlueZ", "BleotaATT", "BleotaLink", "BleotaCodec"]),
         .testTarget(name: "BleotaEngineTests", dependencies: ["BleotaTestSupport", "BleotaEngine", "BleotaLink", "BleotaCodec"]),
         .testTarget(name: "BleotaSimulatorTests", dependencies: ["BleotaTestSupport", "BleotaSimulator", "BleotaProtocols", "BleotaEngine", "BleotaLink", "BleotaCodec",
                                                             .product(name: "Crypto", package: "swift-crypto")]),

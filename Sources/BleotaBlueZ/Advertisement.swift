@@ -17,6 +17,8 @@ public struct Advertisement: Sendable, Hashable, Codable {
     public var txPower: Int?
     public var manufacturer: Manufacturer?
     public var iBeacon: IBeacon?
+    /// The firmware version the device advertises (``AdvertisedVersion``), as "1.2.3".
+    public var version: String?
     /// AD types seen that bleota does not decode, for completeness.
     public var otherTypes: [UInt8] = []
 
@@ -76,6 +78,7 @@ public struct Advertisement: Sendable, Hashable, Codable {
             let company = UInt16(value[0]) | UInt16(value[1]) << 8
             let payload = Array(value[2...])
             manufacturer = Manufacturer(companyID: company, data: payload.hexString)
+            if let advertised = AdvertisedVersion.decode(payload) { version = advertised.description }
             if company == 0x004C, payload.count == 23, payload[0] == 0x02, payload[1] == 0x15 {
                 // The proximity UUID is sent big-endian; always show all 128 bits.
                 iBeacon = IBeacon(uuid: BluetoothUUID.bit128(Array(payload[2..<18])).description,
@@ -111,6 +114,36 @@ public struct ScanFilter: Sendable {
         if let address, advertisement.address.uppercased() != address.uppercased() { return false }
         if let service, !advertisement.serviceUUIDs.contains(service.description) { return false }
         return true
+    }
+}
+
+/// Which devices a scan-based fleet updates, as a rule with no radio in it:
+/// those the filter matches, heard at least `minimumRSSI` strongly, and — with
+/// `olderThan` — advertising a version older than it, or none at all (a device
+/// that does not say is asked once connected, as any device is).
+public struct ScanSelection: Sendable {
+    public var filter: ScanFilter
+    public var minimumRSSI: Int?
+    public var olderThan: MCUbootImage.Version?
+
+    public init(filter: ScanFilter, minimumRSSI: Int? = nil, olderThan: MCUbootImage.Version? = nil) {
+        self.filter = filter
+        self.minimumRSSI = minimumRSSI
+        self.olderThan = olderThan
+    }
+
+    /// The devices to update, strongest first, and those left out because they
+    /// advertise `olderThan` or newer.
+    public func choose(_ seen: [Advertisement]) -> (chosen: [Advertisement], current: [Advertisement]) {
+        let matching = seen.filter { advertisement in
+            filter.matches(advertisement) && (minimumRSSI.map { floor in (advertisement.rssi ?? .min) >= floor } ?? true)
+        }
+        .sorted { ($0.rssi ?? .min) > ($1.rssi ?? .min) }
+        guard let olderThan else { return (matching, []) }
+        func isCurrent(_ advertisement: Advertisement) -> Bool {
+            advertisement.version.map { MCUbootImage.Version(parsing: $0) >= olderThan } ?? false
+        }
+        return (matching.filter { !isCurrent($0) }, matching.filter(isCurrent))
     }
 }
 

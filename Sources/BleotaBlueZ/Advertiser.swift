@@ -25,10 +25,12 @@ public enum Advertiser {
         return [0x02, 0x01, 0x06, UInt8(uuid.count + 1), type] + uuid
     }
 
-    /// The scan response: the complete local name, cut to fit 31 bytes.
-    public static func scanResponse(name: String) -> [UInt8] {
-        let bytes = Array(name.utf8.prefix(29))
-        return [UInt8(bytes.count + 1), 0x09] + bytes
+    /// The scan response: the complete local name and, when given, the firmware
+    /// version (``AdvertisedVersion``), the name cut so that both fit 31 bytes.
+    public static func scanResponse(name: String, version: MCUbootImage.Version? = nil) -> [UInt8] {
+        let versionField = version.map { AdvertisedVersion.structure($0) } ?? []
+        let bytes = Array(name.utf8.prefix(29 - versionField.count))
+        return [UInt8(bytes.count + 1), 0x09] + bytes + versionField
     }
 
     /// Management commands as bytes: `[opcode LE][controller index LE][length LE][parameters]`.
@@ -101,8 +103,9 @@ public enum Advertiser {
         }
     }
 
-    /// Starts advertising `service` as `name` from `adapter` until ``stop(adapter:)``.
-    public static func start(adapter: String, name: String, service: BluetoothUUID) throws(Failure) {
+    /// Starts advertising `service` as `name` (and `version`, when given) from `adapter`
+    /// until ``stop(adapter:)``; called again, it replaces what is advertised.
+    public static func start(adapter: String, name: String, service: BluetoothUUID, version: MCUbootImage.Version? = nil) throws(Failure) {
         let index = try controllerIndex(adapter)
         let socket = try ManagementSocket()
         defer { socket.close() }
@@ -112,7 +115,7 @@ public enum Advertiser {
         _ = try? socket.run(.removeAdvertising(index, instance: instance), "remove an old advertising instance")
         // The kernel adds the flags field itself (it is "managed"): the data carries the UUID only.
         let data = Array(advertisingData(service: service).dropFirst(3))
-        try socket.run(.addAdvertising(index, instance: instance, data: data, scanResponse: scanResponse(name: name)),
+        try socket.run(.addAdvertising(index, instance: instance, data: data, scanResponse: scanResponse(name: name, version: version)),
                        "add an advertising instance to \(adapter)")
     }
 

@@ -74,6 +74,7 @@ public enum Scanner {
                         existing.txPower = report.txPower ?? existing.txPower
                         existing.manufacturer = report.manufacturer ?? existing.manufacturer
                         existing.iBeacon = report.iBeacon ?? existing.iBeacon
+                        existing.version = report.version ?? existing.version
                         for uuid in report.serviceUUIDs where !existing.serviceUUIDs.contains(uuid) { existing.serviceUUIDs.append(uuid) }
                         found[report.address] = existing
                     } else {

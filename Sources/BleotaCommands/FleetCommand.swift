@@ -55,6 +55,9 @@ struct FleetFlashCommand: AsyncParsableCommand {
     @Option(name: .customLong("scan-seconds"), help: "With a scan: how long to scan, on the first --adapter (1…120).")
     var scanSeconds: Double = 5
 
+    @Option(name: .customLong("scan-older-than"), help: ArgumentHelp("With a scan: leave out devices that advertise this version or newer (manufacturer data, protocols/advertised-version.md), without connecting; devices that advertise none are kept.", valueName: "VERSION"))
+    var scanOlderThan: String?
+
     @Option(name: .customLong("adapter"), help: ArgumentHelp("An adapter to use (repeatable): hci0, hci1, …; for sim:// devices, names of simulated adapters (default: one, sim0).", valueName: "NAME"))
     var adapters: [String] = []
 
@@ -70,6 +73,10 @@ struct FleetFlashCommand: AsyncParsableCommand {
                                                  : "--devices and a scan filter exclude each other: give one")
         }
         if minimumRSSI != nil, !scanning { throw ValidationError("--min-rssi filters a scan: add --scan-name or --scan-service") }
+        if scanOlderThan != nil, !scanning { throw ValidationError("--scan-older-than filters a scan: add --scan-name or --scan-service") }
+        if let scanOlderThan, !scanOlderThan.allSatisfy({ $0.isNumber || $0 == "." || $0 == "+" }) || scanOlderThan.first?.isNumber != true {
+            throw ValidationError("--scan-older-than '\(scanOlderThan)' is not a version: write e.g. 2.1.0")
+        }
         if let scanService, BluetoothUUID(scanService) == nil {
             throw ValidationError("--scan-service '\(scanService)' is not a UUID: write 16 bits (FEF5) or 128 bits")
         }
@@ -95,6 +102,11 @@ struct FleetFlashCommand: AsyncParsableCommand {
         } else {
             source = "the scan"
             list = try await scannedDevices()
+            if list.isEmpty, let scanOlderThan {
+                // Every device seen advertises the version or newer: the fleet is where it should be.
+                Terminal.standardOutput.writeLine("nothing to update: every device the scan found advertises \(scanOlderThan) or newer")
+                return
+            }
         }
         let devices = source
         let addresses = try list.map { device throws -> DeviceAddress in
@@ -185,16 +197,19 @@ extension FleetFlashCommand {
     func scannedDevices() async throws -> [FleetDevice] {
         let adapter = adapters.first ?? "hci0"
         _ = try requireBluetooth(adapter: adapter)
-        let filter = ScanFilter(name: scanName, service: scanService.flatMap(BluetoothUUID.init))
+        let selection = ScanSelection(filter: ScanFilter(name: scanName, service: scanService.flatMap(BluetoothUUID.init)),
+                                      minimumRSSI: minimumRSSI, olderThan: scanOlderThan.map(MCUbootImage.Version.init(parsing:)))
         let seen: [Advertisement]
-        do { seen = try await Scanner.scan(adapter: adapter, duration: .milliseconds(Int64(scanSeconds * 1000)), filter: filter) } catch {
+        do {
+            seen = try await Scanner.scan(adapter: adapter, duration: .milliseconds(Int64(scanSeconds * 1000)), filter: selection.filter)
+        } catch {
             throw CommandFailure(.bluetoothUnavailable, "cannot scan with \(adapter): \(error)")
         }
-        let chosen = seen.filter { advertisement in
-            filter.matches(advertisement) && (minimumRSSI.map { floor in (advertisement.rssi ?? .min) >= floor } ?? true)
+        let (chosen, current) = selection.choose(seen)
+        if let scanOlderThan, !current.isEmpty {
+            Terminal.standardError.writeLine("\(current.count) device\(current.count == 1 ? "" : "s") advertise \(scanOlderThan) or newer: left out (\(current.map(\.address).joined(separator: ", ")))")
         }
-            .sorted { ($0.rssi ?? .min) > ($1.rssi ?? .min) }
-        guard !chosen.isEmpty else {
+        guard !chosen.isEmpty || !current.isEmpty else {
             throw CommandFailure(.linkLost, "a \(Int(scanSeconds)) s scan on \(adapter) saw no device matching the filter: check that the devices advertise, or scan longer (--scan-seconds)")
         }
         return chosen.map { advertisement in

@@ -7,7 +7,7 @@ import Foundation
 struct ScanCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "scan",
-        abstract: "Scan for advertising LE devices: address, RSSI, name, service UUIDs, TX power, manufacturer data (iBeacon decoded)."
+        abstract: "Scan for advertising LE devices: address, RSSI, name, service UUIDs, TX power, manufacturer data (iBeacon and advertised firmware versions decoded)."
     )
 
     @OptionGroup var global: GlobalOptions
@@ -49,6 +49,7 @@ struct ScanCommand: AsyncParsableCommand {
             if let name = device.localName { line += " \"\(name)\"" }
             if !device.serviceUUIDs.isEmpty { line += " services \(device.serviceUUIDs.joined(separator: ","))" }
             if let power = device.txPower { line += " tx \(power) dBm" }
+            if let version = device.version { line += " version \(version)" }
             if let beacon = device.iBeacon { line += " iBeacon \(beacon.uuid) major \(beacon.major) minor \(beacon.minor)" }
             else if let maker = device.manufacturer { line += " manufacturer 0x\(String(maker.companyID, radix: 16)) \(maker.data)" }
             Terminal.standardOutput.writeLine(line)

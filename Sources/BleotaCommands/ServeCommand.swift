@@ -38,7 +38,7 @@ struct ServeCommand: AsyncParsableCommand {
     var disconnectAt: Int?
     @Option(name: .customLong("protocol-file"), help: ArgumentHelp("Also serve the protocol this description (YAML) describes (repeatable; protocols/ has Telink's and STM32WB's).", valueName: "FILE"))
     var protocolFiles: [String] = []
-    @Flag(help: "Advertise the first protocol's service and the name bleota-serve through the kernel's management interface (needs root; the kernel advertises again after each connection). Without it, advertising is left to the adapter's owner, e.g. btmgmt or bluetoothd.")
+    @Flag(help: "Advertise the first protocol's service, the name bleota-serve and the firmware version the device runs (manufacturer data, protocols/advertised-version.md; updated after an update) through the kernel's management interface (needs root; the kernel advertises again after each connection). Without it, advertising is left to the adapter's owner, e.g. btmgmt or bluetoothd.")
     var advertise = false
 
     func validate() throws {
@@ -97,17 +97,26 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let routedListeners = routed
         Terminal.standardOutput.writeLine("serving bleota on \(adapter) (\(address)), firmware \(version)" + (psm.map { ", PSM 0x\(String($0, radix: 16))" } ?? ""))
-        if advertise, let service = devices.first?.service.service {
+        @Sendable func running() async -> String { await devices.first?.half.runningVersion ?? version }
+        // What the advertisement says the device runs: set again when an update changed it.
+        let advertised = AdvertisedState()
+        let advertising = advertise, adapter = self.adapter
+        @Sendable func advertiseRunningVersion() async {
+            guard advertising, let service = devices.first?.service.service else { return }
+            let now = await running()
+            guard advertised.version.withLock({ $0 }) != now else { return }
             do {
-                try Advertiser.start(adapter: adapter, name: "bleota-serve", service: service)
-                Terminal.standardOutput.writeLine("advertising as \"bleota-serve\" with service \(service)")
+                try Advertiser.start(adapter: adapter, name: "bleota-serve", service: service, version: MCUbootImage.Version(parsing: now))
+                let first = advertised.version.withLock { previous in defer { previous = now }; return previous == nil }
+                Terminal.standardOutput.writeLine(first ? "advertising as \"bleota-serve\" with service \(service), version \(now)"
+                                                        : "advertising version \(now)")
             } catch {
                 Terminal.standardError.writeLine("warning: could not start advertising (\(error)); make \(adapter) advertise by other means, e.g. btmgmt -i \(adapter) advertising on")
             }
         }
+        await advertiseRunningVersion()
         let clock = SystemClock()
         let fault = FaultBudget(disconnectAt: disconnectAt)
-        @Sendable func running() async -> String { await devices.first?.half.runningVersion ?? version }
         // Structured: every connection is a child of the accept loop, every loop a child of this
         // command; stopping (or --duration running out) cancels them all and waits for them.
         await withDiscardingTaskGroup { group in
@@ -121,6 +130,7 @@ struct ServeCommand: AsyncParsableCommand {
                             await BLEPeripheralHost.serve(socket: socket, devices: devices, name: "bleota-serve", clock: clock,
                                                           wrap: { FaultyLink($0, fault: fault) }, router: router, logger: logger)
                             Terminal.standardOutput.writeLine("\(socket.peer.address) disconnected; device runs \(await running())")
+                            await advertiseRunningVersion()
                         }
                     }
                 }
@@ -413,4 +423,9 @@ struct GattRead: AsyncParsableCommand {
             Terminal.standardOutput.writeLine(value.hexString + (String(validating: value, as: UTF8.self).map { "  \"\($0)\"" } ?? ""))
         }
     }
+}
+
+/// The version `bleota serve --advertise` last put in its advertisement, shared by its connections.
+private final class AdvertisedState: Sendable {
+    let version = Mutex<String?>(nil)
 }

@@ -1,4 +1,7 @@
 import BleotaATT
+import BleotaCodec
+import BleotaLink
+import BleotaTestSupport
 import Testing
 @testable import BleotaBlueZ
 
@@ -93,5 +96,59 @@ import Testing
         #expect(Advertiser.status(of: [0x01, 0x00, 0x00, 0x00, 0x03, 0x00, 0x07, 0x00, 0x00], for: 0x0005) == nil)
         #expect(Advertiser.status(of: [0x06, 0x00, 0x00, 0x00, 0x04, 0x00, 0x3E, 0x00, 0x00], for: 0x003E) == nil)
         #expect(Advertiser.status(of: [0x01, 0x00], for: 0x003E) == nil)
+    }
+
+    // MARK: The advertised firmware version
+
+    @Test func anAdvertisedVersionIsManufacturerDataWithAMarkerAndMCUbootsLayout() {
+        let version = MCUbootImage.Version(major: 1, minor: 2, revision: 0x0304, build: 0)
+        #expect(AdvertisedVersion.structure(version) == [0x09, 0xFF, 0xFF, 0xFF, 0x62, 0x56, 0x01, 0x02, 0x04, 0x03])
+        let built = MCUbootImage.Version(major: 1, minor: 2, revision: 3, build: 0x0A0B0C0D)
+        #expect(AdvertisedVersion.payload(built) == [0x62, 0x56, 0x01, 0x02, 0x03, 0x00, 0x0D, 0x0C, 0x0B, 0x0A])
+        #expect(AdvertisedVersion.decode(AdvertisedVersion.payload(built)) == built)
+        #expect(AdvertisedVersion.decode([0x62, 0x56, 1, 2, 3]) == nil, "a version is 4 or 8 bytes after the marker")
+        #expect(AdvertisedVersion.decode([0x62, 0x57, 1, 2, 3, 0]) == nil, "no marker, no version")
+        let ad = Advertisement(address: "C0:FF:EE:00:00:01", addressType: "public", rssi: -50,
+                               data: [0x02, 0x01, 0x06] + AdvertisedVersion.structure(version, company: 0x0059))
+        #expect(ad.version == "1.2.772")
+        #expect(ad.manufacturer?.companyID == 0x0059, "any company's data may carry it")
+    }
+
+    @Test func serveTellsItsNameAndVersionInOneScanResponse() {
+        let response = Advertiser.scanResponse(name: "bleota-serve", version: .init(major: 5, minor: 0, revision: 0, build: 0))
+        #expect(response.count <= 31)
+        let ad = Advertisement(address: "C0:FF:EE:00:00:01", addressType: "public", rssi: nil, data: response)
+        #expect(ad.localName == "bleota-serve")
+        #expect(ad.version == "5.0.0")
+        let long = Advertiser.scanResponse(name: String(repeating: "n", count: 40), version: .init(major: 5, minor: 0, revision: 0, build: 7))
+        #expect(long.count == 31, "the name is cut so that both fit")
+        #expect(Advertisement(address: "x", addressType: "public", rssi: nil, data: long).version == "5.0.0.7")
+    }
+
+    @Test func randomManufacturerDataNeverTrapsTheVersionDecoder() {
+        var random = seededGenerator("advertised version fuzz")
+        for _ in 0..<2000 {
+            let payload = (0..<Int.random(in: 0...12, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+            let marked = Bool.random(using: &random) ? AdvertisedVersion.marker + payload : payload
+            if let version = AdvertisedVersion.decode(marked) {
+                #expect(AdvertisedVersion.payload(version).prefix(6) == marked.prefix(6))
+            }
+        }
+    }
+
+    @Test func aScanBasedFleetLeavesOutDevicesThatAdvertiseTheVersionOrNewer() {
+        func device(_ address: String, rssi: Int, version: String?) -> Advertisement {
+            var ad = Advertisement(address: address, addressType: "public", rssi: rssi, data: Array([0x05, 0x09] + "node".utf8))
+            ad.version = version
+            return ad
+        }
+        let seen = [device("A", rssi: -70, version: "1.0.0"), device("B", rssi: -40, version: "2.0.0"),
+                    device("C", rssi: -60, version: nil), device("D", rssi: -50, version: "2.1.0"),
+                    device("E", rssi: -90, version: "1.9.9")]
+        let selection = ScanSelection(filter: ScanFilter(name: "node"), minimumRSSI: -80, olderThan: MCUbootImage.Version(parsing: "2.0.0"))
+        let (chosen, current) = selection.choose(seen)
+        #expect(chosen.map(\.address) == ["C", "A"], "older or unknown, strongest first; E is too weak")
+        #expect(current.map(\.address) == ["B", "D"])
+        #expect(ScanSelection(filter: ScanFilter(name: "node")).choose(seen).chosen.count == 5, "without a version, every match")
     }
 }

@@ -64,6 +64,8 @@ import Testing
         (["--scan-service", "nope"], "--scan-service 'nope' is not a UUID: write 16 bits (FEF5) or 128 bits"),
         (["--devices", "d.txt", "--connections", "0"], "--connections 0 is out of range: use 1…16"),
         (["--devices", "d.txt", "--report", "r.txt"], "--report r.txt: name a .csv or .json file"),
+        (["--devices", "d.txt", "--scan-older-than", "2.0.0"], "--scan-older-than filters a scan: add --scan-name or --scan-service"),
+        (["--scan-name", "x", "--scan-older-than", "latest"], "--scan-older-than 'latest' is not a version: write e.g. 2.1.0"),
     ])
     func optionMistakesAreUsageErrors(_ setup: ([String], String)) throws {
         let result = try BleotaProcess.run(["fleet", "flash", "samples/firmware/app-v2.bin"] + setup.0)

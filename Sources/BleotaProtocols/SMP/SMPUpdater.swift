@@ -124,12 +124,13 @@ public struct SMPUpdater: ProtocolHost {
     /// CBOR (refused), or, with no partial request, read as a header far longer
     /// than its buffer and are dropped as well — so the next request starts clean.
     ///
-    /// Enough of them clear any half request; after a go-back (an answer
-    /// that showed a loss) a few are sent, which clear one that lacks less than a
-    /// link packet (three, so that one arriving is likely even on a bad link). That matters for short requests: a stale request missing its
-    /// last write, completed by the last write of a resend whose first was lost,
-    /// would decode — the stale request's start with the resend's `off` — and be
-    /// written where the device stands.
+    /// With `bufferSize`, enough of them to clear any half request (after a
+    /// timeout); without, three (after a go-back, an answer that showed a loss),
+    /// which clear one that lacks less than a link packet even when one or two
+    /// of them are lost. That matters for short requests: a stale request
+    /// missing its last write, completed by the last write of a resend whose
+    /// first was lost, would decode — the stale request's start with the
+    /// resend's `off` — and be written where the device stands.
     func flushPartialRequest(_ connection: SMPConnection, clearing bufferSize: Int? = nil) async throws(SMPClientError) {
         let size = max(1, connection.link.parameters.maximumPayload)
         let filler = [UInt8](repeating: 0xFF, count: size)
@@ -154,6 +155,12 @@ public struct SMPUpdater: ProtocolHost {
         var restarts = 0
         var lossNoted = false
         var lossesFlushed = 0
+        /// After an answer that showed a loss, and before anything is resent: clear a stale half request.
+        func flushAfterLoss() async throws(SMPClientError) {
+            guard configuration.requestsSpanPackets, pipeline.lossEvents > lossesFlushed else { return }
+            lossesFlushed = pipeline.lossEvents
+            try await flushPartialRequest(connection)
+        }
         func report() {
             onEvent(.progress(TransferProgress(bytesAcknowledged: pipeline.confirmed, totalBytes: image.count,
                                                packetsSent: pipeline.requests, packetsResent: pipeline.resentBytes > 0 ? 1 : 0,
@@ -201,10 +208,7 @@ public struct SMPUpdater: ProtocolHost {
                         guard Self.damagedRequest.contains(error.code) else { throw SMPClientError.device(error) }
                         pipeline.refused(sequence: response.header.sequence)
                         if pipeline.isStalled { throw SMPClientError.device(error) }
-                        if configuration.requestsSpanPackets, pipeline.lossEvents > lossesFlushed {
-                            lossesFlushed = pipeline.lossEvents
-                            try await flushPartialRequest(connection)
-                        }
+                        try await flushAfterLoss()
                         continue
                     }
                     guard let answer = try? SMPUploadResponse(body: response.body) else { continue } // damaged: its request times out
@@ -225,10 +229,7 @@ public struct SMPUpdater: ProtocolHost {
                         }
                         onEvent(.note("the device's SHA-256 of the upload did not match; uploading again"))
                     }
-                    if configuration.requestsSpanPackets, pipeline.lossEvents > lossesFlushed {
-                        lossesFlushed = pipeline.lossEvents
-                        try await flushPartialRequest(connection)
-                    }
+                    try await flushAfterLoss()
                     if !lossNoted, pipeline.lossEvents > 0 {
                         lossNoted = true
                         onEvent(.note(configuration.requestsSpanPackets
