@@ -18,7 +18,8 @@ import BleotaLink
 /// the upload request puts `off` last (a glued request does not decode and
 /// is refused, never written), ``SMPWriteShape`` cuts writes where the device
 /// cannot mistake the middle of a request for the start of one, and after a
-/// timeout the shell flushes whatever half request the device holds. What
+/// loss the shell writes filler packets that clear whatever half request the
+/// device holds (``SMPUpdater``). What
 /// loss still costs is the lost request and the ones in flight behind it, so
 /// requests are halved at each loss (down to one link packet's worth) and
 /// doubled again after eight clean answers; an answer that does not come is
