@@ -55,7 +55,7 @@ struct FleetFlashCommand: AsyncParsableCommand {
     @Option(name: .customLong("scan-seconds"), help: "With a scan: how long to scan, on the first --adapter (1…120).")
     var scanSeconds: Double = 5
 
-    @Option(name: .customLong("scan-older-than"), help: ArgumentHelp("With a scan: leave out devices that advertise this version or newer (manufacturer data, protocols/advertised-version.md), without connecting; devices that advertise none are kept.", valueName: "VERSION"))
+    @Option(name: .customLong("scan-older-than"), help: ArgumentHelp("With a scan: devices that advertise this version or newer (manufacturer data, protocols/advertised-version.md) are not connected to and are reported as already current; devices that advertise none are updated as usual.", valueName: "VERSION"))
     var scanOlderThan: String?
 
     @Option(name: .customLong("adapter"), help: ArgumentHelp("An adapter to use (repeatable): hci0, hci1, …; for sim:// devices, names of simulated adapters (default: one, sim0).", valueName: "NAME"))
@@ -92,6 +92,7 @@ struct FleetFlashCommand: AsyncParsableCommand {
         if let report { try checkOutputPath(report) }
         let list: [FleetDevice]
         let source: String
+        var advertisedCurrent: [String: String] = [:]
         if let devices {
             source = devices
             let text: String
@@ -101,12 +102,7 @@ struct FleetFlashCommand: AsyncParsableCommand {
             do { list = try FleetDeviceList.parse(text, file: devices) } catch { throw CommandFailure(.badInput, error.description) }
         } else {
             source = "the scan"
-            list = try await scannedDevices()
-            if list.isEmpty, let scanOlderThan {
-                // Every device seen advertises the version or newer: the fleet is where it should be.
-                Terminal.standardOutput.writeLine("nothing to update: every device the scan found advertises \(scanOlderThan) or newer")
-                return
-            }
+            (list, advertisedCurrent) = try await scannedDevices()
         }
         let devices = source
         let addresses = try list.map { device throws -> DeviceAddress in
@@ -174,8 +170,13 @@ struct FleetFlashCommand: AsyncParsableCommand {
                 return outcome
             }
         } else {
-            let runner = FleetRunner(devices: list, options: options, clock: SystemClock(), stop: stop, onEvent: display.handle,
-                                     update: planner.realDeviceUpdate(timeouts: timeouts, force: force))
+            let realUpdate = planner.realDeviceUpdate(timeouts: timeouts, force: force)
+            let current = advertisedCurrent
+            let runner = FleetRunner(devices: list, options: options, clock: SystemClock(), stop: stop, onEvent: display.handle) { device, adapter, onEvent in
+                // It told the scan it runs the version or newer: nothing to connect for.
+                if let version = current[device.address] { return .alreadyCurrent(version: version) }
+                return await realUpdate(device, adapter, onEvent)
+            }
             outcome = await runner.run()
         }
         display.finish(outcome.summary)
@@ -193,8 +194,10 @@ struct FleetFlashCommand: AsyncParsableCommand {
 }
 
 extension FleetFlashCommand {
-    /// The devices a scan on the first adapter sees that match the scan options, strongest first.
-    func scannedDevices() async throws -> [FleetDevice] {
+    /// The devices a scan on the first adapter sees that match the scan options, strongest first,
+    /// and among them those that advertise `--scan-older-than`'s version or newer, by address, with
+    /// the version they advertise (reported as already current, never connected to).
+    func scannedDevices() async throws -> (devices: [FleetDevice], advertisedCurrent: [String: String]) {
         let adapter = adapters.first ?? "hci0"
         _ = try requireBluetooth(adapter: adapter)
         let selection = ScanSelection(filter: ScanFilter(name: scanName, service: scanService.flatMap(BluetoothUUID.init)),
@@ -207,15 +210,17 @@ extension FleetFlashCommand {
         }
         let (chosen, current) = selection.choose(seen)
         if let scanOlderThan, !current.isEmpty {
-            Terminal.standardError.writeLine("\(current.count) device\(current.count == 1 ? "" : "s") advertise \(scanOlderThan) or newer: left out (\(current.map(\.address).joined(separator: ", ")))")
+            Terminal.standardError.writeLine("\(current.count) device\(current.count == 1 ? "" : "s") advertise \(scanOlderThan) or newer: not connected to, reported as already current")
         }
         guard !chosen.isEmpty || !current.isEmpty else {
             throw CommandFailure(.linkLost, "a \(Int(scanSeconds)) s scan on \(adapter) saw no device matching the filter: check that the devices advertise, or scan longer (--scan-seconds)")
         }
-        return chosen.map { advertisement in
+        func device(_ advertisement: Advertisement) -> FleetDevice {
             FleetDevice(address: "ble://\(advertisement.address)" + (advertisement.addressType == "random" ? "?type=random" : ""),
                         label: advertisement.localName.map { "\($0) \(advertisement.address)" })
         }
+        let advertisedCurrent = Dictionary(current.map { (device($0).address, $0.version ?? "") }, uniquingKeysWith: { first, _ in first })
+        return (chosen.map(device) + current.map(device), advertisedCurrent)
     }
 }
 
