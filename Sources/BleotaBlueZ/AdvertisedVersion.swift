@@ -31,8 +31,10 @@ public enum AdvertisedVersion {
 
     /// The whole AD structure: length, type 0xFF, company (little-endian) and ``payload(_:)``.
     public static func structure(_ version: MCUbootImage.Version, company: UInt16 = testCompany) -> [UInt8] {
-        let body = [UInt8(truncatingIfNeeded: company), UInt8(truncatingIfNeeded: company >> 8)] + payload(version)
-        return [UInt8(body.count + 1), 0xFF] + body
+        var body = ByteWriter(capacity: 12)
+        body.write(company)
+        body.write(contentsOf: payload(version))
+        return [UInt8(body.bytes.count + 1), 0xFF] + body.bytes
     }
 
     /// The version in a manufacturer data payload (after the company), or nil when it

@@ -115,7 +115,7 @@ public struct SMPUploadRequest: SMPRequest, Hashable {
         pairs.append((.text("data"), .bytes(data)))
         // `off` last, right after the data: a request glued from the remains of a
         // lost write and whatever came next ends in bytes that are not `off`, so
-        // the device refuses it instead of writing shifted data (`SMPWriteShape`).
+        // the device refuses it instead of writing shifted data (protocols/smp.md, "Upload").
         pairs.append((.text("off"), CBOR(offset)))
         return .map(pairs)
     }
@@ -138,19 +138,9 @@ public struct SMPUploadRequest: SMPRequest, Hashable {
         let probe = SMPUploadRequest(offset: first ? 0 : max(1, maximumOffset), data: [],
                                      length: first ? maximumOffset : nil, sha: first ? [UInt8](repeating: 0, count: 32) : nil,
                                      upgrade: first ? false : nil)
-        return SMPHeader.size + probe.body.encode().count - 1 + dataHeadSize(dataSize)
-    }
-
-    /// The CBOR head of a byte string of `count` bytes: 1, 2, 3 or 5 bytes as the length grows.
-    public static func dataHeadSize(_ count: Int) -> Int {
-        count < 24 ? 1 : count < 256 ? 2 : count < 65_536 ? 3 : 5
-    }
-
-    /// The encoded length (header included) of this request with `count` data bytes instead of its own.
-    public func encodedLength(dataSize count: Int) -> Int {
-        var probe = self
-        probe.data = []
-        return SMPHeader.size + probe.body.encode().count - 1 + Self.dataHeadSize(count) + count
+        // The data's own head grows with its length: 1, 2, 3 or 5 bytes.
+        let dataHead = dataSize < 24 ? 1 : dataSize < 256 ? 2 : dataSize < 65_536 ? 3 : 5
+        return SMPHeader.size + probe.body.encode().count - 1 + dataHead
     }
 
     /// The most data bytes a request whose encoding must fit `bytes` can carry.
