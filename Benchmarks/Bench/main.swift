@@ -361,9 +361,11 @@ if runs("pacing") {
 }
 
 // 1e. A fleet: many simulated devices over several simulated adapters, each adapter's radio shared by its links.
-if runs("fleet") {
-    print("\n== fleet: 100 devices over 10 adapters (3 links each), 5 with faults, 256 KiB each, native protocol on 2m-dle")
-    let firmwareSize = (listArgument("--fleet-kib").flatMap { $0.first }.flatMap { Int($0) } ?? 256) << 10
+/// One fleet campaign of `kib`-KiB images; `--fleet-devices`, `--fleet-adapters`, `--fleet-spacing`,
+/// `--fleet-fixed` (pacing off) and `--fleet-steps` (time per step and links transferring) vary it.
+func fleetBenchmark(kib: Int, connections: Int, transfers: Int) async throws {
+    print("\n== fleet: 100 devices over 10 adapters (\(connections) links each, \(transfers) transferring), 5 with faults, \(kib) KiB each, native protocol on 2m-dle")
+    let firmwareSize = kib << 10
     let firmware = pseudoRandom(firmwareSize, seed: 77)
     let prepared = PreparedImage(bytes: firmware, version: "2.0.0", summary: "fleet")
     let native = NativeProtocol()
@@ -374,20 +376,51 @@ if runs("fleet") {
                            (89, "&disconnect-at=50000")] where index < deviceCount { listed[index] += fault }
     let addresses = listed
     let stepTotals = Mutex<[String: Double]>([:])
+    /// Per adapter, how long k of its links were in their transfer step.
+    final class TransferOccupancy: Sendable {
+        struct Adapter { var count = 0; var since = Duration.zero; var time: [Int: Duration] = [:] }
+        let state = Mutex<[String: Adapter]>([:])
+        func change(_ adapter: String, by delta: Int, at now: Duration) {
+            state.withLock { all in
+                var entry = all[adapter] ?? Adapter()
+                entry.time[entry.count, default: .zero] += now - entry.since
+                entry.count += delta
+                entry.since = now
+                all[adapter] = entry
+            }
+        }
+        func shares() -> String {
+            let totals = state.withLock { all in all.values.reduce(into: [Int: Duration]()) { sum, entry in for (k, t) in entry.time { sum[k, default: .zero] += t } } }
+            let whole = totals.values.reduce(Duration.zero, +).seconds
+            return totals.sorted { $0.key < $1.key }.map { "\($0.key): \(String(format: "%.1f", $0.value.seconds / whole * 100)) %" }.joined(separator: ", ")
+        }
+    }
+    let transferring = TransferOccupancy()
     let adapterNames = (0..<(listArgument("--fleet-adapters").flatMap { $0.first }.flatMap { Int($0) } ?? 10)).map { "sim\($0)" }
     let outcome = try await SimulationRuntime.run(maximumVirtualTime: .seconds(24 * 3600)) { runtime in
         let fleet = SimulatedFleet(runtime: runtime, adapterNames: adapterNames)
         var members: [String: SimulatedFleet.Member] = [:]
         for address in addresses { members[address] = try await fleet.add(try SimulatorAddress(parsing: address), protocol: native, description: address) }
         let known = members
-        let connections = listArgument("--fleet-connections").flatMap { $0.first }.flatMap { Int($0) } ?? FleetOptions.defaultConnectionsPerAdapter
         let runner = FleetRunner(devices: addresses.map { FleetDevice(address: $0) },
                                  options: FleetOptions(adapters: adapterNames, connectionsPerAdapter: connections,
+                                                       transfersPerAdapter: transfers,
                                                        startSpacing: .milliseconds(listArgument("--fleet-spacing").flatMap { $0.first }.flatMap { Int64($0) } ?? 0)),
-                                 clock: runtime.clock) { device, adapter, onEvent in
+                                 clock: runtime.clock) { device, adapter, turn, onEvent in
             let member = known[device.address]!
             member.use(adapter: fleet.adapters[adapter])
-            let host = native.makeHost(HostContext(protocolName: "native", connector: member.connector, clock: runtime.clock, onEvent: onEvent))
+            let inTransfer = Mutex(false)
+            let tracked: @Sendable (UpdateEvent) -> Void = { event in
+                if case .step(let step) = event {
+                    let now = inTransfer.withLock { was in defer { was = step == .transfer }; return step == .transfer && !was ? 1 : (step != .transfer && was ? -1 : 0) }
+                    if now != 0 { transferring.change(adapter, by: now, at: runtime.clock.now) }
+                }
+                onEvent(event)
+            }
+            defer { if inTransfer.withLock({ $0 }) { transferring.change(adapter, by: -1, at: runtime.clock.now) } }
+            let host = native.makeHost(HostContext(protocolName: "native", connector: member.connector, clock: runtime.clock,
+                                                    tuning: TransferTuning(adaptive: !arguments.contains("--fleet-fixed")), transferTurn: turn,
+                                                    onEvent: tracked))
             do throws(TransferError) {
                 let report = try await host.flash(prepared, mode: .testAndConfirm)
                 stepTotals.withLock { totals in for (step, seconds) in report.stepSeconds { totals[step, default: 0] += seconds } }
@@ -396,6 +429,7 @@ if runs("fleet") {
         }
         let (results, summary) = await runner.run()
         if arguments.contains("--fleet-steps") {
+            print("time with k links in their transfer step, all adapters: " + transferring.shares())
             print(stepTotals.withLock { $0 }.sorted { $0.key < $1.key }.map { "\($0.key) \(String(format: "%.1f", $0.value / Double(results.count))) s" }.joined(separator: ", "))
         }
         var exact = 0
@@ -409,12 +443,20 @@ if runs("fleet") {
     let model = try SimulatorAddress(parsing: "sim://2m-dle").model
     let aggregate = model.airCapacity(payload: model.maximumPayload) * Double(adapterNames.count)
     let delivered = Double(outcome.0.updated * firmware.count)
-    record("fleet", "devices updated (of 100) / exact image running", Double(outcome.0.updated), "devices", target: "= \(outcome.1) exact")
-    record("fleet", "campaign time", outcome.0.seconds, "s")
-    record("fleet", "aggregate capacity of 10 adapters (air time)", aggregate / 1024, "KiB/s")
-    record("fleet", "delivered", delivered / outcome.0.seconds / 1024, "KiB/s")
-    record("fleet", "delivered / aggregate capacity", delivered / outcome.0.seconds / aggregate * 100, "%", target: "≥ 90 %")
-    record("fleet", "radio busy (air time / (adapters × campaign time))", outcome.2.seconds / (Double(adapterNames.count) * outcome.0.seconds) * 100, "%")
+    record("fleet", "\(kib) KiB: devices updated (of 100) / exact image running", Double(outcome.0.updated), "devices", target: "= \(outcome.1) exact")
+    record("fleet", "\(kib) KiB: campaign time", outcome.0.seconds, "s")
+    record("fleet", "\(kib) KiB: aggregate capacity of 10 adapters (air time)", aggregate / 1024, "KiB/s")
+    record("fleet", "\(kib) KiB: delivered", delivered / outcome.0.seconds / 1024, "KiB/s")
+    record("fleet", "\(kib) KiB: delivered / aggregate capacity", delivered / outcome.0.seconds / aggregate * 100, "%", target: "≥ 90 %")
+    record("fleet", "\(kib) KiB: radio busy (air time / (adapters × campaign time))", outcome.2.seconds / (Double(adapterNames.count) * outcome.0.seconds) * 100, "%")
+}
+
+if runs("fleet") {
+    let connections = listArgument("--fleet-connections").flatMap { $0.first }.flatMap { Int($0) } ?? FleetOptions.defaultConnectionsPerAdapter
+    let transfers = listArgument("--fleet-transfers").flatMap { $0.first }.flatMap { Int($0) } ?? FleetOptions.defaultTransfersPerAdapter
+    for kib in listArgument("--fleet-kib")?.compactMap({ Int($0) }).sorted() ?? [256, 1024] {
+        try await fleetBenchmark(kib: kib, connections: connections, transfers: transfers)
+    }
 }
 
 // 2. Engine and checksums.

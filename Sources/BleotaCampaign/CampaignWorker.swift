@@ -9,14 +9,18 @@ public struct CampaignWorkerOptions: Sendable {
     public var adapters: [String]
     /// Updates at once on each adapter (as ``FleetOptions/connectionsPerAdapter``).
     public var connectionsPerAdapter: Int
+    /// Transfers at once on each adapter (as ``FleetOptions/transfersPerAdapter``).
+    public var transfersPerAdapter: Int?
     /// This worker's name in the database: unique among the campaign's workers (host:pid by default).
     public var name: String
     /// How often to look for devices when none is claimable (others' back-offs and leases run out meanwhile).
     public var poll: Duration
 
-    public init(adapters: [String], connectionsPerAdapter: Int = FleetOptions.defaultConnectionsPerAdapter, name: String, poll: Duration = .seconds(2)) {
+    public init(adapters: [String], connectionsPerAdapter: Int = FleetOptions.defaultConnectionsPerAdapter,
+                transfersPerAdapter: Int? = FleetOptions.defaultTransfersPerAdapter, name: String, poll: Duration = .seconds(2)) {
         self.adapters = adapters
         self.connectionsPerAdapter = connectionsPerAdapter
+        self.transfersPerAdapter = transfersPerAdapter
         self.name = name
         self.poll = poll
     }
@@ -95,6 +99,8 @@ public struct CampaignWorker: Sendable {
         var announcedStop = false
         let renewEvery = Duration.milliseconds(Int64(campaign.leaseSeconds * 1000 / 3))
         let capacity = options.adapters.count * options.connectionsPerAdapter
+        let gates = FleetRunner.transferGates(FleetOptions(adapters: options.adapters, connectionsPerAdapter: options.connectionsPerAdapter,
+                                                           transfersPerAdapter: options.transfersPerAdapter))
         var failure: CampaignError?
 
         await withTaskGroup(of: Completion.self) { group in
@@ -133,9 +139,13 @@ public struct CampaignWorker: Sendable {
                     busy[adapter, default: 0] += 1
                     held[claimed.device.address]?.adapter = adapter
                     onEvent(.started(device: claimed.device, adapter: adapter, attempt: claimed.tryNumber))
+                    let turn = gates[adapter].map { gate in TransferTurn(gate: gate) { [onEvent] in onEvent(.queued(device: claimed.device)) } }
                     group.addTask { [clock, update, onEvent] in
                         let start = clock.now
-                        let attempt = await update(claimed.device, adapter) { event in onEvent(FleetRunner.fleetEvent(event, device: claimed.device)) }
+                        let attempt = await update(claimed.device, adapter, turn) { event in
+                            onEvent(FleetRunner.fleetEvent(event, device: claimed.device))
+                        }
+                        turn?.release()
                         return .tried(claimed, adapter: adapter, attempt: attempt, seconds: (clock.now - start).seconds)
                     }
                 }

@@ -183,7 +183,8 @@ struct FleetWorkerCommand: AsyncParsableCommand {
         }
         defer { TemporaryPaths.stopInterceptingInterrupts() }
         let timeouts = runOptions.timeouts
-        let options = CampaignWorkerOptions(adapters: adapterNames, connectionsPerAdapter: runOptions.connections, name: name,
+        let options = CampaignWorkerOptions(adapters: adapterNames, connectionsPerAdapter: runOptions.connections,
+                                            transfersPerAdapter: runOptions.transfers, name: name,
                                             poll: .milliseconds(Int64(poll * 1000)))
         let location = self.location
         let json = global.json

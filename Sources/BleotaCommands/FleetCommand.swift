@@ -124,7 +124,8 @@ struct FleetFlashCommand: AsyncParsableCommand {
                 throw CommandFailure(.usage, "\(device.label) names adapter \(fixed), which is not among --adapter \(adapterNames.joined(separator: ", ")): add --adapter \(fixed)")
             }
         }
-        let options = FleetOptions(adapters: adapterNames, connectionsPerAdapter: runOptions.connections, attempts: update.attempts,
+        let options = FleetOptions(adapters: adapterNames, connectionsPerAdapter: runOptions.connections,
+                                   transfersPerAdapter: runOptions.transfers, attempts: update.attempts,
                                    backoff: .milliseconds(Int64(update.backoff * 1000)))
         // Every device's protocol and the image prepared for it (once per protocol). Simulated devices
         // and devices given --protocol are planned now; a real device whose protocol must be found by
@@ -156,13 +157,14 @@ struct FleetFlashCommand: AsyncParsableCommand {
                     members[device.address] = (try await fleet.add(parsed, protocol: plan.updateProtocol, description: device.address), plan)
                 }
                 let known = members
-                let runner = FleetRunner(devices: list, options: options, clock: runtime.clock, stop: stop, onEvent: display.handle) { device, adapter, onEvent in
+                let runner = FleetRunner(devices: list, options: options, clock: runtime.clock, stop: stop, onEvent: display.handle) { device, adapter, turn, onEvent in
                     guard let (member, plan) = known[device.address] else {
                         return .failed(TransferError(.badInput, step: .load, "no plan for \(device.address)"))
                     }
                     member.use(adapter: fleet.adapters[adapter])
                     let context = HostContext(protocolName: plan.updateProtocol.name, connector: member.connector, clock: runtime.clock,
-                                              timeouts: timeouts, logger: logger, options: plan.hostOptions, onEvent: onEvent)
+                                              timeouts: timeouts, logger: logger, options: plan.hostOptions, transferTurn: turn,
+                                              onEvent: onEvent)
                     return await plan.attempt(plan.updateProtocol.makeHost(context), force: force)
                 }
                 let outcome = await runner.run()
@@ -172,10 +174,10 @@ struct FleetFlashCommand: AsyncParsableCommand {
         } else {
             let realUpdate = planner.realDeviceUpdate(timeouts: timeouts, force: force)
             let current = advertisedCurrent
-            let runner = FleetRunner(devices: list, options: options, clock: SystemClock(), stop: stop, onEvent: display.handle) { device, adapter, onEvent in
+            let runner = FleetRunner(devices: list, options: options, clock: SystemClock(), stop: stop, onEvent: display.handle) { device, adapter, turn, onEvent in
                 // It told the scan it runs the version or newer: nothing to connect for.
                 if let version = current[device.address] { return .alreadyCurrent(version: version) }
-                return await realUpdate(device, adapter, onEvent)
+                return await realUpdate(device, adapter, turn, onEvent)
             }
             outcome = await runner.run()
         }
@@ -250,8 +252,11 @@ struct FleetUpdateOptions: ParsableArguments {
 
 /// How one host runs its part of a fleet: the options `fleet flash` and `fleet worker` share.
 struct FleetRunOptions: ParsableArguments {
-    @Option(name: .long, help: "Updates at once on each adapter (1…16; default 3: a controller's radio is shared by its connections, and past three busy links it is the limit).")
+    @Option(name: .long, help: "Updates at once on each adapter, each on its own connection (1…16; default 4: two transferring, two getting ready or finishing beside them).")
     var connections: Int = FleetOptions.defaultConnectionsPerAdapter
+
+    @Option(name: .long, help: "Of those, transfers at once on each adapter (1…16; default 2: two busy links fill a controller's radio, more share it worse; the others connect, reboot and confirm meanwhile). A value ≥ --connections lets every update transfer when ready.")
+    var transfers: Int = FleetOptions.defaultTransfersPerAdapter
 
     @Option(name: .long, help: "Seconds to wait for a device to connect or come back after a reboot (0.1…3600).")
     var connectTimeout: Double = 10
@@ -261,6 +266,7 @@ struct FleetRunOptions: ParsableArguments {
 
     func validate() throws {
         guard (1...16).contains(connections) else { throw ValidationError("--connections \(connections) is out of range: use 1…16") }
+        guard (1...16).contains(transfers) else { throw ValidationError("--transfers \(transfers) is out of range: use 1…16") }
         _ = try TimeValue.duration(connectTimeout, option: "--connect-timeout", unit: .seconds, range: 0.1...3600)
     }
 
@@ -300,7 +306,7 @@ actor FleetPlanner {
     /// through that adapter: scans and connections on one adapter at a time, not all on the default one),
     /// a session, and the update.
     nonisolated func realDeviceUpdate(timeouts: StepTimeouts, force: Bool) -> FleetRunner.Update {
-        { [logger] device, adapter, onEvent in
+        { [logger] device, adapter, turn, onEvent in
             do {
                 guard let listed = DeviceAddress(argument: device.address) else {
                     return .failed(TransferError(.badInput, step: .connect, "'\(device.address)' is not a device address: use ble://, udp:// or serial://"))
@@ -309,7 +315,8 @@ actor FleetPlanner {
                 let address = try plan.address.through(adapter: adapter)
                 let session = try await address.session(protocol: plan.updateProtocol, logger: logger) { connector, clock in
                     let context = HostContext(protocolName: plan.updateProtocol.name, connector: connector, clock: clock,
-                                              timeouts: timeouts, logger: logger, options: plan.hostOptions, onEvent: onEvent)
+                                              timeouts: timeouts, logger: logger, options: plan.hostOptions, transferTurn: turn,
+                                              onEvent: onEvent)
                     return await plan.attempt(plan.updateProtocol.makeHost(context), force: force)
                 }
                 return session.value

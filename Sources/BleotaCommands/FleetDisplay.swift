@@ -69,6 +69,8 @@ final class FleetDisplay: Sendable {
                     row.step = "retry in \(Int(Double(delay.components.seconds).rounded())) s"
                     row.result = "\(error.step): \(error.message)"
                 }
+            case .queued(let device):
+                update(&state, device.address) { $0.step = "queued" }
             case .note(let device, let text):
                 state.notes.append("\(device.label): \(text)")
             case .finished(let result):

@@ -19,9 +19,13 @@ public struct OperationRecorder: Sendable {
     public private(set) var stepSeconds: [String: Double] = [:]
     public var versionBefore: String?
     public var versionAfter: String?
+    /// The place among transfers sharing a radio this operation waits for before it transfers
+    /// (a fleet's ``TransferGate``); nil outside a fleet.
+    public let transferTurn: TransferTurn?
 
     public init(operation: String, protocolName: String, device: String, clock: any BleotaClock,
-                onEvent: @escaping @Sendable (UpdateEvent) -> Void) {
+                transferTurn: TransferTurn? = nil, onEvent: @escaping @Sendable (UpdateEvent) -> Void) {
+        self.transferTurn = transferTurn
         self.operation = operation
         self.protocolName = protocolName
         self.device = device
@@ -40,16 +44,45 @@ public struct OperationRecorder: Sendable {
         stepStarted = clock.now
     }
 
-    /// Starts `step` (once: entering the current step again changes nothing).
+    /// Starts the transfer step, after waiting for a place among the transfers that share this
+    /// device's radio (``transferTurn``; at once when there is none). Every protocol's host enters
+    /// its transfer this way, when the device is ready for the bytes: a fleet then prepares the next
+    /// devices while others transfer (``TransferGate``). Leaving the step gives the place back.
+    public mutating func enterTransfer() async {
+        guard currentStep != .transfer else { return }
+        if let turn = transferTurn, !turn.isHeld {
+            // The wait is not the current step's time: the report shows it on its own.
+            let began = clock.now
+            await turn.wait()
+            let waited = clock.now - began
+            if waited > .zero {
+                stepSeconds[Self.transferWaitKey, default: 0] += waited.seconds
+                stepStarted += waited
+            }
+        }
+        enter(.transfer)
+    }
+
+    /// Starts `step` (once: entering the current step again changes nothing). The transfer step is
+    /// entered with ``enterTransfer()``.
     public mutating func enter(_ step: UpdateStep) {
         guard step != currentStep else { return }
+        if step == .transfer, let transferTurn, !transferTurn.isHeld {
+            // A protocol that skipped enterTransfer() would crowd the transfers of a fleet's adapter.
+            onEvent(.note("the transfer began without waiting for a transfer place: its protocol should call OperationRecorder.enterTransfer()"))
+        }
         closeStep()
         currentStep = step
         stepStarted = clock.now
         onEvent(.step(step))
     }
 
+    /// The ``UpdateReport/stepSeconds`` key of the time spent waiting for a transfer place.
+    public static let transferWaitKey = "transfer-wait"
+
+    /// Ends the current step's timing; leaving the transfer step gives its place back.
     private mutating func closeStep() {
+        if currentStep == .transfer { transferTurn?.release() }
         if let currentStep { stepSeconds[currentStep.rawValue, default: 0] += (clock.now - stepStarted).seconds }
     }
 

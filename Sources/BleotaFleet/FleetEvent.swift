@@ -9,6 +9,9 @@ public enum FleetEvent: Sendable {
     case step(device: FleetDevice, step: UpdateStep)
     /// Transfer progress: bytes acknowledged of the total, the rate, packets resent.
     case progress(device: FleetDevice, acknowledged: Int, total: Int, bytesPerSecond: Double, resends: Int)
+    /// The device is ready for its transfer and waits for one of its adapter's transfer places
+    /// (``FleetOptions/transfersPerAdapter``).
+    case queued(device: FleetDevice)
     case note(device: FleetDevice, text: String)
     /// A try failed and another comes after `delay`.
     case retrying(device: FleetDevice, error: TransferError, delay: Duration)
@@ -19,8 +22,8 @@ public enum FleetEvent: Sendable {
     /// The device this event is about, if one.
     public var device: FleetDevice? {
         switch self {
-        case .started(let device, _, _), .step(let device, _), .progress(let device, _, _, _, _), .note(let device, _),
-             .retrying(let device, _, _):
+        case .started(let device, _, _), .step(let device, _), .progress(let device, _, _, _, _), .queued(let device),
+             .note(let device, _), .retrying(let device, _, _):
             device
         case .finished, .stopping:
             nil
@@ -62,6 +65,9 @@ public struct FleetEventLine: Codable, Sendable {
             self.total = total
             bytesPerSecond = rate
             self.resends = resends
+        case .queued(let device):
+            self.event = "queued"
+            self.device = device.address
         case .note(let device, let text):
             self.event = "note"
             self.device = device.address

@@ -206,7 +206,7 @@ import Testing
             let completed = Shared<[String: [String]]>([:])
             let startedByDoomed = Shared(0)
             func update(_ worker: String) -> FleetRunner.Update {
-                { device, _, _ in
+                { device, _, _, _ in
                     // Like a real device asked first what it runs: one a dead worker finished is current.
                     if completed.value.withLock({ $0[device.address] != nil }) { return .alreadyCurrent(version: "2.0.0") }
                     if worker == "doomed" { startedByDoomed.value.withLock { $0 += 1 } }

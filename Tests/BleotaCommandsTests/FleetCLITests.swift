@@ -57,12 +57,65 @@ import Testing
         #expect(result.stderr == "error: \(list.path):2: 'sim://2m-dle?seed=2 sim://2m-dle?seed=3' is not one address: write one a line, or a CSV with a header line naming a 'device' column\n")
     }
 
+    /// The most transfer steps that ran at once, from the event stream (events come in the order they happen).
+    static func mostTransfersAtOnce(_ events: [[String: Any]]) -> Int {
+        var inside = Set<String>()
+        var most = 0
+        for event in events {
+            guard let device = event["device"] as? String else { continue }
+            switch event["event"] as? String {
+            case "step": if event["step"] as? String == "transfer" { inside.insert(device) } else { inside.remove(device) }
+            case "finished": inside.remove(device)
+            default: break
+            }
+            most = max(most, inside.count)
+        }
+        return most
+    }
+
+    /// Every protocol's host half waits for the adapter's transfer place before it transfers: with
+    /// three connections and one transfer place, three devices are connected together but transfer
+    /// one after another, and each ends with the image.
+    @Test(arguments: [
+        ("native", "samples/firmware/app-v2.bin"),
+        ("smp", "samples/mcuboot/imgtool-2.5.0/app-1.1.0-ecdsa-p256.bin"),
+        ("nordic-dfu", "Tests/BleotaProtocolsTests/Fixtures/nordic/nrfutil-6.1.7-app-unsigned.zip"),
+        ("nordic-legacy", "Tests/BleotaProtocolsTests/Fixtures/nordic/adafruit-nrfutil-0.5.3.post16-app.zip"),
+        ("espressif-ota", "samples/espressif/esp-app-sample.bin"),
+        ("suota", "samples/suota/da1469x-app-sample-v3.img"),
+        ("ti-oad", "samples/ti-oad/cc26x2-app-sample_oad.bin"),
+        ("silabs-ota", "samples/silabs/efr32-app-sample.gbl"),
+    ])
+    func everyProtocolTransfersOnlyInItsTurn(_ setup: (protocolName: String, image: String)) throws {
+        let list = try temporaryFile("devices.txt", (1...3).map { "sim://2m-dle?seed=\($0)&protocol=\(setup.protocolName)" }.joined(separator: "\n"))
+        let result = try BleotaProcess.run(["fleet", "flash", setup.image, "--devices", list.path, "--connections", "3", "--transfers", "1", "--json"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let events = result.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(Set(events.filter { $0["event"] as? String == "started" }.compactMap { $0["device"] as? String }).count == 3)
+        #expect(events.filter { $0["event"] as? String == "queued" }.count == 2, "two devices waited for the one place")
+        #expect(Self.mostTransfersAtOnce(events) == 1)
+        #expect(!result.stdout.contains("without waiting for a transfer place"))
+        #expect(events.filter { ($0["result"] as? [String: Any])?["outcome"] as? String == "updated" }.count == 3, "\(result.stdout)")
+    }
+
+    /// The control: with as many transfer places as connections, the same devices transfer together.
+    @Test func withoutALimitTheTransfersOverlap() throws {
+        let list = try temporaryFile("devices.txt", (1...3).map { "sim://2m-dle?seed=\($0)" }.joined(separator: "\n"))
+        let result = try BleotaProcess.run(["fleet", "flash", "samples/firmware/app-v2.bin", "--devices", list.path,
+                                            "--connections", "3", "--transfers", "3", "--json"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let events = result.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(Self.mostTransfersAtOnce(events) == 3)
+        #expect(!events.contains { $0["event"] as? String == "queued" })
+    }
+
     @Test(arguments: [
         (["--scan-name", "x", "--devices", "d.txt"], "--devices and a scan filter exclude each other: give one"),
         ([String](), "no devices: give --devices FILE, or --scan-name/--scan-service to find them"),
         (["--devices", "d.txt", "--min-rssi=-70"], "--min-rssi filters a scan: add --scan-name or --scan-service"),
         (["--scan-service", "nope"], "--scan-service 'nope' is not a UUID: write 16 bits (FEF5) or 128 bits"),
         (["--devices", "d.txt", "--connections", "0"], "--connections 0 is out of range: use 1…16"),
+        (["--devices", "d.txt", "--transfers", "17"], "--transfers 17 is out of range: use 1…16"),
         (["--devices", "d.txt", "--report", "r.txt"], "--report r.txt: name a .csv or .json file"),
         (["--devices", "d.txt", "--scan-older-than", "2.0.0"], "--scan-older-than filters a scan: add --scan-name or --scan-service"),
         (["--scan-name", "x", "--scan-older-than", "latest"], "--scan-older-than 'latest' is not a version: write e.g. 2.1.0"),

@@ -37,7 +37,7 @@ import Testing
         let devices = (0..<20).map { FleetDevice(address: "sim://d\($0)") }
         let recorder = Recorder()
         let (results, summary) = try await SimulationRuntime.run { runtime in
-            let runner = FleetRunner(devices: devices, options: FleetOptions(adapters: ["a", "b"], connectionsPerAdapter: 3), clock: runtime.clock) { device, adapter, _ in
+            let runner = FleetRunner(devices: devices, options: FleetOptions(adapters: ["a", "b"], connectionsPerAdapter: 3), clock: runtime.clock) { device, adapter, _, _ in
                 recorder.begin(adapter, device.address, at: runtime.clock.now)
                 // Devices take different times: 10 s, 11 s, … so slots free up out of order.
                 try? await runtime.clock.sleep(for: .seconds(10 + Int64(device.address.dropFirst(7))!))
@@ -54,13 +54,40 @@ import Testing
         #expect(summary.seconds < 120, "\(summary.seconds) s")
     }
 
+    /// Transfers are limited apart from connections, and a try that fails inside its transfer (never
+    /// leaving the step) does not keep its place: the runner gives it back when the try ends.
+    @Test func transfersAreLimitedApartFromConnectionsAndAFailedTransferGivesItsPlaceBack() async throws {
+        let devices = (0..<6).map { FleetDevice(address: "sim://d\($0)") }
+        let transferring = Recorder()
+        let (results, summary) = try await SimulationRuntime.run { runtime in
+            let options = FleetOptions(adapters: ["a"], connectionsPerAdapter: 4, transfersPerAdapter: 2, attempts: 1)
+            let runner = FleetRunner(devices: devices, options: options, clock: runtime.clock) { device, adapter, turn, _ in
+                guard let turn else { return .failed(TransferError(.badInput, step: .load, "no transfer turn given")) }
+                try? await runtime.clock.sleep(for: .seconds(1))
+                await turn.wait()
+                transferring.begin(adapter, device.address, at: runtime.clock.now)
+                try? await runtime.clock.sleep(for: .seconds(10))
+                transferring.end(adapter)
+                // The odd devices fail in their transfer and leave without releasing.
+                if Int(device.address.dropFirst(7))! % 2 == 1 { return .failed(TransferError(.deviceRefused, step: .transfer, "refused")) }
+                turn.release()
+                return .updated(Self.report(device))
+            }
+            return await runner.run()
+        }
+        #expect(transferring.state.withLock { $0.most } == ["a": 2])
+        #expect(results.filter { $0.outcome == .updated }.count == 3 && results.filter { $0.outcome == .failed }.count == 3)
+        // Three rounds of two 10 s transfers, the first after a 1 s preparation: nothing waited for a lost place.
+        #expect(summary.seconds == 31, "\(summary.seconds) s")
+    }
+
     @Test func aLostLinkIsRetriedAfterADoublingBackoffAndARefusalIsNot() async throws {
         let devices = [FleetDevice(address: "flaky"), FleetDevice(address: "refuses"), FleetDevice(address: "gone")]
         let recorder = Recorder()
         let tries = Mutex([String: Int]())
         let (results, summary) = try await SimulationRuntime.run { runtime in
             let options = FleetOptions(adapters: ["a"], connectionsPerAdapter: 3, attempts: 3, backoff: .seconds(5))
-            let runner = FleetRunner(devices: devices, options: options, clock: runtime.clock) { device, adapter, _ in
+            let runner = FleetRunner(devices: devices, options: options, clock: runtime.clock) { device, adapter, _, _ in
                 recorder.begin(adapter, device.address, at: runtime.clock.now)
                 defer { recorder.end(adapter) }
                 let attempt = tries.withLock { tries -> Int in
@@ -93,7 +120,7 @@ import Testing
         let events = Mutex<[String]>([])
         let (results, summary) = try await SimulationRuntime.run { runtime in
             let runner = FleetRunner(devices: devices, options: FleetOptions(adapters: ["a"], connectionsPerAdapter: 2), clock: runtime.clock, stop: stop,
-                                     onEvent: { event in if case .stopping = event { events.withLock { $0.append("stopping") } } }) { device, _, _ in
+                                     onEvent: { event in if case .stopping = event { events.withLock { $0.append("stopping") } } }) { device, _, _, _ in
                 try? await runtime.clock.sleep(for: .seconds(device.address == "d1" ? 5 : 10))
                 if device.address == "d1" {
                     // Ctrl-C while d0 and d1 run: both finish, nothing else starts.
@@ -114,7 +141,7 @@ import Testing
         let stop = FleetStopSignal()
         let (results, _) = try await SimulationRuntime.run { runtime in
             let options = FleetOptions(adapters: ["a"], connectionsPerAdapter: 2, attempts: 3, backoff: .seconds(30))
-            let runner = FleetRunner(devices: devices, options: options, clock: runtime.clock, stop: stop) { device, _, _ in
+            let runner = FleetRunner(devices: devices, options: options, clock: runtime.clock, stop: stop) { device, _, _, _ in
                 if device.address == "flaky" {
                     try? await runtime.clock.sleep(for: .seconds(1))
                     return .failed(TransferError(.linkLost, step: .transfer, "the link dropped"))

@@ -38,7 +38,7 @@ import Testing
             }
             let known = members
             let options = FleetOptions(adapters: adapters, connectionsPerAdapter: connections, attempts: 3, backoff: .seconds(2))
-            let runner = FleetRunner(devices: devices, options: options, clock: runtime.clock) { device, adapter, onEvent in
+            let runner = FleetRunner(devices: devices, options: options, clock: runtime.clock) { device, adapter, _, onEvent in
                 let member = known[device.address]!
                 member.use(adapter: fleet.adapters[adapter])
                 let host = native.makeHost(HostContext(protocolName: "native", connector: member.connector, clock: runtime.clock, onEvent: onEvent))

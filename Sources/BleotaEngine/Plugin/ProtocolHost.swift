@@ -63,12 +63,16 @@ public struct HostContext: Sendable {
     public var onEvent: @Sendable (UpdateEvent) -> Void
     /// The protocol's own host options (``UpdateProtocol/hostOptions``), as given.
     public var options: [String: String]
+    /// The place among transfers sharing the device's radio that the operation's transfer step
+    /// waits for (``OperationRecorder/enterTransfer()``): set by a fleet, nil otherwise.
+    public var transferTurn: TransferTurn?
 
     public init(protocolName: String, connector: any DeviceConnector, clock: any BleotaClock,
                 tuning: TransferTuning = TransferTuning(), explicitKnobs: Set<TuningKnob> = [], timeouts: StepTimeouts = StepTimeouts(),
-                logger: Logger = Logger(label: "bleota"), options: [String: String] = [:],
+                logger: Logger = Logger(label: "bleota"), options: [String: String] = [:], transferTurn: TransferTurn? = nil,
                 onEvent: @escaping @Sendable (UpdateEvent) -> Void = { _ in }) {
         self.options = options
+        self.transferTurn = transferTurn
         self.protocolName = protocolName
         self.connector = connector
         self.clock = clock
@@ -97,7 +101,7 @@ public struct HostContext: Sendable {
     /// A recorder for one operation, stamped with this context's protocol, device and clock.
     public func recorder(_ operation: String) -> OperationRecorder {
         OperationRecorder(operation: operation, protocolName: protocolName, device: connector.description,
-                          clock: clock, onEvent: onEvent)
+                          clock: clock, transferTurn: transferTurn, onEvent: onEvent)
     }
 }
 

@@ -104,7 +104,7 @@ public struct DescribedUpdater: ProtocolHost {
         while true {
             attempt += 1
             link = try await enterBootloaderIfNeeded(link, recorder: &recorder)
-            recorder.enter(.transfer)
+            await recorder.enterTransfer()
             let began = clock.now
             var uploaded: Duration?
             var endSent = false

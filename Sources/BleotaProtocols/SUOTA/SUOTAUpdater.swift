@@ -61,7 +61,7 @@ public struct SUOTAUpdater: ProtocolHost {
         }
         attempts: while true {
             attempt += 1
-            recorder.enter(.transfer)
+            await recorder.enterTransfer()
             let began = clock.now
             do throws(TryFailure) {
                 chunk = try await upload(image, on: link, pace: pace, statistics: &statistics)

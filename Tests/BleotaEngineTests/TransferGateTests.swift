@@ -1,0 +1,103 @@
+import BleotaLink
+import Synchronization
+import Testing
+@testable import BleotaEngine
+
+/// The transfer gate a fleet's adapter shares: at most `capacity` transfers,
+/// places given in arrival order, given back when a transfer step ends, and a
+/// cancelled wait leaves without one.
+@Suite struct TransferGateTests {
+    /// A list several tasks append to.
+    final class Log: Sendable {
+        let items = Mutex<[Int]>([])
+        func append(_ item: Int) { items.withLock { $0.append(item) } }
+        var all: [Int] { items.withLock { $0 } }
+    }
+
+    /// Waits until `condition` holds, yielding to the other tasks (the gate has no clock of its own).
+    func eventually(_ condition: () -> Bool) async {
+        for _ in 0..<10_000 where !condition() { await Task.yield() }
+    }
+
+    @Test func placesAreGivenInArrivalOrderAndNeverBeyondCapacity() async {
+        let gate = TransferGate(capacity: 2)
+        let order = Log()
+        let turns = (0..<5).map { _ in TransferTurn(gate: gate) }
+        await turns[0].wait()
+        await turns[1].wait()
+        #expect(gate.holding == 2 && gate.isFull)
+        await withTaskGroup(of: Void.self) { group in
+            for index in 2..<5 {
+                group.addTask {
+                    await turns[index].wait()
+                    order.append(index)
+                }
+                // Queue them one after another, so arrival order is 2, 3, 4.
+                await eventually { gate.waiting == index - 1 }
+            }
+            #expect(gate.waiting == 3)
+            #expect(order.all.isEmpty, "nobody passes a full gate")
+            turns[0].release()
+            turns[0].release()
+            await eventually { order.all.count == 1 }
+            #expect(order.all == [2], "a second release of the same turn gives nothing more")
+            turns[1].release()
+            turns[2].release()
+            await group.waitForAll()
+        }
+        #expect(order.all == [2, 3, 4])
+        #expect(gate.holding == 2 && gate.waiting == 0)
+        turns[3].release()
+        turns[4].release()
+        #expect(gate.holding == 0)
+    }
+
+    @Test func aCancelledWaitLeavesWithoutAPlace() async {
+        let gate = TransferGate(capacity: 1)
+        let holder = TransferTurn(gate: gate)
+        await holder.wait()
+        let waiter = TransferTurn(gate: gate)
+        let task = Task { await waiter.wait() }
+        await eventually { gate.waiting == 1 }
+        task.cancel()
+        await task.value
+        #expect(!waiter.isHeld)
+        #expect(gate.waiting == 0)
+        holder.release()
+        #expect(gate.holding == 0, "the cancelled waiter was not handed the place")
+    }
+
+    @Test func theRecorderWaitsBeforeTheTransferStepAndGivesThePlaceBackWhenItLeaves() async {
+        let clock = ManualClock()
+        let gate = TransferGate(capacity: 1)
+        let other = TransferTurn(gate: gate)
+        await other.wait()
+        let queued = Log()
+        let turn = TransferTurn(gate: gate) { queued.append(1) }
+        let events = Events()
+        var recorder = OperationRecorder(operation: "flash", protocolName: "p", device: "d", clock: clock,
+                                         transferTurn: turn, onEvent: events.add)
+        recorder.enter(.reconnect)
+        let waiting = recorder
+        let entering = Task {
+            var copy = waiting
+            await copy.enterTransfer()
+            return copy
+        }
+        await eventually { gate.waiting == 1 }
+        #expect(events.steps == ["reconnect"], "the transfer step waits for its place")
+        #expect(queued.all == [1])
+        clock.advance(.seconds(3))
+        other.release()
+        var entered = await entering.value
+        #expect(events.steps == ["reconnect", "transfer"])
+        #expect(turn.isHeld && gate.holding == 1)
+        clock.advance(.seconds(2))
+        entered.enter(.verify)
+        #expect(!turn.isHeld && gate.holding == 0, "leaving the transfer step gives the place back")
+        let report = entered.finish(bytes: 1, transfer: nil, statistics: TransferStatistics(), tuning: TransferTuning())
+        #expect(report.stepSeconds[OperationRecorder.transferWaitKey] == 3, "the wait is reported on its own")
+        #expect(report.stepSeconds["reconnect"] == 0, "and not as the step before it")
+        #expect(report.stepSeconds["transfer"] == 2)
+    }
+}
