@@ -49,7 +49,8 @@ struct FleetFlashCommand: AsyncParsableCommand {
     @Option(name: .customLong("scan-service"), help: "Instead of --devices: every device a scan sees advertising this service UUID.")
     var scanService: String?
 
-    @Option(name: .customLong("min-rssi"), help: "With a scan: only devices heard at least this strongly (dBm; write --min-rssi=-70).")
+    // Unconditional: an RSSI is negative, and `--min-rssi -70` must not read -70 as an option.
+    @Option(name: .customLong("min-rssi"), parsing: .unconditional, help: "With a scan: only devices heard at least this strongly (dBm, e.g. -70).")
     var minimumRSSI: Int?
 
     @Option(name: .customLong("scan-seconds"), help: "With a scan: how long to scan, on the first --adapter (1…120).")
@@ -232,7 +233,8 @@ struct FleetUpdateOptions: ParsableArguments {
     @Option(name: .long, help: "Tries per device before it is reported failed (1…10); in a campaign counted across workers, a try whose worker died included.")
     var attempts: Int = 3
 
-    @Option(name: .long, help: "Seconds before a device's second try; doubled for each try after (0…3600).")
+    // Unconditional, so `--backoff -1` is reported as out of range rather than as a missing value.
+    @Option(name: .long, parsing: .unconditional, help: "Seconds before a device's second try; doubled for each try after (0…3600).")
     var backoff: Double = 5
 
     @Flag(name: .long, help: "Update devices that already run the image's version too.")

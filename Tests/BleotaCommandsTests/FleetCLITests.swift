@@ -113,6 +113,8 @@ import Testing
         (["--scan-name", "x", "--devices", "d.txt"], "--devices and a scan filter exclude each other: give one"),
         ([String](), "no devices: give --devices FILE, or --scan-name/--scan-service to find them"),
         (["--devices", "d.txt", "--min-rssi=-70"], "--min-rssi filters a scan: add --scan-name or --scan-service"),
+        (["--devices", "d.txt", "--min-rssi", "-70"], "--min-rssi filters a scan: add --scan-name or --scan-service"),
+        (["--devices", "d.txt", "--backoff", "-1"], "--backoff -1"),
         (["--scan-service", "nope"], "--scan-service 'nope' is not a UUID: write 16 bits (FEF5) or 128 bits"),
         (["--devices", "d.txt", "--connections", "0"], "--connections 0 is out of range: use 1…16"),
         (["--devices", "d.txt", "--transfers", "17"], "--transfers 17 is out of range: use 1…16"),
