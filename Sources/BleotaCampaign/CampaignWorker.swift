@@ -139,7 +139,9 @@ public struct CampaignWorker: Sendable {
                     busy[adapter, default: 0] += 1
                     held[claimed.device.address]?.adapter = adapter
                     onEvent(.started(device: claimed.device, adapter: adapter, attempt: claimed.tryNumber))
-                    let turn = gates[adapter].map { gate in TransferTurn(gate: gate) { [onEvent] in onEvent(.queued(device: claimed.device)) } }
+                    let turn = gates[adapter].map { gate in TransferTurn(gate: gate, maximumWait: FleetOptions(adapters: []).maximumTransferWait) { [onEvent] in
+                        onEvent(.queued(device: claimed.device))
+                    } }
                     group.addTask { [clock, update, onEvent] in
                         let start = clock.now
                         let attempt = await update(claimed.device, adapter, turn) { event in

@@ -22,6 +22,8 @@ public struct OperationRecorder: Sendable {
     /// The place among transfers sharing a radio this operation waits for before it transfers
     /// (a fleet's ``TransferGate``); nil outside a fleet.
     public let transferTurn: TransferTurn?
+    /// Set while ``enterTransfer()`` enters the step, waited or not.
+    private var enteringThroughGate = false
 
     public init(operation: String, protocolName: String, device: String, clock: any BleotaClock,
                 transferTurn: TransferTurn? = nil, onEvent: @escaping @Sendable (UpdateEvent) -> Void) {
@@ -53,13 +55,18 @@ public struct OperationRecorder: Sendable {
         if let turn = transferTurn, !turn.isHeld {
             // The wait is not the current step's time: the report shows it on its own.
             let began = clock.now
-            await turn.wait()
+            let placed = await turn.wait(clock: clock)
             let waited = clock.now - began
+            if !placed, let limit = turn.maximumWait, waited >= limit {
+                onEvent(.note("waited \(Int(limit.seconds)) s for a transfer place; transferring beside the others rather than leave the device idle longer"))
+            }
             if waited > .zero {
                 stepSeconds[Self.transferWaitKey, default: 0] += waited.seconds
                 stepStarted += waited
             }
         }
+        enteringThroughGate = true
+        defer { enteringThroughGate = false }
         enter(.transfer)
     }
 
@@ -67,7 +74,7 @@ public struct OperationRecorder: Sendable {
     /// entered with ``enterTransfer()``.
     public mutating func enter(_ step: UpdateStep) {
         guard step != currentStep else { return }
-        if step == .transfer, let transferTurn, !transferTurn.isHeld {
+        if step == .transfer, !enteringThroughGate, let transferTurn, !transferTurn.isHeld {
             // A protocol that skipped enterTransfer() would crowd the transfers of a fleet's adapter.
             onEvent(.note("the transfer began without waiting for a transfer place: its protocol should call OperationRecorder.enterTransfer()"))
         }

@@ -24,6 +24,9 @@ public struct FleetOptions: Sendable, Hashable {
     /// them (verify, activate, confirm), so the transfers follow one another without the radio
     /// waiting for reboots (``/BleotaEngine/TransferGate``).
     public var transfersPerAdapter: Int?
+    /// The longest a ready device waits for a transfer place before it transfers beside the others
+    /// (``/BleotaEngine/TransferTurn/maximumWait``).
+    public var maximumTransferWait: Duration = .seconds(60)
     /// Tries per device before it is reported failed.
     public var attempts: Int
     /// The pause before a device's second try; it doubles for each try after.
@@ -152,7 +155,9 @@ public struct FleetRunner: Sendable {
                         running += 1
                         let device = devices[item.index]
                         onEvent(.started(device: device, adapter: adapter, attempt: item.attempt))
-                        let turn = gates[adapter].map { gate in TransferTurn(gate: gate) { [onEvent] in onEvent(.queued(device: device)) } }
+                        let turn = gates[adapter].map { gate in TransferTurn(gate: gate, maximumWait: options.maximumTransferWait) { [onEvent] in
+                            onEvent(.queued(device: device))
+                        } }
                         group.addTask { [clock, update, onEvent] in
                             let start = clock.now
                             let attempt = await update(device, adapter, turn) { event in

@@ -20,16 +20,17 @@ import Testing
     }
 
     @Test func placesAreGivenInArrivalOrderAndNeverBeyondCapacity() async {
+        let clock = ManualClock()
         let gate = TransferGate(capacity: 2)
         let order = Log()
         let turns = (0..<5).map { _ in TransferTurn(gate: gate) }
-        await turns[0].wait()
-        await turns[1].wait()
+        await turns[0].wait(clock: clock)
+        await turns[1].wait(clock: clock)
         #expect(gate.holding == 2 && gate.isFull)
         await withTaskGroup(of: Void.self) { group in
             for index in 2..<5 {
                 group.addTask {
-                    await turns[index].wait()
+                    await turns[index].wait(clock: clock)
                     order.append(index)
                 }
                 // Queue them one after another, so arrival order is 2, 3, 4.
@@ -53,25 +54,51 @@ import Testing
     }
 
     @Test func aCancelledWaitLeavesWithoutAPlace() async {
+        let clock = ManualClock()
         let gate = TransferGate(capacity: 1)
         let holder = TransferTurn(gate: gate)
-        await holder.wait()
+        await holder.wait(clock: clock)
         let waiter = TransferTurn(gate: gate)
-        let task = Task { await waiter.wait() }
+        let task = Task { await waiter.wait(clock: clock) }
         await eventually { gate.waiting == 1 }
         task.cancel()
-        await task.value
-        #expect(!waiter.isHeld)
+        let placed = await task.value
+        #expect(!placed && !waiter.isHeld)
         #expect(gate.waiting == 0)
         holder.release()
         #expect(gate.holding == 0, "the cancelled waiter was not handed the place")
+    }
+
+    /// A device waits at most `maximumWait` (virtual time here), then transfers without a place,
+    /// saying so; the gate's count is left alone and giving back the place it never had does nothing.
+    @Test func aWaitThatRunsOutTransfersBesideTheOthersAndSaysSo() async throws {
+        let notes = Mutex<[String]>([])
+        let (placed, report, holding) = try await SimulationRuntime.run { runtime in
+            let gate = TransferGate(capacity: 1)
+            let holder = TransferTurn(gate: gate)
+            await holder.wait(clock: runtime.clock)
+            let turn = TransferTurn(gate: gate, maximumWait: .seconds(60))
+            var recorder = OperationRecorder(operation: "flash", protocolName: "p", device: "d", clock: runtime.clock, transferTurn: turn) { event in
+                if case .note(let text) = event { notes.withLock { $0.append(text) } }
+            }
+            recorder.enter(.reconnect)
+            await recorder.enterTransfer()
+            let placed = turn.isHeld
+            recorder.enter(.verify)
+            let report = recorder.finish(bytes: 1, transfer: nil, statistics: TransferStatistics(), tuning: TransferTuning())
+            return (placed, report, gate.holding)
+        }
+        #expect(!placed)
+        #expect(holding == 1, "only the holder counts")
+        #expect(report.stepSeconds[OperationRecorder.transferWaitKey] == 60)
+        #expect(notes.withLock { $0 } == ["waited 60 s for a transfer place; transferring beside the others rather than leave the device idle longer"])
     }
 
     @Test func theRecorderWaitsBeforeTheTransferStepAndGivesThePlaceBackWhenItLeaves() async {
         let clock = ManualClock()
         let gate = TransferGate(capacity: 1)
         let other = TransferTurn(gate: gate)
-        await other.wait()
+        await other.wait(clock: clock)
         let queued = Log()
         let turn = TransferTurn(gate: gate) { queued.append(1) }
         let events = Events()

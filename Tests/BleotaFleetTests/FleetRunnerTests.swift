@@ -64,7 +64,7 @@ import Testing
             let runner = FleetRunner(devices: devices, options: options, clock: runtime.clock) { device, adapter, turn, _ in
                 guard let turn else { return .failed(TransferError(.badInput, step: .load, "no transfer turn given")) }
                 try? await runtime.clock.sleep(for: .seconds(1))
-                await turn.wait()
+                await turn.wait(clock: runtime.clock)
                 transferring.begin(adapter, device.address, at: runtime.clock.now)
                 try? await runtime.clock.sleep(for: .seconds(10))
                 transferring.end(adapter)

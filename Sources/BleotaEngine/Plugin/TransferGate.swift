@@ -1,3 +1,4 @@
+import BleotaLink
 import Synchronization
 
 /// How many transfers may run at once among updates that share one radio (a
@@ -82,23 +83,51 @@ public final class TransferGate: Sendable {
 /// again.
 public final class TransferTurn: Sendable {
     public let gate: TransferGate
+    /// The longest a device waits, connected and idle, before it transfers without a place (over
+    /// the gate's limit): a bootloader may give up on an idle connection (Nordic's Secure DFU
+    /// bootloader resets after 120 s by default), and one transfer too many costs less than a
+    /// device that must start again. Nil waits as long as it takes.
+    public let maximumWait: Duration?
     private let held = Mutex(false)
     private let onQueue: @Sendable () -> Void
 
     /// `onQueue` is called when a wait finds every place taken (for a live table's "queued").
-    public init(gate: TransferGate, onQueue: @escaping @Sendable () -> Void = {}) {
+    public init(gate: TransferGate, maximumWait: Duration? = nil, onQueue: @escaping @Sendable () -> Void = {}) {
         self.gate = gate
+        self.maximumWait = maximumWait
         self.onQueue = onQueue
     }
 
     /// Whether this update holds a place now.
     public var isHeld: Bool { held.withLock { $0 } }
 
-    /// Waits for a place unless one is held; returns at once when the task is cancelled.
-    public func wait() async {
-        guard !isHeld else { return }
+    /// Waits for a place unless one is held, at most ``maximumWait`` on `clock`. True when a place is
+    /// held afterwards; false when the wait ran out or the task was cancelled (the caller goes on
+    /// without one).
+    @discardableResult
+    public func wait(clock: any BleotaClock) async -> Bool {
+        guard !isHeld else { return true }
         if gate.isFull { onQueue() }
-        if await gate.acquire() { held.withLock { $0 = true } }
+        let acquired: Bool
+        if let maximumWait {
+            acquired = await withTaskGroup(of: Bool.self) { group in
+                group.addTask { await self.gate.acquire() }
+                group.addTask {
+                    try? await clock.sleep(for: maximumWait)
+                    return false
+                }
+                let first = await group.next() ?? false
+                // Whichever ended first, the other is stopped; a place granted meanwhile still counts.
+                group.cancelAll()
+                var any = first
+                while let result = await group.next() { any = any || result }
+                return any
+            }
+        } else {
+            acquired = await gate.acquire()
+        }
+        if acquired { held.withLock { $0 = true } }
+        return acquired
     }
 
     /// Gives the place back, if one is held (any number of calls).
