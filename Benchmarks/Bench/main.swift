@@ -378,15 +378,30 @@ func fleetBenchmark(kib: Int, connections: Int, transfers: Int) async throws {
     let stepTotals = Mutex<[String: Double]>([:])
     /// Per adapter, how long k of its links were in their transfer step.
     final class TransferOccupancy: Sendable {
-        struct Adapter { var count = 0; var since = Duration.zero; var time: [Int: Duration] = [:] }
+        struct Adapter { var count = 0; var since = Duration.zero; var time: [Int: Duration] = [:]; var single: [(Duration, Duration)] = [] }
         let state = Mutex<[String: Adapter]>([:])
         func change(_ adapter: String, by delta: Int, at now: Duration) {
             state.withLock { all in
                 var entry = all[adapter] ?? Adapter()
                 entry.time[entry.count, default: .zero] += now - entry.since
+                if entry.count == 1 && now > entry.since { entry.single.append((entry.since, now)) }
                 entry.count += delta
                 entry.since = now
                 all[adapter] = entry
+            }
+        }
+        /// Where one link transferred alone: in the first and last `edge` of each adapter's run, or between.
+        func singles(edge: Duration) -> String {
+            state.withLock { all in
+                var (early, late, middle) = (Duration.zero, Duration.zero, Duration.zero)
+                for entry in all.values {
+                    let end = entry.since
+                    for (from, to) in entry.single {
+                        if to <= edge { early += to - from } else if from >= end - edge { late += to - from } else { middle += to - from }
+                    }
+                }
+                return String(format: "one link transferring, summed over adapters: first %.1f s, last %.1f s, between %.1f s",
+                              early.seconds, late.seconds, middle.seconds)
             }
         }
         func shares() -> String {
@@ -430,6 +445,7 @@ func fleetBenchmark(kib: Int, connections: Int, transfers: Int) async throws {
         let (results, summary) = await runner.run()
         if arguments.contains("--fleet-steps") {
             print("time with k links in their transfer step, all adapters: " + transferring.shares())
+            print(transferring.singles(edge: .seconds(4)))
             print(stepTotals.withLock { $0 }.sorted { $0.key < $1.key }.map { "\($0.key) \(String(format: "%.1f", $0.value / Double(results.count))) s" }.joined(separator: ", "))
         }
         var exact = 0
