@@ -23,7 +23,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
-        .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.0"),
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
         .package(url: "https://github.com/weichsel/ZIPFoundation.git", from: "0.9.20"),
@@ -61,7 +61,7 @@ let package = Package(
         .target(
             name: "BleotaSimulator",
             dependencies: ["BleotaProtocols", "BleotaEngine", "BleotaLink", "BleotaCodec"]),
-        .target(name: "BleotaFleet", dependencies: ["BleotaEngine", "BleotaLink", "BleotaCodec"]),
+        .target(name: "BleotaFleet", dependencies: ["BleotaEngine", "BleotaLink", "BleotaCodec", .product(name: "Logging", package: "swift-log")]),
         // A fleet campaign shared by workers on many hosts, kept in PostgreSQL.
         .target(name: "BleotaCampaign", dependencies: ["BleotaFleet", "BleotaEngine",
                                                        .product(name: "PostgresNIO", package: "postgres-nio"),

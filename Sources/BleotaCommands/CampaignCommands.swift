@@ -199,8 +199,10 @@ struct FleetWorkerCommand: AsyncParsableCommand {
                                        protocolOptions: campaign.protocolOptions.map { "\($0.key)=\($0.value)" }.sorted(),
                                        explicit: campaign.protocolName, timeout: timeouts.connect, logger: logger)
             logger.notice("worker \(name) joins campaign '\(campaign.name)' with \(adapterNames.joined(separator: ", "))")
-            let worker = CampaignWorker(store: store, campaign: campaign, options: options, stop: stop, logger: logger, onEvent: display.handle,
-                                        update: planner.realDeviceUpdate(timeouts: timeouts, force: campaign.force))
+            let logs = try runOptions.deviceLogs(devices: [], clock: SystemClock())
+            let worker = CampaignWorker(store: store, campaign: campaign, options: options, stop: stop, logger: logger,
+                                        onEvent: runOptions.handler(display, logs),
+                                        update: planner.realDeviceUpdate(timeouts: timeouts, force: campaign.force, logs: logs))
             return try await worker.run()
         }
         if json {

@@ -158,14 +158,16 @@ struct FleetFlashCommand: AsyncParsableCommand {
                     members[device.address] = (try await fleet.add(parsed, protocol: plan.updateProtocol, description: device.address), plan)
                 }
                 let known = members
-                let runner = FleetRunner(devices: list, options: options, clock: runtime.clock, stop: stop, onEvent: display.handle) { device, adapter, turn, onEvent in
+                let logs = try runOptions.deviceLogs(devices: list, clock: runtime.clock)
+                let runner = FleetRunner(devices: list, options: options, clock: runtime.clock, stop: stop,
+                                         onEvent: runOptions.handler(display, logs)) { device, adapter, turn, onEvent in
                     guard let (member, plan) = known[device.address] else {
                         return .failed(TransferError(.badInput, step: .load, "no plan for \(device.address)"))
                     }
                     member.use(adapter: fleet.adapters[adapter])
                     let context = HostContext(protocolName: plan.updateProtocol.name, connector: member.connector, clock: runtime.clock,
-                                              timeouts: timeouts, logger: logger, options: plan.hostOptions, transferTurn: turn,
-                                              onEvent: onEvent)
+                                              timeouts: timeouts, logger: logs?.logger(for: device, base: logger) ?? logger,
+                                              options: plan.hostOptions, transferTurn: turn, onEvent: onEvent)
                     return await plan.attempt(plan.updateProtocol.makeHost(context), force: force)
                 }
                 let outcome = await runner.run()
@@ -173,9 +175,12 @@ struct FleetFlashCommand: AsyncParsableCommand {
                 return outcome
             }
         } else {
-            let realUpdate = planner.realDeviceUpdate(timeouts: timeouts, force: force)
+            let clock = SystemClock()
+            let logs = try runOptions.deviceLogs(devices: list, clock: clock)
+            let realUpdate = planner.realDeviceUpdate(timeouts: timeouts, force: force, logs: logs)
             let current = advertisedCurrent
-            let runner = FleetRunner(devices: list, options: options, clock: SystemClock(), stop: stop, onEvent: display.handle) { device, adapter, turn, onEvent in
+            let runner = FleetRunner(devices: list, options: options, clock: clock, stop: stop,
+                                     onEvent: runOptions.handler(display, logs)) { device, adapter, turn, onEvent in
                 // It told the scan it runs the version or newer: nothing to connect for.
                 if let version = current[device.address] { return .alreadyCurrent(version: version) }
                 return await realUpdate(device, adapter, turn, onEvent)
@@ -266,6 +271,9 @@ struct FleetRunOptions: ParsableArguments {
     @Flag(name: .long, help: "No live table (the summary and errors still print).")
     var quiet = false
 
+    @Option(name: .customLong("log-dir"), help: ArgumentHelp("Write one log per device here (created if missing): its tries, steps, progress, notes, failures and its update's messages down to debug level, as they happen.", valueName: "DIR"))
+    var logDirectory: String?
+
     func validate() throws {
         guard (1...16).contains(connections) else { throw ValidationError("--connections \(connections) is out of range: use 1…16") }
         guard (1...16).contains(transfers) else { throw ValidationError("--transfers \(transfers) is out of range: use 1…16") }
@@ -275,6 +283,23 @@ struct FleetRunOptions: ParsableArguments {
     /// A device gets --connect-timeout to connect, and at least 30 s to come back after a reboot.
     var timeouts: StepTimeouts {
         StepTimeouts(connect: .milliseconds(Int64(connectTimeout * 1000)), reboot: .milliseconds(Int64(max(connectTimeout, 30) * 1000)))
+    }
+
+    /// The per-device logs of --log-dir, or nil without it.
+    func deviceLogs(devices: [FleetDevice], clock: any BleotaClock) throws -> FleetDeviceLogs? {
+        guard let logDirectory else { return nil }
+        do { return try FleetDeviceLogs(directory: logDirectory, devices: devices, clock: clock) } catch {
+            throw CommandFailure(.badInput, "--log-dir \(logDirectory): cannot create the directory (\(error.localizedDescription)): give a writable path")
+        }
+    }
+
+    /// The fleet's event handler: the display, and each device's log when there are logs.
+    func handler(_ display: FleetDisplay, _ logs: FleetDeviceLogs?) -> @Sendable (FleetEvent) -> Void {
+        guard let logs else { return display.handle }
+        return { event in
+            logs.record(event)
+            display.handle(event)
+        }
     }
 
     /// The live table on a terminal unless --quiet or --json.
@@ -307,8 +332,9 @@ actor FleetPlanner {
     /// One try at a real device (ble://, udp://, serial://) through `adapter`: its plan (found out, if need be,
     /// through that adapter: scans and connections on one adapter at a time, not all on the default one),
     /// a session, and the update.
-    nonisolated func realDeviceUpdate(timeouts: StepTimeouts, force: Bool) -> FleetRunner.Update {
-        { [logger] device, adapter, turn, onEvent in
+    nonisolated func realDeviceUpdate(timeouts: StepTimeouts, force: Bool, logs: FleetDeviceLogs?) -> FleetRunner.Update {
+        { [planLogger = logger] device, adapter, turn, onEvent in
+            let logger = logs?.logger(for: device, base: planLogger) ?? planLogger
             do {
                 guard let listed = DeviceAddress(argument: device.address) else {
                     return .failed(TransferError(.badInput, step: .connect, "'\(device.address)' is not a device address: use ble://, udp:// or serial://"))

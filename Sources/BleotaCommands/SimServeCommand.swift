@@ -193,9 +193,10 @@ struct SimServe: AsyncParsableCommand {
             }
         }
         defer { cleanup?.removeNow() }
+        // Each device's address as clients give it (and the ledger records it).
+        let addresses = servers.map { [udpHost] in "udp://\(udpHost):\($0.port)" }
         if devices > 1 {
             // One address a line: the list `bleota fleet` takes.
-            let addresses = servers.map { "udp://\(udpHost):\($0.port)" }
             if global.json {
                 Terminal.standardOutput.writeLine(try JSONOutput.string(["udp": addresses]))
             } else {
@@ -211,7 +212,7 @@ struct SimServe: AsyncParsableCommand {
         }
 
         /// A reset: the device boots (MCUboot swaps) and is away for a moment plus any swap.
-        let places = servers.isEmpty ? [endpoints["serial"] ?? ""] : servers.map { [udpHost] in "udp://\(udpHost):\($0.port)" }
+        let places = servers.isEmpty ? [endpoints["serial"] ?? ""] : addresses
         @Sendable func reboot(_ request: RebootRequest, index: Int) async {
             let device = fleet[index], away = windows[index]
             // Away from the moment the reset begins: a client that reconnects at once (a new UDP

@@ -57,6 +57,40 @@ import Testing
         #expect(result.stderr == "error: \(list.path):2: 'sim://2m-dle?seed=2 sim://2m-dle?seed=3' is not one address: write one a line, or a CSV with a header line naming a 'device' column\n")
     }
 
+    /// `--log-dir`: one file per device, named by its label (a second device with the same label gets
+    /// `-2`), with its steps, its progress and how it ended, including the failing one's reason.
+    @Test func logDirHoldsOneLogPerDeviceWithItsStepsAndEnding() throws {
+        let list = try temporaryFile("devices.csv", """
+            device,label
+            sim://2m-dle?seed=1,press/1
+            sim://2m-dle?seed=2&slot=4096,small
+            sim://2m-dle?seed=3,press/1
+            """)
+        let logs = list.deletingLastPathComponent().appendingPathComponent("logs/run")
+        let result = try BleotaProcess.run(["fleet", "flash", "samples/firmware/app-v2.bin", "--devices", list.path, "--version-label", "2.0.0",
+                                            "--log-dir", logs.path, "--quiet"])
+        #expect(result.status == 10, "\(result.stderr)")
+        let names = try FileManager.default.contentsOfDirectory(atPath: logs.path).sorted()
+        #expect(names == ["press_1-2.log", "press_1.log", "small.log"])
+        let first = try String(contentsOf: logs.appendingPathComponent("press_1.log"), encoding: .utf8)
+        #expect(first.contains("try 1 of sim://2m-dle?seed=1 through sim0"), "\(first)")
+        for line in ["step connect", "step transfer", "progress 100 % (49152 of 49152 bytes", "step confirm",
+                     "finished: updated, 1.0.0 → 2.0.0"] {
+            #expect(first.contains(line), "\(line) missing from \(first)")
+        }
+        #expect(!first.contains("seed=3"), "each device's lines stay in its own file")
+        let small = try String(contentsOf: logs.appendingPathComponent("small.log"), encoding: .utf8)
+        #expect(small.contains("finished: failed") && small.contains("failed at connect: the image is 49152 bytes but the device's slot holds 4096"), "\(small)")
+    }
+
+    @Test func aLogDirThatCannotBeADirectoryIsOneLineExitThree() throws {
+        let list = try temporaryFile("devices.txt", "sim://2m-dle?seed=1\n")
+        let result = try BleotaProcess.run(["fleet", "flash", "samples/firmware/app-v2.bin", "--devices", list.path, "--log-dir", list.path])
+        #expect(result.status == 3)
+        #expect(result.stderr.hasPrefix("error: --log-dir \(list.path): cannot create the directory"), "\(result.stderr)")
+        #expect(result.stderr.hasSuffix(": give a writable path\n") && result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")
+    }
+
     /// The most transfer steps that ran at once, from the event stream (events come in the order they happen).
     static func mostTransfersAtOnce(_ events: [[String: Any]]) -> Int {
         var inside = Set<String>()
