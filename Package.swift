@@ -104,7 +104,7 @@ let package = Package(
                     resources: [.copy("Fixtures")]),
         .testTarget(name: "BleotaFleetTests", dependencies: ["BleotaTestSupport", "BleotaFleet", "BleotaSimulator", "BleotaProtocols", "BleotaEngine",
                                                         "BleotaLink", "BleotaCodec"]),
-        .testTarget(name: "BleotaCampaignTests", dependencies: ["BleotaTestSupport", "BleotaCampaign", "BleotaFleet", "BleotaEngine",
+        .testTarget(name: "BleotaCampaignTests", dependencies: ["BleotaTestSupport", "BleotaCampaign", "BleotaFleet", "BleotaEngine", "BleotaLink",
                                                            .product(name: "PostgresNIO", package: "postgres-nio")]),
         .testTarget(name: "BleotaCommandsTests", dependencies: ["BleotaTestSupport", "BleotaCommands", "BleotaCodec", "BleotaLink", "BleotaProtocols", .product(name: "Crypto", package: "swift-crypto")]),
     ]

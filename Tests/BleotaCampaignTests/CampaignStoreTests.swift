@@ -1,6 +1,7 @@
 @testable import BleotaCampaign
 import BleotaEngine
 import BleotaFleet
+import BleotaLink
 import BleotaTestSupport
 import Foundation
 import Logging
@@ -243,6 +244,46 @@ import Testing
                 #expect(next.worker == "survivor" && ["updated", "skipped"].contains(next.outcome))
                 #expect(next.startedAt >= record.endedAt!, "taken over only after the lease ran out")
             }
+        }
+    }
+}
+
+extension CampaignWorkerTests {
+    /// A worker limits transfers per adapter apart from its connections, as `fleet flash` does: three
+    /// devices connected at once, one transferring at a time, the others reported queued.
+    @Test func aWorkerTransfersOnlyAsManyAtOnceAsItsTransferPlaces() async throws {
+        let server = try PostgresTestServer.start()
+        defer { server.stop() }
+        let logger = Logger(label: "bleota.worker.test")
+        try await CampaignStore.withStore(try CampaignAddress(parsing: server.url), logger: logger) { store in
+            let devices = (1...6).map { FleetDevice(address: "udp://127.0.0.1:\(31_000 + $0)") }
+            let info = try await store.create(CampaignDefinition(name: "gated", imageName: "app.bin", image: [7], devices: devices))
+            let transferring = Shared((now: 0, most: 0, connected: 0, mostConnected: 0))
+            let queued = Shared(0)
+            let options = CampaignWorkerOptions(adapters: ["a0"], connectionsPerAdapter: 3, transfersPerAdapter: 1, name: "w",
+                                                poll: .milliseconds(100))
+            let worker = CampaignWorker(store: store, campaign: info, options: options, logger: logger, onEvent: { event in
+                if case .queued = event { queued.value.withLock { $0 += 1 } }
+            }) { device, _, turn, _ in
+                transferring.value.withLock { $0.connected += 1; $0.mostConnected = max($0.mostConnected, $0.connected) }
+                defer { transferring.value.withLock { $0.connected -= 1 } }
+                guard let turn else { return .failed(TransferError(.badInput, step: .load, "no transfer turn given")) }
+                await turn.wait(clock: SystemClock())
+                transferring.value.withLock { $0.now += 1; $0.most = max($0.most, $0.now) }
+                try? await Task.sleep(for: .milliseconds(60))
+                transferring.value.withLock { $0.now -= 1 }
+                turn.release()
+                var report = UpdateReport(operation: "flash", device: device.address, bytes: 1, streamBytes: 1, compressed: false, packetSize: 244,
+                                          transferSeconds: 0.06, totalSeconds: 0.06, statistics: TransferStatistics(), stepSeconds: [:],
+                                          tuning: TransferTuning())
+                report.versionAfter = "2.0.0"
+                return .updated(report)
+            }
+            let summary = try await worker.run()
+            #expect(summary.updated == 6)
+            let seen = transferring.value.withLock { $0 }
+            #expect(seen.most == 1 && seen.mostConnected == 3, "\(seen)")
+            #expect(queued.value.withLock { $0 } >= 2)
         }
     }
 }
