@@ -11,6 +11,8 @@ public struct CampaignWorkerOptions: Sendable {
     public var connectionsPerAdapter: Int
     /// Transfers at once on each adapter (as ``FleetOptions/transfersPerAdapter``).
     public var transfersPerAdapter: Int?
+    /// The longest a ready device waits for a transfer place (as ``FleetOptions/maximumTransferWait``).
+    public var maximumTransferWait: Duration = FleetOptions.defaultMaximumTransferWait
     /// This worker's name in the database: unique among the campaign's workers (host:pid by default).
     public var name: String
     /// How often to look for devices when none is claimable (others' back-offs and leases run out meanwhile).
@@ -139,7 +141,7 @@ public struct CampaignWorker: Sendable {
                     busy[adapter, default: 0] += 1
                     held[claimed.device.address]?.adapter = adapter
                     onEvent(.started(device: claimed.device, adapter: adapter, attempt: claimed.tryNumber))
-                    let turn = gates[adapter].map { gate in TransferTurn(gate: gate, maximumWait: FleetOptions(adapters: []).maximumTransferWait) { [onEvent] in
+                    let turn = gates[adapter].map { gate in TransferTurn(gate: gate, maximumWait: options.maximumTransferWait) { [onEvent] in
                         onEvent(.queued(device: claimed.device))
                     } }
                     group.addTask { [clock, update, onEvent] in

@@ -26,7 +26,7 @@ public struct FleetOptions: Sendable, Hashable {
     public var transfersPerAdapter: Int?
     /// The longest a ready device waits for a transfer place before it transfers beside the others
     /// (``/BleotaEngine/TransferTurn/maximumWait``).
-    public var maximumTransferWait: Duration = .seconds(60)
+    public var maximumTransferWait: Duration = Self.defaultMaximumTransferWait
     /// Tries per device before it is reported failed.
     public var attempts: Int
     /// The pause before a device's second try; it doubles for each try after.
@@ -44,6 +44,8 @@ public struct FleetOptions: Sendable, Hashable {
     /// 15 ms interval on `2m-dle`), three leave 10 % of it idle and one 20 %
     /// (`protocols/link-model.md`, "Several connections on one adapter").
     public static let defaultTransfersPerAdapter = 2
+    /// Half of the 120 s after which Nordic's Secure DFU bootloader gives up on an idle connection.
+    public static let defaultMaximumTransferWait = Duration.seconds(60)
 
     public init(adapters: [String], connectionsPerAdapter: Int = Self.defaultConnectionsPerAdapter,
                 transfersPerAdapter: Int? = Self.defaultTransfersPerAdapter, attempts: Int = 3,
