@@ -390,18 +390,17 @@ func fleetBenchmark(kib: Int, connections: Int, transfers: Int) async throws {
                 all[adapter] = entry
             }
         }
-        /// Where one link transferred alone: in the first and last `edge` of each adapter's run, or between.
-        func singles(edge: Duration) -> String {
+        /// Where one link transferred alone: at the end of each adapter's run (the other lane had no
+        /// device left) or before it.
+        func singles() -> String {
             state.withLock { all in
-                var (early, late, middle) = (Duration.zero, Duration.zero, Duration.zero)
+                var (before, atEnd) = (Duration.zero, Duration.zero)
                 for entry in all.values {
-                    let end = entry.since
                     for (from, to) in entry.single {
-                        if to <= edge { early += to - from } else if from >= end - edge { late += to - from } else { middle += to - from }
+                        if to == entry.since { atEnd += to - from } else { before += to - from }
                     }
                 }
-                return String(format: "one link transferring, summed over adapters: first %.1f s, last %.1f s, between %.1f s",
-                              early.seconds, late.seconds, middle.seconds)
+                return String(format: "one link transferring, summed over adapters: at the end %.1f s, before it %.1f s", atEnd.seconds, before.seconds)
             }
         }
         func shares() -> String {
@@ -445,7 +444,7 @@ func fleetBenchmark(kib: Int, connections: Int, transfers: Int) async throws {
         let (results, summary) = await runner.run()
         if arguments.contains("--fleet-steps") {
             print("time with k links in their transfer step, all adapters: " + transferring.shares())
-            print(transferring.singles(edge: .seconds(4)))
+            print(transferring.singles())
             print(stepTotals.withLock { $0 }.sorted { $0.key < $1.key }.map { "\($0.key) \(String(format: "%.1f", $0.value / Double(results.count))) s" }.joined(separator: ", "))
         }
         var exact = 0
