@@ -118,11 +118,9 @@ struct CampaignCreateCommand: AsyncParsableCommand {
             pairs = try keyValueOptions(update.protocolOptions, option: "--protocol-option", example: "bootloader-name=DfuNew",
                                         accepted: updateProtocol.hostOptions.map(\.key), owner: updateProtocol.identity.displayName)
         } else {
-            for pair in update.protocolOptions {
-                let parts = pair.split(separator: "=", maxSplits: 1)
-                guard parts.count == 2 else { throw CommandFailure(.usage, "--protocol-option '\(pair)' is not KEY=VALUE") }
-                pairs[String(parts[0])] = String(parts[1])
-            }
+            // Each device's protocol is found by its worker, which checks the keys then.
+            pairs = try keyValueOptions(update.protocolOptions, option: "--protocol-option", example: "bootloader-name=DfuNew",
+                                        accepted: nil, owner: "the devices' protocol")
         }
         let definition = CampaignDefinition(name: location.name ?? "default", imageName: (image as NSString).lastPathComponent, image: bytes,
                                             devices: list, protocolName: protocolOption.name, protocolOptions: pairs, versionLabel: update.versionLabel,

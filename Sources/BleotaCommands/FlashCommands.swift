@@ -51,8 +51,9 @@ struct FlashOptions: ParsableArguments {
 }
 
 /// `KEY=VALUE` options given with `option` (repeatable), each key checked against
-/// what `owner` accepts; a malformed pair or an unknown key is a one-line usage error.
-func keyValueOptions(_ pairs: [String], option: String, example: String, accepted: [String], owner: String) throws -> [String: String] {
+/// what `owner` accepts (any key when `accepted` is nil: the owner is not known yet);
+/// a malformed pair or an unknown key is a one-line usage error.
+func keyValueOptions(_ pairs: [String], option: String, example: String, accepted: [String]?, owner: String) throws -> [String: String] {
     var options: [String: String] = [:]
     for pair in pairs {
         let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
@@ -60,7 +61,7 @@ func keyValueOptions(_ pairs: [String], option: String, example: String, accepte
             throw CommandFailure(.usage, "\(option) '\(pair)' is not KEY=VALUE: write e.g. \(option) \(example)")
         }
         let key = String(parts[0])
-        guard accepted.contains(key) else {
+        if let accepted, !accepted.contains(key) {
             throw CommandFailure(.usage, "\(option) \(key) is not a key \(owner) takes: "
                 + (accepted.isEmpty ? "it takes none" : "use one of \(accepted.joined(separator: ", "))"))
         }

@@ -127,5 +127,13 @@ import Testing
         let shortLease = try BleotaProcess.run(["fleet", "campaign", "create", Self.image, "--devices", list.path, "--lease", "1"])
         #expect(shortLease.status == 2)
         #expect(shortLease.stderr.contains("--lease"), "\(shortLease.stderr)")
+        // Without --protocol the keys are checked by each worker, but a pair must still be KEY=VALUE.
+        let udpList = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-campaign-\(UUID()).txt")
+        try "udp://127.0.0.1:1\n".write(to: udpList, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: udpList) }
+        let badPair = try BleotaProcess.run(["fleet", "campaign", "create", Self.image, "--devices", udpList.path, "--protocol-option", "window",
+                                             "--campaign", "postgresql:///x?host=/nonexistent"])
+        #expect(badPair.status == 2)
+        #expect(badPair.stderr == "error: --protocol-option 'window' is not KEY=VALUE: write e.g. --protocol-option bootloader-name=DfuNew\n", "\(badPair.stderr)")
     }
 }
