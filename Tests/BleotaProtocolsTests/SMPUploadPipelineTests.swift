@@ -59,7 +59,7 @@ import Testing
         #expect(outcome4 == .ignored)
     }
 
-    @Test func eachLossHalvesRequestsDownToAFloorAndCleanAnswersDoubleThemAgain() {
+    @Test func onTheShortestMTUEachLossHalvesRequestsDownToAFloorAndCleanAnswersDoubleThemAgain() {
         var pipeline = Self.pipeline(chunk: 400, single: nil)
         pipeline.sent(sequence: 0, offset: 0, end: 400, at: .zero)
         _ = pipeline.answered(sequence: 0, offset: 400, match: nil, at: .zero)
@@ -86,6 +86,54 @@ import Testing
         #expect(pipeline.window == 3 && pipeline.chunkLimit == 16, "eight clean answers give the window back first")
         cleanAnswers(8)
         #expect(pipeline.chunkLimit == 32, "and eight more double the requests")
+    }
+
+    /// Where a request of one packet's worth exists, one timeout is no evidence of loss (a late
+    /// answer looks the same): the size stays; from the second timeout in a row it is halved.
+    @Test func aTimeoutAloneKeepsTheSizeAndTimeoutsInARowHalveIt() {
+        var pipeline = Self.pipeline(chunk: 400, single: 100)
+        pipeline.sent(sequence: 0, offset: 0, end: 400, at: .zero)
+        _ = pipeline.answered(sequence: 0, offset: 400, match: nil, at: .zero)
+        var sequence: UInt8 = 1
+        _ = Self.sendAll(&pipeline, from: &sequence)
+        _ = pipeline.timedOut()
+        #expect(pipeline.nextAction() == .send(offset: 400, end: 800, first: false), "the same size, from the last confirmed offset")
+        _ = pipeline.timedOut()
+        #expect(pipeline.nextAction() == .send(offset: 400, end: 600, first: false), "the second in a row halves")
+        for _ in 0..<3 { _ = pipeline.timedOut() }
+        #expect(pipeline.chunkLimit == 100 && pipeline.window == 3, "no smaller than one packet's worth, and the window stays")
+    }
+
+    /// Losses the device's answers show size the requests: as many packets as arrive whole nine
+    /// times in ten at the rate seen (ln 0.9 / ln(1 − p)), not halved at each loss.
+    @Test func lossesTheAnswersShowSizeRequestsToTheLossRate() {
+        var pipeline = Self.pipeline(total: 1_000_000, chunk: 1000, single: 50)
+        #expect(pipeline.sizedForLoss == 1000, "nothing lost: full requests")
+        var sequence: UInt8 = 0
+        var offset = 0
+        // 20 clean requests of 20 packets: 400 packets.
+        for _ in 0..<20 {
+            pipeline.sent(sequence: sequence, offset: offset, end: offset + 1000, at: .zero)
+            offset += 1000
+            _ = pipeline.answered(sequence: sequence, offset: offset, match: nil, at: .zero)
+            sequence &+= 1
+        }
+        // Then one lost: the next request's answer says the device is still at `offset`.
+        pipeline.sent(sequence: sequence, offset: offset, end: offset + 1000, at: .zero)
+        pipeline.sent(sequence: sequence &+ 1, offset: offset + 1000, end: offset + 2000, at: .zero)
+        let outcome = pipeline.answered(sequence: sequence &+ 1, offset: offset, match: nil, at: .zero)
+        #expect(outcome == .moved(to: offset))
+        // 1 lost in 440 packets: ln 0.9 / ln(1 − 1/440) = 46.3 → 46 packets, more than the chunk holds.
+        #expect(pipeline.chunkLimit == 1000, "one loss in 440 packets keeps full requests")
+        // Two more losses right away: 3 in 520 packets, ln 0.9 / ln(1 − 3/520) = 18.2 → 18 packets of 50 bytes.
+        for _ in 0..<2 {
+            sequence &+= 2
+            pipeline.sent(sequence: sequence, offset: offset, end: offset + 1000, at: .zero)
+            pipeline.sent(sequence: sequence &+ 1, offset: offset + 1000, end: offset + 2000, at: .zero)
+            _ = pipeline.answered(sequence: sequence &+ 1, offset: offset, match: nil, at: .zero)
+        }
+        #expect(pipeline.chunkLimit == 900, "\(pipeline.chunkLimit)")
+        #expect(pipeline.window == 3)
     }
 
     @Test func requestsThatFitOnePacketAreNotHalved() {
@@ -122,7 +170,7 @@ import Testing
         pipeline.sent(sequence: 1, offset: 100, end: 200, at: .zero)
         let outcome5 = pipeline.answered(sequence: 1, offset: 200, match: false, at: .zero)
         #expect(outcome5 == .mismatch)
-        #expect(pipeline.nextAction() == .send(offset: 0, end: 50, first: true), "announced again, with a request halved by the loss")
+        #expect(pipeline.nextAction() == .send(offset: 0, end: 50, first: true), "announced again, with a request halved by the loss (the 23-byte MTU's rule)")
         var stalled = Self.pipeline()
         for _ in 0...stalled.configuration.stallLimit { _ = stalled.timedOut() }
         #expect(stalled.isStalled)

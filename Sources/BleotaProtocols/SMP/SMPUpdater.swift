@@ -233,7 +233,7 @@ public struct SMPUpdater: ProtocolHost {
                     if !lossNoted, pipeline.lossEvents > 0 {
                         lossNoted = true
                         onEvent(.note(configuration.requestsSpanPackets
-                            ? "packets are being lost: halving the upload requests at each loss (doubled again after clean answers), so a lost write costs less"
+                            ? "packets are being lost: sizing the upload requests to the loss rate (bigger again after clean answers), so a lost write costs less"
                             : "packets are being lost: resending from the device's offset"))
                     }
                 }
