@@ -14,10 +14,10 @@ public enum FleetAttempt: Sendable {
 public struct FleetOptions: Sendable, Hashable {
     /// The adapters to spread devices over (hci0, hci1; simulated ones by name).
     public var adapters: [String]
-    /// Updates running at once on one adapter. A controller holds only a few connections
-    /// (BlueZ's default allows several, many controllers 4–8), and every connection shares its
-    /// radio: past about three busy links an adapter's air time is what limits the fleet, and
-    /// more links only add connection setup and supervision risk.
+    /// Updates running at once on one adapter, each on its own connection. A controller holds
+    /// only a few connections (many 4–8), and every connection shares its radio: how many of
+    /// them transfer at once is ``transfersPerAdapter``; the rest only connect, reboot and
+    /// confirm, and more of them add connection setup and supervision risk, not speed.
     public var connectionsPerAdapter: Int
     /// Transfers running at once on one adapter, or nil for as many as its connections. The
     /// other connections get devices ready meanwhile (connected, in their bootloader) or finish
