@@ -101,8 +101,8 @@ public struct CampaignWorker: Sendable {
         var announcedStop = false
         let renewEvery = Duration.milliseconds(Int64(campaign.leaseSeconds * 1000 / 3))
         let capacity = options.adapters.count * options.connectionsPerAdapter
-        let gates = FleetRunner.transferGates(FleetOptions(adapters: options.adapters, connectionsPerAdapter: options.connectionsPerAdapter,
-                                                           transfersPerAdapter: options.transfersPerAdapter))
+        let places = TransferPlaces(adapters: options.adapters, connectionsPerAdapter: options.connectionsPerAdapter,
+                                    transfersPerAdapter: options.transfersPerAdapter, maximumWait: options.maximumTransferWait)
         var failure: CampaignError?
 
         await withTaskGroup(of: Completion.self) { group in
@@ -141,9 +141,7 @@ public struct CampaignWorker: Sendable {
                     busy[adapter, default: 0] += 1
                     held[claimed.device.address]?.adapter = adapter
                     onEvent(.started(device: claimed.device, adapter: adapter, attempt: claimed.tryNumber))
-                    let turn = gates[adapter].map { gate in TransferTurn(gate: gate, maximumWait: options.maximumTransferWait) { [onEvent] in
-                        onEvent(.queued(device: claimed.device))
-                    } }
+                    let turn = places.turn(on: adapter, for: claimed.device, onEvent: onEvent)
                     group.addTask { [clock, update, onEvent] in
                         let start = clock.now
                         let attempt = await update(claimed.device, adapter, turn) { event in

@@ -130,7 +130,8 @@ public struct FleetRunner: Sendable {
         var tallies = [Tally](repeating: Tally(), count: devices.count)
         var busy: [String: Int] = Dictionary(uniqueKeysWithValues: options.adapters.map { ($0, 0) })
         var lastStart: [String: Duration] = [:]
-        let gates = Self.transferGates(options)
+        let places = TransferPlaces(adapters: options.adapters, connectionsPerAdapter: options.connectionsPerAdapter,
+                                    transfersPerAdapter: options.transfersPerAdapter, maximumWait: options.maximumTransferWait)
         var announcedStop = false
         await withTaskGroup(of: Completion.self) { group in
             var running = 0
@@ -157,9 +158,7 @@ public struct FleetRunner: Sendable {
                         running += 1
                         let device = devices[item.index]
                         onEvent(.started(device: device, adapter: adapter, attempt: item.attempt))
-                        let turn = gates[adapter].map { gate in TransferTurn(gate: gate, maximumWait: options.maximumTransferWait) { [onEvent] in
-                            onEvent(.queued(device: device))
-                        } }
+                        let turn = places.turn(on: adapter, for: device, onEvent: onEvent)
                         group.addTask { [clock, update, onEvent] in
                             let start = clock.now
                             let attempt = await update(device, adapter, turn) { event in
@@ -248,12 +247,6 @@ public struct FleetRunner: Sendable {
         return (final, FleetSummary(results: final, seconds: seconds, interrupted: stop.isStopped))
     }
 
-    /// One ``/BleotaEngine/TransferGate`` per adapter when transfers are limited below connections.
-    public static func transferGates(_ options: FleetOptions) -> [String: TransferGate] {
-        guard let transfers = options.transfersPerAdapter, transfers < options.connectionsPerAdapter else { return [:] }
-        return Dictionary(uniqueKeysWithValues: options.adapters.map { ($0, TransferGate(capacity: transfers)) })
-    }
-
     /// The device's own adapter if it names one and it has room; else the adapter with the fewest
     /// running updates that has room; nil when none has.
     func adapterFor(_ device: FleetDevice, busy: [String: Int]) -> String? {
@@ -291,5 +284,27 @@ public struct FleetRunner: Sendable {
             return .progress(device: device, acknowledged: progress.bytesAcknowledged, total: progress.totalBytes,
                              bytesPerSecond: seconds > 0 ? Double(progress.bytesAcknowledged) / seconds : 0, resends: progress.packetsResent)
         }
+    }
+}
+
+/// The transfer places of a fleet's adapters (one ``/BleotaEngine/TransferGate`` each when
+/// transfers are limited below connections), shared by ``FleetRunner`` and a campaign worker.
+public struct TransferPlaces: Sendable {
+    let gates: [String: TransferGate]
+    let maximumWait: Duration
+
+    public init(adapters: [String], connectionsPerAdapter: Int, transfersPerAdapter: Int?, maximumWait: Duration) {
+        self.maximumWait = maximumWait
+        if let transfers = transfersPerAdapter, transfers < connectionsPerAdapter {
+            gates = Dictionary(uniqueKeysWithValues: adapters.map { ($0, TransferGate(capacity: transfers)) })
+        } else {
+            gates = [:]
+        }
+    }
+
+    /// A try's turn on `adapter` (nil when transfers are not limited), reporting `queued` for `device`
+    /// when it has to wait.
+    public func turn(on adapter: String, for device: FleetDevice, onEvent: @escaping @Sendable (FleetEvent) -> Void) -> TransferTurn? {
+        gates[adapter].map { gate in TransferTurn(gate: gate, maximumWait: maximumWait) { onEvent(.queued(device: device)) } }
     }
 }
