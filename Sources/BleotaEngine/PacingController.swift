@@ -92,7 +92,7 @@ public struct PacingController: Sendable {
     public private(set) var delivered = 0
     /// When ``delivered`` last grew.
     public private(set) var deliveredAt: Duration = .zero
-    public let configuration: Configuration
+    public private(set) var configuration: Configuration
     /// The first flight: the configured window within the receiver's buffer.
     public let startWindow: Int
 
@@ -188,6 +188,13 @@ public struct PacingController: Sendable {
     private mutating func receiverIsTheBottleneck() {
         receiverLimited = true
         if phase == .startup { phase = .steady }
+        update()
+    }
+
+    /// The receiver now acknowledges every `interval` packets: the flight keeps
+    /// one interval's worth beyond what a round trip delivers.
+    public mutating func ackIntervalChanged(to interval: Int) {
+        configuration.ackInterval = max(1, interval)
         update()
     }
 

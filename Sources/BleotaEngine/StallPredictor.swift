@@ -19,7 +19,7 @@ public struct StallPredictor: Sendable {
     public let packetSize: Int
     /// The receiver acknowledges every this many packets: how far the first
     /// unacknowledged packet at a stall may sit before the one that caused it.
-    public let ackInterval: Int
+    public private(set) var ackInterval: Int
     /// Stream offsets where stalls began: [first unacknowledged packet's start,
     /// that plus an acknowledgement interval of packets).
     private var stalls: [Range<Int>] = []
@@ -44,6 +44,16 @@ public struct StallPredictor: Sendable {
 
     /// The usual time between acknowledgements (smoothed, stalls excluded).
     public private(set) var usualGap: Duration?
+
+    /// The receiver now acknowledges every `interval` packets: the usual gap
+    /// between acknowledgements scales with it, so the longer gaps that follow
+    /// a raise are not taken for stalls.
+    public mutating func ackIntervalChanged(to interval: Int) {
+        let interval = max(1, interval)
+        guard interval != ackInterval else { return }
+        usualGap = usualGap.map { $0 * (Double(interval) / Double(ackInterval)) }
+        ackInterval = interval
+    }
 
     /// Whether a gap of `gap` between acknowledgements, with data in flight, is
     /// a stall: several times both the shortest round trip and the usual gap

@@ -26,7 +26,10 @@ public struct TransferTuning: Sendable, Hashable, Codable {
     /// Acknowledgements are not free: on a tightly packed link an event that
     /// carries one back has room for one data packet fewer. On `1m-dle-7.5ms`
     /// (3 data packets per event) acknowledging every 8 packets reached 89 % of
-    /// capacity, every 16 reached 94 %.
+    /// capacity, every 16 reached 94 %. This is what START asks; once pacing
+    /// knows the link, not the receiver, sets the pace, the engine asks a
+    /// receiver that can change it for
+    /// ``TransferEngine/linkBoundAckInterval`` instead.
     public var ackInterval: Int
     /// How long to wait for any acknowledgement before asking for one; also the
     /// unit of the stall limit below.

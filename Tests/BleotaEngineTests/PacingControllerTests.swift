@@ -174,6 +174,38 @@ import Testing
         let fourTimes = predictor.acknowledgement(after: .milliseconds(120), shortestRoundTrip: .milliseconds(10), firstUnacknowledged: 48)
         #expect(fourTimes)
     }
+
+    /// After the receiver is asked for an acknowledgement every 48 packets
+    /// instead of 16, gaps three times as long are its new rhythm, not stalls.
+    @Test func aLongerAcknowledgementIntervalScalesTheUsualGap() {
+        var predictor = StallPredictor(packetSize: 239, ackInterval: 16)
+        for _ in 0..<8 {
+            let stall = predictor.acknowledgement(after: .milliseconds(30), shortestRoundTrip: .milliseconds(10), firstUnacknowledged: 16)
+            #expect(!stall)
+        }
+        var unchanged = predictor
+        let stallBefore = unchanged.acknowledgement(after: .milliseconds(95), shortestRoundTrip: .milliseconds(10), firstUnacknowledged: 64)
+        #expect(stallBefore)
+        predictor.ackIntervalChanged(to: 48)
+        #expect(predictor.ackInterval == 48)
+        let stallAfter = predictor.acknowledgement(after: .milliseconds(95), shortestRoundTrip: .milliseconds(10), firstUnacknowledged: 64)
+        #expect(!stallAfter)
+        // Four times the new rhythm still is a stall.
+        let longStall = predictor.acknowledgement(after: .milliseconds(400), shortestRoundTrip: .milliseconds(10), firstUnacknowledged: 112)
+        #expect(longStall)
+    }
+
+    /// The steady flight keeps one acknowledgement interval beyond twice the
+    /// rate times the round trip: raising the interval raises the flight by as much.
+    @Test func aLongerAcknowledgementIntervalWidensTheFlight() {
+        var pacer = PacingControllerTests.controller(buffer: 32, ackInterval: 16)
+        _ = PacingControllerTests.feed(&pacer, rounds: 8, perAck: 16, spacing: .milliseconds(30), roundTrip: .milliseconds(40))
+        pacer.receiverStalled()
+        let before = pacer.window
+        pacer.ackIntervalChanged(to: 48)
+        #expect(pacer.configuration.ackInterval == 48)
+        #expect(pacer.window == before + 32)
+    }
 }
 
 @Suite struct WindowedExtremumTests {

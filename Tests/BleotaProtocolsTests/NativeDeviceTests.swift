@@ -9,10 +9,11 @@ struct DeviceHarness {
     let host: LoopbackLink
     let storage: DeviceStorage
 
-    init(bootloader: Bool = true, slot: Int = 64 * 1024) {
+    init(bootloader: Bool = true, slot: Int = 64 * 1024,
+         capabilities: NativeMessage.Capabilities = [.deflate, .testTransfer, .files, .resume, .compactData, .ackIntervalChange]) {
         storage = DeviceStorage(activeImage: [1, 2, 3], activeVersion: "1.0.0", slotSize: slot)
         storage.withState { $0.bootToBootloader = bootloader }
-        let device = NativeDevice(name: "test", storage: storage, bufferCount: 8, maximumPacket: 244)
+        let device = NativeDevice(name: "test", storage: storage, bufferCount: 8, maximumPacket: 244, capabilities: capabilities)
         let (host, deviceEnd) = LoopbackLink.pair(maximumPayload: 244)
         self.host = host
         let environment = NativeDeviceEnvironment(clock: SystemClock()) { _ in await deviceEnd.close() }
@@ -136,5 +137,59 @@ struct DeviceHarness {
         let report = try await NativeUpdater(connector: connector, clock: connector.clock, tuning: tuning).flash(image: image, version: "w")
         #expect(report.statistics.packetsSent >= 70_000)
         #expect(storage.snapshot.activeImage == image)
+    }
+}
+
+/// ACK_INTERVAL at the device: it changes how often the device acknowledges
+/// within a transfer, and is refused outside one or by a device that cannot.
+@Suite struct NativeDeviceAckIntervalTests {
+    static let start = NativeMessage.Start(target: .firmware, compressed: false, imageSize: 200, streamSize: 200, crc32: 0,
+                                           sha256: Array(repeating: 7, count: 32), packetSize: 10, ackInterval: 8, label: "2")
+
+    static func data(_ index: Int) -> NativeMessage {
+        .data(.init(sequence: UInt16(index), payload: Array(repeating: UInt8(index), count: 10)))
+    }
+
+    @Test func aNewIntervalTakesEffectAtOnce() async throws {
+        let device = DeviceHarness()
+        try await device.send(.start(Self.start))
+        guard case .startResponse(let response) = try await device.reply() else { Issue.record("expected START's answer"); return }
+        #expect(response.status == .ok)
+        try await device.send(.ackInterval(3))
+        for index in 0..<3 { try await device.send(Self.data(index)) }
+        guard case .ack(let first) = try await device.reply() else { Issue.record("expected an ACK after 3 packets"); return }
+        #expect(first.nextExpected == 3)
+        // Back to 8: the next ACK comes after 8 more packets, not 3.
+        try await device.send(.ackInterval(8))
+        for index in 3..<11 { try await device.send(Self.data(index)) }
+        guard case .ack(let second) = try await device.reply() else { Issue.record("expected an ACK after 8 more"); return }
+        #expect(second.nextExpected == 11)
+    }
+
+    @Test func outsideATransferItIsRefused() async throws {
+        let device = DeviceHarness()
+        try await device.send(.ackInterval(4))
+        guard case .error(let error) = try await device.reply() else { Issue.record("expected an error"); return }
+        #expect(error.request == NativeMessage.Opcode.ackInterval.rawValue)
+        #expect(error.status == .invalidState)
+        #expect(error.message == "no transfer in progress: send START first")
+    }
+
+    @Test func aDeviceWithoutTheCapabilityRefusesIt() async throws {
+        let device = DeviceHarness(capabilities: [.deflate, .resume])
+        try await device.send(.start(Self.start))
+        guard case .startResponse = try await device.reply() else { Issue.record("expected START's answer"); return }
+        try await device.send(.ackInterval(4))
+        guard case .error(let error) = try await device.reply() else { Issue.record("expected an error"); return }
+        #expect(error.status == .unknownOpcode)
+        #expect(error.message == "this device keeps the acknowledgement interval START named")
+    }
+
+    @Test func aZeroIntervalIsMalformed() async throws {
+        let device = DeviceHarness()
+        try await device.send(withCRC([0x15, 0x00, 0x00]))
+        guard case .error(let error) = try await device.reply() else { Issue.record("expected an error"); return }
+        #expect(error.status == .malformed)
+        #expect(error.message == "ackInterval.interval at offset 1: must be at least 1")
     }
 }

@@ -43,6 +43,7 @@ let goldenVectors: [(name: String, message: NativeMessage, hex: String)] = [
     ("nack", .nack(.init(first: 1, count: 1, reason: .gap)), "1201000100019412"),
     ("ackRequest", .ackRequest, "13a2c3"),
     ("segment", .segment(.init(index: 0, count: 2, chunk: [0x81, 0x01, 0x01])), "14000281010127d0"),
+    ("ackInterval", .ackInterval(48), "1530009a61"),
     ("error", .error(.init(request: 0x03, status: .noSpace, message: "no space")), "ff0303086e6f2073706163659339"),
 ]
 

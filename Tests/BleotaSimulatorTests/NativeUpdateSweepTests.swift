@@ -22,15 +22,19 @@ func image(_ size: Int, seed: UInt64) -> [UInt8] {
 
 /// Runs one `flash` of `firmware` against a simulated device at `address`.
 func simulateFlash(_ address: String, firmware: [UInt8], version: String = "2.0.0",
-                   tuning: TransferTuning = TransferTuning(), slot: Int? = nil) async throws -> SimulatedRun {
+                   tuning: TransferTuning = TransferTuning(), slot: Int? = nil,
+                   capabilities: NativeMessage.Capabilities? = nil) async throws -> SimulatedRun {
     let parsed = try SimulatorAddress(parsing: address)
     return try await SimulationRuntime.run { runtime in
         let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
         world.startTrace()
         let storage = DeviceStorage(activeImage: Array("old firmware".utf8), activeVersion: "1.0.0", slotSize: slot ?? parsed.slotSize)
         await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01",
-                                        half: NativeDevice(name: "bleota-sim", storage: storage, bufferCount: parsed.model.deviceBuffer,
-                                                           maximumPacket: parsed.model.maximumPayload),
+                                        half: capabilities.map {
+                                                            NativeDevice(name: "bleota-sim", storage: storage, bufferCount: parsed.model.deviceBuffer,
+                                                                         maximumPacket: parsed.model.maximumPayload, capabilities: $0)
+                                                        } ?? NativeDevice(name: "bleota-sim", storage: storage, bufferCount: parsed.model.deviceBuffer,
+                                                                          maximumPacket: parsed.model.maximumPayload),
                                         model: parsed.model))
         let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
         let steps = SharedSteps()

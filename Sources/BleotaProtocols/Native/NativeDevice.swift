@@ -29,7 +29,7 @@ public actor NativeDevice: DeviceHalf {
     private var transfer: (target: NativeMessage.Target, start: NativeMessage.Start, receiver: ReceiverWindow)?
 
     public init(name: String, storage: DeviceStorage, bufferCount: Int, maximumPacket: Int,
-                capabilities: NativeMessage.Capabilities = [.deflate, .testTransfer, .files, .resume, .compactData]) {
+                capabilities: NativeMessage.Capabilities = [.deflate, .testTransfer, .files, .resume, .compactData, .ackIntervalChange]) {
         self.name = name
         self.storage = storage
         self.bufferCount = bufferCount
@@ -153,6 +153,19 @@ public actor NativeDevice: DeviceHalf {
             let ack = acknowledgement(&current.receiver, link: link)
             transfer = current
             try await reply(ack, on: link)
+
+        case .ackInterval(let interval):
+            guard capabilities.contains(.ackIntervalChange) else {
+                try await fail(opcode, .unknownOpcode, "this device keeps the acknowledgement interval START named", on: link)
+                return
+            }
+            guard var current = transfer else {
+                try await fail(opcode, .invalidState, "no transfer in progress: send START first", on: link)
+                return
+            }
+            // The transfer's copy of START, not the staging slot's: a resumed transfer starts from what START asks.
+            current.start.ackInterval = interval
+            transfer = current
 
         case .verify:
             let result = verify()

@@ -36,12 +36,15 @@ public enum NativeMessage: Sendable, Hashable, WireCodable {
     case nack(NegativeAcknowledgement)
     case ackRequest
     case segment(Segment)
+    /// From now on the receiver acknowledges every this many new packets
+    /// (sender → receiver, to a device with ``Capabilities/ackIntervalChange``).
+    case ackInterval(UInt16)
     case error(ErrorReply)
 
     public enum Opcode: UInt8, Sendable, Hashable, CaseIterable {
         case hello = 0x01, enterBootloader = 0x02, start = 0x03, status = 0x04, verify = 0x05
         case activate = 0x06, reboot = 0x07, abort = 0x08, getFile = 0x09
-        case data = 0x10, ack = 0x11, nack = 0x12, ackRequest = 0x13, segment = 0x14
+        case data = 0x10, ack = 0x11, nack = 0x12, ackRequest = 0x13, segment = 0x14, ackInterval = 0x15
         case error = 0xFF
 
         public var responseCode: UInt8 { rawValue | 0x80 }
@@ -141,6 +144,11 @@ public enum NativeMessage: Sendable, Hashable, WireCodable {
         case Opcode.nack.rawValue: self = .nack(try NegativeAcknowledgement(decoding: &reader))
         case Opcode.ackRequest.rawValue: self = .ackRequest
         case Opcode.segment.rawValue: self = .segment(try Segment(decoding: &reader))
+        case Opcode.ackInterval.rawValue:
+            let at = reader.offset
+            let interval = try reader.readUInt16(.little, "ackInterval.interval")
+            guard interval > 0 else { throw reader.invalid("ackInterval.interval", "must be at least 1", at: at) }
+            self = .ackInterval(interval)
         case Opcode.error.rawValue: self = .error(try ErrorReply(decoding: &reader))
         default:
             throw DecodingError(field: "opcode", offset: 0, reason: .invalidValue("unknown opcode 0x\([code].hexString)"))
@@ -179,6 +187,7 @@ public enum NativeMessage: Sendable, Hashable, WireCodable {
         case .nack(let body): writer.write(Opcode.nack.rawValue); body.encode(into: &writer)
         case .ackRequest: writer.write(Opcode.ackRequest.rawValue)
         case .segment(let body): writer.write(Opcode.segment.rawValue); body.encode(into: &writer)
+        case .ackInterval(let interval): writer.write(Opcode.ackInterval.rawValue); writer.write(interval)
         case .error(let body): writer.write(Opcode.error.rawValue); body.encode(into: &writer)
         }
     }
@@ -285,6 +294,10 @@ extension NativeMessage {
         public static let resume = Capabilities(rawValue: 1 << 3)
         /// Takes compact DATA packets (START flag bit 1, see ``NativeMessage/CompactData``).
         public static let compactData = Capabilities(rawValue: 1 << 4)
+        /// Takes ACK_INTERVAL during a transfer: the sender may ask for
+        /// acknowledgements less often once it knows the link, not the device,
+        /// sets the pace (see ``NativeMessage/ackInterval(_:)``).
+        public static let ackIntervalChange = Capabilities(rawValue: 1 << 5)
     }
 
     public struct HelloResponse: Sendable, Hashable, WireCodable {

@@ -426,7 +426,7 @@ struct Session {
             crc32: digests.crc32, sha256: digests.sha256, packetSize: UInt16(packetSize),
             ackInterval: UInt16(tuning.ackInterval(receiverBuffer: receiverBuffer)), label: label)
         let onEvent = updater.onEvent
-        let engine = TransferEngine(source: stream, packetSize: packetSize, wire: NativeWire(compact: compact), tuning: tuning,
+        let engine = TransferEngine(source: stream, packetSize: packetSize, wire: NativeWire(compact: compact, ackIntervalChanges: hello.capabilities.contains(.ackIntervalChange)), tuning: tuning,
                                     clock: updater.clock, receiverBuffer: receiverBuffer, logger: updater.logger) { onEvent(.progress($0)) }
         let began = updater.clock.now
         var reconnects = 0

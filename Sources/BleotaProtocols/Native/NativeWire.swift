@@ -5,8 +5,13 @@ import BleotaEngine
 public struct NativeWire: TransferWire {
     /// Data packets go with the one-byte header of ``NativeMessage/CompactData``.
     public let compact: Bool
+    /// The receiver takes ACK_INTERVAL (its HELLO announced ``NativeMessage/Capabilities/ackIntervalChange``).
+    public let ackIntervalChanges: Bool
 
-    public init(compact: Bool = false) { self.compact = compact }
+    public init(compact: Bool = false, ackIntervalChanges: Bool = false) {
+        self.compact = compact
+        self.ackIntervalChanges = ackIntervalChanges
+    }
 
     public var dataOverhead: Int { compact ? NativeMessage.CompactData.headerSize : NativeMessage.dataHeaderSize }
 
@@ -35,6 +40,11 @@ public struct NativeWire: TransferWire {
     }
 
     public func encodeAckRequest() -> [UInt8] { NativeMessage.ackRequest.encode() }
+
+    public func encodeAckInterval(_ interval: Int) -> [UInt8]? {
+        guard ackIntervalChanges, (1...Int(UInt16.max)).contains(interval) else { return nil }
+        return NativeMessage.ackInterval(UInt16(interval)).encode()
+    }
 
     public func encodeAcknowledgement(nextExpected: UInt16, bitmap: [UInt8]) -> [UInt8] {
         NativeMessage.ack(.init(nextExpected: nextExpected, bitmap: bitmap)).encode()
