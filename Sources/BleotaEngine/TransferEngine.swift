@@ -135,6 +135,10 @@ public final class TransferEngine: @unchecked Sendable {
     private var ackInterval: Int
     /// What START asks of the receiver (again after every reconnection).
     private let requestedAckInterval: Int
+    /// A wait for an acknowledgement ran out while the receiver acknowledged
+    /// less often than START asked: acknowledgements get lost on this link, and
+    /// the longer interval is not asked for again.
+    private var longerAckIntervalFailed = false
     private var lastAcknowledgementAt: Duration?
     /// Whether an acknowledgement request went out since the last acknowledgement
     /// (then a long gap was a wait for a lost packet, not the device pausing).
@@ -338,6 +342,12 @@ public final class TransferEngine: @unchecked Sendable {
                 if try handle(item) { timeouts = 0; probed = false }
                 continue
             }
+            if ackInterval != requestedAckInterval && !sender.isComplete && sender.inFlight > 0 {
+                // Waited in vain with the longer interval: an acknowledgement was lost, and
+                // with one every 48 packets each loss stalls the flight. Back for good.
+                longerAckIntervalFailed = true
+                logger.debug("no acknowledgement within \(wait) while acknowledged every \(ackInterval): back to \(requestedAckInterval)")
+            }
             if probed {
                 timeouts += 1
                 statistics.ackTimeouts += 1
@@ -358,13 +368,14 @@ public final class TransferEngine: @unchecked Sendable {
 
     /// The acknowledgement interval the receiver should use now: the requested
     /// one until pacing knows the link sets the pace, then
-    /// ``linkBoundAckInterval``, and the requested one again if the receiver
-    /// later shows it is the bottleneck. A wire whose sequence numbers limit the
+    /// ``linkBoundAckInterval``, and the requested one again for good if the
+    /// receiver later shows it is the bottleneck or a wait for an acknowledgement
+    /// runs out (acknowledgements get lost: each costs three times the flight). A wire whose sequence numbers limit the
     /// flight to under two such intervals (compact headers: 40 packets) keeps the
     /// requested one: there the flight, not the acknowledgements, is short (at
     /// 5 % loss on `1m-no-dle-30ms`, 20 instead of 16 cost 3.7 points).
     private var wantedAckInterval: Int {
-        guard let pacer, pacer.phase == .steady, !pacer.receiverLimited,
+        guard let pacer, pacer.phase == .steady, !pacer.receiverLimited, !longerAckIntervalFailed,
               (wire.sequenceSpan ?? .max) >= 2 * Self.linkBoundAckInterval else { return requestedAckInterval }
         return max(requestedAckInterval, Self.linkBoundAckInterval)
     }

@@ -44,6 +44,17 @@ import Testing
         #expect(Self.count(run, direction: ">", opcode: .ackInterval) == 0)
     }
 
+    /// Lost notifications: with one acknowledgement every 48 packets a lost one
+    /// stalls the flight, so the first wait that runs out sends the host back to
+    /// START's interval (a second ACK_INTERVAL), for the rest of the transfer.
+    @Test func lostAcknowledgementsSendTheIntervalBack() async throws {
+        let firmware = image(256 * 1024, seed: 43)
+        let run = try await simulateFlash("sim://1m-dle-7.5ms?notify-loss=0.05&seed=2", firmware: firmware)
+        expectSafe(run, firmware: firmware)
+        let changes = run.trace.filter { $0.contains(" > op=15 ") }
+        #expect(changes.count == 2, "\(changes)")
+    }
+
     /// Under loss and with a reconnection in the middle the change is asked
     /// for again after the new START, and the image still arrives whole.
     @Test(arguments: [1, 2, 3])
