@@ -370,7 +370,13 @@ func fleetBenchmark(kib: Int, connections: Int, transfers: Int) async throws {
     let prepared = PreparedImage(bytes: firmware, version: "2.0.0", summary: "fleet")
     let native = NativeProtocol()
     let deviceCount = listArgument("--fleet-devices").flatMap { $0.first }.flatMap { Int($0) } ?? 100
-    var listed = (1...deviceCount).map { "sim://2m-dle?seed=\($0)" }
+    // `--fleet-mixed`: every fifth device is far away (1M PHY, 7.5 ms interval: 75 % of 2m-dle's rate), so
+    // adapters that draw several of them fall behind; `--fleet-no-moves` keeps queued devices where they are.
+    // `--fleet-seed N` shifts every device's seed by N × 1000 (another draw of the same fleet).
+    let seedBase = (listArgument("--fleet-seed").flatMap { $0.first }.flatMap { Int($0) } ?? 0) * 1000
+    var listed = (1...deviceCount).map {
+        arguments.contains("--fleet-mixed") && $0 % 5 == 0 ? "sim://1m-dle-7.5ms?seed=\(seedBase + $0)" : "sim://2m-dle?seed=\(seedBase + $0)"
+    }
     // 5 % of the devices meet faults: loss, a dropped link, a power cut.
     for (index, fault) in [(9, "&loss=0.05"), (29, "&disconnect-at=100000"), (49, "&power-loss-at=150000"), (69, "&loss=0.02&notify-loss=0.02"),
                            (89, "&disconnect-at=50000")] where index < deviceCount { listed[index] += fault }
@@ -417,9 +423,13 @@ func fleetBenchmark(kib: Int, connections: Int, transfers: Int) async throws {
         for address in addresses { members[address] = try await fleet.add(try SimulatorAddress(parsing: address), protocol: native, description: address) }
         let known = members
         let runner = FleetRunner(devices: addresses.map { FleetDevice(address: $0) },
-                                 options: FleetOptions(adapters: adapterNames, connectionsPerAdapter: connections,
-                                                       transfersPerAdapter: transfers,
-                                                       startSpacing: .milliseconds(listArgument("--fleet-spacing").flatMap { $0.first }.flatMap { Int64($0) } ?? 0)),
+                                 options: {
+                                     var options = FleetOptions(adapters: adapterNames, connectionsPerAdapter: connections,
+                                                                transfersPerAdapter: transfers,
+                                                                startSpacing: .milliseconds(listArgument("--fleet-spacing").flatMap { $0.first }.flatMap { Int64($0) } ?? 0))
+                                     options.movesQueuedDevices = !arguments.contains("--fleet-no-moves")
+                                     return options
+                                 }(),
                                  clock: runtime.clock) { device, adapter, turn, onEvent in
             let member = known[device.address]!
             member.use(adapter: fleet.adapters[adapter])
@@ -442,6 +452,9 @@ func fleetBenchmark(kib: Int, connections: Int, transfers: Int) async throws {
             } catch { return .failed(error) }
         }
         let (results, summary) = await runner.run()
+        for result in results where result.outcome != .updated {
+            print("not updated: \(result.device) after \(result.attempts) tries: \(result.error ?? "no error")")
+        }
         if arguments.contains("--fleet-steps") {
             print("time with k links in their transfer step, all adapters: " + transferring.shares())
             print(transferring.singles())

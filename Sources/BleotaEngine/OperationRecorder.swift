@@ -50,13 +50,22 @@ public struct OperationRecorder: Sendable {
     /// device's radio (``transferTurn``; at once when there is none). Every protocol's host enters
     /// its transfer this way, when the device is ready for the bytes: a fleet then prepares the next
     /// devices while others transfer (``TransferGate``). Leaving the step gives the place back.
-    public mutating func enterTransfer() async {
+    ///
+    /// Throws when a fleet withdrew the wait (``TransferTurn/wasWithdrawn``): a place is free on
+    /// another adapter, and the update ends here, before any byte is sent, to start again there.
+    public mutating func enterTransfer() async throws(TransferError) {
         guard currentStep != .transfer else { return }
         if let turn = transferTurn, !turn.isHeld {
             // The wait is not the current step's time: the report shows it on its own.
             let began = clock.now
             let placed = await turn.wait(clock: clock)
             let waited = clock.now - began
+            if turn.wasWithdrawn {
+                stepSeconds[Self.transferWaitKey, default: 0] += waited.seconds
+                stepStarted += waited
+                throw TransferError(.linkLost, step: .transfer,
+                                    "left the queue for a transfer place: another adapter has one free, and the update starts again there")
+            }
             if !placed, let limit = turn.maximumWait, waited >= limit {
                 onEvent(.note("waited \(Int(limit.seconds)) s for a transfer place; transferring beside the others rather than leave the device idle longer"))
             }
@@ -82,6 +91,17 @@ public struct OperationRecorder: Sendable {
         currentStep = step
         stepStarted = clock.now
         onEvent(.step(step))
+    }
+
+    /// ``enterTransfer()`` for a protocol that holds `link` open while it waits: a withdrawn wait
+    /// closes the link before it throws, so the device is free to connect through another adapter.
+    public mutating func enterTransfer(closing link: (any Link)?) async throws(TransferError) {
+        do {
+            try await enterTransfer()
+        } catch {
+            await link?.close()
+            throw error
+        }
     }
 
     /// The ``UpdateReport/stepSeconds`` key of the time spent waiting for a transfer place.

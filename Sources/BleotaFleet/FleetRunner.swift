@@ -46,6 +46,12 @@ public struct FleetOptions: Sendable, Hashable {
     public static let defaultTransfersPerAdapter = 2
     /// Half of the 120 s after which Nordic's Secure DFU bootloader gives up on an idle connection.
     public static let defaultMaximumTransferWait = Duration.seconds(60)
+    /// Whether a device queued for a transfer place moves to another adapter where one is free
+    /// and no device is left to start (the end of a fleet; devices that name their adapter stay).
+    /// Without it an adapter that was given one device more, or a slow one, transfers alone at
+    /// the end while others idle. The move ends the try before any byte is sent and starts it
+    /// again on the other adapter, as a retry after a lost link would, without counting a try.
+    public var movesQueuedDevices = true
 
     public init(adapters: [String], connectionsPerAdapter: Int = Self.defaultConnectionsPerAdapter,
                 transfersPerAdapter: Int? = Self.defaultTransfersPerAdapter, attempts: Int = 3,
@@ -104,6 +110,8 @@ public struct FleetRunner: Sendable {
         var index: Int
         var attempt: Int
         var notBefore: Duration
+        /// Withdrawn from another adapter's queue for a transfer place: goes where a place is free.
+        var moved = false
     }
 
     /// The running totals of one device over its tries.
@@ -118,8 +126,10 @@ public struct FleetRunner: Sendable {
     }
 
     enum Completion: Sendable {
-        case tried(index: Int, adapter: String, attempt: FleetAttempt, seconds: Double)
+        case tried(index: Int, adapter: String, attempt: FleetAttempt, seconds: Double, tryNumber: Int, withdrawn: Bool)
         case timer
+        /// A transfer place was given back with no one waiting for it.
+        case placeFreed
     }
 
     /// Runs every device to an end; returns one result per device, in the list's order.
@@ -130,12 +140,18 @@ public struct FleetRunner: Sendable {
         var tallies = [Tally](repeating: Tally(), count: devices.count)
         var busy: [String: Int] = Dictionary(uniqueKeysWithValues: options.adapters.map { ($0, 0) })
         var lastStart: [String: Duration] = [:]
+        let freed = Mailbox<Bool>()
+        let placeFreed: @Sendable () -> Void = { freed.put(true) }
         let places = TransferPlaces(adapters: options.adapters, connectionsPerAdapter: options.connectionsPerAdapter,
-                                    transfersPerAdapter: options.transfersPerAdapter, maximumWait: options.maximumTransferWait)
+                                    transfersPerAdapter: options.transfersPerAdapter, maximumWait: options.maximumTransferWait,
+                                    onPlaceFree: options.movesQueuedDevices ? placeFreed : nil)
+        /// The turns of tries started after a move, until they end: one not yet holding a place is on its way to one.
+        var movedTurns: [Int: TransferTurn] = [:]
         var announcedStop = false
         await withTaskGroup(of: Completion.self) { group in
             var running = 0
             var timerSet = false
+            var listening = false
             while true {
                 if stop.isStopped && !announcedStop {
                     announcedStop = true
@@ -148,7 +164,9 @@ public struct FleetRunner: Sendable {
                     while index < pending.count {
                         let item = pending[index]
                         let spaced = busy.filter { adapter, _ in lastStart[adapter].map { now - $0 < options.startSpacing } ?? false }
-                        guard item.notBefore <= now, let adapter = adapterFor(devices[item.index], busy: busy.merging(spaced.mapValues { _ in Int.max }) { $1 }) else {
+                        let preferred = item.moved ? places.adaptersWithFreePlaces : []
+                        guard item.notBefore <= now, let adapter = adapterFor(devices[item.index], busy: busy.merging(spaced.mapValues { _ in Int.max }) { $1 },
+                                                                              preferring: preferred) else {
                             index += 1
                             continue
                         }
@@ -158,7 +176,8 @@ public struct FleetRunner: Sendable {
                         running += 1
                         let device = devices[item.index]
                         onEvent(.started(device: device, adapter: adapter, attempt: item.attempt))
-                        let turn = places.turn(on: adapter, for: device, onEvent: onEvent)
+                        let turn = places.turn(on: adapter, for: device, movable: options.movesQueuedDevices, onEvent: onEvent)
+                        if item.moved, let turn { movedTurns[item.index] = turn }
                         group.addTask { [clock, update, onEvent] in
                             let start = clock.now
                             let attempt = await update(device, adapter, turn) { event in
@@ -168,7 +187,20 @@ public struct FleetRunner: Sendable {
                             turn?.release()
                             let elapsed = clock.now - start
                             return .tried(index: item.index, adapter: adapter, attempt: attempt,
-                                          seconds: elapsed.seconds)
+                                          seconds: elapsed.seconds, tryNumber: item.attempt, withdrawn: turn?.wasWithdrawn ?? false)
+                        }
+                    }
+                    // Nothing can start now: a place free on one adapter goes to a device queued at another.
+                    if options.movesQueuedDevices, pending.allSatisfy({ $0.notBefore > now }) {
+                        let onTheirWay = movedTurns.values.filter { !$0.isHeld }.count
+                        var free = places.freePlaces - onTheirWay
+                        while free > 0, places.withdrawFromLongestQueue() { free -= 1 }
+                    }
+                    if options.movesQueuedDevices, !listening, places.limitsTransfers {
+                        listening = true
+                        group.addTask {
+                            _ = try? await freed.take()
+                            return .placeFreed
                         }
                     }
                 }
@@ -187,12 +219,22 @@ public struct FleetRunner: Sendable {
                 switch completion {
                 case .timer:
                     timerSet = false
-                case .tried(let index, let adapter, let attempt, let seconds):
+                case .placeFreed:
+                    listening = false
+                    while freed.poll() != nil {}
+                case .tried(let index, let adapter, let attempt, let seconds, let tryNumber, let withdrawn):
                     running -= 1
                     busy[adapter, default: 1] -= 1
+                    movedTurns[index] = nil
                     let device = devices[index]
-                    tallies[index].attempts += 1
                     tallies[index].seconds += seconds
+                    if withdrawn, case .failed = attempt, !stop.isStopped {
+                        // Not a failure: the same try starts again at once where a place is free.
+                        onEvent(.note(device: device, text: "moves from \(adapter): a transfer place is free on another adapter"))
+                        pending.insert(Pending(index: index, attempt: tryNumber, notBefore: clock.now, moved: true), at: 0)
+                        continue
+                    }
+                    tallies[index].attempts += 1
                     switch attempt {
                     case .updated(let report):
                         tallies[index].bytes += report.bytes
@@ -249,8 +291,12 @@ public struct FleetRunner: Sendable {
 
     /// The device's own adapter if it names one and it has room; else the adapter with the fewest
     /// running updates that has room; nil when none has.
-    func adapterFor(_ device: FleetDevice, busy: [String: Int]) -> String? {
-        Self.adapter(for: device, among: options.adapters, busy: busy, limit: options.connectionsPerAdapter)
+    func adapterFor(_ device: FleetDevice, busy: [String: Int], preferring preferred: Set<String> = []) -> String? {
+        let withRoom = options.adapters.filter { preferred.contains($0) && busy[$0, default: 0] < options.connectionsPerAdapter }
+        if device.adapter == nil, !withRoom.isEmpty {
+            return Self.adapter(for: device, among: withRoom, busy: busy, limit: options.connectionsPerAdapter)
+        }
+        return Self.adapter(for: device, among: options.adapters, busy: busy, limit: options.connectionsPerAdapter)
     }
 
     /// The adapter a device's try goes through: its own if it names one and that has room, else the
@@ -291,20 +337,45 @@ public struct FleetRunner: Sendable {
 /// transfers are limited below connections), shared by ``FleetRunner`` and a campaign worker.
 public struct TransferPlaces: Sendable {
     let gates: [String: TransferGate]
+    /// The adapters in the order given, for choices that must not depend on hashing.
+    let order: [String]
     let maximumWait: Duration
 
-    public init(adapters: [String], connectionsPerAdapter: Int, transfersPerAdapter: Int?, maximumWait: Duration) {
+    /// `onPlaceFree` is called when a place is given back with no one waiting for it (see
+    /// ``/BleotaEngine/TransferGate/init(capacity:onPlaceFree:)``).
+    public init(adapters: [String], connectionsPerAdapter: Int, transfersPerAdapter: Int?, maximumWait: Duration,
+                onPlaceFree: (@Sendable () -> Void)? = nil) {
         self.maximumWait = maximumWait
+        order = adapters
         if let transfers = transfersPerAdapter, transfers < connectionsPerAdapter {
-            gates = Dictionary(uniqueKeysWithValues: adapters.map { ($0, TransferGate(capacity: transfers)) })
+            gates = Dictionary(uniqueKeysWithValues: adapters.map { ($0, TransferGate(capacity: transfers, onPlaceFree: onPlaceFree ?? {})) })
         } else {
             gates = [:]
         }
     }
 
+    /// Whether transfers are limited apart from connections (there are gates).
+    public var limitsTransfers: Bool { !gates.isEmpty }
+    /// Places free now, over every adapter.
+    public var freePlaces: Int { gates.values.reduce(0) { $0 + $1.freePlaces } }
+    /// The adapters with a place free now.
+    public var adaptersWithFreePlaces: Set<String> { Set(gates.filter { $0.value.freePlaces > 0 }.keys) }
+
+    /// Sends the newest movable device queued at the adapter with the most of them to start again
+    /// elsewhere; false when no device may move.
+    @discardableResult
+    public func withdrawFromLongestQueue() -> Bool {
+        let queues = order.compactMap { name in gates[name].map { (name: name, movable: $0.movableWaiters) } }.filter { $0.movable > 0 }
+        guard let longest = queues.max(by: { $0.movable < $1.movable }) else { return false }
+        return gates[longest.name]?.withdrawNewestWaiter() ?? false
+    }
+
     /// A try's turn on `adapter` (nil when transfers are not limited), reporting `queued` for `device`
-    /// when it has to wait.
-    public func turn(on adapter: String, for device: FleetDevice, onEvent: @escaping @Sendable (FleetEvent) -> Void) -> TransferTurn? {
-        gates[adapter].map { gate in TransferTurn(gate: gate, maximumWait: maximumWait) { onEvent(.queued(device: device)) } }
+    /// when it has to wait. `movable`: a device not tied to its adapter may be withdrawn to another.
+    public func turn(on adapter: String, for device: FleetDevice, movable: Bool = false,
+                     onEvent: @escaping @Sendable (FleetEvent) -> Void) -> TransferTurn? {
+        gates[adapter].map { gate in
+            TransferTurn(gate: gate, maximumWait: maximumWait, movable: movable && device.adapter == nil) { onEvent(.queued(device: device)) }
+        }
     }
 }

@@ -82,7 +82,7 @@ import Testing
                 if case .note(let text) = event { notes.withLock { $0.append(text) } }
             }
             recorder.enter(.reconnect)
-            await recorder.enterTransfer()
+            try await recorder.enterTransfer()
             let placed = turn.isHeld
             recorder.enter(.verify)
             let report = recorder.finish(bytes: 1, transfer: nil, statistics: TransferStatistics(), tuning: TransferTuning())
@@ -94,7 +94,7 @@ import Testing
         #expect(notes.withLock { $0 } == ["waited 60 s for a transfer place; transferring beside the others rather than leave the device idle longer"])
     }
 
-    @Test func theRecorderWaitsBeforeTheTransferStepAndGivesThePlaceBackWhenItLeaves() async {
+    @Test func theRecorderWaitsBeforeTheTransferStepAndGivesThePlaceBackWhenItLeaves() async throws {
         let clock = ManualClock()
         let gate = TransferGate(capacity: 1)
         let other = TransferTurn(gate: gate)
@@ -108,7 +108,7 @@ import Testing
         let waiting = recorder
         let entering = Task {
             var copy = waiting
-            await copy.enterTransfer()
+            try await copy.enterTransfer()
             return copy
         }
         await eventually { gate.waiting == 1 }
@@ -116,7 +116,7 @@ import Testing
         #expect(queued.all == [1])
         clock.advance(.seconds(3))
         other.release()
-        var entered = await entering.value
+        var entered = try await entering.value
         #expect(events.steps == ["reconnect", "transfer"])
         #expect(turn.isHeld && gate.holding == 1)
         clock.advance(.seconds(2))
@@ -126,5 +126,60 @@ import Testing
         #expect(report.stepSeconds[OperationRecorder.transferWaitKey] == 3, "the wait is reported on its own")
         #expect(report.stepSeconds["reconnect"] == 0, "and not as the step before it")
         #expect(report.stepSeconds["transfer"] == 2)
+    }
+
+    /// A withdrawn wait: the newest movable waiter leaves with no place, its recorder throws before
+    /// the transfer step (naming why), and a waiter that may not move keeps its place in the queue.
+    @Test func aWithdrawnWaitEndsTheUpdateBeforeItsTransfer() async throws {
+        let clock = ManualClock()
+        let gate = TransferGate(capacity: 1)
+        let holder = TransferTurn(gate: gate)
+        await holder.wait(clock: clock)
+        let fixed = TransferTurn(gate: gate, movable: false)
+        let fixedWait = Task { await fixed.wait(clock: clock) }
+        await eventually { gate.waiting == 1 }
+        let movable = TransferTurn(gate: gate, movable: true)
+        let events = Events()
+        var recorder = OperationRecorder(operation: "flash", protocolName: "p", device: "d", clock: clock,
+                                         transferTurn: movable, onEvent: events.add)
+        recorder.enter(.reconnect)
+        let waiting = recorder
+        let entering = Task { () async -> TransferError? in
+            var copy = waiting
+            do throws(TransferError) { try await copy.enterTransfer() } catch { return error }
+            return nil
+        }
+        await eventually { gate.waiting == 2 }
+        #expect(gate.movableWaiters == 1)
+        #expect(gate.withdrawNewestWaiter())
+        let error = await entering.value
+        #expect(error?.step == .transfer)
+        #expect(error?.message == "left the queue for a transfer place: another adapter has one free, and the update starts again there")
+        #expect(movable.wasWithdrawn && !movable.isHeld)
+        #expect(events.steps == ["reconnect"], "no transfer step was entered")
+        #expect(!gate.withdrawNewestWaiter(), "the other waiter may not move")
+        holder.release()
+        #expect(await fixedWait.value)
+        #expect(fixed.isHeld && gate.holding == 1)
+    }
+
+    /// A place given back with no one waiting is reported (a fleet moves a queued device to it);
+    /// one taken by a waiter is not.
+    @Test func aPlaceFreedWithNoWaiterIsReported() async {
+        let clock = ManualClock()
+        let reported = Log()
+        let gate = TransferGate(capacity: 1) { reported.append(1) }
+        let first = TransferTurn(gate: gate)
+        await first.wait(clock: clock)
+        let second = TransferTurn(gate: gate)
+        let waiting = Task { await second.wait(clock: clock) }
+        await eventually { gate.waiting == 1 }
+        first.release()
+        _ = await waiting.value
+        #expect(reported.all.isEmpty, "the waiter took it")
+        #expect(gate.freePlaces == 0)
+        second.release()
+        #expect(reported.all == [1])
+        #expect(gate.freePlaces == 1)
     }
 }

@@ -156,4 +156,74 @@ import Testing
         #expect(results[0].outcome == .failed && results[0].attempts == 1 && results[0].error == "the link dropped")
         #expect(results[1].outcome == .updated)
     }
+
+    /// Five devices on two adapters, one transfer place each: "a" gets the quick ones (2 s
+    /// transfers), "b" two slow ones (10 s). When "a" runs dry, the slow device queued at "b"
+    /// moves there and transfers beside the other, instead of after it.
+    static func movingRun(moves: Bool) async throws -> (results: [DeviceResult], summary: FleetSummary, notes: [String]) {
+        let devices = (0..<5).map { FleetDevice(address: "sim://d\($0)") }
+        let notes = Mutex<[String]>([])
+        let (results, summary) = try await SimulationRuntime.run { runtime in
+            var options = FleetOptions(adapters: ["a", "b"], connectionsPerAdapter: 3, transfersPerAdapter: 1, attempts: 1)
+            options.movesQueuedDevices = moves
+            let runner = FleetRunner(devices: devices, options: options, clock: runtime.clock, onEvent: { event in
+                if case .note(let device, let text) = event { notes.withLock { $0.append("\(device.address): \(text)") } }
+            }) { device, _, turn, _ in
+                var recorder = OperationRecorder(operation: "flash", protocolName: "p", device: device.address, clock: runtime.clock,
+                                                 transferTurn: turn) { _ in }
+                recorder.enter(.connect)
+                try? await runtime.clock.sleep(for: .seconds(1))
+                do throws(TransferError) {
+                    try await recorder.enterTransfer()
+                } catch {
+                    return .failed(error)
+                }
+                let slow = ["sim://d1", "sim://d3"].contains(device.address)
+                try? await runtime.clock.sleep(for: .seconds(slow ? 10 : 2))
+                recorder.enter(.verify)
+                return .updated(Self.report(device))
+            }
+            return await runner.run()
+        }
+        return (results, summary, notes.withLock { $0 })
+    }
+
+    @Test func aDeviceQueuedAtABusyAdapterMovesToOneThatRanDry() async throws {
+        let moved = try await Self.movingRun(moves: true)
+        let stayed = try await Self.movingRun(moves: false)
+        // Without moves: d1 transfers on "b" from 1 s to 11 s, then d3 to 21 s.
+        #expect(stayed.summary.seconds == 21)
+        #expect(stayed.results.map(\.adapter) == ["a", "b", "a", "b", "a"])
+        // With them: "a" runs dry at 7 s (d0, d2, d4: 2 s each); d3 leaves "b"'s queue, connects to "a"
+        // (1 s) and transfers from 8 s to 18 s.
+        #expect(moved.summary.seconds == 18)
+        #expect(moved.results.map(\.adapter) == ["a", "b", "a", "a", "a"])
+        #expect(moved.results.allSatisfy { $0.outcome == .updated && $0.attempts == 1 }, "a move is not a try")
+        #expect(moved.notes == ["sim://d3: moves from b: a transfer place is free on another adapter"])
+        #expect(stayed.notes.isEmpty)
+    }
+
+    /// A device that names its adapter stays there, however long the queue; one that does not may go.
+    @Test func aDeviceTiedToItsAdapterNeverMoves() async throws {
+        let clock = SystemClock()
+        let places = TransferPlaces(adapters: ["a"], connectionsPerAdapter: 3, transfersPerAdapter: 1, maximumWait: .seconds(60))
+        let gate = try #require(places.gates["a"])
+        let holder = try #require(places.turn(on: "a", for: FleetDevice(address: "h"), movable: true) { _ in })
+        await holder.wait(clock: clock)
+        let tied = try #require(places.turn(on: "a", for: FleetDevice(address: "x", adapter: "a"), movable: true) { _ in })
+        #expect(!tied.movable)
+        let tiedWait = Task { await tied.wait(clock: clock) }
+        for _ in 0..<10_000 where gate.waiting < 1 { await Task.yield() }
+        #expect(!places.withdrawFromLongestQueue())
+        let free = try #require(places.turn(on: "a", for: FleetDevice(address: "y"), movable: true) { _ in })
+        let freeWait = Task { await free.wait(clock: clock) }
+        for _ in 0..<10_000 where gate.waiting < 2 { await Task.yield() }
+        #expect(places.withdrawFromLongestQueue())
+        #expect(await freeWait.value == false)
+        #expect(free.wasWithdrawn)
+        #expect(!places.withdrawFromLongestQueue())
+        holder.release()
+        #expect(await tiedWait.value)
+        #expect(!tied.wasWithdrawn)
+    }
 }

@@ -104,7 +104,7 @@ public struct DescribedUpdater: ProtocolHost {
         while true {
             attempt += 1
             link = try await enterBootloaderIfNeeded(link, recorder: &recorder)
-            await recorder.enterTransfer()
+            try await recorder.enterTransfer(closing: link)
             let began = clock.now
             var uploaded: Duration?
             var endSent = false

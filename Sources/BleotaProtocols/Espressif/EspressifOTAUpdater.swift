@@ -42,7 +42,7 @@ public struct EspressifOTAUpdater: ProtocolHost {
         var link = try await context.connect(.initial, step: .connect)
         while true {
             attempt += 1
-            await recorder.enterTransfer()
+            try await recorder.enterTransfer(closing: link)
             let began = clock.now
             let failure: TryFailure
             do throws(TryFailure) {

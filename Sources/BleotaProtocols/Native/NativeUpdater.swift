@@ -79,7 +79,7 @@ public struct NativeUpdater: ProtocolHost {
         var versionBefore: String?
         var transferResult: TransferResult?
         while true {
-            if case .transfer = action { await session.enterTransfer() } else { session.enter(machine.step) }
+            if case .transfer = action { try await session.enterTransfer(closing: link) } else { session.enter(machine.step) }
             if case .fail(let error) = action {
                 await link?.close()
                 throw error
@@ -185,7 +185,7 @@ public struct NativeUpdater: ProtocolHost {
         var link: (any Link)? = connected
         do throws(TransferError) {
             try admit(hello, session)
-            await session.enterTransfer()
+            try await session.enterTransfer()
             var result: TransferResult? = try await session.transfer(stream: bytes, target: target, label: label, link: &link)
             session.enter(.verify)
             let verdict = try await session.verifyResendingIfCompact(stream: bytes, target: target, label: label, link: &link, result: &result)
@@ -222,7 +222,7 @@ public struct NativeUpdater: ProtocolHost {
             throw TransferError(.deviceRefused, step: .connect, "\(connector.description) has no file store")
         }
         let packetSize = try session.packetSize(link: link, hello: hello)
-        await session.enterTransfer()
+        try await session.enterTransfer()
         let request = NativeMessage.GetFile(name: name, packetSize: UInt16(packetSize),
                                             ackInterval: UInt16(tuning.effectiveAckInterval), window: UInt16(tuning.window))
         let info = try await session.request(.getFile(request), on: link, step: .transfer) { message -> NativeMessage.FileInfo? in
@@ -265,7 +265,8 @@ struct Session {
 
     mutating func enter(_ step: UpdateStep) { recorder.enter(step) }
     /// The transfer step, once the fleet's transfer gate (if any) gives this device its place.
-    mutating func enterTransfer() async { await recorder.enterTransfer() }
+    mutating func enterTransfer() async throws(TransferError) { try await recorder.enterTransfer() }
+    mutating func enterTransfer(closing link: (any Link)?) async throws(TransferError) { try await recorder.enterTransfer(closing: link) }
 
     mutating func report(bytes: Int, transfer: TransferSummary?) -> UpdateReport {
         var tuning = updater.tuning
@@ -283,9 +284,17 @@ struct Session {
         } catch {
             throw TransferError(.linkLost, step: step, "cannot connect to \(updater.connector.description): \(error)")
         }
-        let hello = try await request(.hello(.init()), on: link, step: step) { message -> NativeMessage.HelloResponse? in
-            if case .helloResponse(let hello) = message { return hello }
-            return nil
+        let hello: NativeMessage.HelloResponse
+        do throws(TransferError) {
+            hello = try await request(.hello(.init()), on: link, step: step) { message -> NativeMessage.HelloResponse? in
+                if case .helloResponse(let hello) = message { return hello }
+                return nil
+            }
+        } catch {
+            // A device that connected but never answered stays connected otherwise, and a
+            // connected peripheral does not advertise: the next try would not find it.
+            await link.close()
+            throw error
         }
         lastHello = hello
         return (link, hello)
@@ -484,7 +493,7 @@ struct Session {
         guard !verdict.ok, lastTransferCompact else { return verdict }
         updater.onEvent(.note("the device could not verify the stream (\(verdict.detail)); sending it again with a CRC on every packet"))
         fullHeadersOnly = true
-        await enterTransfer()
+        try await enterTransfer()
         result = try await transfer(stream: stream, digests: digests, target: target, label: label, link: &link)
         enter(.verify)
         guard let again = link else { throw TransferError(.linkLost, step: .verify, "verify without a connection") }

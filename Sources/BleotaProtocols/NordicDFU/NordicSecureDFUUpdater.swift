@@ -207,7 +207,7 @@ public struct NordicSecureDFUUpdater: ProtocolHost {
                 }
                 connection = try await enterBootloader(from: connection, kind: kind, recorder: &recorder)
             }
-            await recorder.enterTransfer()
+            try await recorder.enterTransfer(closing: connection.link)
             onEvent(.note("sending the \(part.name) (\(part.data.count) bytes, init packet \(part.metadata.count) bytes)"))
             let began = clock.now
             let outcome = try await sendPart(part, connection: &connection, done: done, total: total, statistics: &statistics,

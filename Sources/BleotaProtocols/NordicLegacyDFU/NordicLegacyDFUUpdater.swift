@@ -144,7 +144,7 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
                         throw TransferError(.deviceRefused, step: .enterBootloader, "\(connector.description) stayed in its application after the DFU jump")
                     }
                 }
-                await recorder.enterTransfer()
+                try await recorder.enterTransfer(closing: connection)
                 let began = clock.now
                 let failure: PartFailure
                 do throws(PartFailure) {
@@ -344,7 +344,7 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
         func pause(_ duration: Duration) async { try? await clock.sleep(for: duration) }
         let pageErase = Duration.microseconds(89_700)
         let pageWrite = Duration.microseconds(102_400)
-        await recorder.enterTransfer()
+        try await recorder.enterTransfer()
         for part in prepared.parts {
             guard let type = NordicLegacyDFUProtocol.imageType(part.name) else {
                 throw TransferError(.badInput, step: .load, "the package's part '\(part.name)' is not one legacy DFU sends")
@@ -381,7 +381,7 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
             // Validation, the copy into bank 0 and the reset.
             await pause(pageErase * pages + pageWrite * pages)
             done += part.data.count
-            await recorder.enterTransfer()
+            try await recorder.enterTransfer()
         }
         // Nothing confirms what the device runs now, so the report claims no version.
         context.onEvent(.note("the serial bootloader reports nothing back: it activates the image only if its init packet and CRC-16 checked out"))

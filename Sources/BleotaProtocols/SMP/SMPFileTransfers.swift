@@ -85,7 +85,7 @@ extension SMPUpdater {
         do throws(TransferError) {
             let parameters: MCUmgrParameters
             do { parameters = try await connection.parameters(timeout: timeouts.response) } catch { throw fail(.connect, error) }
-            await recorder.enterTransfer()
+            try await recorder.enterTransfer()
             let (file, result) = try await transfer(connection, parameters, path, clock.now)
             recorder.enter(.verify)
             try await verifyFile(path, expected: SHA256Digest.hash(file), length: file.count, connection: connection)

@@ -61,7 +61,7 @@ public struct SUOTAUpdater: ProtocolHost {
         }
         attempts: while true {
             attempt += 1
-            await recorder.enterTransfer()
+            try await recorder.enterTransfer(closing: link)
             let began = clock.now
             do throws(TryFailure) {
                 chunk = try await upload(image, on: link, pace: pace, statistics: &statistics)

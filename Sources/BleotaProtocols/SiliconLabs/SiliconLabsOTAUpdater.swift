@@ -92,7 +92,7 @@ public struct SiliconLabsOTAUpdater: ProtocolHost {
                     (link, offered) = try await enterAppLoader(link)
                     inAppLoader = true
                 }
-                await recorder.enterTransfer()
+                do throws(TransferError) { try await recorder.enterTransfer() } catch { throw TryFailure.final(error) }
                 let began = clock.now
                 defer { transferTime += clock.now - began }
                 try await upload(image, on: link, pace: pace, resend: attempt > 1, statistics: &statistics)

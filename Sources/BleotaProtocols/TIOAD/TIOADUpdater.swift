@@ -41,7 +41,7 @@ public struct TIOADUpdater: ProtocolHost {
         let oldVersion = (try? await softwareVersion(on: link)) ?? nil
         while true {
             attempt += 1
-            await recorder.enterTransfer()
+            try await recorder.enterTransfer(closing: link)
             let began = clock.now
             do throws(TryFailure) {
                 blockSize = try await download(image, on: link, statistics: &statistics)

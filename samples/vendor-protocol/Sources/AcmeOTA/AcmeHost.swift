@@ -16,7 +16,7 @@ public struct AcmeHost: ProtocolHost {
         var link = try await connect(.initial, step: .connect)
         recorder.versionBefore = try await version(on: link, step: .connect)
 
-        await recorder.enterTransfer()
+        try await recorder.enterTransfer(closing: link)
         let bytes = image.bytes
         let chunk = min(context.tuning.packetSize ?? .max, link.parameters.maximumPayload - AcmeWire().dataOverhead)
         guard chunk >= 1 else { throw TransferError(.deviceRefused, step: .transfer, "the link is too small for data packets") }
