@@ -452,6 +452,10 @@ func fleetBenchmark(kib: Int, connections: Int, transfers: Int) async throws {
             } catch { return .failed(error) }
         }
         let (results, summary) = await runner.run()
+        let extraTries = results.reduce(0) { $0 + max(0, $1.attempts - 1) }
+        if extraTries > 0 {
+            print("tries beyond the first: \(extraTries) (" + results.filter { $0.attempts > 1 }.map { $0.device }.joined(separator: ", ") + ")")
+        }
         for result in results where result.outcome != .updated {
             print("not updated: \(result.device) after \(result.attempts) tries: \(result.error ?? "no error")")
         }

@@ -39,9 +39,18 @@ public final class SimulatedAdapter: Sendable {
 
     /// The first anchor at or after `now` for a new connection with `interval`: in the middle of the
     /// widest gap between the anchors of the connections already open.
+    ///
+    /// Every anchor an open connection has within one new interval counts: a 7.5 ms connection
+    /// has two in 15 ms. (Counting one put a 15 ms connection on the other 7.5 ms anchor, where
+    /// each of its events was cut to nothing by the busy link's next one: a device in a mixed
+    /// fleet went unanswered for 10 s.) Controllers do the same with their schedulers, whose
+    /// whole job is that no link is starved until its supervision timeout.
     func placeAnchor(for connection: ObjectIdentifier, after now: Duration, interval: Duration) -> Duration {
         state.withLock { state in
-            let phases = state.anchors.values.map { Self.phase(of: $0.anchor, in: interval) }.sorted()
+            let phases = state.anchors.values.flatMap { other -> [Duration] in
+                let within = other.interval < interval ? Int((interval / other.interval).rounded(.up)) : 1
+                return (0..<within).map { Self.phase(of: other.anchor + other.interval * $0, in: interval) }
+            }.sorted()
             var offset = Duration.zero
             if let first = phases.first {
                 var widest = (start: phases.last!, length: first + interval - phases.last!)

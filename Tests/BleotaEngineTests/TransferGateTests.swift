@@ -19,6 +19,16 @@ import Testing
         for _ in 0..<10_000 where !condition() { await Task.yield() }
     }
 
+    /// `gate`'s one place held by a turn, and a second turn queued behind it (its wait's task).
+    func heldWithOneWaiting(_ gate: TransferGate, clock: ManualClock) async -> (holder: TransferTurn, waiter: TransferTurn, wait: Task<Bool, Never>) {
+        let holder = TransferTurn(gate: gate)
+        await holder.wait(clock: clock)
+        let waiter = TransferTurn(gate: gate)
+        let wait = Task { await waiter.wait(clock: clock) }
+        await eventually { gate.waiting == 1 }
+        return (holder, waiter, wait)
+    }
+
     @Test func placesAreGivenInArrivalOrderAndNeverBeyondCapacity() async {
         let clock = ManualClock()
         let gate = TransferGate(capacity: 2)
@@ -56,11 +66,7 @@ import Testing
     @Test func aCancelledWaitLeavesWithoutAPlace() async {
         let clock = ManualClock()
         let gate = TransferGate(capacity: 1)
-        let holder = TransferTurn(gate: gate)
-        await holder.wait(clock: clock)
-        let waiter = TransferTurn(gate: gate)
-        let task = Task { await waiter.wait(clock: clock) }
-        await eventually { gate.waiting == 1 }
+        let (holder, waiter, task) = await heldWithOneWaiting(gate, clock: clock)
         task.cancel()
         let placed = await task.value
         #expect(!placed && !waiter.isHeld)
@@ -169,11 +175,7 @@ import Testing
         let clock = ManualClock()
         let reported = Log()
         let gate = TransferGate(capacity: 1) { reported.append(1) }
-        let first = TransferTurn(gate: gate)
-        await first.wait(clock: clock)
-        let second = TransferTurn(gate: gate)
-        let waiting = Task { await second.wait(clock: clock) }
-        await eventually { gate.waiting == 1 }
+        let (first, second, waiting) = await heldWithOneWaiting(gate, clock: clock)
         first.release()
         _ = await waiting.value
         #expect(reported.all.isEmpty, "the waiter took it")

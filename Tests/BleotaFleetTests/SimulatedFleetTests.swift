@@ -97,3 +97,16 @@ import Testing
         print("one adapter: 1 device \(alone.summary.seconds) s, 3 devices \(shared.summary.seconds) s, air \(air), skipped events \(shared.skipped["sim0"]!)")
     }
 }
+
+/// Links of different intervals on one adapter take turns: none is starved (a 15 ms link placed on
+/// a 7.5 ms link's anchor had every event cut to nothing and its device never answered).
+@Suite struct MixedIntervalFleetTests {
+    @Test func devicesOnDifferentIntervalsShareOneAdapterWithoutAFailedTry() async throws {
+        let addresses = ["sim://1m-dle-7.5ms?seed=1", "sim://2m-dle?seed=2"]
+        let image = SimulatedFleetTests.firmware(200_000)
+        let run = try await SimulatedFleetTests.run(addresses, adapters: ["sim0"], connections: 2, firmware: image)
+        #expect(run.summary.updated == 2)
+        #expect(run.results.allSatisfy { $0.attempts == 1 }, "\(run.results.map { "\($0.device): \($0.attempts) tries, \($0.error ?? "")" })")
+        for address in addresses { #expect(run.running[address] == image) }
+    }
+}
