@@ -56,10 +56,16 @@ public struct SMPUploadPipeline: Sendable {
         /// write costs a whole request: then smaller requests lose less.
         public var requestsSpanPackets: Bool { singlePacketChunk.map { chunk > $0 } ?? true }
 
-        /// The least data per request that loss halves requests down to: one link
-        /// packet's worth, or on a link too short for that (the 23-byte MTU) 16 bytes,
-        /// a request of two writes, which still arrives at half its writes lost.
-        var smallestChunk: Int { min(chunk, singlePacketChunk ?? 16) }
+        /// Data bytes a link packet carries of a request: one packet's worth where a request fits
+        /// one, else (the 23-byte MTU, 20-byte writes) ``shortLinkPacketData``.
+        var dataPerPacket: Int { singlePacketChunk ?? Self.shortLinkPacketData }
+
+        /// On a link too short for a one-packet request, the data bytes counted per packet:
+        /// 16, and a request of 16 is two writes, which still arrives at half its writes lost.
+        static let shortLinkPacketData = 16
+
+        /// The least data per request that loss halves requests down to: one link packet's worth.
+        var smallestChunk: Int { min(chunk, dataPerPacket) }
 
         public init(total: Int, chunk: Int, firstChunk: Int? = nil, singlePacketChunk: Int?,
                     window: Int, minimumFirstChunk: Int = 32,
@@ -311,7 +317,7 @@ public struct SMPUploadPipeline: Sendable {
 
     /// Link packets a request of `bytes` data bytes takes (about: a packet's worth of data each).
     private func packets(_ bytes: Int) -> Int {
-        let perPacket = configuration.singlePacketChunk ?? 16
+        let perPacket = configuration.dataPerPacket
         return max(1, (bytes + perPacket - 1) / perPacket)
     }
 
@@ -334,8 +340,7 @@ public struct SMPUploadPipeline: Sendable {
         let rate = min(0.5, packetsLost / max(1, packetsSent))
         guard rate > 0.0001 else { return configuration.chunk }
         let packetsPerRequest = min(10_000, max(1, (log(Self.wholeRequestShare) / log(1 - rate)).rounded(.down)))
-        let perPacket = configuration.singlePacketChunk ?? 16
-        return min(configuration.chunk, max(configuration.smallestChunk, Int(packetsPerRequest) * perPacket))
+        return min(configuration.chunk, max(configuration.smallestChunk, Int(packetsPerRequest) * configuration.dataPerPacket))
     }
 
     /// After a loss: where a lost write costs a whole request, requests sized to the
