@@ -493,7 +493,7 @@ struct Session {
         guard !verdict.ok, lastTransferCompact else { return verdict }
         updater.onEvent(.note("the device could not verify the stream (\(verdict.detail)); sending it again with a CRC on every packet"))
         fullHeadersOnly = true
-        try await enterTransfer()
+        try await enterTransfer(closing: link)
         result = try await transfer(stream: stream, digests: digests, target: target, label: label, link: &link)
         enter(.verify)
         guard let again = link else { throw TransferError(.linkLost, step: .verify, "verify without a connection") }
