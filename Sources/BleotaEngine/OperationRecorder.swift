@@ -60,18 +60,16 @@ public struct OperationRecorder: Sendable {
             let began = clock.now
             let placed = await turn.wait(clock: clock)
             let waited = clock.now - began
-            if turn.wasWithdrawn {
+            if waited > .zero {
                 stepSeconds[Self.transferWaitKey, default: 0] += waited.seconds
                 stepStarted += waited
+            }
+            if turn.wasWithdrawn {
                 throw TransferError(.linkLost, step: .transfer,
                                     "left the queue for a transfer place: another adapter has one free, and the update starts again there")
             }
             if !placed, let limit = turn.maximumWait, waited >= limit {
                 onEvent(.note("waited \(Int(limit.seconds)) s for a transfer place; transferring beside the others rather than leave the device idle longer"))
-            }
-            if waited > .zero {
-                stepSeconds[Self.transferWaitKey, default: 0] += waited.seconds
-                stepStarted += waited
             }
         }
         enteringThroughGate = true

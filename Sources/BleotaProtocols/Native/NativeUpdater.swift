@@ -185,7 +185,7 @@ public struct NativeUpdater: ProtocolHost {
         var link: (any Link)? = connected
         do throws(TransferError) {
             try admit(hello, session)
-            try await session.enterTransfer()
+            try await session.recorder.enterTransfer()   // the catch below closes the link
             var result: TransferResult? = try await session.transfer(stream: bytes, target: target, label: label, link: &link)
             session.enter(.verify)
             let verdict = try await session.verifyResendingIfCompact(stream: bytes, target: target, label: label, link: &link, result: &result)
@@ -222,7 +222,7 @@ public struct NativeUpdater: ProtocolHost {
             throw TransferError(.deviceRefused, step: .connect, "\(connector.description) has no file store")
         }
         let packetSize = try session.packetSize(link: link, hello: hello)
-        try await session.enterTransfer()
+        try await session.recorder.enterTransfer()   // pull(name:) closes the link
         let request = NativeMessage.GetFile(name: name, packetSize: UInt16(packetSize),
                                             ackInterval: UInt16(tuning.effectiveAckInterval), window: UInt16(tuning.window))
         let info = try await session.request(.getFile(request), on: link, step: .transfer) { message -> NativeMessage.FileInfo? in
@@ -265,7 +265,7 @@ struct Session {
 
     mutating func enter(_ step: UpdateStep) { recorder.enter(step) }
     /// The transfer step, once the fleet's transfer gate (if any) gives this device its place.
-    mutating func enterTransfer() async throws(TransferError) { try await recorder.enterTransfer() }
+    /// A withdrawn wait closes `link` (see ``OperationRecorder/enterTransfer(closing:)``).
     mutating func enterTransfer(closing link: (any Link)?) async throws(TransferError) { try await recorder.enterTransfer(closing: link) }
 
     mutating func report(bytes: Int, transfer: TransferSummary?) -> UpdateReport {

@@ -282,9 +282,7 @@ public struct SMPUpdater: ProtocolHost {
         var running: SMPImageSlot?
         var action = machine.handle(.start)
         while true {
-            if case .finish = action {} else if case .upload = action {
-                do throws(TransferError) { try await recorder.enterTransfer() } catch { await connection?.close(); throw error }
-            } else { recorder.enter(machine.step) }
+            if case .finish = action {} else if case .upload = action { try await recorder.enterTransfer(closing: connection?.link) } else { recorder.enter(machine.step) }
             if case .note(let text, .action(let next)) = action {
                 onEvent(.note(text))
                 action = next
