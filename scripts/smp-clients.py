@@ -12,6 +12,7 @@ cannot do that command.
 
   smp-clients.py toolkit --udp 127.0.0.1:21337 state
   smp-clients.py toolkit --serial /tmp/pty upload app.bin --image 1
+  smp-clients.py toolkit --udp 127.0.0.1:21337 update app.bin   (its firmware_update)
   smp-clients.py v1 --serial /tmp/pty test 0123…(64 hex digits)
 """
 import argparse
@@ -52,6 +53,10 @@ def toolkit(args):
             return slots_toolkit(c.image_set_state(hash=bytes.fromhex(rest[0]), confirm=False))
         if command == "confirm":
             return slots_toolkit(c.image_set_state(hash=bytes.fromhex(rest[0]) if rest else None, confirm=True))
+        if command == "update":
+            # The toolkit's own firmware update: upload, mark for a test boot, reset.
+            c.firmware_update(open(rest[0], "rb").read())
+            return "updated"
         if command == "reset":
             c.os_system_reset()
             return "reset"
@@ -100,7 +105,7 @@ def main():
     parser.add_argument("--baud", type=int, default=115200)
     parser.add_argument("--timeout-ms", type=int, default=3000)
     parser.add_argument("--image", type=int, default=None)
-    parser.add_argument("command", choices=["state", "echo", "params", "upload", "test", "confirm", "reset", "fs-upload", "fs-download"])
+    parser.add_argument("command", choices=["state", "echo", "params", "upload", "update", "test", "confirm", "reset", "fs-upload", "fs-download"])
     parser.add_argument("rest", nargs="*")
     args = parser.parse_args()
     try:

@@ -332,9 +332,12 @@ final class ResetLedger: Sendable {
     }
 
     func append(device: Int, address: String, before: String, after: String) {
-        struct Line: Codable { var device: Int; var address: String; var event = "reset"; var before: String; var after: String; var seconds: Double }
+        /// `seconds` since `sim serve` started; `time`, the same moment as Unix time, lets a script set it
+        /// against when its client started (scripts/peers-bench).
+        struct Line: Codable { var device: Int; var address: String; var event = "reset"; var before: String; var after: String; var seconds: Double; var time: Double }
+        let now = Date()
         guard let text = try? JSONOutput.string(Line(device: device, address: address, before: before, after: after,
-                                                     seconds: Date().timeIntervalSince(began)), pretty: false) else { return }
+                                                     seconds: now.timeIntervalSince(began), time: now.timeIntervalSince1970), pretty: false) else { return }
         handle.withLock { try? $0.write(contentsOf: Data((text + "\n").utf8)) }
     }
 }

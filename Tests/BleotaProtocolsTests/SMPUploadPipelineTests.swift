@@ -57,6 +57,10 @@ import Testing
         // A duplicate of an answer already used is ignored too.
         let outcome4 = pipeline.answered(sequence: 2, offset: 100, match: nil, at: .zero)
         #expect(outcome4 == .ignored)
+        #expect(pipeline.resentRequests == 0 && pipeline.resentBytes == 0, "nothing is resent before it goes out")
+        let resent = Self.sendAll(&pipeline, from: &sequence) // 100..<150, 150..<200, 200..<250
+        #expect(resent.map(\.1) == [100, 150, 200])
+        #expect(pipeline.resentRequests == 3 && pipeline.resentBytes == 150, "the requests and bytes sent a second time")
     }
 
     @Test func onTheShortestMTUEachLossHalvesRequestsDownToAFloorAndCleanAnswersDoubleThemAgain() {

@@ -45,6 +45,16 @@ import Testing
         }
     }
 
+    /// Where the device's reassembly does not matter, messages go out in the link's largest writes.
+    @Test func largestWritesCutEveryPayloadWhereItFalls() {
+        var random = seededGenerator("largest writes")
+        let shape = SMPWriteShape.largestWrites(payload: Self.payload)
+        for _ in 0..<200 {
+            let bytes = Self.randomBytes(Int.random(in: 1...3000, using: &random), using: &random)
+            #expect(shape.writes(of: bytes) == Self.cutPlainly(bytes))
+        }
+    }
+
     /// Every write after a request's first, taken by the device for the start of a
     /// request (as after a lost write), is dropped at once: the next request still
     /// arrives whole. Cut at the link's largest write, some are not: the device then

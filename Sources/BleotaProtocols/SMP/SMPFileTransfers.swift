@@ -27,7 +27,10 @@ extension SMPUpdater {
                 guard (0...file.count).contains(answer.offset) else {
                     throw TransferError(.protocolViolation, step: .transfer, "the file upload answer's 'off' is outside the file")
                 }
-                if answer.offset < end { result.resentBytes += end - answer.offset }
+                if answer.offset < end {
+                    result.resentBytes += end - answer.offset
+                    result.resentRequests += 1
+                }
                 offset = answer.offset
                 progress(offset, of: file.count, requests: result.requests, began: began)
             } while offset < file.count

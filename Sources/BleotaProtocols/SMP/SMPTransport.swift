@@ -16,16 +16,9 @@ public enum SMPTransport {
     public static func send(_ packet: SMPPacket, on link: any Link, shape: SMPWriteShape? = nil) async throws(LinkError) {
         let bytes = packet.encode()
         let payload = max(1, link.parameters.maximumPayload)
-        if let shape, shape.payload == payload {
-            for range in shape.writes(of: bytes) { try await link.send(Array(bytes[range])) }
-            return
-        }
-        var start = 0
-        while start < bytes.count {
-            let end = min(bytes.count, start + payload)
-            try await link.send(Array(bytes[start..<end]))
-            start = end
-        }
+        // A shape made for another payload (the link's MTU changed) is not used.
+        let cut = shape.flatMap { $0.payload == payload ? $0 : nil } ?? .largestWrites(payload: payload)
+        for range in cut.writes(of: bytes) { try await link.send(Array(bytes[range])) }
     }
 }
 

@@ -60,6 +60,8 @@ public struct SMPUpdater: ProtocolHost {
         public var elapsed: Duration = .zero
         public var requests = 0
         public var resentBytes = 0
+        /// Requests that carried bytes sent before.
+        public var resentRequests = 0
         public var reconnects = 0
         public var lossEvents = 0
         public var window = 0
@@ -163,7 +165,7 @@ public struct SMPUpdater: ProtocolHost {
         }
         func report() {
             onEvent(.progress(TransferProgress(bytesAcknowledged: pipeline.confirmed, totalBytes: image.count,
-                                               packetsSent: pipeline.requests, packetsResent: pipeline.resentBytes > 0 ? 1 : 0,
+                                               packetsSent: pipeline.requests, packetsResent: pipeline.resentRequests,
                                                packetsLost: pipeline.lossEvents, elapsed: clock.now - began,
                                                window: pipeline.window, interPacketDelay: .zero)))
         }
@@ -175,6 +177,7 @@ public struct SMPUpdater: ProtocolHost {
                     result.elapsed = clock.now - began
                     result.requests = pipeline.requests
                     result.resentBytes = pipeline.resentBytes
+                    result.resentRequests = pipeline.resentRequests
                     result.lossEvents = pipeline.lossEvents
                     report()
                     return (result, connection)
@@ -352,6 +355,8 @@ public struct SMPUpdater: ProtocolHost {
         merged.elapsed += total.elapsed
         merged.requests += total.requests
         merged.resentBytes += total.resentBytes + (total.requests > 0 ? total.bytes : 0)
+        // An upload started again sends every request of the one before again.
+        merged.resentRequests += total.requests
         merged.reconnects += total.reconnects
         merged.lossEvents += total.lossEvents
         return merged
@@ -417,6 +422,7 @@ public struct SMPUpdater: ProtocolHost {
         statistics.packetsSent = result.requests
         statistics.reconnects = result.reconnects
         statistics.packetsLost = result.lossEvents
+        statistics.packetsResent = result.resentRequests
         statistics.bytesOnWire = result.requests > 0 ? bytes + result.resentBytes : 0
         var tuning = TransferTuning()
         tuning.window = result.window

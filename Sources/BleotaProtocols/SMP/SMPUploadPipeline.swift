@@ -132,6 +132,8 @@ public struct SMPUploadPipeline: Sendable {
     public private(set) var roundTrip = RoundTripEstimator()
     public private(set) var requests = 0
     public private(set) var resentBytes = 0
+    /// Requests that carried bytes sent before (after a go-back, a timeout or a reconnection).
+    public private(set) var resentRequests = 0
     public private(set) var highestSent = 0
     public private(set) var timeoutsInARow = 0
     public private(set) var lossEvents = 0
@@ -199,7 +201,10 @@ public struct SMPUploadPipeline: Sendable {
             packetsLost /= 2
         }
         let resent = offset < highestSent
-        if resent { resentBytes += min(end, highestSent) - offset }
+        if resent {
+            resentBytes += min(end, highestSent) - offset
+            resentRequests += 1
+        }
         highestSent = max(highestSent, end)
         // A sequence number comes round again after 256 requests: the older holder is long gone.
         inFlight.removeAll { $0.sequence == sequence }

@@ -39,6 +39,12 @@ public struct SMPWriteShape: Sendable, Hashable {
         self.slack = max(0, min(slack, payload / 4))
     }
 
+    /// Writes of the link's largest payload, cut wherever they fall: how answers and
+    /// requests over links where the device's reassembly does not matter go out.
+    public static func largestWrites(payload: Int) -> SMPWriteShape {
+        SMPWriteShape(payload: payload, bufferSize: .max, slack: 0)
+    }
+
     /// Whether a write of `bytes[start...]`, taken by the device for the start of a
     /// request, would be dropped at once rather than begin collecting one: too
     /// short for a header (`-ENODATA`), a length above the buffer (`-ENOSR`), or
