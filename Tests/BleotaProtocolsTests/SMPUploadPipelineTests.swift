@@ -63,6 +63,52 @@ import Testing
         #expect(pipeline.resentRequests == 3 && pipeline.resentBytes == 150, "the requests and bytes sent a second time")
     }
 
+    /// Before any round-trip sample the answer timeout is the longest (2 s); an echo sent after
+    /// the shortest one (0.1 s) is answered only after every request before it, so its answer
+    /// with the first chunk still unanswered shows the chunk lost.
+    @Test func anEchoAnsweredBeforeAnOverdueChunkShowsTheChunkLost() {
+        var pipeline = Self.pipeline(single: 100) // requests of one packet: a loss does not shrink them
+        #expect(pipeline.probeDelay == nil, "nothing in flight, nothing to probe")
+        pipeline.sent(sequence: 0, offset: 0, end: 100, at: .zero)
+        #expect(pipeline.answerTimeout == .seconds(2))
+        #expect(pipeline.probeDelay == .milliseconds(100))
+        pipeline.probeSent(sequence: 1)
+        #expect(pipeline.probeDelay == nil, "one probe at a time")
+        let stranger = pipeline.probeAnswered(sequence: 9)
+        #expect(stranger == .ignored, "not the probe's answer")
+        let probed = pipeline.probeAnswered(sequence: 1)
+        #expect(probed == .moved(to: 0))
+        #expect(pipeline.lossEvents == 1 && pipeline.inFlight.isEmpty)
+        #expect(pipeline.nextAction() == .send(offset: 0, end: 100, first: true), "the first chunk again, at once")
+        #expect(pipeline.timeoutsInARow == 0, "no timeout was waited out")
+
+        // Answered before the probe's answer: the probe shows nothing missing.
+        pipeline.sent(sequence: 2, offset: 0, end: 100, at: .seconds(1))
+        pipeline.probeSent(sequence: 3)
+        let answer = pipeline.answered(sequence: 2, offset: 100, match: nil, at: .seconds(1) + .milliseconds(40))
+        #expect(answer == .progress(offset: 100))
+        let nothingMissing = pipeline.probeAnswered(sequence: 3)
+        #expect(nothingMissing == .ignored)
+        #expect(pipeline.lossEvents == 1)
+
+        // With a 40 ms round trip the steady state never probes (a 120 ms timeout), nor after one
+        // timeout (240 ms); after two in a row (480 ms) probing pays again.
+        var sequence: UInt8 = 4
+        _ = Self.sendAll(&pipeline, from: &sequence) // 100, 200, 300 as 4, 5, 6 (the resend above was no sample: Karn)
+        let clean = pipeline.answered(sequence: 4, offset: 200, match: nil, at: .milliseconds(40))
+        #expect(clean == .progress(offset: 200))
+        _ = Self.sendAll(&pipeline, from: &sequence)
+        #expect(pipeline.answerTimeout < .milliseconds(125) && pipeline.probeDelay == nil)
+        let goesOn = pipeline.timedOut()
+        #expect(goesOn)
+        _ = Self.sendAll(&pipeline, from: &sequence)
+        #expect(pipeline.answerTimeout < .milliseconds(250) && pipeline.probeDelay == nil)
+        let stillGoesOn = pipeline.timedOut()
+        #expect(stillGoesOn)
+        _ = Self.sendAll(&pipeline, from: &sequence)
+        #expect(pipeline.answerTimeout > .milliseconds(400) && pipeline.probeDelay == .milliseconds(100))
+    }
+
     @Test func onTheShortestMTUEachLossHalvesRequestsDownToAFloorAndCleanAnswersDoubleThemAgain() {
         var pipeline = Self.pipeline(chunk: 400, single: nil)
         pipeline.sent(sequence: 0, offset: 0, end: 400, at: .zero)

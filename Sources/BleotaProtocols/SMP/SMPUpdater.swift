@@ -163,6 +163,16 @@ public struct SMPUpdater: ProtocolHost {
             lossesFlushed = pipeline.lossEvents
             try await flushPartialRequest(connection)
         }
+        /// After an answer: clear a stale half request if it showed a loss, and say once that packets are lost.
+        func afterLoss() async throws(SMPClientError) {
+            try await flushAfterLoss()
+            if !lossNoted, pipeline.lossEvents > 0 {
+                lossNoted = true
+                onEvent(.note(configuration.requestsSpanPackets
+                    ? "packets are being lost: sizing the upload requests to the loss rate (bigger again after clean answers), so a lost write costs less"
+                    : "packets are being lost: resending from the device's offset"))
+            }
+        }
         func report() {
             onEvent(.progress(TransferProgress(bytesAcknowledged: pipeline.confirmed, totalBytes: image.count,
                                                packetsSent: pipeline.requests, packetsResent: pipeline.resentRequests,
@@ -188,18 +198,32 @@ public struct SMPUpdater: ProtocolHost {
                     let number = try await connection.send(SMPUploadRequest.operation, command: SMPUploadRequest.command, body: request.body)
                     pipeline.sent(sequence: number, offset: offset, end: end, at: clock.now)
                 case .wait(let timeout):
+                    // Waiting for an answer that is overdue: an echo, answered only after every
+                    // request before it, tells a lost request from a slow device.
+                    let probeDelay = pipeline.probeDelay.flatMap { $0 < timeout ? $0 : nil }
                     let next: SMPPacket?
-                    do { next = try await connection.nextResponse(timeout: timeout) } catch .malformed {
+                    do { next = try await connection.nextResponse(timeout: probeDelay ?? timeout) } catch .malformed {
                         // A damaged answer: its request is answered again or times out.
                         connection.resetReassembly()
                         continue
                     }
                     guard let response = next else {
+                        if probeDelay != nil {
+                            let number = try await connection.send(SMPEchoRequest.operation, command: SMPEchoRequest.command,
+                                                                   body: SMPEchoRequest(text: "probe").body)
+                            pipeline.probeSent(sequence: number)
+                            continue
+                        }
                         connection.resetReassembly()
                         let spanned = configuration.requestsSpanPackets
                         guard pipeline.timedOut() else { throw SMPClientError.timeout("the upload at offset \(pipeline.confirmed)") }
                         if spanned { try await flushPartialRequest(connection, clearing: parameters.bufferSize) }
                         lossesFlushed = pipeline.lossEvents
+                        continue
+                    }
+                    if response.header.smpCommand == .echo, case .moved = pipeline.probeAnswered(sequence: response.header.sequence) {
+                        report()
+                        try await afterLoss()
                         continue
                     }
                     guard response.header.smpCommand == .imageUpload else { continue } // a stray answer to something else
@@ -232,13 +256,7 @@ public struct SMPUpdater: ProtocolHost {
                         }
                         onEvent(.note("the device's SHA-256 of the upload did not match; uploading again"))
                     }
-                    try await flushAfterLoss()
-                    if !lossNoted, pipeline.lossEvents > 0 {
-                        lossNoted = true
-                        onEvent(.note(configuration.requestsSpanPackets
-                            ? "packets are being lost: sizing the upload requests to the loss rate (bigger again after clean answers), so a lost write costs less"
-                            : "packets are being lost: resending from the device's offset"))
-                    }
+                    try await afterLoss()
                 }
             } catch .linkLost(let error) {
                 guard result.reconnects < timeouts.attempts else {

@@ -93,6 +93,8 @@ public struct SMPUploadPipeline: Sendable {
         public var stale: Bool
         /// Sent before (this range went out earlier): its round trip is no sample (Karn).
         public var resent: Bool
+        /// Which request of the upload this was (1, 2, …), to set it against a probe.
+        public var number: Int = 0
     }
 
     /// What to do next.
@@ -137,6 +139,9 @@ public struct SMPUploadPipeline: Sendable {
     public private(set) var highestSent = 0
     public private(set) var timeoutsInARow = 0
     public private(set) var lossEvents = 0
+    /// The echo sent while an answer was overdue (``probeDelay``), and how many requests had gone
+    /// out before it: SMP answers in order, so its answer proves those were answered or lost.
+    public private(set) var probe: (sequence: UInt8, after: Int)?
     /// Answers in a row that moved nothing forward; a device that keeps answering
     /// without taking data has stalled the upload as surely as one that is silent.
     public private(set) var answersWithoutProgress = 0
@@ -169,6 +174,43 @@ public struct SMPUploadPipeline: Sendable {
         let base = roundTrip.scaled(by: 3, minimum: configuration.minimumAnswerTimeout, maximum: configuration.maximumAnswerTimeout,
                                     fallback: configuration.maximumAnswerTimeout)
         return min(configuration.maximumAnswerTimeout, base * (1 << min(timeoutsInARow, 5)))
+    }
+
+    /// How long to wait for an answer before asking the device for an echo (``probeSent(sequence:)``),
+    /// or nil when no probe is due: one is outstanding, nothing live is in flight, or
+    /// ``answerTimeout`` is less than four times as long — it is that long only before the
+    /// first round-trip sample or after a timeout, so the steady state never sends one (a
+    /// probe costs air time, and on a BLE link a device holding half a request swallows it).
+    ///
+    /// A device that is slow to answer (erasing a large sector before the first chunk) answers
+    /// the echo only after the chunk, so a probe never mistakes a slow device for a lost request;
+    /// a lost request is found one echo's round trip after this delay instead of at the timeout.
+    /// Without a round-trip sample — the first chunk, whose timeout is the longest — that is
+    /// ``Configuration/minimumAnswerTimeout`` instead of ``Configuration/maximumAnswerTimeout``.
+    public var probeDelay: Duration? {
+        guard probe == nil, liveCount > 0 else { return nil }
+        let delay = roundTrip.scaled(by: 1.5, minimum: configuration.minimumAnswerTimeout, maximum: configuration.maximumAnswerTimeout,
+                                     fallback: configuration.minimumAnswerTimeout)
+        return delay * 4 <= answerTimeout ? delay : nil
+    }
+
+    /// Records that an echo went out as `sequence` to probe the requests in flight.
+    public mutating func probeSent(sequence: UInt8) {
+        probe = (sequence, requests)
+    }
+
+    /// Applies the echo's answer: every live request sent before the probe that is still
+    /// unanswered was lost (or its answer was), so the upload goes back to the device's offset.
+    /// `.ignored` when it was not the probe's answer or nothing was missing.
+    public mutating func probeAnswered(sequence: UInt8) -> AnswerOutcome {
+        guard let sent = probe, sent.sequence == sequence else { return .ignored }
+        probe = nil
+        let missing = inFlight.filter { $0.number <= sent.after }
+        guard !missing.isEmpty else { return .ignored }
+        inFlight.removeAll { $0.number <= sent.after }
+        guard missing.contains(where: { !$0.stale }) else { return .ignored }
+        goBack(to: confirmed, lost: true)
+        return .moved(to: confirmed)
     }
 
     private var liveCount: Int { inFlight.reduce(0) { $0 + ($1.stale ? 0 : 1) } }
@@ -208,7 +250,7 @@ public struct SMPUploadPipeline: Sendable {
         highestSent = max(highestSent, end)
         // A sequence number comes round again after 256 requests: the older holder is long gone.
         inFlight.removeAll { $0.sequence == sequence }
-        inFlight.append(InFlight(sequence: sequence, offset: offset, end: end, sentAt: now, stale: false, resent: resent))
+        inFlight.append(InFlight(sequence: sequence, offset: offset, end: end, sentAt: now, stale: false, resent: resent, number: requests))
         next = end
     }
 
@@ -279,6 +321,7 @@ public struct SMPUploadPipeline: Sendable {
     /// from the device's last offset. Returns false once the upload has stalled.
     public mutating func timedOut() -> Bool {
         timeoutsInARow += 1
+        probe = nil // unanswered too: the next wait may probe again
         if !announced {
             // A first chunk that keeps getting lost is probably too big to arrive whole: a quarter
             // each time, so a short-MTU link gets down to a few packets within a few tries.
@@ -293,6 +336,7 @@ public struct SMPUploadPipeline: Sendable {
     /// connections and answers with its offset.
     public mutating func reconnected() {
         for index in inFlight.indices { inFlight[index].stale = true }
+        probe = nil
         announced = false
         timeoutsInARow = 0
     }
