@@ -65,6 +65,9 @@ struct FleetFlashCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Write every device's result here: .csv or .json (written whole, atomically).", valueName: "FILE"))
     var report: String?
 
+    @Flag(name: .customLong("keep-adapters"), help: "Never move a device queued for a transfer place to another adapter that has one free (by default, once no device is left to start, such a device moves; a device whose list row names its adapter never moves).")
+    var keepAdapters = false
+
     @Argument(help: "The image every device gets.") var image: String
 
     func validate() throws {
@@ -125,9 +128,11 @@ struct FleetFlashCommand: AsyncParsableCommand {
                 throw CommandFailure(.usage, "\(device.label) names adapter \(fixed), which is not among --adapter \(adapterNames.joined(separator: ", ")): add --adapter \(fixed)")
             }
         }
-        let options = FleetOptions(adapters: adapterNames, connectionsPerAdapter: runOptions.connections,
-                                   transfersPerAdapter: runOptions.transfers, attempts: update.attempts,
-                                   backoff: .milliseconds(Int64(update.backoff * 1000)))
+        var fleetOptions = FleetOptions(adapters: adapterNames, connectionsPerAdapter: runOptions.connections,
+                                        transfersPerAdapter: runOptions.transfers, attempts: update.attempts,
+                                        backoff: .milliseconds(Int64(update.backoff * 1000)))
+        fleetOptions.movesQueuedDevices = !keepAdapters
+        let options = fleetOptions
         // Every device's protocol and the image prepared for it (once per protocol). Simulated devices
         // and devices given --protocol are planned now; a real device whose protocol must be found by
         // scanning or connecting is planned in its own first try, so one that is not there fails alone

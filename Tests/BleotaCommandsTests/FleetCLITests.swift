@@ -143,6 +143,23 @@ import Testing
         #expect(!events.contains { $0["event"] as? String == "queued" })
     }
 
+    /// Five devices on two adapters with one transfer place each, drawn alternately: sim0 gets the
+    /// two slower devices (1M PHY) and a third, so sim1 is done while sim0 still has one queued,
+    /// which moves there — unless --keep-adapters.
+    @Test(arguments: [false, true])
+    func aQueuedDeviceMovesToAnAdapterThatRanDryUnlessKept(_ keep: Bool) throws {
+        let list = try temporaryFile("devices.txt", (1...5).map { "sim://\($0 == 1 || $0 == 3 ? "1m-dle-7.5ms" : "2m-dle")?seed=\($0)" }.joined(separator: "\n"))
+        let result = try BleotaProcess.run(["fleet", "flash", "samples/firmware/app-v2.bin", "--devices", list.path, "--adapter", "sim0",
+                                            "--adapter", "sim1", "--connections", "3", "--transfers", "1", "--json"] + (keep ? ["--keep-adapters"] : []))
+        #expect(result.status == 0, "\(result.stderr)")
+        let events = result.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let moves = events.filter { ($0["text"] as? String)?.hasPrefix("moves from") == true }
+        #expect(moves.count == (keep ? 0 : 1), "\(moves)")
+        let lastStart = events.last { $0["event"] as? String == "started" && $0["device"] as? String == "sim://2m-dle?seed=5" }
+        #expect(lastStart?["adapter"] as? String == (keep ? "sim0" : "sim1"), "the fifth device is updated through the adapter that ran dry")
+        #expect(events.filter { ($0["result"] as? [String: Any])?["outcome"] as? String == "updated" }.count == 5, "\(result.stdout)")
+    }
+
     @Test(arguments: [
         (["--scan-name", "x", "--devices", "d.txt"], "--devices and a scan filter exclude each other: give one"),
         ([String](), "no devices: give --devices FILE, or --scan-name/--scan-service to find them"),
