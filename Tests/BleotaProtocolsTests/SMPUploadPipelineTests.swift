@@ -67,6 +67,9 @@ import Testing
     /// the shortest one (0.1 s) is answered only after every request before it, so its answer
     /// with the first chunk still unanswered shows the chunk lost.
     @Test func anEchoAnsweredBeforeAnOverdueChunkShowsTheChunkLost() {
+        var shortLink = Self.pipeline(single: nil) // the 23-byte MTU: no request fits a packet
+        shortLink.sent(sequence: 0, offset: 0, end: 100, at: .zero)
+        #expect(shortLink.probeDelay == nil, "an echo's write could fill another request's hole there")
         var pipeline = Self.pipeline(single: 100) // requests of one packet: a loss does not shrink them
         #expect(pipeline.probeDelay == nil, "nothing in flight, nothing to probe")
         pipeline.sent(sequence: 0, offset: 0, end: 100, at: .zero)

@@ -187,8 +187,13 @@ public struct SMPUploadPipeline: Sendable {
     /// a lost request is found one echo's round trip after this delay instead of at the timeout.
     /// Without a round-trip sample — the first chunk, whose timeout is the longest — that is
     /// ``Configuration/minimumAnswerTimeout`` instead of ``Configuration/maximumAnswerTimeout``.
+    ///
+    /// Not on a link where no request fits one packet (the 23-byte MTU): there a request is many
+    /// writes of a few bytes, and an echo's one write can fill the hole a lost or damaged write
+    /// left in another request (in the fault matrix a mix of faults then made the device take a
+    /// wrong image, which MCUboot refused at boot: a safe failure, but a failure).
     public var probeDelay: Duration? {
-        guard probe == nil, liveCount > 0 else { return nil }
+        guard probe == nil, liveCount > 0, configuration.singlePacketChunk != nil else { return nil }
         let delay = roundTrip.scaled(by: 1.5, minimum: configuration.minimumAnswerTimeout, maximum: configuration.maximumAnswerTimeout,
                                      fallback: configuration.minimumAnswerTimeout)
         return delay * 4 <= answerTimeout ? delay : nil
