@@ -179,8 +179,8 @@ public struct SMPUploadPipeline: Sendable {
     /// How long to wait for an answer before asking the device for an echo (``probeSent(sequence:)``),
     /// or nil when no probe is due: one is outstanding, nothing live is in flight, or
     /// ``answerTimeout`` is less than four times as long — it is that long only before the
-    /// first round-trip sample or after a timeout, so the steady state never sends one (a
-    /// probe costs air time, and on a BLE link a device holding half a request swallows it).
+    /// first round-trip sample or after two timeouts in a row, so the steady state never sends
+    /// one (a probe costs air time, and on a BLE link a device holding half a request swallows it).
     ///
     /// A device that is slow to answer (erasing a large sector before the first chunk) answers
     /// the echo only after the chunk, so a probe never mistakes a slow device for a lost request;
