@@ -329,6 +329,8 @@ import Testing
         let erased = Self.activated + [.connected] + Array(repeating: .stateRead([Self.old]), count: 3)
         guard case .fail(let refused) = Self.machine(.testAndConfirm, through: erased).1 else { Issue.record("no failure"); return }
         #expect(refused.message.contains("MCUboot refused the image at boot"))
+        #expect(refused.message.contains("check it is signed with the key the bootloader trusts; if it is, it arrived damaged, so flash it again"),
+                "both causes and their fixes: SMP has no check per request, and one flipped bit can turn the answer's match false into true")
         #expect(refused.outcome == .oldImage("1.0.0"))
         let reverted = Self.activated + [.connected] + Array(repeating: .stateRead([Self.old, Self.staged()]), count: 3)
         guard case .fail(let back) = Self.machine(.testAndConfirm, through: reverted).1 else { Issue.record("no failure"); return }

@@ -227,7 +227,7 @@ public struct SMPUpgradeStateMachine: Sendable {
                                   "the device came back running \(running), not \(version): MCUboot reverted the image (it did not confirm itself, or failed its test boot)")
         } else {
             error = TransferError(.verificationFailed, step: .reconnect,
-                                  "the device came back running \(running), not \(version): MCUboot refused the image at boot (it did not verify: check it is signed with the key the bootloader trusts) and erased it")
+                                  "the device came back running \(running), not \(version): MCUboot refused the image at boot (it did not verify: check it is signed with the key the bootloader trusts; if it is, it arrived damaged, so flash it again) and erased it")
         }
         var failed = error
         failed.outcome = .oldImage(running)
