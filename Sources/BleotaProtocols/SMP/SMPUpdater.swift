@@ -199,8 +199,9 @@ public struct SMPUpdater: ProtocolHost {
                     pipeline.sent(sequence: number, offset: offset, end: end, at: clock.now)
                 case .wait(let timeout):
                     // Waiting for an answer that is overdue: an echo, answered only after every
-                    // request before it, tells a lost request from a slow device.
-                    let probeDelay = pipeline.probeDelay.flatMap { $0 < timeout ? $0 : nil }
+                    // request before it, tells a lost request from a slow device (the pipeline
+                    // offers a probe delay only when it is a quarter of the timeout or less).
+                    let probeDelay = pipeline.probeDelay
                     let next: SMPPacket?
                     do { next = try await connection.nextResponse(timeout: probeDelay ?? timeout) } catch .malformed {
                         // A damaged answer: its request is answered again or times out.

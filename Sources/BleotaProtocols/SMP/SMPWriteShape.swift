@@ -62,8 +62,8 @@ public struct SMPWriteShape: Sendable, Hashable {
         var start = 0
         while start < bytes.count {
             var end = min(bytes.count, start + payload)
-            // Where a write ends, the next one starts: every such cut is chosen.
-            if end < bytes.count {
+            // Where a write ends, the next one starts: every such cut is chosen (when there is slack to choose in).
+            if end < bytes.count, slack > 0 {
                 let candidates = stride(from: end, through: max(start + 1, end - slack), by: -1)
                 end = candidates.first { cut in
                     cut >= bytes.count || isHarmlessStart(bytes, at: cut, shortest: min(bytes.count - cut, payload - slack))
