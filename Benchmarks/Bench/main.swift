@@ -362,7 +362,8 @@ if runs("pacing") {
 
 // 1e. A fleet: many simulated devices over several simulated adapters, each adapter's radio shared by its links.
 /// One fleet campaign of `kib`-KiB images; `--fleet-devices`, `--fleet-adapters`, `--fleet-spacing`,
-/// `--fleet-fixed` (pacing off) and `--fleet-steps` (time per step and links transferring) vary it.
+/// `--fleet-fixed` (pacing off) and `--fleet-steps` (time per step and links transferring, per adapter
+/// when its last transfer ended) vary it; `--fleet-trace` prints every try's steps.
 func fleetBenchmark(kib: Int, connections: Int, transfers: Int) async throws {
     print("\n== fleet: 100 devices over 10 adapters (\(connections) links each, \(transfers) transferring), 5 with faults, \(kib) KiB each, native protocol on 2m-dle")
     let firmwareSize = kib << 10
@@ -409,6 +410,15 @@ func fleetBenchmark(kib: Int, connections: Int, transfers: Int) async throws {
                 return String(format: "one link transferring, summed over adapters: at the end %.1f s, before it %.1f s", atEnd.seconds, before.seconds)
             }
         }
+        /// Per adapter: when its last transfer ended, and how long one link transferred alone before that.
+        func ends() -> String {
+            state.withLock { all in
+                all.sorted { $0.key < $1.key }.map { name, entry in
+                    let tail = entry.single.last.map { $0.1 == entry.since ? ($0.1 - $0.0).seconds : 0 } ?? 0
+                    return String(format: "%@ last transfer ends %.1f s, alone %.1f s", name, entry.since.seconds, tail)
+                }.joined(separator: "; ")
+            }
+        }
         func shares() -> String {
             let totals = state.withLock { all in all.values.reduce(into: [Int: Duration]()) { sum, entry in for (k, t) in entry.time { sum[k, default: .zero] += t } } }
             let whole = totals.values.reduce(Duration.zero, +).seconds
@@ -433,9 +443,19 @@ func fleetBenchmark(kib: Int, connections: Int, transfers: Int) async throws {
                                  clock: runtime.clock) { device, adapter, turn, onEvent in
             let member = known[device.address]!
             member.use(adapter: fleet.adapters[adapter])
+            // `--fleet-trace`: one line per try, its adapter, start and end, and when each step began.
+            let began = runtime.clock.now
+            let marks = Mutex<[String]>([])
+            defer {
+                if arguments.contains("--fleet-trace") {
+                    print(String(format: "try %@ %@ %.2f-%.2f s: ", adapter, device.address, began.seconds, runtime.clock.now.seconds)
+                          + marks.withLock { $0.joined(separator: " ") })
+                }
+            }
             let inTransfer = Mutex(false)
             let tracked: @Sendable (UpdateEvent) -> Void = { event in
                 if case .step(let step) = event {
+                    marks.withLock { $0.append("\(step)@" + String(format: "%.2f", runtime.clock.now.seconds)) }
                     let now = inTransfer.withLock { was in defer { was = step == .transfer }; return step == .transfer && !was ? 1 : (step != .transfer && was ? -1 : 0) }
                     if now != 0 { transferring.change(adapter, by: now, at: runtime.clock.now) }
                 }
@@ -462,6 +482,7 @@ func fleetBenchmark(kib: Int, connections: Int, transfers: Int) async throws {
         if arguments.contains("--fleet-steps") {
             print("time with k links in their transfer step, all adapters: " + transferring.shares())
             print(transferring.singles())
+            print(transferring.ends())
             print(stepTotals.withLock { $0 }.sorted { $0.key < $1.key }.map { "\($0.key) \(String(format: "%.1f", $0.value / Double(results.count))) s" }.joined(separator: ", "))
         }
         var exact = 0

@@ -204,6 +204,9 @@ public struct FleetRunner: Sendable {
                         }
                     }
                 }
+                // With no device left to start, a transfer alone on its adapter stays alone (its link may
+                // take the shortest interval: TransferTurn).
+                places.setOpenToNewcomers(!(pending.isEmpty || stop.isStopped))
                 if running == 0 && (pending.isEmpty || stop.isStopped) { break }
                 // Wake for the earliest back-off or spacing, unless a timer is already set.
                 let spacingEnds = lastStart.values.map { $0 + options.startSpacing }.filter { $0 > clock.now }.min()
@@ -352,6 +355,11 @@ public struct TransferPlaces: Sendable {
         } else {
             gates = [:]
         }
+    }
+
+    /// Says on every gate whether devices not yet started may still come (``/BleotaEngine/TransferGate/setOpenToNewcomers(_:)``).
+    public func setOpenToNewcomers(_ open: Bool) {
+        for gate in gates.values { gate.setOpenToNewcomers(open) }
     }
 
     /// Whether transfers are limited apart from connections (there are gates).

@@ -34,6 +34,8 @@ public final class SimulatedAdapter: Sendable {
     public var connectionCount: Int { state.withLock { $0.anchors.count } }
     /// Radio time used by all its connections' events so far.
     public var airTime: Duration { state.withLock { $0.busy } }
+    /// Each open connection's anchor phase (for tests).
+    var anchorPhases: [ObjectIdentifier: (anchor: Duration, interval: Duration)] { state.withLock { $0.anchors } }
     /// Connection events that found the radio busy until their next anchor.
     public var skippedEvents: Int { state.withLock { $0.skippedEvents } }
 
@@ -67,6 +69,14 @@ public final class SimulatedAdapter: Sendable {
         }
     }
 
+    /// A connection update took effect: from `anchor` on, `connection`'s anchors come every `interval`.
+    func intervalChanged(_ connection: ObjectIdentifier, anchor: Duration, interval: Duration) {
+        state.withLock { state in
+            guard state.anchors[connection] != nil else { return }
+            state.anchors[connection] = (anchor, interval)
+        }
+    }
+
     func connectionClosed(_ connection: ObjectIdentifier) {
         state.withLock { state in
             state.anchors[connection] = nil
@@ -86,8 +96,10 @@ public final class SimulatedAdapter: Sendable {
                 state.skippedEvents += 1
                 return nil
             }
-            for (other, last) in state.lastActive where other != connection && last > anchor - interval {
-                guard let (otherAnchor, otherInterval) = state.anchors[other] else { continue }
+            for (other, last) in state.lastActive where other != connection {
+                // Due again: it had data in its own last interval (a 15 ms link is still busy when a
+                // 7.5 ms one asks 10 ms after its last event).
+                guard let (otherAnchor, otherInterval) = state.anchors[other], last > anchor - max(interval, otherInterval) else { continue }
                 end = min(end, Self.next(otherAnchor, every: otherInterval, after: start))
             }
             return (start, max(.zero, end - start))

@@ -15,6 +15,8 @@ public struct LinkStatistics: Sendable, Hashable, Codable {
     public var duplicated = 0
     public var connectionEvents = 0
     public var disconnects = 0
+    /// Connection updates (interval changes the host asked for) applied at their instants.
+    public var connectionUpdates = 0
     /// Time the radio was busy.
     public var airTime: Duration = .zero
 
@@ -32,6 +34,7 @@ public struct LinkStatistics: Sendable, Hashable, Codable {
         duplicated += other.duplicated
         connectionEvents += other.connectionEvents
         disconnects += other.disconnects
+        connectionUpdates += other.connectionUpdates
         airTime += other.airTime
     }
 }
@@ -56,11 +59,14 @@ public final class SimulatedConnection: Sendable {
         var closed = false
         var reason = ""
         var statistics = LinkStatistics()
+        /// The connection interval in force, and one the host asked for that no update carries yet.
+        var interval: Duration
+        var requestedInterval: Duration?
     }
 
     public let model: LinkModel
     let world: SimulatedWorld
-    let state = Mutex(State())
+    let state: Mutex<State>
     let hostInbox = Mailbox<[UInt8]>()
     let deviceInbox = Mailbox<[UInt8]>()
     let kick = Mailbox<Void>()
@@ -80,6 +86,7 @@ public final class SimulatedConnection: Sendable {
          adapter: SimulatedAdapter? = nil) {
         self.model = model
         self.world = world
+        self.state = Mutex(State(interval: model.connectionInterval))
         self.adapter = adapter
         self.address = address
         self.tagBytes = tagBytes
@@ -93,6 +100,18 @@ public final class SimulatedConnection: Sendable {
 
     public var statistics: LinkStatistics { state.withLock { $0.statistics } }
     public var isClosed: Bool { state.withLock { $0.closed } }
+    /// The connection interval in force now (the model's, until the host has it changed).
+    public var connectionInterval: Duration { state.withLock { $0.interval } }
+
+    /// The host (central) asks for another interval: an LE Connection Update, applied at an instant
+    /// ``/BleotaLink/LEConnectionInterval/eventsBeforeInstant`` events after the next event; while one
+    /// is under way a newer request waits for it to end, and only the newest is kept. Out-of-range
+    /// intervals are ignored, as a controller refuses them.
+    func requestInterval(_ interval: Duration) {
+        guard LEConnectionInterval.allowed.contains(interval) else { return }
+        state.withLock { $0.requestedInterval = interval }
+        kick.put(())
+    }
 
     /// Ends the connection: both ends' waits end with `disconnected`.
     func close(_ reason: String) {
@@ -159,9 +178,11 @@ public final class SimulatedConnection: Sendable {
 
     /// Runs connection events until the connection closes.
     func runEvents(clock: any BleotaClock) async {
-        let interval = model.connectionInterval
+        var interval = model.connectionInterval
         // On a shared adapter the controller places the anchor between its other connections'.
         var anchor = adapter?.placeAnchor(for: ObjectIdentifier(self), after: clock.now, interval: interval) ?? clock.now
+        /// A connection update under way: its instant (an anchor of the old interval, the first of the new) and interval.
+        var update: (instant: Duration, interval: Duration)?
         while !isClosed {
             let idle = state.withLock { $0.hostQueue.isEmpty && $0.deviceQueue.isEmpty && $0.hostCurrent == nil && $0.deviceCurrent == nil }
             if idle {
@@ -175,6 +196,25 @@ public final class SimulatedConnection: Sendable {
                 }
             } else {
                 while kick.poll() != nil {}
+            }
+            if update == nil, let wanted = state.withLock({ state in
+                defer { state.requestedInterval = nil }
+                return state.requestedInterval
+            }), wanted != interval {
+                update = (anchor + interval * LEConnectionInterval.eventsBeforeInstant, wanted)
+            }
+            if let pending = update, anchor >= pending.instant {
+                // Both sides switch at the instant, an anchor of the old interval (missed ones included:
+                // the instant counts events whether or not they carried data).
+                interval = pending.interval
+                update = nil
+                state.withLock { state in
+                    state.interval = interval
+                    state.statistics.connectionUpdates += 1
+                }
+                adapter?.intervalChanged(ObjectIdentifier(self), anchor: anchor, interval: interval)
+                // A request that came while this one was under way starts its own update.
+                if state.withLock({ $0.requestedInterval != nil }) { kick.put(()) }
             }
             do { try await clock.sleep(until: anchor) } catch { return }
             if isClosed { return }
@@ -384,7 +424,7 @@ public final class SimulatedConnection: Sendable {
     // MARK: Ends
 
     /// The host's end: what the engine gets.
-    public final class HostEnd: Link, @unchecked Sendable {
+    public final class HostEnd: ConnectionIntervalControl, @unchecked Sendable {
         public let parameters: LinkParameters
         var connection: SimulatedConnection?
         init(parameters: LinkParameters) { self.parameters = parameters }
@@ -405,6 +445,10 @@ public final class SimulatedConnection: Sendable {
         public func close() async { connection?.close("closed by the host") }
 
         public var statistics: LinkStatistics { connection?.statistics ?? LinkStatistics() }
+
+        public var openingConnectionInterval: Duration { connection?.model.connectionInterval ?? .zero }
+        public var connectionInterval: Duration { connection?.connectionInterval ?? .zero }
+        public func requestConnectionInterval(_ interval: Duration) { connection?.requestInterval(interval) }
     }
 
     /// The device's end: what a simulated device's firmware gets.

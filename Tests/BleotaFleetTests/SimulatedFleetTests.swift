@@ -24,9 +24,14 @@ import Testing
         var running: [String: [UInt8]]
         var airTime: [String: Duration]
         var skipped: [String: Int]
+        /// Per device, the connection updates its links went through.
+        var connectionUpdates: [String: Int]
     }
 
-    static func run(_ addresses: [String], adapters: [String], connections: Int, firmware: [UInt8] = Self.firmware) async throws -> Run {
+    /// `withTurns`: each update gets its transfer turn (as `bleota fleet flash` gives it), so at most
+    /// two transfer at once per adapter and the last one alone is shortened.
+    static func run(_ addresses: [String], adapters: [String], connections: Int, firmware: [UInt8] = Self.firmware,
+                    withTurns: Bool = false) async throws -> Run {
         let devices = addresses.map { FleetDevice(address: $0) }
         let image = PreparedImage(bytes: firmware, version: "2.0.0", summary: "test")
         let native = NativeProtocol()
@@ -38,21 +43,25 @@ import Testing
             }
             let known = members
             let options = FleetOptions(adapters: adapters, connectionsPerAdapter: connections, attempts: 3, backoff: .seconds(2))
-            let runner = FleetRunner(devices: devices, options: options, clock: runtime.clock) { device, adapter, _, onEvent in
+            let runner = FleetRunner(devices: devices, options: options, clock: runtime.clock) { device, adapter, turn, onEvent in
                 let member = known[device.address]!
                 member.use(adapter: fleet.adapters[adapter])
-                let host = native.makeHost(HostContext(protocolName: "native", connector: member.connector, clock: runtime.clock, onEvent: onEvent))
+                let host = native.makeHost(HostContext(protocolName: "native", connector: member.connector, clock: runtime.clock,
+                                                       transferTurn: withTurns ? turn : nil, onEvent: onEvent))
                 do throws(TransferError) { return .updated(try await host.flash(image, mode: .testAndConfirm)) } catch { return .failed(error) }
             }
             let (results, summary) = await runner.run()
             try? await runtime.clock.sleep(for: .seconds(2))
             var running: [String: [UInt8]] = [:]
+            var updates: [String: Int] = [:]
             for (address, member) in known {
                 running[address] = (member.half as? NativeDevice)?.storage.snapshot.activeImage ?? []
+                updates[address] = member.world.statistics.connectionUpdates
                 await member.world.shutDown()
             }
             return Run(results: results, summary: summary, running: running,
-                       airTime: fleet.adapters.mapValues(\.airTime), skipped: fleet.adapters.mapValues(\.skippedEvents))
+                       airTime: fleet.adapters.mapValues(\.airTime), skipped: fleet.adapters.mapValues(\.skippedEvents),
+                       connectionUpdates: updates)
         }
     }
 
@@ -95,6 +104,25 @@ import Testing
         #expect(shared.summary.seconds >= 1.5 * alone.summary.seconds,
                 "three on one adapter: \(shared.summary.seconds) s, one alone: \(alone.summary.seconds) s")
         print("one adapter: 1 device \(alone.summary.seconds) s, 3 devices \(shared.summary.seconds) s, air \(air), skipped events \(shared.skipped["sim0"]!)")
+    }
+}
+
+/// The last transfer on an adapter, which will have the radio to itself to the end, asks for 7.5 ms
+/// events: on `2m-dle` a link carries at most 8 packets a 15 ms event where 10 fit, and 5 a 7.5 ms one.
+@Suite struct AloneTransferFleetTests {
+    @Test func theLastTransferOnAnAdapterIsShortened() async throws {
+        let addresses = (1...3).map { "sim://2m-dle?seed=\($0)" }
+        let image = SimulatedFleetTests.firmware(400_000)
+        let run = try await SimulatedFleetTests.run(addresses, adapters: ["sim0"], connections: 3, firmware: image, withTurns: true)
+        #expect(run.summary.updated == 3)
+        for address in addresses { #expect(run.running[address] == image) }
+        // The device that finished last transferred alone at the end: its link was updated (to 7.5 ms,
+        // then back when its transfer ended, if the link was still open). Those that shared were not.
+        let ordered = run.results.sorted { $0.seconds < $1.seconds }
+        let last = try #require(ordered.last)
+        #expect(run.connectionUpdates[last.device, default: 0] >= 1, "\(run.connectionUpdates)")
+        #expect(run.connectionUpdates[ordered[0].device] == 0, "\(run.connectionUpdates)")
+        print("alone at the end: \(run.connectionUpdates), \(run.summary.seconds) s")
     }
 }
 

@@ -74,7 +74,8 @@ public struct HostContext: Sendable {
         self.options = options
         self.transferTurn = transferTurn
         self.protocolName = protocolName
-        self.connector = connector
+        // Every link the update opens is the turn's to shorten while its transfer is alone on the radio.
+        self.connector = transferTurn.map { TurnAdoptingConnector(connector: connector, turn: $0) } ?? connector
         self.clock = clock
         self.tuning = tuning
         self.explicitKnobs = explicitKnobs

@@ -31,15 +31,29 @@ public final class TransferGate: Sendable {
     struct Waiter {
         var id: UInt64
         var movable: Bool
+        var holder: Holder?
         var continuation: CheckedContinuation<Grant, Never>
+    }
+
+    /// Who holds a place, told when the number of holders changes (a transfer alone on the radio may
+    /// change its link's interval: ``TransferTurn``).
+    struct Holder {
+        var key: ObjectIdentifier
+        var onShareChange: @Sendable () -> Void
     }
 
     struct State {
         var holders = 0
+        /// The holders that asked to be told (``TransferTurn``s); anonymous places count in ``holders`` only.
+        var known: [ObjectIdentifier: Holder] = [:]
         var waiters: [Waiter] = []
         var nextID: UInt64 = 0
         /// Waits cancelled before they could queue.
         var cancelled: Set<UInt64> = []
+        /// Turns made for this gate that have not yet held a place nor ended: transfers still to come.
+        var expected = 0
+        /// Whether updates not yet started may still come here (a fleet with devices left to start).
+        var openToNewcomers = true
     }
     private let state = Mutex(State())
     private let onPlaceFree: @Sendable () -> Void
@@ -53,6 +67,40 @@ public final class TransferGate: Sendable {
 
     /// Transfers holding a place now.
     public var holding: Int { state.withLock { $0.holders } }
+    /// Whether one transfer holds a place and will keep the radio to itself: no other holds or waits
+    /// for one, no update already under way here is still to transfer, and no new one may come.
+    public var hasLastTransfer: Bool {
+        state.withLock { $0.holders == 1 && $0.waiters.isEmpty && $0.expected == 0 && !$0.openToNewcomers }
+    }
+
+    /// Says whether updates not yet started may still come to this gate; a fleet closes it when it has
+    /// no device left to start. Open until told otherwise.
+    public func setOpenToNewcomers(_ open: Bool) {
+        let told = state.withLock { state -> [Holder] in
+            guard state.openToNewcomers != open else { return [] }
+            state.openToNewcomers = open
+            return Array(state.known.values)
+        }
+        tell(told)
+    }
+
+    /// A turn was made for this gate: its transfer is to come.
+    func expectArrival() {
+        let told = state.withLock { state -> [Holder] in
+            state.expected += 1
+            return Array(state.known.values)
+        }
+        tell(told)
+    }
+
+    /// A turn made for this gate held its first place, or ended without one.
+    func arrivalEnded() {
+        let told = state.withLock { state -> [Holder] in
+            state.expected = max(0, state.expected - 1)
+            return Array(state.known.values)
+        }
+        tell(told)
+    }
     /// Updates waiting for a place.
     public var waiting: Int { state.withLock { $0.waiters.count } }
     /// Whether a wait now would queue.
@@ -74,8 +122,15 @@ public final class TransferGate: Sendable {
         return waiter != nil
     }
 
-    /// Waits for a place, in arrival order.
-    func acquire(movable: Bool = false) async -> Grant {
+    /// Tells every known holder that the number of holders changed (outside the lock; each looks at
+    /// the gate again, so calls that cross still leave each with the gate's latest state).
+    private func tell(_ holders: [Holder]) {
+        for holder in holders { holder.onShareChange() }
+    }
+
+    /// Waits for a place, in arrival order. `holder`, when given, is told whenever the number of
+    /// holders changes while it holds the place, until ``release(_:)`` with its key.
+    func acquire(movable: Bool = false, holder: Holder? = nil) async -> Grant {
         let id = state.withLock { state in
             state.nextID += 1
             return state.nextID
@@ -83,15 +138,17 @@ public final class TransferGate: Sendable {
         defer { _ = state.withLock { $0.cancelled.remove(id) } }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Grant, Never>) in
-                let immediate: Grant? = state.withLock { state in
-                    if state.cancelled.contains(id) { return .cancelled }
+                let (immediate, told): (Grant?, [Holder]) = state.withLock { state in
+                    if state.cancelled.contains(id) { return (.cancelled, []) }
                     if state.holders < capacity && state.waiters.isEmpty {
                         state.holders += 1
-                        return .placed
+                        if let holder { state.known[holder.key] = holder }
+                        return (.placed, Array(state.known.values))
                     }
-                    state.waiters.append(Waiter(id: id, movable: movable, continuation: continuation))
-                    return nil
+                    state.waiters.append(Waiter(id: id, movable: movable, holder: holder, continuation: continuation))
+                    return (nil, [])
                 }
+                tell(told)
                 if let immediate { continuation.resume(returning: immediate) }
             }
         } onCancel: {
@@ -104,13 +161,20 @@ public final class TransferGate: Sendable {
         }
     }
 
-    /// Gives a place back; the longest waiter gets it.
-    func release() {
-        let next = state.withLock { state -> CheckedContinuation<Grant, Never>? in
-            if !state.waiters.isEmpty { return state.waiters.removeFirst().continuation }
+    /// Gives a place back (that of the holder with `key`, when it was given one); the longest waiter gets it.
+    func release(_ key: ObjectIdentifier? = nil) {
+        let (next, told) = state.withLock { state -> (CheckedContinuation<Grant, Never>?, [Holder]) in
+            let leaving = key.flatMap { state.known.removeValue(forKey: $0) }
+            if !state.waiters.isEmpty {
+                let waiter = state.waiters.removeFirst()
+                if let holder = waiter.holder { state.known[holder.key] = holder }
+                // The same number of holders: only the one leaving and the one arriving need to look.
+                return (waiter.continuation, [leaving, waiter.holder].compactMap { $0 })
+            }
             state.holders = max(0, state.holders - 1)
-            return nil
+            return (nil, Array(state.known.values) + [leaving].compactMap { $0 })
         }
+        tell(told)
         if let next { next.resume(returning: .placed) } else { onPlaceFree() }
     }
 }
@@ -133,13 +197,63 @@ public final class TransferTurn: Sendable {
     private let held = Mutex(false)
     private let withdrawn = Mutex(false)
     private let onQueue: @Sendable () -> Void
+    /// Whether a transfer alone on the radio asks for the shortest connection interval.
+    public let shortensAloneLinks: Bool
+    /// The update's newest link that can change its interval, and the interval last asked of it.
+    private let radioLink = Mutex<(link: (any ConnectionIntervalControl)?, asked: Duration?)>((nil, nil))
 
     /// `onQueue` is called when a wait finds every place taken (for a live table's "queued").
-    public init(gate: TransferGate, maximumWait: Duration? = nil, movable: Bool = false, onQueue: @escaping @Sendable () -> Void = {}) {
+    /// `shortensAloneLinks`: while this turn's transfer holds the gate's only place, its link (one that
+    /// ``/BleotaLink/ConnectionIntervalControl``s; see ``adopt(_:)``) is asked for
+    /// ``/BleotaLink/LEConnectionInterval/shortest``, and for its opening interval again when another
+    /// transfer takes a place or this one gives its place back.
+    public init(gate: TransferGate, maximumWait: Duration? = nil, movable: Bool = false, shortensAloneLinks: Bool = true,
+                onQueue: @escaping @Sendable () -> Void = {}) {
         self.gate = gate
         self.maximumWait = maximumWait
         self.movable = movable
+        self.shortensAloneLinks = shortensAloneLinks
         self.onQueue = onQueue
+        gate.expectArrival()
+    }
+
+    /// Whether the gate still counts this turn's transfer as one to come.
+    private let expected = Mutex(true)
+
+    /// Tells the gate this turn's transfer has come (or will not), once.
+    private func arrived() {
+        if expected.withLock({ was in defer { was = false }; return was }) { gate.arrivalEnded() }
+    }
+
+    /// Takes `link` as the update's link to the device (the newest replaces any earlier: a device has
+    /// one connection at a time). Links that cannot change their interval are ignored. A
+    /// ``/BleotaEngine/HostContext`` with a turn does this for every link its connector opens.
+    public func adopt(_ link: any Link) {
+        guard shortensAloneLinks, let link = link as? any ConnectionIntervalControl else { return }
+        radioLink.withLock { $0 = (link, nil) }
+        shareChanged()
+    }
+
+    /// The interval the adopted link should have now: the shortest while this turn holds the gate's
+    /// only place, else the one it opened with.
+    private func wantedInterval(for link: any ConnectionIntervalControl) -> Duration {
+        isHeld && gate.hasLastTransfer ? LEConnectionInterval.shortest : link.openingConnectionInterval
+    }
+
+    /// Looks at the gate and asks the link for the interval that fits, when it differs from the last
+    /// asked (the first time: from the one in force).
+    private func shareChanged() {
+        radioLink.withLock { current in
+            guard let link = current.link else { return }
+            let wanted = wantedInterval(for: link)
+            guard wanted != (current.asked ?? link.connectionInterval) else { return }
+            current.asked = wanted
+            link.requestConnectionInterval(wanted)
+        }
+    }
+
+    private var holder: TransferGate.Holder {
+        TransferGate.Holder(key: ObjectIdentifier(self)) { [weak self] in self?.shareChanged() }
     }
 
     /// Whether this update holds a place now.
@@ -159,7 +273,7 @@ public final class TransferTurn: Sendable {
         let movable = self.movable
         if let maximumWait {
             grant = await withTaskGroup(of: TransferGate.Grant.self) { group in
-                group.addTask { await self.gate.acquire(movable: movable) }
+                group.addTask { await self.gate.acquire(movable: movable, holder: self.holder) }
                 group.addTask {
                     try? await clock.sleep(for: maximumWait)
                     return .cancelled
@@ -172,22 +286,30 @@ public final class TransferTurn: Sendable {
                 return grants.contains(.placed) ? .placed : grants.contains(.withdrawn) ? .withdrawn : .cancelled
             }
         } else {
-            grant = await gate.acquire(movable: movable)
+            grant = await gate.acquire(movable: movable, holder: holder)
         }
         switch grant {
-        case .placed: held.withLock { $0 = true }
+        case .placed:
+            held.withLock { $0 = true }
+            arrived()
+            shareChanged()
         case .withdrawn: withdrawn.withLock { $0 = true }
         case .cancelled: break
         }
         return grant == .placed
     }
 
-    /// Gives the place back, if one is held (any number of calls).
+    /// Gives the place back, if one is held (any number of calls). A fleet calls it when the update
+    /// ends, which also tells the gate that this turn's transfer will not come if it never did.
     public func release() {
+        defer { arrived() }
         let wasHeld = held.withLock { held in
             defer { held = false }
             return held
         }
-        if wasHeld { gate.release() }
+        if wasHeld {
+            gate.release(ObjectIdentifier(self))
+            shareChanged()
+        }
     }
 }
