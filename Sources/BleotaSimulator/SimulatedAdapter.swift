@@ -96,10 +96,8 @@ public final class SimulatedAdapter: Sendable {
                 state.skippedEvents += 1
                 return nil
             }
-            for (other, last) in state.lastActive where other != connection {
-                // Due again: it had data in its own last interval (a 15 ms link is still busy when a
-                // 7.5 ms one asks 10 ms after its last event).
-                guard let (otherAnchor, otherInterval) = state.anchors[other], last > anchor - max(interval, otherInterval) else { continue }
+            for (other, last) in state.lastActive where other != connection && last > anchor - interval {
+                guard let (otherAnchor, otherInterval) = state.anchors[other] else { continue }
                 end = min(end, Self.next(otherAnchor, every: otherInterval, after: start))
             }
             return (start, max(.zero, end - start))
