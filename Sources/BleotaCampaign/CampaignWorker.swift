@@ -99,6 +99,8 @@ public struct CampaignWorker: Sendable {
         var lastRenewal = clock.now
         var databaseFailures = 0
         var announcedStop = false
+        /// Whether the last claim found fewer devices than it had room for: nothing more to claim now.
+        var claimedAllThereWas = false
         let renewEvery = Duration.milliseconds(Int64(campaign.leaseSeconds * 1000 / 3))
         let capacity = options.adapters.count * options.connectionsPerAdapter
         let places = TransferPlaces(adapters: options.adapters, connectionsPerAdapter: options.connectionsPerAdapter,
@@ -121,6 +123,7 @@ public struct CampaignWorker: Sendable {
                     do {
                         let claimed = try await store.claim(campaign, worker: options.name, limit: room, adapters: options.adapters)
                         databaseFailures = 0
+                        claimedAllThereWas = claimed.count < room
                         for device in claimed {
                             held[device.device.address] = Held(claimed: device, adapter: nil)
                             waiting.append(device)
@@ -151,6 +154,9 @@ public struct CampaignWorker: Sendable {
                         return .tried(claimed, adapter: adapter, attempt: attempt, seconds: (clock.now - start).seconds)
                     }
                 }
+                // With nothing left to claim or start, a transfer alone on its adapter stays alone (its
+                // link may take the shortest interval: TransferTurn); a device claimed later reopens it.
+                places.setOpenToNewcomers(!(stop.isStopped || (claimedAllThereWas && waiting.isEmpty)))
                 if held.isEmpty && unrecorded.isEmpty {
                     if stop.isStopped { break }
                     if databaseFailures >= 5 {

@@ -260,6 +260,8 @@ extension CampaignWorkerTests {
             let info = try await store.create(CampaignDefinition(name: "gated", imageName: "app.bin", image: [7], devices: devices))
             let transferring = Shared((now: 0, most: 0, connected: 0, mostConnected: 0))
             let queued = Shared(0)
+            // Each device's link, in the order their transfers began.
+            let links = Shared<[(device: String, link: RecordingIntervalLink)]>([])
             let options = CampaignWorkerOptions(adapters: ["a0"], connectionsPerAdapter: 3, transfersPerAdapter: 1, name: "w",
                                                 poll: .milliseconds(100))
             let worker = CampaignWorker(store: store, campaign: info, options: options, logger: logger, onEvent: { event in
@@ -269,6 +271,9 @@ extension CampaignWorkerTests {
                 defer { transferring.value.withLock { $0.connected -= 1 } }
                 guard let turn else { return .failed(TransferError(.badInput, step: .load, "no transfer turn given")) }
                 await turn.wait(clock: SystemClock())
+                let link = RecordingIntervalLink()
+                turn.adopt(link)
+                links.value.withLock { $0.append((device.address, link)) }
                 transferring.value.withLock { $0.now += 1; $0.most = max($0.most, $0.now) }
                 try? await Task.sleep(for: .milliseconds(60))
                 transferring.value.withLock { $0.now -= 1 }
@@ -284,8 +289,32 @@ extension CampaignWorkerTests {
             let seen = transferring.value.withLock { $0 }
             #expect(seen.most == 1 && seen.mostConnected == 3, "\(seen)")
             #expect(queued.value.withLock { $0 } >= 2)
+            // The first transfer had others connected behind it: its link was left alone. The last had
+            // the adapter to itself with nothing left to claim: 7.5 ms events, and 15 ms again at its end.
+            let order = links.value.withLock { $0 }
+            #expect(order.count == 6)
+            #expect(order.first?.link.asked == [], "\(order.map { "\($0.device): \($0.link.asked)" })")
+            #expect(order.last?.link.asked == [7.5, 15], "\(order.map { "\($0.device): \($0.link.asked)" })")
         }
     }
+}
+
+/// A link that records the connection intervals asked of it (in milliseconds) and applies each at once.
+final class RecordingIntervalLink: ConnectionIntervalControl, @unchecked Sendable {
+    let parameters = LinkParameters(maximumPayload: 244, description: "interval-recorder")
+    let openingConnectionInterval = Duration.milliseconds(15)
+    private let state = Mutex<(inForce: Duration, asked: [Double])>((.milliseconds(15), []))
+    var connectionInterval: Duration { state.withLock { $0.inForce } }
+    var asked: [Double] { state.withLock { $0.asked } }
+    func requestConnectionInterval(_ interval: Duration) {
+        state.withLock { state in
+            state.asked.append(interval.seconds * 1000)
+            state.inForce = interval
+        }
+    }
+    func send(_ packet: [UInt8]) async throws(LinkError) {}
+    func receive() async throws(LinkError) -> [UInt8] { throw .disconnected("none") }
+    func close() async {}
 }
 
 /// A value several tasks change, behind a lock.
