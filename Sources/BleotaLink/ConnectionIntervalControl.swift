@@ -9,8 +9,8 @@
 /// shorter events let it fill the air. Links that share a radio do the
 /// opposite: each event ends at the next busy link's anchor and wastes what is
 /// left of its slot, so they keep longer intervals. A fleet asks for
-/// ``LEConnectionInterval/shortest`` while one transfer has its adapter to
-/// itself, and for the opening interval again when another joins
+/// ``LEConnectionInterval/shortest`` for a transfer that will have its adapter
+/// to itself to the end, and for the opening interval again when that changes
 /// (`protocols/link-model.md`, "A link alone on its adapter").
 public protocol ConnectionIntervalControl: Link {
     /// The interval the connection was opened with: the one it goes back to.
@@ -18,9 +18,9 @@ public protocol ConnectionIntervalControl: Link {
     /// The interval in force now.
     var connectionInterval: Duration { get }
     /// Asks for `interval`. Returns at once: the change takes effect at a later
-    /// connection event, or not at all when the link closes first, another
-    /// update is still under way (the host asks again when it needs to), or
-    /// `interval` is outside ``LEConnectionInterval/allowed``.
+    /// connection event (after the update under way, if one is; of several
+    /// requests waiting, the newest counts), or not at all when the link closes
+    /// first or `interval` is outside ``LEConnectionInterval/allowed``.
     func requestConnectionInterval(_ interval: Duration)
 }
 

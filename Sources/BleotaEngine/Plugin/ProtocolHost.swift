@@ -74,7 +74,7 @@ public struct HostContext: Sendable {
         self.options = options
         self.transferTurn = transferTurn
         self.protocolName = protocolName
-        // Every link the update opens is the turn's to shorten while its transfer is alone on the radio.
+        // Every link the update opens is the turn's to shorten while its transfer is the last on the radio.
         self.connector = transferTurn.map { TurnAdoptingConnector(connector: connector, turn: $0) } ?? connector
         self.clock = clock
         self.tuning = tuning

@@ -35,8 +35,8 @@ public final class TransferGate: Sendable {
         var continuation: CheckedContinuation<Grant, Never>
     }
 
-    /// Who holds a place, told when the number of holders changes (a transfer alone on the radio may
-    /// change its link's interval: ``TransferTurn``).
+    /// Who holds a place, told whenever what ``hasLastTransfer`` looks at changes (the last transfer on
+    /// the radio changes its link's interval: ``TransferTurn``).
     struct Holder {
         var key: ObjectIdentifier
         var onShareChange: @Sendable () -> Void
@@ -122,14 +122,14 @@ public final class TransferGate: Sendable {
         return waiter != nil
     }
 
-    /// Tells every known holder that the number of holders changed (outside the lock; each looks at
-    /// the gate again, so calls that cross still leave each with the gate's latest state).
+    /// Tells known holders that what ``hasLastTransfer`` looks at changed (outside the lock; each looks
+    /// at the gate again, so calls that cross still leave each with the gate's latest state).
     private func tell(_ holders: [Holder]) {
         for holder in holders { holder.onShareChange() }
     }
 
-    /// Waits for a place, in arrival order. `holder`, when given, is told whenever the number of
-    /// holders changes while it holds the place, until ``release(_:)`` with its key.
+    /// Waits for a place, in arrival order. `holder`, when given, is told of every change that may
+    /// make it the last transfer or end that, while it holds the place, until ``release(_:)`` with its key.
     func acquire(movable: Bool = false, holder: Holder? = nil) async -> Grant {
         let id = state.withLock { state in
             state.nextID += 1
@@ -197,16 +197,19 @@ public final class TransferTurn: Sendable {
     private let held = Mutex(false)
     private let withdrawn = Mutex(false)
     private let onQueue: @Sendable () -> Void
-    /// Whether a transfer alone on the radio asks for the shortest connection interval.
+    /// Whether the last transfer on the radio asks for the shortest connection interval.
     public let shortensAloneLinks: Bool
     /// The update's newest link that can change its interval, and the interval last asked of it.
     private let radioLink = Mutex<(link: (any ConnectionIntervalControl)?, asked: Duration?)>((nil, nil))
+    /// Whether the gate still counts this turn's transfer as one to come.
+    private let expected = Mutex(true)
 
     /// `onQueue` is called when a wait finds every place taken (for a live table's "queued").
-    /// `shortensAloneLinks`: while this turn's transfer holds the gate's only place, its link (one that
-    /// ``/BleotaLink/ConnectionIntervalControl``s; see ``adopt(_:)``) is asked for
-    /// ``/BleotaLink/LEConnectionInterval/shortest``, and for its opening interval again when another
-    /// transfer takes a place or this one gives its place back.
+    /// `shortensAloneLinks`: while this turn's transfer is the last on its gate
+    /// (``TransferGate/hasLastTransfer``), its link (a ``/BleotaLink/ConnectionIntervalControl``; see
+    /// ``adopt(_:)``) is asked for ``/BleotaLink/LEConnectionInterval/shortest``, and for its opening
+    /// interval again when that ends (another transfer takes or waits for a place, a new turn is made,
+    /// the gate reopens to newcomers) or this one gives its place back.
     public init(gate: TransferGate, maximumWait: Duration? = nil, movable: Bool = false, shortensAloneLinks: Bool = true,
                 onQueue: @escaping @Sendable () -> Void = {}) {
         self.gate = gate
@@ -216,9 +219,6 @@ public final class TransferTurn: Sendable {
         self.onQueue = onQueue
         gate.expectArrival()
     }
-
-    /// Whether the gate still counts this turn's transfer as one to come.
-    private let expected = Mutex(true)
 
     /// Tells the gate this turn's transfer has come (or will not), once.
     private func arrived() {
@@ -234,8 +234,8 @@ public final class TransferTurn: Sendable {
         shareChanged()
     }
 
-    /// The interval the adopted link should have now: the shortest while this turn holds the gate's
-    /// only place, else the one it opened with.
+    /// The interval the adopted link should have now: the shortest while this turn's transfer is the
+    /// gate's last, else the one it opened with.
     private func wantedInterval(for link: any ConnectionIntervalControl) -> Duration {
         isHeld && gate.hasLastTransfer ? LEConnectionInterval.shortest : link.openingConnectionInterval
     }
