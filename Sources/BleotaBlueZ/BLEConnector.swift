@@ -12,6 +12,8 @@ public struct ATTConnection: Sendable {
     let runner: Task<Void, Never>
     /// What the PHY and interval ended up as, when the address asked for either.
     public let settings: ConnectionSettings?
+    /// The LE connection's HCI handle, when the kernel told it.
+    public let handle: UInt16?
 
     /// Connects once (no retries); the error says why it failed.
     public static func open(_ target: BLEDeviceAddress, timeout: Duration, clock: any BleotaClock) async throws(LinkError) -> ATTConnection {
@@ -30,7 +32,8 @@ public struct ATTConnection: Sendable {
         let settings = applyConnectionRequest(target, socket: socket)
         let bearer = ATTBearer(link: L2CAPLink(socket: socket, maximumPayload: 517, description: "att"), clock: clock)
         let runner = Task { await bearer.run() }
-        return ATTConnection(bearer: bearer, client: GATTClient(bearer: bearer), runner: runner, settings: settings)
+        return ATTConnection(bearer: bearer, client: GATTClient(bearer: bearer), runner: runner, settings: settings,
+                             handle: socket.connectionHandle)
     }
 
     /// Connects, retrying until `timeout` passes: a link the kernel is still tearing
@@ -152,6 +155,14 @@ public struct BLEConnector: DeviceConnector {
         }
     }
 
+    /// `link` with the connection's handle, so a fleet can change its interval (``IntervalControlledLink``);
+    /// as it is when the kernel did not tell the handle.
+    func intervalControlled(_ link: any Link, handle: UInt16?, settings: ConnectionSettings?) -> any Link {
+        guard let handle else { return link }
+        let opening = settings?.intervalMilliseconds.map { Duration.microseconds(Int64(($0 * 1000).rounded())) }
+        return IntervalControlledLink(link, handle: handle, adapter: target.adapter, openingInterval: opening)
+    }
+
     /// The address + 1 a Nordic bootloader takes: the least significant byte incremented, wrapping without carry.
     static func nextAddress(_ target: BLEDeviceAddress) -> BLEDeviceAddress {
         var next = target
@@ -183,7 +194,7 @@ public struct BLEConnector: DeviceConnector {
                     await link.close()
                     throw LinkError.unreachable("\(target.address) does not offer the \(service.name) service \(service.service)")
                 }
-                return link
+                return intervalControlled(link, handle: connection.handle, settings: connection.settings)
             }
             guard let found = try await connection.client.discoverPrimaryServices(service.service).first else {
                 await connection.close("no \(service.name) service")
@@ -196,8 +207,9 @@ public struct BLEConnector: DeviceConnector {
                 throw LinkError.unreachable("\(target.address)'s \(service.name) service lacks its characteristics")
             }
             try await connection.client.subscribe(tx, afresh: true)
-            return GATTLink(client: connection.client, writeHandle: rx.valueHandle, notifyHandle: tx.valueHandle, mtu: mtu,
-                            description: description, runner: connection.runner)
+            return intervalControlled(GATTLink(client: connection.client, writeHandle: rx.valueHandle, notifyHandle: tx.valueHandle,
+                                               mtu: mtu, description: description, runner: connection.runner),
+                                      handle: connection.handle, settings: connection.settings)
         } catch let error as LinkError {
             throw error
         } catch {
@@ -225,8 +237,10 @@ public struct BLEConnector: DeviceConnector {
             if let raw = try? socket.system.getOption(socket.fd, level: 274, name: 12, size: 2), raw.count == 2 {
                 sendMTU = Int(raw[0]) | Int(raw[1]) << 8
             }
-            settings.record(applyConnectionRequest(target, socket: socket))
-            return L2CAPLink(socket: socket, maximumPayload: max(23, sendMTU), description: description + " (L2CAP CoC)")
+            let applied = applyConnectionRequest(target, socket: socket)
+            settings.record(applied)
+            return intervalControlled(L2CAPLink(socket: socket, maximumPayload: max(23, sendMTU), description: description + " (L2CAP CoC)"),
+                                      handle: socket.connectionHandle, settings: applied)
         } catch {
             throw .unreachable("no credit-based channel on PSM 0x\(String(psm, radix: 16)) of \(target.address): \(error)")
         }

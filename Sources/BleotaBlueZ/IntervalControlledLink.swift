@@ -1,0 +1,54 @@
+import BleotaLink
+import Synchronization
+
+/// A link over BlueZ whose connection interval bleota may change while it is open
+/// (``/BleotaLink/ConnectionIntervalControl``): the protocol's link (GATT writes and
+/// notifications, or an L2CAP credit-based channel) with the HCI handle of the LE
+/// connection under it.
+///
+/// A request is an HCI LE Connection Update (Core Vol 4, Part E, 7.8.18) written on a raw
+/// HCI socket of the adapter and not waited for: the controller answers the kernel, which
+/// keeps the connection's parameters, and the write returns at once, so a transfer's
+/// reactor never waits on it. It needs `CAP_NET_RAW`, as `ble://…?interval=` does; without
+/// it a request changes nothing and the link keeps its interval.
+public final class IntervalControlledLink: ConnectionIntervalControl {
+    /// The kernel's default minimum interval for LE connections it opens (`le_conn_min_interval`,
+    /// 0x0018): the interval to go back to when the address did not ask for one.
+    public static let kernelDefaultInterval = Duration.milliseconds(30)
+
+    public let inner: any Link
+    public let handle: UInt16
+    public let adapter: String?
+    public let openingConnectionInterval: Duration
+    /// The interval last asked for (the opening one until then).
+    private let asked: Mutex<Duration>
+
+    public init(_ inner: any Link, handle: UInt16, adapter: String?, openingInterval: Duration?) {
+        self.inner = inner
+        self.handle = handle
+        self.adapter = adapter
+        openingConnectionInterval = openingInterval ?? Self.kernelDefaultInterval
+        asked = Mutex(openingConnectionInterval)
+    }
+
+    public var parameters: LinkParameters { inner.parameters }
+    public func send(_ packet: [UInt8]) async throws(LinkError) { try await inner.send(packet) }
+    public func receive() async throws(LinkError) -> [UInt8] { try await inner.receive() }
+    public func close() async { await inner.close() }
+
+    /// The interval last asked for: BlueZ does not tell a host the one in force.
+    public var connectionInterval: Duration { asked.withLock { $0 } }
+
+    public func requestConnectionInterval(_ interval: Duration) {
+        guard LEConnectionInterval.allowed.contains(interval) else { return }
+        let units = UInt16((interval / .microseconds(1250)).rounded())
+        // A 4 s supervision timeout, as for `interval=`: more than twice the longest interval asked here.
+        let command = HCICommand.leConnectionUpdate(handle: handle, interval: units...units, latency: 0, supervisionTimeout: 400)
+        do {
+            try RawHCISocket(adapter: adapter).write(command.encode())
+            asked.withLock { $0 = interval }
+        } catch {
+            // No permission or no adapter: the link keeps the interval it has.
+        }
+    }
+}
