@@ -171,15 +171,20 @@ public enum ConnectionControl {
         }
     }
 
-    static func updateInterval(_ interval: ClosedRange<Double>, latency: Int, handle: UInt16,
-                               controller: HCIController) -> (String?, (interval: Double, latency: Int, timeout: Int)?) {
+    /// The LE Connection Update asking for `interval` (milliseconds, rounded inwards to 1.25 ms steps)
+    /// on the connection `handle`, with a supervision timeout that fits it.
+    static func updateCommand(_ interval: ClosedRange<Double>, latency: Int, handle: UInt16) -> HCICommand {
         let low = UInt16((interval.lowerBound / 1.25).rounded(.up))
         let high = max(low, UInt16((interval.upperBound / 1.25).rounded(.down)))
         // The supervision timeout must exceed (1 + latency) × interval max × 2 (Vol 6, Part B, §4.5.2); 4 s is common.
         let minimumTimeout = Int((Double(1 + latency) * Double(high) * 1.25 * 2).rounded(.up)) + 10
         let timeout = UInt16(min(3200, max(400, (minimumTimeout + 9) / 10)))
-        let command = HCICommand.leConnectionUpdate(handle: handle, interval: low...high, latency: UInt16(latency),
-                                                    supervisionTimeout: timeout)
+        return HCICommand.leConnectionUpdate(handle: handle, interval: low...high, latency: UInt16(latency), supervisionTimeout: timeout)
+    }
+
+    static func updateInterval(_ interval: ClosedRange<Double>, latency: Int, handle: UInt16,
+                               controller: HCIController) -> (String?, (interval: Double, latency: Int, timeout: Int)?) {
+        let command = updateCommand(interval, latency: latency, handle: handle)
         let range = "\(interval.lowerBound.millisecondsText)–\(interval.upperBound.millisecondsText) ms"
         do {
             let status = try controller.send(command).status

@@ -41,9 +41,8 @@ public final class IntervalControlledLink: ConnectionIntervalControl {
 
     public func requestConnectionInterval(_ interval: Duration) {
         guard LEConnectionInterval.allowed.contains(interval) else { return }
-        let units = UInt16((interval / .microseconds(1250)).rounded())
-        // A 4 s supervision timeout, as for `interval=`: more than twice the longest interval asked here.
-        let command = HCICommand.leConnectionUpdate(handle: handle, interval: units...units, latency: 0, supervisionTimeout: 400)
+        let milliseconds = interval / .milliseconds(1)
+        let command = ConnectionControl.updateCommand(milliseconds...milliseconds, latency: 0, handle: handle)
         do {
             try RawHCISocket(adapter: adapter).write(command.encode())
             asked.withLock { $0 = interval }

@@ -1,3 +1,5 @@
+import BleotaLink
+
 /// The physics and device limits that decide BLE throughput and loss.
 ///
 /// Timing follows the Bluetooth Core Specification v5.4, Vol 6, Part B: an LE
@@ -139,7 +141,7 @@ public struct LinkModel: Sendable, Hashable, Codable {
         try check((27...251).contains(linkLayerPayload), "dle \(linkLayerPayload) is out of range: use 27…251")
         try check((23...517).contains(attMTU), "mtu \(attMTU) is out of range: use 23…517")
         let micros = connectionInterval.components.seconds * 1_000_000 + connectionInterval.components.attoseconds / 1_000_000_000_000
-        try check((7500...4_000_000).contains(micros) && micros % 1250 == 0,
+        try check(LEConnectionInterval.allowed.contains(connectionInterval) && micros % 1250 == 0,
                   "interval \(Double(micros) / 1000) ms is out of range: use 7.5…4000 ms in steps of 1.25 ms")
         try check((1...64).contains(packetsPerEvent), "per-event \(packetsPerEvent) is out of range: use 1…64")
         try check((1...1024).contains(deviceBuffer), "buffer \(deviceBuffer) is out of range: use 1…1024")

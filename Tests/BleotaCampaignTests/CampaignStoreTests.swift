@@ -304,24 +304,6 @@ extension CampaignWorkerTests {
     }
 }
 
-/// A link that records the connection intervals asked of it (in milliseconds) and applies each at once.
-final class RecordingIntervalLink: ConnectionIntervalControl, @unchecked Sendable {
-    let parameters = LinkParameters(maximumPayload: 244, description: "interval-recorder")
-    let openingConnectionInterval = Duration.milliseconds(15)
-    private let state = Mutex<(inForce: Duration, asked: [Double])>((.milliseconds(15), []))
-    var connectionInterval: Duration { state.withLock { $0.inForce } }
-    var asked: [Double] { state.withLock { $0.asked } }
-    func requestConnectionInterval(_ interval: Duration) {
-        state.withLock { state in
-            state.asked.append(interval.seconds * 1000)
-            state.inForce = interval
-        }
-    }
-    func send(_ packet: [UInt8]) async throws(LinkError) {}
-    func receive() async throws(LinkError) -> [UInt8] { throw .disconnected("none") }
-    func close() async {}
-}
-
 /// A value several tasks change, behind a lock.
 final class Shared<Value: Sendable>: Sendable {
     let value: Mutex<Value>

@@ -1,33 +1,14 @@
 import BleotaLink
-import Synchronization
+import BleotaTestSupport
 import Testing
 @testable import BleotaEngine
 
 /// A transfer that will keep its adapter to itself asks for the shortest connection interval, and for
 /// its opening one again as soon as that may change (TransferTurn with a ConnectionIntervalControl link).
 @Suite struct AloneTransferIntervalTests {
-    /// A link that records the intervals asked of it and applies each at once.
-    final class IntervalLink: ConnectionIntervalControl, @unchecked Sendable {
-        let parameters = LinkParameters(maximumPayload: 244, description: "interval-recorder")
-        let openingConnectionInterval = Duration.milliseconds(15)
-        private let state = Mutex<(inForce: Duration, asked: [Duration])>((.milliseconds(15), []))
-        var connectionInterval: Duration { state.withLock { $0.inForce } }
-        /// Asked intervals in milliseconds, in order.
-        var asked: [Double] { state.withLock { $0.asked.map { $0.seconds * 1000 } } }
-        func requestConnectionInterval(_ interval: Duration) {
-            state.withLock { state in
-                state.asked.append(interval)
-                state.inForce = interval
-            }
-        }
-        func send(_ packet: [UInt8]) async throws(LinkError) {}
-        func receive() async throws(LinkError) -> [UInt8] { throw .disconnected("none") }
-        func close() async {}
-    }
-
     /// A connector that gives out the same recording link every time.
     struct RecordingConnector: DeviceConnector {
-        let link: IntervalLink
+        let link: RecordingIntervalLink
         var description: String { "recorder" }
         func connect(for purpose: ConnectPurpose, timeout: Duration) async throws(LinkError) -> any Link { link }
     }
@@ -35,7 +16,7 @@ import Testing
     @Test func theLastTransferOnTheRadioIsShortenedAndGivesItBack() async throws {
         let clock = ManualClock()
         let gate = TransferGate(capacity: 2)
-        let (a, b) = (IntervalLink(), IntervalLink())
+        let (a, b) = (RecordingIntervalLink(), RecordingIntervalLink())
         let (turnA, turnB) = (TransferTurn(gate: gate), TransferTurn(gate: gate))
         // Links come through a host context's connector, as every protocol opens them.
         let contextA = HostContext(protocolName: "test", connector: RecordingConnector(link: a), clock: clock, transferTurn: turnA)
@@ -75,7 +56,7 @@ import Testing
         let clock = ManualClock()
         let gate = TransferGate(capacity: 2)
         gate.setOpenToNewcomers(false)
-        let (first, resumed) = (IntervalLink(), IntervalLink())
+        let (first, resumed) = (RecordingIntervalLink(), RecordingIntervalLink())
         let turn = TransferTurn(gate: gate)
         await turn.wait(clock: clock)
         turn.adopt(first)
@@ -92,7 +73,7 @@ import Testing
         let clock = ManualClock()
         let gate = TransferGate(capacity: 1)
         gate.setOpenToNewcomers(false)
-        let link = IntervalLink()
+        let link = RecordingIntervalLink()
         let turn = TransferTurn(gate: gate, shortensAloneLinks: false)
         turn.adopt(link)
         await turn.wait(clock: clock)

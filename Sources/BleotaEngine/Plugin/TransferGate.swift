@@ -73,34 +73,6 @@ public final class TransferGate: Sendable {
         state.withLock { $0.holders == 1 && $0.waiters.isEmpty && $0.expected == 0 && !$0.openToNewcomers }
     }
 
-    /// Says whether updates not yet started may still come to this gate; a fleet closes it when it has
-    /// no device left to start. Open until told otherwise.
-    public func setOpenToNewcomers(_ open: Bool) {
-        let told = state.withLock { state -> [Holder] in
-            guard state.openToNewcomers != open else { return [] }
-            state.openToNewcomers = open
-            return Array(state.known.values)
-        }
-        tell(told)
-    }
-
-    /// A turn was made for this gate: its transfer is to come.
-    func expectArrival() {
-        let told = state.withLock { state -> [Holder] in
-            state.expected += 1
-            return Array(state.known.values)
-        }
-        tell(told)
-    }
-
-    /// A turn made for this gate held its first place, or ended without one.
-    func arrivalEnded() {
-        let told = state.withLock { state -> [Holder] in
-            state.expected = max(0, state.expected - 1)
-            return Array(state.known.values)
-        }
-        tell(told)
-    }
     /// Updates waiting for a place.
     public var waiting: Int { state.withLock { $0.waiters.count } }
     /// Whether a wait now would queue.
@@ -109,6 +81,37 @@ public final class TransferGate: Sendable {
     public var freePlaces: Int { state.withLock { $0.waiters.isEmpty ? max(0, capacity - $0.holders) : 0 } }
     /// Waiters that may be sent to another gate.
     public var movableWaiters: Int { state.withLock { $0.waiters.filter(\.movable).count } }
+
+    /// Says whether updates not yet started may still come to this gate; a fleet closes it when it has
+    /// no device left to start. Open until told otherwise.
+    public func setOpenToNewcomers(_ open: Bool) {
+        changeTellingHolders { state in
+            guard state.openToNewcomers != open else { return false }
+            state.openToNewcomers = open
+            return true
+        }
+    }
+
+    /// A turn was made for this gate: its transfer is to come.
+    func expectArrival() {
+        changeTellingHolders { state in
+            state.expected += 1
+            return true
+        }
+    }
+
+    /// A turn made for this gate held its first place, or ended without one.
+    func arrivalEnded() {
+        changeTellingHolders { state in
+            state.expected = max(0, state.expected - 1)
+            return true
+        }
+    }
+
+    /// Applies `change` and, when it says it changed something, tells the known holders.
+    private func changeTellingHolders(_ change: (inout State) -> Bool) {
+        tell(state.withLock { state in change(&state) ? Array(state.known.values) : [] })
+    }
 
     /// Ends the wait of the newest movable waiter with ``Grant/withdrawn``; false when there is none.
     /// The newest, because the oldest gets this gate's next place soonest.
