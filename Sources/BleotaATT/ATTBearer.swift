@@ -12,6 +12,8 @@ public enum ATTBearerError: Error, Sendable, Equatable, CustomStringConvertible 
     case closed(String)
     /// The value does not fit (e.g. a write without response longer than MTU − 3).
     case tooLong(Int, maximum: Int)
+    /// The peer refused for want of security and the link could not get it.
+    case security(PairingError)
 
     public var description: String {
         switch self {
@@ -19,6 +21,27 @@ public enum ATTBearerError: Error, Sendable, Equatable, CustomStringConvertible 
         case .timeout: "ATT transaction timed out after 30 s; the bearer was closed"
         case .closed(let why): "ATT bearer closed: \(why)"
         case .tooLong(let size, let maximum): "value of \(size) bytes exceeds the \(maximum) bytes the ATT MTU allows"
+        case .security(let error): error.description
+        }
+    }
+}
+
+extension ATTBearerError {
+    /// The want of security this error reports, if it is one a higher level cures.
+    public var securityShortfall: SecurityShortfall? {
+        guard case .peer(let code, _, _) = self else { return nil }
+        return code.securityShortfall
+    }
+}
+
+extension ATTErrorCode {
+    /// Insufficient Authentication, Encryption or Encryption Key Size as a ``/BleotaLink/SecurityShortfall``.
+    public var securityShortfall: SecurityShortfall? {
+        switch self {
+        case .insufficientAuthentication: .authentication
+        case .insufficientEncryption: .encryption
+        case .insufficientEncryptionKeySize: .encryptionKeySize
+        default: nil
         }
     }
 }
@@ -68,8 +91,13 @@ public actor ATTBearer {
     /// Notifications and indications from the peer, as they arrive.
     public nonisolated let incoming = Mailbox<ATTPDU>()
 
-    public init(link: any Link, clock: any BleotaClock, preferredMTU: Int = 517, transactionTimeout: Duration = .seconds(30)) {
+    /// The connection's security, raised when the peer refuses a request for want of it; nil where it cannot be raised.
+    public nonisolated let securityControl: (any LinkSecurityControl)?
+
+    public init(link: any Link, clock: any BleotaClock, preferredMTU: Int = 517, transactionTimeout: Duration = .seconds(30),
+                securityControl: (any LinkSecurityControl)? = nil) {
         self.link = link
+        self.securityControl = securityControl
         self.clock = clock
         self.preferredMTU = max(23, min(517, preferredMTU))
         self.transactionTimeout = transactionTimeout
@@ -88,7 +116,29 @@ public actor ATTBearer {
 
     /// Sends a request and waits for its response. Requests queue: only one is
     /// on the air at a time. An Error Response throws ``ATTBearerError/peer(_:request:handle:)``.
+    ///
+    /// An Error Response of Insufficient Authentication, Insufficient
+    /// Encryption or Insufficient Encryption Key Size raises the link's
+    /// security (``securityControl``) and sends the request again, as BlueZ's
+    /// `att.c` does; if the link cannot reach the level,
+    /// ``ATTBearerError/security(_:)`` says why.
     public func request(_ pdu: ATTPDU) async throws(ATTBearerError) -> ATTPDU {
+        guard let securityControl else { return try await requestOnce(pdu) }
+        do {
+            return try await withSecurityOnDemand(control: securityControl, shortfall: { (error: ATTBearerError) in error.securityShortfall }) {
+                () async throws(ATTBearerError) -> ATTPDU in
+                try await requestOnce(pdu)
+            }
+        } catch let error as ATTBearerError {
+            throw error
+        } catch let error as PairingError {
+            throw .security(error)
+        } catch {
+            throw .closed("\(error)")
+        }
+    }
+
+    private func requestOnce(_ pdu: ATTPDU) async throws(ATTBearerError) -> ATTPDU {
         guard let expected = pdu.opcode.response else { throw .closed("\(pdu.opcode) is not a request") }
         if let closedReason { throw .closed(closedReason) }
         await takeTurn(.request)

@@ -85,6 +85,7 @@ public struct ATTErrorCode: RawRepresentable, Sendable, Hashable, CustomStringCo
     public static let prepareQueueFull = ATTErrorCode(rawValue: 0x09)
     public static let attributeNotFound = ATTErrorCode(rawValue: 0x0A)
     public static let attributeNotLong = ATTErrorCode(rawValue: 0x0B)
+    public static let insufficientEncryptionKeySize = ATTErrorCode(rawValue: 0x0C)
     public static let invalidAttributeValueLength = ATTErrorCode(rawValue: 0x0D)
     public static let unlikelyError = ATTErrorCode(rawValue: 0x0E)
     public static let insufficientEncryption = ATTErrorCode(rawValue: 0x0F)
@@ -104,6 +105,7 @@ public struct ATTErrorCode: RawRepresentable, Sendable, Hashable, CustomStringCo
         case .prepareQueueFull: "prepare queue full"
         case .attributeNotFound: "attribute not found"
         case .attributeNotLong: "attribute not long"
+        case .insufficientEncryptionKeySize: "insufficient encryption key size"
         case .invalidAttributeValueLength: "invalid attribute value length"
         case .unlikelyError: "unlikely error"
         case .insufficientEncryption: "insufficient encryption"

@@ -27,7 +27,8 @@ public struct BleotaCommand: AsyncParsableCommand {
             8 the update failed late but the device runs the new image unconfirmed, \
             9 the update failed late and the device could not be reached to tell what it runs; \
             10 (fleet) some devices run the image, others failed or were not started; 11 (fleet) none does; \
-            12 (fleet campaign) the campaign database could not be reached or refused.
+            12 (fleet campaign) the campaign database could not be reached or refused; \
+            13 the link could not get the security the device demands (pairing failed or was refused).
             """,
         version: version,
         subcommands: [FlashCommand.self, FleetCommand.self, PushCommand.self, PullCommand.self, TuneCommand.self, ImageCommand.self, EchoCommand.self, ResetCommand.self,
@@ -148,6 +149,9 @@ public enum ExitStatus: Int32, Sendable, Codable {
     /// `fleet campaign`, `worker`, `status`: the campaign database could not be reached, refused the
     /// login or a query, or was migrated by a newer bleota.
     case campaignDatabase = 12
+    /// The device demands a secure link and pairing failed (wrong passkey, a comparison not
+    /// confirmed, no answer, the device's reason), or could not authenticate; nothing was written.
+    case pairingFailed = 13
 }
 
 /// A failure the CLI reports as one line and an exit status.

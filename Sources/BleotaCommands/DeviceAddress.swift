@@ -80,6 +80,8 @@ struct SessionOutcome<Value: Sendable>: Sendable {
     var linkModel: String?
     /// PHY and interval of a real connection, when the address asked for them.
     var connection: ConnectionSettings? = nil
+    /// What protected the link, when it was encrypted.
+    var security: LinkSecurityState? = nil
 }
 
 extension DeviceAddress {
@@ -141,16 +143,20 @@ extension DeviceAddress {
 
     /// Opens whatever the address needs (a simulation, an adapter, a socket) and
     /// runs `body` with a connector for `protocol` and the matching clock.
+    /// `pairing` answers what a device that demands security asks; a pairing that
+    /// fails ends the command with ``ExitStatus/pairingFailed``, whatever step it was in.
     func session<T: Sendable>(
-        protocol updateProtocol: any UpdateProtocol, logger: Logger,
+        protocol updateProtocol: any UpdateProtocol, logger: Logger, pairing: PairingPolicy = .justWorks,
         _ body: @escaping @Sendable (any DeviceConnector, any BleotaClock) async throws -> T
     ) async throws -> SessionOutcome<T> {
         do {
             switch try kind() {
             case .simulator(let address):
                 logger.info("simulating \(address.preset): \(address.model), seed \(address.seed)")
-                let outcome = try await Simulation.run(address, protocol: updateProtocol, description: text, body)
-                return SessionOutcome(value: outcome.value, linkCapacity: outcome.linkCapacity, linkModel: outcome.preset)
+                let outcome = try await Simulation.run(address, protocol: updateProtocol, description: text, pairing: pairing, body)
+                if let security = outcome.security { logger.info("\(text): link security \(security)") }
+                return SessionOutcome(value: outcome.value, linkCapacity: outcome.linkCapacity, linkModel: outcome.preset,
+                                      security: outcome.security)
             case .ble(let target):
                 _ = try requireBluetooth(adapter: target.adapter)
                 guard let service = updateProtocol.identity.gattServices.first else {
@@ -166,6 +172,8 @@ extension DeviceAddress {
                 let connector = NetworkConnector(address: address, description: text) { updateProtocol.frame($0, over: transport) }
                 return SessionOutcome(value: try await body(connector, SystemClock()))
             }
+        } catch let error as PairingError {
+            throw CommandFailure(.pairingFailed, "\(text): \(error)")
         } catch let error as TransferError {
             throw error.commandFailure
         } catch let error as SimulationError {

@@ -192,7 +192,7 @@ struct PullCommand: AsyncParsableCommand {
         }
         try writeFileAtomically(outcome.value.bytes, to: output)
         let pulled = SessionOutcome(value: outcome.value.report, linkCapacity: outcome.linkCapacity, linkModel: outcome.linkModel,
-                                    connection: outcome.connection)
+                                    connection: outcome.connection, security: outcome.security)
         try printReport(pulled, json: global.json) { report in
             "pulled '\(name)' (\(formatBytes(report.bytes))) from \(report.device) to \(output): \(summary(report))"
         }
@@ -209,7 +209,7 @@ func withHost<T: Sendable>(_ updateProtocol: any UpdateProtocol, global: GlobalO
     if let source, !global.json, !device.quiet { Terminal.standardError.writeLine(source) }
     let timeouts = device.timeouts
     let name = updateProtocol.name
-    let outcome = try await device.device.session(protocol: updateProtocol, logger: logger) { connector, clock in
+    let outcome = try await device.device.session(protocol: updateProtocol, logger: logger, pairing: device.pairing.policy) { connector, clock in
         let context = HostContext(protocolName: name, connector: connector, clock: clock, tuning: effective, explicitKnobs: knobs,
                                   timeouts: timeouts, logger: logger, options: options) { reporter.handle($0) }
         return try await operation(updateProtocol.makeHost(context))
@@ -253,11 +253,13 @@ func printReport(_ outcome: SessionOutcome<UpdateReport>, json: Bool, text: (Upd
     report.linkCapacity = outcome.linkCapacity
     report.linkModel = outcome.linkModel
     report.connection = outcome.connection
+    report.security = outcome.security
     if json {
         Terminal.standardOutput.writeLine(try JSONOutput.string(report))
     } else {
         var line = text(report)
         if let connection = report.connection, !connection.summary.isEmpty { line += "; link \(connection.summary)" }
+        if let security = report.security { line += "; security \(security)" }
         Terminal.standardOutput.writeLine(line)
         for note in report.connection?.notes ?? [] { Terminal.standardError.writeLine("note: \(note)") }
     }

@@ -12,7 +12,7 @@ func manage<T: Sendable>(_ device: DeviceOptions, protocolName: String?, needs: 
                                                                  timeout: device.timeouts.connect, logger: logger)
     let timeouts = device.timeouts
     let name = updateProtocol.name
-    return try await device.device.session(protocol: updateProtocol, logger: logger) { connector, clock in
+    return try await device.device.session(protocol: updateProtocol, logger: logger, pairing: device.pairing.policy) { connector, clock in
         let context = HostContext(protocolName: name, connector: connector, clock: clock, timeouts: timeouts, logger: logger)
         do throws(TransferError) { return try await body(updateProtocol.makeHost(context)) } catch { throw error.commandFailure }
     }.value

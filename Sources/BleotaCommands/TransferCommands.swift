@@ -109,6 +109,8 @@ struct DeviceOptions: ParsableArguments {
     @Flag(name: .long, help: "No progress output (errors still go to stderr).")
     var quiet = false
 
+    @OptionGroup var pairing: PairingOptions
+
     func validate() throws {
         _ = try TimeValue.duration(connectTimeout, option: "--connect-timeout", unit: .seconds, range: 0.1...3600)
     }

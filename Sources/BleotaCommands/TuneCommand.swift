@@ -77,7 +77,7 @@ struct TuneCommand: AsyncParsableCommand {
             throw CommandFailure(.usage, "--image: \(updateProtocol.identity.displayName) measures with test bytes the device discards: drop --image")
         }
         let measuredImage = trialImage
-        let outcome = try await deviceOptions.device.session(protocol: updateProtocol, logger: logger) { connector, clock in
+        let outcome = try await deviceOptions.device.session(protocol: updateProtocol, logger: logger, pairing: deviceOptions.pairing.policy) { connector, clock in
             @Sendable func host(_ tuning: TransferTuning) -> any ProtocolHost {
                 updateProtocol.makeHost(HostContext(protocolName: name, connector: connector, clock: clock, tuning: tuning,
                                                     explicitKnobs: [.packetSize, .window, .delay], timeouts: timeouts, logger: logger))

@@ -57,6 +57,8 @@ public struct UpdateReport: Sendable, Codable, Equatable {
     public var protocolName = "native"
     /// Filled in by the caller for real links when a PHY or interval was asked for.
     public var connection: ConnectionSettings?
+    /// Filled in by the caller when the link was encrypted: the level reached and how.
+    public var security: LinkSecurityState?
 
     public init(operation: String, device: String, bytes: Int, streamBytes: Int, compressed: Bool, packetSize: Int,
                 transferSeconds: Double, totalSeconds: Double, statistics: TransferStatistics,

@@ -77,6 +77,9 @@ public enum LinkError: Error, Sendable, Equatable, CustomStringConvertible {
     case unreachable(String)
     /// The operating system refused (errno text included).
     case system(String)
+    /// The device demands security the link could not get (pairing failed, or
+    /// could not authenticate); connecting again does not help.
+    case security(PairingError)
 
     public var description: String {
         switch self {
@@ -86,6 +89,7 @@ public enum LinkError: Error, Sendable, Equatable, CustomStringConvertible {
         case .cancelled: return "link operation cancelled"
         case .unreachable(let why): return "device unreachable: \(why)"
         case .system(let why): return why
+        case .security(let error): return error.description
         }
     }
 }

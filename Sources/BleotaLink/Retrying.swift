@@ -1,4 +1,4 @@
-/// Thrown by ``retryingUntil(deadline:clock:pause:isolation:attempt:)`` when
+/// Thrown by ``retryingUntil(deadline:clock:pause:isolation:isFinal:attempt:)`` when
 /// the deadline passed with no attempt succeeding.
 public struct RetryTimedOut<Failure: Error>: Error {
     /// What the last attempt threw; nil if the deadline had passed before the first one.
@@ -36,6 +36,7 @@ public struct RetryTimedOut<Failure: Error>: Error {
 public func retryingUntil<T, Failure: Error>(
     deadline: Duration, clock: any BleotaClock, pause: Duration,
     isolation: isolated (any Actor)? = #isolation,
+    isFinal: (Failure) -> Bool = { _ in false },
     attempt: (_ remaining: Duration) async throws(Failure) -> T
 ) async throws(RetryTimedOut<Failure>) -> T {
     var lastError: Failure?
@@ -46,22 +47,28 @@ public func retryingUntil<T, Failure: Error>(
             return try await attempt(deadline - clock.now)
         } catch {
             lastError = error
+            // A failure that another attempt cannot cure ends the loop at once.
+            if isFinal(error) { break }
         }
         if pause > .zero { try? await clock.sleep(for: pause) }
     }
     throw RetryTimedOut(lastError: lastError, attempts: attempts)
 }
 
-/// ``retryingUntil(deadline:clock:pause:isolation:attempt:)`` for connecting:
+/// ``retryingUntil(deadline:clock:pause:isolation:isFinal:attempt:)`` for connecting:
 /// when time runs out, the last attempt's ``LinkError`` is the error (it says
-/// what is wrong: not advertising, refused, …).
+/// what is wrong: not advertising, refused, …). A ``LinkError/security(_:)``
+/// failure ends it at once: a pairing that failed fails again.
 public func retryUntil<T>(
     deadline: Duration, clock: any BleotaClock, pause: Duration,
     isolation: isolated (any Actor)? = #isolation,
     _ attempt: (_ remaining: Duration) async throws(LinkError) -> T
 ) async throws(LinkError) -> T {
     do {
-        return try await retryingUntil(deadline: deadline, clock: clock, pause: pause, attempt: attempt)
+        return try await retryingUntil(deadline: deadline, clock: clock, pause: pause, isFinal: { error in
+            if case .security = error { return true }
+            return false
+        }, attempt: attempt)
     } catch {
         throw error.lastError ?? .unreachable("no attempt made before the deadline")
     }

@@ -62,6 +62,9 @@ public final class SimulatedConnection: Sendable {
         /// The connection interval in force, and one the host asked for that no update carries yet.
         var interval: Duration
         var requestedInterval: Duration?
+        /// What protects the link: unencrypted until the host pairs or uses a bond.
+        var security = LinkSecurityState.unencrypted
+        var pairing = PairingStatistics()
     }
 
     public let model: LinkModel
@@ -81,9 +84,15 @@ public final class SimulatedConnection: Sendable {
 
     /// The host's controller, when its radio is shared with other connections.
     let adapter: SimulatedAdapter?
+    /// What the device demands of the link and can do to pair.
+    let deviceSecurity: SimulatedDeviceSecurity
+    /// The device, for the bond the world keeps with it.
+    let peripheral: ObjectIdentifier
 
     init(model: LinkModel, world: SimulatedWorld, address: String, tagBytes: Int = 0, creditChannels: Set<UInt8> = [],
-         adapter: SimulatedAdapter? = nil) {
+         adapter: SimulatedAdapter? = nil, deviceSecurity: SimulatedDeviceSecurity = .open, peripheral: ObjectIdentifier? = nil) {
+        self.deviceSecurity = deviceSecurity
+        self.peripheral = peripheral ?? ObjectIdentifier(world)
         self.model = model
         self.world = world
         self.state = Mutex(State(interval: model.connectionInterval))
@@ -99,6 +108,9 @@ public final class SimulatedConnection: Sendable {
     }
 
     public var statistics: LinkStatistics { state.withLock { $0.statistics } }
+    /// What protects the link now.
+    public var security: LinkSecurityState { state.withLock { $0.security } }
+    public var pairingStatistics: PairingStatistics { state.withLock { $0.pairing } }
     public var isClosed: Bool { state.withLock { $0.closed } }
     /// The connection interval in force now (the model's, until the host has it changed).
     public var connectionInterval: Duration { state.withLock { $0.interval } }
@@ -333,6 +345,10 @@ public final class SimulatedConnection: Sendable {
             state.statistics.packetsToDevice += 1
             state.statistics.bytesToDevice += packet.count
         }
+        if refusesForSecurity() {
+            world.record(">", packet, outcome: "insufficient-security")
+            return true
+        }
         if let fault = world.faultAfterBytesToDevice(packet.count, now: clock.now) {
             apply(fault)
             return false
@@ -423,8 +439,9 @@ public final class SimulatedConnection: Sendable {
 
     // MARK: Ends
 
-    /// The host's end: what the engine gets.
-    public final class HostEnd: ConnectionIntervalControl, @unchecked Sendable {
+    /// The host's end: what the engine gets. Its security is raised by pairing with the
+    /// world's ``SimulatedWorld/pairingAgent`` answering (``LinkSecurityControl``).
+    public final class HostEnd: ConnectionIntervalControl, LinkSecurityControl, @unchecked Sendable {
         public let parameters: LinkParameters
         var connection: SimulatedConnection?
         init(parameters: LinkParameters) { self.parameters = parameters }
@@ -449,6 +466,23 @@ public final class SimulatedConnection: Sendable {
         public var openingConnectionInterval: Duration { connection?.model.connectionInterval ?? .zero }
         public var connectionInterval: Duration { connection?.connectionInterval ?? .zero }
         public func requestConnectionInterval(_ interval: Duration) { connection?.requestInterval(interval) }
+
+        public var security: LinkSecurityState {
+            get async { connection?.security ?? .unencrypted }
+        }
+
+        public func raiseSecurity(to level: SecurityLevel) async throws(PairingError) -> LinkSecurityState {
+            guard let connection else { throw .linkLost("connection gone") }
+            return try await connection.pair(to: level)
+        }
+
+        /// Subscribes to the device's notifications, which a device that demands security refuses until the link has it.
+        public func subscribe() async throws(SecurityShortfall) {
+            guard let connection else { return }
+            try await connection.subscribe()
+        }
+
+        public var pairingStatistics: PairingStatistics { connection?.pairingStatistics ?? PairingStatistics() }
     }
 
     /// The device's end: what a simulated device's firmware gets.

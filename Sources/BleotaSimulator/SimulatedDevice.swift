@@ -15,11 +15,13 @@ public final class SimulatedDevice: SimulatedPeripheral {
 
     public let channelTagBytes: Int
     public let creditChannels: Set<UInt8>
+    public let security: SimulatedDeviceSecurity
 
     /// `channelTagged`: the half speaks a protocol of several characteristics, whose packets carry a channel byte that costs no air time;
     /// `creditChannels`: those of its channels that travel on an LE credit-based channel.
     public init(address: String, half: any DeviceHalf, model: LinkModel, name: String = "bleota-sim", bootloaderName: String = "bleota-dfu",
-                channelTagged: Bool = false, creditChannels: Set<UInt8> = []) {
+                channelTagged: Bool = false, creditChannels: Set<UInt8> = [], security: SimulatedDeviceSecurity = .open) {
+        self.security = security
         channelTagBytes = channelTagged ? 1 : 0
         self.creditChannels = channelTagged ? creditChannels : []
         baseAddress = address
@@ -72,25 +74,53 @@ public final class SimulatedDevice: SimulatedPeripheral {
 
 /// Finds the simulated device again after each reboot: at its own address, or
 /// at address + 1 when it went to its bootloader.
+///
+/// Each link it opens is subscribed to, as a GATT connector subscribes to the
+/// protocol's notifications; a device that demands security refuses that until
+/// the link is paired, so the connector pairs (with the world's pairing agent)
+/// and subscribes again, as the ATT bearer does over a real link.
 public struct SimulatedConnector: DeviceConnector {
     public let world: SimulatedWorld
     public let address: String
     public let description: String
+    /// The security each link reached, and the pairing failure that ended connecting.
+    public let security: ConnectionSecurityRecord
 
-    public init(world: SimulatedWorld, address: String, description: String) {
+    public init(world: SimulatedWorld, address: String, description: String, security: ConnectionSecurityRecord = ConnectionSecurityRecord()) {
         self.world = world
         self.address = address
         self.description = description
+        self.security = security
+    }
+
+    /// `link` once subscribed, paired first when the device demands it.
+    func secured(_ link: SimulatedConnection.HostEnd) async throws(LinkError) -> any Link {
+        do {
+            try await withSecurityOnDemand(control: link, shortfall: { (refusal: SecurityShortfall) in refusal }) {
+                () async throws(SecurityShortfall) in try await link.subscribe()
+            }
+        } catch let error as PairingError {
+            security.record(error)
+            await link.close()
+            throw .security(error)
+        } catch {
+            // Unreachable: the subscription throws only refusals, which pairing turns into PairingError.
+            await link.close()
+            throw .disconnected("\(error)")
+        }
+        security.record(await link.security)
+        return link
     }
 
     /// Scans the world for the device advertising `name` and connects to it.
     public func connect(for purpose: ConnectPurpose, timeout: Duration, advertisedName name: String) async throws(LinkError) -> any Link {
         let world = self.world
         return try await retryUntil(deadline: world.clock.now + timeout, clock: world.clock, pause: world.model.connectionInterval * 4) { _ throws(LinkError) in
+            try security.checkNotFailed()
             guard let found = await world.scan().first(where: { $0.name == name }) else {
                 throw LinkError.unreachable("no device advertising the name '\(name)'")
             }
-            return try await world.connect(to: found.address, timeout: .milliseconds(100))
+            return try await secured(world.connect(to: found.address, timeout: .milliseconds(100)))
         }
     }
 
@@ -100,9 +130,15 @@ public struct SimulatedConnector: DeviceConnector {
         let world = self.world
         // Alternate between the addresses the device may use until one answers.
         return try await retryUntil(deadline: world.clock.now + timeout, clock: world.clock, pause: .zero) { _ throws(LinkError) in
+            try security.checkNotFailed()
             var lastError = LinkError.unreachable("no device at \(candidates[0])")
             for candidate in candidates {
-                do throws(LinkError) { return try await world.connect(to: candidate, timeout: .milliseconds(100)) } catch { lastError = error }
+                let link: SimulatedConnection.HostEnd
+                do throws(LinkError) { link = try await world.connect(to: candidate, timeout: .milliseconds(100)) } catch {
+                    lastError = error
+                    continue
+                }
+                return try await secured(link)
             }
             throw lastError
         }

@@ -19,11 +19,14 @@ public protocol SimulatedPeripheral: AnyObject, Sendable {
     /// Channels whose packets travel on an LE credit-based channel (SUOTA's image data): they
     /// wait for a credit — a free slot in the device's receive queue — instead of being dropped.
     var creditChannels: Set<UInt8> { get }
+    /// What the device demands of a link and can do to pair.
+    var security: SimulatedDeviceSecurity { get }
 }
 
 extension SimulatedPeripheral {
     public var channelTagBytes: Int { 0 }
     public var creditChannels: Set<UInt8> { [] }
+    public var security: SimulatedDeviceSecurity { .open }
 }
 
 /// The simulated radio neighbourhood: devices, their connections, the link
@@ -39,6 +42,8 @@ extension SimulatedPeripheral {
 public final class SimulatedWorld: Sendable {
     public enum FaultStream: String, CaseIterable, Sendable {
         case writeLoss, notificationLoss, corruption, duplication, disconnect
+        /// Passkeys and comparison numbers pairing draws (not a fault, but seeded like one).
+        case pairing
     }
 
     enum OneShotFault { case disconnect, powerLoss, reboot }
@@ -60,7 +65,11 @@ public final class SimulatedWorld: Sendable {
         var firedReboot = false
         var firedTimedDisconnect = false
         var statistics = LinkStatistics()
+        var pairing = PairingStatistics()
         var trace: [String]?
+        /// The keys the host keeps with each device it paired with (the device keeps its half).
+        var bonds: [ObjectIdentifier: LinkSecurityState] = [:]
+        var pairingAgent: any PairingAgent = PairingPolicy.justWorks
     }
 
     public let runtime: SimulationRuntime
@@ -125,6 +134,23 @@ public final class SimulatedWorld: Sendable {
         }
     }
 
+    /// Answers what pairing asks of the host's user (``PairingPolicy/justWorks`` until set).
+    public var pairingAgent: any PairingAgent { state.withLock { $0.pairingAgent } }
+    public func setPairingAgent(_ agent: any PairingAgent) { state.withLock { $0.pairingAgent = agent } }
+
+    /// The bond the host keeps with `peripheral`, if it paired with it.
+    func bond(for peripheral: ObjectIdentifier) -> LinkSecurityState? { state.withLock { $0.bonds[peripheral] } }
+    func storeBond(_ security: LinkSecurityState, for peripheral: ObjectIdentifier) { state.withLock { $0.bonds[peripheral] = security } }
+
+    /// Pairing totals over every connection so far.
+    public var pairingStatistics: PairingStatistics {
+        state.withLock { state in
+            var total = state.pairing
+            for entry in state.entries { if let connection = entry.connection { total.add(connection.pairingStatistics) } }
+            return total
+        }
+    }
+
     /// Totals over every connection so far (closed ones included).
     public var statistics: LinkStatistics {
         state.withLock { state in
@@ -164,7 +190,8 @@ public final class SimulatedWorld: Sendable {
                 // Connection setup takes a few connection intervals on air.
                 try? await clock.sleep(for: model.connectionInterval * 3)
                 let connection = SimulatedConnection(model: model, world: self, address: address, tagBytes: peripheral.channelTagBytes,
-                                                     creditChannels: peripheral.creditChannels, adapter: self.adapter)
+                                                     creditChannels: peripheral.creditChannels, adapter: self.adapter,
+                                                     deviceSecurity: peripheral.security, peripheral: ObjectIdentifier(peripheral))
                 let connectedAt = clock.now
                 let ready = state.withLock { state -> Bool in
                     guard state.entries[index].connection == nil, state.entries[index].offlineUntil <= connectedAt else { return false }
@@ -209,6 +236,7 @@ public final class SimulatedWorld: Sendable {
         state.withLock { state in
             for index in state.entries.indices where state.entries[index].connection === connection {
                 state.statistics.add(connection.statistics)
+                state.pairing.add(connection.pairingStatistics)
                 state.entries[index].connection = nil
             }
         }
@@ -224,6 +252,7 @@ public final class SimulatedWorld: Sendable {
         case .corruption: probability = faults.corruption
         case .duplication: probability = faults.duplication
         case .disconnect: probability = faults.disconnectProbability
+        case .pairing: probability = 0
         }
         return state.withLock { $0.random[stream]!.chance(probability) }
     }

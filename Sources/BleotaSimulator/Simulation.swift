@@ -17,6 +17,10 @@ public enum Simulation {
         /// Bytes per second of the link's largest writes with no loss.
         public var linkCapacity: Double
         public var preset: String
+        /// What the device's links reached, when it demanded security.
+        public var security: LinkSecurityState?
+        /// Pairings, encryptions with the bond, and packets the device dropped for want of security.
+        public var pairing: PairingStatistics
     }
 
     /// The device configuration an address describes.
@@ -28,27 +32,35 @@ public enum Simulation {
     }
 
     /// Runs `body` against the device `address` describes, speaking `protocol`.
+    /// `pairing` answers what pairing asks when the device demands security.
+    /// A pairing that fails throws ``/BleotaLink/PairingError``, whatever the body made of the connect failure.
     public static func run<T: Sendable>(
         _ address: SimulatorAddress, protocol updateProtocol: any UpdateProtocol, description: String,
+        pairing: any PairingAgent = PairingPolicy.justWorks,
         _ body: @escaping @Sendable (any DeviceConnector, any BleotaClock) async throws -> T
     ) async throws -> Outcome<T> {
         let half = try updateProtocol.makeDevice(configuration(address))
-        let value = try await SimulationRuntime.run { runtime in
+        let record = ConnectionSecurityRecord()
+        let (value, pairingStatistics) = try await SimulationRuntime.run { runtime in
             let world = SimulatedWorld(runtime: runtime, model: address.model, faults: address.faults, seed: address.seed)
+            world.setPairingAgent(pairing)
             let tagged = updateProtocol.identity.gattServices.contains { !$0.channels.isEmpty }
             let credit = Set(updateProtocol.identity.gattServices.compactMap { $0.creditChannel?.channel })
-            await world.add(SimulatedDevice(address: deviceAddress, half: half, model: address.model, channelTagged: tagged, creditChannels: credit))
-            let connector = SimulatedConnector(world: world, address: deviceAddress, description: description)
+            await world.add(SimulatedDevice(address: deviceAddress, half: half, model: address.model, channelTagged: tagged, creditChannels: credit,
+                                            security: address.deviceSecurity))
+            let connector = SimulatedConnector(world: world, address: deviceAddress, description: description, security: record)
             do {
                 let value = try await body(connector, world.clock)
                 await world.shutDown()
-                return value
+                return (value, world.pairingStatistics)
             } catch {
                 await world.shutDown()
+                if let failure = record.failure { throw failure }
                 throw error
             }
         }
         // What the link carries in its largest writes: our own headers count against us.
-        return Outcome(value: value, linkCapacity: address.model.capacity(payload: address.model.maximumPayload), preset: address.preset)
+        return Outcome(value: value, linkCapacity: address.model.capacity(payload: address.model.maximumPayload), preset: address.preset,
+                       security: address.deviceSecurity.required > .low ? record.latest : nil, pairing: pairingStatistics)
     }
 }

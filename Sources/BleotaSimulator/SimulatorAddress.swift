@@ -5,6 +5,7 @@ public struct SimulatorAddressError: Error, Sendable, Equatable, CustomStringCon
 }
 
 import BleotaEngine
+import BleotaLink
 import BleotaProtocols
 
 /// `sim://PRESET?key=value&…`: which link model, which faults, which device.
@@ -25,6 +26,8 @@ public struct SimulatorAddress: Sendable {
     public var slotSize: Int
     /// The firmware version the simulated device starts with.
     public var initialVersion: String
+    /// What the device demands of the link and how it pairs (`security=`, `device-io=`, …).
+    public var deviceSecurity = SimulatedDeviceSecurity.open
 
     /// The simulator's own keys, with what they set.
     public static let simulatorKeys: [(key: String, meaning: String)] = [
@@ -49,6 +52,10 @@ public struct SimulatorAddress: Sendable {
         ("reboot-time", "device reboot time in ms"),
         ("slot", "device image slot size in bytes"),
         ("version", "firmware version the device starts with"),
+        ("security", "what the device demands of the link: none, encrypted (medium), authenticated (high) or secure-connections (fips)"),
+        ("device-io", "what the device can do to pair: display (shows device-passkey), yesno, keyboard, keyboard-display or none"),
+        ("device-passkey", "the six-digit passkey the device shows (default 123456)"),
+        ("legacy-pairing", "1: the device can do only LE legacy pairing, not Secure Connections"),
         ("protocol-file", "a protocol description (YAML) the device speaks, as `--protocol-file` reads it"),
     ]
 
@@ -173,6 +180,26 @@ public struct SimulatorAddress: Sendable {
             guard size > 0 else { throw SimulatorAddressError("sim:// key 'slot' must be at least 1 byte") }
             slotSize = size
         case "version": initialVersion = value
+        case "security":
+            guard let level = SecurityLevel(name: value) else {
+                throw SimulatorAddressError("sim:// key 'security' is none, encrypted, authenticated or secure-connections, got '\(value)'")
+            }
+            deviceSecurity.required = level
+        case "device-io":
+            guard let capability = SimulatedDeviceSecurity.ioCapability(named: value) else {
+                throw SimulatorAddressError("sim:// key 'device-io' is display, yesno, keyboard, keyboard-display or none, got '\(value)'")
+            }
+            deviceSecurity.ioCapability = capability
+        case "device-passkey":
+            guard value.count <= 6, let passkey = UInt32(value), passkey <= 999_999 else {
+                throw SimulatorAddressError("sim:// key 'device-passkey' is six digits (000000…999999), got '\(value)'")
+            }
+            deviceSecurity.passkey = passkey
+        case "legacy-pairing":
+            guard value == "0" || value == "1" else {
+                throw SimulatorAddressError("sim:// key 'legacy-pairing' is 0 or 1, got '\(value)'")
+            }
+            deviceSecurity.secureConnections = value == "0"
         case "protocol":
             let simulated = registry.protocols.filter { $0.identity.transports.contains(.simulator) }.map(\.name)
             guard simulated.contains(value) else {

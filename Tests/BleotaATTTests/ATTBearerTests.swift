@@ -22,11 +22,11 @@ final class ScriptedPeer: Sendable {
 
 /// Runs `body` with a bearer on the virtual clock and a scripted peer, the
 /// bearer's receive loop running beside it.
-func withBearer<T: Sendable>(timeout: Duration = .seconds(30),
+func withBearer<T: Sendable>(timeout: Duration = .seconds(30), security: (any LinkSecurityControl)? = nil,
                              _ body: @escaping @Sendable (ATTBearer, ScriptedPeer, SimulationClock) async throws -> T) async throws -> T {
     try await SimulationRuntime.run { runtime in
         let (local, remote) = LoopbackLink.pair(maximumPayload: 512)
-        let bearer = ATTBearer(link: local, clock: runtime.clock, transactionTimeout: timeout)
+        let bearer = ATTBearer(link: local, clock: runtime.clock, transactionTimeout: timeout, securityControl: security)
         let peer = ScriptedPeer(link: remote)
         return try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask { await bearer.run(); return nil }

@@ -1,0 +1,122 @@
+/// What a side of a pairing can show and enter: the IO capability it
+/// announces in its Pairing Request or Response (Core v5.4, Vol 3, Part H,
+/// §3.5.1), which decides the pairing method with the other side's (§2.3.5.1).
+public enum PairingIOCapability: UInt8, Sendable, Hashable, Codable, CustomStringConvertible {
+    case displayOnly = 0x00
+    case displayYesNo = 0x01
+    case keyboardOnly = 0x02
+    case noInputNoOutput = 0x03
+    case keyboardDisplay = 0x04
+
+    public var description: String {
+        switch self {
+        case .displayOnly: "DisplayOnly"
+        case .displayYesNo: "DisplayYesNo"
+        case .keyboardOnly: "KeyboardOnly"
+        case .noInputNoOutput: "NoInputNoOutput"
+        case .keyboardDisplay: "KeyboardDisplay"
+        }
+    }
+
+    /// The pairing method two sides' capabilities give when at least one asks
+    /// for MITM protection, the table of Core v5.4, Vol 3, Part H, §2.3.5.1
+    /// (with `secureConnections`, both sides support LE Secure Connections).
+    /// The second value says which side enters the passkey: `initiator`,
+    /// `responder`, or both when both can only type.
+    public static func method(initiator: PairingIOCapability, responder: PairingIOCapability,
+                              secureConnections: Bool) -> (method: PairingMethod, inputBy: PasskeyInput?) {
+        if initiator == .noInputNoOutput || responder == .noInputNoOutput { return (.justWorks, nil) }
+        if initiator == .keyboardOnly && responder == .keyboardOnly { return (.passkeyEntry, .both) }
+        let confirms: Set<PairingIOCapability> = [.displayYesNo, .keyboardDisplay]
+        if secureConnections && confirms.contains(initiator) && confirms.contains(responder) { return (.numericComparison, nil) }
+        let types: Set<PairingIOCapability> = [.keyboardOnly, .keyboardDisplay]
+        let shows: Set<PairingIOCapability> = [.displayOnly, .displayYesNo, .keyboardDisplay]
+        switch (types.contains(initiator) && shows.contains(responder), types.contains(responder) && shows.contains(initiator)) {
+        case (true, true):
+            // Both could type: the one that cannot display types; when both can (legacy), the responder.
+            if initiator == .keyboardOnly { return (.passkeyEntry, .initiator) }
+            return (.passkeyEntry, .responder)
+        case (true, false): return (.passkeyEntry, .initiator)
+        case (false, true): return (.passkeyEntry, .responder)
+        case (false, false): return (.justWorks, nil)
+        }
+    }
+}
+
+/// Who types the passkey in passkey entry.
+public enum PasskeyInput: Sendable, Hashable { case initiator, responder, both }
+
+/// Answers what pairing asks of the person at this side: a passkey to type,
+/// a number to confirm. A transport's Security Manager calls it while it pairs.
+///
+/// ``PairingPolicy`` is the agent the command line builds from `--passkey`,
+/// `--accept-pairing` and, on a terminal, a prompt.
+public protocol PairingAgent: Sendable {
+    /// The capability to announce: what this agent can answer.
+    var ioCapability: PairingIOCapability { get }
+    /// Passkey entry, this side types: the six-digit passkey the device shows.
+    func passkey(for device: String) async throws(PairingError) -> UInt32
+    /// Numeric comparison: whether `number` is the one the device shows.
+    func confirm(_ number: UInt32, for device: String) async throws(PairingError) -> Bool
+    /// Passkey entry, this side displays: `passkey` is to be typed on the device.
+    func display(_ passkey: UInt32, for device: String) async
+}
+
+/// Asks a person, on a terminal, what a pairing needs.
+public protocol PairingPrompt: Sendable {
+    /// Reads a six-digit passkey; nil when the person gives none.
+    func readPasskey(_ question: String) async -> UInt32?
+    /// Asks yes or no.
+    func confirm(_ question: String) async -> Bool
+    /// Shows a line.
+    func show(_ line: String) async
+}
+
+/// The agent the command line builds: a passkey given in advance, numeric
+/// comparison accepted in advance, and a terminal prompt for whatever was not
+/// given. Without any of them it can do only Just Works, and says so when a
+/// device asks for more.
+public struct PairingPolicy: PairingAgent {
+    /// `--passkey N`: the passkey to type when the device displays one.
+    public var passkey: UInt32?
+    /// `--accept-pairing`: confirm a numeric comparison without asking.
+    public var acceptsComparison: Bool
+    /// A terminal to ask on when neither was given.
+    public var prompt: (any PairingPrompt)?
+
+    public init(passkey: UInt32? = nil, acceptsComparison: Bool = false, prompt: (any PairingPrompt)? = nil) {
+        self.passkey = passkey
+        self.acceptsComparison = acceptsComparison
+        self.prompt = prompt
+    }
+
+    /// Just Works only: no passkey, no comparison, no terminal.
+    public static let justWorks = PairingPolicy()
+
+    /// What it can answer: a terminal can do everything; a passkey alone means
+    /// typing; an acceptance alone means a yes/no display.
+    public var ioCapability: PairingIOCapability {
+        if prompt != nil || (passkey != nil && acceptsComparison) { return .keyboardDisplay }
+        if passkey != nil { return .keyboardOnly }
+        if acceptsComparison { return .displayYesNo }
+        return .noInputNoOutput
+    }
+
+    public func passkey(for device: String) async throws(PairingError) -> UInt32 {
+        if let passkey { return passkey }
+        if let prompt, let typed = await prompt.readPasskey("passkey shown by \(device): ") { return typed }
+        throw .needsUserInput(.passkeyEntry)
+    }
+
+    public func confirm(_ number: UInt32, for device: String) async throws(PairingError) -> Bool {
+        if acceptsComparison { return true }
+        if let prompt {
+            return await prompt.confirm("does \(device) show \(PairingError.sixDigits(number))? [y/N] ")
+        }
+        throw .needsUserInput(.numericComparison)
+    }
+
+    public func display(_ passkey: UInt32, for device: String) async {
+        await prompt?.show("type \(PairingError.sixDigits(passkey)) on \(device)")
+    }
+}
