@@ -59,6 +59,8 @@ public final class GATTServer: ATTServerHandler {
         public var groupEnd: UInt16
         public var readable: Bool
         public var writable: Bool
+        /// The level the link must have to read or write the attribute.
+        public var security: SecurityLevel = .low
     }
 
     struct State {
@@ -69,16 +71,40 @@ public final class GATTServer: ATTServerHandler {
         var cccdOf: [UInt16: UInt16] = [:]
         var subscriptions: [UInt16: UInt16] = [:] // value handle → CCCD bits
         var prepared: [(handle: UInt16, offset: UInt16, part: [UInt8])] = []
+        var attributeSecurity = SecurityLevel.low
+        /// Write Commands dropped for want of security, for logs and tests.
+        var droppedCommands = 0
     }
 
     private let state = Mutex(State())
+    /// The security the link has now (the accepted socket's `BT_SECURITY`).
+    private let linkSecurity: @Sendable () async -> SecurityLevel
 
-    public init() {}
+    public init(linkSecurity: @escaping @Sendable () async -> SecurityLevel = { .low }) {
+        self.linkSecurity = linkSecurity
+    }
+
+    /// The level characteristic values and descriptors added from now on demand.
+    public var attributeSecurity: SecurityLevel {
+        get { state.withLock { $0.attributeSecurity } }
+        set { state.withLock { $0.attributeSecurity = newValue } }
+    }
+
+    /// Write Commands dropped because the link lacked the level their attribute demands.
+    public var droppedCommands: Int { state.withLock { $0.droppedCommands } }
+
+    /// What a request for `attribute` gets on the link as it is now: nil when allowed, else the
+    /// error Zephyr answers (authentication for both: the client cannot know a key is missing).
+    private func securityRefusal(_ attribute: Attribute) async -> ATTErrorCode? {
+        guard attribute.security > .low else { return nil }
+        return await linkSecurity() >= attribute.security ? nil : .insufficientAuthentication
+    }
 
     /// Adds a primary service; returns the value handles of its characteristics, in order.
     @discardableResult
     public func addService(_ uuid: BluetoothUUID, characteristics: [CharacteristicDefinition]) -> [UInt16] {
         state.withLock { state in
+            let security = state.attributeSecurity
             var next = UInt16((state.attributes.last?.handle ?? 0) + 1)
             let serviceIndex = state.attributes.count
             state.attributes.append(Attribute(handle: next, type: .primaryService, value: uuid.littleEndian, groupEnd: next,
@@ -92,7 +118,8 @@ public final class GATTServer: ATTServerHandler {
                                                   readable: true, writable: false))
                 state.attributes.append(Attribute(handle: valueHandle, type: characteristic.uuid, value: characteristic.value, groupEnd: 0,
                                                   readable: characteristic.properties.contains(.read),
-                                                  writable: !characteristic.properties.isDisjoint(with: [.write, .writeWithoutResponse])))
+                                                  writable: !characteristic.properties.isDisjoint(with: [.write, .writeWithoutResponse]),
+                                                  security: security))
                 if let onWriteRequest = characteristic.onWriteRequest {
                     state.writeHandlers[valueHandle] = onWriteRequest
                 } else if let onWrite = characteristic.onWrite {
@@ -107,7 +134,7 @@ public final class GATTServer: ATTServerHandler {
                 if !characteristic.properties.isDisjoint(with: [.notify, .indicate]) {
                     next += 1
                     state.attributes.append(Attribute(handle: next, type: .clientCharacteristicConfiguration, value: [0, 0],
-                                                      groupEnd: 0, readable: true, writable: true))
+                                                      groupEnd: 0, readable: true, writable: true, security: security))
                     state.cccdOf[next] = valueHandle
                 }
             }
@@ -138,11 +165,14 @@ public final class GATTServer: ATTServerHandler {
 
     public func command(_ command: ATTPDU, bearer: ATTBearer) async {
         guard case .writeCommand(let handle, let value) = command else { return }
-        _ = await write(handle, value)
+        if await write(handle, value) == .insufficientAuthentication {
+            state.withLock { $0.droppedCommands += 1 }
+        }
     }
 
     /// Writes a value; returns an error code or nil.
     private func write(_ handle: UInt16, _ value: [UInt8]) async -> ATTErrorCode? {
+        if let attribute = attributes.first(where: { $0.handle == handle }), let refusal = await securityRefusal(attribute) { return refusal }
         let outcome: (ATTErrorCode?, (@Sendable ([UInt8]) async -> ATTErrorCode?)?) = state.withLock { state in
             guard let index = state.attributes.firstIndex(where: { $0.handle == handle }) else { return (.invalidHandle, nil) }
             guard state.attributes[index].writable else { return (.writeNotPermitted, nil) }
@@ -177,6 +207,7 @@ public final class GATTServer: ATTServerHandler {
         case .readByTypeRequest(let start, let end, let type):
             let found = attributes.filter { $0.handle >= start && $0.handle <= end && $0.type == type && $0.readable }
             guard let first = found.first else { return .errorResponse(request: request.opcode, handle: start, error: .attributeNotFound) }
+            if let refusal = await securityRefusal(first) { return .errorResponse(request: request.opcode, handle: first.handle, error: refusal) }
             let length = min(first.value.count, min(253, mtu - 4))
             let entries = found.prefix { $0.value.count == first.value.count }
                 .map { ATTPDU.HandleValue(handle: $0.handle, value: Array($0.value.prefix(length))) }
@@ -191,6 +222,7 @@ public final class GATTServer: ATTServerHandler {
                 return .errorResponse(request: request.opcode, handle: handle, error: .invalidHandle)
             }
             guard attribute.readable else { return .errorResponse(request: request.opcode, handle: handle, error: .readNotPermitted) }
+            if let refusal = await securityRefusal(attribute) { return .errorResponse(request: request.opcode, handle: handle, error: refusal) }
             if let reader = state.withLock({ $0.readHandlers[handle] }), let live = await reader() {
                 return .readResponse(value: Array(live.prefix(mtu - 1)))
             }
@@ -200,6 +232,7 @@ public final class GATTServer: ATTServerHandler {
                 return .errorResponse(request: request.opcode, handle: handle, error: .invalidHandle)
             }
             guard attribute.readable else { return .errorResponse(request: request.opcode, handle: handle, error: .readNotPermitted) }
+            if let refusal = await securityRefusal(attribute) { return .errorResponse(request: request.opcode, handle: handle, error: refusal) }
             guard Int(offset) <= attribute.value.count else { return .errorResponse(request: request.opcode, handle: handle, error: .invalidOffset) }
             return .readBlobResponse(part: Array(attribute.value[Int(offset)...].prefix(mtu - 1)))
         case .readMultipleRequest(let handles):
@@ -208,6 +241,7 @@ public final class GATTServer: ATTServerHandler {
                 guard let attribute = attributes.first(where: { $0.handle == handle }), attribute.readable else {
                     return .errorResponse(request: request.opcode, handle: handle, error: .readNotPermitted)
                 }
+                if let refusal = await securityRefusal(attribute) { return .errorResponse(request: request.opcode, handle: handle, error: refusal) }
                 values += attribute.value
             }
             return .readMultipleResponse(values: Array(values.prefix(mtu - 1)))
@@ -219,6 +253,7 @@ public final class GATTServer: ATTServerHandler {
                 return .errorResponse(request: request.opcode, handle: handle, error: .invalidHandle)
             }
             guard attribute.writable else { return .errorResponse(request: request.opcode, handle: handle, error: .writeNotPermitted) }
+            if let refusal = await securityRefusal(attribute) { return .errorResponse(request: request.opcode, handle: handle, error: refusal) }
             state.withLock { $0.prepared.append((handle, offset, part)) }
             return .prepareWriteResponse(handle: handle, offset: offset, part: part)
         case .executeWriteRequest(let commit):

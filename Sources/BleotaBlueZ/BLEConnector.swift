@@ -1,6 +1,7 @@
 import BleotaATT
 import BleotaLink
 import Glibc
+import Logging
 import Synchronization
 
 /// An ATT connection to a device over the LE fixed channel (CID 4): the
@@ -14,12 +15,19 @@ public struct ATTConnection: Sendable {
     public let settings: ConnectionSettings?
     /// The LE connection's HCI handle, when the kernel told it.
     public let handle: UInt16?
+    /// The connection's security, which the bearer raises when the device asks for more.
+    public let security: L2CAPSecurity
 
-    /// Connects once (no retries); the error says why it failed.
-    public static func open(_ target: BLEDeviceAddress, timeout: Duration, clock: any BleotaClock) async throws(LinkError) -> ATTConnection {
+    /// Connects once (no retries); the error says why it failed. `pairing` answers what a
+    /// device that demands security asks (through the kernel's management interface).
+    public static func open(_ target: BLEDeviceAddress, timeout: Duration, clock: any BleotaClock,
+                            pairing: any PairingAgent = PairingPolicy.justWorks,
+                            logger: Logger = Logger(label: "bleota.ble")) async throws(LinkError) -> ATTConnection {
         guard let local = BluetoothAvailability.address(of: target.adapter) else {
             throw .unreachable(BluetoothAvailability.noAdapter(target.adapter).description)
         }
+        // Before the connection exists: the kernel gives it the IO capability the agent sets.
+        let answerer = await PairingService.shared.answerer(adapter: target.adapter, policy: pairing, logger: logger)
         let socket: L2CAPSocket
         do {
             socket = try await L2CAPSocket.connect(
@@ -27,20 +35,27 @@ public struct ATTConnection: Sendable {
                 to: L2CAPAddress(address: target.address, type: target.type, cid: L2CAPAddress.attChannel),
                 security: target.security, timeout: timeout, clock: clock)
         } catch {
+            if target.security > .low, let failure = await answerer.agent?.failure(ifKnownFor: target.address) {
+                throw .security(failure)
+            }
             throw .unreachable("cannot connect to \(target.address): \(error)")
         }
         let settings = applyConnectionRequest(target, socket: socket)
-        let bearer = ATTBearer(link: L2CAPLink(socket: socket, maximumPayload: 517, description: "att"), clock: clock)
+        let bond = (try? BondStore().bonds(adapter: local))?.first { $0.identity.address == target.address }
+        let security = L2CAPSecurity(socket: socket, pairing: answerer.agent, unavailable: answerer.unavailable, storedBond: bond, clock: clock)
+        let bearer = ATTBearer(link: L2CAPLink(socket: socket, maximumPayload: 517, description: "att"), clock: clock, securityControl: security)
         let runner = Task { await bearer.run() }
         return ATTConnection(bearer: bearer, client: GATTClient(bearer: bearer), runner: runner, settings: settings,
-                             handle: socket.connectionHandle)
+                             handle: socket.connectionHandle, security: security)
     }
 
     /// Connects, retrying until `timeout` passes: a link the kernel is still tearing
     /// down refuses for a moment, and a rebooting device is briefly absent.
-    public static func openRetrying(_ target: BLEDeviceAddress, timeout: Duration, clock: any BleotaClock) async throws(LinkError) -> ATTConnection {
+    public static func openRetrying(_ target: BLEDeviceAddress, timeout: Duration, clock: any BleotaClock,
+                                    pairing: any PairingAgent = PairingPolicy.justWorks,
+                                    logger: Logger = Logger(label: "bleota.ble")) async throws(LinkError) -> ATTConnection {
         try await retryUntil(deadline: clock.now + timeout, clock: clock, pause: .milliseconds(250)) { left throws(LinkError) in
-            try await open(target, timeout: left, clock: clock)
+            try await open(target, timeout: left, clock: clock, pairing: pairing, logger: logger)
         }
     }
 
@@ -107,14 +122,21 @@ public struct BLEConnector: DeviceConnector {
     public let service: GATTPacketService
     public let allowsCreditChannel: Bool
     public let settings = ConnectionSettingsRecord()
+    /// The security each link reached, and the pairing failure that ends connecting.
+    public let security = ConnectionSecurityRecord()
+    /// Answers what pairing asks.
+    public let pairing: any PairingAgent
+    public let logger: Logger
 
     public init(target: BLEDeviceAddress, clock: any BleotaClock, description: String, service: GATTPacketService,
-                allowsCreditChannel: Bool) {
+                allowsCreditChannel: Bool, pairing: any PairingAgent = PairingPolicy.justWorks, logger: Logger = Logger(label: "bleota.ble")) {
         self.target = target
         self.clock = clock
         self.description = description
         self.service = service
         self.allowsCreditChannel = allowsCreditChannel
+        self.pairing = pairing
+        self.logger = logger
     }
 
     public func connect(for purpose: ConnectPurpose, timeout: Duration) async throws(LinkError) -> any Link {
@@ -128,11 +150,18 @@ public struct BLEConnector: DeviceConnector {
         case .application, .resume: candidates = [target, next]
         }
         return try await retryUntil(deadline: clock.now + timeout, clock: clock, pause: .milliseconds(250)) { left throws(LinkError) in
+            try security.checkNotFailed()
             var lastError = LinkError.unreachable("no device at \(target.address)")
             for candidate in candidates {
                 // An LE connection to an address nobody advertises waits out its whole timeout: bound it.
                 let bounded = candidates.count > 1 ? min(left, .seconds(3)) : left
-                do throws(LinkError) { return try await attempt(candidate, timeout: bounded) } catch { lastError = error }
+                do throws(LinkError) { return try await attempt(candidate, timeout: bounded) } catch {
+                    if case .security(let failure) = error {
+                        security.record(failure)
+                        throw error
+                    }
+                    lastError = error
+                }
             }
             throw lastError
         }
@@ -178,8 +207,16 @@ public struct BLEConnector: DeviceConnector {
             // if the device does not accept it, fall back to GATT.
             if let link = await creditBasedChannel(psm: psm, timeout: timeout) { return link }
         }
-        let connection = try await ATTConnection.open(target, timeout: timeout, clock: clock)
+        let connection = try await ATTConnection.open(target, timeout: timeout, clock: clock, pairing: pairing, logger: logger)
         settings.record(connection.settings)
+        let link = try await setUpGATT(connection, target: target)
+        let reached = await connection.security.security
+        if reached.level > .low { security.record(reached) }
+        return link
+    }
+
+    /// The protocol's link over `connection`'s GATT: discovered, subscribed (pairing on the way when the device demands it).
+    private func setUpGATT(_ connection: ATTConnection, target: BLEDeviceAddress) async throws(LinkError) -> any Link {
         do {
             let mtu = try await connection.client.exchangeMTU()
             if !service.channels.isEmpty {
@@ -212,6 +249,9 @@ public struct BLEConnector: DeviceConnector {
                                       handle: connection.handle, settings: connection.settings)
         } catch let error as LinkError {
             throw error
+        } catch ATTBearerError.security(let failure) {
+            await connection.close("pairing failed")
+            throw .security(failure)
         } catch {
             await connection.close("\(error)")
             throw .unreachable("GATT setup with \(target.address) failed: \(error)")

@@ -34,16 +34,21 @@ public final class CreditChannelRouter: Sendable {
 /// This machine as a peripheral: on one ATT connection, a GATT server with
 /// the Generic Access service and every hosted device's packet service, each
 /// served by its device half; a half that reboots drops its link and starts afresh.
+///
+/// With a `security` level, every protocol service's characteristics demand
+/// it of the link, as Zephyr's MCUmgr transport demands an authenticated one
+/// by default: the central must pair before it can subscribe or write.
 public enum BLEPeripheralHost {
     public static func serve(socket: L2CAPSocket, devices: [HostedDevice], name: String, clock: any BleotaClock,
                              wrap: @escaping @Sendable (any Link) -> any Link = { $0 }, router: CreditChannelRouter? = nil,
-                             logger: Logger) async {
+                             security: SecurityLevel = .low, logger: Logger) async {
         let peer = socket.peer.address.description
         let bearer = ATTBearer(link: L2CAPLink(socket: socket, maximumPayload: 517, description: "att"), clock: clock)
-        let server = GATTServer()
+        let server = GATTServer(linkSecurity: { (try? socket.securityLevel()) ?? .low })
         server.addService(.bit16(0x1800), characteristics: [
             CharacteristicDefinition(uuid: .deviceName, properties: [.read], value: Array(name.utf8)),
         ])
+        server.attributeSecurity = security
         var makers: [(HostedDevice, @Sendable (ATTBearer) async -> any Link)] = []
         for device in devices {
             if device.service.channels.isEmpty {

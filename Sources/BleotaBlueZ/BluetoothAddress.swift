@@ -1,3 +1,5 @@
+import BleotaLink
+
 /// A Bluetooth device address, written most significant byte first
 /// (`AA:BB:CC:DD:EE:FF`), stored as written. The kernel's `bdaddr_t` holds the
 /// bytes the other way round; ``littleEndian`` gives that order.
@@ -38,17 +40,24 @@ public enum AddressType: String, Sendable, Hashable, Codable {
     var kernelValue: UInt8 { self == .public ? 1 : 2 }
 }
 
-/// `BT_SECURITY` levels: low (no encryption), medium (encrypted, unauthenticated
-/// pairing), high (encrypted, authenticated, MITM-protected).
-public enum SecurityLevel: String, Sendable, Hashable, Codable, CaseIterable {
-    case low, medium, high
+extension SecurityLevel {
+    /// The kernel's `BT_SECURITY_*` value: the same numbering (low 1 … fips 4).
+    var kernelValue: UInt8 { UInt8(rawValue) }
+}
 
-    var kernelValue: UInt8 {
-        switch self {
-        case .low: 1
-        case .medium: 2
-        case .high: 3
+extension BluetoothAddress: Codable {
+    /// Written as text, `AA:BB:CC:DD:EE:FF`.
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let address = BluetoothAddress(text) else {
+            throw Swift.DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "'\(text)' is not a Bluetooth address"))
         }
+        self = address
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
     }
 }
 
@@ -86,8 +95,8 @@ public struct BLEDeviceAddress: Sendable, Hashable {
                     result.type = type
                 case "adapter": result.adapter = keyValue[1]
                 case "security":
-                    guard let level = SecurityLevel(rawValue: keyValue[1]) else {
-                        return .failure(.init("ble:// security '\(keyValue[1])' is not low, medium or high"))
+                    guard let level = SecurityLevel(name: keyValue[1]) else {
+                        return .failure(.init("ble:// security '\(keyValue[1])' is not \(SecurityLevel.names)"))
                     }
                     result.security = level
                 case "psm":

@@ -47,14 +47,9 @@ public enum BluetoothAvailability: Sendable, Equatable, CustomStringConvertible 
             }
         }
         close(probe)
-        let deviceID: Int32
-        if let adapter {
-            deviceID = hci_devid(adapter)
-            if deviceID < 0 { return .noAdapter(adapter) }
-        } else {
-            deviceID = hci_get_route(nil)
-            if deviceID < 0 { return .noAdapter(nil) }
-        }
+        // libbluetooth's hci_devid and hci_get_route find only adapters that are up: look the
+        // adapter up by its number instead, so one that is down is named as down, not missing.
+        guard let deviceID = deviceID(adapter) else { return .noAdapter(adapter) }
         var info = hci_dev_info()
         guard hci_devinfo(deviceID, &info) == 0 else {
             return errno == EPERM || errno == EACCES ? .permissionDenied : .noAdapter(adapter)
@@ -67,10 +62,25 @@ public enum BluetoothAvailability: Sendable, Equatable, CustomStringConvertible 
         return .available(adapter: name)
     }
 
+    /// The kernel's number for `hciN` (N), or for nil the first adapter that is up (else the first there is).
+    static func deviceID(_ adapter: String?) -> Int32? {
+        if let adapter {
+            guard adapter.hasPrefix("hci"), let number = Int32(adapter.dropFirst(3)) else { return nil }
+            var info = hci_dev_info()
+            return hci_devinfo(number, &info) == 0 ? number : nil
+        }
+        let routed = hci_get_route(nil)
+        if routed >= 0 { return routed }
+        for number in Int32(0)..<32 {
+            var info = hci_dev_info()
+            if hci_devinfo(number, &info) == 0 { return number }
+        }
+        return nil
+    }
+
     /// The address of adapter `name` (`hci0`), or of the first adapter.
     public static func address(of name: String?) -> BluetoothAddress? {
-        let deviceID = name.map { hci_devid($0) } ?? hci_get_route(nil)
-        guard deviceID >= 0 else { return nil }
+        guard let deviceID = deviceID(name) else { return nil }
         var info = hci_dev_info()
         guard hci_devinfo(deviceID, &info) == 0 else { return nil }
         return BluetoothAddress(littleEndian: withUnsafeBytes(of: info.bdaddr) { Array($0) })

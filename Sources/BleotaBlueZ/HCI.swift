@@ -178,7 +178,7 @@ public final class RawHCISocket: HCITransport {
     let dd: Int32
 
     public init(adapter: String?) throws(HCIError) {
-        let deviceID = adapter.map { hci_devid($0) } ?? hci_get_route(nil)
+        let deviceID = BluetoothAvailability.deviceID(adapter) ?? -1
         guard deviceID >= 0 else { throw HCIError(BluetoothAvailability.noAdapter(adapter).description) }
         dd = hci_open_dev(deviceID)
         guard dd >= 0 else { throw HCIError("cannot open \(adapter ?? "the adapter") for HCI commands: \(String(cString: strerror(errno)))") }

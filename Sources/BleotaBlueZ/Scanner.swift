@@ -15,7 +15,7 @@ public enum Scanner {
 
     /// Scans on `adapter` for `duration`, returning one merged advertisement per address.
     public static func scan(adapter: String?, duration: Duration, active: Bool = true, filter: ScanFilter = ScanFilter()) async throws -> [Advertisement] {
-        let deviceID = adapter.map { hci_devid($0) } ?? hci_get_route(nil)
+        let deviceID = BluetoothAvailability.deviceID(adapter) ?? -1
         guard deviceID >= 0 else { throw Failure(description: BluetoothAvailability.noAdapter(adapter).description) }
         let dd = hci_open_dev(deviceID)
         guard dd >= 0 else { throw Failure(description: "cannot open \(adapter ?? "the adapter"): \(String(cString: strerror(errno)))") }

@@ -164,9 +164,17 @@ extension DeviceAddress {
                 }
                 let clock = SystemClock()
                 let connector = BLEConnector(target: target, clock: clock, description: text, service: service,
-                                             allowsCreditChannel: updateProtocol.identity.transports.contains(.creditChannel))
-                let value = try await body(connector, clock)
-                return SessionOutcome(value: value, connection: connector.settings.latest)
+                                             allowsCreditChannel: updateProtocol.identity.transports.contains(.creditChannel),
+                                             pairing: pairing, logger: logger)
+                let value: T
+                do { value = try await body(connector, clock) } catch {
+                    await PairingService.shared.stopAll()
+                    // However the protocol worded the connect failure, a failed pairing is what the user must fix.
+                    if let failure = connector.security.failure { throw failure }
+                    throw error
+                }
+                await PairingService.shared.stopAll()
+                return SessionOutcome(value: value, connection: connector.settings.latest, security: connector.security.latest)
             case .network(let address):
                 let transport = try transport()
                 let connector = NetworkConnector(address: address, description: text) { updateProtocol.frame($0, over: transport) }

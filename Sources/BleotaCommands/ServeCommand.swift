@@ -38,6 +38,12 @@ struct ServeCommand: AsyncParsableCommand {
     var disconnectAt: Int?
     @Option(name: .customLong("protocol-file"), help: ArgumentHelp("Also serve the protocol this description (YAML) describes (repeatable; protocols/ has Telink's and STM32WB's).", valueName: "FILE"))
     var protocolFiles: [String] = []
+    @Option(name: .long, help: ArgumentHelp("What the served characteristics demand of the link: low (nothing), medium (encrypted), high (authenticated pairing: passkey or numeric comparison) or fips (authenticated LE Secure Connections), as Zephyr's MCUmgr permissions do.", valueName: "LEVEL"),
+            transform: { text in
+        guard let level = SecurityLevel(name: text) else { throw ValidationError("--security '\(text)' is not \(SecurityLevel.names)") }
+        return level
+    }) var security: SecurityLevel = .low
+    @OptionGroup var pairing: PairingOptions
     @Flag(help: "Advertise the first protocol's service, the name bleota-serve and the firmware version the device runs (manufacturer data, protocols/advertised-version.md; updated after an update) through the kernel's management interface (needs root; the kernel advertises again after each connection). Without it, advertising is left to the adapter's owner, e.g. btmgmt or bluetoothd.")
     var advertise = false
 
@@ -96,7 +102,18 @@ struct ServeCommand: AsyncParsableCommand {
             }
         }
         let routedListeners = routed
-        Terminal.standardOutput.writeLine("serving bleota on \(adapter) (\(address)), firmware \(version)" + (psm.map { ", PSM 0x\(String($0, radix: 16))" } ?? ""))
+        // A device that demands security answers the central's pairing: the passkey it was given, or a comparison accepted.
+        var pairingAgent: KernelPairingAgent?
+        if security > .low {
+            let answerer = await PairingService.shared.answerer(adapter: adapter, policy: pairing.policy, logger: logger)
+            guard let agent = answerer.agent else {
+                throw CommandFailure(.bluetoothUnavailable, "--security \(security.name) needs bleota to answer pairing on \(adapter): \(answerer.unavailable ?? "it cannot")")
+            }
+            pairingAgent = agent
+        }
+        let answering = pairingAgent, security = self.security
+        Terminal.standardOutput.writeLine("serving bleota on \(adapter) (\(address)), firmware \(version)" + (psm.map { ", PSM 0x\(String($0, radix: 16))" } ?? "")
+            + (security > .low ? ", demanding security \(security.name) (IO capability \(pairing.policy.ioCapability))" : ""))
         @Sendable func running() async -> String { await devices.first?.half.runningVersion ?? version }
         // What the advertisement says the device runs: set again when an update changed it.
         let advertised = AdvertisedState()
@@ -106,7 +123,7 @@ struct ServeCommand: AsyncParsableCommand {
             let now = await running()
             guard advertised.version.withLock({ $0 }) != now else { return }
             do {
-                try Advertiser.start(adapter: adapter, name: "bleota-serve", service: service, version: MCUbootImage.Version(parsing: now))
+                try await Advertiser.start(adapter: adapter, name: "bleota-serve", service: service, version: MCUbootImage.Version(parsing: now))
                 let first = advertised.version.withLock { previous in defer { previous = now }; return previous == nil }
                 Terminal.standardOutput.writeLine(first ? "advertising as \"bleota-serve\" with service \(service), version \(now)"
                                                         : "advertising version \(now)")
@@ -128,7 +145,10 @@ struct ServeCommand: AsyncParsableCommand {
                         // Each connection on its own task: one still winding down never delays the next.
                         connections.addTask {
                             await BLEPeripheralHost.serve(socket: socket, devices: devices, name: "bleota-serve", clock: clock,
-                                                          wrap: { FaultyLink($0, fault: fault) }, router: router, logger: logger)
+                                                          wrap: { FaultyLink($0, fault: fault) }, router: router, security: security, logger: logger)
+                            if let agent = answering, let failure = await agent.failure(ifKnownFor: socket.peer.address) {
+                                Terminal.standardOutput.writeLine("\(socket.peer.address): pairing failed: \(failure)")
+                            }
                             Terminal.standardOutput.writeLine("\(socket.peer.address) disconnected; device runs \(await running())")
                             await advertiseRunningVersion()
                         }
@@ -173,7 +193,8 @@ struct ServeCommand: AsyncParsableCommand {
                 group.cancelAll()
             }
         }
-        if advertise { Advertiser.stop(adapter: adapter) }
+        if advertise { await Advertiser.stop(adapter: adapter) }
+        await PairingService.shared.stopAll()
         listener.close()
         channel?.close()
         for routedListener in routedListeners { routedListener.listener.close() }
@@ -233,6 +254,23 @@ struct GattCommand: AsyncParsableCommand {
 struct GattDevice: ParsableArguments {
     @Option(name: .long, help: "The device: ble://AA:BB:CC:DD:EE:FF[?type=random&adapter=hci0&security=medium&phy=2m&interval=7.5-15].") var device: String
     @Option(name: .long, help: "Seconds to wait for the connection (0.1…3600).") var connectTimeout: Double = 10
+    @OptionGroup var pairing: PairingOptions
+
+    /// What an operation's failure exits with: a pairing that failed is the pairing's status, anything else `status`.
+    func failure(_ error: any Error, _ what: String, status: ExitStatus = .deviceError) -> CommandFailure {
+        if case ATTBearerError.security(let pairingError) = error { return CommandFailure(.pairingFailed, "\(device): \(pairingError)") }
+        return CommandFailure(status, "\(what): \(error)")
+    }
+
+    /// Closes the connection and says what protected it, when it was encrypted (on stderr, so values stay alone on stdout).
+    func close(_ connection: ATTConnection, json: Bool) async -> LinkSecurityState? {
+        let security = await connection.security.security
+        await connection.close("done")
+        await PairingService.shared.stopAll()
+        guard security.level > .low else { return nil }
+        if !json { Terminal.standardError.writeLine("link security: \(security)") }
+        return security
+    }
 
     func validate() throws {
         _ = try TimeValue.duration(connectTimeout, option: "--connect-timeout", unit: .seconds, range: 0.1...3600)
@@ -245,9 +283,12 @@ struct GattDevice: ParsableArguments {
         }
         _ = try requireBluetooth(adapter: target.adapter)
         do {
-            let connection = try await ATTConnection.open(target, timeout: .milliseconds(Int64(connectTimeout * 1000)), clock: SystemClock())
+            let connection = try await ATTConnection.open(target, timeout: .milliseconds(Int64(connectTimeout * 1000)), clock: SystemClock(),
+                                                          pairing: pairing.policy)
             _ = try await connection.client.exchangeMTU()
             return connection
+        } catch LinkError.security(let pairingError) {
+            throw CommandFailure(.pairingFailed, "\(device): \(pairingError)")
         } catch {
             throw CommandFailure(.linkLost, "\(error)")
         }
@@ -265,6 +306,7 @@ struct GattDiscover: AsyncParsableCommand {
         var mtu: Int
         var connection: ConnectionSettings?
         var services: [Service]
+        var security: LinkSecurityState?
     }
 
     func run() async throws {
@@ -283,9 +325,9 @@ struct GattDiscover: AsyncParsableCommand {
             }
         } catch {
             await connection.close("done")
-            throw CommandFailure(.deviceError, "discovery failed: \(error)")
+            throw target.failure(error, "discovery failed")
         }
-        await connection.close("done")
+        report.security = await target.close(connection, json: global.json)
         if global.json {
             Terminal.standardOutput.writeLine(try JSONOutput.string(report))
             return
@@ -334,10 +376,15 @@ struct GattWrite: AsyncParsableCommand {
             else { try await connection.client.write(handle, value) }
         } catch {
             await connection.close("done")
-            throw CommandFailure(.deviceError, "write to handle 0x\(String(handle, radix: 16)) failed: \(error)")
+            throw target.failure(error, "write to handle 0x\(String(handle, radix: 16)) failed")
         }
-        await connection.close("done")
-        Terminal.standardOutput.writeLine(global.json ? #"{ "written" : \#(value.count) }"# : "wrote \(value.count) bytes to handle 0x\(String(handle, radix: 16))")
+        let security = await target.close(connection, json: global.json)
+        if global.json {
+            struct Output: Codable { var written: Int; var security: LinkSecurityState? }
+            Terminal.standardOutput.writeLine(try JSONOutput.string(Output(written: value.count, security: security)))
+        } else {
+            Terminal.standardOutput.writeLine("wrote \(value.count) bytes to handle 0x\(String(handle, radix: 16))")
+        }
     }
 }
 
@@ -371,7 +418,7 @@ struct GattSubscribe: AsyncParsableCommand {
                                                 valueHandle: handle, end: min(0xFFFF, handle + 3))
         do { try await connection.client.subscribe(characteristic, indications: indications) } catch {
             await connection.close("done")
-            throw CommandFailure(.deviceError, "cannot subscribe to handle 0x\(String(handle, radix: 16)): \(error)")
+            throw target.failure(error, "cannot subscribe to handle 0x\(String(handle, radix: 16))")
         }
         if let writeHandle, let writeHex, let value = [UInt8](hex: writeHex) {
             do { try await connection.client.writeWithoutResponse(writeHandle, value) } catch {
@@ -394,7 +441,7 @@ struct GattSubscribe: AsyncParsableCommand {
                 continue
             }
         }
-        await connection.close("done")
+        _ = await target.close(connection, json: global.json)
     }
 }
 
@@ -413,12 +460,13 @@ struct GattRead: AsyncParsableCommand {
         let value: [UInt8]
         do { value = try await connection.client.read(handle) } catch {
             await connection.close("done")
-            throw CommandFailure(.deviceError, "read of handle 0x\(String(handle, radix: 16)) failed: \(error)")
+            throw target.failure(error, "read of handle 0x\(String(handle, radix: 16)) failed")
         }
-        await connection.close("done")
+        let security = await target.close(connection, json: global.json)
         if global.json {
-            struct Output: Codable { var handle: UInt16; var hex: String; var text: String? }
-            Terminal.standardOutput.writeLine(try JSONOutput.string(Output(handle: handle, hex: value.hexString, text: String(validating: value, as: UTF8.self))))
+            struct Output: Codable { var handle: UInt16; var hex: String; var text: String?; var security: LinkSecurityState? }
+            Terminal.standardOutput.writeLine(try JSONOutput.string(Output(handle: handle, hex: value.hexString, text: String(validating: value, as: UTF8.self),
+                                                                           security: security)))
         } else {
             Terminal.standardOutput.writeLine(value.hexString + (String(validating: value, as: UTF8.self).map { "  \"\($0)\"" } ?? ""))
         }

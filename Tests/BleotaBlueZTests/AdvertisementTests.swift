@@ -75,27 +75,28 @@ import Testing
 @Suite struct ManagementAdvertisingTests {
     @Test func commandsFollowTheManagementAPILayout() {
         // Set Powered on hci1: opcode 0x0005, index 1, one byte.
-        #expect(Advertiser.Command.setPowered(1, true).encode() == [0x05, 0x00, 0x01, 0x00, 0x01, 0x00, 0x01])
-        let name = Advertiser.Command.setLocalName(0, "bleota-serve")
+        #expect(ManagementCommand.setPowered(true).packet(index: 1).encode() == [0x05, 0x00, 0x01, 0x00, 0x01, 0x00, 0x01])
+        let name = ManagementCommand.setLocalName("bleota-serve")
         #expect(name.parameters.count == 260)
         #expect(Array(name.parameters.prefix(12)) == Array("bleota-serve".utf8))
         #expect(Array(name.parameters[249..<259]) == Array("bleota-ser".utf8))
-        let add = Advertiser.Command.addAdvertising(2, instance: 1, data: [0x11, 0x07] + [UInt8](repeating: 0xAB, count: 16),
-                                                    scanResponse: Advertiser.scanResponse(name: "bleota-serve"))
+        let add = ManagementCommand.addAdvertising(instance: 1, data: [0x11, 0x07] + [UInt8](repeating: 0xAB, count: 16),
+                                                   scanResponse: Advertiser.scanResponse(name: "bleota-serve")).packet(index: 2)
         // instance, flags (connectable | discoverable), duration, timeout, data length, scan response length, data, scan response
         #expect(Array(add.encode().prefix(17)) == [0x3E, 0x00, 0x02, 0x00, 43, 0x00, 0x01, 0x03, 0x00, 0x00, 0x00, 0, 0, 0, 0, 18, 14])
         #expect(Array(add.encode().suffix(14)) == [13, 0x09] + Array("bleota-serve".utf8))
     }
 
-    @Test func statusesAreReadFromCommandCompleteAndStatusEventsForTheRightCommand() {
+    @Test func statusesAreReadFromCommandCompleteAndStatusEventsForTheRightCommand() throws {
         // Command Complete (0x0001) for Add Advertising (0x003E) on index 0: status 0, instance 1.
-        #expect(Advertiser.status(of: [0x01, 0x00, 0x00, 0x00, 0x04, 0x00, 0x3E, 0x00, 0x00, 0x01], for: 0x003E) == 0)
+        let complete = try ManagementPacket(decoding: [0x01, 0x00, 0x00, 0x00, 0x04, 0x00, 0x3E, 0x00, 0x00, 0x01])
+        #expect(try ManagementEvent(decoding: complete) == .commandComplete(opcode: 0x003E, status: .success, returnParameters: [0x01]))
         // Command Status (0x0002) permission denied for Set Powered.
-        #expect(Advertiser.status(of: [0x02, 0x00, 0x00, 0x00, 0x03, 0x00, 0x05, 0x00, 0x14], for: 0x0005) == 0x14)
-        // Another command's answer, another event, too short: not ours.
-        #expect(Advertiser.status(of: [0x01, 0x00, 0x00, 0x00, 0x03, 0x00, 0x07, 0x00, 0x00], for: 0x0005) == nil)
-        #expect(Advertiser.status(of: [0x06, 0x00, 0x00, 0x00, 0x04, 0x00, 0x3E, 0x00, 0x00], for: 0x003E) == nil)
-        #expect(Advertiser.status(of: [0x01, 0x00], for: 0x003E) == nil)
+        let status = try ManagementPacket(decoding: [0x02, 0x00, 0x00, 0x00, 0x03, 0x00, 0x05, 0x00, 0x14])
+        #expect(try ManagementEvent(decoding: status) == .commandStatus(opcode: 0x0005, status: .permissionDenied))
+        // Too short, or a length that does not match what follows: a typed error, never a crash.
+        #expect(throws: DecodingError.self) { try ManagementPacket(decoding: [0x01, 0x00]) }
+        #expect(throws: DecodingError.self) { try ManagementPacket(decoding: [0x01, 0x00, 0x00, 0x00, 0x09, 0x00, 0x3E]) }
     }
 
     // MARK: The advertised firmware version

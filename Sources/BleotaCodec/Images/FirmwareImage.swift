@@ -243,20 +243,22 @@ public enum AtomicFile {
         public var code: Int32
     }
 
-    public static func write(_ bytes: [UInt8], to path: String) throws(Failure) {
-        try write(to: path) { sink in bytes.withUnsafeBytes(sink) }
+    /// `permissions` are the new file's mode (before the umask): 0o600 for secrets.
+    public static func write(_ bytes: [UInt8], to path: String, permissions: mode_t = 0o644) throws(Failure) {
+        try write(to: path, permissions: permissions) { sink in bytes.withUnsafeBytes(sink) }
     }
 
     /// Writes what `produce` passes to its sink, as it comes. After a failed
     /// write the sink drops everything, and the error is thrown once `produce`
     /// returns; the target is then untouched and the temporary file removed.
-    public static func write(to path: String, _ produce: (_ sink: (UnsafeRawBufferPointer) -> Void) -> Void) throws(Failure) {
+    public static func write(to path: String, permissions: mode_t = 0o644,
+                             _ produce: (_ sink: (UnsafeRawBufferPointer) -> Void) -> Void) throws(Failure) {
         let name = (path as NSString).lastPathComponent
         let directory = (path as NSString).deletingLastPathComponent
         let temporary = (directory.isEmpty ? "." : directory) + "/.\(name).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp"
         // Registered before it exists: a SIGINT or SIGTERM while writing removes it.
         let cleanup = TemporaryPaths.removingOnExit([temporary])
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, permissions)
         guard descriptor >= 0 else {
             let code = errno
             cleanup.keep()

@@ -1,0 +1,102 @@
+import ArgumentParser
+import BleotaBlueZ
+import BleotaLink
+import Foundation
+
+/// `bleota bond`: the bonds bleota keeps (without bluetoothd) so devices encrypt without pairing again.
+struct BondCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bond",
+        abstract: "List or remove the bonds bleota keeps with paired devices.",
+        discussion: """
+            When bluetoothd does not run, bleota pairs through the kernel's management interface and keeps \
+            each bond (the device's identity address, its Long Term Keys and Identity Resolving Key) in \
+            $XDG_STATE_HOME/bleota/bonds.json (~/.local/state/bleota/bonds.json, mode 0600), which it loads \
+            into the kernel before connecting. Keys are never printed. With bluetoothd, bonds are its own: \
+            use bluetoothctl.
+            """,
+        subcommands: [BondList.self, BondRemove.self])
+}
+
+struct BondList: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "list", abstract: "List the bonds: device, adapter, security, keys held (never their values).")
+    @OptionGroup var global: GlobalOptions
+
+    struct Entry: Codable {
+        var device: String
+        var addressType: String
+        var adapter: String
+        var security: SecurityLevel
+        var secureConnections: Bool
+        var longTermKeys: Int
+        var identityResolvingKey: Bool
+        var created: Date
+    }
+
+    func run() async throws {
+        let store = BondStore()
+        let bonds: [BondStore.Bond]
+        do { bonds = try store.load() } catch { throw CommandFailure(.badInput, error.description) }
+        let entries = bonds.map { bond in
+            Entry(device: bond.identity.address.description, addressType: bond.identity.addressType?.rawValue ?? "bredr",
+                  adapter: bond.adapter.description, security: bond.level, secureConnections: bond.secureConnections,
+                  longTermKeys: bond.longTermKeys.count, identityResolvingKey: bond.identityResolvingKey != nil, created: bond.created)
+        }
+        if global.json {
+            Terminal.standardOutput.writeLine(try JSONOutput.string(entries))
+            return
+        }
+        guard !entries.isEmpty else {
+            Terminal.standardOutput.writeLine("no bonds (\(store.path))")
+            return
+        }
+        for entry in entries {
+            Terminal.standardOutput.writeLine("\(entry.device) (\(entry.addressType)) via \(entry.adapter): \(entry.security.name)"
+                + (entry.secureConnections ? ", LE Secure Connections" : ", LE legacy pairing")
+                + (entry.identityResolvingKey ? ", resolves its private addresses" : ""))
+        }
+    }
+}
+
+struct BondRemove: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "remove", abstract: "Forget a device's bond: here and, when bleota manages the adapter, in the kernel.")
+    @OptionGroup var global: GlobalOptions
+    @Option(name: .long, help: "Only the bond made through this adapter (hci0, …).") var adapter: String?
+    @Argument(help: "The device's identity address, AA:BB:CC:DD:EE:FF.") var address: String
+
+    func validate() throws {
+        guard BluetoothAddress(address) != nil else {
+            throw ValidationError("'\(address)' is not a Bluetooth address: write six hex bytes like C0:FF:EE:00:00:01")
+        }
+    }
+
+    func run() async throws {
+        let device = BluetoothAddress(address)!
+        let store = BondStore()
+        let adapterAddress = adapter.flatMap { BluetoothAvailability.address(of: $0) }
+        let bonds: [BondStore.Bond]
+        do { bonds = try store.load().filter { $0.identity.address == device && (adapterAddress == nil || $0.adapter == adapterAddress) } } catch {
+            throw CommandFailure(.badInput, error.description)
+        }
+        guard !bonds.isEmpty else { throw CommandFailure(.badInput, "no bond with \(device) in \(store.path): `bleota bond list` shows the bonds") }
+        do { try store.remove(device, adapter: adapterAddress) } catch { throw CommandFailure(.failure, error.description) }
+        // The kernel keeps the keys until told: forget them there too, where bleota manages the adapter.
+        var note: String?
+        if case .available = BluetoothAvailability.probe(adapter: adapter), !BluetoothDaemon.isRunning {
+            let answerer = await PairingService.shared.answerer(adapter: adapter, policy: PairingPolicy.justWorks, logger: global.makeLogger("bleota.bond"))
+            if let agent = answerer.agent {
+                for bond in bonds { try? await agent.unpair(bond.identity) }
+            } else {
+                note = answerer.unavailable
+            }
+            await PairingService.shared.stopAll()
+        }
+        if global.json {
+            struct Output: Codable { var removed: Int; var device: String; var note: String? }
+            Terminal.standardOutput.writeLine(try JSONOutput.string(Output(removed: bonds.count, device: device.description, note: note)))
+        } else {
+            Terminal.standardOutput.writeLine("removed \(bonds.count) bond\(bonds.count == 1 ? "" : "s") with \(device); remove it on the device too before pairing again")
+            if let note { Terminal.standardError.writeLine("note: the kernel may still hold the keys until the adapter restarts: \(note)") }
+        }
+    }
+}
