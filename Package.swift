@@ -60,7 +60,7 @@ let package = Package(
                            .product(name: "Yams", package: "Yams")]),
         .target(
             name: "BleotaSimulator",
-            dependencies: ["BleotaProtocols", "BleotaEngine", "BleotaLink", "BleotaCodec"]),
+            dependencies: ["BleotaProtocols", "BleotaEngine", "BleotaATT", "BleotaLink", "BleotaCodec"]),
         .target(name: "BleotaFleet", dependencies: ["BleotaEngine", "BleotaLink", "BleotaCodec", .product(name: "Logging", package: "swift-log")]),
         // A fleet campaign shared by workers on many hosts, kept in PostgreSQL.
         .target(name: "BleotaCampaign", dependencies: ["BleotaFleet", "BleotaEngine",

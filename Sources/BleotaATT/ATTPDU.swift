@@ -69,6 +69,19 @@ public struct ATTOpcode: RawRepresentable, Sendable, Hashable, CustomStringConve
     public var description: String { "0x" + [rawValue].hexString }
 }
 
+/// The largest attribute value ATT carries, and so the largest write: 512
+/// bytes (Core v5.4, Vol 3, Part F, §3.2.9), whatever the MTU. At an MTU of
+/// 517 a Write Command could hold 514, but a server must not accept a value
+/// longer than 512: Bumble's GATT server drops it without a word, which is how
+/// the limit was found (a peripheral received every full-size write "8 bytes
+/// short": the last ACL fragment of a 521-byte frame was all that was visible).
+public enum ATTLimits {
+    public static let maximumAttributeValue = 512
+
+    /// The most a write or notification can carry at `mtu`: MTU − 3, at most 512.
+    public static func largestValue(mtu: Int) -> Int { min(mtu - 3, maximumAttributeValue) }
+}
+
 /// ATT error codes (§3.4.1.1 and Core Specification Supplement).
 public struct ATTErrorCode: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
     public var rawValue: UInt8

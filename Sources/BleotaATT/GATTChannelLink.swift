@@ -40,7 +40,7 @@ public final class GATTChannelLink: Link {
             self.openCreditChannel = nil
         }
         // The channel byte is not sent: a packet may carry a whole ATT payload after it.
-        parameters = LinkParameters(maximumPayload: mtu - 3 + 1, acknowledgedWrites: false, description: description)
+        parameters = LinkParameters(maximumPayload: ATTLimits.largestValue(mtu: mtu) + 1, acknowledgedWrites: false, description: description)
     }
 
     /// Finds `channels` among a device's services and characteristics (subscribing to those that
@@ -196,7 +196,7 @@ public final class GATTPeripheralChannelLink: Link {
     }
 
     public var parameters: LinkParameters {
-        LinkParameters(maximumPayload: bearer.currentMTU - 3 + 1, description: "gatt-server")
+        LinkParameters(maximumPayload: ATTLimits.largestValue(mtu: bearer.currentMTU) + 1, description: "gatt-server")
     }
 
     /// Adds `channels` to `server`, grouped into their services, and returns a function that makes the link for a client's bearer.

@@ -158,7 +158,7 @@ public struct GATTClient: Sendable {
     /// with prepare and execute (§4.9.4) when it does not fit one request.
     public func write(_ handle: UInt16, _ value: [UInt8]) async throws(ATTBearerError) {
         let mtu = await bearer.mtu
-        if value.count <= mtu - 3 {
+        if value.count <= ATTLimits.largestValue(mtu: mtu) {
             _ = try await bearer.request(.writeRequest(handle: handle, value: value))
             return
         }
@@ -177,9 +177,9 @@ public struct GATTClient: Sendable {
     }
 
     /// Write Without Response (§4.9.1). Suspends while the link's queue is full
-    /// (the transport's flow control), never more than MTU − 3 bytes.
+    /// (the transport's flow control), never more than MTU − 3 bytes or 512 (``ATTLimits``).
     public func writeWithoutResponse(_ handle: UInt16, _ value: [UInt8]) async throws(ATTBearerError) {
-        let maximum = await bearer.mtu - 3
+        let maximum = ATTLimits.largestValue(mtu: await bearer.mtu)
         guard value.count <= maximum else { throw .tooLong(value.count, maximum: maximum) }
         try await bearer.command(.writeCommand(handle: handle, value: value))
     }
@@ -231,7 +231,7 @@ public final class GATTLink: Link {
         self.runner = runner
         self.writeHandle = writeHandle
         self.notifyHandle = notifyHandle
-        parameters = LinkParameters(maximumPayload: mtu - 3, acknowledgedWrites: false, description: description)
+        parameters = LinkParameters(maximumPayload: ATTLimits.largestValue(mtu: mtu), acknowledgedWrites: false, description: description)
     }
 
     public func send(_ packet: [UInt8]) async throws(LinkError) {
@@ -282,7 +282,7 @@ public final class GATTPeripheralLink: Link {
 
     /// Follows the bearer's MTU, which the client may raise at any time.
     public var parameters: LinkParameters {
-        LinkParameters(maximumPayload: bearer.currentMTU - 3, description: "gatt-server")
+        LinkParameters(maximumPayload: ATTLimits.largestValue(mtu: bearer.currentMTU), description: "gatt-server")
     }
 
     /// Adds a packet service (RX: write + write without response; TX: notify)
@@ -304,7 +304,7 @@ public final class GATTPeripheralLink: Link {
     }
 
     public func send(_ packet: [UInt8]) async throws(LinkError) {
-        let maximum = await bearer.mtu - 3
+        let maximum = ATTLimits.largestValue(mtu: await bearer.mtu)
         guard packet.count <= maximum else { throw .payloadTooLarge(size: packet.count, maximum: maximum) }
         do {
             guard try await server.notify(txHandle, value: packet, on: bearer) else {

@@ -1,3 +1,4 @@
+import BleotaATT
 import BleotaLink
 
 /// The physics and device limits that decide BLE throughput and loss.
@@ -70,8 +71,8 @@ public struct LinkModel: Sendable, Hashable, Codable {
     /// ATT (3) + L2CAP (4) header bytes per upper-layer packet.
     public static let upperLayerOverhead = 7
 
-    /// The largest upper-layer packet: ATT MTU − 3.
-    public var maximumPayload: Int { attMTU - 3 }
+    /// The largest upper-layer packet: ATT MTU − 3, at most the 512 bytes an attribute value holds.
+    public var maximumPayload: Int { ATTLimits.largestValue(mtu: attMTU) }
 
     /// Air time of one link-layer packet with `payload` bytes.
     public func airTime(payload: Int) -> Duration {

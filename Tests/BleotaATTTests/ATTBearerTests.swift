@@ -25,7 +25,8 @@ final class ScriptedPeer: Sendable {
 func withBearer<T: Sendable>(timeout: Duration = .seconds(30), security: (any LinkSecurityControl)? = nil,
                              _ body: @escaping @Sendable (ATTBearer, ScriptedPeer, SimulationClock) async throws -> T) async throws -> T {
     try await SimulationRuntime.run { runtime in
-        let (local, remote) = LoopbackLink.pair(maximumPayload: 512)
+        // A whole ATT PDU at the largest MTU.
+        let (local, remote) = LoopbackLink.pair(maximumPayload: 517)
         let bearer = ATTBearer(link: local, clock: runtime.clock, transactionTimeout: timeout, securityControl: security)
         let peer = ScriptedPeer(link: remote)
         return try await withThrowingTaskGroup(of: T?.self) { group in

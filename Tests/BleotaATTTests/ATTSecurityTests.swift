@@ -145,3 +145,24 @@ final class ScriptedSecurity: LinkSecurityControl {
         }
     }
 }
+
+/// Core v5.4, Vol 3, Part F, §3.2.9: an attribute value is at most 512 bytes,
+/// so no write carries more, whatever the MTU (Bumble's server drops a longer one silently).
+@Suite struct AttributeValueLimitTests {
+    @Test func writesCarryAtMost512BytesEvenAtMTU517() async throws {
+        #expect(ATTLimits.largestValue(mtu: 517) == 512)
+        #expect(ATTLimits.largestValue(mtu: 247) == 244)
+        #expect(ATTLimits.largestValue(mtu: 23) == 20)
+        let outcome = try await withBearer { bearer, peer, _ -> (Int, ATTBearerError?) in
+            await bearer.negotiated(peerMTU: 517)
+            let link = GATTLink(client: GATTClient(bearer: bearer), writeHandle: 3, notifyHandle: 5, mtu: await bearer.mtu, description: "test")
+            try await link.send([UInt8](repeating: 1, count: 512))
+            _ = try await peer.next()
+            var refused: ATTBearerError?
+            do throws(ATTBearerError) { try await GATTClient(bearer: bearer).writeWithoutResponse(3, [UInt8](repeating: 1, count: 513)) } catch { refused = error }
+            return (link.parameters.maximumPayload, refused)
+        }
+        #expect(outcome.0 == 512)
+        #expect(outcome.1 == ATTBearerError.tooLong(513, maximum: 512))
+    }
+}
