@@ -42,7 +42,8 @@ public struct ATTConnection: Sendable {
         }
         let settings = applyConnectionRequest(target, socket: socket)
         let bond = (try? BondStore().bonds(adapter: local))?.first { $0.identity.address == target.address }
-        let security = L2CAPSecurity(socket: socket, pairing: answerer.agent, unavailable: answerer.unavailable, storedBond: bond, clock: clock)
+        let security = L2CAPSecurity(socket: socket, pairing: answerer.agent, unavailable: answerer.unavailable, storedBond: bond, clock: clock,
+                                     logger: logger)
         let bearer = ATTBearer(link: L2CAPLink(socket: socket, maximumPayload: 517, description: "att"), clock: clock, securityControl: security)
         let runner = Task { await bearer.run() }
         return ATTConnection(bearer: bearer, client: GATTClient(bearer: bearer), runner: runner, settings: settings,

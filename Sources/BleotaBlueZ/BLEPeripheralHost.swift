@@ -44,7 +44,11 @@ public enum BLEPeripheralHost {
                              security: SecurityLevel = .low, logger: Logger) async {
         let peer = socket.peer.address.description
         let bearer = ATTBearer(link: L2CAPLink(socket: socket, maximumPayload: 517, description: "att"), clock: clock)
-        let server = GATTServer(linkSecurity: { (try? socket.securityLevel()) ?? .low })
+        let server = GATTServer(linkSecurity: {
+            let level = (try? socket.securityLevel()) ?? .low
+            if level < security { logger.debug("\(peer): the link is at security \(level.name), below the \(security.name) the device demands") }
+            return level
+        })
         server.addService(.bit16(0x1800), characteristics: [
             CharacteristicDefinition(uuid: .deviceName, properties: [.read], value: Array(name.utf8)),
         ])

@@ -35,11 +35,14 @@ public final class L2CAPSecurity: LinkSecurityControl {
     /// Why pairing cannot be answered here, when no agent could be started.
     let unavailable: String?
     let storedBond: BondStore.Bond?
+    let logger: Logger
 
     /// The Security Manager's own timeout is 30 s from its last PDU; a person typing a passkey gets that too.
     static let pairingTimeout = Duration.seconds(40)
 
-    init(socket: L2CAPSocket, pairing: KernelPairingAgent?, unavailable: String?, storedBond: BondStore.Bond?, clock: any BleotaClock) {
+    init(socket: L2CAPSocket, pairing: KernelPairingAgent?, unavailable: String?, storedBond: BondStore.Bond?, clock: any BleotaClock,
+         logger: Logger) {
+        self.logger = logger
         self.socket = socket
         self.pairing = pairing
         self.unavailable = unavailable
@@ -49,16 +52,39 @@ public final class L2CAPSecurity: LinkSecurityControl {
 
     var peer: BluetoothAddress { socket.peer.address }
 
+    /// The agent's reason for a failed pairing with the peer, waiting up to `limit` for it.
+    private func reportedFailure(within limit: Duration) async -> PairingError? {
+        guard let pairing else { return nil }
+        if let known = await pairing.failure(ifKnownFor: peer) { return known }
+        let peer = self.peer, clock = self.clock
+        return await withTaskGroup(of: PairingError?.self) { group in
+            group.addTask { await pairing.failure(for: peer) }
+            group.addTask {
+                try? await clock.sleep(for: limit)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+    }
+
+    /// What protects the link. The kernel reports the level it was asked for when it encrypts
+    /// with a key it holds, which may be less than the key gives: an authenticated key makes an
+    /// authenticated link, whatever was asked. So the level is the better of the two.
     public var security: LinkSecurityState {
         get async {
-            let level = (try? socket.securityLevel()) ?? .low
-            guard level > .low else { return .unencrypted }
+            let asked = (try? socket.securityLevel()) ?? .low
+            guard asked > .low else { return .unencrypted }
+            let kind = await pairing?.keyKind(for: peer)
+            let keyLevel = kind?.level ?? storedBond?.level ?? asked
+            let secureConnections = kind?.secureConnections ?? storedBond?.secureConnections
+            let level = max(asked, keyLevel)
             if let method = await pairing?.method(for: peer) {
-                return LinkSecurityState(level: level, method: method, secureConnections: await pairing?.secureConnections(for: peer),
-                                         bonded: true)
+                return LinkSecurityState(level: level, method: method, secureConnections: secureConnections, bonded: true)
             }
-            return LinkSecurityState(level: level, method: .storedKey, secureConnections: storedBond?.secureConnections,
-                                     bonded: storedBond != nil)
+            return LinkSecurityState(level: level, method: .storedKey, secureConnections: secureConnections,
+                                     bonded: storedBond != nil || kind != nil)
         }
     }
 
@@ -66,6 +92,7 @@ public final class L2CAPSecurity: LinkSecurityControl {
         let current: SecurityLevel
         do { current = try socket.securityLevel() } catch { throw .linkLost(error.description) }
         if current >= level { return await security }
+        logger.debug("\(peer): raising security from \(current.name) to \(level.name)")
         await pairing?.expectPairing(with: peer)
         do { try socket.requestSecurity(level) } catch {
             // EINVAL: the kernel finds the link already secure enough (or cannot pair over it).
@@ -76,7 +103,9 @@ public final class L2CAPSecurity: LinkSecurityControl {
         let outcome = await withTaskGroup(of: Outcome.self) { group -> Outcome in
             let socket = self.socket, pairing = self.pairing, peer = self.peer, clock = self.clock
             group.addTask {
-                do { try await socket.system.wait(socket.fd, writable: true) } catch { return .failed(.linkLost("\(error)")) }
+                // Writable once the link has the level; an error or the socket closing wakes it too,
+                // and what the link reached then says which.
+                try? await socket.system.wait(socket.fd, writable: true)
                 return .ready
             }
             if let pairing {
@@ -99,15 +128,14 @@ public final class L2CAPSecurity: LinkSecurityControl {
         case .timedOut:
             throw .timeout
         case .ready:
-            let reached: SecurityLevel
-            do { reached = try socket.securityLevel() } catch { throw .linkLost(error.description) }
-            if reached < level {
-                // Woken by an error: the link dropped while pairing (the device refused, or nobody answered in time).
-                if let failure = await pairing?.failure(ifKnownFor: peer) { throw failure }
-                if pairing == nil, let unavailable { throw .unsupported(unavailable) }
-                throw .linkLost("the link dropped while pairing")
-            }
-            return await security
+            let reached = try? socket.securityLevel()
+            logger.debug("\(peer): security is now \(reached?.name ?? "unknown")")
+            if let reached, reached >= level { return await security }
+            // Woken without the level: the link dropped (or its socket closed) while pairing. The
+            // agent's word on why can come just after the drop.
+            if let failure = await reportedFailure(within: .seconds(2)) { throw failure }
+            if pairing == nil, let unavailable { throw .unsupported(unavailable) }
+            throw .linkLost("the link dropped while pairing")
         }
     }
 }

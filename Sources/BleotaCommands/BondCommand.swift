@@ -80,16 +80,18 @@ struct BondRemove: AsyncParsableCommand {
         }
         guard !bonds.isEmpty else { throw CommandFailure(.badInput, "no bond with \(device) in \(store.path): `bleota bond list` shows the bonds") }
         do { try store.remove(device, adapter: adapterAddress) } catch { throw CommandFailure(.failure, error.description) }
-        // The kernel keeps the keys until told: forget them there too, where bleota manages the adapter.
+        // The kernel keeps the keys until told: forget them there too, where bleota manages the adapter
+        // (Unpair Device only: the adapter's settings are left as they are).
         var note: String?
-        if case .available = BluetoothAvailability.probe(adapter: adapter), !BluetoothDaemon.isRunning {
-            let answerer = await PairingService.shared.answerer(adapter: adapter, policy: PairingPolicy.justWorks, logger: global.makeLogger("bleota.bond"))
-            if let agent = answerer.agent {
-                for bond in bonds { try? await agent.unpair(bond.identity) }
-            } else {
-                note = answerer.unavailable
+        if case .available(let name) = BluetoothAvailability.probe(adapter: adapter), !BluetoothDaemon.isRunning,
+           let index = UInt16(name.dropFirst(3)) {
+            do {
+                let channel = try ManagementChannel.open()
+                for bond in bonds { _ = try? await channel.send(.unpairDevice(bond.identity, disconnect: true), index: index) }
+                channel.close()
+            } catch {
+                note = error.description
             }
-            await PairingService.shared.stopAll()
         }
         if global.json {
             struct Output: Codable { var removed: Int; var device: String; var note: String? }

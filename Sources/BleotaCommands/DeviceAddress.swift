@@ -87,8 +87,12 @@ struct SessionOutcome<Value: Sendable>: Sendable {
 extension DeviceAddress {
     /// Decides, once, which protocol this command speaks to this device:
     /// `--protocol`, what the address says, the image, or what a BLE device offers.
+    ///
+    /// `pairing` is what the command will answer pairing with: the agent is set up with it before the
+    /// first connection, since the kernel gives a connection the IO capability set when it is made
+    /// (and keeps the link a moment after the socket closes).
     func resolveProtocol(explicit: String?, image: ImageProbe? = nil, needs: ProtocolCapabilities,
-                         timeout: Duration, logger: Logger) async throws -> any UpdateProtocol {
+                         timeout: Duration, pairing: PairingPolicy = .justWorks, logger: Logger) async throws -> any UpdateProtocol {
         let registry = CommandContext.registry
         var request = ProtocolRequest(explicit: explicit, transport: try transport(), device: text, image: image, needs: needs)
         var source = ""
@@ -103,7 +107,7 @@ extension DeviceAddress {
                     request.offeredServices = advertised
                     source = " (from the services it advertises)"
                 } else {
-                    request.offeredServices = try await offeredServices(target, timeout: timeout)
+                    request.offeredServices = try await offeredServices(target, timeout: timeout, pairing: pairing, logger: logger)
                     source = " (from its GATT services)"
                 }
             }
@@ -130,10 +134,10 @@ extension DeviceAddress {
     }
 
     /// The GATT services a BLE device offers, for protocol detection.
-    private func offeredServices(_ target: BLEDeviceAddress, timeout: Duration) async throws -> [BluetoothUUID] {
+    private func offeredServices(_ target: BLEDeviceAddress, timeout: Duration, pairing: PairingPolicy, logger: Logger) async throws -> [BluetoothUUID] {
         _ = try requireBluetooth(adapter: target.adapter)
         let connection: ATTConnection
-        do { connection = try await ATTConnection.openRetrying(target, timeout: timeout, clock: SystemClock()) } catch {
+        do { connection = try await ATTConnection.openRetrying(target, timeout: timeout, clock: SystemClock(), pairing: pairing, logger: logger) } catch {
             throw CommandFailure(.linkLost, "cannot reach \(text): \(error)")
         }
         do { return try await connection.discoverServicesAndClose() } catch {

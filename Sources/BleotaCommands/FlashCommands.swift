@@ -102,7 +102,7 @@ struct FlashCommand: AsyncParsableCommand {
         let logger = global.makeLogger("bleota.flash")
         let device = deviceOptions.device
         let updateProtocol = try await device.resolveProtocol(explicit: protocolOption.name, image: ImageFiles.probe(image), needs: .flash,
-                                                              timeout: deviceOptions.timeouts.connect, logger: logger)
+                                                              timeout: deviceOptions.timeouts.connect, pairing: deviceOptions.pairing.policy, logger: logger)
         let mode = flashOptions.mode ?? updateProtocol.flashModes.first ?? .testAndConfirm
         guard updateProtocol.flashModes.contains(mode) else {
             throw CommandFailure(.usage, "--mode \(mode.rawValue): \(updateProtocol.identity.displayName) supports \(updateProtocol.flashModes.map(\.rawValue).joined(separator: ", "))")
@@ -152,7 +152,7 @@ struct PushCommand: AsyncParsableCommand {
             throw ValidationError("--name must be 1…255 bytes of UTF-8")
         }
         let updateProtocol = try await deviceOptions.device.resolveProtocol(explicit: protocolOption.name, needs: .push,
-                                                                            timeout: deviceOptions.timeouts.connect, logger: logger)
+                                                                            timeout: deviceOptions.timeouts.connect, pairing: deviceOptions.pairing.policy, logger: logger)
         try tuningOptions.check(against: updateProtocol)
         let outcome = try await withHost(updateProtocol, global: global, device: deviceOptions, tuning: tuningOptions, logger: logger) {
             try await $0.push(bytes, name: remoteName)
@@ -185,7 +185,7 @@ struct PullCommand: AsyncParsableCommand {
         let name = self.name
         try checkOutputPath(output) // before connecting: a typo must not cost a transfer
         let updateProtocol = try await deviceOptions.device.resolveProtocol(explicit: protocolOption.name, needs: .pull,
-                                                                            timeout: deviceOptions.timeouts.connect, logger: logger)
+                                                                            timeout: deviceOptions.timeouts.connect, pairing: deviceOptions.pairing.policy, logger: logger)
         try tuningOptions.check(against: updateProtocol)
         let outcome = try await withHost(updateProtocol, global: global, device: deviceOptions, tuning: tuningOptions, logger: logger) {
             try await $0.pull(name)

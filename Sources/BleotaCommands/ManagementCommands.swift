@@ -9,7 +9,7 @@ import Logging
 func manage<T: Sendable>(_ device: DeviceOptions, protocolName: String?, needs: ProtocolCapabilities, logger: Logger,
                          _ body: @escaping @Sendable (any ProtocolHost) async throws(TransferError) -> T) async throws -> T {
     let updateProtocol = try await device.device.resolveProtocol(explicit: protocolName, needs: needs,
-                                                                 timeout: device.timeouts.connect, logger: logger)
+                                                                 timeout: device.timeouts.connect, pairing: device.pairing.policy, logger: logger)
     let timeouts = device.timeouts
     let name = updateProtocol.name
     return try await device.device.session(protocol: updateProtocol, logger: logger, pairing: device.pairing.policy) { connector, clock in

@@ -55,7 +55,7 @@ struct TuneCommand: AsyncParsableCommand {
         // Tuning measures test transfers the device checks and discards: a protocol without
         // them could only be measured by changing the device.
         let updateProtocol = try await deviceOptions.device.resolveProtocol(explicit: protocolOption.name, needs: .testTransfer,
-                                                                            timeout: deviceOptions.timeouts.connect, logger: logger)
+                                                                            timeout: deviceOptions.timeouts.connect, pairing: deviceOptions.pairing.policy, logger: logger)
         try await tune(updateProtocol, logger: logger)
     }
 

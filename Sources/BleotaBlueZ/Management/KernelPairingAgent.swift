@@ -33,6 +33,8 @@ public actor KernelPairingAgent {
     private var attempts: [BluetoothAddress: Attempt] = [:]
     /// The identity a private address turned out to be (New Identity Resolving Key).
     private var identities: [BluetoothAddress: BluetoothAddress] = [:]
+    /// The kind of the newest key the kernel made with each peer: what a link encrypted with it has.
+    private var keyKinds: [BluetoothAddress: LongTermKey.Kind] = [:]
     private var eventTask: Task<Void, Never>?
 
     init(channel: ManagementChannel, index: UInt16, adapterAddress: BluetoothAddress, agent: any PairingAgent, store: BondStore?, logger: Logger) {
@@ -103,11 +105,6 @@ public actor KernelPairingAgent {
         if changed { await reply(.setIOCapability(newAgent.ioCapability)) }
     }
 
-    /// Forgets `address`'s keys in the kernel (Unpair Device), so the next link pairs afresh.
-    public func unpair(_ address: ManagementAddress) async throws(ManagementError) {
-        _ = try await channel.send(.unpairDevice(address, disconnect: true), index: index)
-    }
-
     /// Stops answering and closes the management socket.
     public func stop() {
         eventTask?.cancel()
@@ -124,10 +121,8 @@ public actor KernelPairingAgent {
     /// How the last pairing with `peer` made its keys, when one ran.
     public func method(for peer: BluetoothAddress) -> PairingMethod? { attempts[resolved(peer)]?.method }
 
-    /// Whether the keys of the last pairing with `peer` came from Secure Connections.
-    public func secureConnections(for peer: BluetoothAddress) -> Bool? {
-        attempts[resolved(peer)]?.keys.last.map(\.kind.secureConnections)
-    }
+    /// The kind of the key this process saw the kernel make with `peer`, if it saw one.
+    public func keyKind(for peer: BluetoothAddress) -> LongTermKey.Kind? { keyKinds[resolved(peer)] }
 
     /// Waits until a pairing with `peer` fails, and says why.
     public func failure(for peer: BluetoothAddress) async -> PairingError? {
@@ -187,11 +182,13 @@ public actor KernelPairingAgent {
             fail(address.address, .authenticationFailed("the kernel reports \(status)"))
         case .newLongTermKey(let storeHint, let key):
             attempts[resolved(key.peer.address), default: Attempt()].keys.append(key)
+            keyKinds[resolved(key.peer.address)] = key.kind
             if storeHint, let store { keep { () throws(BondStore.Failure) in try store.add(key, adapter: adapterAddress) } }
         case .newIdentityResolvingKey(let storeHint, let rpa, let key):
             if rpa != BluetoothAddress.any {
                 identities[rpa] = key.identity.address
                 if let attempt = attempts.removeValue(forKey: rpa) { attempts[key.identity.address] = attempt }
+                if let kind = keyKinds.removeValue(forKey: rpa) { keyKinds[key.identity.address] = kind }
             }
             if storeHint, let store { keep { () throws(BondStore.Failure) in try store.add(key, adapter: adapterAddress) } }
         default:
