@@ -69,7 +69,9 @@ let package = Package(
                                                        .product(name: "Crypto", package: "swift-crypto"),
                                                        .product(name: "Logging", package: "swift-log")]),
         .target(name: "BleotaBlueZ", dependencies: ["CBlueZ", "BleotaEngine", "BleotaLink", "BleotaATT",
-                                                   .product(name: "Logging", package: "swift-log")]),
+                                                   .product(name: "Logging", package: "swift-log"),
+                                                   // AES-128 for resolving private addresses (ah, Core Vol 3 Part H 2.2.2).
+                                                   .product(name: "_CryptoExtras", package: "swift-crypto")]),
         .target(
             name: "BleotaCommands",
             dependencies: [
@@ -95,7 +97,8 @@ let package = Package(
         .testTarget(name: "BleotaLinkTests", dependencies: ["BleotaTestSupport", "BleotaLink", "BleotaCodec"]),
         .testTarget(name: "BleotaATTTests", dependencies: ["BleotaTestSupport", "BleotaATT", "BleotaLink", "BleotaCodec"]),
         .testTarget(name: "BleotaBlueZTests", dependencies: ["BleotaTestSupport", "BleotaBlueZ", "BleotaATT", "BleotaLink", "BleotaCodec",
-                                                         .product(name: "Logging", package: "swift-log")]),
+                                                         .product(name: "Logging", package: "swift-log")],
+                    resources: [.copy("Fixtures")]),
         .testTarget(name: "BleotaEngineTests", dependencies: ["BleotaTestSupport", "BleotaEngine", "BleotaLink", "BleotaCodec"]),
         .testTarget(name: "BleotaSimulatorTests", dependencies: ["BleotaTestSupport", "BleotaSimulator", "BleotaProtocols", "BleotaEngine", "BleotaLink", "BleotaCodec",
                                                             .product(name: "Crypto", package: "swift-crypto")]),

@@ -21,6 +21,9 @@ public struct Advertisement: Sendable, Hashable, Codable {
     public var version: String?
     /// AD types seen that bleota does not decode, for completeness.
     public var otherTypes: [UInt8] = []
+    /// The identity address a resolvable private address stands for, when an IRK of bleota's bonds resolves it.
+    public var identity: String?
+    public var identityType: String?
 
     public struct Manufacturer: Sendable, Hashable, Codable {
         public var companyID: UInt16
@@ -111,7 +114,9 @@ public struct ScanFilter: Sendable {
 
     public func matches(_ advertisement: Advertisement) -> Bool {
         if let name, !(advertisement.localName?.localizedCaseInsensitiveContains(name) ?? false) { return false }
-        if let address, advertisement.address.uppercased() != address.uppercased() { return false }
+        // A device is named by its identity: a private address it stands for matches too.
+        if let address, advertisement.address.uppercased() != address.uppercased(),
+           advertisement.identity?.uppercased() != address.uppercased() { return false }
         if let service, !advertisement.serviceUUIDs.contains(service.description) { return false }
         return true
     }

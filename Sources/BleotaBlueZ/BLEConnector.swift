@@ -156,7 +156,7 @@ public struct BLEConnector: DeviceConnector {
             for candidate in candidates {
                 // An LE connection to an address nobody advertises waits out its whole timeout: bound it.
                 let bounded = candidates.count > 1 ? min(left, .seconds(3)) : left
-                do throws(LinkError) { return try await attempt(candidate, timeout: bounded) } catch {
+                do throws(LinkError) { return try await attempt(await located(candidate), timeout: bounded) } catch {
                     if case .security(let failure) = error {
                         security.record(failure)
                         throw error
@@ -183,6 +183,24 @@ public struct BLEConnector: DeviceConnector {
             renamed.type = found.addressType == "random" ? .random : .public
             return try await attempt(renamed, timeout: left)
         }
+    }
+
+    /// Where a device named by its identity advertises now: a device with a bond whose IRK bleota
+    /// keeps may advertise from a private address that changes (and changes again across a reset
+    /// into its bootloader), so a short scan finds the address that IRK resolves. Without such a
+    /// bond, or when the scan finds nothing, the address as it is.
+    func located(_ candidate: BLEDeviceAddress) async -> BLEDeviceAddress {
+        guard let adapterAddress = BluetoothAvailability.address(of: candidate.adapter),
+              let bonds = try? BondStore().bonds(adapter: adapterAddress),
+              let key = bonds.first(where: { $0.identity.address == candidate.address })?.identityResolvingKey else { return candidate }
+        let filter = ScanFilter(address: candidate.address.description)
+        guard let seen = try? await Scanner.scan(adapter: candidate.adapter, duration: .seconds(2), filter: filter, resolving: [key]),
+              let found = seen.first, let address = BluetoothAddress(found.address), address != candidate.address else { return candidate }
+        logger.info("\(candidate.address) advertises as \(address) (resolved with its bond's IRK)")
+        var located = candidate
+        located.address = address
+        located.type = .random
+        return located
     }
 
     /// `link` with the connection's handle, so a fleet can change its interval (``IntervalControlledLink``);

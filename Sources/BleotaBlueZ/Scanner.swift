@@ -3,18 +3,110 @@ import CBlueZ
 import Foundation
 import Glibc
 
-/// LE scanning through an HCI socket (libbluetooth): set scan parameters,
-/// enable scanning, read LE Advertising Report events until the duration
-/// ends, then disable it again and restore the socket's filter. The socket is
-/// non-blocking and waited on through the same epoll reactor as the L2CAP
-/// sockets: no thread of its own, no polling loop.
+/// LE scanning. Through the kernel's management interface (Start Discovery and
+/// its Device Found events, as bluetoothd scans) when it can: the kernel then
+/// schedules the scan itself, with extended scanning on controllers that have
+/// it, beside bluetoothd's own discovery (whose Device Found events every
+/// management socket receives), and it resolves the private addresses of the
+/// devices whose IRKs it holds. Otherwise (a passive scan, or no
+/// `CAP_NET_ADMIN`) through an HCI socket: LE Set Scan Parameters and Enable,
+/// LE Advertising Reports. Both wait through the epoll reactor.
+///
+/// A private address that an IRK of bleota's bonds resolves is reported with
+/// the identity it stands for (``Advertisement/identity``).
 public enum Scanner {
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
     }
 
     /// Scans on `adapter` for `duration`, returning one merged advertisement per address.
-    public static func scan(adapter: String?, duration: Duration, active: Bool = true, filter: ScanFilter = ScanFilter()) async throws -> [Advertisement] {
+    public static func scan(adapter: String?, duration: Duration, active: Bool = true, filter: ScanFilter = ScanFilter(),
+                            resolving keys: [IdentityResolvingKey]? = nil) async throws -> [Advertisement] {
+        let keys = keys ?? bondedKeys(adapter: adapter)
+        var found: [Advertisement]
+        if active, let discovered = try await discover(adapter: adapter, duration: duration) {
+            found = discovered
+        } else {
+            found = try await scanOverHCI(adapter: adapter, duration: duration, active: active)
+        }
+        for index in found.indices {
+            if found[index].addressType == "random", let address = BluetoothAddress(found[index].address),
+               let identity = ResolvablePrivateAddress.identity(of: address, among: keys) {
+                found[index].identity = identity.address.description
+                found[index].identityType = identity.addressType?.rawValue
+            }
+        }
+        return found.filter(filter.matches)
+    }
+
+    /// The IRKs of the bonds bleota keeps for `adapter`.
+    static func bondedKeys(adapter: String?) -> [IdentityResolvingKey] {
+        guard let address = BluetoothAvailability.address(of: adapter) else { return [] }
+        return ((try? BondStore().bonds(adapter: address)) ?? []).compactMap(\.identityResolvingKey)
+    }
+
+    /// Discovery through the management interface; nil when it cannot be used here (then HCI is tried).
+    static func discover(adapter: String?, duration: Duration) async throws -> [Advertisement]? {
+        guard let id = BluetoothAvailability.deviceID(adapter), let channel = try? ManagementChannel.open() else { return nil }
+        defer { channel.close() }
+        let index = UInt16(id)
+        let events = channel.subscribe()
+        var started = true
+        do { _ = try await channel.send(.startDiscovery(), index: index) } catch {
+            switch error.status {
+            case .busy:
+                // Another client (bluetoothd) is discovering: its Device Found events reach this socket too.
+                started = false
+            case .permissionDenied, .unknownCommand, .notSupported:
+                return nil
+            default:
+                throw Failure(description: "\(adapter ?? "the adapter") cannot scan: \(error.status)")
+            }
+        }
+        var merged = Merged()
+        let clock = SystemClock()
+        let deadline = clock.now + duration
+        while clock.now < deadline {
+            let next: (index: UInt16, event: ManagementEvent)??
+            do { next = try await withDeadline(deadline - clock.now, clock: clock) { try await events.take() } } catch { break }
+            guard let next, let (eventIndex, event) = next else { break }
+            guard eventIndex == index, case .deviceFound(let address, let rssi, _, let data) = event else { continue }
+            merged.add(Advertisement(address: address.address.description, addressType: address.kind == .lePublic ? "public" : "random",
+                                     rssi: rssi, data: data))
+        }
+        if started { _ = try? await channel.send(.stopDiscovery(), index: index) }
+        return merged.advertisements
+    }
+
+    /// One advertisement per address, a scan response added to the advertisement it answers.
+    struct Merged {
+        var found: [String: Advertisement] = [:]
+        var order: [String] = []
+
+        mutating func add(_ report: Advertisement) {
+            guard var existing = found[report.address] else {
+                found[report.address] = report
+                order.append(report.address)
+                return
+            }
+            existing.rssi = report.rssi ?? existing.rssi
+            existing.localName = report.localName ?? existing.localName
+            existing.flags = report.flags ?? existing.flags
+            existing.txPower = report.txPower ?? existing.txPower
+            existing.manufacturer = report.manufacturer ?? existing.manufacturer
+            existing.iBeacon = report.iBeacon ?? existing.iBeacon
+            existing.version = report.version ?? existing.version
+            for uuid in report.serviceUUIDs where !existing.serviceUUIDs.contains(uuid) { existing.serviceUUIDs.append(uuid) }
+            found[report.address] = existing
+        }
+
+        var advertisements: [Advertisement] { order.compactMap { found[$0] } }
+    }
+
+    /// Scanning through an HCI socket (libbluetooth): set scan parameters, enable scanning, read LE
+    /// Advertising Report events until the duration ends, then disable it again and restore the
+    /// socket's filter.
+    static func scanOverHCI(adapter: String?, duration: Duration, active: Bool) async throws -> [Advertisement] {
         let deviceID = BluetoothAvailability.deviceID(adapter) ?? -1
         guard deviceID >= 0 else { throw Failure(description: BluetoothAvailability.noAdapter(adapter).description) }
         let dd = hci_open_dev(deviceID)
@@ -44,8 +136,7 @@ public enum Scanner {
         }
         setsockopt(dd, SOL_HCI, HCI_FILTER, &filterBits, socklen_t(MemoryLayout<hci_filter>.size))
 
-        var found: [String: Advertisement] = [:]
-        var order: [String] = []
+        var merged = Merged()
         let flags = fcntl(dd, F_GETFL)
         _ = fcntl(dd, F_SETFL, flags | O_NONBLOCK)
         let system = LinuxSocketSystem.shared
@@ -65,25 +156,9 @@ public enum Scanner {
                 guard count > 0 else { break }
                 // [packet type 0x04][event 0x3E][parameter length][parameters…]
                 guard count > 3, buffer[0] == UInt8(HCI_EVENT_PKT), buffer[1] == UInt8(EVT_LE_META_EVENT) else { continue }
-                for report in parseAdvertisingReports(Array(buffer[3..<count])) {
-                    if var existing = found[report.address] {
-                        // A scan response adds to what the advertisement said.
-                        existing.rssi = report.rssi ?? existing.rssi
-                        existing.localName = report.localName ?? existing.localName
-                        existing.flags = report.flags ?? existing.flags
-                        existing.txPower = report.txPower ?? existing.txPower
-                        existing.manufacturer = report.manufacturer ?? existing.manufacturer
-                        existing.iBeacon = report.iBeacon ?? existing.iBeacon
-                        existing.version = report.version ?? existing.version
-                        for uuid in report.serviceUUIDs where !existing.serviceUUIDs.contains(uuid) { existing.serviceUUIDs.append(uuid) }
-                        found[report.address] = existing
-                    } else {
-                        found[report.address] = report
-                        order.append(report.address)
-                    }
-                }
+                for report in parseAdvertisingReports(Array(buffer[3..<count])) { merged.add(report) }
             }
         }
-        return order.compactMap { found[$0] }.filter(filter.matches)
+        return merged.advertisements
     }
 }

@@ -65,6 +65,19 @@ public struct ManagementCommand: Sendable, Hashable {
         ManagementCommand(opcode: 0x003F, name: "Remove Advertising", parameters: [instance])
     }
 
+    /// The address types to discover: LE public and random.
+    public static let leAddressTypes: UInt8 = 0x06
+
+    /// Start Discovery (active scanning, as the kernel schedules it: extended scanning where the
+    /// controller has it, which raw LE Set Scan commands would be refused beside).
+    public static func startDiscovery(types: UInt8 = leAddressTypes) -> ManagementCommand {
+        ManagementCommand(opcode: 0x0023, name: "Start Discovery", parameters: [types])
+    }
+
+    public static func stopDiscovery(types: UInt8 = leAddressTypes) -> ManagementCommand {
+        ManagementCommand(opcode: 0x0024, name: "Stop Discovery", parameters: [types])
+    }
+
     public static func setIOCapability(_ capability: PairingIOCapability) -> ManagementCommand {
         ManagementCommand(opcode: 0x0018, name: "Set IO Capability", parameters: [capability.rawValue])
     }

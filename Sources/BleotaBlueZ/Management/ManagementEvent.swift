@@ -28,6 +28,10 @@ public enum ManagementEvent: Sendable, Hashable {
     case newIdentityResolvingKey(storeHint: Bool, rpa: BluetoothAddress, key: IdentityResolvingKey)
     /// 0x0016
     case deviceUnpaired(ManagementAddress)
+    /// 0x0012: a device seen while discovering, with its advertising data and scan response.
+    case deviceFound(ManagementAddress, rssi: Int?, flags: UInt32, data: [UInt8])
+    /// 0x0013: discovery of `type` started or stopped (by any client).
+    case discovering(type: UInt8, active: Bool)
     case other(code: UInt16, parameters: [UInt8])
 
     public init(decoding packet: ManagementPacket) throws(DecodingError) {
@@ -61,6 +65,15 @@ public enum ManagementEvent: Sendable, Hashable {
             self = .authenticationFailed(address, status: ManagementStatus(rawValue: try reader.readUInt8("status")))
         case 0x0016:
             self = .deviceUnpaired(try ManagementAddress(decoding: &reader))
+        case 0x0012:
+            let address = try ManagementAddress(decoding: &reader)
+            let rssi = Int8(bitPattern: try reader.readUInt8("rssi"))
+            let flags = try reader.readUInt32(.little, "flags")
+            let length = Int(try reader.readUInt16(.little, "data length"))
+            self = .deviceFound(address, rssi: rssi == 127 ? nil : Int(rssi), flags: flags, data: try reader.readBytes(length, "advertising data"))
+        case 0x0013:
+            let type = try reader.readUInt8("address types")
+            self = .discovering(type: type, active: try reader.readUInt8("discovering") != 0)
         case 0x0017:
             let address = try ManagementAddress(decoding: &reader)
             self = .passkeyNotify(address, passkey: try reader.readUInt32(.little, "passkey"))
