@@ -39,6 +39,10 @@ let package = Package(
         .systemLibrary(
             name: "CBlueZ", path: "Sources/CBlueZ", pkgConfig: "bluez",
             providers: [.apt(["libbluetooth-dev"])]),
+        // sd-bus (libsystemd): bluetoothd's D-Bus API, for pairing beside it (BleotaBlueZ's BluetoothDaemonAgent).
+        .systemLibrary(
+            name: "CSDBus", path: "Sources/CSDBus", pkgConfig: "libsystemd",
+            providers: [.apt(["libsystemd-dev"])]),
         // epoll(7), which Swift's Glibc module leaves out: BleotaLink's reactor waits through it.
         .systemLibrary(name: "CEpoll", path: "Sources/CEpoll"),
         .target(name: "BleotaZlib", dependencies: ["CSystemZlib"]),
@@ -68,7 +72,7 @@ let package = Package(
                                                        .product(name: "NIOSSL", package: "swift-nio-ssl"),
                                                        .product(name: "Crypto", package: "swift-crypto"),
                                                        .product(name: "Logging", package: "swift-log")]),
-        .target(name: "BleotaBlueZ", dependencies: ["CBlueZ", "BleotaEngine", "BleotaLink", "BleotaATT",
+        .target(name: "BleotaBlueZ", dependencies: ["CBlueZ", "CSDBus", "BleotaEngine", "BleotaLink", "BleotaATT",
                                                    .product(name: "Logging", package: "swift-log"),
                                                    // AES-128 for resolving private addresses (ah, Core Vol 3 Part H 2.2.2).
                                                    .product(name: "_CryptoExtras", package: "swift-crypto")]),

@@ -147,6 +147,8 @@ public struct BLEConnector: DeviceConnector {
         let candidates: [BLEDeviceAddress]
         switch purpose {
         case .initial: candidates = [target]
+        // A private address changes as a whole: the next one is found by the IRK, not by adding one.
+        case _ where ResolvablePrivateAddress.isResolvable(target.address) && target.type == .random: candidates = [target]
         case .bootloader: candidates = [next, target]
         case .application, .resume: candidates = [target, next]
         }
@@ -190,16 +192,32 @@ public struct BLEConnector: DeviceConnector {
     /// into its bootloader), so a short scan finds the address that IRK resolves. Without such a
     /// bond, or when the scan finds nothing, the address as it is.
     func located(_ candidate: BLEDeviceAddress) async -> BLEDeviceAddress {
-        guard let adapterAddress = BluetoothAvailability.address(of: candidate.adapter),
-              let bonds = try? BondStore().bonds(adapter: adapterAddress),
-              let key = bonds.first(where: { $0.identity.address == candidate.address })?.identityResolvingKey else { return candidate }
-        let filter = ScanFilter(address: candidate.address.description)
-        guard let seen = try? await Scanner.scan(adapter: candidate.adapter, duration: .seconds(2), filter: filter, resolving: [key]),
+        guard let adapterAddress = BluetoothAvailability.address(of: candidate.adapter) else { return candidate }
+        let keys = ((try? BondStore().bonds(adapter: adapterAddress)) ?? []).compactMap(\.identityResolvingKey)
+        // Named by its identity, or by a private address it used before (one its IRK resolves).
+        if let key = keys.first(where: { $0.identity.address == candidate.address })
+            ?? keys.first(where: { ResolvablePrivateAddress.resolves(candidate.address, irk: $0.value) }) {
+            return await scanned(candidate, identity: key.identity, keys: [key])
+        }
+        // Beside bluetoothd the keys are its own, but the kernel holds them and reports the device under
+        // the identity a pairing in this process revealed.
+        if ResolvablePrivateAddress.isResolvable(candidate.address), candidate.type == .random,
+           let identity = await PairingService.shared.answerer(adapter: candidate.adapter, policy: pairing, logger: logger).agent?
+               .identity(of: candidate.address) {
+            return await scanned(candidate, identity: identity, keys: [])
+        }
+        return candidate
+    }
+
+    /// `candidate` at the address a short scan finds `identity` advertising from (resolved with `keys`, or by the kernel).
+    private func scanned(_ candidate: BLEDeviceAddress, identity: ManagementAddress, keys: [IdentityResolvingKey]) async -> BLEDeviceAddress {
+        let filter = ScanFilter(address: identity.address.description)
+        guard let seen = try? await Scanner.scan(adapter: candidate.adapter, duration: .seconds(2), filter: filter, resolving: keys),
               let found = seen.first, let address = BluetoothAddress(found.address), address != candidate.address else { return candidate }
-        logger.info("\(candidate.address) advertises as \(address) (resolved with its bond's IRK)")
+        logger.info("\(identity.address) advertises as \(address == identity.address ? "its private address (the kernel resolves it)" : address.description)")
         var located = candidate
         located.address = address
-        located.type = .random
+        located.type = found.addressType == "public" ? .public : .random
         return located
     }
 
@@ -226,12 +244,34 @@ public struct BLEConnector: DeviceConnector {
             // if the device does not accept it, fall back to GATT.
             if let link = await creditBasedChannel(psm: psm, timeout: timeout) { return link }
         }
-        let connection = try await ATTConnection.open(target, timeout: timeout, clock: clock, pairing: pairing, logger: logger)
+        if let shared = try await throughDaemon(target) { return shared }
+        let connection: ATTConnection
+        do { connection = try await ATTConnection.open(target, timeout: timeout, clock: clock, pairing: pairing, logger: logger) } catch {
+            // bluetoothd may have connected meanwhile (EBUSY): then share its link.
+            if let shared = try await throughDaemon(target) { return shared }
+            throw error
+        }
         settings.record(connection.settings)
         let link = try await setUpGATT(connection, target: target)
         let reached = await connection.security.security
         if reached.level > .low { security.record(reached) }
         return link
+    }
+
+    /// Where bluetoothd already holds the link to the device (the kernel allows one ATT channel per
+    /// link, so bleota's own would fail with EBUSY), the protocol's link through bluetoothd's GATT
+    /// client (``BluetoothDaemonGATT``); nil where it does not.
+    private func throughDaemon(_ target: BLEDeviceAddress) async throws(LinkError) -> (any Link)? {
+        guard BluetoothDaemon.isRunning, let adapter = target.adapter ?? PairingService.adapterName(nil) else { return nil }
+        guard await BluetoothDaemonGATT.holdsLink(adapter: adapter, device: target.address, logger: logger) else {
+            logger.debug("bluetoothd runs but does not hold a resolved link to \(target.address)")
+            return nil
+        }
+        // bluetoothd asks bleota's agent if the device wants the link paired.
+        _ = await PairingService.shared.answerer(adapter: target.adapter, policy: pairing, logger: logger)
+        logger.info("bluetoothd holds the link to \(target.address): sharing it through its GATT client (AcquireWrite/AcquireNotify)")
+        return try await BluetoothDaemonGATT.link(adapter: adapter, device: target.address, service: service, description: description,
+                                                  logger: logger)
     }
 
     /// The protocol's link over `connection`'s GATT: discovered, subscribed (pairing on the way when the device demands it).

@@ -10,8 +10,11 @@ public actor PairingService {
 
     /// An adapter's agent, or why pairing cannot be answered there.
     public struct Answerer: Sendable {
+        /// Answers on the management interface, or (beside bluetoothd) watches it.
         public var agent: KernelPairingAgent?
         public var unavailable: String?
+        /// Beside bluetoothd: the agent it asks.
+        public var daemon: BluetoothDaemonAgent?
     }
 
     private var answerers: [UInt16: Answerer] = [:]
@@ -27,7 +30,7 @@ public actor PairingService {
         }
         let answerer: Answerer
         if BluetoothDaemon.isRunning {
-            answerer = Answerer(unavailable: "bluetoothd manages hci\(index) and answers its pairing requests itself: pair the device with bluetoothctl first (pair ADDRESS), or stop bluetoothd")
+            answerer = await Self.besideDaemon(index: index, policy: policy, logger: logger)
         } else {
             do {
                 answerer = Answerer(agent: try await KernelPairingAgent.start(index: index, agent: policy, store: BondStore(), logger: logger))
@@ -40,10 +43,38 @@ public actor PairingService {
         return answerer
     }
 
+    /// Beside bluetoothd: an Agent1 it asks, and a management socket that only watches.
+    static func besideDaemon(index: UInt16, policy: any PairingAgent, logger: Logger) async -> Answerer {
+        let observer: KernelPairingAgent
+        do { observer = try await KernelPairingAgent.start(index: index, agent: policy, store: nil, logger: logger, answers: false) } catch {
+            return Answerer(unavailable: "\(error.description) (watching pairing needs CAP_NET_ADMIN: run as root or grant it)")
+        }
+        do {
+            let daemon = try await BluetoothDaemonAgent.start(agent: policy, logger: logger) { peer, failure in
+                await observer.record(failure, for: peer)
+            }
+            logger.info("bluetoothd manages hci\(index): pairing goes through it, with bleota as its agent")
+            return Answerer(agent: observer, daemon: daemon)
+        } catch {
+            await observer.stop()
+            return Answerer(unavailable: "bluetoothd manages hci\(index), and bleota cannot register as its pairing agent: \(error.description)")
+        }
+    }
+
     /// Stops every agent (at the end of a command, so no socket outlives it).
     public func stopAll() async {
-        for answerer in answerers.values { await answerer.agent?.stop() }
+        for answerer in answerers.values {
+            await answerer.daemon?.stop()
+            await answerer.agent?.stop()
+        }
         answerers = [:]
+    }
+
+    /// `hciN` as given, or the adapter the kernel would route through.
+    static func adapterName(_ adapter: String?) -> String? {
+        if let adapter { return adapter }
+        if case .available(let first) = BluetoothAvailability.probe(adapter: nil) { return first }
+        return nil
     }
 
     /// `hci3` → 3; nil → the adapter the kernel would route through.

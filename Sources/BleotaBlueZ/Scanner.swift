@@ -30,10 +30,14 @@ public enum Scanner {
             found = try await scanOverHCI(adapter: adapter, duration: duration, active: active)
         }
         for index in found.indices {
-            if found[index].addressType == "random", let address = BluetoothAddress(found[index].address),
-               let identity = ResolvablePrivateAddress.identity(of: address, among: keys) {
+            guard let address = BluetoothAddress(found[index].address) else { continue }
+            if found[index].addressType == "random", let identity = ResolvablePrivateAddress.identity(of: address, among: keys) {
                 found[index].identity = identity.address.description
                 found[index].identityType = identity.addressType?.rawValue
+            } else if keys.contains(where: { $0.identity.address == address }) {
+                // The kernel holds the IRK too (bleota loaded it) and reports the device under the identity it resolved.
+                found[index].identity = address.description
+                found[index].identityType = found[index].addressType
             }
         }
         return found.filter(filter.matches)

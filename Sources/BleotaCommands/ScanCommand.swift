@@ -45,7 +45,11 @@ struct ScanCommand: AsyncParsableCommand {
         }
         for device in found {
             var line = "\(device.address) (\(device.addressType))"
-            if let identity = device.identity { line += " identity \(identity) (\(device.identityType ?? "random"), resolved with its bond's IRK)" }
+            if let identity = device.identity {
+                line += identity == device.address
+                    ? " identity (its private address resolved by the kernel with the bond's IRK)"
+                    : " identity \(identity) (\(device.identityType ?? "random"), resolved with its bond's IRK)"
+            }
             if let rssi = device.rssi { line += " \(rssi) dBm" }
             if let name = device.localName { line += " \"\(name)\"" }
             if !device.serviceUUIDs.isEmpty { line += " services \(device.serviceUUIDs.joined(separator: ","))" }

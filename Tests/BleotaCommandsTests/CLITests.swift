@@ -20,7 +20,8 @@ struct BleotaProcess {
 
     static let configHome = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-tests-\(UUID())")
 
-    static func run(_ arguments: [String], currentDirectory: URL? = nil, configHome: URL = BleotaProcess.configHome) throws -> BleotaProcess {
+    static func run(_ arguments: [String], currentDirectory: URL? = nil, configHome: URL = BleotaProcess.configHome,
+                    environment extra: [String: String] = [:]) throws -> BleotaProcess {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
@@ -28,6 +29,7 @@ struct BleotaProcess {
         // Saved tunings go to a directory of this test run, never the user's own.
         var environment = ProcessInfo.processInfo.environment
         environment["XDG_CONFIG_HOME"] = configHome.path
+        for (key, value) in extra { environment[key] = value }
         process.environment = environment
         let out = Pipe(), err = Pipe()
         process.standardOutput = out

@@ -22,6 +22,9 @@ public actor KernelPairingAgent {
     private(set) var agent: any PairingAgent
     let store: BondStore?
     let logger: Logger
+    /// False beside bluetoothd: it answers the kernel (asking bleota's ``BluetoothDaemonAgent``) and
+    /// keeps the keys; this agent then only watches how pairings go.
+    let answers: Bool
 
     /// What happened while pairing with one device.
     struct Attempt {
@@ -33,11 +36,15 @@ public actor KernelPairingAgent {
     private var attempts: [BluetoothAddress: Attempt] = [:]
     /// The identity a private address turned out to be (New Identity Resolving Key).
     private var identities: [BluetoothAddress: BluetoothAddress] = [:]
+    /// The identity (with its type) each private address turned out to be.
+    private var identityAddresses: [BluetoothAddress: ManagementAddress] = [:]
     /// The kind of the newest key the kernel made with each peer: what a link encrypted with it has.
     private var keyKinds: [BluetoothAddress: LongTermKey.Kind] = [:]
     private var eventTask: Task<Void, Never>?
 
-    init(channel: ManagementChannel, index: UInt16, adapterAddress: BluetoothAddress, agent: any PairingAgent, store: BondStore?, logger: Logger) {
+    init(channel: ManagementChannel, index: UInt16, adapterAddress: BluetoothAddress, agent: any PairingAgent, store: BondStore?, logger: Logger,
+         answers: Bool = true) {
+        self.answers = answers
         self.channel = channel
         self.index = index
         self.adapterAddress = adapterAddress
@@ -51,15 +58,18 @@ public actor KernelPairingAgent {
     ///
     /// Changes adapter-wide settings (bondable, Secure Connections, IO capability) and replaces
     /// the kernel's key lists: only for an adapter no bluetoothd manages.
+    ///
+    /// With `answers` false (beside bluetoothd) it changes nothing and answers nothing: it only
+    /// watches the kernel's pairing events, to tell how a pairing went and why it failed.
     public static func start(index: UInt16, agent: any PairingAgent, store: BondStore?, logger: Logger,
-                             channel given: ManagementChannel? = nil) async throws(ManagementChannelError) -> KernelPairingAgent {
+                             channel given: ManagementChannel? = nil, answers: Bool = true) async throws(ManagementChannelError) -> KernelPairingAgent {
         let channel: ManagementChannel
         if let given { channel = given } else { channel = try ManagementChannel.open() }
         do {
             let information = try ControllerInformation(decoding: try await channel.send(.readControllerInformation, index: index))
             let pairing = KernelPairingAgent(channel: channel, index: index, adapterAddress: information.address, agent: agent,
-                                             store: store, logger: logger)
-            try await pairing.configure(information)
+                                             store: answers ? store : nil, logger: logger, answers: answers)
+            if answers { try await pairing.configure(information) }
             await pairing.listen()
             return pairing
         } catch let error as ManagementError {
@@ -102,8 +112,11 @@ public actor KernelPairingAgent {
     public func answer(with newAgent: any PairingAgent) async {
         let changed = newAgent.ioCapability != agent.ioCapability
         agent = newAgent
-        if changed { await reply(.setIOCapability(newAgent.ioCapability)) }
+        if changed && answers { await reply(.setIOCapability(newAgent.ioCapability)) }
     }
+
+    /// Keeps `failure` as the reason the pairing with `peer` failed (bluetoothd's agent refused it).
+    public func record(_ failure: PairingError, for peer: BluetoothAddress) { fail(peer, failure) }
 
     /// Stops answering and closes the management socket.
     public func stop() {
@@ -133,6 +146,9 @@ public actor KernelPairingAgent {
         return try? await mailbox.take()
     }
 
+    /// The identity the private address `address` turned out to be in a pairing this process saw, if it did.
+    public func identity(of address: BluetoothAddress) -> ManagementAddress? { identityAddresses[address] }
+
     /// The failure of the last pairing with `peer`, if it failed, without waiting.
     public func failure(ifKnownFor peer: BluetoothAddress) -> PairingError? { attempts[resolved(peer)]?.failure }
 
@@ -153,6 +169,10 @@ public actor KernelPairingAgent {
 
     func handle(_ event: ManagementEvent, index: UInt16) async {
         guard index == self.index else { return }
+        if !answers {
+            watch(event)
+            return
+        }
         switch event {
         case .userConfirmationRequest(let address, let justWorks, let value):
             let device = address.address.description
@@ -185,15 +205,38 @@ public actor KernelPairingAgent {
             keyKinds[resolved(key.peer.address)] = key.kind
             if storeHint, let store { keep { () throws(BondStore.Failure) in try store.add(key, adapter: adapterAddress) } }
         case .newIdentityResolvingKey(let storeHint, let rpa, let key):
-            if rpa != BluetoothAddress.any {
-                identities[rpa] = key.identity.address
-                if let attempt = attempts.removeValue(forKey: rpa) { attempts[key.identity.address] = attempt }
-                if let kind = keyKinds.removeValue(forKey: rpa) { keyKinds[key.identity.address] = kind }
-            }
+            learnIdentity(rpa: rpa, key: key)
             if storeHint, let store { keep { () throws(BondStore.Failure) in try store.add(key, adapter: adapterAddress) } }
         default:
             break
         }
+    }
+
+    /// Beside bluetoothd: what each event says about the pairing, without answering anything.
+    private func watch(_ event: ManagementEvent) {
+        switch event {
+        case .userConfirmationRequest(let address, let justWorks, _):
+            attempts[resolved(address.address), default: Attempt()].method = justWorks ? .justWorks : .numericComparison
+        case .userPasskeyRequest(let address), .passkeyNotify(let address, _):
+            attempts[resolved(address.address), default: Attempt()].method = .passkeyEntry
+        case .authenticationFailed(let address, let status):
+            fail(address.address, .authenticationFailed("the kernel reports \(status)"))
+        case .newLongTermKey(_, let key):
+            keyKinds[resolved(key.peer.address)] = key.kind
+        case .newIdentityResolvingKey(_, let rpa, let key):
+            learnIdentity(rpa: rpa, key: key)
+        default:
+            break
+        }
+    }
+
+    /// From now on the kernel names `rpa`'s device by its identity: so does everything kept about it.
+    private func learnIdentity(rpa: BluetoothAddress, key: IdentityResolvingKey) {
+        guard rpa != BluetoothAddress.any else { return }
+        identities[rpa] = key.identity.address
+        identityAddresses[rpa] = key.identity
+        if let attempt = attempts.removeValue(forKey: rpa) { attempts[key.identity.address] = attempt }
+        if let kind = keyKinds.removeValue(forKey: rpa) { keyKinds[key.identity.address] = kind }
     }
 
     private func keep(_ write: () throws(BondStore.Failure) -> Void) {

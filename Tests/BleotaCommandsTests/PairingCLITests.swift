@@ -1,0 +1,66 @@
+import Foundation
+import Testing
+@testable import BleotaCommands
+
+/// Pairing as a user meets it: a device that demands an authenticated link,
+/// the passkey given or not, the report and --json saying what protects the link,
+/// and a failure as one line with exit status 13.
+@Suite struct PairingCLITests {
+    static let device = "sim://2m-dle?security=authenticated"
+
+    @Test func thePasskeyTheDeviceShowsPairsAndTheReportSaysHow() throws {
+        let result = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", Self.device, "--passkey", "123456", "--json"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let report = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+        let security = try #require(report?["security"] as? [String: Any])
+        #expect(security["level"] as? String == "fips")
+        #expect(security["method"] as? String == "passkey-entry")
+        #expect(security["secureConnections"] as? Bool == true)
+        let text = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", Self.device, "--passkey", "123456"])
+        #expect(text.stdout.contains("; security fips (encrypted, authenticated LE Secure Connections) by passkey entry, LE Secure Connections, bonded"))
+    }
+
+    @Test func aWrongPasskeyIsOneLineAndExit13() throws {
+        let result = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", Self.device, "--passkey", "654321", "--quiet"])
+        #expect(result.status == 13)
+        let lines = result.stderr.split(separator: "\n")
+        #expect(lines.count == 1)
+        #expect(lines.first == "error: \(Self.device): pairing failed at the device: confirm value failed (the passkeys did not match): check the passkey the device shows and give it with --passkey")
+        let json = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", Self.device, "--passkey", "654321", "--json"])
+        let failure = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+        #expect(failure?["exitStatus"] as? Int == 13)
+        #expect((failure?["error"] as? String)?.contains("confirm value failed") == true)
+    }
+
+    @Test func withoutAPasskeyOrATerminalTheErrorSaysWhatToGive() throws {
+        // The test runner's stdin is not a terminal: nobody can be asked.
+        let result = try BleotaProcess.run(["push", "samples/firmware/blinky.bin", "--device", Self.device, "--quiet"])
+        #expect(result.status == 13)
+        #expect(result.stderr.contains("the device asks for a passkey: give it with --passkey N, or run on a terminal to be asked"))
+        let comparison = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", Self.device + "&device-io=yesno", "--quiet"])
+        #expect(comparison.status == 13)
+        #expect(comparison.stderr.contains("--accept-pairing"))
+        let accepted = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", Self.device + "&device-io=yesno", "--accept-pairing", "--quiet"])
+        #expect(accepted.status == 0, "\(accepted.stderr)")
+    }
+
+    @Test func aPasskeyThatIsNotSixDigitsIsAUsageError() throws {
+        let result = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", Self.device, "--passkey", "12a456"])
+        #expect(result.status == 2)
+        #expect(result.stderr.contains("--passkey '12a456' is not a passkey: give the six digits the device shows, e.g. --passkey 123456"))
+        let long = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", Self.device, "--passkey", "1234567"])
+        #expect(long.status == 2)
+    }
+
+    @Test func bondListSaysWhereBondsAreAndRemoveNamesAMissingOne() throws {
+        let state = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-state-\(UUID())")
+        let list = try BleotaProcess.run(["bond", "list"], environment: ["XDG_STATE_HOME": state.path])
+        #expect(list.status == 0)
+        #expect(list.stdout == "no bonds (\(state.path)/bleota/bonds.json)\n")
+        let remove = try BleotaProcess.run(["bond", "remove", "C0:FF:EE:00:00:01"], environment: ["XDG_STATE_HOME": state.path])
+        #expect(remove.status == 3)
+        #expect(remove.stderr.contains("no bond with C0:FF:EE:00:00:01"))
+        let bad = try BleotaProcess.run(["bond", "remove", "C0:FF:EE"], environment: ["XDG_STATE_HOME": state.path])
+        #expect(bad.status == 2)
+    }
+}
