@@ -206,6 +206,11 @@ public struct BLEConnector: DeviceConnector {
                .identity(of: candidate.address) {
             return await scanned(candidate, identity: identity, keys: [])
         }
+        // A device bluetoothd bonded with is named by its identity; the kernel connects to it at the
+        // private address it last saw it use, so a short scan lets it see the one in use now.
+        if BluetoothDaemon.isRunning, !ResolvablePrivateAddress.isResolvable(candidate.address) || candidate.type == .public {
+            return await scanned(candidate, identity: ManagementAddress(candidate.address, type: candidate.type), keys: [])
+        }
         return candidate
     }
 

@@ -36,6 +36,12 @@ public enum BluetoothAvailability: Sendable, Equatable, CustomStringConvertible 
         }
     }
 
+    /// The adapter's name when it is available.
+    public var adapterName: String? {
+        if case .available(let name) = self { return name }
+        return nil
+    }
+
     /// Probes the kernel and the adapter (`hciN`, or the first one when nil).
     public static func probe(adapter: String? = nil) -> BluetoothAvailability {
         let probe = socket(AF_BLUETOOTH, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), BTPROTO_HCI)

@@ -25,6 +25,7 @@ public enum BluetoothDaemonGATT {
         var interface: String
         var strings: [String: String] = [:]
         var flags: [String: Bool] = [:]
+        var lists: [String: [String]] = [:]
     }
 
     /// bluetoothd's objects with `interfaces` (`ObjectManager.GetManagedObjects`), their string and boolean properties read.
@@ -55,6 +56,14 @@ public enum BluetoothDaemonGATT {
                         if signature == "s" || signature == "o", enter("v", signature) {
                             object.strings[key] = BusArguments.readString(message, type: signature == "s" ? "s" : "o")
                             exit()
+                        } else if signature == "as", enter("v", "as") {
+                            var items: [String] = []
+                            if enter("a", "s") {
+                                while let item = BusArguments.readString(message) { items.append(item) }
+                                exit()
+                            }
+                            object.lists[key] = items
+                            exit()
                         } else if signature == "b", enter("v", "b") {
                             var value: Int32 = 0
                             if sd_bus_message_read_basic(message, CChar(UInt8(ascii: "b")), &value) >= 0 { object.flags[key] = value != 0 }
@@ -82,6 +91,15 @@ public enum BluetoothDaemonGATT {
     static func deviceObject(_ objects: [ManagedObject], adapter: String, device: BluetoothAddress) -> ManagedObject? {
         objects.first { $0.interface == "org.bluez.Device1" && $0.path.hasPrefix("/org/bluez/\(adapter)/")
             && $0.strings["Address"]?.uppercased() == device.description }
+    }
+
+    /// The GATT services bluetoothd found on `device`, when it holds a resolved link to it.
+    public static func services(adapter: String, device: BluetoothAddress) async -> [BluetoothUUID]? {
+        guard let bus = try? await SystemBus.open() else { return nil }
+        let found = deviceObject((try? await objects(bus, interfaces: ["org.bluez.Device1"])) ?? [], adapter: adapter, device: device)
+        await bus.close()
+        guard let object = found, object.flags["Connected"] == true, object.flags["ServicesResolved"] == true else { return nil }
+        return object.lists["UUIDs"]?.compactMap(BluetoothUUID.init)
     }
 
     /// Whether bluetoothd is connected to `device` and has resolved its GATT services.

@@ -136,6 +136,11 @@ extension DeviceAddress {
     /// The GATT services a BLE device offers, for protocol detection.
     private func offeredServices(_ target: BLEDeviceAddress, timeout: Duration, pairing: PairingPolicy, logger: Logger) async throws -> [BluetoothUUID] {
         _ = try requireBluetooth(adapter: target.adapter)
+        // bluetoothd may hold the link (the kernel then refuses a second ATT channel): ask it what it found.
+        if BluetoothDaemon.isRunning, let adapter = target.adapter ?? BluetoothAvailability.probe(adapter: nil).adapterName,
+           let services = await BluetoothDaemonGATT.services(adapter: adapter, device: target.address) {
+            return services
+        }
         let connection: ATTConnection
         do { connection = try await ATTConnection.openRetrying(target, timeout: timeout, clock: SystemClock(), pairing: pairing, logger: logger) } catch {
             throw CommandFailure(.linkLost, "cannot reach \(text): \(error)")

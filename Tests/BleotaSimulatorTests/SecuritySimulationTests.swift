@@ -109,6 +109,18 @@ import Testing
         #expect(packets == 0 && pairings == 1)
     }
 
+    /// Nordic's bonded buttonless DFU (NRF_DFU_BLE_REQUIRES_BONDS): the bootloader keeps the application's
+    /// address and its bond, so the link to it encrypts with the key the application's pairing made.
+    @Test func aBondedNordicButtonlessJumpKeepsTheAddressAndTheBond() async throws {
+        let entry = try #require(Self.protocolsAndImages.first { $0.protocolName == "nordic-dfu" })
+        let outcome = try await Self.flash("nordic-dfu", image: entry.image, description: nil,
+                                           address: "sim://2m-dle?security=encrypted&nordic-buttonless=bonded",
+                                           pairing: PairingPolicy.justWorks)
+        #expect(outcome.value.versionAfter != nil)
+        #expect(outcome.pairing.pairings == 1, "the bootloader must not pair again")
+        #expect(outcome.pairing.encryptionsWithBond >= 1 && outcome.pairing.refusedForSecurity == 0)
+    }
+
     @Test func justWorksGivesAnEncryptedLinkAndTheDevicesBondIsUsedOnReconnects() async throws {
         let outcome = try await Self.flash("native", image: "samples/firmware/blinky.bin", description: nil,
                                            address: "sim://2m-dle?security=encrypted", pairing: PairingPolicy.justWorks)
