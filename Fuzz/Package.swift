@@ -20,6 +20,7 @@ let link = Target.Dependency.product(name: "BleotaLink", package: "bleota")
 let att = Target.Dependency.product(name: "BleotaATT", package: "bleota")
 let protocols = Target.Dependency.product(name: "BleotaProtocols", package: "bleota")
 let engine = Target.Dependency.product(name: "BleotaEngine", package: "bleota")
+let bluez = Target.Dependency.product(name: "BleotaBlueZ", package: "bleota")
 
 /// One executable per parser: name and what it needs besides FuzzSupport.
 let fuzzers: [(name: String, dependencies: [Target.Dependency])] = [
@@ -41,6 +42,7 @@ let fuzzers: [(name: String, dependencies: [Target.Dependency])] = [
     ("FuzzNordicSerial", [codec, protocols]),
     ("FuzzProtocolDescription", [codec, protocols]),
     ("FuzzVendorMessages", [codec, protocols]),
+    ("FuzzManagementEvent", [codec, bluez]),
 ]
 
 let package = Package(

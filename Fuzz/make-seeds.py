@@ -129,6 +129,19 @@ att_table = att_source[att_source.index("let attVectors"):att_source.index("@Sui
 for index, text in enumerate(re.findall(r'"([0-9a-f ]+)"\)', att_table)):
     seed("FuzzATTPDU", "att-%02d" % index, bytes.fromhex(text))
 
+# --- Management interface events (BlueZ doc/mgmt-api.txt layouts) -------------
+def mgmt(code, parameters, index=0):
+    return struct.pack("<HHH", code, index, len(parameters)) + parameters
+peer = bytes([0x01, 0x00, 0x01, 0x01, 0xAA, 0x00, 0x01])
+seed("FuzzManagementEvent", "command-complete", mgmt(0x0001, bytes([0x05, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00])))
+seed("FuzzManagementEvent", "command-status", mgmt(0x0002, bytes([0x09, 0x00, 0x14])))
+seed("FuzzManagementEvent", "new-ltk", mgmt(0x000A, b"\x01" + peer + bytes([0x03, 0x00, 0x10, 0, 0]) + bytes(8) + bytes(range(16))))
+seed("FuzzManagementEvent", "confirm", mgmt(0x000F, peer + bytes([0x00, 0x40, 0xE2, 0x01, 0x00])))
+seed("FuzzManagementEvent", "passkey", mgmt(0x0010, peer))
+seed("FuzzManagementEvent", "auth-failed", mgmt(0x0011, peer + b"\x05"))
+seed("FuzzManagementEvent", "new-irk", mgmt(0x0018, b"\x01" + bytes([0x11, 0x22, 0x33, 0x44, 0x55, 0x66]) + peer + bytes(16)))
+seed("FuzzManagementEvent", "device-found", mgmt(0x0012, peer + bytes([0xC4]) + bytes(4) + struct.pack("<H", 3) + bytes([2, 1, 6])))
+
 # --- Native messages, from the independent Python encoder's golden vectors ----
 output = subprocess.run([sys.executable, path("scripts", "native-vectors.py")], check=True,
                         capture_output=True, text=True).stdout

@@ -71,6 +71,18 @@ let peerBytes: [UInt8] = [0x01, 0x00, 0x01, 0x01, 0xAA, 0x00, 0x01]
         #expect(!key.description.contains("a0") && !key.description.lowercased().contains("a0a1"))
     }
 
+    @Test func aKeyWhoseCentralFlagIsNotABooleanIsRefusedAtItsOffset() {
+        // Found by FuzzManagementEvent: central = 4 decoded as true and re-encoded as 1.
+        let event = [0x01] + peerBytes + [0x03, 0x04, 0x10, 0x00, 0x00] + [UInt8](repeating: 0, count: 24)
+        #expect(throws: DecodingError.self) { try ManagementEvent(decoding: ManagementPacket(code: 0x000A, index: 0, parameters: event)) }
+        do {
+            _ = try ManagementEvent(decoding: ManagementPacket(code: 0x000A, index: 0, parameters: event))
+        } catch {
+            #expect(error.offset == 9)
+            #expect("\(error)".contains("key central"))
+        }
+    }
+
     @Test func pairingRequestsDecode() throws {
         let confirm = try ManagementEvent(decoding: ManagementPacket(code: 0x000F, index: 1, parameters: peerBytes + [0x00, 0x40, 0xE2, 0x01, 0x00]))
         #expect(confirm == .userConfirmationRequest(peer, confirmHint: false, value: 123_456))

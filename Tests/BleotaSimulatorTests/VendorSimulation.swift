@@ -62,5 +62,6 @@ func sweepVendorFaults(_ faults: String, minimum: Int, image: (UInt64) -> [UInt8
             #expect(old, "\(faults) seed \(seed): \(error)")
         }
     }
+    print("fault sweep \(faults): \(succeeded) of 5 succeeded (floor \(minimum))")
     #expect(succeeded >= minimum, "\(faults): \(succeeded) of 5")
 }

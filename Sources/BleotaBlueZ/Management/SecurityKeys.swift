@@ -68,7 +68,10 @@ public struct LongTermKey: Sendable, Hashable, Codable, CustomStringConvertible 
         let raw = try reader.readUInt8("key type")
         guard let kind = Kind(rawValue: raw) else { throw reader.invalid("key type", "\(raw) is not a key type (0…4)", at: start) }
         self.kind = kind
-        central = try reader.readUInt8("key central") != 0
+        let centralOffset = reader.offset
+        let centralByte = try reader.readUInt8("key central")
+        guard centralByte <= 1 else { throw reader.invalid("key central", "\(centralByte) is not a boolean (0 or 1)", at: centralOffset) }
+        central = centralByte == 1
         encryptionKeySize = try reader.readUInt8("key encryption size")
         ediv = try reader.readUInt16(.little, "key ediv")
         rand = try reader.readUInt64(.little, "key rand")
