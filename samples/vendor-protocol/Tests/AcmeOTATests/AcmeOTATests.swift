@@ -81,9 +81,20 @@ func simulateAcmeFlash(_ address: String, image: [UInt8]) async throws -> (Resul
 @Suite struct AcmeCommandLineTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
+    /// `acme-bleota`, built beside this test bundle: in the package's own
+    /// `.build/debug`, or in whatever `--scratch-path` the build was given
+    /// (bleota's CI builds this sample in bleota's own build directory).
+    static var executable: URL {
+        if let bundle = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+            let beside = URL(fileURLWithPath: bundle).deletingLastPathComponent().appendingPathComponent("acme-bleota")
+            if FileManager.default.isExecutableFile(atPath: beside.path) { return beside }
+        }
+        return root.appendingPathComponent(".build/debug/acme-bleota")
+    }
+
     static func run(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
         let process = Process()
-        process.executableURL = root.appendingPathComponent(".build/debug/acme-bleota")
+        process.executableURL = executable
         process.arguments = arguments
         process.currentDirectoryURL = root
         let out = Pipe(), err = Pipe()
