@@ -4,7 +4,7 @@
 // libFuzzer. A separate package so the main build and CI never see it; it
 // uses the main package's modules as they are (no sources are copied).
 //
-// Build and run through scripts/fuzz (README "Fuzzing"); by hand:
+// Build and run through scripts/fuzz (docs/testing.md, "Fuzzing"); by hand:
 //   swift build -c release --package-path Fuzz --scratch-path .build-fuzz/build -Xswiftc -sanitize=fuzzer
 //   .build-fuzz/build/release/FuzzCBOR -runs=100000 .build-fuzz/corpus/FuzzCBOR
 //

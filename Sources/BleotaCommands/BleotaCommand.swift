@@ -119,7 +119,7 @@ public struct BleotaCommand: AsyncParsableCommand {
     }
 }
 
-/// Process exit codes, documented in the README and in `bleota --help`.
+/// Process exit codes, documented in the README, docs/commands.md and `bleota --help`.
 public enum ExitStatus: Int32, Sendable, Codable {
     case success = 0
     /// Anything not covered below.

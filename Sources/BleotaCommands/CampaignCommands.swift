@@ -64,7 +64,7 @@ struct CampaignCreateCommand: AsyncParsableCommand {
         commandName: "create",
         abstract: "Store an image and its devices as a campaign; `bleota fleet worker` on each host then carries it out.",
         discussion: """
-            The database's bleota schema is created or migrated first (README "Fleet campaigns"). The image is \
+            The database's bleota schema is created or migrated first (docs/fleet.md, "Fleet campaigns across hosts"). The image is \
             stored once, by its SHA-256; every device starts pending. Devices must be reachable from the workers' \
             hosts (ble://, udp://, serial://): a sim:// device lives inside one process (serve simulated devices to \
             every worker with bleota sim serve --devices N).

@@ -46,7 +46,7 @@ public struct TransferTuning: Sendable, Hashable, Codable {
     /// Send a raw-deflate stream when the device supports it. Saves airtime on
     /// images with padding or repeated data; costs device CPU. `auto` by default:
     /// real firmware deflates to about two thirds, which on a link-bound device
-    /// is a third less airtime (see the README's Performance section).
+    /// is a third less airtime (see docs/performance.md).
     public var compression: Compression
     /// Reconnect and resume this many times after a disconnect before giving up.
     public var maxReconnects: Int

@@ -1,7 +1,7 @@
 import Testing
 @testable import BleotaCodec
 
-/// Inputs the fuzzers in Fuzz/ found (README "Fuzzing"), each fed to what
+/// Inputs the fuzzers in Fuzz/ found (docs/testing.md, "Fuzzing"), each fed to what
 /// misbehaved on it, so the fix stays fixed.
 @Suite struct CodecFuzzRegressionTests {
     /// A line indented with spaces or tabs had its bad character reported a

@@ -1,7 +1,7 @@
 import Testing
 @testable import BleotaEngine
 
-/// What the fuzzers in Fuzz/ found (README "Fuzzing"), at the engine's level.
+/// What the fuzzers in Fuzz/ found (docs/testing.md, "Fuzzing"), at the engine's level.
 @Suite struct EngineFuzzRegressionTests {
     /// An acknowledgement of packets not yet sent moved the cumulative point
     /// past the next unsent packet; the next request's answer (or a timeout)

@@ -4,7 +4,7 @@ import BleotaLink
 import Testing
 @testable import BleotaProtocols
 
-/// Inputs the fuzzers in Fuzz/ found (README "Fuzzing"), each fed to what
+/// Inputs the fuzzers in Fuzz/ found (docs/testing.md, "Fuzzing"), each fed to what
 /// trapped or misbehaved on it, so the fix stays fixed.
 @Suite struct FuzzRegressionTests {
     /// An image check's marker with an odd number of hex digits trapped the description reader
