@@ -348,10 +348,7 @@ if runs("pacing") {
         // The device's ceiling (protocols/link-model.md): a page of S bytes costs its erase E, the
         // processing t of the S/P packets that fill it, and the wait for data after the erase that
         // its B − 1 queued packets do not cover (data comes one connection interval I after it is ready).
-        let page = Double(model.flashPageSize)
-        let perPacket = model.processingTime(bytes: largest + NativeMessage.dataHeaderSize).seconds
-        let idle = max(0, model.connectionInterval.seconds - Double(model.deviceBuffer - 1) * perPacket)
-        let ceiling = page / (model.flashEraseTimePerPage.seconds + page / Double(largest) * perPacket + idle)
+        let ceiling = model.deviceCeiling(packetBytes: largest + NativeMessage.dataHeaderSize, headerBytes: NativeMessage.dataHeaderSize) ?? .infinity
         record("pacing", "\(preset): device ceiling", ceiling / 1024, "KiB/s")
         record("pacing", "\(preset): grid's best fixed setting (\(best.point))", fixed.goodput / 1024, "KiB/s")
         record("pacing", "\(preset): default (closed loop)", paced.goodput / 1024, "KiB/s")

@@ -97,7 +97,7 @@ public struct BleotaCommand: AsyncParsableCommand {
             return ExitStatus.success.rawValue
         } catch let failure as CommandFailure {
             Terminal.standardError.writeLine("error: \(failure.message)")
-            if arguments.contains("--json"), let json = try? JSONOutput.string(FailureReport(failure)) {
+            if arguments.contains("--json"), !failure.reportedInJSON, let json = try? JSONOutput.string(FailureReport(failure)) {
                 Terminal.standardOutput.writeLine(json)
             }
             return failure.status.rawValue
@@ -160,10 +160,14 @@ public struct CommandFailure: Error, Sendable, CustomStringConvertible {
     public var message: String
     /// Where a transfer failed and what the device runs since, when known.
     public var details: FailureDetails?
-    public init(_ status: ExitStatus, _ message: String, details: FailureDetails? = nil) {
+    /// The command already printed its one `--json` document, with the error in
+    /// it: stdout must not get a second one (`jq` and `json.load` reject two).
+    public var reportedInJSON: Bool
+    public init(_ status: ExitStatus, _ message: String, details: FailureDetails? = nil, reportedInJSON: Bool = false) {
         self.status = status
         self.message = message
         self.details = details
+        self.reportedInJSON = reportedInJSON
     }
     public var description: String { message }
 }

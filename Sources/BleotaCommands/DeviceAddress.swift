@@ -77,6 +77,8 @@ public struct DeviceAddress: ExpressibleByArgument, Sendable, CustomStringConver
 struct SessionOutcome<Value: Sendable>: Sendable {
     var value: Value
     var linkCapacity: Double?
+    /// What the device itself can write, when that is less than the link carries (simulator).
+    var deviceCapacity: Double? = nil
     var linkModel: String?
     /// PHY and interval of a real connection, when the address asked for them.
     var connection: ConnectionSettings? = nil
@@ -164,8 +166,8 @@ extension DeviceAddress {
                 logger.info("simulating \(address.preset): \(address.model), seed \(address.seed)")
                 let outcome = try await Simulation.run(address, protocol: updateProtocol, description: text, pairing: pairing, body)
                 if let security = outcome.security { logger.info("\(text): link security \(security)") }
-                return SessionOutcome(value: outcome.value, linkCapacity: outcome.linkCapacity, linkModel: outcome.preset,
-                                      security: outcome.security)
+                return SessionOutcome(value: outcome.value, linkCapacity: outcome.linkCapacity, deviceCapacity: outcome.deviceCapacity,
+                                      linkModel: outcome.preset, security: outcome.security)
             case .ble(let target):
                 _ = try requireBluetooth(adapter: target.adapter)
                 guard let service = updateProtocol.identity.gattServices.first else {

@@ -191,7 +191,8 @@ struct PullCommand: AsyncParsableCommand {
             try await $0.pull(name)
         }
         try writeFileAtomically(outcome.value.bytes, to: output)
-        let pulled = SessionOutcome(value: outcome.value.report, linkCapacity: outcome.linkCapacity, linkModel: outcome.linkModel,
+        let pulled = SessionOutcome(value: outcome.value.report, linkCapacity: outcome.linkCapacity, deviceCapacity: outcome.deviceCapacity,
+                                    linkModel: outcome.linkModel,
                                     connection: outcome.connection, security: outcome.security)
         try printReport(pulled, json: global.json) { report in
             "pulled '\(name)' (\(formatBytes(report.bytes))) from \(report.device) to \(output): \(summary(report))"
@@ -237,7 +238,11 @@ func effectiveTuning(_ options: TuningOptions, device: String, for updateProtoco
 
 func summary(_ report: UpdateReport) -> String {
     var parts = ["\(formatDuration(report.transferSeconds)) transfer (\(formatBytes(Int(report.goodput)))/s"]
-    if let capacity = report.linkCapacity, capacity > 0 {
+    if let device = report.deviceCapacity, device > 0, let link = report.linkCapacity {
+        // A device slower than its link: the share that means something is of what the device can take.
+        parts[0] += String(format: ", %.0f%% of the %@/s this device can write; the link carries %@/s",
+                           100 * report.goodput / device, formatBytes(Int(device)), formatBytes(Int(link)))
+    } else if let capacity = report.linkCapacity, capacity > 0 {
         parts[0] += String(format: ", %.0f%% of the link's %@/s", 100 * report.goodput / capacity, formatBytes(Int(capacity)))
     }
     parts[0] += ")"
@@ -251,6 +256,7 @@ func summary(_ report: UpdateReport) -> String {
 func printReport(_ outcome: SessionOutcome<UpdateReport>, json: Bool, text: (UpdateReport) -> String) throws {
     var report = outcome.value
     report.linkCapacity = outcome.linkCapacity
+    report.deviceCapacity = outcome.deviceCapacity
     report.linkModel = outcome.linkModel
     report.connection = outcome.connection
     report.security = outcome.security

@@ -115,6 +115,9 @@ struct ImageReport: Codable, Equatable {
     var sha256: String
     /// Present when the file is an MCUboot image.
     var mcuboot: MCUbootReport?
+    /// Set when the image does not verify: the one-line error and the exit status (5).
+    var error: String?
+    var exitStatus: Int32?
 
     /// Sizes and checksums come from the sparse image: one streaming pass, no gap materialised.
     init(file: String, image: FirmwareImage, fill: UInt8) {
@@ -151,12 +154,15 @@ struct ImageInfo: AsyncParsableCommand {
             let described: ImageDescription?
             do { described = try candidate.describeImage(request) } catch { throw error.commandFailure }
             guard let description = described else { continue }
+            let failure = description.problem.map { CommandFailure(.verificationFailed, $0, reportedInJSON: global.json) }
             if global.json {
-                Terminal.standardOutput.writeLine(try JSONOutput.string(ProtocolImageReport(file: file, protocolName: candidate.name, description: description)))
+                let report = ProtocolImageReport(file: file, protocolName: candidate.name, description: description,
+                                                 exitStatus: failure?.status.rawValue)
+                Terminal.standardOutput.writeLine(try JSONOutput.string(report))
             } else {
                 Terminal.standardOutput.writeLine((["file:      \(file)", "protocol:  \(candidate.name)"] + description.lines).joined(separator: "\n"))
             }
-            if let problem = description.problem { throw CommandFailure(.verificationFailed, problem) }
+            if let failure { throw failure }
             return
         }
         let image = try input.load(file)
@@ -176,15 +182,20 @@ struct ImageInfo: AsyncParsableCommand {
         } else if key != nil {
             throw CommandFailure(.badInput, "\(file) is not an MCUboot image, so --key has nothing to verify")
         }
+        // A damaged or unverifiable image is reported, and the exit status says so:
+        // with --json in the one document printed, as `error` and `exitStatus`.
+        var failure: CommandFailure?
+        if let mcuboot = report.mcuboot, !mcuboot.hashValid || mcuboot.signatureVerified == false {
+            failure = CommandFailure(.verificationFailed, "\(file): \(mcuboot.problem ?? "the image does not verify")", reportedInJSON: global.json)
+            report.error = failure?.message
+            report.exitStatus = failure?.status.rawValue
+        }
         if global.json {
             Terminal.standardOutput.writeLine(try JSONOutput.string(report))
         } else {
             Terminal.standardOutput.writeLine(textLines(report, image: image).joined(separator: "\n"))
         }
-        // A damaged or unverifiable image is reported, and the exit status says so.
-        if let mcuboot = report.mcuboot, !mcuboot.hashValid || mcuboot.signatureVerified == false {
-            throw CommandFailure(.verificationFailed, "\(file): \(mcuboot.problem ?? "the image does not verify")")
-        }
+        if let failure { throw failure }
     }
 
     func textLines(_ report: ImageReport, image: FirmwareImage) -> [String] {
@@ -212,11 +223,13 @@ struct ProtocolImageReport: Encodable {
     var file: String
     var protocolName: String
     var description: ImageDescription
+    /// Set (5) when something did not verify; `error` then says what.
+    var exitStatus: Int32?
 
     enum CodingKeys: String, CodingKey {
         case file
         case protocolName = "protocol"
-        case format, parts, problem
+        case format, parts, error, exitStatus
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -225,7 +238,8 @@ struct ProtocolImageReport: Encodable {
         try container.encode(protocolName, forKey: .protocolName)
         try container.encode(description.format, forKey: .format)
         try container.encode(description.parts, forKey: .parts)
-        try container.encodeIfPresent(description.problem, forKey: .problem)
+        try container.encodeIfPresent(description.problem, forKey: .error)
+        try container.encodeIfPresent(exitStatus, forKey: .exitStatus)
     }
 }
 

@@ -52,6 +52,8 @@ public struct UpdateReport: Sendable, Codable, Equatable {
     public var versionAfter: String?
     /// Filled in by the caller when it knows the link model (simulator): bytes/s the link allows.
     public var linkCapacity: Double?
+    /// Filled in by the caller when the device itself is slower than its link (simulator): bytes/s it can write.
+    public var deviceCapacity: Double?
     public var linkModel: String?
     /// "native" or "smp".
     public var protocolName = "native"

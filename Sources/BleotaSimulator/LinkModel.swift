@@ -102,6 +102,22 @@ public struct LinkModel: Sendable, Hashable, Codable {
         deviceProcessingPerPacket + deviceProcessingPerByte * bytes
     }
 
+    /// The most bytes per second the device itself can take, whatever the link
+    /// (`protocols/link-model.md`, "The device's ceiling"): per flash page it
+    /// processes the page's packets of `packetBytes` (of which `headerBytes` are
+    /// the protocol's own) and erases the page once, then idles until data
+    /// comes, at least a connection interval after it is ready, less what its
+    /// `B − 1` queued packets cover. Nil when the device erases nothing and
+    /// spends no time per packet (the link is then the only limit).
+    public func deviceCeiling(packetBytes: Int, headerBytes: Int = 0) -> Double? {
+        let perPacket = processingTime(bytes: packetBytes).seconds
+        guard perPacket > 0 || flashEraseTimePerPage > .zero, packetBytes > headerBytes else { return nil }
+        let page = Double(flashPageSize)
+        let payload = Double(packetBytes - headerBytes)
+        let idle = flashEraseTimePerPage > .zero ? max(0, connectionInterval.seconds - Double(deviceBuffer - 1) * perPacket) : 0
+        return page / (flashEraseTimePerPage.seconds + page / payload * perPacket + idle)
+    }
+
     /// The most upper-layer payload bytes per second host → device with write
     /// commands of `payload` bytes and no loss: the benchmark's 100 %. Counts
     /// whole connection events: as many full fragments as fit in an event by

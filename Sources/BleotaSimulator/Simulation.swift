@@ -16,6 +16,8 @@ public enum Simulation {
         public var value: Value
         /// Bytes per second of the link's largest writes with no loss.
         public var linkCapacity: Double
+        /// Bytes per second the device itself can write, when that is less than the link carries.
+        public var deviceCapacity: Double?
         public var preset: String
         /// What the device's links reached, when it demanded security.
         public var security: LinkSecurityState?
@@ -60,7 +62,9 @@ public enum Simulation {
             }
         }
         // What the link carries in its largest writes: our own headers count against us.
-        return Outcome(value: value, linkCapacity: address.model.capacity(payload: address.model.maximumPayload), preset: address.preset,
+        let linkCapacity = address.model.capacity(payload: address.model.maximumPayload)
+        let deviceCapacity = address.model.deviceCeiling(packetBytes: address.model.maximumPayload).flatMap { $0 < linkCapacity ? $0 : nil }
+        return Outcome(value: value, linkCapacity: linkCapacity, deviceCapacity: deviceCapacity, preset: address.preset,
                        security: address.deviceSecurity.required > .low ? record.latest : nil, pairing: pairingStatistics)
     }
 }

@@ -124,6 +124,22 @@ import Testing
         #expect(report.compressed)
     }
 
+    /// On a device slower than its link, the report's share is of what the device can write.
+    @Test func aSlowDeviceIsMeasuredAgainstWhatItCanWrite() throws {
+        let result = try BleotaProcess.run(["flash", "samples/firmware/blinky.hex", "--device", "sim://slow-flash?seed=7"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let line = try #require(result.stdout.split(separator: "\n").last)
+        #expect(line.contains("KiB/s this device can write; the link carries 127.1 KiB/s"), "\(line)")
+        let json = try BleotaProcess.run(["flash", "samples/firmware/blinky.hex", "--device", "sim://slow-flash?seed=7", "--json"])
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        let device = try #require(report["deviceCapacity"] as? Double)
+        let link = try #require(report["linkCapacity"] as? Double)
+        #expect(device < link / 3)
+        // A fast device leaves the link as the measure, and no deviceCapacity.
+        let fast = try BleotaProcess.run(["flash", "samples/firmware/blinky.hex", "--device", "sim://2m-dle", "--json"])
+        #expect(!fast.stdout.contains("deviceCapacity"))
+    }
+
     /// Compression is on by default where the device inflates and it helps, and off when asked.
     @Test func compressionIsTheDefaultAndCanBeTurnedOff() throws {
         let image = "samples/cortex-m/gcc-arm-none-eabi-12.2.1/sensor-hub-2.0.0.bin"

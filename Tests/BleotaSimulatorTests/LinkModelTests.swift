@@ -35,6 +35,23 @@ import Testing
         #expect(abs(busy.capacity(payload: 244) - Double(10 * 244) / 0.015) < 0.001) // 10 × 1392 µs ≤ 15 ms < 11 ×
     }
 
+    @Test func theDeviceCeilingIsLinkModelMdsArithmetic() throws {
+        // slow-flash, native DATA packets of 244 bytes (239 payload + 5 header): t = 2 ms + 244 × 0.5 µs,
+        // t_e = 85 ms, B = 4, I = 15 ms: 4096 / (4096/239 × t + t_e + (I − 3t)) ≈ 31.5 kB/s.
+        let slow = try #require(LinkPreset.named("slow-flash")).model
+        let t = 0.002 + 244 * 0.0000005
+        let expected = 4096 / (4096 / 239 * t + 0.085 + (0.015 - 3 * t))
+        let ceiling = try #require(slow.deviceCeiling(packetBytes: 244, headerBytes: 5))
+        #expect(abs(ceiling - expected) < 0.01)
+        #expect(abs(ceiling / 1024 - 30.8) < 0.05)
+        // 2m-dle's device neither erases nor is slow: the link is the limit, by far.
+        #expect(try #require(twoM.deviceCeiling(packetBytes: 244)) > 10 * twoM.capacity(payload: 244))
+        var idle = twoM
+        idle.deviceProcessingPerPacket = .zero
+        idle.deviceProcessingPerByte = .zero
+        #expect(idle.deviceCeiling(packetBytes: 244) == nil)
+    }
+
     @Test func validationNamesTheRange() {
         var model = twoM
         model.attMTU = 600

@@ -128,8 +128,12 @@ public struct PreparedImage: Sendable, Hashable {
 /// An image as its protocol describes it for `bleota image info`: one
 /// section per part, each a list of named values, and whether everything
 /// that can be checked (hashes, signatures) verified.
-public struct ImageDescription: Sendable, Hashable, Codable {
-    public struct Part: Sendable, Hashable, Codable {
+///
+/// Each field is shown as a line of text and encoded for `--json` as typed
+/// values under camelCase keys (`"imageSize": 5000`, not `"5000 bytes"`), so a
+/// script never parses display strings.
+public struct ImageDescription: Sendable, Hashable, Encodable {
+    public struct Part: Sendable, Hashable, Encodable {
         /// "application", "SoftDevice and bootloader".
         public var name: String
         /// Named values in the order they are shown ("firmware version" → "3").
@@ -145,15 +149,103 @@ public struct ImageDescription: Sendable, Hashable, Codable {
             self.hashMatches = hashMatches
             self.signatureVerified = signatureVerified
         }
+
+        /// `{"name": …, <each field's typed values>…, "hashMatches": …, "signatureVerified": …}`.
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: FieldKey.self)
+            try container.encode(name, forKey: FieldKey("name"))
+            for field in fields {
+                for pair in field.typed { try container.encode(pair.value, forKey: FieldKey(pair.key)) }
+            }
+            try container.encodeIfPresent(hashMatches, forKey: FieldKey("hashMatches"))
+            try container.encodeIfPresent(signatureVerified, forKey: FieldKey("signatureVerified"))
+        }
     }
 
-    public struct Field: Sendable, Hashable, Codable {
+    /// A value of a field in `--json`.
+    public enum Value: Sendable, Hashable, Encodable {
+        case text(String)
+        case integer(Int64)
+        case flag(Bool)
+        case list([Value])
+        /// Absent from the input (a field the metadata should have had): `null`.
+        case missing
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.singleValueContainer()
+            switch self {
+            case .text(let text): try container.encode(text)
+            case .integer(let number): try container.encode(number)
+            case .flag(let flag): try container.encode(flag)
+            case .list(let values): try container.encode(values)
+            case .missing: try container.encodeNil()
+            }
+        }
+    }
+
+    public struct Field: Sendable, Hashable {
+        /// The label shown before the value ("firmware version").
         public var name: String
+        /// The value as shown ("3", "fw.bin, 5000 bytes").
         public var value: String
-        public init(_ name: String, _ value: String) {
+        /// The same in `--json`: one or more typed values under camelCase keys.
+        public var typed: [TypedValue]
+
+        public struct TypedValue: Sendable, Hashable {
+            public var key: String
+            public var value: Value
+            public init(_ key: String, _ value: Value) {
+                self.key = key
+                self.value = value
+            }
+        }
+
+        /// A field shown as `value` and encoded as `typed`.
+        public init(_ name: String, _ value: String, typed: [(String, Value)]) {
             self.name = name
             self.value = value
+            self.typed = typed.map { TypedValue($0.0, $0.1) }
         }
+
+        /// A field whose text is its value: encoded as text under its name in camelCase.
+        public init(_ name: String, _ value: String) {
+            self.init(name, value, typed: [(Self.camelCase(name), .text(value))])
+        }
+
+        /// A whole number, shown in decimal.
+        public init(_ name: String, integer: Int64?) {
+            self.init(name, integer.map(String.init) ?? "missing", typed: [(Self.camelCase(name), integer.map(Value.integer) ?? .missing)])
+        }
+
+        /// A part's image file: its name and size, CRC-32 and SHA-256 of its bytes
+        /// (`image`, `imageSize`, `crc32`, `sha256`), what `image info` gives of any image.
+        public static func image(file: String, bytes: [UInt8]) -> [Field] {
+            let crc = hex32(CRC32.checksum(bytes))
+            let sha = SHA256Digest.hash(bytes).hexString
+            return [Field("image", "\(file), \(bytes.count) bytes", typed: [("image", .text(file)), ("imageSize", .integer(Int64(bytes.count)))]),
+                    Field("crc32", crc), Field("sha256", sha)]
+        }
+
+        /// A metadata file beside the image (an init packet): `<key>` and `<key>Size`.
+        public static func file(_ name: String, file: String, size: Int) -> Field {
+            let key = camelCase(name)
+            return Field(name, "\(file), \(size) bytes", typed: [(key, .text(file)), (key + "Size", .integer(Int64(size)))])
+        }
+
+        /// "firmware version" → "firmwareVersion"; "sd_req" → "sdReq"; "CRC-16" → "crc16".
+        public static func camelCase(_ label: String) -> String {
+            let words = label.split(whereSeparator: { !$0.isLetter && !$0.isNumber })
+            guard let first = words.first else { return label }
+            return first.lowercased() + words.dropFirst().map { $0.prefix(1).uppercased() + $0.dropFirst().lowercased() }.joined()
+        }
+    }
+
+    struct FieldKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(_ key: String) { stringValue = key }
+        init?(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
     }
 
     /// "Nordic Secure DFU package".

@@ -59,7 +59,19 @@ public struct NordicSecureDFUProtocol: UpdateProtocol {
             if case .legacy? = NordicDFUPackage.flavour(ofPackageAt: probe.path, head: probe.head) { return .refuses }
             return .owns
         }
-        return Self.initPacketPath(beside: probe.path).map { FileManager.default.fileExists(atPath: $0) } == true ? .owns : .refuses
+        guard let initPath = Self.initPacketPath(beside: probe.path), FileManager.default.fileExists(atPath: initPath) else { return .refuses }
+        // adafruit-nrfutil's packages unzip to the same app.bin + app.dat, but that .dat is a
+        // legacy init packet (device type, revision, version, sd_req, CRC-16), not protobuf.
+        return Self.isLegacyInitPacket(at: initPath) ? .refuses : .owns
+    }
+
+    /// Whether the file is a legacy DFU init packet and not a Secure DFU one: it does not
+    /// decode as a protobuf init packet with a command, and does as a legacy packet.
+    /// A file that is neither is left to this protocol, whose error then names what is wrong.
+    static func isLegacyInitPacket(at path: String) -> Bool {
+        guard let bytes = try? InputFile.prefix(path, count: 1024) else { return false }
+        if let packet = try? NordicInitPacket(decoding: bytes), packet.type != nil { return false }
+        return (try? NordicLegacyInitPacket(decoding: bytes)) != nil
     }
 
     /// `app.bin` → `app.dat`.
@@ -84,16 +96,24 @@ public struct NordicSecureDFUProtocol: UpdateProtocol {
         let (parts, problem) = try load(request)
         let described = parts.map { part in
             let packet = part.packet
-            var fields = [ImageDescription.Field("image", "\(part.imageName), \(part.image.count) bytes"),
-                          ImageDescription.Field("init packet", "\(part.initName), \(part.initBytes.count) bytes")]
-            fields.append(.init("type", packet.type.map(\.description) ?? "missing"))
-            fields.append(.init("firmware version", packet.firmwareVersion.map { $0 == 0xFFFF_FFFF ? "none (0xFFFFFFFF)" : String($0) } ?? "missing"))
-            fields.append(.init("hardware version", packet.hardwareVersion.map(String.init) ?? "missing"))
-            fields.append(.init("sd_req", packet.softDeviceRequirements.map { "0x" + String(format: "%04X", $0) }.joined(separator: ", ")))
-            fields.append(.init("sizes", "SoftDevice \(packet.softDeviceSize), bootloader \(packet.bootloaderSize), application \(packet.applicationSize)"))
-            fields.append(.init("hash type", packet.hashType.map(\.description) ?? "missing"))
-            if packet.isDebug { fields.append(.init("debug", "yes (release bootloaders ignore it)")) }
-            fields.append(.init("signed", packet.signedBytes == nil ? "no" : "yes, ECDSA P-256"))
+            typealias Field = ImageDescription.Field
+            var fields = Field.image(file: part.imageName, bytes: part.image)
+            fields.append(.file("init packet", file: part.initName, size: part.initBytes.count))
+            fields.append(Field("type", packet.type.map(\.description) ?? "missing",
+                                typed: [("type", packet.type.map { .text($0.description) } ?? .missing)]))
+            fields.append(Field("firmware version", packet.firmwareVersion.map { $0 == 0xFFFF_FFFF ? "none (0xFFFFFFFF)" : String($0) } ?? "missing",
+                                typed: [("firmwareVersion", packet.firmwareVersion.map { .integer(Int64($0)) } ?? .missing)]))
+            fields.append(Field("hardware version", integer: packet.hardwareVersion.map(Int64.init)))
+            fields.append(Field("sd_req", packet.softDeviceRequirements.map { "0x" + String(format: "%04X", $0) }.joined(separator: ", "),
+                                typed: [("sdReq", .list(packet.softDeviceRequirements.map { .integer(Int64($0)) }))]))
+            fields.append(Field("sizes", "SoftDevice \(packet.softDeviceSize), bootloader \(packet.bootloaderSize), application \(packet.applicationSize)",
+                                typed: [("softDeviceSize", .integer(Int64(packet.softDeviceSize))), ("bootloaderSize", .integer(Int64(packet.bootloaderSize))),
+                                        ("applicationSize", .integer(Int64(packet.applicationSize)))]))
+            fields.append(Field("hash type", packet.hashType.map(\.description) ?? "missing",
+                                typed: [("hashType", packet.hashType.map { .text($0.description) } ?? .missing)]))
+            if packet.isDebug { fields.append(Field("debug", "yes (release bootloaders ignore it)", typed: [("debug", .flag(true))])) }
+            fields.append(Field("signed", packet.signedBytes == nil ? "no" : "yes, ECDSA P-256",
+                                typed: [("signed", .flag(packet.signedBytes != nil))]))
             return ImageDescription.Part(name: part.name, fields: fields, hashMatches: packet.hashMatches(part.image),
                                          signatureVerified: part.signatureVerified)
         }

@@ -78,14 +78,17 @@ public struct NordicLegacyDFUProtocol: UpdateProtocol {
         guard imageAffinity(ImageFiles.probe(request.path)) == .owns else { return nil }
         let (parts, problem) = try load(request)
         return ImageDescription(format: "Nordic legacy DFU package (adafruit-nrfutil)", parts: parts.map { part, packet in
-            ImageDescription.Part(name: part.kind.description, fields: [
-                .init("image", "\(part.imageName), \(part.image.count) bytes"),
-                .init("init packet", "\(part.initPacketName), \(part.initPacketBytes.count) bytes"),
-                .init("device type", String(format: "0x%04X", packet.deviceType)),
-                .init("device revision", String(format: "0x%04X", packet.deviceRevision)),
-                .init("application version", packet.applicationVersion == 0xFFFF_FFFF ? "none (0xFFFFFFFF)" : String(packet.applicationVersion)),
-                .init("sd_req", packet.softDeviceRequirements.map { String(format: "0x%04X", $0) }.joined(separator: ", ")),
-                .init("CRC-16", String(format: "0x%04X", packet.imageCRC)),
+            typealias Field = ImageDescription.Field
+            let version = packet.applicationVersion
+            return ImageDescription.Part(name: part.kind.description, fields: Field.image(file: part.imageName, bytes: part.image) + [
+                .file("init packet", file: part.initPacketName, size: part.initPacketBytes.count),
+                Field("device type", String(format: "0x%04X", packet.deviceType), typed: [("deviceType", .integer(Int64(packet.deviceType)))]),
+                Field("device revision", String(format: "0x%04X", packet.deviceRevision), typed: [("deviceRevision", .integer(Int64(packet.deviceRevision)))]),
+                Field("application version", version == 0xFFFF_FFFF ? "none (0xFFFFFFFF)" : String(version),
+                      typed: [("applicationVersion", .integer(Int64(version)))]),
+                Field("sd_req", packet.softDeviceRequirements.map { String(format: "0x%04X", $0) }.joined(separator: ", "),
+                      typed: [("sdReq", .list(packet.softDeviceRequirements.map { .integer(Int64($0)) }))]),
+                Field("CRC-16", String(format: "0x%04X", packet.imageCRC), typed: [("crc16", .integer(Int64(packet.imageCRC)))]),
             ], hashMatches: NordicLegacyInitPacket.crc(of: part.image) == packet.imageCRC)
         }, problem: problem)
     }
