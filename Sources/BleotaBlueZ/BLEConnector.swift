@@ -40,7 +40,7 @@ public struct ATTConnection: Sendable {
             }
             throw .unreachable("cannot connect to \(target.address): \(error)")
         }
-        let settings = applyConnectionRequest(target, socket: socket)
+        let settings = await applyConnectionRequest(target, socket: socket)
         let bond = (try? BondStore().bonds(adapter: local))?.first { $0.identity.address == target.address }
         let security = L2CAPSecurity(socket: socket, pairing: answerer.agent, unavailable: answerer.unavailable, storedBond: bond, clock: clock,
                                      logger: logger)
@@ -83,7 +83,7 @@ public struct ATTConnection: Sendable {
 /// Asks the controller for the PHY and interval `target` names, if any, on the
 /// connection under `socket`. Never fails the connection: what could not be
 /// done comes back as notes.
-func applyConnectionRequest(_ target: BLEDeviceAddress, socket: L2CAPSocket) -> ConnectionSettings? {
+func applyConnectionRequest(_ target: BLEDeviceAddress, socket: L2CAPSocket) async -> ConnectionSettings? {
     guard !target.connection.isEmpty else { return nil }
     let adapterName = target.adapter ?? "the adapter"
     guard let handle = socket.connectionHandle else {
@@ -91,7 +91,7 @@ func applyConnectionRequest(_ target: BLEDeviceAddress, socket: L2CAPSocket) -> 
     }
     do {
         let controller = HCIController(transport: try RawHCISocket(adapter: target.adapter))
-        return ConnectionControl.apply(target.connection, handle: handle, adapterName: adapterName, controller: controller)
+        return await ConnectionControl.apply(target.connection, handle: handle, adapterName: adapterName, controller: controller)
     } catch {
         return ConnectionSettings(notes: ["the PHY and interval were left as they are: \(error)"])
     }
@@ -341,7 +341,7 @@ public struct BLEConnector: DeviceConnector {
             if let raw = try? socket.system.getOption(socket.fd, level: 274, name: 12, size: 2), raw.count == 2 {
                 sendMTU = Int(raw[0]) | Int(raw[1]) << 8
             }
-            let applied = applyConnectionRequest(target, socket: socket)
+            let applied = await applyConnectionRequest(target, socket: socket)
             settings.record(applied)
             return intervalControlled(L2CAPLink(socket: socket, maximumPayload: max(23, sendMTU), description: description + " (L2CAP CoC)"),
                                       handle: socket.connectionHandle, settings: applied)

@@ -67,9 +67,9 @@ public final class HCIController {
     }
 
     /// Sends `command` and returns its Command Complete parameters or Command Status.
-    public func send(_ command: HCICommand) throws(HCIError) -> Answer {
+    public func send(_ command: HCICommand) async throws(HCIError) -> Answer {
         try transport.write(command.encode())
-        let answer = try firstEvent(within: timeout) { event -> Answer? in
+        let answer = try await firstEvent(within: timeout) { event -> Answer? in
             switch event {
             case .commandComplete(let opcode, let parameters) where opcode == command.opcode: .complete(parameters)
             case .commandStatus(let status, let opcode) where opcode == command.opcode: .status(status)
@@ -83,10 +83,10 @@ public final class HCIController {
     }
 
     /// Reads events until `match` accepts one or `timeout` (on ``clock``) passes; the others are kept if wanted later.
-    private func firstEvent<T>(within timeout: Duration, _ match: (HCIEvent) -> T?) throws(HCIError) -> T? {
+    private func firstEvent<T>(within timeout: Duration, _ match: (HCIEvent) -> T?) async throws(HCIError) -> T? {
         let deadline = clock.now + timeout
         while clock.now < deadline {
-            guard let packet = try transport.read(timeout: deadline - clock.now),
+            guard let packet = try await transport.read(timeout: deadline - clock.now),
                   let event = try? HCIEvent(decoding: packet) else { continue }
             if let found = match(event) { return found }
             keep(event)
@@ -96,7 +96,7 @@ public final class HCIController {
 
     /// Waits for an LE meta `subevent` about connection `handle`; returns its parameters after the handle, or nil on timeout.
     /// Every subevent this waits for starts `[status][handle LE]`.
-    public func waitForLEEvent(_ subevent: UInt8, handle: UInt16, timeout: Duration) throws(HCIError) -> (status: UInt8, rest: [UInt8])? {
+    public func waitForLEEvent(_ subevent: UInt8, handle: UInt16, timeout: Duration) async throws(HCIError) -> (status: UInt8, rest: [UInt8])? {
         func matches(_ event: HCIEvent) -> (UInt8, [UInt8])? {
             guard case .leMeta(let code, let parameters) = event, code == subevent, parameters.count >= 3,
                   UInt16(parameters[1]) | UInt16(parameters[2]) << 8 == handle else { return nil }
@@ -105,7 +105,7 @@ public final class HCIController {
         if let index = early.firstIndex(where: { matches($0) != nil }) {
             return matches(early.remove(at: index))
         }
-        return try firstEvent(within: timeout, matches)
+        return try await firstEvent(within: timeout, matches)
     }
 }
 
@@ -119,19 +119,19 @@ public enum ConnectionControl {
     static let connectionUpdateComplete: UInt8 = 0x03
 
     public static func apply(_ request: ConnectionRequest, handle: UInt16, adapterName: String,
-                             controller: HCIController) -> ConnectionSettings {
+                             controller: HCIController) async -> ConnectionSettings {
         var settings = ConnectionSettings()
         var features: [UInt8]?
-        if case .complete(let parameters)? = try? controller.send(.leReadLocalSupportedFeatures),
+        if case .complete(let parameters)? = try? await controller.send(.leReadLocalSupportedFeatures),
            parameters.count >= 9, parameters[0] == 0 {
             features = Array(parameters[1...8])
         }
 
         if let phy = request.phy {
-            settings.notes += setPHY(phy, handle: handle, adapterName: adapterName, features: features, controller: controller)
+            settings.notes += await setPHY(phy, handle: handle, adapterName: adapterName, features: features, controller: controller)
         }
         if let interval = request.interval {
-            let (note, outcome) = updateInterval(interval, latency: request.latency, handle: handle, controller: controller)
+            let (note, outcome) = await updateInterval(interval, latency: request.latency, handle: handle, controller: controller)
             if let note { settings.notes.append(note) }
             if let outcome {
                 settings.intervalMilliseconds = outcome.interval
@@ -139,7 +139,7 @@ public enum ConnectionControl {
                 settings.supervisionTimeoutMilliseconds = outcome.timeout
             }
         }
-        if case .complete(let parameters)? = try? controller.send(.leReadPHY(handle: handle)),
+        if case .complete(let parameters)? = try? await controller.send(.leReadPHY(handle: handle)),
            parameters.count >= 5, parameters[0] == 0, let phy = LEPHY(reported: parameters[3]) {
             settings.phy = phy.displayName
             if let wanted = request.phy, wanted != phy, settings.notes.isEmpty {
@@ -150,16 +150,16 @@ public enum ConnectionControl {
     }
 
     static func setPHY(_ phy: LEPHY, handle: UInt16, adapterName: String, features: [UInt8]?,
-                       controller: HCIController) -> [String] {
+                       controller: HCIController) async -> [String] {
         if let bit = phy.featureBit, let features, features[bit / 8] & (1 << (bit % 8)) == 0 {
             return ["\(adapterName) does not support the LE \(phy.displayName) PHY (its LE features lack it): the link stays on 1M"]
         }
         do {
-            let status = try controller.send(.leSetPHY(handle: handle, phy: phy)).status
+            let status = try await controller.send(.leSetPHY(handle: handle, phy: phy)).status
             guard status == 0 else {
                 return ["\(adapterName) refused to set the \(phy.displayName) PHY (\(hciStatusDescription(status)))"]
             }
-            guard let (status, _) = try controller.waitForLEEvent(phyUpdateComplete, handle: handle, timeout: .seconds(3)) else {
+            guard let (status, _) = try await controller.waitForLEEvent(phyUpdateComplete, handle: handle, timeout: .seconds(3)) else {
                 return ["the \(phy.displayName) PHY was requested but no PHY update completed within 3 s"]
             }
             if status != 0 {
@@ -183,15 +183,15 @@ public enum ConnectionControl {
     }
 
     static func updateInterval(_ interval: ClosedRange<Double>, latency: Int, handle: UInt16,
-                               controller: HCIController) -> (String?, (interval: Double, latency: Int, timeout: Int)?) {
+                               controller: HCIController) async -> (String?, (interval: Double, latency: Int, timeout: Int)?) {
         let command = updateCommand(interval, latency: latency, handle: handle)
         let range = "\(interval.lowerBound.millisecondsText)–\(interval.upperBound.millisecondsText) ms"
         do {
-            let status = try controller.send(command).status
+            let status = try await controller.send(command).status
             guard status == 0 else {
                 return ("the controller refused the connection interval \(range) (\(hciStatusDescription(status)))", nil)
             }
-            guard let (status, rest) = try controller.waitForLEEvent(connectionUpdateComplete, handle: handle, timeout: .seconds(5)),
+            guard let (status, rest) = try await controller.waitForLEEvent(connectionUpdateComplete, handle: handle, timeout: .seconds(5)),
                   rest.count >= 6 else {
                 return ("the connection interval \(range) was requested but no update completed within 5 s", nil)
             }

@@ -1,4 +1,5 @@
 import BleotaCodec
+import BleotaLink
 import CBlueZ
 import Glibc
 
@@ -169,7 +170,7 @@ public struct HCIError: Error, Sendable, Equatable, CustomStringConvertible {
 public protocol HCITransport: AnyObject {
     func write(_ packet: [UInt8]) throws(HCIError)
     /// The next event packet, or nil when `timeout` passes first.
-    func read(timeout: Duration) throws(HCIError) -> [UInt8]?
+    func read(timeout: Duration) async throws(HCIError) -> [UInt8]?
 }
 
 /// A raw HCI socket on one adapter that sees command results and LE meta events.
@@ -189,9 +190,14 @@ public final class RawHCISocket: HCITransport {
             for event in [UInt32(0x0E), 0x0F, 0x3E] { words[Int(event >> 5)] |= 1 << (event & 31) }
         }
         setsockopt(dd, SOL_HCI, HCI_FILTER, &filter, socklen_t(MemoryLayout<hci_filter>.size))
+        // Reads wait on the reactor, like every other descriptor, never in poll(2) on a task's thread.
+        _ = fcntl(dd, F_SETFL, fcntl(dd, F_GETFL) | O_NONBLOCK)
     }
 
-    deinit { hci_close_dev(dd) }
+    deinit {
+        DescriptorReactor.shared.forget(dd)
+        hci_close_dev(dd)
+    }
 
     public func write(_ packet: [UInt8]) throws(HCIError) {
         let written = packet.withUnsafeBytes { Glibc.write(dd, $0.baseAddress, $0.count) }
@@ -204,17 +210,36 @@ public final class RawHCISocket: HCITransport {
         }
     }
 
-    public func read(timeout: Duration) throws(HCIError) -> [UInt8]? {
-        var descriptor = pollfd(fd: dd, events: Int16(POLLIN), revents: 0)
-        let milliseconds = Int32(max(1, timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000))
-        let ready = poll(&descriptor, 1, milliseconds)
-        guard ready > 0 else {
-            if ready < 0 && errno != EINTR { throw HCIError("waiting for the controller failed: \(String(cString: strerror(errno)))") }
-            return nil
+    public func read(timeout: Duration) async throws(HCIError) -> [UInt8]? {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            var buffer = [UInt8](repeating: 0, count: 260)
+            let count = buffer.withUnsafeMutableBytes { Glibc.read(dd, $0.baseAddress, $0.count) }
+            if count > 0 { return Array(buffer[..<count]) }
+            let code = errno
+            guard count < 0, code == EAGAIN || code == EWOULDBLOCK || code == EINTR else {
+                throw HCIError("reading from the controller failed: \(String(cString: strerror(count == 0 ? EIO : code)))")
+            }
+            let remaining = deadline - .now
+            guard remaining > .zero, await Self.readable(dd, within: remaining) else { return nil }
         }
-        var buffer = [UInt8](repeating: 0, count: 260)
-        let count = buffer.withUnsafeMutableBytes { Glibc.read(dd, $0.baseAddress, $0.count) }
-        guard count > 0 else { throw HCIError("reading from the controller failed: \(String(cString: strerror(errno)))") }
-        return Array(buffer[..<count])
+    }
+
+    /// Whether `descriptor` became readable (or has an error for the next read to report)
+    /// within `limit`: the reactor's wait raced against a sleep, the loser cancelled.
+    static func readable(_ descriptor: Int32, within limit: Duration) async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                do { try await DescriptorReactor.shared.wait(descriptor, writable: false) } catch { return false }
+                return true
+            }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
     }
 }

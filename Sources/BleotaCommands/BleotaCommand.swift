@@ -28,7 +28,8 @@ public struct BleotaCommand: AsyncParsableCommand {
             9 the update failed late and the device could not be reached to tell what it runs; \
             10 (fleet) some devices run the image, others failed or were not started; 11 (fleet) none does; \
             12 (fleet campaign) the campaign database could not be reached or refused; \
-            13 the link could not get the security the device demands (pairing failed or was refused).
+            13 the link could not get the security the device demands (pairing failed or was refused); \
+            130 interrupted by Ctrl-C (the message says what the device runs).
             """,
         version: version,
         subcommands: [FlashCommand.self, FleetCommand.self, PushCommand.self, PullCommand.self, TuneCommand.self, ImageCommand.self, EchoCommand.self, ResetCommand.self,
@@ -152,6 +153,9 @@ public enum ExitStatus: Int32, Sendable, Codable {
     /// The device demands a secure link and pairing failed (wrong passkey, a comparison not
     /// confirmed, no answer, the device's reason), or could not authenticate; nothing was written.
     case pairingFailed = 13
+    /// Ctrl-C (SIGINT) stopped a transfer; the message says where and what the device runs.
+    /// 128 + SIGINT, what shells report for a process a Ctrl-C ended.
+    case interrupted = 130
 }
 
 /// A failure the CLI reports as one line and an exit status.
@@ -179,6 +183,12 @@ public struct FailureDetails: Sendable, Codable {
     /// What the device runs after a late failure: new-image-confirmed, new-image-unconfirmed, old-image, unknown.
     public var deviceState: String?
     public var deviceVersion: String?
+
+    init(step: String, code: String, deviceState: String?) {
+        self.step = step
+        self.code = code
+        self.deviceState = deviceState
+    }
 
     init(_ error: TransferError) {
         step = error.step.rawValue

@@ -5,6 +5,7 @@ import BleotaLink
 import BleotaProtocols
 import Foundation
 import Logging
+import Synchronization
 
 /// Which protocol to speak, for commands that work over several.
 struct ProtocolOption: ParsableArguments {
@@ -115,7 +116,7 @@ struct FlashCommand: AsyncParsableCommand {
         logger.info("\(prepared.summary)")
         let hostOptions = try flashOptions.hostOptions(for: updateProtocol)
         let outcome = try await withHost(updateProtocol, global: global, device: deviceOptions, tuning: tuningOptions, options: hostOptions,
-                                         logger: logger) {
+                                         activates: true, logger: logger) {
             try await $0.flash(prepared, mode: mode)
         }
         let via = updateProtocol.flashModes.count > 1 ? " over \(updateProtocol.identity.displayName) (\(mode.rawValue))" : ""
@@ -203,20 +204,62 @@ struct PullCommand: AsyncParsableCommand {
 /// Opens the device named by `--device`, runs `operation` with `protocol`'s host
 /// half reporting progress to the terminal, and closes the progress line.
 func withHost<T: Sendable>(_ updateProtocol: any UpdateProtocol, global: GlobalOptions, device: DeviceOptions, tuning: TuningOptions,
-                           options: [String: String] = [:],
+                           options: [String: String] = [:], activates: Bool = false,
                            logger: Logger, _ operation: @escaping @Sendable (any ProtocolHost) async throws -> T) async throws -> SessionOutcome<T> {
     let reporter = ProgressReporter.automatic(json: global.json, quiet: device.quiet)
     let (effective, knobs, source) = effectiveTuning(tuning, device: device.device.text, for: updateProtocol)
     if let source, !global.json, !device.quiet { Terminal.standardError.writeLine(source) }
     let timeouts = device.timeouts
     let name = updateProtocol.name
-    let outcome = try await device.device.session(protocol: updateProtocol, logger: logger, pairing: device.pairing.policy) { connector, clock in
-        let context = HostContext(protocolName: name, connector: connector, clock: clock, tuning: effective, explicitKnobs: knobs,
-                                  timeouts: timeouts, logger: logger, options: options) { reporter.handle($0) }
-        return try await operation(updateProtocol.makeHost(context))
+    let address = device.device
+    let pairing = device.pairing.policy
+    let work = Task {
+        try await address.session(protocol: updateProtocol, logger: logger, pairing: pairing) { connector, clock in
+            let context = HostContext(protocolName: name, connector: connector, clock: clock, tuning: effective, explicitKnobs: knobs,
+                                      timeouts: timeouts, logger: logger, options: options) { reporter.handle($0) }
+            return try await operation(updateProtocol.makeHost(context))
+        }
     }
-    reporter.finish()
-    return outcome
+    // The first Ctrl-C stops the operation and says where it was and what the device runs;
+    // a second one ends the process at once.
+    let interrupted = Mutex(false)
+    ProcessSignals.interceptNextInterrupt {
+        interrupted.withLock { $0 = true }
+        work.cancel()
+    }
+    defer { ProcessSignals.stopInterceptingInterrupts() }
+    do {
+        let outcome = try await withTaskCancellationHandler { try await work.value } onCancel: { work.cancel() }
+        reporter.finish()
+        return outcome
+    } catch {
+        reporter.finish()
+        if interrupted.withLock({ $0 }) { throw interruption(at: reporter.position, activates: activates) }
+        throw error
+    }
+}
+
+/// What a Ctrl-C during a transfer tells the user: the step and how far it got, and what the
+/// device runs. Before the activation nothing was activated, so the device keeps its old image
+/// (a device never activates what it did not verify); from the activation on it may run either.
+func interruption(at position: (step: UpdateStep?, progress: TransferProgress?), activates: Bool) -> CommandFailure {
+    let step = position.step ?? .connect
+    var whereItWas = "interrupted while \(ProgressReporter.label(step))"
+    if step == .transfer, let progress = position.progress {
+        whereItWas += String(format: " (%.0f%% of %@ sent)", 100 * progress.fraction, formatBytes(progress.totalBytes))
+    }
+    let lateSteps: Set<UpdateStep> = [.activate, .confirm]
+    guard activates else {
+        return CommandFailure(.interrupted, "\(whereItWas): nothing was stored or written; run the command again",
+                              details: FailureDetails(step: step.rawValue, code: "interrupted", deviceState: nil))
+    }
+    if lateSteps.contains(step) {
+        return CommandFailure(.interrupted, "\(whereItWas): the activation may have reached the device, so it runs the new image or the old one; "
+                              + "`bleota image state` or a new `bleota flash` finds out",
+                              details: FailureDetails(step: step.rawValue, code: "interrupted", deviceState: "unknown"))
+    }
+    return CommandFailure(.interrupted, "\(whereItWas): nothing was activated, so the device keeps its old image; flash again to update it",
+                          details: FailureDetails(step: step.rawValue, code: "interrupted", deviceState: "old-image"))
 }
 
 /// The tuning a transfer uses: the command line's options over the setting

@@ -13,6 +13,9 @@ final class ProgressReporter: Sendable {
 
     private struct State {
         var step: UpdateStep?
+        var progress: TransferProgress?
+        /// In line mode, the last tenth of the transfer a `progress:` line was written for.
+        var lastTenth = 0
         var lastDraw: Double = -1
         var lastLine = ""
     }
@@ -35,7 +38,10 @@ final class ProgressReporter: Sendable {
     func handle(_ event: UpdateEvent) {
         switch event {
         case .step(let step):
-            state.withLock { $0.step = step }
+            state.withLock {
+                $0.step = step
+                $0.lastTenth = 0
+            }
             switch style {
             case .interactive: terminal.write("\r\u{1B}[2K\(Self.label(step))…")
             case .lines: terminal.writeLine("step: \(step)")
@@ -48,6 +54,15 @@ final class ProgressReporter: Sendable {
             case .silent: break
             }
         case .progress(let progress):
+            // Not a terminal (a log, CI): a line at each tenth of the transfer, with rate and ETA.
+            let progressLine: String? = state.withLock { state in
+                state.progress = progress
+                let tenth = Int((min(1, max(0, progress.fraction)) * 10).rounded(.down))
+                guard style == .lines, tenth > state.lastTenth else { return nil }
+                state.lastTenth = tenth
+                return "progress: " + Self.render(progress, step: state.step ?? .transfer)
+            }
+            if let progressLine { terminal.writeLine(progressLine) }
             guard style == .interactive else { return }
             let line: String? = state.withLock { state in
                 let wall = Date().timeIntervalSince(started)
@@ -59,6 +74,9 @@ final class ProgressReporter: Sendable {
             if let line { terminal.write("\r\u{1B}[2K" + line) }
         }
     }
+
+    /// The step reached and the transfer's last progress: what an interruption reports.
+    var position: (step: UpdateStep?, progress: TransferProgress?) { state.withLock { ($0.step, $0.progress) } }
 
     /// Ends the in-place line so what follows starts on a fresh one.
     func finish() {

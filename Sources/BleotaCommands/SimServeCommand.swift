@@ -134,7 +134,7 @@ struct SimServe: AsyncParsableCommand {
             return DeviceEnvironment(clock: clock, processingTime: { model.processingTime(bytes: $0) }, flashPageSize: model.flashPageSize,
                                      eraseTimePerPage: model.flashEraseTimePerPage, reboot: reboot)
         }
-        let statisticsSignal = shaping == nil ? nil : Self.onSignal(SIGUSR1) {
+        let statisticsSignal = shaping == nil ? nil : ProcessSignals.observe(SIGUSR1) {
             for (index, shaped) in shapedLinks.links.withLock({ $0 }).enumerated() {
                 let statistics = shaped.statistics
                 Terminal.standardOutput.writeLine("link \(index + 1): \(statistics.messagesToDevice) messages (\(statistics.bytesToDevice) bytes) to the device, \(statistics.lostToDevice) lost, \(statistics.droppedByDeviceBuffer) dropped by its full buffer; \(statistics.messagesToClient) to the client, \(statistics.lostToClient) lost; \(statistics.connectionEvents) connection events")
@@ -293,15 +293,6 @@ struct SimServe: AsyncParsableCommand {
     /// How long a new UDP client waits before the device answers it: about what
     /// establishing a BLE connection takes.
     static let connectionSetup = Duration.milliseconds(50)
-
-    /// Runs `body` whenever the process receives `signal` (which is then no longer fatal).
-    static func onSignal(_ signal: Int32, _ body: @escaping @Sendable () -> Void) -> DispatchSourceSignal {
-        Glibc.signal(signal, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: signal, queue: .global())
-        source.setEventHandler(handler: body)
-        source.resume()
-        return source
-    }
 
     static func hostAndPort(_ text: String) throws -> (String, UInt16) {
         // Port 0: free ports the system picks (printed), for tests and scripts.

@@ -53,7 +53,7 @@ final class ScriptedController: HCITransport, @unchecked Sendable {
         }
     }
 
-    func read(timeout: Duration) throws(HCIError) -> [UInt8]? {
+    func read(timeout: Duration) async throws(HCIError) -> [UInt8]? {
         if noise > 0 {
             noise -= 1
             clock.now += .milliseconds(1)
@@ -96,9 +96,9 @@ final class ScriptedController: HCITransport, @unchecked Sendable {
         }
     }
 
-    @Test func twoMegabitPHYAndIntervalAreAppliedAndReadBack() {
+    @Test func twoMegabitPHYAndIntervalAreAppliedAndReadBack() async {
         let controller = ScriptedController()
-        let settings = ConnectionControl.apply(ConnectionRequest(phy: .le2M, interval: 15...30), handle: 0x40, adapterName: "hci0",
+        let settings = await ConnectionControl.apply(ConnectionRequest(phy: .le2M, interval: 15...30), handle: 0x40, adapterName: "hci0",
                                                controller: controller.controller)
         #expect(settings.notes == [])
         #expect(settings.phy == "2M")
@@ -109,20 +109,20 @@ final class ScriptedController: HCITransport, @unchecked Sendable {
         #expect(Array(controller.written[2][6...9]) == [12, 0, 24, 0])
     }
 
-    @Test func aPHYTheAdapterLacksIsReportedWithoutAsking() {
+    @Test func aPHYTheAdapterLacksIsReportedWithoutAsking() async {
         let controller = ScriptedController()
-        let settings = ConnectionControl.apply(ConnectionRequest(phy: .coded), handle: 0x40, adapterName: "hci0",
+        let settings = await ConnectionControl.apply(ConnectionRequest(phy: .coded), handle: 0x40, adapterName: "hci0",
                                                controller: controller.controller)
         #expect(settings.notes == ["hci0 does not support the LE Coded PHY (its LE features lack it): the link stays on 1M"])
         #expect(!controller.opcodesWritten.contains(0x2032))
         #expect(settings.phy == "1M")
     }
 
-    @Test func refusalsAndSilenceBecomeNotesNamingTheCause() {
+    @Test func refusalsAndSilenceBecomeNotesNamingTheCause() async {
         let controller = ScriptedController()
         controller.setPHYStatus = 0x01
         controller.connectionUpdateStatus = 0x3B
-        var settings = ConnectionControl.apply(ConnectionRequest(phy: .le2M, interval: 7.5...7.5), handle: 0x40, adapterName: "hci0",
+        var settings = await ConnectionControl.apply(ConnectionRequest(phy: .le2M, interval: 7.5...7.5), handle: 0x40, adapterName: "hci0",
                                                controller: controller.controller)
         #expect(settings.notes == [
             "hci0 refused to set the 2M PHY (HCI status 0x01: unknown HCI command)",
@@ -133,7 +133,7 @@ final class ScriptedController: HCITransport, @unchecked Sendable {
         let silent = ScriptedController()
         silent.phyUpdate = nil
         silent.connectionUpdate = (0x1A, 0)
-        settings = ConnectionControl.apply(ConnectionRequest(phy: .le2M, interval: 30...50), handle: 0x40, adapterName: "hci1",
+        settings = await ConnectionControl.apply(ConnectionRequest(phy: .le2M, interval: 30...50), handle: 0x40, adapterName: "hci1",
                                            controller: silent.controller)
         #expect(settings.notes == [
             "the 2M PHY was requested but no PHY update completed within 3 s",
@@ -142,29 +142,29 @@ final class ScriptedController: HCITransport, @unchecked Sendable {
         #expect(settings.phy == "1M")
     }
 
-    @Test func anUpdateEventArrivingBeforeItsCommandStatusIsNotLost() {
+    @Test func anUpdateEventArrivingBeforeItsCommandStatusIsNotLost() async {
         let controller = ScriptedController()
         controller.eventBeforeStatus = true
-        let settings = ConnectionControl.apply(ConnectionRequest(phy: .le2M), handle: 0x40, adapterName: "hci0",
+        let settings = await ConnectionControl.apply(ConnectionRequest(phy: .le2M), handle: 0x40, adapterName: "hci0",
                                                controller: controller.controller)
         #expect(settings.notes == [])
         #expect(settings.phy == "2M")
     }
 
-    @Test func aPeerThatRefusesThePHYIsNamed() {
+    @Test func aPeerThatRefusesThePHYIsNamed() async {
         let controller = ScriptedController()
         controller.phyUpdate = (0x1A, 1)
-        let settings = ConnectionControl.apply(ConnectionRequest(phy: .le2M), handle: 0x40, adapterName: "hci0",
+        let settings = await ConnectionControl.apply(ConnectionRequest(phy: .le2M), handle: 0x40, adapterName: "hci0",
                                                controller: controller.controller)
         #expect(settings.notes == ["the peer did not take the 2M PHY (HCI status 0x1a: unsupported remote feature)"])
         #expect(settings.summary == "PHY 1M")
     }
 
-    @Test func aFloodOfUnrelatedEventsCannotStretchATimeout() {
+    @Test func aFloodOfUnrelatedEventsCannotStretchATimeout() async {
         let controller = ScriptedController()
         controller.phyUpdate = nil
         controller.noise = 100_000
-        let settings = ConnectionControl.apply(ConnectionRequest(phy: .le2M), handle: 0x40, adapterName: "hci0",
+        let settings = await ConnectionControl.apply(ConnectionRequest(phy: .le2M), handle: 0x40, adapterName: "hci0",
                                                controller: controller.controller)
         // Each command waits its 2 s of (scripted) time, then gives up with a note, however much noise is left.
         #expect(settings.notes == ["cannot set the PHY: the controller did not answer HCI command 0x2032 within 2.0 seconds"])

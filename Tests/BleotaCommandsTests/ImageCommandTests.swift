@@ -158,7 +158,11 @@ import Testing
         #expect(result.status == 0)
         #expect(result.stderr.split(separator: "\n").map(String.init).filter { $0.hasPrefix("step: ") }
                 == ["step: connect", "step: enter-bootloader", "step: reconnect", "step: transfer", "step: verify", "step: activate", "step: confirm"])
-        #expect(result.stderr.split(separator: "\n").allSatisfy { $0.hasPrefix("step: ") || $0.hasPrefix("note: ") })
+        #expect(result.stderr.split(separator: "\n").allSatisfy { $0.hasPrefix("step: ") || $0.hasPrefix("note: ") || $0.hasPrefix("progress: ") })
+        // A line at each tenth of the transfer, the last at 100 % with rate and ETA.
+        let progress = result.stderr.split(separator: "\n").filter { $0.hasPrefix("progress: transfer [") }
+        #expect(progress.count >= 2 && progress.count <= 10, "\(result.stderr)")
+        #expect(progress.last?.contains("100%") == true && progress.last?.contains("/s  ETA") == true)
         #expect(result.stdout.hasPrefix("flashed 13.0 KiB to sim://1m-dle-7.5ms"))
     }
 

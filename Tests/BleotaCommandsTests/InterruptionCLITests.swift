@@ -1,0 +1,76 @@
+import Foundation
+import Glibc
+import Testing
+import BleotaEngine
+@testable import BleotaCommands
+
+/// Ctrl-C during a flash: the progress line ends, the message says where the
+/// transfer was and what the device runs, and the exit status (130) is documented.
+@Suite struct InterruptionCLITests {
+    /// Reads `handle` line by line until one satisfies `condition`; returns everything read.
+    static func read(_ handle: FileHandle, until condition: (String) -> Bool) -> String {
+        var text = ""
+        while !text.split(separator: "\n").contains(where: { condition(String($0)) }) {
+            let chunk = handle.availableData
+            guard !chunk.isEmpty else { break }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        return text
+    }
+
+    @Test func ctrlCDuringTheTransferSaysTheDeviceKeepsItsOldImage() throws {
+        // A device in real time behind a slow link (2.6 KiB/s), so the transfer lasts seconds.
+        let server = Process()
+        server.executableURL = BleotaProcess.executable
+        server.arguments = ["sim", "serve", "--protocol", "native", "--udp", "127.0.0.1:0", "--link", "1m-no-dle-30ms", "--duration", "120"]
+        let serverOut = Pipe()
+        server.standardOutput = serverOut
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        defer { server.terminate(); server.waitUntilExit() }
+        let serving = Self.read(serverOut.fileHandleForReading) { $0.contains("127.0.0.1:") }
+        let port = try #require(serving.split(separator: "\n").first { $0.contains("127.0.0.1:") }?
+            .split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }, "\(serving)")
+
+        let flash = Process()
+        flash.executableURL = BleotaProcess.executable
+        flash.arguments = ["flash", "samples/firmware/blinky.bin", "--device", "udp://127.0.0.1:\(port)", "--protocol", "native",
+                           "--version-label", "2.0.0"]
+        flash.currentDirectoryURL = BleotaProcess.repositoryRoot
+        flash.environment = ProcessInfo.processInfo.environment.merging(["XDG_CONFIG_HOME": BleotaProcess.configHome.path]) { $1 }
+        let out = Pipe(), err = Pipe()
+        flash.standardOutput = out
+        flash.standardError = err
+        try flash.run()
+        // Not a terminal: a line per step, and per tenth of the transfer. Ctrl-C once a tenth is through.
+        let before = Self.read(err.fileHandleForReading) { $0.hasPrefix("progress: transfer [") }
+        try #require(before.contains("progress: transfer ["), "\(before)")
+        flash.interrupt()
+        let stderr = before + String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        _ = out.fileHandleForReading.readDataToEndOfFile()
+        flash.waitUntilExit()
+        #expect(flash.terminationReason == .exit && flash.terminationStatus == 130, "\(stderr)")
+        let line = try #require(stderr.split(separator: "\n").last.map(String.init), "\(stderr)")
+        #expect(line.hasPrefix("error: interrupted while transferring ("), "\(line)")
+        #expect(line.hasSuffix("sent): nothing was activated, so the device keeps its old image; flash again to update it"), "\(line)")
+        // One line, nothing after it: the step lines before it each ended.
+        #expect(stderr.hasSuffix(line + "\n"))
+    }
+
+    /// What --json carries for an interruption, at each point of an update.
+    @Test func theReportNamesTheStepAndWhatTheDeviceRuns() throws {
+        let progress = TransferProgress(bytesAcknowledged: 4096, totalBytes: 16384, packetsSent: 20, packetsResent: 0, packetsLost: 0,
+                                        elapsed: .seconds(1), window: 4, interPacketDelay: .zero)
+        let early = interruption(at: (.transfer, progress), activates: true)
+        #expect(early.status == .interrupted && early.status.rawValue == 130)
+        #expect(early.message == "interrupted while transferring (25% of 16.0 KiB sent): nothing was activated, so the device keeps its old image; flash again to update it")
+        let late = interruption(at: (.activate, progress), activates: true)
+        #expect(late.details?.deviceState == "unknown" && late.details?.step == "activate")
+        #expect(late.message.contains("the activation may have reached the device"))
+        let push = interruption(at: (.transfer, nil), activates: false)
+        #expect(push.details?.deviceState == nil && push.message == "interrupted while transferring: nothing was stored or written; run the command again")
+        let json = try JSONSerialization.jsonObject(with: Data(try JSONOutput.string(FailureReport(early)).utf8)) as? [String: Any]
+        #expect(json?["exitStatus"] as? Int == 130 && json?["code"] as? String == "interrupted" && json?["deviceState"] as? String == "old-image")
+        #expect(json?["step"] as? String == "transfer")
+    }
+}
