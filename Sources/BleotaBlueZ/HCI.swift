@@ -226,20 +226,11 @@ public final class RawHCISocket: HCITransport {
     }
 
     /// Whether `descriptor` became readable (or has an error for the next read to report)
-    /// within `limit`: the reactor's wait raced against a sleep, the loser cancelled.
+    /// within `limit`: the reactor's wait, cancelled when the time runs out.
     static func readable(_ descriptor: Int32, within limit: Duration) async -> Bool {
-        await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                do { try await DescriptorReactor.shared.wait(descriptor, writable: false) } catch { return false }
-                return true
-            }
-            group.addTask {
-                try? await Task.sleep(for: limit)
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
-        }
+        (try? await withDeadline(limit, clock: SystemClock()) {
+            try await DescriptorReactor.shared.wait(descriptor, writable: false)
+            return true
+        }) ?? false
     }
 }

@@ -56,17 +56,8 @@ public final class L2CAPSecurity: LinkSecurityControl {
     private func reportedFailure(within limit: Duration) async -> PairingError? {
         guard let pairing else { return nil }
         if let known = await pairing.failure(ifKnownFor: peer) { return known }
-        let peer = self.peer, clock = self.clock
-        return await withTaskGroup(of: PairingError?.self) { group in
-            group.addTask { await pairing.failure(for: peer) }
-            group.addTask {
-                try? await clock.sleep(for: limit)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
-        }
+        let peer = self.peer
+        return (try? await withDeadline(limit, clock: clock) { await pairing.failure(for: peer) }) ?? nil
     }
 
     /// What protects the link. The kernel reports the level it was asked for when it encrypts
