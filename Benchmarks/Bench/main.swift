@@ -36,8 +36,9 @@ let log = FigureLog()
 func record(_ group: String, _ name: String, _ value: Double, _ unit: String, target: String? = nil) {
     log.figures.append(Figure(group: group, name: name, value: value, unit: unit, target: target))
     let shown = value >= 100 ? String(format: "%.0f", value) : String(format: "%.2f", value)
-    print(name.padding(toLength: 58, withPad: " ", startingAt: 0) + String(repeating: " ", count: max(0, 10 - shown.count)) + shown
-          + " " + unit.padding(toLength: 8, withPad: " ", startingAt: 0) + (target ?? ""))
+    print(
+        name.padding(toLength: 58, withPad: " ", startingAt: 0) + String(repeating: " ", count: max(0, 10 - shown.count)) + shown
+            + " " + unit.padding(toLength: 8, withPad: " ", startingAt: 0) + (target ?? ""))
 }
 
 func pseudoRandom(_ count: Int, seed: UInt64 = 1) -> [UInt8] {
@@ -110,14 +111,17 @@ func sendOverLoopback(_ stream: any ByteSource, packetSize: Int = 244) async thr
 
 /// bleota's native device half on the simulator, with the link model's buffer and packet size.
 func nativeDevice(_ storage: DeviceStorage, _ model: LinkModel) -> SimulatedDevice {
-    SimulatedDevice(address: "C0:FF:EE:00:00:01",
-                    half: NativeDevice(name: "bleota-sim", storage: storage, bufferCount: model.deviceBuffer, maximumPacket: model.maximumPayload),
-                    model: model)
+    SimulatedDevice(
+        address: "C0:FF:EE:00:00:01",
+        half: NativeDevice(name: "bleota-sim", storage: storage, bufferCount: model.deviceBuffer, maximumPacket: model.maximumPayload),
+        model: model)
 }
 
 /// One simulated flash; returns goodput (image bytes per second of transfer time).
-func simulatedFlash(_ address: String, image: [UInt8], tuning: TransferTuning = defaultTuning,
-                    trace: Bool = false) async throws -> (goodput: Double, capacity: Double, resent: Int) {
+func simulatedFlash(
+    _ address: String, image: [UInt8], tuning: TransferTuning = defaultTuning,
+    trace: Bool = false
+) async throws -> (goodput: Double, capacity: Double, resent: Int) {
     let parsed = try SimulatorAddress(parsing: address)
     let report = try await SimulationRuntime.run { runtime in
         let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
@@ -126,8 +130,10 @@ func simulatedFlash(_ address: String, image: [UInt8], tuning: TransferTuning = 
         let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
         let onEvent: @Sendable (UpdateEvent) -> Void = { event in
             guard trace, case .progress(let progress) = event else { return }
-            print(String(format: "%8.3f s %8d B window %3d gap %6.2f ms sent %5d lost %4d", progress.elapsed.seconds, progress.bytesAcknowledged,
-                         progress.window, progress.interPacketDelay.seconds * 1000, progress.packetsSent, progress.packetsLost))
+            print(
+                String(
+                    format: "%8.3f s %8d B window %3d gap %6.2f ms sent %5d lost %4d", progress.elapsed.seconds, progress.bytesAcknowledged,
+                    progress.window, progress.interPacketDelay.seconds * 1000, progress.packetsSent, progress.packetsLost))
         }
         if trace && arguments.contains("--trace-packets") { world.startTrace() }
         var logger = Logger(label: "bleota.bench")
@@ -136,7 +142,9 @@ func simulatedFlash(_ address: String, image: [UInt8], tuning: TransferTuning = 
         if trace {
             let statistics = world.statistics
             for line in world.trace { print(line) }
-            print("link: \(statistics.packetsToDevice) to device, \(statistics.droppedByDeviceBuffer) dropped by its full buffer, \(statistics.lostToDevice) lost on air, \(statistics.packetsToHost) to host")
+            print(
+                "link: \(statistics.packetsToDevice) to device, \(statistics.droppedByDeviceBuffer) dropped by its full buffer, \(statistics.lostToDevice) lost on air, \(statistics.packetsToHost) to host"
+            )
         }
         return report
     }
@@ -162,14 +170,17 @@ func simulatedSMPUpload(_ address: String, image: [UInt8], window: Int?, trace: 
                 guard trace else { return }
                 switch event {
                 case .progress(let progress):
-                    print(String(format: "%8.3f s %8d B window %2d requests %5d losses %4d", progress.elapsed.seconds, progress.bytesAcknowledged,
-                                 progress.window, progress.packetsSent, progress.packetsLost))
+                    print(
+                        String(
+                            format: "%8.3f s %8d B window %2d requests %5d losses %4d", progress.elapsed.seconds, progress.bytesAcknowledged,
+                            progress.window, progress.packetsSent, progress.packetsLost))
                 case .note(let note): print("note: \(note)")
                 default: break
                 }
             }
-            return .success(try await SMPUpdater(connector: connector, clock: world.clock, window: window, logger: logger, onEvent: onEvent)
-                .upgrade(imageBytes: image, mode: .upload))
+            return .success(
+                try await SMPUpdater(connector: connector, clock: world.clock, window: window, logger: logger, onEvent: onEvent)
+                    .upgrade(imageBytes: image, mode: .upload))
         } catch {
             return .failure(error)
         }
@@ -208,8 +219,10 @@ if let index = arguments.firstIndex(of: "--trace-smp"), arguments.indices.contai
     // One simulated SMP upload of a 256 KiB MCUboot image, answer by answer.
     let traced = MCUbootImage.build(firmware: pseudoRandom(256 << 10, seed: 9), version: .init(major: 2, minor: 0, revision: 0, build: 0))
     let result = try await simulatedSMPUpload(arguments[index + 1], image: traced, window: nil, trace: true)
-    print(String(format: "goodput %.2f KiB/s, %.1f %% of capacity%@", result.goodput / 1024, result.goodput / result.capacity * 100,
-                 result.note.map { ", failed: \($0)" } ?? ""))
+    print(
+        String(
+            format: "goodput %.2f KiB/s, %.1f %% of capacity%@", result.goodput / 1024, result.goodput / result.capacity * 100,
+            result.note.map { ", failed: \($0)" } ?? ""))
     exit(0)
 }
 
@@ -242,54 +255,59 @@ func runs(_ group: String) -> Bool { onlyGroups?.contains(group) ?? true }
 let presets = LinkPreset.all.filter { onlyPresets?.contains($0.name) ?? true }
 
 let jsonPath = arguments.firstIndex(of: "--json").flatMap { arguments.indices.contains($0 + 1) ? arguments[$0 + 1] : nil } ?? ".build/bench.json"
-let cpu = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8))?
+let cpu =
+    (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8))?
     .split(separator: "\n").first { $0.hasPrefix("model name") }?.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "unknown CPU"
 print("bleota benchmark — \(cpu), \(ProcessInfo.processInfo.processorCount) cores, \(ProcessInfo.processInfo.operatingSystemVersionString)")
 
 // 1. Native protocol on every simulator preset, at 0 %, 1 % and 5 % random loss.
 let image = pseudoRandom(1 << 20)
 if runs("native") {
-print("\n== native protocol on the simulator (1 MiB image, default tuning; efficiency = goodput / link capacity for MTU−3-byte writes)")
-for preset in presets {
-    for loss in [0.0, 0.01, 0.05] {
-        let address = "sim://\(preset.name)?loss=\(loss)&seed=1"
-        let result = try await simulatedFlash(address, image: preset.name == "1m-no-dle-30ms" ? Array(image.prefix(256 << 10)) : image)
-        let efficiency = result.goodput / result.capacity
-        let share = try payloadShare(address)
-        let target = preset.name == "slow-flash" ? "device-bound (see tune)"
-            : loss == 0 ? "≥ 90 %" : String(format: "≥ %.0f %%", 80 * (1 - loss))
-        record("native", "\(preset.name) loss \(Int(loss * 100)) %: goodput", result.goodput / 1024, "KiB/s")
-        record("native", "\(preset.name) loss \(Int(loss * 100)) %: capacity", result.capacity / 1024, "KiB/s")
-        record("native", "\(preset.name) loss \(Int(loss * 100)) %: efficiency", efficiency * 100, "%")
-        // The same, against what the link could carry as payload in the packets sent (headers excluded).
-        record("native", "\(preset.name) loss \(Int(loss * 100)) %: efficiency of the packets sent", efficiency / share * 100, "%", target: target)
+    print("\n== native protocol on the simulator (1 MiB image, default tuning; efficiency = goodput / link capacity for MTU−3-byte writes)")
+    for preset in presets {
+        for loss in [0.0, 0.01, 0.05] {
+            let address = "sim://\(preset.name)?loss=\(loss)&seed=1"
+            let result = try await simulatedFlash(address, image: preset.name == "1m-no-dle-30ms" ? Array(image.prefix(256 << 10)) : image)
+            let efficiency = result.goodput / result.capacity
+            let share = try payloadShare(address)
+            let target =
+                preset.name == "slow-flash"
+                ? "device-bound (see tune)"
+                : loss == 0 ? "≥ 90 %" : String(format: "≥ %.0f %%", 80 * (1 - loss))
+            record("native", "\(preset.name) loss \(Int(loss * 100)) %: goodput", result.goodput / 1024, "KiB/s")
+            record("native", "\(preset.name) loss \(Int(loss * 100)) %: capacity", result.capacity / 1024, "KiB/s")
+            record("native", "\(preset.name) loss \(Int(loss * 100)) %: efficiency", efficiency * 100, "%")
+            // The same, against what the link could carry as payload in the packets sent (headers excluded).
+            record("native", "\(preset.name) loss \(Int(loss * 100)) %: efficiency of the packets sent", efficiency / share * 100, "%", target: target)
+        }
     }
-}
 
 }
 
 // 1b. MCUmgr/SMP on the same presets: one request at a time, and the pipelined window (buffer count − 1).
 if runs("smp") {
-print("\n== SMP on the simulator (512 KiB MCUboot image, upload; buffer 2475 × 4; efficiency = goodput / link capacity)")
-let smpImage = MCUbootImage.build(firmware: pseudoRandom(512 << 10, seed: 9), version: .init(major: 2, minor: 0, revision: 0, build: 0))
-for preset in presets {
-    for loss in [0.0, 0.01, 0.05] {
-        let address = "sim://\(preset.name)?protocol=smp&loss=\(loss)&seed=1"
-        let sized = preset.name == "1m-no-dle-30ms" ? MCUbootImage.build(firmware: pseudoRandom(128 << 10, seed: 9), version: .init(major: 2, minor: 0, revision: 0, build: 0)) : smpImage
-        for (label, window) in [("window 1", Optional(1)), ("pipelined", nil)] {
-            let result = try await simulatedSMPUpload(address, image: sized, window: window)
-            let name = "\(preset.name) loss \(Int(loss * 100)) % \(label)"
-            if let note = result.note {
-                print("  \(name): failed — \(note)")
-                record("smp", "\(name): efficiency", 0, "%")
-                continue
+    print("\n== SMP on the simulator (512 KiB MCUboot image, upload; buffer 2475 × 4; efficiency = goodput / link capacity)")
+    let smpImage = MCUbootImage.build(firmware: pseudoRandom(512 << 10, seed: 9), version: .init(major: 2, minor: 0, revision: 0, build: 0))
+    for preset in presets {
+        for loss in [0.0, 0.01, 0.05] {
+            let address = "sim://\(preset.name)?protocol=smp&loss=\(loss)&seed=1"
+            let sized =
+                preset.name == "1m-no-dle-30ms"
+                ? MCUbootImage.build(firmware: pseudoRandom(128 << 10, seed: 9), version: .init(major: 2, minor: 0, revision: 0, build: 0)) : smpImage
+            for (label, window) in [("window 1", Optional(1)), ("pipelined", nil)] {
+                let result = try await simulatedSMPUpload(address, image: sized, window: window)
+                let name = "\(preset.name) loss \(Int(loss * 100)) % \(label)"
+                if let note = result.note {
+                    print("  \(name): failed — \(note)")
+                    record("smp", "\(name): efficiency", 0, "%")
+                    continue
+                }
+                let target = (label == "pipelined" && loss == 0 && preset.name != "slow-flash") ? "≥ 80 %" : nil
+                record("smp", "\(name): goodput", result.goodput / 1024, "KiB/s")
+                record("smp", "\(name): efficiency", result.goodput / result.capacity * 100, "%", target: target)
             }
-            let target = (label == "pipelined" && loss == 0 && preset.name != "slow-flash") ? "≥ 80 %" : nil
-            record("smp", "\(name): goodput", result.goodput / 1024, "KiB/s")
-            record("smp", "\(name): efficiency", result.goodput / result.capacity * 100, "%", target: target)
         }
     }
-}
 
 }
 
@@ -309,9 +327,10 @@ func tuneTrial(_ address: String, _ point: TuningPoint) async -> TuningTrial {
             return try await NativeUpdater(connector: connector, clock: world.clock, tuning: tuning).testTransfer(pseudoRandom(32 << 10, seed: 5))
         }
         let statistics = report.statistics
-        return TuningTrial(point: point, goodput: report.goodput,
-                           loss: statistics.packetsSent > 0 ? Double(statistics.packetsLost) / Double(statistics.packetsSent) : 0,
-                           packetsSent: statistics.packetsSent, packetsResent: statistics.packetsResent)
+        return TuningTrial(
+            point: point, goodput: report.goodput,
+            loss: statistics.packetsSent > 0 ? Double(statistics.packetsLost) / Double(statistics.packetsSent) : 0,
+            packetsSent: statistics.packetsSent, packetsResent: statistics.packetsResent)
     } catch {
         return TuningTrial(point: point, goodput: 0, loss: 1, packetsSent: 0, packetsResent: 0, failure: "\(error)")
     }
@@ -376,13 +395,20 @@ func fleetBenchmark(kib: Int, connections: Int, transfers: Int) async throws {
         arguments.contains("--fleet-mixed") && $0 % 5 == 0 ? "sim://1m-dle-7.5ms?seed=\(seedBase + $0)" : "sim://2m-dle?seed=\(seedBase + $0)"
     }
     // 5 % of the devices meet faults: loss, a dropped link, a power cut.
-    for (index, fault) in [(9, "&loss=0.05"), (29, "&disconnect-at=100000"), (49, "&power-loss-at=150000"), (69, "&loss=0.02&notify-loss=0.02"),
-                           (89, "&disconnect-at=50000")] where index < deviceCount { listed[index] += fault }
+    for (index, fault) in [
+        (9, "&loss=0.05"), (29, "&disconnect-at=100000"), (49, "&power-loss-at=150000"), (69, "&loss=0.02&notify-loss=0.02"),
+        (89, "&disconnect-at=50000"),
+    ] where index < deviceCount { listed[index] += fault }
     let addresses = listed
     let stepTotals = Mutex<[String: Double]>([:])
     /// Per adapter, how long k of its links were in their transfer step.
     final class TransferOccupancy: Sendable {
-        struct Adapter { var count = 0; var since = Duration.zero; var time: [Int: Duration] = [:]; var single: [(Duration, Duration)] = [] }
+        struct Adapter {
+            var count = 0
+            var since = Duration.zero
+            var time: [Int: Duration] = [:]
+            var single: [(Duration, Duration)] = []
+        }
         let state = Mutex<[String: Adapter]>([:])
         func change(_ adapter: String, by delta: Int, at now: Duration) {
             state.withLock { all in
@@ -429,15 +455,18 @@ func fleetBenchmark(kib: Int, connections: Int, transfers: Int) async throws {
         var members: [String: SimulatedFleet.Member] = [:]
         for address in addresses { members[address] = try await fleet.add(try SimulatorAddress(parsing: address), protocol: native, description: address) }
         let known = members
-        let runner = FleetRunner(devices: addresses.map { FleetDevice(address: $0) },
-                                 options: {
-                                     var options = FleetOptions(adapters: adapterNames, connectionsPerAdapter: connections,
-                                                                transfersPerAdapter: transfers,
-                                                                startSpacing: .milliseconds(listArgument("--fleet-spacing").flatMap { $0.first }.flatMap { Int64($0) } ?? 0))
-                                     options.movesQueuedDevices = !arguments.contains("--fleet-no-moves")
-                                     return options
-                                 }(),
-                                 clock: runtime.clock) { device, adapter, turn, onEvent in
+        let runner = FleetRunner(
+            devices: addresses.map { FleetDevice(address: $0) },
+            options: {
+                var options = FleetOptions(
+                    adapters: adapterNames, connectionsPerAdapter: connections,
+                    transfersPerAdapter: transfers,
+                    startSpacing: .milliseconds(listArgument("--fleet-spacing").flatMap { $0.first }.flatMap { Int64($0) } ?? 0))
+                options.movesQueuedDevices = !arguments.contains("--fleet-no-moves")
+                return options
+            }(),
+            clock: runtime.clock
+        ) { device, adapter, turn, onEvent in
             let member = known[device.address]!
             member.use(adapter: fleet.adapters[adapter])
             // `--fleet-trace`: one line per try, its adapter, start and end, and when each step began.
@@ -445,23 +474,29 @@ func fleetBenchmark(kib: Int, connections: Int, transfers: Int) async throws {
             let marks = Mutex<[String]>([])
             defer {
                 if arguments.contains("--fleet-trace") {
-                    print(String(format: "try %@ %@ %.2f-%.2f s: ", adapter, device.address, began.seconds, runtime.clock.now.seconds)
-                          + marks.withLock { $0.joined(separator: " ") })
+                    print(
+                        String(format: "try %@ %@ %.2f-%.2f s: ", adapter, device.address, began.seconds, runtime.clock.now.seconds)
+                            + marks.withLock { $0.joined(separator: " ") })
                 }
             }
             let inTransfer = Mutex(false)
             let tracked: @Sendable (UpdateEvent) -> Void = { event in
                 if case .step(let step) = event {
                     marks.withLock { $0.append("\(step)@" + String(format: "%.2f", runtime.clock.now.seconds)) }
-                    let now = inTransfer.withLock { was in defer { was = step == .transfer }; return step == .transfer && !was ? 1 : (step != .transfer && was ? -1 : 0) }
+                    let now = inTransfer.withLock { was in
+                        defer { was = step == .transfer }
+                        return step == .transfer && !was ? 1 : (step != .transfer && was ? -1 : 0)
+                    }
                     if now != 0 { transferring.change(adapter, by: now, at: runtime.clock.now) }
                 }
                 onEvent(event)
             }
             defer { if inTransfer.withLock({ $0 }) { transferring.change(adapter, by: -1, at: runtime.clock.now) } }
-            let host = native.makeHost(HostContext(protocolName: "native", connector: member.connector, clock: runtime.clock,
-                                                    tuning: TransferTuning(adaptive: !arguments.contains("--fleet-fixed")), transferTurn: turn,
-                                                    onEvent: tracked))
+            let host = native.makeHost(
+                HostContext(
+                    protocolName: "native", connector: member.connector, clock: runtime.clock,
+                    tuning: TransferTuning(adaptive: !arguments.contains("--fleet-fixed")), transferTurn: turn,
+                    onEvent: tracked))
             do throws(TransferError) {
                 let report = try await host.flash(prepared, mode: .testAndConfirm)
                 stepTotals.withLock { totals in for (step, seconds) in report.stepSeconds { totals[step, default: 0] += seconds } }
@@ -511,43 +546,43 @@ if runs("fleet") {
 
 // 2. Engine and checksums.
 if runs("engine") {
-print("\n== engine and checksums (wall clock)")
-let big = pseudoRandom(64 << 20)
-let crcTime = wallSeconds { _ = CRC32.checksum(big) }
-record("codec", "CRC-32 (zlib)", Double(big.count) / crcTime / 1e6, "MB/s")
-let shaTime = wallSeconds { _ = SHA256Digest.hash(big) }
-record("codec", "SHA-256 (swift-crypto)", Double(big.count) / shaTime / 1e6, "MB/s")
-// The median of five: on a shared 2-core VM a single run varies by ±20 %.
-var loopbackRuns: [Double] = []
-for _ in 0..<5 { loopbackRuns.append(try await sendOverLoopback(Array(big.prefix(16 << 20)))) }
-let loopbackSeconds = loopbackRuns.sorted()[2]
-record("engine", "engine over in-memory loopback, 244-byte packets (median of 5)", Double(16 << 20) / loopbackSeconds / 1e6, "MB/s", target: "≥ 200 MB/s")
-let simulated = DispatchTime.now().uptimeNanoseconds
-_ = try await simulatedFlash("sim://2m-dle", image: image)
-record("engine", "wall time of a simulated 1 MiB flash (2m-dle)", Double(DispatchTime.now().uptimeNanoseconds - simulated) / 1e6, "ms", target: "well under 1 s")
+    print("\n== engine and checksums (wall clock)")
+    let big = pseudoRandom(64 << 20)
+    let crcTime = wallSeconds { _ = CRC32.checksum(big) }
+    record("codec", "CRC-32 (zlib)", Double(big.count) / crcTime / 1e6, "MB/s")
+    let shaTime = wallSeconds { _ = SHA256Digest.hash(big) }
+    record("codec", "SHA-256 (swift-crypto)", Double(big.count) / shaTime / 1e6, "MB/s")
+    // The median of five: on a shared 2-core VM a single run varies by ±20 %.
+    var loopbackRuns: [Double] = []
+    for _ in 0..<5 { loopbackRuns.append(try await sendOverLoopback(Array(big.prefix(16 << 20)))) }
+    let loopbackSeconds = loopbackRuns.sorted()[2]
+    record("engine", "engine over in-memory loopback, 244-byte packets (median of 5)", Double(16 << 20) / loopbackSeconds / 1e6, "MB/s", target: "≥ 200 MB/s")
+    let simulated = DispatchTime.now().uptimeNanoseconds
+    _ = try await simulatedFlash("sim://2m-dle", image: image)
+    record("engine", "wall time of a simulated 1 MiB flash (2m-dle)", Double(DispatchTime.now().uptimeNanoseconds - simulated) / 1e6, "ms", target: "well under 1 s")
 
 }
 
 // 3. Peak memory streaming a 256 MiB image, in a child process.
 if runs("memory") {
-print("\n== memory")
-let imagePath = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-bench-256m.bin").path
-_ = FileManager.default.createFile(atPath: imagePath, contents: nil)
-let writer = try FileHandle(forWritingTo: URL(fileURLWithPath: imagePath))
-for part in 0..<16 { writer.write(Data(pseudoRandom(16 << 20, seed: UInt64(100 + part)))) }
-try writer.close()
-defer { try? FileManager.default.removeItem(atPath: imagePath) }
-let child = Process()
-child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-child.arguments = ["--memory-probe", imagePath]
-let pipe = Pipe()
-child.standardOutput = pipe
-try child.run()
-let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-child.waitUntilExit()
-if let peak = Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) {
-    record("memory", "host peak memory hashing and sending a 256 MiB image from its file", Double(peak) / 1e6, "MB", target: "≤ 64 MB")
-}
+    print("\n== memory")
+    let imagePath = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-bench-256m.bin").path
+    _ = FileManager.default.createFile(atPath: imagePath, contents: nil)
+    let writer = try FileHandle(forWritingTo: URL(fileURLWithPath: imagePath))
+    for part in 0..<16 { writer.write(Data(pseudoRandom(16 << 20, seed: UInt64(100 + part)))) }
+    try writer.close()
+    defer { try? FileManager.default.removeItem(atPath: imagePath) }
+    let child = Process()
+    child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+    child.arguments = ["--memory-probe", imagePath]
+    let pipe = Pipe()
+    child.standardOutput = pipe
+    try child.run()
+    let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    child.waitUntilExit()
+    if let peak = Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) {
+        record("memory", "host peak memory hashing and sending a 256 MiB image from its file", Double(peak) / 1e6, "MB", target: "≤ 64 MB")
+    }
 }
 
 let encoder = JSONEncoder()

@@ -40,7 +40,9 @@ struct Options {
             case "--json": json = true
             case "--verbose": verbose = true
             case "--help", "-h":
-                print("usage: bleota-fault-matrix [--runs N] [--seed S] [--protocol native|smp|nordic-dfu|nordic-legacy|espressif-ota|suota|ti-oad|silabs-ota|telink-ota] [--jobs J] [--json] [--verbose]")
+                print(
+                    "usage: bleota-fault-matrix [--runs N] [--seed S] [--protocol native|smp|nordic-dfu|nordic-legacy|espressif-ota|suota|ti-oad|silabs-ota|telink-ota] [--jobs J] [--json] [--verbose]"
+                )
                 exit(0)
             default:
                 FileHandle.standardError.write(Data("unknown option \(argument): see --help\n".utf8))
@@ -111,7 +113,8 @@ func runOne(index: Int, options: Options) async -> RunResult {
     let telink = try? DescribedProtocol(contentsOf: "protocols/telink-ota.yaml")
     let registry = telink.map { ProtocolRegistry.builtIn.registering($0) } ?? .builtIn
     guard let chosen = registry.named(protocolName),
-          let parsed = try? SimulatorAddress(parsing: address + "&protocol=\(protocolName)", registry: registry) else {
+        let parsed = try? SimulatorAddress(parsing: address + "&protocol=\(protocolName)", registry: registry)
+    else {
         return RunResult(protocolName: protocolName, fault: fault, outcome: .simulationError, address: address, detail: "bad address")
     }
     let image: PreparedImage
@@ -124,8 +127,9 @@ func runOne(index: Int, options: Options) async -> RunResult {
         image = prepared
     } else if protocolName == "nordic-dfu" {
         newBytes = firmware
-        let packet = NordicInitPacket(firmwareVersion: 2, hardwareVersion: 52, softDeviceRequirements: [0x0101], type: .application,
-                                      applicationSize: UInt32(firmware.count), hash: SHA256Digest.hash(firmware))
+        let packet = NordicInitPacket(
+            firmwareVersion: 2, hardwareVersion: 52, softDeviceRequirements: [0x0101], type: .application,
+            applicationSize: UInt32(firmware.count), hash: SHA256Digest.hash(firmware))
         image = PreparedImage(parts: [.init(name: "application", data: firmware, metadata: packet.encode())], version: "2", summary: "")
     } else if protocolName == "nordic-legacy" {
         newBytes = firmware
@@ -154,17 +158,12 @@ func runOne(index: Int, options: Options) async -> RunResult {
         let (report, state) = try await SimulationRuntime.run(maximumVirtualTime: .seconds(4 * 3600)) { runtime -> (Result<UpdateReport, TransferError>, DeviceState) in
             let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
             let half = try chosen.makeDevice(Simulation.configuration(parsed))
-            var old = (half as? SMPDevice)?.storage.snapshot.primary ?? (half as? NativeDevice)?.storage.snapshot.activeImage ?? []
-            if let nordic = half as? NordicSecureDFUDevice { old = await nordic.flash.application ?? [] }
-            if let legacy = half as? NordicLegacyDFUDevice { old = await legacy.flash.application ?? [] }
-            if let esp = half as? EspressifOTADevice { old = await esp.running }
-            if let suota = half as? SUOTADevice { old = await suota.running }
-            if let oad = half as? TIOADDevice { old = await oad.running }
-            if let silabs = half as? SiliconLabsOTADevice { old = await silabs.application ?? [] }
-            if let described = half as? DescribedDevice { old = await described.running }
-            await world.add(SimulatedDevice(address: Simulation.deviceAddress, half: half, model: parsed.model,
-                                            channelTagged: chosen.identity.gattServices.contains { !$0.channels.isEmpty },
-                                            creditChannels: Set(chosen.identity.gattServices.compactMap { $0.creditChannel?.channel })))
+            let old = await half.firmware.running ?? []
+            await world.add(
+                SimulatedDevice(
+                    address: Simulation.deviceAddress, half: half, model: parsed.model,
+                    channelTagged: chosen.identity.gattServices.contains { !$0.channels.isEmpty },
+                    creditChannels: Set(chosen.identity.gattServices.compactMap { $0.creditChannel?.channel })))
             let connector = SimulatedConnector(world: world, address: Simulation.deviceAddress, description: address)
             let host = chosen.makeHost(HostContext(protocolName: protocolName, connector: connector, clock: world.clock))
             let outcome: Result<UpdateReport, TransferError>
@@ -172,32 +171,7 @@ func runOne(index: Int, options: Options) async -> RunResult {
             do throws(TransferError) { outcome = .success(try await host.flash(image, mode: mode)) } catch { outcome = .failure(error) }
             // A reset under way finishes before the device is looked at.
             try? await world.clock.sleep(for: .seconds(2))
-            if let nordic = half as? NordicSecureDFUDevice {
-                return (outcome, nordicState(await nordic.flash.application, await nordic.mode, old: old, new: newBytes))
-            }
-            if let legacy = half as? NordicLegacyDFUDevice {
-                return (outcome, nordicState(await legacy.flash.application, await legacy.mode, old: old, new: newBytes))
-            }
-            if let esp = half as? EspressifOTADevice {
-                return (outcome, nordicState(await esp.running, .application, old: old, new: newBytes))
-            }
-            if let suota = half as? SUOTADevice {
-                return (outcome, nordicState(await suota.running, .application, old: old, new: newBytes))
-            }
-            if let oad = half as? TIOADDevice {
-                return (outcome, nordicState(await oad.running, .application, old: old, new: newBytes))
-            }
-            if let silabs = half as? SiliconLabsOTADevice {
-                // The AppLoader overwrites the application in place: a device without one waits in the AppLoader.
-                let application = await silabs.application
-                return (outcome, application == nil ? (await silabs.mode == .bootloader ? .inBootloader : .other("no application, yet not in the AppLoader"))
-                                                    : nordicState(application, await silabs.mode, old: old, new: newBytes))
-            }
-            if let described = half as? DescribedDevice {
-                let running = await described.running
-                return (outcome, running.isEmpty ? .inBootloader : nordicState(running, await described.mode, old: old, new: newBytes))
-            }
-            return (outcome, deviceState(half, old: old, new: newBytes, version: image.version))
+            return (outcome, deviceState(await half.firmware, old: old, new: newBytes, version: image.version))
         }
         let (class_, detail) = classify(report, state)
         return RunResult(protocolName: protocolName, fault: fault, outcome: class_, address: address, detail: detail)
@@ -206,32 +180,21 @@ func runOne(index: Int, options: Options) async -> RunResult {
     }
 }
 
-func deviceState(_ half: any DeviceHalf, old: [UInt8], new: [UInt8], version: String) -> DeviceState {
-    if let smp = half as? SMPDevice {
-        let state = smp.storage.snapshot
-        // What runs now, and what MCUboot would boot at the next reset, must both be old or new.
-        if let secondary = state.secondary, state.pendingSwap != nil, secondary != new, secondary != old {
-            return .other("a damaged image is pending")
-        }
-        if state.primary == new { return state.primaryConfirmed ? .newConfirmed : .newUnconfirmed }
-        if state.primary == old { return .old }
-        return .other("the primary slot holds neither image")
+/// How an update left a device, from what the device itself holds and runs (the same
+/// judgement for every protocol): the old image or the new one, confirmed or on trial,
+/// running or waiting in the bootloader; anything else is a damaged ending.
+func deviceState(_ firmware: FirmwareState, old: [UInt8], new: [UInt8], version: String) -> DeviceState {
+    // What runs now, and what the bootloader would start at the next reset, must both be old or new.
+    if let pending = firmware.pending, pending != new, pending != old { return .other("a damaged image is pending") }
+    guard let running = firmware.running else {
+        return firmware.mode == .bootloader ? .inBootloader : .other("no image, yet not in the bootloader")
     }
-    if let native = half as? NativeDevice {
-        let state = native.storage.snapshot
-        if state.activeImage == new && state.activeVersion == version { return state.bootToBootloader ? .inBootloader : .newConfirmed }
-        if state.activeImage == old { return state.bootToBootloader ? .inBootloader : .old }
-        return .other("the active image is neither the old nor the new one")
+    let waiting = firmware.mode == .bootloader
+    if running == new, firmware.version.map({ $0 == version }) ?? true {
+        return waiting ? .inBootloader : firmware.confirmed ? .newConfirmed : .newUnconfirmed
     }
-    return .other("unknown device")
-}
-
-/// A device with one application (a Nordic bank 0, an ESP32's boot partition, a described device):
-/// it holds the old or the new application, and runs it or waits in its bootloader.
-func nordicState(_ application: [UInt8]?, _ mode: DeviceMode, old: [UInt8], new: [UInt8]) -> DeviceState {
-    if application == new { return mode == .application ? .newConfirmed : .inBootloader }
-    if application == old { return mode == .application ? .old : .inBootloader }
-    return .other("bank 0 holds neither the old nor the new application")
+    if running == old { return waiting ? .inBootloader : .old }
+    return .other("the device holds neither the old nor the new image")
 }
 
 func classify(_ report: Result<UpdateReport, TransferError>, _ state: DeviceState) -> (Outcome, String) {
@@ -243,7 +206,7 @@ func classify(_ report: Result<UpdateReport, TransferError>, _ state: DeviceStat
         switch (error.outcome, state) {
         case (nil, .old): return (.cleanFailure, error.description)
         case (.oldImage?, .old), (.newImageUnconfirmed?, .newUnconfirmed), (.newImageConfirmed?, .newConfirmed),
-             (.inBootloader?, .inBootloader):
+            (.inBootloader?, .inBootloader):
             return (.lateFailure, error.description)
         case (.unknown?, _): return (.lateFailure, error.description)
         case (nil, .inBootloader):
@@ -278,7 +241,12 @@ await withTaskGroup(of: RunResult.self) { group in
     }
 }
 
-struct Row: Codable { var protocolName: String; var fault: String; var counts: [String: Int]; var runs: Int }
+struct Row: Codable {
+    var protocolName: String
+    var fault: String
+    var counts: [String: Int]
+    var runs: Int
+}
 var rows: [Row] = []
 for protocolName in options.protocols {
     for fault in FaultClass.allCases {
@@ -291,19 +259,30 @@ for protocolName in options.protocols {
 }
 let bad = results.filter { [.unsafe, .misreported, .simulationError].contains($0.outcome) }.count
 if options.json {
-    struct Output: Codable { var runs: Int; var seed: UInt64; var seconds: Double; var rows: [Row]; var unsafeOrMisreported: Int }
+    struct Output: Codable {
+        var runs: Int
+        var seed: UInt64
+        var seconds: Double
+        var rows: [Row]
+        var unsafeOrMisreported: Int
+    }
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-    print(String(decoding: try encoder.encode(Output(runs: results.count, seed: options.seed, seconds: Date().timeIntervalSince(started),
-                                                     rows: rows, unsafeOrMisreported: bad)), as: UTF8.self))
+    print(
+        String(
+            decoding: try encoder.encode(
+                Output(
+                    runs: results.count, seed: options.seed, seconds: Date().timeIntervalSince(started),
+                    rows: rows, unsafeOrMisreported: bad)), as: UTF8.self))
 } else {
     print("\(results.count) seeded updates (base seed \(options.seed)) in \(String(format: "%.0f", Date().timeIntervalSince(started))) s")
     let columns = Outcome.allCases.map(\.rawValue)
     print("protocol       fault                runs  " + columns.map { $0.padding(toLength: 14, withPad: " ", startingAt: 0) }.joined())
     for row in rows {
         let cells = columns.map { String(row.counts[$0] ?? 0).padding(toLength: 14, withPad: " ", startingAt: 0) }.joined()
-        print(row.protocolName.padding(toLength: 15, withPad: " ", startingAt: 0) + row.fault.padding(toLength: 21, withPad: " ", startingAt: 0)
-              + String(row.runs).padding(toLength: 6, withPad: " ", startingAt: 0) + cells)
+        print(
+            row.protocolName.padding(toLength: 15, withPad: " ", startingAt: 0) + row.fault.padding(toLength: 21, withPad: " ", startingAt: 0)
+                + String(row.runs).padding(toLength: 6, withPad: " ", startingAt: 0) + cells)
     }
     for protocolName in options.protocols {
         let mine = results.filter { $0.protocolName == protocolName }

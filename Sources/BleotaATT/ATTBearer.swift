@@ -94,8 +94,10 @@ public actor ATTBearer {
     /// The connection's security, raised when the peer refuses a request for want of it; nil where it cannot be raised.
     public nonisolated let securityControl: (any LinkSecurityControl)?
 
-    public init(link: any Link, clock: any BleotaClock, preferredMTU: Int = 517, transactionTimeout: Duration = .seconds(30),
-                securityControl: (any LinkSecurityControl)? = nil) {
+    public init(
+        link: any Link, clock: any BleotaClock, preferredMTU: Int = 517, transactionTimeout: Duration = .seconds(30),
+        securityControl: (any LinkSecurityControl)? = nil
+    ) {
         self.link = link
         self.securityControl = securityControl
         self.clock = clock
@@ -278,8 +280,7 @@ public actor ATTBearer {
                 return
             }
             let matches: Bool
-            if case .errorResponse(let request, _, _) = pdu { matches = request == pending.opcode }
-            else { matches = opcode == pending.opcode.response }
+            if case .errorResponse(let request, _, _) = pdu { matches = request == pending.opcode } else { matches = opcode == pending.opcode.response }
             guard matches else {
                 await close("received \(opcode), which does not answer the outstanding \(pending.opcode)")
                 return

@@ -47,12 +47,12 @@ public struct ATTOpcode: RawRepresentable, Sendable, Hashable, CustomStringConve
     public var kind: Kind {
         switch self {
         case .errorResponse, .exchangeMTUResponse, .findInformationResponse, .findByTypeValueResponse, .readByTypeResponse,
-             .readResponse, .readBlobResponse, .readMultipleResponse, .readByGroupTypeResponse, .writeResponse,
-             .prepareWriteResponse, .executeWriteResponse, .readMultipleVariableResponse:
+            .readResponse, .readBlobResponse, .readMultipleResponse, .readByGroupTypeResponse, .writeResponse,
+            .prepareWriteResponse, .executeWriteResponse, .readMultipleVariableResponse:
             return .response
         case .exchangeMTURequest, .findInformationRequest, .findByTypeValueRequest, .readByTypeRequest, .readRequest,
-             .readBlobRequest, .readMultipleRequest, .readByGroupTypeRequest, .writeRequest, .prepareWriteRequest,
-             .executeWriteRequest, .readMultipleVariableRequest:
+            .readBlobRequest, .readMultipleRequest, .readByGroupTypeRequest, .writeRequest, .prepareWriteRequest,
+            .executeWriteRequest, .readMultipleVariableRequest:
             return .request
         case .handleValueNotification, .multipleHandleValueNotification: return .notification
         case .handleValueIndication: return .indication
@@ -181,26 +181,39 @@ public enum ATTPDU: Sendable, Hashable, WireCodable {
     public struct HandleUUID: Sendable, Hashable {
         public var handle: UInt16
         public var uuid: BluetoothUUID
-        public init(handle: UInt16, uuid: BluetoothUUID) { self.handle = handle; self.uuid = uuid }
+        public init(handle: UInt16, uuid: BluetoothUUID) {
+            self.handle = handle
+            self.uuid = uuid
+        }
     }
 
     public struct HandleRange: Sendable, Hashable {
         public var found: UInt16
         public var groupEnd: UInt16
-        public init(found: UInt16, groupEnd: UInt16) { self.found = found; self.groupEnd = groupEnd }
+        public init(found: UInt16, groupEnd: UInt16) {
+            self.found = found
+            self.groupEnd = groupEnd
+        }
     }
 
     public struct HandleValue: Sendable, Hashable {
         public var handle: UInt16
         public var value: [UInt8]
-        public init(handle: UInt16, value: [UInt8]) { self.handle = handle; self.value = value }
+        public init(handle: UInt16, value: [UInt8]) {
+            self.handle = handle
+            self.value = value
+        }
     }
 
     public struct GroupValue: Sendable, Hashable {
         public var handle: UInt16
         public var groupEnd: UInt16
         public var value: [UInt8]
-        public init(handle: UInt16, groupEnd: UInt16, value: [UInt8]) { self.handle = handle; self.groupEnd = groupEnd; self.value = value }
+        public init(handle: UInt16, groupEnd: UInt16, value: [UInt8]) {
+            self.handle = handle
+            self.groupEnd = groupEnd
+            self.value = value
+        }
     }
 
     public var opcode: ATTOpcode {
@@ -243,24 +256,41 @@ public enum ATTPDU: Sendable, Hashable, WireCodable {
         w.write(opcode.rawValue)
         switch self {
         case .errorResponse(let request, let handle, let error):
-            w.write(request.rawValue); w.write(handle); w.write(error.rawValue)
+            w.write(request.rawValue)
+            w.write(handle)
+            w.write(error.rawValue)
         case .exchangeMTURequest(let mtu), .exchangeMTUResponse(let mtu):
             w.write(mtu)
         case .findInformationRequest(let start, let end), .readBlobRequest(let start, let end):
-            w.write(start); w.write(end)
+            w.write(start)
+            w.write(end)
         case .findInformationResponse(let entries):
             let format: UInt8 = entries.first?.uuid.wireSize == 16 ? 2 : 1
             w.write(format)
-            for entry in entries { w.write(entry.handle); w.write(contentsOf: entry.uuid.littleEndian) }
+            for entry in entries {
+                w.write(entry.handle)
+                w.write(contentsOf: entry.uuid.littleEndian)
+            }
         case .findByTypeValueRequest(let start, let end, let type, let value):
-            w.write(start); w.write(end); w.write(type); w.write(contentsOf: value)
+            w.write(start)
+            w.write(end)
+            w.write(type)
+            w.write(contentsOf: value)
         case .findByTypeValueResponse(let ranges):
-            for range in ranges { w.write(range.found); w.write(range.groupEnd) }
+            for range in ranges {
+                w.write(range.found)
+                w.write(range.groupEnd)
+            }
         case .readByTypeRequest(let start, let end, let type), .readByGroupTypeRequest(let start, let end, let type):
-            w.write(start); w.write(end); w.write(contentsOf: type.littleEndian)
+            w.write(start)
+            w.write(end)
+            w.write(contentsOf: type.littleEndian)
         case .readByTypeResponse(let entries):
             w.write(UInt8(2 + (entries.first?.value.count ?? 0)))
-            for entry in entries { w.write(entry.handle); w.write(contentsOf: entry.value) }
+            for entry in entries {
+                w.write(entry.handle)
+                w.write(contentsOf: entry.value)
+            }
         case .readRequest(let handle):
             w.write(handle)
         case .readResponse(let value), .readBlobResponse(let value), .readMultipleResponse(let value):
@@ -269,22 +299,38 @@ public enum ATTPDU: Sendable, Hashable, WireCodable {
             for handle in handles { w.write(handle) }
         case .readByGroupTypeResponse(let entries):
             w.write(UInt8(4 + (entries.first?.value.count ?? 0)))
-            for entry in entries { w.write(entry.handle); w.write(entry.groupEnd); w.write(contentsOf: entry.value) }
+            for entry in entries {
+                w.write(entry.handle)
+                w.write(entry.groupEnd)
+                w.write(contentsOf: entry.value)
+            }
         case .readMultipleVariableResponse(let values):
-            for value in values { w.write(UInt16(value.count)); w.write(contentsOf: value) }
+            for value in values {
+                w.write(UInt16(value.count))
+                w.write(contentsOf: value)
+            }
         case .writeRequest(let handle, let value), .writeCommand(let handle, let value),
-             .handleValueNotification(let handle, let value), .handleValueIndication(let handle, let value):
-            w.write(handle); w.write(contentsOf: value)
+            .handleValueNotification(let handle, let value), .handleValueIndication(let handle, let value):
+            w.write(handle)
+            w.write(contentsOf: value)
         case .signedWriteCommand(let handle, let value, let signature):
-            w.write(handle); w.write(contentsOf: value); w.write(contentsOf: signature)
+            w.write(handle)
+            w.write(contentsOf: value)
+            w.write(contentsOf: signature)
         case .prepareWriteRequest(let handle, let offset, let part), .prepareWriteResponse(let handle, let offset, let part):
-            w.write(handle); w.write(offset); w.write(contentsOf: part)
+            w.write(handle)
+            w.write(offset)
+            w.write(contentsOf: part)
         case .executeWriteRequest(let commit):
             w.write(UInt8(commit ? 1 : 0))
         case .writeResponse, .executeWriteResponse, .handleValueConfirmation:
             break
         case .multipleHandleValueNotification(let entries):
-            for entry in entries { w.write(entry.handle); w.write(UInt16(entry.value.count)); w.write(contentsOf: entry.value) }
+            for entry in entries {
+                w.write(entry.handle)
+                w.write(UInt16(entry.value.count))
+                w.write(contentsOf: entry.value)
+            }
         }
     }
 
@@ -292,9 +338,10 @@ public enum ATTPDU: Sendable, Hashable, WireCodable {
         let opcode = ATTOpcode(rawValue: try r.readUInt8("ATT opcode"))
         switch opcode {
         case .errorResponse:
-            self = .errorResponse(request: ATTOpcode(rawValue: try r.readUInt8("error.request")),
-                                  handle: try r.readUInt16(.little, "error.handle"),
-                                  error: ATTErrorCode(rawValue: try r.readUInt8("error.code")))
+            self = .errorResponse(
+                request: ATTOpcode(rawValue: try r.readUInt8("error.request")),
+                handle: try r.readUInt16(.little, "error.handle"),
+                error: ATTErrorCode(rawValue: try r.readUInt8("error.code")))
         case .exchangeMTURequest, .exchangeMTUResponse:
             let at = r.offset
             let mtu = try r.readUInt16(.little, "mtu")
@@ -320,23 +367,29 @@ public enum ATTPDU: Sendable, Hashable, WireCodable {
         case .findByTypeValueResponse:
             var ranges: [HandleRange] = []
             repeat {
-                ranges.append(HandleRange(found: try r.readUInt16(.little, "findByTypeValue.found"),
-                                          groupEnd: try r.readUInt16(.little, "findByTypeValue.groupEnd")))
+                ranges.append(
+                    HandleRange(
+                        found: try r.readUInt16(.little, "findByTypeValue.found"),
+                        groupEnd: try r.readUInt16(.little, "findByTypeValue.groupEnd")))
             } while !r.isAtEnd
             self = .findByTypeValueResponse(ranges)
         case .readByTypeRequest, .readByGroupTypeRequest:
             let (start, end) = try Self.range(&r)
             let type = try BluetoothUUID(decoding: &r, size: r.remaining, field: "type")
-            self = opcode == .readByTypeRequest ? .readByTypeRequest(start: start, end: end, type: type)
-                                                : .readByGroupTypeRequest(start: start, end: end, type: type)
+            self =
+                opcode == .readByTypeRequest
+                ? .readByTypeRequest(start: start, end: end, type: type)
+                : .readByGroupTypeRequest(start: start, end: end, type: type)
         case .readByTypeResponse:
             let at = r.offset
             let length = Int(try r.readUInt8("readByType.length"))
             guard length >= 2 else { throw r.invalid("readByType.length", "each entry needs at least a 2-byte handle, length is \(length)", at: at) }
             var entries: [HandleValue] = []
             repeat {
-                entries.append(HandleValue(handle: try r.readUInt16(.little, "readByType.handle"),
-                                           value: try r.readBytes(length - 2, "readByType.value")))
+                entries.append(
+                    HandleValue(
+                        handle: try r.readUInt16(.little, "readByType.handle"),
+                        value: try r.readBytes(length - 2, "readByType.value")))
             } while !r.isAtEnd
             self = .readByTypeResponse(entries)
         case .readRequest:
@@ -360,9 +413,11 @@ public enum ATTPDU: Sendable, Hashable, WireCodable {
             guard length >= 4 else { throw r.invalid("readByGroupType.length", "each entry needs two handles, length is \(length)", at: at) }
             var entries: [GroupValue] = []
             repeat {
-                entries.append(GroupValue(handle: try r.readUInt16(.little, "readByGroupType.handle"),
-                                          groupEnd: try r.readUInt16(.little, "readByGroupType.groupEnd"),
-                                          value: try r.readBytes(length - 4, "readByGroupType.value")))
+                entries.append(
+                    GroupValue(
+                        handle: try r.readUInt16(.little, "readByGroupType.handle"),
+                        groupEnd: try r.readUInt16(.little, "readByGroupType.groupEnd"),
+                        value: try r.readBytes(length - 4, "readByGroupType.value")))
             } while !r.isAtEnd
             self = .readByGroupTypeResponse(entries)
         case .readMultipleVariableResponse:
@@ -392,8 +447,10 @@ public enum ATTPDU: Sendable, Hashable, WireCodable {
             let handle = try r.readUInt16(.little, "prepareWrite.handle")
             let offset = try r.readUInt16(.little, "prepareWrite.offset")
             let part = r.readRemaining()
-            self = opcode == .prepareWriteRequest ? .prepareWriteRequest(handle: handle, offset: offset, part: part)
-                                                  : .prepareWriteResponse(handle: handle, offset: offset, part: part)
+            self =
+                opcode == .prepareWriteRequest
+                ? .prepareWriteRequest(handle: handle, offset: offset, part: part)
+                : .prepareWriteResponse(handle: handle, offset: offset, part: part)
         case .executeWriteRequest:
             let at = r.offset
             let flags = try r.readUInt8("executeWrite.flags")

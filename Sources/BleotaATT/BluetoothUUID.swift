@@ -4,7 +4,7 @@ import BleotaCodec
 /// 128-bit. Core v5.4, Vol 3, Part B, §2.5.1.
 public enum BluetoothUUID: Sendable, Hashable, CustomStringConvertible {
     case bit16(UInt16)
-    case bit128([UInt8]) // big-endian, as written: 0000xxxx-0000-1000-8000-00805F9B34FB
+    case bit128([UInt8])  // big-endian, as written: 0000xxxx-0000-1000-8000-00805F9B34FB
 
     /// 00000000-0000-1000-8000-00805F9B34FB
     static let base: [UInt8] = [0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x80, 0x00, 0x00, 0x80, 0x5F, 0x9B, 0x34, 0xFB]

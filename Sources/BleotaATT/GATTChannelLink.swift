@@ -24,8 +24,10 @@ public final class GATTChannelLink: Link {
 
     /// Call after the MTU exchange and the subscriptions; `found` maps each channel present to its value handle.
     /// `openCreditChannel` connects to a PSM on the same device (for `creditRoute`).
-    public init(client: GATTClient, found: [(GATTChannel, UInt16)], mtu: Int, description: String, runner: Task<Void, Never>? = nil,
-                creditRoute: CreditChannelRoute? = nil, openCreditChannel: (@Sendable (UInt16) async throws(LinkError) -> any Link)? = nil) {
+    public init(
+        client: GATTClient, found: [(GATTChannel, UInt16)], mtu: Int, description: String, runner: Task<Void, Never>? = nil,
+        creditRoute: CreditChannelRoute? = nil, openCreditChannel: (@Sendable (UInt16) async throws(LinkError) -> any Link)? = nil
+    ) {
         self.client = client
         var handles: [UInt8: (GATTChannel, UInt16)] = [:]
         for (channel, handle) in found { handles[channel.number] = (channel, handle) }
@@ -45,9 +47,11 @@ public final class GATTChannelLink: Link {
 
     /// Finds `channels` among a device's services and characteristics (subscribing to those that
     /// notify or indicate) and makes the link; channels the device lacks are simply absent.
-    public static func open(client: GATTClient, channels: [GATTChannel], mtu: Int, description: String,
-                            runner: Task<Void, Never>? = nil, creditRoute: CreditChannelRoute? = nil,
-                            openCreditChannel: (@Sendable (UInt16) async throws(LinkError) -> any Link)? = nil) async throws(ATTBearerError) -> GATTChannelLink {
+    public static func open(
+        client: GATTClient, channels: [GATTChannel], mtu: Int, description: String,
+        runner: Task<Void, Never>? = nil, creditRoute: CreditChannelRoute? = nil,
+        openCreditChannel: (@Sendable (UInt16) async throws(LinkError) -> any Link)? = nil
+    ) async throws(ATTBearerError) -> GATTChannelLink {
         let services = try await client.discoverPrimaryServices()
         var found: [(GATTChannel, UInt16)] = []
         for service in services where channels.contains(where: { $0.service == service.uuid }) {
@@ -62,8 +66,9 @@ public final class GATTChannelLink: Link {
                 found.append((channel, characteristic.valueHandle))
             }
         }
-        return GATTChannelLink(client: client, found: found, mtu: mtu, description: description, runner: runner,
-                               creditRoute: creditRoute, openCreditChannel: openCreditChannel)
+        return GATTChannelLink(
+            client: client, found: found, mtu: mtu, description: description, runner: runner,
+            creditRoute: creditRoute, openCreditChannel: openCreditChannel)
     }
 
     /// The channels this connection offers: the characteristics found, and the credit-based channel where it can be opened.
@@ -202,8 +207,10 @@ public final class GATTPeripheralChannelLink: Link {
     /// Adds `channels` to `server`, grouped into their services, and returns a function that makes the link for a client's bearer.
     /// `values` are the readable channels' values at the start; `liveValue`, when given, is asked
     /// at every read (a count the device keeps changing, SUOTA's MEM_INFO).
-    public static func addChannels(_ channels: [GATTChannel], to server: GATTServer, values: [UInt8: [UInt8]] = [:],
-                                   liveValue: (@Sendable (UInt8) async -> [UInt8]?)? = nil) -> @Sendable (ATTBearer) async -> GATTPeripheralChannelLink {
+    public static func addChannels(
+        _ channels: [GATTChannel], to server: GATTServer, values: [UInt8: [UInt8]] = [:],
+        liveValue: (@Sendable (UInt8) async -> [UInt8]?)? = nil
+    ) -> @Sendable (ATTBearer) async -> GATTPeripheralChannelLink {
         let inbox = Mailbox<[UInt8]>()
         let answers = WriteAnswers()
         var valueHandles: [UInt8: UInt16] = [:]
@@ -235,14 +242,16 @@ public final class GATTPeripheralChannelLink: Link {
                 }
                 guard channel.write != .answeredRequest else {
                     // The Write Response waits for the device half's answer, which decides it.
-                    return CharacteristicDefinition(uuid: channel.characteristic, properties: properties, value: values[number] ?? [],
-                                                    onWriteRequest: { value in
-                                                        inbox.put(ChannelPacket.tag(number, value))
-                                                        return await answers.next(for: number)
-                                                    }, onRead: reader)
+                    return CharacteristicDefinition(
+                        uuid: channel.characteristic, properties: properties, value: values[number] ?? [],
+                        onWriteRequest: { value in
+                            inbox.put(ChannelPacket.tag(number, value))
+                            return await answers.next(for: number)
+                        }, onRead: reader)
                 }
-                return CharacteristicDefinition(uuid: channel.characteristic, properties: properties, value: values[number] ?? [],
-                                                onWrite: { value in inbox.put(ChannelPacket.tag(number, value)) }, onRead: reader)
+                return CharacteristicDefinition(
+                    uuid: channel.characteristic, properties: properties, value: values[number] ?? [],
+                    onWrite: { value in inbox.put(ChannelPacket.tag(number, value)) }, onRead: reader)
             }
             let handles = server.addService(service, characteristics: definitions)
             for (channel, handle) in zip(members, handles) { valueHandles[channel.number] = handle }

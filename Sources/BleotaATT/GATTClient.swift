@@ -52,7 +52,8 @@ public struct GATTClient: Sendable {
         var services: [GATTService] = []
         var start: UInt16 = 1
         while start != 0 {
-            let pdu: ATTPDU = uuid.map { .findByTypeValueRequest(start: start, end: 0xFFFF, type: 0x2800, value: $0.littleEndian) }
+            let pdu: ATTPDU =
+                uuid.map { .findByTypeValueRequest(start: start, end: 0xFFFF, type: 0x2800, value: $0.littleEndian) }
                 ?? .readByGroupTypeRequest(start: start, end: 0xFFFF, type: .primaryService)
             let response: ATTPDU
             do { response = try await bearer.request(pdu) } catch .peer(.attributeNotFound, _, _) { break }
@@ -84,8 +85,7 @@ public struct GATTClient: Sendable {
         var start = service.start
         while start <= service.end {
             let response: ATTPDU
-            do { response = try await bearer.request(.readByTypeRequest(start: start, end: service.end, type: .include)) }
-            catch .peer(.attributeNotFound, _, _) { break }
+            do { response = try await bearer.request(.readByTypeRequest(start: start, end: service.end, type: .include)) } catch .peer(.attributeNotFound, _, _) { break }
             guard case .readByTypeResponse(let entries) = response, let lastEntry = entries.last else { break }
             for entry in entries where entry.value.count == 6 {
                 var reader = ByteReader(entry.value)
@@ -104,16 +104,17 @@ public struct GATTClient: Sendable {
         var start = service.start
         while start <= service.end {
             let response: ATTPDU
-            do { response = try await bearer.request(.readByTypeRequest(start: start, end: service.end, type: .characteristic)) }
-            catch .peer(.attributeNotFound, _, _) { break }
+            do { response = try await bearer.request(.readByTypeRequest(start: start, end: service.end, type: .characteristic)) } catch .peer(.attributeNotFound, _, _) { break }
             guard case .readByTypeResponse(let entries) = response, let lastEntry = entries.last else { break }
             for entry in entries {
                 var reader = ByteReader(entry.value)
                 let properties = CharacteristicProperties(rawValue: try Self.read8(&reader))
                 let valueHandle = try Self.read16(&reader)
                 let uuid = try Self.uuid(&reader, size: entry.value.count - 3)
-                found.append(GATTCharacteristic(uuid: uuid, properties: properties, declaration: entry.handle,
-                                                valueHandle: valueHandle, end: service.end))
+                found.append(
+                    GATTCharacteristic(
+                        uuid: uuid, properties: properties, declaration: entry.handle,
+                        valueHandle: valueHandle, end: service.end))
             }
             guard lastEntry.handle < service.end else { break }
             start = lastEntry.handle + 1
@@ -128,8 +129,7 @@ public struct GATTClient: Sendable {
         var start = characteristic.valueHandle + 1
         while start <= characteristic.end {
             let response: ATTPDU
-            do { response = try await bearer.request(.findInformationRequest(start: start, end: characteristic.end)) }
-            catch .peer(.attributeNotFound, _, _) { break }
+            do { response = try await bearer.request(.findInformationRequest(start: start, end: characteristic.end)) } catch .peer(.attributeNotFound, _, _) { break }
             guard case .findInformationResponse(let entries) = response, let last = entries.last else { break }
             descriptors += entries.map { GATTDescriptor(uuid: $0.uuid, handle: $0.handle) }
             guard last.handle < characteristic.end else { break }
@@ -145,8 +145,9 @@ public struct GATTClient: Sendable {
         var last = value.count
         while last == chunk && value.count < 512 {
             let response: ATTPDU
-            do { response = try await bearer.request(.readBlobRequest(handle: handle, offset: UInt16(value.count))) }
-            catch .peer(.attributeNotLong, _, _) { break } catch .peer(.invalidOffset, _, _) { break }
+            do { response = try await bearer.request(.readBlobRequest(handle: handle, offset: UInt16(value.count))) } catch .peer(.attributeNotLong, _, _) { break } catch .peer(
+                .invalidOffset, _, _)
+            { break }
             guard case .readBlobResponse(let part) = response else { throw .closed("unexpected response") }
             value += part
             last = part.count
@@ -225,8 +226,10 @@ public final class GATTLink: Link {
     let runner: Task<Void, Never>?
 
     /// Call after the MTU exchange and the subscription; `runner` is the task running the bearer, if the link owns it.
-    public init(client: GATTClient, writeHandle: UInt16, notifyHandle: UInt16, mtu: Int, description: String,
-                runner: Task<Void, Never>? = nil) {
+    public init(
+        client: GATTClient, writeHandle: UInt16, notifyHandle: UInt16, mtu: Int, description: String,
+        runner: Task<Void, Never>? = nil
+    ) {
         self.client = client
         self.runner = runner
         self.writeHandle = writeHandle
@@ -287,20 +290,28 @@ public final class GATTPeripheralLink: Link {
 
     /// Adds a packet service (RX: write + write without response; TX: notify)
     /// and returns a function that makes the link once a client's bearer exists.
-    public static func addPacketService(to server: GATTServer, service: BluetoothUUID, rx: BluetoothUUID, tx: BluetoothUUID)
+    public static func addPacketService(
+        to server: GATTServer, service: BluetoothUUID, rx: BluetoothUUID, tx: BluetoothUUID
+    )
         -> (rxHandle: UInt16, txHandle: UInt16, makeLink: @Sendable (ATTBearer) async -> GATTPeripheralLink)
     {
         let inbox = Mailbox<[UInt8]>()
         // One UUID for both directions (MCUmgr's SMP characteristic): one characteristic, written and notifying.
-        let definitions = rx == tx
+        let definitions =
+            rx == tx
             ? [CharacteristicDefinition(uuid: rx, properties: [.write, .writeWithoutResponse, .notify]) { inbox.put($0) }]
-            : [CharacteristicDefinition(uuid: rx, properties: [.write, .writeWithoutResponse]) { inbox.put($0) },
-               CharacteristicDefinition(uuid: tx, properties: [.notify])]
+            : [
+                CharacteristicDefinition(uuid: rx, properties: [.write, .writeWithoutResponse]) { inbox.put($0) },
+                CharacteristicDefinition(uuid: tx, properties: [.notify]),
+            ]
         let handles = server.addService(service, characteristics: definitions)
         let txHandle = handles[handles.count - 1]
-        return (handles[0], txHandle, { bearer in
-            GATTPeripheralLink(server: server, bearer: bearer, txHandle: txHandle, inbox: inbox)
-        })
+        return (
+            handles[0], txHandle,
+            { bearer in
+                GATTPeripheralLink(server: server, bearer: bearer, txHandle: txHandle, inbox: inbox)
+            }
+        )
     }
 
     public func send(_ packet: [UInt8]) async throws(LinkError) {

@@ -22,8 +22,10 @@ public struct GATTPacketService: Sendable, Hashable {
     /// A channel carried on an LE credit-based channel instead of a characteristic, if the protocol has one.
     public var creditChannel: CreditChannelRoute?
 
-    public init(service: BluetoothUUID, write: BluetoothUUID, notify: BluetoothUUID, name: String, channels: [GATTChannel] = [],
-                creditChannel: CreditChannelRoute? = nil) {
+    public init(
+        service: BluetoothUUID, write: BluetoothUUID, notify: BluetoothUUID, name: String, channels: [GATTChannel] = [],
+        creditChannel: CreditChannelRoute? = nil
+    ) {
         self.service = service
         self.write = write
         self.notify = notify

@@ -26,8 +26,10 @@ public struct CharacteristicDefinition: Sendable {
     /// Called for every read: the value now (a counter the device keeps), or nil for the stored one.
     public var onRead: (@Sendable () async -> [UInt8]?)?
 
-    public init(uuid: BluetoothUUID, properties: CharacteristicProperties, value: [UInt8] = [],
-                onWrite: (@Sendable ([UInt8]) async -> Void)? = nil, onRead: (@Sendable () async -> [UInt8]?)? = nil) {
+    public init(
+        uuid: BluetoothUUID, properties: CharacteristicProperties, value: [UInt8] = [],
+        onWrite: (@Sendable ([UInt8]) async -> Void)? = nil, onRead: (@Sendable () async -> [UInt8]?)? = nil
+    ) {
         self.uuid = uuid
         self.properties = properties
         self.value = value
@@ -35,8 +37,10 @@ public struct CharacteristicDefinition: Sendable {
         self.onWrite = onWrite
     }
 
-    public init(uuid: BluetoothUUID, properties: CharacteristicProperties, value: [UInt8] = [],
-                onWriteRequest: @escaping @Sendable ([UInt8]) async -> ATTErrorCode?, onRead: (@Sendable () async -> [UInt8]?)? = nil) {
+    public init(
+        uuid: BluetoothUUID, properties: CharacteristicProperties, value: [UInt8] = [],
+        onWriteRequest: @escaping @Sendable ([UInt8]) async -> ATTErrorCode?, onRead: (@Sendable () async -> [UInt8]?)? = nil
+    ) {
         self.uuid = uuid
         self.properties = properties
         self.value = value
@@ -69,7 +73,7 @@ public final class GATTServer: ATTServerHandler {
         var readHandlers: [UInt16: @Sendable () async -> [UInt8]?] = [:]
         /// CCCD handle → value handle.
         var cccdOf: [UInt16: UInt16] = [:]
-        var subscriptions: [UInt16: UInt16] = [:] // value handle → CCCD bits
+        var subscriptions: [UInt16: UInt16] = [:]  // value handle → CCCD bits
         var prepared: [(handle: UInt16, offset: UInt16, part: [UInt8])] = []
         var attributeSecurity = SecurityLevel.low
         /// Write Commands dropped for want of security, for logs and tests.
@@ -107,19 +111,25 @@ public final class GATTServer: ATTServerHandler {
             let security = state.attributeSecurity
             var next = UInt16((state.attributes.last?.handle ?? 0) + 1)
             let serviceIndex = state.attributes.count
-            state.attributes.append(Attribute(handle: next, type: .primaryService, value: uuid.littleEndian, groupEnd: next,
-                                              readable: true, writable: false))
+            state.attributes.append(
+                Attribute(
+                    handle: next, type: .primaryService, value: uuid.littleEndian, groupEnd: next,
+                    readable: true, writable: false))
             var valueHandles: [UInt16] = []
             for characteristic in characteristics {
                 let declaration = next + 1, valueHandle = next + 2
                 var declared: [UInt8] = [characteristic.properties.rawValue, UInt8(valueHandle & 0xFF), UInt8(valueHandle >> 8)]
                 declared += characteristic.uuid.littleEndian
-                state.attributes.append(Attribute(handle: declaration, type: .characteristic, value: declared, groupEnd: 0,
-                                                  readable: true, writable: false))
-                state.attributes.append(Attribute(handle: valueHandle, type: characteristic.uuid, value: characteristic.value, groupEnd: 0,
-                                                  readable: characteristic.properties.contains(.read),
-                                                  writable: !characteristic.properties.isDisjoint(with: [.write, .writeWithoutResponse]),
-                                                  security: security))
+                state.attributes.append(
+                    Attribute(
+                        handle: declaration, type: .characteristic, value: declared, groupEnd: 0,
+                        readable: true, writable: false))
+                state.attributes.append(
+                    Attribute(
+                        handle: valueHandle, type: characteristic.uuid, value: characteristic.value, groupEnd: 0,
+                        readable: characteristic.properties.contains(.read),
+                        writable: !characteristic.properties.isDisjoint(with: [.write, .writeWithoutResponse]),
+                        security: security))
                 if let onWriteRequest = characteristic.onWriteRequest {
                     state.writeHandlers[valueHandle] = onWriteRequest
                 } else if let onWrite = characteristic.onWrite {
@@ -133,8 +143,10 @@ public final class GATTServer: ATTServerHandler {
                 next = valueHandle
                 if !characteristic.properties.isDisjoint(with: [.notify, .indicate]) {
                     next += 1
-                    state.attributes.append(Attribute(handle: next, type: .clientCharacteristicConfiguration, value: [0, 0],
-                                                      groupEnd: 0, readable: true, writable: true, security: security))
+                    state.attributes.append(
+                        Attribute(
+                            handle: next, type: .clientCharacteristicConfiguration, value: [0, 0],
+                            groupEnd: 0, readable: true, writable: true, security: security))
                     state.cccdOf[next] = valueHandle
                 }
             }

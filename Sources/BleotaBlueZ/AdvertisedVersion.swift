@@ -41,10 +41,12 @@ public enum AdvertisedVersion {
     /// is not one: no marker, or not 4 or 8 bytes after it.
     public static func decode(_ payload: [UInt8]) -> MCUbootImage.Version? {
         guard payload.count == marker.count + 4 || payload.count == marker.count + 8,
-              Array(payload.prefix(marker.count)) == marker else { return nil }
+            Array(payload.prefix(marker.count)) == marker
+        else { return nil }
         var reader = ByteReader(Array(payload.dropFirst(marker.count)))
         guard let major = try? reader.readUInt8("major"), let minor = try? reader.readUInt8("minor"),
-              let revision = try? reader.readUInt16(.little, "revision") else { return nil }
+            let revision = try? reader.readUInt16(.little, "revision")
+        else { return nil }
         let build = reader.remaining == 4 ? (try? reader.readUInt32(.little, "build")) ?? 0 : 0
         return MCUbootImage.Version(major: major, minor: minor, revision: revision, build: build)
     }

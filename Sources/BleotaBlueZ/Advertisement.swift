@@ -27,7 +27,7 @@ public struct Advertisement: Sendable, Hashable, Codable {
 
     public struct Manufacturer: Sendable, Hashable, Codable {
         public var companyID: UInt16
-        public var data: String // hex
+        public var data: String  // hex
     }
 
     /// Apple's iBeacon layout inside manufacturer data (company 0x004C, type 0x02, length 0x15).
@@ -50,7 +50,7 @@ public struct Advertisement: Sendable, Hashable, Codable {
         var index = 0
         while index < data.count {
             let length = Int(data[index])
-            if length == 0 { break } // early termination (Supplement A §1: the rest is padding)
+            if length == 0 { break }  // early termination (Supplement A §1: the rest is padding)
             guard index + 1 + length <= data.count else { break }
             let type = data[index + 1]
             let value = Array(data[(index + 2)..<(index + 1 + length)])
@@ -77,17 +77,21 @@ public struct Advertisement: Sendable, Hashable, Codable {
         case 0x0A:
             txPower = value.first.map { Int(Int8(bitPattern: $0)) }
         case 0xFF:
-            guard value.count >= 2 else { otherTypes.append(type); return }
+            guard value.count >= 2 else {
+                otherTypes.append(type)
+                return
+            }
             let company = UInt16(value[0]) | UInt16(value[1]) << 8
             let payload = Array(value[2...])
             manufacturer = Manufacturer(companyID: company, data: payload.hexString)
             if let advertised = AdvertisedVersion.decode(payload) { version = advertised.description }
             if company == 0x004C, payload.count == 23, payload[0] == 0x02, payload[1] == 0x15 {
                 // The proximity UUID is sent big-endian; always show all 128 bits.
-                iBeacon = IBeacon(uuid: BluetoothUUID.bit128(Array(payload[2..<18])).description,
-                                  major: UInt16(payload[18]) << 8 | UInt16(payload[19]),
-                                  minor: UInt16(payload[20]) << 8 | UInt16(payload[21]),
-                                  measuredPower: Int(Int8(bitPattern: payload[22])))
+                iBeacon = IBeacon(
+                    uuid: BluetoothUUID.bit128(Array(payload[2..<18])).description,
+                    major: UInt16(payload[18]) << 8 | UInt16(payload[19]),
+                    minor: UInt16(payload[20]) << 8 | UInt16(payload[21]),
+                    measuredPower: Int(Int8(bitPattern: payload[22])))
             }
         default:
             if !otherTypes.contains(type) { otherTypes.append(type) }
@@ -116,7 +120,10 @@ public struct ScanFilter: Sendable {
         if let name, !(advertisement.localName?.localizedCaseInsensitiveContains(name) ?? false) { return false }
         // A device is named by its identity: a private address it stands for matches too.
         if let address, advertisement.address.uppercased() != address.uppercased(),
-           advertisement.identity?.uppercased() != address.uppercased() { return false }
+            advertisement.identity?.uppercased() != address.uppercased()
+        {
+            return false
+        }
         if let service, !advertisement.serviceUUIDs.contains(service.description) { return false }
         return true
     }
@@ -157,19 +164,23 @@ public struct ScanSelection: Sendable {
 public func parseAdvertisingReports(_ parameters: [UInt8]) -> [Advertisement] {
     var reader = ByteReader(parameters)
     guard let subevent = try? reader.readUInt8("subevent"), subevent == 0x02,
-          let count = try? reader.readUInt8("reports") else { return [] }
+        let count = try? reader.readUInt8("reports")
+    else { return [] }
     var reports: [Advertisement] = []
     for _ in 0..<count {
         guard (try? reader.readUInt8("event type")) != nil,
-              let addressType = try? reader.readUInt8("address type"),
-              let address = try? reader.readBytes(6, "address"),
-              let length = try? reader.readUInt8("length"),
-              let data = try? reader.readBytes(Int(length), "data"),
-              let rssi = try? reader.readUInt8("rssi") else { break }
+            let addressType = try? reader.readUInt8("address type"),
+            let address = try? reader.readBytes(6, "address"),
+            let length = try? reader.readUInt8("length"),
+            let data = try? reader.readBytes(Int(length), "data"),
+            let rssi = try? reader.readUInt8("rssi")
+        else { break }
         let text = BluetoothAddress(littleEndian: address).description
         let rssiValue = Int(Int8(bitPattern: rssi))
-        reports.append(Advertisement(address: text, addressType: addressType == 1 ? "random" : "public",
-                                     rssi: rssiValue == 127 ? nil : rssiValue, data: data))
+        reports.append(
+            Advertisement(
+                address: text, addressType: addressType == 1 ? "random" : "public",
+                rssi: rssiValue == 127 ? nil : rssiValue, data: data))
     }
     return reports
 }

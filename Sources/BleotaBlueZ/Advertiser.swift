@@ -53,8 +53,9 @@ public enum Advertiser {
         _ = try? await channel.send(.removeAdvertising(instance: instance), index: index)
         // The kernel adds the flags field itself (it is "managed"): the data carries the UUID only.
         let data = Array(advertisingData(service: service).dropFirst(3))
-        try await run(.addAdvertising(instance: instance, data: data, scanResponse: scanResponse(name: name, version: version)),
-                      "add an advertising instance to \(adapter)")
+        try await run(
+            .addAdvertising(instance: instance, data: data, scanResponse: scanResponse(name: name, version: version)),
+            "add an advertising instance to \(adapter)")
     }
 
     public static func stop(adapter: String) async {

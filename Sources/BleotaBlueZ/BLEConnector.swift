@@ -20,9 +20,11 @@ public struct ATTConnection: Sendable {
 
     /// Connects once (no retries); the error says why it failed. `pairing` answers what a
     /// device that demands security asks (through the kernel's management interface).
-    public static func open(_ target: BLEDeviceAddress, timeout: Duration, clock: any BleotaClock,
-                            pairing: any PairingAgent = PairingPolicy.justWorks,
-                            logger: Logger = Logger(label: "bleota.ble")) async throws(LinkError) -> ATTConnection {
+    public static func open(
+        _ target: BLEDeviceAddress, timeout: Duration, clock: any BleotaClock,
+        pairing: any PairingAgent = PairingPolicy.justWorks,
+        logger: Logger = Logger(label: "bleota.ble")
+    ) async throws(LinkError) -> ATTConnection {
         guard let local = BluetoothAvailability.address(of: target.adapter) else {
             throw .unreachable(BluetoothAvailability.noAdapter(target.adapter).description)
         }
@@ -42,19 +44,23 @@ public struct ATTConnection: Sendable {
         }
         let settings = await applyConnectionRequest(target, socket: socket)
         let bond = (try? BondStore().bonds(adapter: local))?.first { $0.identity.address == target.address }
-        let security = L2CAPSecurity(socket: socket, pairing: answerer.agent, unavailable: answerer.unavailable, storedBond: bond, clock: clock,
-                                     logger: logger)
+        let security = L2CAPSecurity(
+            socket: socket, pairing: answerer.agent, unavailable: answerer.unavailable, storedBond: bond, clock: clock,
+            logger: logger)
         let bearer = ATTBearer(link: L2CAPLink(socket: socket, maximumPayload: 517, description: "att"), clock: clock, securityControl: security)
         let runner = Task { await bearer.run() }
-        return ATTConnection(bearer: bearer, client: GATTClient(bearer: bearer), runner: runner, settings: settings,
-                             handle: socket.connectionHandle, security: security)
+        return ATTConnection(
+            bearer: bearer, client: GATTClient(bearer: bearer), runner: runner, settings: settings,
+            handle: socket.connectionHandle, security: security)
     }
 
     /// Connects, retrying until `timeout` passes: a link the kernel is still tearing
     /// down refuses for a moment, and a rebooting device is briefly absent.
-    public static func openRetrying(_ target: BLEDeviceAddress, timeout: Duration, clock: any BleotaClock,
-                                    pairing: any PairingAgent = PairingPolicy.justWorks,
-                                    logger: Logger = Logger(label: "bleota.ble")) async throws(LinkError) -> ATTConnection {
+    public static func openRetrying(
+        _ target: BLEDeviceAddress, timeout: Duration, clock: any BleotaClock,
+        pairing: any PairingAgent = PairingPolicy.justWorks,
+        logger: Logger = Logger(label: "bleota.ble")
+    ) async throws(LinkError) -> ATTConnection {
         try await retryUntil(deadline: clock.now + timeout, clock: clock, pause: .milliseconds(250)) { left throws(LinkError) in
             try await open(target, timeout: left, clock: clock, pairing: pairing, logger: logger)
         }
@@ -129,8 +135,10 @@ public struct BLEConnector: DeviceConnector {
     public let pairing: any PairingAgent
     public let logger: Logger
 
-    public init(target: BLEDeviceAddress, clock: any BleotaClock, description: String, service: GATTPacketService,
-                allowsCreditChannel: Bool, pairing: any PairingAgent = PairingPolicy.justWorks, logger: Logger = Logger(label: "bleota.ble")) {
+    public init(
+        target: BLEDeviceAddress, clock: any BleotaClock, description: String, service: GATTPacketService,
+        allowsCreditChannel: Bool, pairing: any PairingAgent = PairingPolicy.justWorks, logger: Logger = Logger(label: "bleota.ble")
+    ) {
         self.target = target
         self.clock = clock
         self.description = description
@@ -196,14 +204,16 @@ public struct BLEConnector: DeviceConnector {
         let keys = ((try? BondStore().bonds(adapter: adapterAddress)) ?? []).compactMap(\.identityResolvingKey)
         // Named by its identity, or by a private address it used before (one its IRK resolves).
         if let key = keys.first(where: { $0.identity.address == candidate.address })
-            ?? keys.first(where: { ResolvablePrivateAddress.resolves(candidate.address, irk: $0.value) }) {
+            ?? keys.first(where: { ResolvablePrivateAddress.resolves(candidate.address, irk: $0.value) })
+        {
             return await scanned(candidate, identity: key.identity, keys: [key])
         }
         // Beside bluetoothd the keys are its own, but the kernel holds them and reports the device under
         // the identity a pairing in this process revealed.
         if ResolvablePrivateAddress.isResolvable(candidate.address), candidate.type == .random,
-           let identity = await PairingService.shared.answerer(adapter: candidate.adapter, policy: pairing, logger: logger).agent?
-               .identity(of: candidate.address) {
+            let identity = await PairingService.shared.answerer(adapter: candidate.adapter, policy: pairing, logger: logger).agent?
+                .identity(of: candidate.address)
+        {
             return await scanned(candidate, identity: identity, keys: [])
         }
         // A device bluetoothd bonded with is named by its identity; the kernel connects to it at the
@@ -218,7 +228,8 @@ public struct BLEConnector: DeviceConnector {
     private func scanned(_ candidate: BLEDeviceAddress, identity: ManagementAddress, keys: [IdentityResolvingKey]) async -> BLEDeviceAddress {
         let filter = ScanFilter(address: identity.address.description)
         guard let seen = try? await Scanner.scan(adapter: candidate.adapter, duration: .seconds(2), filter: filter, resolving: keys),
-              let found = seen.first, let address = BluetoothAddress(found.address), address != candidate.address else { return candidate }
+            let found = seen.first, let address = BluetoothAddress(found.address), address != candidate.address
+        else { return candidate }
         logger.info("\(identity.address) advertises as \(address == identity.address ? "its private address (the kernel resolves it)" : address.description)")
         var located = candidate
         located.address = address
@@ -275,8 +286,9 @@ public struct BLEConnector: DeviceConnector {
         // bluetoothd asks bleota's agent if the device wants the link paired.
         _ = await PairingService.shared.answerer(adapter: target.adapter, policy: pairing, logger: logger)
         logger.info("bluetoothd holds the link to \(target.address): sharing it through its GATT client (AcquireWrite/AcquireNotify)")
-        return try await BluetoothDaemonGATT.link(adapter: adapter, device: target.address, service: service, description: description,
-                                                  logger: logger)
+        return try await BluetoothDaemonGATT.link(
+            adapter: adapter, device: target.address, service: service, description: description,
+            logger: logger)
     }
 
     /// The protocol's link over `connection`'s GATT: discovered, subscribed (pairing on the way when the device demands it).
@@ -286,11 +298,12 @@ public struct BLEConnector: DeviceConnector {
             if !service.channels.isEmpty {
                 // A protocol of several characteristics: whichever of them this device offers now.
                 let connector = self
-                let link = try await GATTChannelLink.open(client: connection.client, channels: service.channels, mtu: mtu,
-                                                          description: description, runner: connection.runner, creditRoute: service.creditChannel,
-                                                          openCreditChannel: { psm throws(LinkError) in
-                                                              try await connector.openCreditBasedChannel(psm: psm, timeout: .seconds(10))
-                                                          })
+                let link = try await GATTChannelLink.open(
+                    client: connection.client, channels: service.channels, mtu: mtu,
+                    description: description, runner: connection.runner, creditRoute: service.creditChannel,
+                    openCreditChannel: { psm throws(LinkError) in
+                        try await connector.openCreditBasedChannel(psm: psm, timeout: .seconds(10))
+                    })
                 if link.channelCount == 0 {
                     await link.close()
                     throw LinkError.unreachable("\(target.address) does not offer the \(service.name) service \(service.service)")
@@ -303,14 +316,17 @@ public struct BLEConnector: DeviceConnector {
             }
             let characteristics = try await connection.client.discoverCharacteristics(found)
             guard let rx = characteristics.first(where: { $0.uuid == service.write }),
-                  let tx = characteristics.first(where: { $0.uuid == service.notify }) else {
+                let tx = characteristics.first(where: { $0.uuid == service.notify })
+            else {
                 await connection.close("incomplete service")
                 throw LinkError.unreachable("\(target.address)'s \(service.name) service lacks its characteristics")
             }
             try await connection.client.subscribe(tx, afresh: true)
-            return intervalControlled(GATTLink(client: connection.client, writeHandle: rx.valueHandle, notifyHandle: tx.valueHandle,
-                                               mtu: mtu, description: description, runner: connection.runner),
-                                      handle: connection.handle, settings: connection.settings)
+            return intervalControlled(
+                GATTLink(
+                    client: connection.client, writeHandle: rx.valueHandle, notifyHandle: tx.valueHandle,
+                    mtu: mtu, description: description, runner: connection.runner),
+                handle: connection.handle, settings: connection.settings)
         } catch let error as LinkError {
             throw error
         } catch ATTBearerError.security(let failure) {
@@ -343,8 +359,9 @@ public struct BLEConnector: DeviceConnector {
             }
             let applied = await applyConnectionRequest(target, socket: socket)
             settings.record(applied)
-            return intervalControlled(L2CAPLink(socket: socket, maximumPayload: max(23, sendMTU), description: description + " (L2CAP CoC)"),
-                                      handle: socket.connectionHandle, settings: applied)
+            return intervalControlled(
+                L2CAPLink(socket: socket, maximumPayload: max(23, sendMTU), description: description + " (L2CAP CoC)"),
+                handle: socket.connectionHandle, settings: applied)
         } catch {
             throw .unreachable("no credit-based channel on PSM 0x\(String(psm, radix: 16)) of \(target.address): \(error)")
         }

@@ -39,9 +39,11 @@ public final class CreditChannelRouter: Sendable {
 /// it of the link, as Zephyr's MCUmgr transport demands an authenticated one
 /// by default: the central must pair before it can subscribe or write.
 public enum BLEPeripheralHost {
-    public static func serve(socket: L2CAPSocket, devices: [HostedDevice], name: String, clock: any BleotaClock,
-                             wrap: @escaping @Sendable (any Link) -> any Link = { $0 }, router: CreditChannelRouter? = nil,
-                             security: SecurityLevel = .low, logger: Logger) async {
+    public static func serve(
+        socket: L2CAPSocket, devices: [HostedDevice], name: String, clock: any BleotaClock,
+        wrap: @escaping @Sendable (any Link) -> any Link = { $0 }, router: CreditChannelRouter? = nil,
+        security: SecurityLevel = .low, logger: Logger
+    ) async {
         let peer = socket.peer.address.description
         let bearer = ATTBearer(link: L2CAPLink(socket: socket, maximumPayload: 517, description: "att"), clock: clock)
         let server = GATTServer(linkSecurity: {
@@ -49,31 +51,40 @@ public enum BLEPeripheralHost {
             if level < security { logger.debug("\(peer): the link is at security \(level.name), below the \(security.name) the device demands") }
             return level
         })
-        server.addService(.bit16(0x1800), characteristics: [
-            CharacteristicDefinition(uuid: .deviceName, properties: [.read], value: Array(name.utf8)),
-        ])
+        server.addService(
+            .bit16(0x1800),
+            characteristics: [
+                CharacteristicDefinition(uuid: .deviceName, properties: [.read], value: Array(name.utf8))
+            ])
         server.attributeSecurity = security
         var makers: [(HostedDevice, @Sendable (ATTBearer) async -> any Link)] = []
         for device in devices {
             if device.service.channels.isEmpty {
-                let make = GATTPeripheralLink.addPacketService(to: server, service: device.service.service,
-                                                               rx: device.service.write, tx: device.service.notify).makeLink
+                let make = GATTPeripheralLink.addPacketService(
+                    to: server, service: device.service.service,
+                    rx: device.service.write, tx: device.service.notify
+                ).makeLink
                 makers.append((device, { await make($0) }))
             } else {
                 // The characteristics its firmware offers now: an application's and a bootloader's differ.
                 let offered = await device.half.offeredChannels
                 let channels = device.service.channels.filter { offered?.contains($0.number) ?? true }
                 let half = device.half
-                let make = GATTPeripheralChannelLink.addChannels(channels, to: server, values: await half.readableValues,
-                                                                 liveValue: { number in await half.readableValues[number] })
+                let make = GATTPeripheralChannelLink.addChannels(
+                    channels, to: server, values: await half.readableValues,
+                    liveValue: { number in await half.readableValues[number] })
                 let route = device.service.creditChannel
-                makers.append((device, { bearer in
-                    let link = await make(bearer)
-                    if let route, let router {
-                        router.register(peer: peer) { sdu in link.deliver(ChannelPacket.tag(route.channel, sdu)) }
-                    }
-                    return link
-                }))
+                makers.append(
+                    (
+                        device,
+                        { bearer in
+                            let link = await make(bearer)
+                            if let route, let router {
+                                router.register(peer: peer) { sdu in link.deliver(ChannelPacket.tag(route.channel, sdu)) }
+                            }
+                            return link
+                        }
+                    ))
             }
         }
         await bearer.setServer(server)

@@ -4,7 +4,7 @@ import BleotaLink
 /// (`AA:BB:CC:DD:EE:FF`), stored as written. The kernel's `bdaddr_t` holds the
 /// bytes the other way round; ``littleEndian`` gives that order.
 public struct BluetoothAddress: Sendable, Hashable, CustomStringConvertible {
-    public var bytes: [UInt8] // as written
+    public var bytes: [UInt8]  // as written
 
     public init?(_ text: String) {
         let parts = text.split(separator: ":")

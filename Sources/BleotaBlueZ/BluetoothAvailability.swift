@@ -25,7 +25,8 @@ public enum BluetoothAvailability: Sendable, Equatable, CustomStringConvertible 
         case .available(let adapter):
             return "Bluetooth available on \(adapter)"
         case .noKernelSupport:
-            return "this machine's kernel has no Bluetooth support (socket(AF_BLUETOOTH) failed with EAFNOSUPPORT): run on a Linux machine or VM with Bluetooth, or use a sim:// device"
+            return
+                "this machine's kernel has no Bluetooth support (socket(AF_BLUETOOTH) failed with EAFNOSUPPORT): run on a Linux machine or VM with Bluetooth, or use a sim:// device"
         case .noAdapter(let name):
             if let name { return "no Bluetooth adapter named \(name): list adapters with `btmgmt info` or `hciconfig`" }
             return "no Bluetooth adapter found: plug one in or check `btmgmt info`"

@@ -57,8 +57,10 @@ public actor SystemBus {
 
     /// Calls `interface.member` on `path` of `destination` with the arguments `build` appends; returns the reply,
     /// which the caller must unreference (``release(_:)``).
-    public func call(_ destination: String, path: String, interface: String, member: String,
-                     build: (OpaquePointer) -> Void = { _ in }) async throws(BluetoothDaemonError) -> Message {
+    public func call(
+        _ destination: String, path: String, interface: String, member: String,
+        build: (OpaquePointer) -> Void = { _ in }
+    ) async throws(BluetoothDaemonError) -> Message {
         var message: OpaquePointer?
         guard sd_bus_message_new_method_call(bus, &message, destination, path, interface, member) >= 0, let message else {
             throw BluetoothDaemonError("cannot build \(interface).\(member)")
@@ -69,25 +71,27 @@ public actor SystemBus {
         let id = nextCall
         let pending = Unmanaged.passRetained(PendingCall(id: id, inbox: inbox)).toOpaque()
         var slot: OpaquePointer?
-        let sent = sd_bus_call_async(bus, &slot, message, { reply, userdata, _ in
-            guard let userdata else { return 0 }
-            let pending = Unmanaged<PendingCall>.fromOpaque(userdata).takeRetainedValue()
-            let result: Result<Message, BluetoothDaemonError>
-            if let reply, sd_bus_message_is_method_error(reply, nil) > 0 {
-                let error = sd_bus_message_get_error(reply)?.pointee
-                let name = error?.name.map { String(cString: $0) } ?? "an error"
-                let text = error?.message.map { String(cString: $0) }
-                result = .failure(BluetoothDaemonError(text.map { "\(name): \($0)" } ?? name))
-            } else if let reply {
-                sd_bus_message_ref(reply)
-                result = .success(Message(pointer: reply))
-            } else {
-                result = .failure(BluetoothDaemonError("no reply"))
-            }
-            pending.inbox.replies.withLock { $0[pending.id] = result }
-            pending.inbox.replied.put(pending.id)
-            return 1
-        }, pending, 25_000_000)
+        let sent = sd_bus_call_async(
+            bus, &slot, message,
+            { reply, userdata, _ in
+                guard let userdata else { return 0 }
+                let pending = Unmanaged<PendingCall>.fromOpaque(userdata).takeRetainedValue()
+                let result: Result<Message, BluetoothDaemonError>
+                if let reply, sd_bus_message_is_method_error(reply, nil) > 0 {
+                    let error = sd_bus_message_get_error(reply)?.pointee
+                    let name = error?.name.map { String(cString: $0) } ?? "an error"
+                    let text = error?.message.map { String(cString: $0) }
+                    result = .failure(BluetoothDaemonError(text.map { "\(name): \($0)" } ?? name))
+                } else if let reply {
+                    sd_bus_message_ref(reply)
+                    result = .success(Message(pointer: reply))
+                } else {
+                    result = .failure(BluetoothDaemonError("no reply"))
+                }
+                pending.inbox.replies.withLock { $0[pending.id] = result }
+                pending.inbox.replied.put(pending.id)
+                return 1
+            }, pending, 25_000_000)
         guard sent >= 0 else {
             Unmanaged<PendingCall>.fromOpaque(pending).release()
             throw BluetoothDaemonError("cannot call \(interface).\(member): \(String(cString: strerror(-sent)))")
@@ -100,7 +104,7 @@ public actor SystemBus {
                 while true {
                     guard let done = try await replied.take() else { throw BluetoothDaemonError("the bus closed") }
                     if done == id { return }
-                    replied.put(done) // another call's: leave it for its caller
+                    replied.put(done)  // another call's: leave it for its caller
                     await Task.yield()
                 }
             }
@@ -117,9 +121,12 @@ public actor SystemBus {
     public nonisolated func release(_ message: Message) { sd_bus_message_unref(message.pointer) }
 
     /// Exports `path`: `handler` gets every message for it, on the bus's turn, and must not block.
-    public func export(_ path: String, context: UnsafeMutableRawPointer,
-                       handler: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, UnsafeMutablePointer<sd_bus_error>?) -> Int32)
-        throws(BluetoothDaemonError) {
+    public func export(
+        _ path: String, context: UnsafeMutableRawPointer,
+        handler: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, UnsafeMutablePointer<sd_bus_error>?) -> Int32
+    )
+        throws(BluetoothDaemonError)
+    {
         var slot: OpaquePointer?
         let added = sd_bus_add_object(bus, &slot, path, handler, context)
         guard added >= 0, let slot else { throw BluetoothDaemonError("cannot export \(path): \(String(cString: strerror(-added)))") }
@@ -193,7 +200,8 @@ enum BusArguments {
     static func readString(_ message: OpaquePointer, type: Character = "s") -> String? {
         var value: UnsafePointer<CChar>?
         guard sd_bus_message_read_basic(message, CChar(UInt8(ascii: type.asciiValue.map { Unicode.Scalar($0) } ?? "s")), &value) >= 0,
-              let value else { return nil }
+            let value
+        else { return nil }
         return String(cString: value)
     }
 
@@ -245,8 +253,10 @@ public actor BluetoothDaemonAgent {
     private var answering: Task<Void, Never>?
     private var registered = false
 
-    private init(bus: SystemBus, agent: any PairingAgent, onRefusal: @escaping @Sendable (BluetoothAddress, PairingError) async -> Void,
-                 logger: Logger) {
+    private init(
+        bus: SystemBus, agent: any PairingAgent, onRefusal: @escaping @Sendable (BluetoothAddress, PairingError) async -> Void,
+        logger: Logger
+    ) {
         self.bus = bus
         self.agent = agent
         self.onRefusal = onRefusal
@@ -255,9 +265,12 @@ public actor BluetoothDaemonAgent {
 
     /// Connects to the system bus and registers the agent with bluetoothd as the default one,
     /// announcing the IO capability `agent` can answer.
-    public static func start(agent: any PairingAgent, logger: Logger,
-                             onRefusal: @escaping @Sendable (BluetoothAddress, PairingError) async -> Void) async throws(BluetoothDaemonError)
-        -> BluetoothDaemonAgent {
+    public static func start(
+        agent: any PairingAgent, logger: Logger,
+        onRefusal: @escaping @Sendable (BluetoothAddress, PairingError) async -> Void
+    ) async throws(BluetoothDaemonError)
+        -> BluetoothDaemonAgent
+    {
         let bus = try await SystemBus.open()
         let daemon = BluetoothDaemonAgent(bus: bus, agent: agent, onRefusal: onRefusal, logger: logger)
         do { try await daemon.register() } catch {
@@ -291,25 +304,30 @@ public actor BluetoothDaemonAgent {
             let request = BluetoothDaemonAgent.parse(message)
             sd_bus_message_ref(message)
             requests.mailbox.put((SystemBus.Message(pointer: message), request))
-            return 1 // handled: the reply follows once the agent has answered
+            return 1  // handled: the reply follows once the agent has answered
         }
         startAnswering()
         let capability = Self.capabilityName(agent.ioCapability)
-        bus.release(try await bus.call("org.bluez", path: "/org/bluez", interface: "org.bluez.AgentManager1", member: "RegisterAgent") {
-            BusArguments.append($0, objectPath: Self.objectPath)
-            BusArguments.append($0, string: capability)
-        })
+        bus.release(
+            try await bus.call("org.bluez", path: "/org/bluez", interface: "org.bluez.AgentManager1", member: "RegisterAgent") {
+                BusArguments.append($0, objectPath: Self.objectPath)
+                BusArguments.append($0, string: capability)
+            })
         registered = true
-        bus.release(try await bus.call("org.bluez", path: "/org/bluez", interface: "org.bluez.AgentManager1", member: "RequestDefaultAgent") {
-            BusArguments.append($0, objectPath: Self.objectPath)
-        })
+        bus.release(
+            try await bus.call("org.bluez", path: "/org/bluez", interface: "org.bluez.AgentManager1", member: "RequestDefaultAgent") {
+                BusArguments.append($0, objectPath: Self.objectPath)
+            })
         logger.debug("registered the pairing agent with bluetoothd (\(capability))")
     }
 
     /// Unregisters the agent and closes the bus.
     public func stop() async {
-        if registered, let reply = try? await bus.call("org.bluez", path: "/org/bluez", interface: "org.bluez.AgentManager1",
-                                                       member: "UnregisterAgent", build: { BusArguments.append($0, objectPath: Self.objectPath) }) {
+        if registered,
+            let reply = try? await bus.call(
+                "org.bluez", path: "/org/bluez", interface: "org.bluez.AgentManager1",
+                member: "UnregisterAgent", build: { BusArguments.append($0, objectPath: Self.objectPath) })
+        {
             bus.release(reply)
         }
         registered = false
@@ -323,7 +341,8 @@ public actor BluetoothDaemonAgent {
     /// What bluetoothd asks, read from the call's arguments (object path first).
     static func parse(_ message: OpaquePointer) -> Request {
         guard let interface = sd_bus_message_get_interface(message).map({ String(cString: $0) }), interface == "org.bluez.Agent1",
-              let member = sd_bus_message_get_member(message).map({ String(cString: $0) }) else { return .unsupported("unknown") }
+            let member = sd_bus_message_get_member(message).map({ String(cString: $0) })
+        else { return .unsupported("unknown") }
         func readPath() -> String? { BusArguments.readString(message, type: "o").map(deviceAddress(objectPath:)) }
         switch member {
         case "RequestPasskey":
@@ -366,8 +385,7 @@ public actor BluetoothDaemonAgent {
             }
         case .confirmation(let device, let number):
             do {
-                if try await agent.confirm(number, for: device) { await reply(message) }
-                else { await refuse(message, device: device, .comparisonRejected(number)) }
+                if try await agent.confirm(number, for: device) { await reply(message) } else { await refuse(message, device: device, .comparisonRejected(number)) }
             } catch {
                 await refuse(message, device: device, error)
             }

@@ -89,8 +89,10 @@ public enum BluetoothDaemonGATT {
     /// bluetoothd's object for `device` on `adapter`, found by its `Address` (its path keeps the address
     /// the device was first seen at, a private one for a device with privacy).
     static func deviceObject(_ objects: [ManagedObject], adapter: String, device: BluetoothAddress) -> ManagedObject? {
-        objects.first { $0.interface == "org.bluez.Device1" && $0.path.hasPrefix("/org/bluez/\(adapter)/")
-            && $0.strings["Address"]?.uppercased() == device.description }
+        objects.first {
+            $0.interface == "org.bluez.Device1" && $0.path.hasPrefix("/org/bluez/\(adapter)/")
+                && $0.strings["Address"]?.uppercased() == device.description
+        }
     }
 
     /// The GATT services bluetoothd found on `device`, when it holds a resolved link to it.
@@ -134,7 +136,8 @@ public enum BluetoothDaemonGATT {
         var fd: Int32 = -1
         var mtu: UInt16 = 0
         guard sd_bus_message_read_basic(reply.pointer, CChar(UInt8(ascii: "h")), &fd) >= 0,
-              sd_bus_message_read_basic(reply.pointer, CChar(UInt8(ascii: "q")), &mtu) >= 0, fd >= 0 else {
+            sd_bus_message_read_basic(reply.pointer, CChar(UInt8(ascii: "q")), &mtu) >= 0, fd >= 0
+        else {
             throw .unreachable("bluetoothd's \(member) reply is not (h, q)")
         }
         // The descriptor belongs to the message: keep a copy of our own.
@@ -145,11 +148,15 @@ public enum BluetoothDaemonGATT {
     }
 
     /// The protocol's link over bluetoothd's GATT client: writes to `service.write`, notifications of `service.notify`.
-    public static func link(adapter: String, device: BluetoothAddress, service: GATTPacketService, description: String,
-                            logger: Logger? = nil) async throws(LinkError)
-        -> any Link {
+    public static func link(
+        adapter: String, device: BluetoothAddress, service: GATTPacketService, description: String,
+        logger: Logger? = nil
+    ) async throws(LinkError)
+        -> any Link
+    {
         guard service.channels.isEmpty else {
-            throw .unreachable("bluetoothd holds the link to \(device), and bleota can share it only for single-characteristic services; disconnect it first (bluetoothctl disconnect \(device))")
+            throw .unreachable(
+                "bluetoothd holds the link to \(device), and bleota can share it only for single-characteristic services; disconnect it first (bluetoothctl disconnect \(device))")
         }
         let bus: SystemBus
         do { bus = try await SystemBus.open() } catch { throw .unreachable(error.description) }
@@ -162,8 +169,10 @@ public enum BluetoothDaemonGATT {
                 throw LinkError.unreachable("bluetoothd does not know \(device)")
             }
             func characteristic(_ uuid: BluetoothUUID) -> String? {
-                all.first { $0.interface == "org.bluez.GattCharacteristic1" && $0.path.hasPrefix(deviceObject.path + "/")
-                    && $0.strings["UUID"]?.uppercased() == uuid.description.uppercased() }?.path
+                all.first {
+                    $0.interface == "org.bluez.GattCharacteristic1" && $0.path.hasPrefix(deviceObject.path + "/")
+                        && $0.strings["UUID"]?.uppercased() == uuid.description.uppercased()
+                }?.path
             }
             guard let writePath = characteristic(service.write), let notifyPath = characteristic(service.notify) else {
                 throw LinkError.unreachable("bluetoothd has not found the \(service.name) service's characteristics on \(device)")
@@ -178,8 +187,9 @@ public enum BluetoothDaemonGATT {
             logger?.debug("acquired \(writePath) for writing (mtu \(writing.mtu)) and \(notifyPath) for notifications (mtu \(notifying.mtu))")
             // The bus connection stays open with the link: bluetoothd releases what a client acquired
             // (and unsubscribes) when that client leaves the bus.
-            return DaemonGATTLink(writeFD: writing.fd, notifyFD: notifying.fd, bus: bus,
-                                  maximumPayload: min(writing.mtu, ATTLimits.maximumAttributeValue), description: description + " (through bluetoothd)")
+            return DaemonGATTLink(
+                writeFD: writing.fd, notifyFD: notifying.fd, bus: bus,
+                maximumPayload: min(writing.mtu, ATTLimits.maximumAttributeValue), description: description + " (through bluetoothd)")
         } catch {
             await bus.close()
             throw error

@@ -17,7 +17,8 @@ public struct BondStore: Sendable {
     public let path: String
 
     public init(environment: [String: String] = ProcessInfo.processInfo.environment) {
-        let base = environment["XDG_STATE_HOME"].flatMap { $0.isEmpty ? nil : $0 }
+        let base =
+            environment["XDG_STATE_HOME"].flatMap { $0.isEmpty ? nil : $0 }
             ?? ((environment["HOME"] ?? NSHomeDirectory()) + "/.local/state")
         path = base + "/bleota/bonds.json"
     }
@@ -34,8 +35,10 @@ public struct BondStore: Sendable {
         public var identityResolvingKey: IdentityResolvingKey?
         public var created: Date
 
-        public init(adapter: BluetoothAddress, identity: ManagementAddress, longTermKeys: [LongTermKey] = [],
-                    identityResolvingKey: IdentityResolvingKey? = nil, created: Date = Date()) {
+        public init(
+            adapter: BluetoothAddress, identity: ManagementAddress, longTermKeys: [LongTermKey] = [],
+            identityResolvingKey: IdentityResolvingKey? = nil, created: Date = Date()
+        ) {
             self.adapter = adapter
             self.identity = identity
             self.longTermKeys = longTermKeys
@@ -77,8 +80,7 @@ public struct BondStore: Sendable {
     public func add(_ key: LongTermKey, adapter: BluetoothAddress) throws(Failure) {
         try update(adapter: adapter, identity: key.peer) { bond in
             bond.longTermKeys.removeAll { $0.central == key.central && $0.kind.secureConnections == key.kind.secureConnections }
-            if key.kind.secureConnections { bond.longTermKeys.removeAll { !$0.kind.secureConnections } }
-            else { bond.longTermKeys.removeAll { $0.kind.secureConnections } }
+            if key.kind.secureConnections { bond.longTermKeys.removeAll { !$0.kind.secureConnections } } else { bond.longTermKeys.removeAll { $0.kind.secureConnections } }
             bond.longTermKeys.append(key)
         }
     }

@@ -48,8 +48,9 @@ public final class HCIController {
     /// Keeps an LE event that arrived while waiting for something else, if anyone may wait for it.
     private func keep(_ event: HCIEvent) {
         guard case .leMeta(let subevent, _) = event,
-              subevent == ConnectionControl.phyUpdateComplete || subevent == ConnectionControl.connectionUpdateComplete,
-              early.count < 16 else { return }
+            subevent == ConnectionControl.phyUpdateComplete || subevent == ConnectionControl.connectionUpdateComplete,
+            early.count < 16
+        else { return }
         early.append(event)
     }
 
@@ -87,7 +88,8 @@ public final class HCIController {
         let deadline = clock.now + timeout
         while clock.now < deadline {
             guard let packet = try await transport.read(timeout: deadline - clock.now),
-                  let event = try? HCIEvent(decoding: packet) else { continue }
+                let event = try? HCIEvent(decoding: packet)
+            else { continue }
             if let found = match(event) { return found }
             keep(event)
         }
@@ -99,7 +101,8 @@ public final class HCIController {
     public func waitForLEEvent(_ subevent: UInt8, handle: UInt16, timeout: Duration) async throws(HCIError) -> (status: UInt8, rest: [UInt8])? {
         func matches(_ event: HCIEvent) -> (UInt8, [UInt8])? {
             guard case .leMeta(let code, let parameters) = event, code == subevent, parameters.count >= 3,
-                  UInt16(parameters[1]) | UInt16(parameters[2]) << 8 == handle else { return nil }
+                UInt16(parameters[1]) | UInt16(parameters[2]) << 8 == handle
+            else { return nil }
             return (parameters[0], Array(parameters.dropFirst(3)))
         }
         if let index = early.firstIndex(where: { matches($0) != nil }) {
@@ -118,12 +121,15 @@ public enum ConnectionControl {
     static let phyUpdateComplete: UInt8 = 0x0C
     static let connectionUpdateComplete: UInt8 = 0x03
 
-    public static func apply(_ request: ConnectionRequest, handle: UInt16, adapterName: String,
-                             controller: HCIController) async -> ConnectionSettings {
+    public static func apply(
+        _ request: ConnectionRequest, handle: UInt16, adapterName: String,
+        controller: HCIController
+    ) async -> ConnectionSettings {
         var settings = ConnectionSettings()
         var features: [UInt8]?
         if case .complete(let parameters)? = try? await controller.send(.leReadLocalSupportedFeatures),
-           parameters.count >= 9, parameters[0] == 0 {
+            parameters.count >= 9, parameters[0] == 0
+        {
             features = Array(parameters[1...8])
         }
 
@@ -140,7 +146,8 @@ public enum ConnectionControl {
             }
         }
         if case .complete(let parameters)? = try? await controller.send(.leReadPHY(handle: handle)),
-           parameters.count >= 5, parameters[0] == 0, let phy = LEPHY(reported: parameters[3]) {
+            parameters.count >= 5, parameters[0] == 0, let phy = LEPHY(reported: parameters[3])
+        {
             settings.phy = phy.displayName
             if let wanted = request.phy, wanted != phy, settings.notes.isEmpty {
                 settings.notes.append("asked for the \(wanted.displayName) PHY; the link stays on \(phy.displayName)")
@@ -149,8 +156,10 @@ public enum ConnectionControl {
         return settings
     }
 
-    static func setPHY(_ phy: LEPHY, handle: UInt16, adapterName: String, features: [UInt8]?,
-                       controller: HCIController) async -> [String] {
+    static func setPHY(
+        _ phy: LEPHY, handle: UInt16, adapterName: String, features: [UInt8]?,
+        controller: HCIController
+    ) async -> [String] {
         if let bit = phy.featureBit, let features, features[bit / 8] & (1 << (bit % 8)) == 0 {
             return ["\(adapterName) does not support the LE \(phy.displayName) PHY (its LE features lack it): the link stays on 1M"]
         }
@@ -182,8 +191,10 @@ public enum ConnectionControl {
         return HCICommand.leConnectionUpdate(handle: handle, interval: low...high, latency: UInt16(latency), supervisionTimeout: timeout)
     }
 
-    static func updateInterval(_ interval: ClosedRange<Double>, latency: Int, handle: UInt16,
-                               controller: HCIController) async -> (String?, (interval: Double, latency: Int, timeout: Int)?) {
+    static func updateInterval(
+        _ interval: ClosedRange<Double>, latency: Int, handle: UInt16,
+        controller: HCIController
+    ) async -> (String?, (interval: Double, latency: Int, timeout: Int)?) {
         let command = updateCommand(interval, latency: latency, handle: handle)
         let range = "\(interval.lowerBound.millisecondsText)–\(interval.upperBound.millisecondsText) ms"
         do {
@@ -192,19 +203,21 @@ public enum ConnectionControl {
                 return ("the controller refused the connection interval \(range) (\(hciStatusDescription(status)))", nil)
             }
             guard let (status, rest) = try await controller.waitForLEEvent(connectionUpdateComplete, handle: handle, timeout: .seconds(5)),
-                  rest.count >= 6 else {
+                rest.count >= 6
+            else {
                 return ("the connection interval \(range) was requested but no update completed within 5 s", nil)
             }
             guard status == 0 else {
                 return ("the peer did not accept the connection interval \(range) (\(hciStatusDescription(status)))", nil)
             }
             let units = Double(UInt16(rest[0]) | UInt16(rest[1]) << 8)
-            let granted = (interval: units * 1.25, latency: Int(UInt16(rest[2]) | UInt16(rest[3]) << 8),
-                           timeout: Int(UInt16(rest[4]) | UInt16(rest[5]) << 8) * 10)
+            let granted = (
+                interval: units * 1.25, latency: Int(UInt16(rest[2]) | UInt16(rest[3]) << 8),
+                timeout: Int(UInt16(rest[4]) | UInt16(rest[5]) << 8) * 10
+            )
             return (nil, granted)
         } catch {
             return ("cannot change the connection interval: \(error)", nil)
         }
     }
 }
-

@@ -30,16 +30,18 @@ public struct HCICommand: Sendable, Equatable {
     public static let leReadLocalSupportedFeatures = HCICommand(ogf: leOGF, ocf: 0x0003)
 
     /// LE Connection Update (§7.8.18); intervals in 1.25 ms units, timeout in 10 ms units.
-    public static func leConnectionUpdate(handle: UInt16, interval: ClosedRange<UInt16>, latency: UInt16,
-                                          supervisionTimeout: UInt16) -> HCICommand {
+    public static func leConnectionUpdate(
+        handle: UInt16, interval: ClosedRange<UInt16>, latency: UInt16,
+        supervisionTimeout: UInt16
+    ) -> HCICommand {
         var writer = ByteWriter(capacity: 14)
         writer.write(handle)
         writer.write(interval.lowerBound)
         writer.write(interval.upperBound)
         writer.write(latency)
         writer.write(supervisionTimeout)
-        writer.write(UInt16(0)) // minimum connection event length: no preference
-        writer.write(UInt16(0)) // maximum
+        writer.write(UInt16(0))  // minimum connection event length: no preference
+        writer.write(UInt16(0))  // maximum
         return HCICommand(ogf: leOGF, ocf: 0x0013, parameters: writer.bytes)
     }
 
@@ -54,7 +56,7 @@ public struct HCICommand: Sendable, Equatable {
     public static func leSetPHY(handle: UInt16, phy: LEPHY) -> HCICommand {
         var writer = ByteWriter()
         writer.write(handle)
-        writer.write(UInt8(0x00)) // ALL_PHYS: we state a preference for both directions
+        writer.write(UInt8(0x00))  // ALL_PHYS: we state a preference for both directions
         writer.write(phy.preferenceBit)
         writer.write(phy.preferenceBit)
         writer.write(UInt16(0))

@@ -40,8 +40,10 @@ public final class L2CAPSecurity: LinkSecurityControl {
     /// The Security Manager's own timeout is 30 s from its last PDU; a person typing a passkey gets that too.
     static let pairingTimeout = Duration.seconds(40)
 
-    init(socket: L2CAPSocket, pairing: KernelPairingAgent?, unavailable: String?, storedBond: BondStore.Bond?, clock: any BleotaClock,
-         logger: Logger) {
+    init(
+        socket: L2CAPSocket, pairing: KernelPairingAgent?, unavailable: String?, storedBond: BondStore.Bond?, clock: any BleotaClock,
+        logger: Logger
+    ) {
         self.logger = logger
         self.socket = socket
         self.pairing = pairing
@@ -74,8 +76,9 @@ public final class L2CAPSecurity: LinkSecurityControl {
             if let method = await pairing?.method(for: peer) {
                 return LinkSecurityState(level: level, method: method, secureConnections: secureConnections, bonded: true)
             }
-            return LinkSecurityState(level: level, method: .storedKey, secureConnections: secureConnections,
-                                     bonded: storedBond != nil || kind != nil)
+            return LinkSecurityState(
+                level: level, method: .storedKey, secureConnections: secureConnections,
+                bonded: storedBond != nil || kind != nil)
         }
     }
 

@@ -39,9 +39,11 @@ public final class L2CAPSocket: Sendable {
 
     /// Connects from `local` (the adapter's address; the kernel needs the
     /// client bound to the same channel for CID 4) to `remote`.
-    public static func connect(from local: L2CAPAddress, to remote: L2CAPAddress, security: SecurityLevel = .low,
-                               receiveMTU: Int? = nil, timeout: Duration, clock: any BleotaClock,
-                               system: any SocketSystem = LinuxSocketSystem.shared) async throws(SocketError) -> L2CAPSocket {
+    public static func connect(
+        from local: L2CAPAddress, to remote: L2CAPAddress, security: SecurityLevel = .low,
+        receiveMTU: Int? = nil, timeout: Duration, clock: any BleotaClock,
+        system: any SocketSystem = LinuxSocketSystem.shared
+    ) async throws(SocketError) -> L2CAPSocket {
         let fd = try system.l2capSocket()
         do throws(SocketError) {
             try configure(fd, security: security, receiveMTU: nil, system: system)
@@ -79,8 +81,10 @@ public final class L2CAPSocket: Sendable {
     }
 
     /// Listens on `local` (CID 4 for ATT, or a PSM) and returns the listening socket.
-    public static func listen(on local: L2CAPAddress, security: SecurityLevel = .low, receiveMTU: Int? = nil,
-                              system: any SocketSystem = LinuxSocketSystem.shared) throws(SocketError) -> L2CAPListener {
+    public static func listen(
+        on local: L2CAPAddress, security: SecurityLevel = .low, receiveMTU: Int? = nil,
+        system: any SocketSystem = LinuxSocketSystem.shared
+    ) throws(SocketError) -> L2CAPListener {
         let fd = try system.l2capSocket()
         do throws(SocketError) {
             try configure(fd, security: security, receiveMTU: nil, system: system)

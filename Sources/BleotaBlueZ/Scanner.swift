@@ -20,8 +20,10 @@ public enum Scanner {
     }
 
     /// Scans on `adapter` for `duration`, returning one merged advertisement per address.
-    public static func scan(adapter: String?, duration: Duration, active: Bool = true, filter: ScanFilter = ScanFilter(),
-                            resolving keys: [IdentityResolvingKey]? = nil) async throws -> [Advertisement] {
+    public static func scan(
+        adapter: String?, duration: Duration, active: Bool = true, filter: ScanFilter = ScanFilter(),
+        resolving keys: [IdentityResolvingKey]? = nil
+    ) async throws -> [Advertisement] {
         let keys = keys ?? bondedKeys(adapter: adapter)
         var found: [Advertisement]
         if active, let discovered = try await discover(adapter: adapter, duration: duration) {
@@ -75,8 +77,10 @@ public enum Scanner {
             do { next = try await withDeadline(deadline - clock.now, clock: clock) { try await events.take() } } catch { break }
             guard let next, let (eventIndex, event) = next else { break }
             guard eventIndex == index, case .deviceFound(let address, let rssi, _, let data) = event else { continue }
-            merged.add(Advertisement(address: address.address.description, addressType: address.kind == .lePublic ? "public" : "random",
-                                     rssi: rssi, data: data))
+            merged.add(
+                Advertisement(
+                    address: address.address.description, addressType: address.kind == .lePublic ? "public" : "random",
+                    rssi: rssi, data: data))
         }
         if started { _ = try? await channel.send(.stopDiscovery(), index: index) }
         return merged.advertisements
@@ -152,7 +156,7 @@ public enum Scanner {
             do {
                 try await withDeadline(deadline - clock.now, clock: clock) { try await system.wait(dd, writable: false) }
             } catch {
-                break // the duration is over (or the task was cancelled)
+                break  // the duration is over (or the task was cancelled)
             }
             // Drain everything that arrived, then wait again.
             while true {

@@ -127,8 +127,9 @@ public final class LinuxSocketSystem: SocketSystem {
         _ = fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK)
         _ = fcntl(client, F_SETFD, FD_CLOEXEC)
         let bytes = withUnsafeBytes(of: raw.l2_bdaddr) { Array($0) }
-        let peer = L2CAPAddress(address: BluetoothAddress(littleEndian: bytes), type: raw.l2_bdaddr_type == 2 ? .random : .public,
-                                psm: UInt16(littleEndian: raw.l2_psm), cid: UInt16(littleEndian: raw.l2_cid))
+        let peer = L2CAPAddress(
+            address: BluetoothAddress(littleEndian: bytes), type: raw.l2_bdaddr_type == 2 ? .random : .public,
+            psm: UInt16(littleEndian: raw.l2_psm), cid: UInt16(littleEndian: raw.l2_cid))
         return (client, peer)
     }
 

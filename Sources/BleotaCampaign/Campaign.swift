@@ -45,9 +45,11 @@ public struct CampaignDefinition: Sendable {
     /// so a worker that dies loses its devices to the others this long after.
     public var leaseSeconds: Double
 
-    public init(name: String, imageName: String, image: [UInt8], devices: [FleetDevice], protocolName: String? = nil,
-                protocolOptions: [String: String] = [:], versionLabel: String? = nil, force: Bool = false, attempts: Int = 3,
-                backoffSeconds: Double = 5, leaseSeconds: Double = 60) {
+    public init(
+        name: String, imageName: String, image: [UInt8], devices: [FleetDevice], protocolName: String? = nil,
+        protocolOptions: [String: String] = [:], versionLabel: String? = nil, force: Bool = false, attempts: Int = 3,
+        backoffSeconds: Double = 5, leaseSeconds: Double = 60
+    ) {
         self.name = name
         self.imageName = imageName
         self.image = image
@@ -120,8 +122,10 @@ public struct CampaignStatus: Sendable, Codable, Equatable {
     /// "200 devices: 180 updated, 5 already current, 3 failed, 10 running, 2 pending".
     public var sentence: String {
         var parts: [String] = []
-        for (state, words) in [(CampaignDeviceState.State.updated, "updated"), (.skipped, "already current"), (.failed, "failed"),
-                               (.running, "running"), (.pending, "pending")] where count(state) > 0 {
+        for (state, words) in [
+            (CampaignDeviceState.State.updated, "updated"), (.skipped, "already current"), (.failed, "failed"),
+            (.running, "running"), (.pending, "pending"),
+        ] where count(state) > 0 {
             parts.append("\(count(state)) \(words)")
         }
         return "\(devices.count) devices: " + (parts.isEmpty ? "none" : parts.joined(separator: ", "))

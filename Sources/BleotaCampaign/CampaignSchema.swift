@@ -18,73 +18,75 @@ public enum CampaignSchema {
     public static var latestVersion: Int { migrations.last!.version }
 
     public static let migrations: [Migration] = [
-        Migration(version: 1, description: "campaigns, their images, devices and tries", statements: [
-            """
-            CREATE TABLE bleota.images (
-                sha256 bytea PRIMARY KEY CHECK (length(sha256) = 32),
-                size bigint NOT NULL,
-                bytes bytea NOT NULL,
-                stored_at timestamptz NOT NULL DEFAULT now())
-            """,
-            """
-            CREATE TABLE bleota.campaigns (
-                name text PRIMARY KEY,
-                image_sha256 bytea NOT NULL REFERENCES bleota.images (sha256),
-                image_name text NOT NULL,
-                protocol text,
-                protocol_options jsonb NOT NULL DEFAULT '{}',
-                version_label text,
-                force boolean NOT NULL DEFAULT false,
-                attempts integer NOT NULL CHECK (attempts BETWEEN 1 AND 10),
-                backoff_seconds double precision NOT NULL CHECK (backoff_seconds >= 0),
-                lease_seconds double precision NOT NULL CHECK (lease_seconds > 0),
-                created_at timestamptz NOT NULL DEFAULT now())
-            """,
-            """
-            CREATE TABLE bleota.devices (
-                campaign text NOT NULL REFERENCES bleota.campaigns (name) ON DELETE CASCADE,
-                address text NOT NULL,
-                position integer NOT NULL,
-                label text NOT NULL,
-                adapter text,
-                protocol text,
-                options jsonb NOT NULL DEFAULT '{}',
-                state text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'running', 'updated', 'skipped', 'failed')),
-                tries integer NOT NULL DEFAULT 0,
-                not_before timestamptz NOT NULL DEFAULT now(),
-                worker text,
-                lease_expires timestamptz,
-                version_before text,
-                version_after text,
-                seconds double precision NOT NULL DEFAULT 0,
-                bytes bigint NOT NULL DEFAULT 0,
-                resends integer NOT NULL DEFAULT 0,
-                error text,
-                error_step text,
-                device_state text,
-                finished_at timestamptz,
-                PRIMARY KEY (campaign, address),
-                CHECK (state <> 'running' OR (worker IS NOT NULL AND lease_expires IS NOT NULL)))
-            """,
-            "CREATE INDEX devices_waiting ON bleota.devices (campaign, state, not_before, position)",
-            """
-            CREATE TABLE bleota.tries (
-                id bigserial PRIMARY KEY,
-                campaign text NOT NULL,
-                address text NOT NULL,
-                try integer NOT NULL,
-                worker text NOT NULL,
-                started_at timestamptz NOT NULL DEFAULT now(),
-                ended_at timestamptz,
-                outcome text CHECK (outcome IN ('updated', 'skipped', 'failed', 'lease-expired')),
-                error text,
-                error_step text,
-                seconds double precision,
-                bytes bigint,
-                resends integer,
-                FOREIGN KEY (campaign, address) REFERENCES bleota.devices (campaign, address) ON DELETE CASCADE)
-            """,
-            "CREATE INDEX tries_by_device ON bleota.tries (campaign, address, try)",
-        ]),
+        Migration(
+            version: 1, description: "campaigns, their images, devices and tries",
+            statements: [
+                """
+                CREATE TABLE bleota.images (
+                    sha256 bytea PRIMARY KEY CHECK (length(sha256) = 32),
+                    size bigint NOT NULL,
+                    bytes bytea NOT NULL,
+                    stored_at timestamptz NOT NULL DEFAULT now())
+                """,
+                """
+                CREATE TABLE bleota.campaigns (
+                    name text PRIMARY KEY,
+                    image_sha256 bytea NOT NULL REFERENCES bleota.images (sha256),
+                    image_name text NOT NULL,
+                    protocol text,
+                    protocol_options jsonb NOT NULL DEFAULT '{}',
+                    version_label text,
+                    force boolean NOT NULL DEFAULT false,
+                    attempts integer NOT NULL CHECK (attempts BETWEEN 1 AND 10),
+                    backoff_seconds double precision NOT NULL CHECK (backoff_seconds >= 0),
+                    lease_seconds double precision NOT NULL CHECK (lease_seconds > 0),
+                    created_at timestamptz NOT NULL DEFAULT now())
+                """,
+                """
+                CREATE TABLE bleota.devices (
+                    campaign text NOT NULL REFERENCES bleota.campaigns (name) ON DELETE CASCADE,
+                    address text NOT NULL,
+                    position integer NOT NULL,
+                    label text NOT NULL,
+                    adapter text,
+                    protocol text,
+                    options jsonb NOT NULL DEFAULT '{}',
+                    state text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'running', 'updated', 'skipped', 'failed')),
+                    tries integer NOT NULL DEFAULT 0,
+                    not_before timestamptz NOT NULL DEFAULT now(),
+                    worker text,
+                    lease_expires timestamptz,
+                    version_before text,
+                    version_after text,
+                    seconds double precision NOT NULL DEFAULT 0,
+                    bytes bigint NOT NULL DEFAULT 0,
+                    resends integer NOT NULL DEFAULT 0,
+                    error text,
+                    error_step text,
+                    device_state text,
+                    finished_at timestamptz,
+                    PRIMARY KEY (campaign, address),
+                    CHECK (state <> 'running' OR (worker IS NOT NULL AND lease_expires IS NOT NULL)))
+                """,
+                "CREATE INDEX devices_waiting ON bleota.devices (campaign, state, not_before, position)",
+                """
+                CREATE TABLE bleota.tries (
+                    id bigserial PRIMARY KEY,
+                    campaign text NOT NULL,
+                    address text NOT NULL,
+                    try integer NOT NULL,
+                    worker text NOT NULL,
+                    started_at timestamptz NOT NULL DEFAULT now(),
+                    ended_at timestamptz,
+                    outcome text CHECK (outcome IN ('updated', 'skipped', 'failed', 'lease-expired')),
+                    error text,
+                    error_step text,
+                    seconds double precision,
+                    bytes bigint,
+                    resends integer,
+                    FOREIGN KEY (campaign, address) REFERENCES bleota.devices (campaign, address) ON DELETE CASCADE)
+                """,
+                "CREATE INDEX tries_by_device ON bleota.tries (campaign, address, try)",
+            ])
     ]
 }

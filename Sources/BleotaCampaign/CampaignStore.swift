@@ -40,18 +40,21 @@ public final class CampaignStore: Sendable {
     }
 
     /// Opens the database at `address`, applies missing migrations, runs `body`, and closes it.
-    public static func withStore<Result: Sendable>(_ address: CampaignAddress, logger: Logger,
-                                                   _ body: @Sendable (CampaignStore) async throws -> Result) async throws -> Result {
+    public static func withStore<Result: Sendable>(
+        _ address: CampaignAddress, logger: Logger,
+        _ body: @Sendable (CampaignStore) async throws -> Result
+    ) async throws -> Result {
         var configuration: PostgresClient.Configuration
         switch address.endpoint {
         case .unixSocket(let path):
             configuration = .init(unixSocketPath: path, username: address.user, password: address.password, database: address.database)
         case .tcp(let host, let port):
-            let tls: PostgresClient.Configuration.TLS = switch address.tls {
-            case .disable: .disable
-            case .prefer: .prefer(.makeClientConfiguration())
-            case .require: .require(.makeClientConfiguration())
-            }
+            let tls: PostgresClient.Configuration.TLS =
+                switch address.tls {
+                case .disable: .disable
+                case .prefer: .prefer(.makeClientConfiguration())
+                case .require: .require(.makeClientConfiguration())
+                }
             configuration = .init(host: host, port: port, username: address.user, password: address.password, database: address.database, tls: tls)
         }
         // One connection first, alone: the pool retries a server it cannot reach for ever,
@@ -84,11 +87,12 @@ public final class CampaignStore: Sendable {
             case .unixSocket(let path):
                 configuration = .init(unixSocketPath: path, username: address.user, password: address.password, database: address.database)
             case .tcp(let host, let port):
-                let tls: PostgresConnection.Configuration.TLS = switch address.tls {
-                case .disable: .disable
-                case .prefer: .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
-                case .require: .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
-                }
+                let tls: PostgresConnection.Configuration.TLS =
+                    switch address.tls {
+                    case .disable: .disable
+                    case .prefer: .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
+                    case .require: .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+                    }
                 configuration = .init(host: host, port: port, username: address.user, password: address.password, database: address.database, tls: tls)
             }
             let connection = try await withOperationTimeout(.seconds(15)) {
@@ -126,13 +130,16 @@ public final class CampaignStore: Sendable {
             try await client.withTransaction(logger: databaseLogger) { connection in
                 try await connection.query("SELECT pg_advisory_xact_lock(\(CampaignSchema.migrationLock))", logger: databaseLogger)
                 try await connection.query("CREATE SCHEMA IF NOT EXISTS bleota", logger: databaseLogger)
-                try await connection.query("""
+                try await connection.query(
+                    """
                     CREATE TABLE IF NOT EXISTS bleota.schema_migrations (
                         version integer PRIMARY KEY, description text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())
                     """, logger: databaseLogger)
                 var current = 0
-                for try await version in try await connection.query("SELECT coalesce(max(version), 0) FROM bleota.schema_migrations",
-                                                                    logger: databaseLogger).decode(Int.self) {
+                for try await version in try await connection.query(
+                    "SELECT coalesce(max(version), 0) FROM bleota.schema_migrations",
+                    logger: databaseLogger
+                ).decode(Int.self) {
                     current = version
                 }
                 guard current <= CampaignSchema.latestVersion else {
@@ -142,8 +149,9 @@ public final class CampaignStore: Sendable {
                     for statement in migration.statements {
                         try await connection.query(PostgresQuery(unsafeSQL: statement), logger: databaseLogger)
                     }
-                    try await connection.query("INSERT INTO bleota.schema_migrations (version, description) VALUES (\(migration.version), \(migration.description))",
-                                               logger: databaseLogger)
+                    try await connection.query(
+                        "INSERT INTO bleota.schema_migrations (version, description) VALUES (\(migration.version), \(migration.description))",
+                        logger: databaseLogger)
                     logger.info("campaign schema migrated to version \(migration.version): \(migration.description)")
                 }
                 return CampaignSchema.latestVersion
@@ -161,11 +169,13 @@ public final class CampaignStore: Sendable {
             try await client.withTransaction(logger: databaseLogger) { connection in
                 let taken = try await connection.query("SELECT 1 FROM bleota.campaigns WHERE name = \(definition.name)", logger: databaseLogger)
                 for try await _ in taken { throw CampaignError.exists(definition.name) }
-                try await connection.query("""
+                try await connection.query(
+                    """
                     INSERT INTO bleota.images (sha256, size, bytes) VALUES (\(digest), \(definition.image.count), \(Data(definition.image)))
                     ON CONFLICT (sha256) DO NOTHING
                     """, logger: databaseLogger)
-                try await connection.query("""
+                try await connection.query(
+                    """
                     INSERT INTO bleota.campaigns (name, image_sha256, image_name, protocol, protocol_options, version_label, force,
                                                   attempts, backoff_seconds, lease_seconds)
                     VALUES (\(definition.name), \(digest), \(definition.imageName), \(definition.protocolName), \(options)::jsonb,
@@ -173,7 +183,8 @@ public final class CampaignStore: Sendable {
                             \(definition.leaseSeconds))
                     """, logger: databaseLogger)
                 for (position, device) in definition.devices.enumerated() {
-                    try await connection.query("""
+                    try await connection.query(
+                        """
                         INSERT INTO bleota.devices (campaign, address, position, label, adapter, protocol, options)
                         VALUES (\(definition.name), \(device.address), \(position), \(device.label), \(device.adapter),
                                 \(device.protocolName), \(Self.json(device.protocolOptions))::jsonb)
@@ -197,16 +208,19 @@ public final class CampaignStore: Sendable {
 
     public func info(_ name: String) async throws(CampaignError) -> CampaignInfo {
         try await run("reading campaign '\(name)'") { [self] in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 SELECT c.name, c.image_name, c.image_sha256, i.size, c.protocol, c.protocol_options::text, c.version_label, c.force,
                        c.attempts, c.backoff_seconds, c.lease_seconds, c.created_at
                 FROM bleota.campaigns c JOIN bleota.images i ON i.sha256 = c.image_sha256 WHERE c.name = \(name)
                 """, logger: databaseLogger)
             for try await (name, imageName, digest, size, protocolName, options, label, force, attempts, backoff, lease, created)
-                in rows.decode((String, String, Data, Int, String?, String, String?, Bool, Int, Double, Double, Date).self) {
-                return CampaignInfo(name: name, imageName: imageName, imageSHA256: digest.map { String(format: "%02x", $0) }.joined(),
-                                    imageSize: size, protocolName: protocolName, protocolOptions: Self.options(options), versionLabel: label,
-                                    force: force, attempts: attempts, backoffSeconds: backoff, leaseSeconds: lease, createdAt: created)
+                in rows.decode((String, String, Data, Int, String?, String, String?, Bool, Int, Double, Double, Date).self)
+            {
+                return CampaignInfo(
+                    name: name, imageName: imageName, imageSHA256: digest.map { String(format: "%02x", $0) }.joined(),
+                    imageSize: size, protocolName: protocolName, protocolOptions: Self.options(options), versionLabel: label,
+                    force: force, attempts: attempts, backoffSeconds: backoff, leaseSeconds: lease, createdAt: created)
             }
             throw CampaignError.notFound(name)
         }
@@ -215,14 +229,17 @@ public final class CampaignStore: Sendable {
     /// The campaign's image, checked against its SHA-256.
     public func image(of campaign: CampaignInfo) async throws(CampaignError) -> [UInt8] {
         let bytes: [UInt8] = try await run("reading the image of '\(campaign.name)'") { [self] in
-            let rows = try await client.query("SELECT i.bytes FROM bleota.images i JOIN bleota.campaigns c ON c.image_sha256 = i.sha256 WHERE c.name = \(campaign.name)",
-                                              logger: databaseLogger)
+            let rows = try await client.query(
+                "SELECT i.bytes FROM bleota.images i JOIN bleota.campaigns c ON c.image_sha256 = i.sha256 WHERE c.name = \(campaign.name)",
+                logger: databaseLogger)
             for try await data in rows.decode(Data.self) { return [UInt8](data) }
             throw CampaignError.notFound(campaign.name)
         }
         let digest = SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
         guard digest == campaign.imageSHA256 else {
-            throw .imageMismatch("the image stored for '\(campaign.name)' hashes to \(digest.prefix(16))…, not \(campaign.imageSHA256.prefix(16))…: the database was altered; create the campaign again")
+            throw .imageMismatch(
+                "the image stored for '\(campaign.name)' hashes to \(digest.prefix(16))…, not \(campaign.imageSHA256.prefix(16))…: the database was altered; create the campaign again"
+            )
         }
         return bytes
     }
@@ -239,7 +256,8 @@ public final class CampaignStore: Sendable {
         return try await run("claiming devices of '\(campaign.name)'") { [self] in
             try await client.withTransaction(logger: databaseLogger) { connection in
                 try await Self.expireLeases(campaign, connection: connection, logger: databaseLogger, notices: logger)
-                let rows = try await connection.query("""
+                let rows = try await connection.query(
+                    """
                     WITH next AS (
                         SELECT address FROM bleota.devices
                         WHERE campaign = \(campaign.name) AND state = 'pending' AND not_before <= now()
@@ -254,15 +272,18 @@ public final class CampaignStore: Sendable {
                     """, logger: databaseLogger)
                 var claimed: [(ClaimedDevice, Int)] = []
                 for try await (address, label, adapter, protocolName, options, tries, position)
-                    in rows.decode((String, String, String?, String?, String, Int, Int).self) {
-                    let device = FleetDevice(address: address, adapter: adapter, protocolName: protocolName,
-                                             protocolOptions: Self.options(options), label: label)
+                    in rows.decode((String, String, String?, String?, String, Int, Int).self)
+                {
+                    let device = FleetDevice(
+                        address: address, adapter: adapter, protocolName: protocolName,
+                        protocolOptions: Self.options(options), label: label)
                     claimed.append((ClaimedDevice(device: device, tryNumber: tries, tryID: 0), position))
                 }
                 claimed.sort { $0.1 < $1.1 }
                 var result: [ClaimedDevice] = []
                 for (var device, _) in claimed {
-                    let ids = try await connection.query("""
+                    let ids = try await connection.query(
+                        """
                         INSERT INTO bleota.tries (campaign, address, try, worker) VALUES (\(campaign.name), \(device.device.address), \(device.tryNumber), \(worker))
                         RETURNING id
                         """, logger: databaseLogger)
@@ -277,7 +298,8 @@ public final class CampaignStore: Sendable {
     /// Ends every expired lease of `campaign`: the try is recorded as lost, the device goes
     /// back to pending at once, or fails when that was its last try.
     static func expireLeases(_ campaign: CampaignInfo, connection: PostgresConnection, logger: Logger, notices: Logger) async throws {
-        let expired = try await connection.query("""
+        let expired = try await connection.query(
+            """
             WITH lost AS (
                 SELECT address FROM bleota.devices
                 WHERE campaign = \(campaign.name) AND state = 'running' AND lease_expires < now()
@@ -295,7 +317,8 @@ public final class CampaignStore: Sendable {
             """, logger: logger)
         for try await (address, worker, expires) in expired.decode((String, String, Date).self) {
             notices.notice("\(address): the lease of \(worker) ran out; the device is free for another worker")
-            try await connection.query("""
+            try await connection.query(
+                """
                 UPDATE bleota.tries SET ended_at = \(expires), outcome = 'lease-expired', error = 'lease ran out', error_step = 'lease'
                 WHERE campaign = \(campaign.name) AND address = \(address) AND worker = \(worker) AND ended_at IS NULL
                 """, logger: logger)
@@ -306,7 +329,8 @@ public final class CampaignStore: Sendable {
     public func renew(_ campaign: CampaignInfo, worker: String, addresses: [String]) async throws(CampaignError) -> Set<String> {
         guard !addresses.isEmpty else { return [] }
         return try await run("renewing leases in '\(campaign.name)'") { [self] in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 UPDATE bleota.devices SET lease_expires = now() + make_interval(secs => \(campaign.leaseSeconds))
                 WHERE campaign = \(campaign.name) AND address = ANY(\(addresses)) AND worker = \(worker) AND state = 'running'
                 RETURNING address
@@ -332,7 +356,8 @@ public final class CampaignStore: Sendable {
                 case .updated(let before, let after, let took, let sent, let resent):
                     outcome = "updated"
                     (seconds, bytes, resends) = (took, sent, resent)
-                    rows = try await connection.query("""
+                    rows = try await connection.query(
+                        """
                         UPDATE bleota.devices SET state = 'updated', version_before = coalesce(version_before, \(before)), version_after = \(after),
                             seconds = seconds + \(took), bytes = bytes + \(sent), resends = resends + \(resent),
                             error = NULL, error_step = NULL, device_state = NULL, lease_expires = NULL, finished_at = now()
@@ -342,7 +367,8 @@ public final class CampaignStore: Sendable {
                 case .alreadyCurrent(let version, let took):
                     outcome = "skipped"
                     seconds = took
-                    rows = try await connection.query("""
+                    rows = try await connection.query(
+                        """
                         UPDATE bleota.devices SET state = 'skipped', version_before = coalesce(version_before, \(version)), version_after = \(version),
                             seconds = seconds + \(took), error = NULL, error_step = NULL, device_state = NULL, lease_expires = NULL, finished_at = now()
                         WHERE campaign = \(campaign.name) AND address = \(address) AND worker = \(worker) AND state = 'running'
@@ -352,7 +378,8 @@ public final class CampaignStore: Sendable {
                     outcome = "failed"
                     (error, step, seconds, bytes, resends) = (message, failedStep, took, sent, resent)
                     let final = retryAfter == nil || claimed.tryNumber >= campaign.attempts
-                    rows = try await connection.query("""
+                    rows = try await connection.query(
+                        """
                         UPDATE bleota.devices SET state = \(final ? "failed" : "pending"),
                             not_before = now() + make_interval(secs => \(retryAfter ?? 0)),
                             seconds = seconds + \(took), bytes = bytes + \(sent), resends = resends + \(resent),
@@ -365,7 +392,8 @@ public final class CampaignStore: Sendable {
                 var held = false
                 for try await _ in rows { held = true }
                 guard held else { return false }
-                try await connection.query("""
+                try await connection.query(
+                    """
                     UPDATE bleota.tries SET ended_at = now(), outcome = \(outcome), error = \(error), error_step = \(step),
                         seconds = \(seconds), bytes = \(bytes), resends = \(resends)
                     WHERE id = \(claimed.tryID)
@@ -379,16 +407,20 @@ public final class CampaignStore: Sendable {
     public func status(_ name: String) async throws(CampaignError) -> CampaignStatus {
         let campaign = try await info(name)
         return try await run("reading the devices of '\(name)'") { [self] in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 SELECT address, label, state, tries, worker, version_before, version_after, seconds, bytes, resends, error, error_step, device_state
                 FROM bleota.devices WHERE campaign = \(name) ORDER BY position
                 """, logger: databaseLogger)
             var devices: [CampaignDeviceState] = []
             for try await (address, label, state, tries, worker, before, after, seconds, bytes, resends, error, step, deviceState)
-                in rows.decode((String, String, String, Int, String?, String?, String?, Double, Int, Int, String?, String?, String?).self) {
-                devices.append(CampaignDeviceState(device: address, label: label, state: .init(rawValue: state) ?? .pending, tries: tries, worker: worker,
-                                                   versionBefore: before, versionAfter: after, seconds: seconds, bytes: bytes, resends: resends,
-                                                   error: error, errorStep: step, deviceState: deviceState))
+                in rows.decode((String, String, String, Int, String?, String?, String?, Double, Int, Int, String?, String?, String?).self)
+            {
+                devices.append(
+                    CampaignDeviceState(
+                        device: address, label: label, state: .init(rawValue: state) ?? .pending, tries: tries, worker: worker,
+                        versionBefore: before, versionAfter: after, seconds: seconds, bytes: bytes, resends: resends,
+                        error: error, errorStep: step, deviceState: deviceState))
             }
             return CampaignStatus(campaign: campaign, devices: devices)
         }
@@ -397,7 +429,8 @@ public final class CampaignStore: Sendable {
     /// Devices not yet final: (pending, running).
     public func unfinished(_ name: String) async throws(CampaignError) -> (pending: Int, running: Int) {
         try await run("counting the devices of '\(name)'") { [self] in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 SELECT count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE state = 'running')
                 FROM bleota.devices WHERE campaign = \(name)
                 """, logger: databaseLogger)
@@ -409,12 +442,14 @@ public final class CampaignStore: Sendable {
     /// Every try of the campaign, oldest first (for status and for checking a run).
     public func tries(_ name: String) async throws(CampaignError) -> [TryRecord] {
         try await run("reading the tries of '\(name)'") { [self] in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 SELECT address, try, worker, started_at, ended_at, outcome, error FROM bleota.tries WHERE campaign = \(name) ORDER BY id
                 """, logger: databaseLogger)
             var records: [TryRecord] = []
             for try await (address, number, worker, started, ended, outcome, error)
-                in rows.decode((String, Int, String, Date, Date?, String?, String?).self) {
+                in rows.decode((String, Int, String, Date, Date?, String?, String?).self)
+            {
                 records.append(TryRecord(device: address, tryNumber: number, worker: worker, startedAt: started, endedAt: ended, outcome: outcome, error: error))
             }
             return records

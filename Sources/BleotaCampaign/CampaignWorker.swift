@@ -18,8 +18,10 @@ public struct CampaignWorkerOptions: Sendable {
     /// How often to look for devices when none is claimable (others' back-offs and leases run out meanwhile).
     public var poll: Duration
 
-    public init(adapters: [String], connectionsPerAdapter: Int = FleetOptions.defaultConnectionsPerAdapter,
-                transfersPerAdapter: Int? = FleetOptions.defaultTransfersPerAdapter, name: String, poll: Duration = .seconds(2)) {
+    public init(
+        adapters: [String], connectionsPerAdapter: Int = FleetOptions.defaultConnectionsPerAdapter,
+        transfersPerAdapter: Int? = FleetOptions.defaultTransfersPerAdapter, name: String, poll: Duration = .seconds(2)
+    ) {
         self.adapters = adapters
         self.connectionsPerAdapter = connectionsPerAdapter
         self.transfersPerAdapter = transfersPerAdapter
@@ -65,9 +67,11 @@ public struct CampaignWorker: Sendable {
     public let onEvent: @Sendable (FleetEvent) -> Void
     public let update: FleetRunner.Update
 
-    public init(store: CampaignStore, campaign: CampaignInfo, options: CampaignWorkerOptions, clock: any BleotaClock = SystemClock(),
-                stop: FleetStopSignal = FleetStopSignal(), logger: Logger, onEvent: @escaping @Sendable (FleetEvent) -> Void = { _ in },
-                update: @escaping FleetRunner.Update) {
+    public init(
+        store: CampaignStore, campaign: CampaignInfo, options: CampaignWorkerOptions, clock: any BleotaClock = SystemClock(),
+        stop: FleetStopSignal = FleetStopSignal(), logger: Logger, onEvent: @escaping @Sendable (FleetEvent) -> Void = { _ in },
+        update: @escaping FleetRunner.Update
+    ) {
         self.store = store
         self.campaign = campaign
         self.options = options
@@ -103,8 +107,9 @@ public struct CampaignWorker: Sendable {
         var claimedAllThereWas = false
         let renewEvery = Duration.milliseconds(Int64(campaign.leaseSeconds * 1000 / 3))
         let capacity = options.adapters.count * options.connectionsPerAdapter
-        let places = TransferPlaces(adapters: options.adapters, connectionsPerAdapter: options.connectionsPerAdapter,
-                                    transfersPerAdapter: options.transfersPerAdapter, maximumWait: options.maximumTransferWait)
+        let places = TransferPlaces(
+            adapters: options.adapters, connectionsPerAdapter: options.connectionsPerAdapter,
+            transfersPerAdapter: options.transfersPerAdapter, maximumWait: options.maximumTransferWait)
         var failure: CampaignError?
 
         await withTaskGroup(of: Completion.self) { group in
@@ -252,26 +257,30 @@ public struct CampaignWorker: Sendable {
     func ending(of attempt: FleetAttempt, claimed: ClaimedDevice, seconds: Double) -> TryEnding {
         switch attempt {
         case .updated(let report):
-            return .updated(versionBefore: report.versionBefore, versionAfter: report.versionAfter, seconds: seconds,
-                            bytes: report.bytes, resends: report.statistics.packetsResent)
+            return .updated(
+                versionBefore: report.versionBefore, versionAfter: report.versionAfter, seconds: seconds,
+                bytes: report.bytes, resends: report.statistics.packetsResent)
         case .alreadyCurrent(let version):
             return .alreadyCurrent(version: version, seconds: seconds)
         case .failed(let error):
             let retry = FleetRunner.worthRetrying(error) && claimed.tryNumber < campaign.attempts
             let delay = campaign.backoffSeconds * Double(1 << min(10, claimed.tryNumber - 1))
-            return .failed(error: error.message, step: error.step.rawValue, deviceState: error.outcome?.name, seconds: seconds,
-                           bytes: 0, resends: 0, retryAfter: retry ? delay : nil)
+            return .failed(
+                error: error.message, step: error.step.rawValue, deviceState: error.outcome?.name, seconds: seconds,
+                bytes: 0, resends: 0, retryAfter: retry ? delay : nil)
         }
     }
 
     func result(_ claimed: ClaimedDevice, _ ending: TryEnding, adapter: String?) -> DeviceResult {
         switch ending {
         case .updated(let before, let after, let seconds, let bytes, let resends):
-            return DeviceResult(device: claimed.device, adapter: adapter, outcome: .updated, versionBefore: before, versionAfter: after,
-                                seconds: seconds, bytes: bytes, resends: resends, attempts: claimed.tryNumber)
+            return DeviceResult(
+                device: claimed.device, adapter: adapter, outcome: .updated, versionBefore: before, versionAfter: after,
+                seconds: seconds, bytes: bytes, resends: resends, attempts: claimed.tryNumber)
         case .alreadyCurrent(let version, let seconds):
-            return DeviceResult(device: claimed.device, adapter: adapter, outcome: .skipped, versionBefore: version, versionAfter: version,
-                                seconds: seconds, attempts: claimed.tryNumber)
+            return DeviceResult(
+                device: claimed.device, adapter: adapter, outcome: .skipped, versionBefore: version, versionAfter: version,
+                seconds: seconds, attempts: claimed.tryNumber)
         case .failed(let error, let step, let deviceState, let seconds, _, _, _):
             var result = DeviceResult(device: claimed.device, adapter: adapter, outcome: .failed, seconds: seconds, attempts: claimed.tryNumber)
             result.error = error

@@ -102,7 +102,9 @@ public final class FileByteSource: ByteSource {
             let entry = cache.blocks.remove(at: position)
             cache.blocks.append(entry)
             return entry.bytes
-        }) { return hit }
+        }) {
+            return hit
+        }
         let offset = index * Self.blockSize
         let length = min(Self.blockSize, count - offset)
         let bytes = try InputFile.read(descriptor, count: length, at: offset, path: path)

@@ -115,7 +115,12 @@ extension CBOR {
         case .null: writer.write(UInt8(0xF6))
         case .undefined: writer.write(UInt8(0xF7))
         case .simple(let value):
-            if value < 24 { writer.write(0xE0 | value) } else { writer.write(UInt8(0xF8)); writer.write(value) }
+            if value < 24 {
+                writer.write(0xE0 | value)
+            } else {
+                writer.write(UInt8(0xF8))
+                writer.write(value)
+            }
         case .double(let value): Self.encodeFloat(value, &writer)
         }
     }
@@ -124,37 +129,50 @@ extension CBOR {
         let type = major << 5
         switch value {
         case 0..<24: writer.write(type | UInt8(value))
-        case 24...0xFF: writer.write(type | 24); writer.write(UInt8(value))
-        case 0x100...0xFFFF: writer.write(type | 25); writer.write(UInt16(value), .big)
-        case 0x1_0000...0xFFFF_FFFF: writer.write(type | 26); writer.write(UInt32(value), .big)
-        default: writer.write(type | 27); writer.write(value, .big)
+        case 24...0xFF:
+            writer.write(type | 24)
+            writer.write(UInt8(value))
+        case 0x100...0xFFFF:
+            writer.write(type | 25)
+            writer.write(UInt16(value), .big)
+        case 0x1_0000...0xFFFF_FFFF:
+            writer.write(type | 26)
+            writer.write(UInt32(value), .big)
+        default:
+            writer.write(type | 27)
+            writer.write(value, .big)
         }
     }
 
     /// The shortest float that holds the value exactly (half, single, double), as cbor2 does.
     static func encodeFloat(_ value: Double, _ writer: inout ByteWriter) {
         if value.isNaN {
-            writer.write(UInt8(0xF9)); writer.write(UInt16(0x7E00), .big)
+            writer.write(UInt8(0xF9))
+            writer.write(UInt16(0x7E00), .big)
             return
         }
         let single = Float(value)
         if Double(single) == value {
             #if arch(arm64)
-            let half = Float16(single)
-            if Float(half) == single {
-                writer.write(UInt8(0xF9)); writer.write(half.bitPattern, .big)
-                return
-            }
+                let half = Float16(single)
+                if Float(half) == single {
+                    writer.write(UInt8(0xF9))
+                    writer.write(half.bitPattern, .big)
+                    return
+                }
             #else
-            if let half = halfBits(single) {
-                writer.write(UInt8(0xF9)); writer.write(half, .big)
-                return
-            }
+                if let half = halfBits(single) {
+                    writer.write(UInt8(0xF9))
+                    writer.write(half, .big)
+                    return
+                }
             #endif
-            writer.write(UInt8(0xFA)); writer.write(single.bitPattern, .big)
+            writer.write(UInt8(0xFA))
+            writer.write(single.bitPattern, .big)
             return
         }
-        writer.write(UInt8(0xFB)); writer.write(value.bitPattern, .big)
+        writer.write(UInt8(0xFB))
+        writer.write(value.bitPattern, .big)
     }
 
     /// IEEE 754 half-precision bits for `value` when it converts exactly, else nil.
@@ -163,7 +181,7 @@ extension CBOR {
         let sign = UInt16((bits >> 16) & 0x8000)
         let exponent = Int((bits >> 23) & 0xFF)
         let mantissa = bits & 0x7F_FFFF
-        if exponent == 0xFF { return sign | 0x7C00 | UInt16(mantissa >> 13) } // infinity (NaN handled earlier)
+        if exponent == 0xFF { return sign | 0x7C00 | UInt16(mantissa >> 13) }  // infinity (NaN handled earlier)
         if exponent == 0 && mantissa == 0 { return sign }
         let unbiased = exponent - 127
         if unbiased >= -14 && unbiased <= 15 {
@@ -246,7 +264,7 @@ extension CBOR {
                 pairs.append((key, value))
             }
             return .map(pairs)
-        default: // 6
+        default:  // 6
             return .tagged(argument, try decode(from: &reader, depth: depth + 1))
         }
     }
@@ -277,7 +295,10 @@ extension CBOR {
             var joined: [UInt8] = []
             while true {
                 guard let next = reader.peekUInt8() else { throw reader.invalid("CBOR string", "indefinite string has no break", at: start) }
-                if next == breakMarker { _ = try reader.readUInt8(); break }
+                if next == breakMarker {
+                    _ = try reader.readUInt8()
+                    break
+                }
                 let chunk = try decode(from: &reader, depth: depth + 1)
                 switch (major, chunk) {
                 case (2, .bytes(let bytes)): joined += bytes
@@ -292,14 +313,20 @@ extension CBOR {
             var items: [CBOR] = []
             while true {
                 guard let next = reader.peekUInt8() else { throw reader.invalid("CBOR array", "indefinite array has no break", at: start) }
-                if next == breakMarker { _ = try reader.readUInt8(); return .array(items) }
+                if next == breakMarker {
+                    _ = try reader.readUInt8()
+                    return .array(items)
+                }
                 items.append(try decode(from: &reader, depth: depth + 1))
             }
         case 5:
             var pairs: [(key: CBOR, value: CBOR)] = []
             while true {
                 guard let next = reader.peekUInt8() else { throw reader.invalid("CBOR map", "indefinite map has no break", at: start) }
-                if next == breakMarker { _ = try reader.readUInt8(); return .map(pairs) }
+                if next == breakMarker {
+                    _ = try reader.readUInt8()
+                    return .map(pairs)
+                }
                 let key = try decode(from: &reader, depth: depth + 1)
                 guard reader.peekUInt8() != breakMarker else { throw reader.invalid("CBOR map", "a key has no value", at: start) }
                 pairs.append((key, try decode(from: &reader, depth: depth + 1)))

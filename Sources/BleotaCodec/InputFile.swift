@@ -111,8 +111,10 @@ public enum InputFile {
 
     /// Opens `path` read-only without blocking, checks the descriptor is a regular
     /// file, and passes it and its size to `body`.
-    private static func withOpenFile<T>(_ path: String,
-                                        _ body: (Int32, UInt64) throws(InputFileError) -> T) throws(InputFileError) -> T {
+    private static func withOpenFile<T>(
+        _ path: String,
+        _ body: (Int32, UInt64) throws(InputFileError) -> T
+    ) throws(InputFileError) -> T {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
         guard descriptor >= 0 else { throw failure(path, errno) }
         defer { close(descriptor) }
@@ -136,7 +138,8 @@ public enum InputFile {
         let bytes = [UInt8](unsafeUninitializedCapacity: count) { buffer, filled in
             var done = 0
             while done < count {
-                let got = position.map { pread(descriptor, buffer.baseAddress! + done, count - done, off_t($0 + done)) }
+                let got =
+                    position.map { pread(descriptor, buffer.baseAddress! + done, count - done, off_t($0 + done)) }
                     ?? Glibc.read(descriptor, buffer.baseAddress! + done, count - done)
                 if got < 0 {
                     if errno == EINTR { continue }

@@ -95,7 +95,10 @@ public enum ProcessSignals {
                 var previous = sigaction()
                 sigaction(number, nil, &previous)
                 if terminating.contains(number), let handler = previous.__sigaction_handler.sa_handler,
-                   unsafeBitCast(handler, to: Int.self) == 1 { continue } // SIG_IGN: left ignored
+                    unsafeBitCast(handler, to: Int.self) == 1
+                {
+                    continue
+                }  // SIG_IGN: left ignored
                 var action = sigaction()
                 action.__sigaction_handler.sa_handler = { number in
                     var byte = UInt8(truncatingIfNeeded: number)

@@ -62,8 +62,9 @@ public struct ProtobufReader: Sendable {
             throw DecodingError(field: "\(name) field tag", offset: offset, reason: .invalidValue("field number \(tag >> 3) is outside 1…536870911"))
         }
         guard let wireType = ProtobufWireType(rawValue: UInt8(tag & 7)) else {
-            throw DecodingError(field: "\(name) field \(tag >> 3)", offset: offset,
-                                reason: .invalidValue("wire type \(tag & 7) is not one of 0, 1, 2, 5 (groups, 3 and 4, are not used)"))
+            throw DecodingError(
+                field: "\(name) field \(tag >> 3)", offset: offset,
+                reason: .invalidValue("wire type \(tag & 7) is not one of 0, 1, 2, 5 (groups, 3 and 4, are not used)"))
         }
         let number = UInt32(tag >> 3)
         let label = "\(name) field \(number)"
@@ -80,8 +81,9 @@ public struct ProtobufReader: Sendable {
             let lengthOffset = position
             let length = try varint("\(label) length")
             guard length <= UInt64(end - position) else {
-                throw DecodingError(field: label, offset: lengthOffset,
-                                    reason: .truncated(needed: length > UInt64(Int.max / 2) ? Int.max / 2 : Int(length) - (end - position)))
+                throw DecodingError(
+                    field: label, offset: lengthOffset,
+                    reason: .truncated(needed: length > UInt64(Int.max / 2) ? Int.max / 2 : Int(length) - (end - position)))
             }
             field.valueOffset = position
             field.bytes = buffer[position..<position + Int(length)]

@@ -40,8 +40,9 @@ public enum SLIP {
                 case escapedEnd: payload.append(end)
                 case escapedEscape: payload.append(escape)
                 default:
-                    throw DecodingError(field: "SLIP escape", offset: offset,
-                                        reason: .invalidValue("0x\(String(byte, radix: 16)) after 0xDB, expected 0xDC or 0xDD"))
+                    throw DecodingError(
+                        field: "SLIP escape", offset: offset,
+                        reason: .invalidValue("0x\(String(byte, radix: 16)) after 0xDB, expected 0xDC or 0xDD"))
                 }
                 escaped = false
             } else if byte == escape {

@@ -50,8 +50,9 @@ public struct ZipArchive: Sendable {
             throw DecodingError(field: "EOCD entry count", offset: end + 10, reason: .invalidValue("a Zip64 archive (firmware packages are far smaller)"))
         }
         guard directoryOffset <= end, directorySize <= end - directoryOffset else {
-            throw DecodingError(field: "EOCD central directory offset", offset: end + 16,
-                                reason: .invalidValue("the directory (\(directorySize) bytes at \(directoryOffset)) does not lie before its end record at \(end)"))
+            throw DecodingError(
+                field: "EOCD central directory offset", offset: end + 16,
+                reason: .invalidValue("the directory (\(directorySize) bytes at \(directoryOffset)) does not lie before its end record at \(end)"))
         }
         var directory = ByteReader(bytes)
         try directory.skip(to: directoryOffset)
@@ -60,18 +61,18 @@ public struct ZipArchive: Sendable {
         for _ in 0..<count {
             let start = directory.offset
             try directory.expect(0x0201_4B50, "central directory entry signature")
-            try directory.skip(4, "entry versions") // versions made by and needed
+            try directory.skip(4, "entry versions")  // versions made by and needed
             let flags = try directory.readUInt16(.little, "entry flags")
             let methodOffset = directory.offset
             let rawMethod = try directory.readUInt16(.little, "entry compression method")
-            try directory.skip(4) // time and date
+            try directory.skip(4)  // time and date
             let crc = try directory.readUInt32(.little, "entry CRC-32")
             let compressedSize = Int(try directory.readUInt32(.little, "entry compressed size"))
             let size = Int(try directory.readUInt32(.little, "entry size"))
             let nameLength = Int(try directory.readUInt16(.little, "entry name length"))
             let extraLength = Int(try directory.readUInt16(.little, "entry extra length"))
             let commentLength = Int(try directory.readUInt16(.little, "entry comment length"))
-            try directory.skip(8) // disk, internal and external attributes
+            try directory.skip(8)  // disk, internal and external attributes
             let localOffset = Int(try directory.readUInt32(.little, "entry local header offset"))
             let nameOffset = directory.offset
             let nameBytes = try directory.readBytes(nameLength, "entry name")
@@ -80,8 +81,9 @@ public struct ZipArchive: Sendable {
                 throw DecodingError(field: "entry flags", offset: start + 8, reason: .invalidValue("member is encrypted"))
             }
             guard let method = Member.Method(rawValue: rawMethod) else {
-                throw DecodingError(field: "entry compression method", offset: methodOffset,
-                                    reason: .invalidValue("method \(rawMethod); only stored (0) and deflate (8) are read"))
+                throw DecodingError(
+                    field: "entry compression method", offset: methodOffset,
+                    reason: .invalidValue("method \(rawMethod); only stored (0) and deflate (8) are read"))
             }
             guard compressedSize != 0xFFFF_FFFF, size != 0xFFFF_FFFF, localOffset != 0xFFFF_FFFF else {
                 throw DecodingError(field: "entry size", offset: start + 20, reason: .invalidValue("a Zip64 member"))
@@ -89,8 +91,10 @@ public struct ZipArchive: Sendable {
             guard let name = String(validating: nameBytes, as: UTF8.self) else {
                 throw DecodingError(field: "entry name", offset: nameOffset, reason: .invalidValue("not UTF-8"))
             }
-            members.append(Member(name: name, method: method, crc32: crc, compressedSize: compressedSize, size: size,
-                                  localHeaderOffset: localOffset))
+            members.append(
+                Member(
+                    name: name, method: method, crc32: crc, compressedSize: compressedSize, size: size,
+                    localHeaderOffset: localOffset))
         }
         self.members = members
     }
@@ -98,8 +102,9 @@ public struct ZipArchive: Sendable {
     /// The contents of `member`, refusing more than `limit` bytes before inflating them.
     public func contents(of member: Member, limit: Int) throws(DecodingError) -> [UInt8] {
         guard member.size <= limit else {
-            throw DecodingError(field: "member '\(member.name)'", offset: member.localHeaderOffset,
-                                reason: .invalidValue("unpacks to \(member.size) bytes, more than \(limit)"))
+            throw DecodingError(
+                field: "member '\(member.name)'", offset: member.localHeaderOffset,
+                reason: .invalidValue("unpacks to \(member.size) bytes, more than \(limit)"))
         }
         var reader = ByteReader(bytes)
         try reader.skip(to: member.localHeaderOffset)
@@ -114,8 +119,9 @@ public struct ZipArchive: Sendable {
         switch member.method {
         case .stored:
             guard member.compressedSize == member.size else {
-                throw DecodingError(field: "member '\(member.name)'", offset: dataOffset,
-                                    reason: .invalidValue("stored, yet \(member.compressedSize) bytes are said to hold \(member.size)"))
+                throw DecodingError(
+                    field: "member '\(member.name)'", offset: dataOffset,
+                    reason: .invalidValue("stored, yet \(member.compressedSize) bytes are said to hold \(member.size)"))
             }
             output = stored
         case .deflated:
@@ -123,9 +129,12 @@ public struct ZipArchive: Sendable {
                 let inflater = try Inflater(format: .raw)
                 output = try inflater.update(stored, limit: member.size + 1)
                 guard inflater.isFinished else {
-                    throw DecodingError(field: "member '\(member.name)' data", offset: dataOffset,
-                                        reason: .invalidValue(output.count > member.size ? "inflates to more than the \(member.size) bytes its entry says"
-                                                                                             : "the deflate stream does not end within its \(member.compressedSize) bytes"))
+                    throw DecodingError(
+                        field: "member '\(member.name)' data", offset: dataOffset,
+                        reason: .invalidValue(
+                            output.count > member.size
+                                ? "inflates to more than the \(member.size) bytes its entry says"
+                                : "the deflate stream does not end within its \(member.compressedSize) bytes"))
                 }
             } catch let error as DecodingError {
                 throw error
@@ -134,13 +143,15 @@ public struct ZipArchive: Sendable {
             }
         }
         guard output.count == member.size else {
-            throw DecodingError(field: "member '\(member.name)' data", offset: dataOffset,
-                                reason: .invalidValue("holds \(output.count) bytes, its entry says \(member.size)"))
+            throw DecodingError(
+                field: "member '\(member.name)' data", offset: dataOffset,
+                reason: .invalidValue("holds \(output.count) bytes, its entry says \(member.size)"))
         }
         let crc = Zlib.crc32(0, output)
         guard crc == member.crc32 else {
-            throw DecodingError(field: "member '\(member.name)' data", offset: dataOffset,
-                                reason: .invalidValue("CRC-32 is \(hex32(crc)), its entry says \(hex32(member.crc32))"))
+            throw DecodingError(
+                field: "member '\(member.name)' data", offset: dataOffset,
+                reason: .invalidValue("CRC-32 is \(hex32(crc)), its entry says \(hex32(member.crc32))"))
         }
         return output
     }

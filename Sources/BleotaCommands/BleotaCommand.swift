@@ -32,8 +32,10 @@ public struct BleotaCommand: AsyncParsableCommand {
             130 interrupted by Ctrl-C (the message says what the device runs).
             """,
         version: version,
-        subcommands: [FlashCommand.self, FleetCommand.self, PushCommand.self, PullCommand.self, TuneCommand.self, ImageCommand.self, EchoCommand.self, ResetCommand.self,
-                      ProtocolsCommand.self, SimCommand.self, ServeCommand.self, GattCommand.self, ScanCommand.self, BondCommand.self]
+        subcommands: [
+            FlashCommand.self, FleetCommand.self, PushCommand.self, PullCommand.self, TuneCommand.self, ImageCommand.self, EchoCommand.self, ResetCommand.self,
+            ProtocolsCommand.self, SimCommand.self, ServeCommand.self, GattCommand.self, ScanCommand.self, BondCommand.self,
+        ]
     )
 
     public init() {}
@@ -79,8 +81,9 @@ public struct BleotaCommand: AsyncParsableCommand {
         for path in paths {
             let described = try DescribedProtocol(contentsOf: path)
             if let clash = registry.named(described.name), !(clash is DescribedProtocol) {
-                throw ProtocolDescriptionError(source: path, line: nil, field: "name",
-                                               problem: "'\(described.name)' is a built-in protocol's name: give the description another")
+                throw ProtocolDescriptionError(
+                    source: path, line: nil, field: "name",
+                    problem: "'\(described.name)' is a built-in protocol's name: give the description another")
             }
             result = result.registering(described)
         }

@@ -38,9 +38,10 @@ struct BondList: AsyncParsableCommand {
         let bonds: [BondStore.Bond]
         do { bonds = try store.load() } catch { throw CommandFailure(.badInput, error.description) }
         let entries = bonds.map { bond in
-            Entry(device: bond.identity.address.description, addressType: bond.identity.addressType?.rawValue ?? "bredr",
-                  adapter: bond.adapter.description, security: bond.level, secureConnections: bond.secureConnections,
-                  longTermKeys: bond.longTermKeys.count, identityResolvingKey: bond.identityResolvingKey != nil, created: bond.created)
+            Entry(
+                device: bond.identity.address.description, addressType: bond.identity.addressType?.rawValue ?? "bredr",
+                adapter: bond.adapter.description, security: bond.level, secureConnections: bond.secureConnections,
+                longTermKeys: bond.longTermKeys.count, identityResolvingKey: bond.identityResolvingKey != nil, created: bond.created)
         }
         if global.json {
             Terminal.standardOutput.writeLine(try JSONOutput.string(entries))
@@ -51,9 +52,10 @@ struct BondList: AsyncParsableCommand {
             return
         }
         for entry in entries {
-            Terminal.standardOutput.writeLine("\(entry.device) (\(entry.addressType)) via \(entry.adapter): \(entry.security.name)"
-                + (entry.secureConnections ? ", LE Secure Connections" : ", LE legacy pairing")
-                + (entry.identityResolvingKey ? ", resolves its private addresses" : ""))
+            Terminal.standardOutput.writeLine(
+                "\(entry.device) (\(entry.addressType)) via \(entry.adapter): \(entry.security.name)"
+                    + (entry.secureConnections ? ", LE Secure Connections" : ", LE legacy pairing")
+                    + (entry.identityResolvingKey ? ", resolves its private addresses" : ""))
         }
     }
 }
@@ -84,7 +86,8 @@ struct BondRemove: AsyncParsableCommand {
         // (Unpair Device only: the adapter's settings are left as they are).
         var note: String?
         if case .available(let name) = BluetoothAvailability.probe(adapter: adapter), !BluetoothDaemon.isRunning,
-           let index = UInt16(name.dropFirst(3)) {
+            let index = UInt16(name.dropFirst(3))
+        {
             do {
                 let channel = try ManagementChannel.open()
                 for bond in bonds { _ = try? await channel.send(.unpairDevice(bond.identity, disconnect: true), index: index) }
@@ -94,7 +97,11 @@ struct BondRemove: AsyncParsableCommand {
             }
         }
         if global.json {
-            struct Output: Codable { var removed: Int; var device: String; var note: String? }
+            struct Output: Codable {
+                var removed: Int
+                var device: String
+                var note: String?
+            }
             Terminal.standardOutput.writeLine(try JSONOutput.string(Output(removed: bonds.count, device: device.description, note: note)))
         } else {
             Terminal.standardOutput.writeLine("removed \(bonds.count) bond\(bonds.count == 1 ? "" : "s") with \(device); remove it on the device too before pairing again")

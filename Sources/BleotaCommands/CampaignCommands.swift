@@ -9,7 +9,10 @@ import Logging
 
 /// Where a campaign is: its database and its name.
 struct CampaignLocation: ParsableArguments {
-    @Option(name: .customLong("campaign"), help: ArgumentHelp("The campaign database: postgresql://USER@HOST:PORT/DATABASE, or postgresql:///DATABASE?host=/socket/dir (default: $BLEOTA_CAMPAIGN).", valueName: "URL"))
+    @Option(
+        name: .customLong("campaign"),
+        help: ArgumentHelp("The campaign database: postgresql://USER@HOST:PORT/DATABASE, or postgresql:///DATABASE?host=/socket/dir (default: $BLEOTA_CAMPAIGN).", valueName: "URL")
+    )
     var url: String?
 
     @Option(name: .long, help: "The campaign's name (default: the only campaign in the database; create: 'default').")
@@ -27,8 +30,11 @@ struct CampaignLocation: ParsableArguments {
         if let name { return name }
         let names = try await store.campaignNames()
         guard names.count == 1 else {
-            throw CommandFailure(.usage, names.isEmpty ? "the database holds no campaign: create one with bleota fleet campaign create"
-                                                       : "the database holds \(names.count) campaigns (\(names.joined(separator: ", "))): pick one with --name")
+            throw CommandFailure(
+                .usage,
+                names.isEmpty
+                    ? "the database holds no campaign: create one with bleota fleet campaign create"
+                    : "the database holds \(names.count) campaigns (\(names.joined(separator: ", "))): pick one with --name")
         }
         return names[0]
     }
@@ -44,8 +50,10 @@ extension CampaignError {
 }
 
 /// Runs `body` with the campaign database open; its errors become one-line failures.
-func withCampaignStore<Result: Sendable>(_ location: CampaignLocation, logger: Logger,
-                                         _ body: @Sendable (CampaignStore) async throws -> Result) async throws -> Result {
+func withCampaignStore<Result: Sendable>(
+    _ location: CampaignLocation, logger: Logger,
+    _ body: @Sendable (CampaignStore) async throws -> Result
+) async throws -> Result {
     let address = try location.address()
     do { return try await CampaignStore.withStore(address, logger: logger, body) } catch let error as CampaignError { throw error.commandFailure }
 }
@@ -75,7 +83,9 @@ struct CampaignCreateCommand: AsyncParsableCommand {
     @OptionGroup var protocolOption: ProtocolOption
     @OptionGroup var update: FleetUpdateOptions
 
-    @Option(name: .long, help: ArgumentHelp("The devices: one address a line, CSV with a 'device' column (and adapter, protocol, label, option:KEY), or a JSON array.", valueName: "FILE"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp("The devices: one address a line, CSV with a 'device' column (and adapter, protocol, label, option:KEY), or a JSON array.", valueName: "FILE"))
     var devices: String
 
     @Option(name: .long, help: "Seconds a worker's claim on a device lasts unless renewed (5…3600); a dead worker's devices go to others after it.")
@@ -100,7 +110,10 @@ struct CampaignCreateCommand: AsyncParsableCommand {
                 throw CommandFailure(.badInput, "\(devices): '\(device.address)' is not a device address: use ble://, udp:// or serial://")
             }
             if case .simulator = try address.kind() {
-                throw CommandFailure(.badInput, "\(devices): \(device.address) is a sim:// device, which lives inside one process: serve simulated devices to every worker with bleota sim serve --devices N and list them as udp://HOST:PORT")
+                throw CommandFailure(
+                    .badInput,
+                    "\(devices): \(device.address) is a sim:// device, which lives inside one process: serve simulated devices to every worker with bleota sim serve --devices N and list them as udp://HOST:PORT"
+                )
             }
         }
         let bytes: [UInt8]
@@ -115,21 +128,25 @@ struct CampaignCreateCommand: AsyncParsableCommand {
             do { _ = try updateProtocol.prepareImage(ImageRequest(path: image, keyPath: nil, versionLabel: update.versionLabel)) } catch {
                 throw error.commandFailure
             }
-            pairs = try keyValueOptions(update.protocolOptions, option: "--protocol-option", example: "bootloader-name=DfuNew",
-                                        accepted: updateProtocol.hostOptions.map(\.key), owner: updateProtocol.identity.displayName)
+            pairs = try keyValueOptions(
+                update.protocolOptions, option: "--protocol-option", example: "bootloader-name=DfuNew",
+                accepted: updateProtocol.hostOptions.map(\.key), owner: updateProtocol.identity.displayName)
         } else {
             // Each device's protocol is found by its worker, which checks the keys then.
-            pairs = try keyValueOptions(update.protocolOptions, option: "--protocol-option", example: "bootloader-name=DfuNew",
-                                        accepted: nil, owner: "the devices' protocol")
+            pairs = try keyValueOptions(
+                update.protocolOptions, option: "--protocol-option", example: "bootloader-name=DfuNew",
+                accepted: nil, owner: "the devices' protocol")
         }
-        let definition = CampaignDefinition(name: location.name ?? "default", imageName: (image as NSString).lastPathComponent, image: bytes,
-                                            devices: list, protocolName: protocolOption.name, protocolOptions: pairs, versionLabel: update.versionLabel,
-                                            force: update.force, attempts: update.attempts, backoffSeconds: update.backoff, leaseSeconds: lease)
+        let definition = CampaignDefinition(
+            name: location.name ?? "default", imageName: (image as NSString).lastPathComponent, image: bytes,
+            devices: list, protocolName: protocolOption.name, protocolOptions: pairs, versionLabel: update.versionLabel,
+            force: update.force, attempts: update.attempts, backoffSeconds: update.backoff, leaseSeconds: lease)
         let info = try await withCampaignStore(location, logger: logger) { store in try await store.create(definition) }
         if global.json {
             Terminal.standardOutput.writeLine(try JSONOutput.string(info))
         } else {
-            Terminal.standardOutput.writeLine("campaign '\(info.name)': \(list.count) devices, image \(info.imageName) (\(info.imageSize) bytes, sha256 \(info.imageSHA256.prefix(16))…)")
+            Terminal.standardOutput.writeLine(
+                "campaign '\(info.name)': \(list.count) devices, image \(info.imageName) (\(info.imageSize) bytes, sha256 \(info.imageSHA256.prefix(16))…)")
             Terminal.standardOutput.writeLine("start a worker on each host: bleota fleet worker --campaign URL --name \(info.name) --adapter hci0")
         }
     }
@@ -154,7 +171,9 @@ struct FleetWorkerCommand: AsyncParsableCommand {
     @OptionGroup var location: CampaignLocation
     @OptionGroup var runOptions: FleetRunOptions
 
-    @Option(name: .customLong("adapter"), help: ArgumentHelp("An adapter of this host to use (repeatable; default hci0; for udp:// and serial:// devices any name).", valueName: "NAME"))
+    @Option(
+        name: .customLong("adapter"), help: ArgumentHelp("An adapter of this host to use (repeatable; default hci0; for udp:// and serial:// devices any name).", valueName: "NAME")
+    )
     var adapters: [String] = []
 
     @Option(name: .customLong("worker-name"), help: "This worker's name in the campaign (default HOST:PID); unique among its workers.")
@@ -181,9 +200,10 @@ struct FleetWorkerCommand: AsyncParsableCommand {
         }
         defer { TemporaryPaths.stopInterceptingInterrupts() }
         let timeouts = runOptions.timeouts
-        let options = CampaignWorkerOptions(adapters: adapterNames, connectionsPerAdapter: runOptions.connections,
-                                            transfersPerAdapter: runOptions.transfers, name: name,
-                                            poll: .milliseconds(Int64(poll * 1000)))
+        let options = CampaignWorkerOptions(
+            adapters: adapterNames, connectionsPerAdapter: runOptions.connections,
+            transfersPerAdapter: runOptions.transfers, name: name,
+            poll: .milliseconds(Int64(poll * 1000)))
         let location = self.location
         let json = global.json
         let summary = try await withCampaignStore(location, logger: logger) { store in
@@ -193,22 +213,28 @@ struct FleetWorkerCommand: AsyncParsableCommand {
             // its own name so it is read as the same kind of file; removed at exit, signals included.
             let image = try ImageSpool(bytes: bytes, name: campaign.imageName)
             defer { image.remove() }
-            let planner = FleetPlanner(image: image.path, versionLabel: campaign.versionLabel,
-                                       protocolOptions: campaign.protocolOptions.map { "\($0.key)=\($0.value)" }.sorted(),
-                                       explicit: campaign.protocolName, timeout: timeouts.connect, logger: logger)
+            let planner = FleetPlanner(
+                image: image.path, versionLabel: campaign.versionLabel,
+                protocolOptions: campaign.protocolOptions.map { "\($0.key)=\($0.value)" }.sorted(),
+                explicit: campaign.protocolName, timeout: timeouts.connect, logger: logger)
             logger.notice("worker \(name) joins campaign '\(campaign.name)' with \(adapterNames.joined(separator: ", "))")
             let logs = try runOptions.deviceLogs(devices: [], clock: SystemClock())
-            let worker = CampaignWorker(store: store, campaign: campaign, options: options, stop: stop, logger: logger,
-                                        onEvent: runOptions.handler(display, logs),
-                                        update: planner.realDeviceUpdate(timeouts: timeouts, force: campaign.force, logs: logs))
+            let worker = CampaignWorker(
+                store: store, campaign: campaign, options: options, stop: stop, logger: logger,
+                onEvent: runOptions.handler(display, logs),
+                update: planner.realDeviceUpdate(timeouts: timeouts, force: campaign.force, logs: logs))
             return try await worker.run()
         }
         if json {
-            struct Line: Codable { var event = "summary"; var worker: CampaignWorkerSummary }
+            struct Line: Codable {
+                var event = "summary"
+                var worker: CampaignWorkerSummary
+            }
             Terminal.standardOutput.writeLine(try JSONOutput.string(Line(worker: summary), pretty: false))
         }
         guard let status = summary.status else { return }
-        let mine = "worker \(summary.worker): \(summary.updated) updated, \(summary.skipped) already current, \(summary.failed) failed, \(summary.retried) left for another try"
+        let mine =
+            "worker \(summary.worker): \(summary.updated) updated, \(summary.skipped) already current, \(summary.failed) failed, \(summary.retried) left for another try"
             + (summary.lostLeases > 0 ? ", \(summary.lostLeases) lost their lease" : "") + " in \(Int(summary.seconds.rounded())) s"
         if !json { Terminal.standardError.writeLine(mine) }
         guard status.isFinished else {
@@ -246,20 +272,27 @@ struct FleetStatusCommand: AsyncParsableCommand {
             return (try await store.status(name), withTries ? try await store.tries(name) : [])
         }
         if global.json {
-            struct Document: Codable { var campaign: CampaignInfo; var devices: [CampaignDeviceState]; var tries: [TryRecord]? }
+            struct Document: Codable {
+                var campaign: CampaignInfo
+                var devices: [CampaignDeviceState]
+                var tries: [TryRecord]?
+            }
             Terminal.standardOutput.writeLine(try JSONOutput.string(Document(campaign: status.campaign, devices: status.devices, tries: withTries ? records : nil)))
             return
         }
         let info = status.campaign
-        var lines = ["campaign '\(info.name)': image \(info.imageName) (sha256 \(info.imageSHA256.prefix(16))…), \(info.attempts) tries per device, lease \(Int(info.leaseSeconds)) s"]
+        var lines = [
+            "campaign '\(info.name)': image \(info.imageName) (sha256 \(info.imageSHA256.prefix(16))…), \(info.attempts) tries per device, lease \(Int(info.leaseSeconds)) s"
+        ]
         let width = max(6, status.devices.map(\.label.count).max() ?? 6)
         func pad(_ text: String, _ count: Int) -> String { text.count >= count ? text : text + String(repeating: " ", count: count - text.count) }
         lines.append(pad("device", width) + "  " + pad("state", 8) + "  tries  " + pad("worker", 20) + "  " + pad("version", 17) + "  result")
         for device in status.devices {
             let versions = device.versionBefore.map { before in "\(before) → \(device.versionAfter ?? "?")" } ?? ""
             let result = device.error.map { "\(device.errorStep ?? "?"): \($0)" } ?? (device.state.isFinal ? String(format: "%.1f s, %d bytes", device.seconds, device.bytes) : "")
-            lines.append(pad(device.label, width) + "  " + pad(device.state.rawValue, 8) + "  " + pad(String(device.tries), 5) + "  "
-                         + pad(device.worker ?? "", 20) + "  " + pad(versions, 17) + "  " + result)
+            lines.append(
+                pad(device.label, width) + "  " + pad(device.state.rawValue, 8) + "  " + pad(String(device.tries), 5) + "  "
+                    + pad(device.worker ?? "", 20) + "  " + pad(versions, 17) + "  " + result)
         }
         for record in records {
             lines.append("try \(record.tryNumber) of \(record.device) by \(record.worker): \(record.outcome ?? "running")" + (record.error.map { " (\($0))" } ?? ""))

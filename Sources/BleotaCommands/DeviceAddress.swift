@@ -93,8 +93,10 @@ extension DeviceAddress {
     /// `pairing` is what the command will answer pairing with: the agent is set up with it before the
     /// first connection, since the kernel gives a connection the IO capability set when it is made
     /// (and keeps the link a moment after the socket closes).
-    func resolveProtocol(explicit: String?, image: ImageProbe? = nil, needs: ProtocolCapabilities,
-                         timeout: Duration, pairing: PairingPolicy = .justWorks, logger: Logger) async throws -> any UpdateProtocol {
+    func resolveProtocol(
+        explicit: String?, image: ImageProbe? = nil, needs: ProtocolCapabilities,
+        timeout: Duration, pairing: PairingPolicy = .justWorks, logger: Logger
+    ) async throws -> any UpdateProtocol {
         let registry = CommandContext.registry
         var request = ProtocolRequest(explicit: explicit, transport: try transport(), device: text, image: image, needs: needs)
         var source = ""
@@ -130,7 +132,8 @@ extension DeviceAddress {
     private func advertisedServices(_ target: BLEDeviceAddress) async -> [BluetoothUUID]? {
         let filter = ScanFilter(address: target.address.description)
         guard let seen = try? await Scanner.scan(adapter: target.adapter, duration: .milliseconds(1500), filter: filter),
-              let advertisement = seen.first(where: filter.matches) else { return nil }
+            let advertisement = seen.first(where: filter.matches)
+        else { return nil }
         let services = advertisement.serviceUUIDs.compactMap(BluetoothUUID.init)
         return services.isEmpty ? nil : services
     }
@@ -140,7 +143,8 @@ extension DeviceAddress {
         _ = try requireBluetooth(adapter: target.adapter)
         // bluetoothd may hold the link (the kernel then refuses a second ATT channel): ask it what it found.
         if BluetoothDaemon.isRunning, let adapter = target.adapter ?? BluetoothAvailability.probe(adapter: nil).adapterName,
-           let services = await BluetoothDaemonGATT.services(adapter: adapter, device: target.address) {
+            let services = await BluetoothDaemonGATT.services(adapter: adapter, device: target.address)
+        {
             return services
         }
         let connection: ATTConnection
@@ -166,17 +170,19 @@ extension DeviceAddress {
                 logger.info("simulating \(address.preset): \(address.model), seed \(address.seed)")
                 let outcome = try await Simulation.run(address, protocol: updateProtocol, description: text, pairing: pairing, body)
                 if let security = outcome.security { logger.info("\(text): link security \(security)") }
-                return SessionOutcome(value: outcome.value, linkCapacity: outcome.linkCapacity, deviceCapacity: outcome.deviceCapacity,
-                                      linkModel: outcome.preset, security: outcome.security)
+                return SessionOutcome(
+                    value: outcome.value, linkCapacity: outcome.linkCapacity, deviceCapacity: outcome.deviceCapacity,
+                    linkModel: outcome.preset, security: outcome.security)
             case .ble(let target):
                 _ = try requireBluetooth(adapter: target.adapter)
                 guard let service = updateProtocol.identity.gattServices.first else {
                     throw CommandFailure(.usage, "\(updateProtocol.identity.displayName) has no GATT service to reach \(text) through")
                 }
                 let clock = SystemClock()
-                let connector = BLEConnector(target: target, clock: clock, description: text, service: service,
-                                             allowsCreditChannel: updateProtocol.identity.transports.contains(.creditChannel),
-                                             pairing: pairing, logger: logger)
+                let connector = BLEConnector(
+                    target: target, clock: clock, description: text, service: service,
+                    allowsCreditChannel: updateProtocol.identity.transports.contains(.creditChannel),
+                    pairing: pairing, logger: logger)
                 let value: T
                 do { value = try await body(connector, clock) } catch {
                     await PairingService.shared.stopAll()

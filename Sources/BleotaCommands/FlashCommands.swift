@@ -9,12 +9,15 @@ import Synchronization
 
 /// Which protocol to speak, for commands that work over several.
 struct ProtocolOption: ParsableArguments {
-    @Option(name: .customLong("protocol"),
-            help: "The device's update protocol (default: what the address, the image or the device says). `bleota protocols` lists them.")
+    @Option(
+        name: .customLong("protocol"),
+        help: "The device's update protocol (default: what the address, the image or the device says). `bleota protocols` lists them.")
     var explicit: String?
 
-    @Option(name: .customLong("protocol-file"),
-            help: ArgumentHelp("A protocol description (YAML, protocols/description-format.md) to speak, as --protocol would name it; protocols/ has Telink's and STM32WB's.", valueName: "FILE"))
+    @Option(
+        name: .customLong("protocol-file"),
+        help: ArgumentHelp(
+            "A protocol description (YAML, protocols/description-format.md) to speak, as --protocol would name it; protocols/ has Telink's and STM32WB's.", valueName: "FILE"))
     var file: String?
 
     /// The protocol named, by --protocol or by the description --protocol-file gave (registered before the arguments were parsed).
@@ -41,13 +44,16 @@ struct FlashOptions: ParsableArguments {
     @Option(name: .long, help: "Public or private key (PEM or DER; ECDSA P-256 or Ed25519) the image must be signed with; checked before connecting.")
     var key: String?
 
-    @Option(name: .customLong("protocol-option"), help: ArgumentHelp("A key of the protocol's host half (repeatable; bleota protocols lists them), e.g. bootloader-name=DfuNew.", valueName: "KEY=VALUE"))
+    @Option(
+        name: .customLong("protocol-option"),
+        help: ArgumentHelp("A key of the protocol's host half (repeatable; bleota protocols lists them), e.g. bootloader-name=DfuNew.", valueName: "KEY=VALUE"))
     var protocolOptions: [String] = []
 
     /// The protocol options as keys and values, each checked against what `updateProtocol` accepts.
     func hostOptions(for updateProtocol: any UpdateProtocol) throws -> [String: String] {
-        try keyValueOptions(protocolOptions, option: "--protocol-option", example: "bootloader-name=DfuNew",
-                            accepted: updateProtocol.hostOptions.map(\.key), owner: updateProtocol.identity.displayName)
+        try keyValueOptions(
+            protocolOptions, option: "--protocol-option", example: "bootloader-name=DfuNew",
+            accepted: updateProtocol.hostOptions.map(\.key), owner: updateProtocol.identity.displayName)
     }
 }
 
@@ -63,8 +69,10 @@ func keyValueOptions(_ pairs: [String], option: String, example: String, accepte
         }
         let key = String(parts[0])
         if let accepted, !accepted.contains(key) {
-            throw CommandFailure(.usage, "\(option) \(key) is not a key \(owner) takes: "
-                + (accepted.isEmpty ? "it takes none" : "use one of \(accepted.joined(separator: ", "))"))
+            throw CommandFailure(
+                .usage,
+                "\(option) \(key) is not a key \(owner) takes: "
+                    + (accepted.isEmpty ? "it takes none" : "use one of \(accepted.joined(separator: ", "))"))
         }
         options[key] = String(parts[1])
     }
@@ -102,21 +110,26 @@ struct FlashCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = global.makeLogger("bleota.flash")
         let device = deviceOptions.device
-        let updateProtocol = try await device.resolveProtocol(explicit: protocolOption.name, image: ImageFiles.probe(image), needs: .flash,
-                                                              timeout: deviceOptions.timeouts.connect, pairing: deviceOptions.pairing.policy, logger: logger)
+        let updateProtocol = try await device.resolveProtocol(
+            explicit: protocolOption.name, image: ImageFiles.probe(image), needs: .flash,
+            timeout: deviceOptions.timeouts.connect, pairing: deviceOptions.pairing.policy, logger: logger)
         let mode = flashOptions.mode ?? updateProtocol.flashModes.first ?? .testAndConfirm
         guard updateProtocol.flashModes.contains(mode) else {
-            throw CommandFailure(.usage, "--mode \(mode.rawValue): \(updateProtocol.identity.displayName) supports \(updateProtocol.flashModes.map(\.rawValue).joined(separator: ", "))")
+            throw CommandFailure(
+                .usage, "--mode \(mode.rawValue): \(updateProtocol.identity.displayName) supports \(updateProtocol.flashModes.map(\.rawValue).joined(separator: ", "))")
         }
         try tuningOptions.check(against: updateProtocol)
-        let request = ImageRequest(path: image, keyPath: flashOptions.key, versionLabel: versionLabel,
-                                   inputFormat: input.inputFormat?.rawValue, baseAddress: input.baseAddress, fill: input.fill)
+        let request = ImageRequest(
+            path: image, keyPath: flashOptions.key, versionLabel: versionLabel,
+            inputFormat: input.inputFormat?.rawValue, baseAddress: input.baseAddress, fill: input.fill)
         let prepared: PreparedImage
         do { prepared = try updateProtocol.prepareImage(request) } catch { throw error.commandFailure }
         logger.info("\(prepared.summary)")
         let hostOptions = try flashOptions.hostOptions(for: updateProtocol)
-        let outcome = try await withHost(updateProtocol, global: global, device: deviceOptions, tuning: tuningOptions, options: hostOptions,
-                                         activates: true, logger: logger) {
+        let outcome = try await withHost(
+            updateProtocol, global: global, device: deviceOptions, tuning: tuningOptions, options: hostOptions,
+            activates: true, logger: logger
+        ) {
             try await $0.flash(prepared, mode: mode)
         }
         let via = updateProtocol.flashModes.count > 1 ? " over \(updateProtocol.identity.displayName) (\(mode.rawValue))" : ""
@@ -152,8 +165,9 @@ struct PushCommand: AsyncParsableCommand {
         guard !remoteName.isEmpty, remoteName.utf8.count <= 255 else {
             throw ValidationError("--name must be 1…255 bytes of UTF-8")
         }
-        let updateProtocol = try await deviceOptions.device.resolveProtocol(explicit: protocolOption.name, needs: .push,
-                                                                            timeout: deviceOptions.timeouts.connect, pairing: deviceOptions.pairing.policy, logger: logger)
+        let updateProtocol = try await deviceOptions.device.resolveProtocol(
+            explicit: protocolOption.name, needs: .push,
+            timeout: deviceOptions.timeouts.connect, pairing: deviceOptions.pairing.policy, logger: logger)
         try tuningOptions.check(against: updateProtocol)
         let outcome = try await withHost(updateProtocol, global: global, device: deviceOptions, tuning: tuningOptions, logger: logger) {
             try await $0.push(bytes, name: remoteName)
@@ -184,17 +198,19 @@ struct PullCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = global.makeLogger("bleota.pull")
         let name = self.name
-        try checkOutputPath(output) // before connecting: a typo must not cost a transfer
-        let updateProtocol = try await deviceOptions.device.resolveProtocol(explicit: protocolOption.name, needs: .pull,
-                                                                            timeout: deviceOptions.timeouts.connect, pairing: deviceOptions.pairing.policy, logger: logger)
+        try checkOutputPath(output)  // before connecting: a typo must not cost a transfer
+        let updateProtocol = try await deviceOptions.device.resolveProtocol(
+            explicit: protocolOption.name, needs: .pull,
+            timeout: deviceOptions.timeouts.connect, pairing: deviceOptions.pairing.policy, logger: logger)
         try tuningOptions.check(against: updateProtocol)
         let outcome = try await withHost(updateProtocol, global: global, device: deviceOptions, tuning: tuningOptions, logger: logger) {
             try await $0.pull(name)
         }
         try writeFileAtomically(outcome.value.bytes, to: output)
-        let pulled = SessionOutcome(value: outcome.value.report, linkCapacity: outcome.linkCapacity, deviceCapacity: outcome.deviceCapacity,
-                                    linkModel: outcome.linkModel,
-                                    connection: outcome.connection, security: outcome.security)
+        let pulled = SessionOutcome(
+            value: outcome.value.report, linkCapacity: outcome.linkCapacity, deviceCapacity: outcome.deviceCapacity,
+            linkModel: outcome.linkModel,
+            connection: outcome.connection, security: outcome.security)
         try printReport(pulled, json: global.json) { report in
             "pulled '\(name)' (\(formatBytes(report.bytes))) from \(report.device) to \(output): \(summary(report))"
         }
@@ -203,9 +219,11 @@ struct PullCommand: AsyncParsableCommand {
 
 /// Opens the device named by `--device`, runs `operation` with `protocol`'s host
 /// half reporting progress to the terminal, and closes the progress line.
-func withHost<T: Sendable>(_ updateProtocol: any UpdateProtocol, global: GlobalOptions, device: DeviceOptions, tuning: TuningOptions,
-                           options: [String: String] = [:], activates: Bool = false,
-                           logger: Logger, _ operation: @escaping @Sendable (any ProtocolHost) async throws -> T) async throws -> SessionOutcome<T> {
+func withHost<T: Sendable>(
+    _ updateProtocol: any UpdateProtocol, global: GlobalOptions, device: DeviceOptions, tuning: TuningOptions,
+    options: [String: String] = [:], activates: Bool = false,
+    logger: Logger, _ operation: @escaping @Sendable (any ProtocolHost) async throws -> T
+) async throws -> SessionOutcome<T> {
     let reporter = ProgressReporter.automatic(json: global.json, quiet: device.quiet)
     let (effective, knobs, source) = effectiveTuning(tuning, device: device.device.text, for: updateProtocol)
     if let source, !global.json, !device.quiet { Terminal.standardError.writeLine(source) }
@@ -215,8 +233,10 @@ func withHost<T: Sendable>(_ updateProtocol: any UpdateProtocol, global: GlobalO
     let pairing = device.pairing.policy
     let work = Task {
         try await address.session(protocol: updateProtocol, logger: logger, pairing: pairing) { connector, clock in
-            let context = HostContext(protocolName: name, connector: connector, clock: clock, tuning: effective, explicitKnobs: knobs,
-                                      timeouts: timeouts, logger: logger, options: options) { reporter.handle($0) }
+            let context = HostContext(
+                protocolName: name, connector: connector, clock: clock, tuning: effective, explicitKnobs: knobs,
+                timeouts: timeouts, logger: logger, options: options
+            ) { reporter.handle($0) }
             return try await operation(updateProtocol.makeHost(context))
         }
     }
@@ -229,7 +249,11 @@ func withHost<T: Sendable>(_ updateProtocol: any UpdateProtocol, global: GlobalO
     }
     defer { ProcessSignals.stopInterceptingInterrupts() }
     do {
-        let outcome = try await withTaskCancellationHandler { try await work.value } onCancel: { work.cancel() }
+        let outcome = try await withTaskCancellationHandler {
+            try await work.value
+        } onCancel: {
+            work.cancel()
+        }
         reporter.finish()
         return outcome
     } catch {
@@ -250,41 +274,51 @@ func interruption(at position: (step: UpdateStep?, progress: TransferProgress?),
     }
     let lateSteps: Set<UpdateStep> = [.activate, .confirm]
     guard activates else {
-        return CommandFailure(.interrupted, "\(whereItWas): nothing was stored or written; run the command again",
-                              details: FailureDetails(step: step.rawValue, code: "interrupted", deviceState: nil))
+        return CommandFailure(
+            .interrupted, "\(whereItWas): nothing was stored or written; run the command again",
+            details: FailureDetails(step: step.rawValue, code: "interrupted", deviceState: nil))
     }
     if lateSteps.contains(step) {
-        return CommandFailure(.interrupted, "\(whereItWas): the activation may have reached the device, so it runs the new image or the old one; "
-                              + "`bleota image state` or a new `bleota flash` finds out",
-                              details: FailureDetails(step: step.rawValue, code: "interrupted", deviceState: "unknown"))
+        return CommandFailure(
+            .interrupted,
+            "\(whereItWas): the activation may have reached the device, so it runs the new image or the old one; "
+                + "`bleota image state` or a new `bleota flash` finds out",
+            details: FailureDetails(step: step.rawValue, code: "interrupted", deviceState: "unknown"))
     }
-    return CommandFailure(.interrupted, "\(whereItWas): nothing was activated, so the device keeps its old image; flash again to update it",
-                          details: FailureDetails(step: step.rawValue, code: "interrupted", deviceState: "old-image"))
+    return CommandFailure(
+        .interrupted, "\(whereItWas): nothing was activated, so the device keeps its old image; flash again to update it",
+        details: FailureDetails(step: step.rawValue, code: "interrupted", deviceState: "old-image"))
 }
 
 /// The tuning a transfer uses: the command line's options over the setting
 /// `bleota tune` saved for this device (unless --no-saved-tuning, and only the
 /// knobs the protocol gives a meaning), over the defaults. Also returns which
 /// knobs were given, and a line saying where the setting came from.
-func effectiveTuning(_ options: TuningOptions, device: String, for updateProtocol: any UpdateProtocol,
-                     store: TuningStore = TuningStore()) -> (TransferTuning, Set<TuningKnob>, String?) {
+func effectiveTuning(
+    _ options: TuningOptions, device: String, for updateProtocol: any UpdateProtocol,
+    store: TuningStore = TuningStore()
+) -> (TransferTuning, Set<TuningKnob>, String?) {
     let savedKnobs: Set<TuningKnob> = [.packetSize, .window, .delay]
     guard !options.noSavedTuning, savedKnobs.isSubset(of: Set(updateProtocol.tuningKnobs.keys)),
-          let saved = store.saved(for: DeviceIdentity(device)) else {
+        let saved = store.saved(for: DeviceIdentity(device))
+    else {
         return (options.tuning(), options.givenKnobs, nil)
     }
     let base = saved.point.apply(to: TransferTuning())
     let overridden = options.setsTuning ? " (options given on the command line take precedence)" : ""
-    return (options.tuning(base: base), options.givenKnobs.union(savedKnobs),
-            "using the tuning saved for this device: \(saved.point)\(overridden); --no-saved-tuning ignores it (\(store.path))")
+    return (
+        options.tuning(base: base), options.givenKnobs.union(savedKnobs),
+        "using the tuning saved for this device: \(saved.point)\(overridden); --no-saved-tuning ignores it (\(store.path))"
+    )
 }
 
 func summary(_ report: UpdateReport) -> String {
     var parts = ["\(formatDuration(report.transferSeconds)) transfer (\(formatBytes(Int(report.goodput)))/s"]
     if let device = report.deviceCapacity, device > 0, let link = report.linkCapacity {
         // A device slower than its link: the share that means something is of what the device can take.
-        parts[0] += String(format: ", %.0f%% of the %@/s this device can write; the link carries %@/s",
-                           100 * report.goodput / device, formatBytes(Int(device)), formatBytes(Int(link)))
+        parts[0] += String(
+            format: ", %.0f%% of the %@/s this device can write; the link carries %@/s",
+            100 * report.goodput / device, formatBytes(Int(device)), formatBytes(Int(link)))
     } else if let capacity = report.linkCapacity, capacity > 0 {
         parts[0] += String(format: ", %.0f%% of the link's %@/s", 100 * report.goodput / capacity, formatBytes(Int(capacity)))
     }

@@ -40,7 +40,9 @@ struct FleetFlashCommand: AsyncParsableCommand {
     @OptionGroup var update: FleetUpdateOptions
     @OptionGroup var runOptions: FleetRunOptions
 
-    @Option(name: .long, help: ArgumentHelp("The devices: one address a line, CSV with a 'device' column (and adapter, protocol, label, option:KEY), or a JSON array.", valueName: "FILE"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp("The devices: one address a line, CSV with a 'device' column (and adapter, protocol, label, option:KEY), or a JSON array.", valueName: "FILE"))
     var devices: String?
 
     @Option(name: .customLong("scan-name"), help: "Instead of --devices: every device a scan sees whose advertised name contains this.")
@@ -56,16 +58,26 @@ struct FleetFlashCommand: AsyncParsableCommand {
     @Option(name: .customLong("scan-seconds"), help: "With a scan: how long to scan, on the first --adapter (1…120).")
     var scanSeconds: Double = 5
 
-    @Option(name: .customLong("scan-older-than"), help: ArgumentHelp("With a scan: devices that advertise this version or newer (manufacturer data, protocols/advertised-version.md) are not connected to and are reported as already current; devices that advertise none are updated as usual.", valueName: "VERSION"))
+    @Option(
+        name: .customLong("scan-older-than"),
+        help: ArgumentHelp(
+            "With a scan: devices that advertise this version or newer (manufacturer data, protocols/advertised-version.md) are not connected to and are reported as already current; devices that advertise none are updated as usual.",
+            valueName: "VERSION"))
     var scanOlderThan: String?
 
-    @Option(name: .customLong("adapter"), help: ArgumentHelp("An adapter to use (repeatable): hci0, hci1, …; for sim:// devices, names of simulated adapters (default: one, sim0).", valueName: "NAME"))
+    @Option(
+        name: .customLong("adapter"),
+        help: ArgumentHelp("An adapter to use (repeatable): hci0, hci1, …; for sim:// devices, names of simulated adapters (default: one, sim0).", valueName: "NAME"))
     var adapters: [String] = []
 
     @Option(name: .long, help: ArgumentHelp("Write every device's result here: .csv or .json (written whole, atomically).", valueName: "FILE"))
     var report: String?
 
-    @Flag(name: .customLong("keep-adapters"), help: "Never move a device queued for a transfer place to another adapter that has one free (by default, once no device is left to start, such a device moves; a device whose list row names its adapter never moves).")
+    @Flag(
+        name: .customLong("keep-adapters"),
+        help:
+            "Never move a device queued for a transfer place to another adapter that has one free (by default, once no device is left to start, such a device moves; a device whose list row names its adapter never moves)."
+    )
     var keepAdapters = false
 
     @Argument(help: "The image every device gets.") var image: String
@@ -73,8 +85,10 @@ struct FleetFlashCommand: AsyncParsableCommand {
     func validate() throws {
         let scanning = scanName != nil || scanService != nil
         guard (devices != nil) != scanning else {
-            throw ValidationError(devices == nil ? "no devices: give --devices FILE, or --scan-name/--scan-service to find them"
-                                                 : "--devices and a scan filter exclude each other: give one")
+            throw ValidationError(
+                devices == nil
+                    ? "no devices: give --devices FILE, or --scan-name/--scan-service to find them"
+                    : "--devices and a scan filter exclude each other: give one")
         }
         if minimumRSSI != nil, !scanning { throw ValidationError("--min-rssi filters a scan: add --scan-name or --scan-service") }
         if scanOlderThan != nil, !scanning { throw ValidationError("--scan-older-than filters a scan: add --scan-name or --scan-service") }
@@ -128,17 +142,19 @@ struct FleetFlashCommand: AsyncParsableCommand {
                 throw CommandFailure(.usage, "\(device.label) names adapter \(fixed), which is not among --adapter \(adapterNames.joined(separator: ", ")): add --adapter \(fixed)")
             }
         }
-        var fleetOptions = FleetOptions(adapters: adapterNames, connectionsPerAdapter: runOptions.connections,
-                                        transfersPerAdapter: runOptions.transfers, attempts: update.attempts,
-                                        backoff: .milliseconds(Int64(update.backoff * 1000)))
+        var fleetOptions = FleetOptions(
+            adapters: adapterNames, connectionsPerAdapter: runOptions.connections,
+            transfersPerAdapter: runOptions.transfers, attempts: update.attempts,
+            backoff: .milliseconds(Int64(update.backoff * 1000)))
         fleetOptions.movesQueuedDevices = !keepAdapters
         let options = fleetOptions
         // Every device's protocol and the image prepared for it (once per protocol). Simulated devices
         // and devices given --protocol are planned now; a real device whose protocol must be found by
         // scanning or connecting is planned in its own first try, so one that is not there fails alone
         // (and is retried) instead of stopping the fleet before it starts.
-        let planner = FleetPlanner(image: image, versionLabel: update.versionLabel, protocolOptions: update.protocolOptions, explicit: protocolOption.name,
-                                   timeout: runOptions.timeouts.connect, logger: logger)
+        let planner = FleetPlanner(
+            image: image, versionLabel: update.versionLabel, protocolOptions: update.protocolOptions, explicit: protocolOption.name,
+            timeout: runOptions.timeouts.connect, logger: logger)
         for (device, address) in zip(list, addresses) where simulated[0] || (device.protocolName ?? protocolOption.name) != nil {
             _ = try await planner.plan(device, address: address)
         }
@@ -164,15 +180,18 @@ struct FleetFlashCommand: AsyncParsableCommand {
                 }
                 let known = members
                 let logs = try runOptions.deviceLogs(devices: list, clock: runtime.clock)
-                let runner = FleetRunner(devices: list, options: options, clock: runtime.clock, stop: stop,
-                                         onEvent: runOptions.handler(display, logs)) { device, adapter, turn, onEvent in
+                let runner = FleetRunner(
+                    devices: list, options: options, clock: runtime.clock, stop: stop,
+                    onEvent: runOptions.handler(display, logs)
+                ) { device, adapter, turn, onEvent in
                     guard let (member, plan) = known[device.address] else {
                         return .failed(TransferError(.badInput, step: .load, "no plan for \(device.address)"))
                     }
                     member.use(adapter: fleet.adapters[adapter])
-                    let context = HostContext(protocolName: plan.updateProtocol.name, connector: member.connector, clock: runtime.clock,
-                                              timeouts: timeouts, logger: logs?.logger(for: device, base: logger) ?? logger,
-                                              options: plan.hostOptions, transferTurn: turn, onEvent: onEvent)
+                    let context = HostContext(
+                        protocolName: plan.updateProtocol.name, connector: member.connector, clock: runtime.clock,
+                        timeouts: timeouts, logger: logs?.logger(for: device, base: logger) ?? logger,
+                        options: plan.hostOptions, transferTurn: turn, onEvent: onEvent)
                     return await plan.attempt(plan.updateProtocol.makeHost(context), force: force)
                 }
                 let outcome = await runner.run()
@@ -184,8 +203,10 @@ struct FleetFlashCommand: AsyncParsableCommand {
             let logs = try runOptions.deviceLogs(devices: list, clock: clock)
             let realUpdate = planner.realDeviceUpdate(timeouts: timeouts, force: force, logs: logs)
             let current = advertisedCurrent
-            let runner = FleetRunner(devices: list, options: options, clock: clock, stop: stop,
-                                     onEvent: runOptions.handler(display, logs)) { device, adapter, turn, onEvent in
+            let runner = FleetRunner(
+                devices: list, options: options, clock: clock, stop: stop,
+                onEvent: runOptions.handler(display, logs)
+            ) { device, adapter, turn, onEvent in
                 // It told the scan it runs the version or newer: nothing to connect for.
                 if let version = current[device.address] { return .alreadyCurrent(version: version) }
                 return await realUpdate(device, adapter, turn, onEvent)
@@ -213,8 +234,9 @@ extension FleetFlashCommand {
     func scannedDevices() async throws -> (devices: [FleetDevice], advertisedCurrent: [String: String]) {
         let adapter = adapters.first ?? "hci0"
         _ = try requireBluetooth(adapter: adapter)
-        let selection = ScanSelection(filter: ScanFilter(name: scanName, service: scanService.flatMap(BluetoothUUID.init)),
-                                      minimumRSSI: minimumRSSI, olderThan: scanOlderThan.map(MCUbootImage.Version.init(parsing:)))
+        let selection = ScanSelection(
+            filter: ScanFilter(name: scanName, service: scanService.flatMap(BluetoothUUID.init)),
+            minimumRSSI: minimumRSSI, olderThan: scanOlderThan.map(MCUbootImage.Version.init(parsing:)))
         let seen: [Advertisement]
         do {
             seen = try await Scanner.scan(adapter: adapter, duration: .milliseconds(Int64(scanSeconds * 1000)), filter: selection.filter)
@@ -223,14 +245,17 @@ extension FleetFlashCommand {
         }
         let (chosen, current) = selection.choose(seen)
         if let scanOlderThan, !current.isEmpty {
-            Terminal.standardError.writeLine("\(current.count) device\(current.count == 1 ? "" : "s") advertise \(scanOlderThan) or newer: not connected to, reported as already current")
+            Terminal.standardError.writeLine(
+                "\(current.count) device\(current.count == 1 ? "" : "s") advertise \(scanOlderThan) or newer: not connected to, reported as already current")
         }
         guard !chosen.isEmpty || !current.isEmpty else {
-            throw CommandFailure(.linkLost, "a \(Int(scanSeconds)) s scan on \(adapter) saw no device matching the filter: check that the devices advertise, or scan longer (--scan-seconds)")
+            throw CommandFailure(
+                .linkLost, "a \(Int(scanSeconds)) s scan on \(adapter) saw no device matching the filter: check that the devices advertise, or scan longer (--scan-seconds)")
         }
         func device(_ advertisement: Advertisement) -> FleetDevice {
-            FleetDevice(address: "ble://\(advertisement.address)" + (advertisement.addressType == "random" ? "?type=random" : ""),
-                        label: advertisement.localName.map { "\($0) \(advertisement.address)" })
+            FleetDevice(
+                address: "ble://\(advertisement.address)" + (advertisement.addressType == "random" ? "?type=random" : ""),
+                label: advertisement.localName.map { "\($0) \(advertisement.address)" })
         }
         let advertisedCurrent = Dictionary(current.map { (device($0).address, $0.version ?? "") }, uniquingKeysWith: { first, _ in first })
         return (chosen.map(device) + current.map(device), advertisedCurrent)
@@ -267,7 +292,11 @@ struct FleetRunOptions: ParsableArguments {
     @Option(name: .long, help: "Updates at once on each adapter, each on its own connection (1…16; default 4: two transferring, two getting ready or finishing beside them).")
     var connections: Int = FleetOptions.defaultConnectionsPerAdapter
 
-    @Option(name: .long, help: "Of those, transfers at once on each adapter (1…16; default 2: two busy links fill a controller's radio, more share it worse; the others connect, reboot and confirm meanwhile). A value ≥ --connections lets every update transfer when ready.")
+    @Option(
+        name: .long,
+        help:
+            "Of those, transfers at once on each adapter (1…16; default 2: two busy links fill a controller's radio, more share it worse; the others connect, reboot and confirm meanwhile). A value ≥ --connections lets every update transfer when ready."
+    )
     var transfers: Int = FleetOptions.defaultTransfersPerAdapter
 
     @Option(name: .long, help: "Seconds to wait for a device to connect or come back after a reboot (0.1…3600).")
@@ -276,7 +305,11 @@ struct FleetRunOptions: ParsableArguments {
     @Flag(name: .long, help: "No live table (the summary and errors still print).")
     var quiet = false
 
-    @Option(name: .customLong("log-dir"), help: ArgumentHelp("Write one log per device here (created if missing): its tries, steps, progress, notes, failures and its update's messages down to debug level, as they happen.", valueName: "DIR"))
+    @Option(
+        name: .customLong("log-dir"),
+        help: ArgumentHelp(
+            "Write one log per device here (created if missing): its tries, steps, progress, notes, failures and its update's messages down to debug level, as they happen.",
+            valueName: "DIR"))
     var logDirectory: String?
 
     func validate() throws {
@@ -347,9 +380,10 @@ actor FleetPlanner {
                 let plan = try await self.plan(device, address: listed, probingThrough: try listed.through(adapter: adapter))
                 let address = try plan.address.through(adapter: adapter)
                 let session = try await address.session(protocol: plan.updateProtocol, logger: logger) { connector, clock in
-                    let context = HostContext(protocolName: plan.updateProtocol.name, connector: connector, clock: clock,
-                                              timeouts: timeouts, logger: logger, options: plan.hostOptions, transferTurn: turn,
-                                              onEvent: onEvent)
+                    let context = HostContext(
+                        protocolName: plan.updateProtocol.name, connector: connector, clock: clock,
+                        timeouts: timeouts, logger: logger, options: plan.hostOptions, transferTurn: turn,
+                        onEvent: onEvent)
                     return await plan.attempt(plan.updateProtocol.makeHost(context), force: force)
                 }
                 return session.value
@@ -366,16 +400,18 @@ actor FleetPlanner {
     /// The plan for `device` at `address`; a protocol found by asking the device is asked through `probingThrough`.
     func plan(_ device: FleetDevice, address: DeviceAddress, probingThrough probe: DeviceAddress? = nil) async throws -> FleetPlan {
         if let plan = plans[device.address] { return plan }
-        let updateProtocol = try await (probe ?? address).resolveProtocol(explicit: device.protocolName ?? explicit, image: ImageFiles.probe(image), needs: .flash,
-                                                               timeout: timeout, logger: logger)
+        let updateProtocol = try await (probe ?? address).resolveProtocol(
+            explicit: device.protocolName ?? explicit, image: ImageFiles.probe(image), needs: .flash,
+            timeout: timeout, logger: logger)
         if prepared[updateProtocol.name] == nil {
             do { prepared[updateProtocol.name] = try updateProtocol.prepareImage(ImageRequest(path: image, keyPath: nil, versionLabel: versionLabel)) } catch {
                 throw error.commandFailure
             }
         }
         let pairs = protocolOptions + device.protocolOptions.map { "\($0.key)=\($0.value)" }
-        let hostOptions = try keyValueOptions(pairs, option: "--protocol-option", example: "bootloader-name=DfuNew",
-                                              accepted: updateProtocol.hostOptions.map(\.key), owner: updateProtocol.identity.displayName)
+        let hostOptions = try keyValueOptions(
+            pairs, option: "--protocol-option", example: "bootloader-name=DfuNew",
+            accepted: updateProtocol.hostOptions.map(\.key), owner: updateProtocol.identity.displayName)
         let plan = FleetPlan(device: device, address: address, updateProtocol: updateProtocol, image: prepared[updateProtocol.name]!, hostOptions: hostOptions)
         plans[device.address] = plan
         return plan
@@ -393,7 +429,8 @@ struct FleetPlan: Sendable {
     /// One try: the version the device runs first (where the protocol can say), then the update.
     func attempt(_ host: any ProtocolHost, force: Bool) async -> FleetAttempt {
         if !force, updateProtocol.capabilities.contains(.imageState),
-           let state = try? await host.imageState(nil), let active = state.active, active.version == image.version {
+            let state = try? await host.imageState(nil), let active = state.active, active.version == image.version
+        {
             // Running the target but not confirmed: an update was cut off after its activation
             // (a killed worker, a lost link). Confirming is that update's last step; updating
             // again would swap the image a second time.

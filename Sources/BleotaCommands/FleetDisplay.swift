@@ -97,12 +97,20 @@ final class FleetDisplay: Sendable {
     /// A line outside the table (Ctrl-C's message).
     func note(_ text: String) {
         guard !json else { return }
-        if live { state.withLock { $0.notes.append(text) } ; redraw(force: true) } else { Terminal.standardError.writeLine(text) }
+        if live {
+            state.withLock { $0.notes.append(text) }
+            redraw(force: true)
+        } else {
+            Terminal.standardError.writeLine(text)
+        }
     }
 
     func finish(_ summary: FleetSummary) {
         if json {
-            struct Line: Codable { var event = "summary"; var summary: FleetSummary }
+            struct Line: Codable {
+                var event = "summary"
+                var summary: FleetSummary
+            }
             if let line = try? JSONOutput.string(Line(summary: summary), pretty: false) { Terminal.standardOutput.writeLine(line) }
             return
         }
@@ -137,13 +145,15 @@ final class FleetDisplay: Sendable {
             state.lastDraw = now
             var lines: [String] = []
             let width = max(6, state.rows.map(\.label.count).max() ?? 6)
-            lines.append(pad("device", width) + "  " + pad("adapter", 7) + "  " + pad("step", 16) + "  " + pad("done", 4) + "  "
-                         + pad("rate", 10) + "  " + pad("resent", 6) + "  result")
+            lines.append(
+                pad("device", width) + "  " + pad("adapter", 7) + "  " + pad("step", 16) + "  " + pad("done", 4) + "  "
+                    + pad("rate", 10) + "  " + pad("resent", 6) + "  result")
             for row in state.rows {
                 let percent = row.percent.map { "\($0)%" } ?? ""
                 let rate = row.rate > 0 ? formatBytes(Int(row.rate)) + "/s" : ""
-                lines.append(pad(row.label, width) + "  " + pad(row.adapter, 7) + "  " + pad(row.step, 16) + "  " + pad(percent, 4) + "  "
-                             + pad(rate, 10) + "  " + pad(String(row.resends), 6) + "  " + String(row.result.prefix(80)))
+                lines.append(
+                    pad(row.label, width) + "  " + pad(row.adapter, 7) + "  " + pad(row.step, 16) + "  " + pad(percent, 4) + "  "
+                        + pad(rate, 10) + "  " + pad(String(row.resends), 6) + "  " + String(row.result.prefix(80)))
             }
             lines += state.notes.suffix(3)
             // Back up over what was drawn last time, then draw again.

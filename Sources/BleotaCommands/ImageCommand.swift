@@ -96,7 +96,6 @@ func parseByte(_ text: String) throws -> UInt8 {
     return UInt8(value)
 }
 
-
 /// What `image info --json` prints; field names are part of the CLI's contract.
 struct ImageReport: Codable, Equatable {
     struct Segment: Codable, Equatable {
@@ -156,8 +155,9 @@ struct ImageInfo: AsyncParsableCommand {
             guard let description = described else { continue }
             let failure = description.problem.map { CommandFailure(.verificationFailed, $0, reportedInJSON: global.json) }
             if global.json {
-                let report = ProtocolImageReport(file: file, protocolName: candidate.name, description: description,
-                                                 exitStatus: failure?.status.rawValue)
+                let report = ProtocolImageReport(
+                    file: file, protocolName: candidate.name, description: description,
+                    exitStatus: failure?.status.rawValue)
                 Terminal.standardOutput.writeLine(try JSONOutput.string(report))
             } else {
                 Terminal.standardOutput.writeLine((["file:      \(file)", "protocol:  \(candidate.name)"] + description.lines).joined(separator: "\n"))
@@ -282,11 +282,19 @@ struct ImageConvert: AsyncParsableCommand {
             throw CommandFailure(.failure, "cannot write '\(outputFile)': \(error)")
         }
         if global.json {
-            struct Converted: Codable { var input: String; var output: String; var format: String; var size: Int; var crc32: String }
+            struct Converted: Codable {
+                var input: String
+                var output: String
+                var format: String
+                var size: Int
+                var crc32: String
+            }
             let result = Converted(input: inputFile, output: outputFile, format: outputFormat.shortName, size: image.size, crc32: hex32(image.crc32(fill: input.fill)))
             Terminal.standardOutput.writeLine(try JSONOutput.string(result))
         } else {
-            Terminal.standardOutput.writeLine("wrote \(outputFile) (\(outputFormat.displayName), \(image.segments.count) segment\(image.segments.count == 1 ? "" : "s"), \(image.size) bytes, crc32 \(hex32(image.crc32(fill: input.fill))))")
+            Terminal.standardOutput.writeLine(
+                "wrote \(outputFile) (\(outputFormat.displayName), \(image.segments.count) segment\(image.segments.count == 1 ? "" : "s"), \(image.size) bytes, crc32 \(hex32(image.crc32(fill: input.fill))))"
+            )
         }
     }
 }

@@ -2,7 +2,12 @@ import BleotaCodec
 
 /// What `image info` adds for an MCUboot image.
 struct MCUbootReport: Codable, Equatable {
-    struct TLVEntry: Codable, Equatable { var type: UInt16; var name: String; var length: Int; var protected: Bool }
+    struct TLVEntry: Codable, Equatable {
+        var type: UInt16
+        var name: String
+        var length: Int
+        var protected: Bool
+    }
     var version: String
     var headerSize: Int
     var imageSize: Int

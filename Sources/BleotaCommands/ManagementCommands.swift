@@ -6,10 +6,13 @@ import Logging
 
 /// Runs one device-management exchange: resolves the protocol (which must
 /// have `needs`), opens the device and calls `body` with the protocol's host half.
-func manage<T: Sendable>(_ device: DeviceOptions, protocolName: String?, needs: ProtocolCapabilities, logger: Logger,
-                         _ body: @escaping @Sendable (any ProtocolHost) async throws(TransferError) -> T) async throws -> T {
-    let updateProtocol = try await device.device.resolveProtocol(explicit: protocolName, needs: needs,
-                                                                 timeout: device.timeouts.connect, pairing: device.pairing.policy, logger: logger)
+func manage<T: Sendable>(
+    _ device: DeviceOptions, protocolName: String?, needs: ProtocolCapabilities, logger: Logger,
+    _ body: @escaping @Sendable (any ProtocolHost) async throws(TransferError) -> T
+) async throws -> T {
+    let updateProtocol = try await device.device.resolveProtocol(
+        explicit: protocolName, needs: needs,
+        timeout: device.timeouts.connect, pairing: device.pairing.policy, logger: logger)
     let timeouts = device.timeouts
     let name = updateProtocol.name
     return try await device.device.session(protocol: updateProtocol, logger: logger, pairing: device.pairing.policy) { connector, clock in
@@ -35,10 +38,15 @@ struct EchoCommand: AsyncParsableCommand {
 
     func run() async throws {
         let text = self.text
-        let reply = try await manage(deviceOptions, protocolName: protocolOption.name, needs: .echo,
-                                     logger: global.makeLogger("bleota.echo")) { host throws(TransferError) in try await host.echo(text) }
+        let reply = try await manage(
+            deviceOptions, protocolName: protocolOption.name, needs: .echo,
+            logger: global.makeLogger("bleota.echo")
+        ) { host throws(TransferError) in try await host.echo(text) }
         if global.json {
-            struct Echo: Codable { var sent: String; var reply: String }
+            struct Echo: Codable {
+                var sent: String
+                var reply: String
+            }
             Terminal.standardOutput.writeLine(try JSONOutput.string(Echo(sent: text, reply: reply)))
         } else {
             Terminal.standardOutput.writeLine(reply)
@@ -54,8 +62,10 @@ struct ResetCommand: AsyncParsableCommand {
     @OptionGroup var protocolOption: ProtocolOption
 
     func run() async throws {
-        try await manage(deviceOptions, protocolName: protocolOption.name, needs: .reset,
-                         logger: global.makeLogger("bleota.reset")) { host throws(TransferError) in try await host.reset() }
+        try await manage(
+            deviceOptions, protocolName: protocolOption.name, needs: .reset,
+            logger: global.makeLogger("bleota.reset")
+        ) { host throws(TransferError) in try await host.reset() }
         Terminal.standardOutput.writeLine(global.json ? #"{ "reset" : true }"# : "reset \(deviceOptions.device)")
     }
 }
@@ -65,7 +75,8 @@ struct ImageState: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "state",
         abstract: "Show a device's image slots; --test HASH or --confirm [--hash HASH] change them.",
-        discussion: "--test marks the image with that hash for one test boot (MCUboot reverts it unless confirmed); --confirm makes the running image (or the one with --hash) permanent.")
+        discussion:
+            "--test marks the image with that hash for one test boot (MCUboot reverts it unless confirmed); --confirm makes the running image (or the one with --hash) permanent.")
     @OptionGroup var global: GlobalOptions
     @OptionGroup var deviceOptions: DeviceOptions
     @OptionGroup var protocolOption: ProtocolOption
@@ -83,26 +94,35 @@ struct ImageState: AsyncParsableCommand {
 
     func run() async throws {
         var change: ImageStateChange?
-        if let test = self.test.flatMap({ [UInt8](hex: $0) }) { change = .test(hash: test) }
-        else if confirm { change = .confirm(hash: hash.flatMap { [UInt8](hex: $0) }) }
+        if let test = self.test.flatMap({ [UInt8](hex: $0) }) { change = .test(hash: test) } else if confirm { change = .confirm(hash: hash.flatMap { [UInt8](hex: $0) }) }
         let requested = change
-        let state = try await manage(deviceOptions, protocolName: protocolOption.name, needs: .imageState,
-                                     logger: global.makeLogger("bleota.image")) { host throws(TransferError) in try await host.imageState(requested) }
+        let state = try await manage(
+            deviceOptions, protocolName: protocolOption.name, needs: .imageState,
+            logger: global.makeLogger("bleota.image")
+        ) { host throws(TransferError) in try await host.imageState(requested) }
         if global.json {
             struct Slot: Codable {
                 var image: Int, slot: Int, version: String, hash: String
                 var bootable: Bool, pending: Bool, confirmed: Bool, active: Bool, permanent: Bool
             }
-            let rows = state.slots.map { Slot(image: $0.image, slot: $0.slot, version: $0.version, hash: $0.hash.hexString, bootable: $0.bootable,
-                                              pending: $0.pending, confirmed: $0.confirmed, active: $0.active, permanent: $0.permanent) }
-            struct Listing: Codable { var images: [Slot]; var bootloader: String? }
+            let rows = state.slots.map {
+                Slot(
+                    image: $0.image, slot: $0.slot, version: $0.version, hash: $0.hash.hexString, bootable: $0.bootable,
+                    pending: $0.pending, confirmed: $0.confirmed, active: $0.active, permanent: $0.permanent)
+            }
+            struct Listing: Codable {
+                var images: [Slot]
+                var bootloader: String?
+            }
             Terminal.standardOutput.writeLine(try JSONOutput.string(Listing(images: rows, bootloader: state.bootloader)))
             return
         }
         var lines: [String] = []
         for slot in state.slots {
-            let flags = [("active", slot.active), ("confirmed", slot.confirmed), ("pending", slot.pending),
-                         ("permanent", slot.permanent), ("bootable", slot.bootable)].filter(\.1).map(\.0)
+            let flags = [
+                ("active", slot.active), ("confirmed", slot.confirmed), ("pending", slot.pending),
+                ("permanent", slot.permanent), ("bootable", slot.bootable),
+            ].filter(\.1).map(\.0)
             lines.append("image \(slot.image) slot \(slot.slot): \(slot.version)  \(flags.joined(separator: " "))")
             lines.append("  hash \(slot.hash.hexString)")
         }
@@ -113,14 +133,17 @@ struct ImageState: AsyncParsableCommand {
 
 /// `bleota image erase`: empty a device's secondary (staging) slot.
 struct ImageErase: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "erase", abstract: "Erase a device's secondary slot (refused while an image there is pending or a test image runs unconfirmed).")
+    static let configuration = CommandConfiguration(
+        commandName: "erase", abstract: "Erase a device's secondary slot (refused while an image there is pending or a test image runs unconfirmed).")
     @OptionGroup var global: GlobalOptions
     @OptionGroup var deviceOptions: DeviceOptions
     @OptionGroup var protocolOption: ProtocolOption
 
     func run() async throws {
-        try await manage(deviceOptions, protocolName: protocolOption.name, needs: .eraseStaging,
-                         logger: global.makeLogger("bleota.image")) { host throws(TransferError) in try await host.eraseStaging() }
+        try await manage(
+            deviceOptions, protocolName: protocolOption.name, needs: .eraseStaging,
+            logger: global.makeLogger("bleota.image")
+        ) { host throws(TransferError) in try await host.eraseStaging() }
         Terminal.standardOutput.writeLine(global.json ? #"{ "erased" : 1 }"# : "erased slot 1 of \(deviceOptions.device)")
     }
 }

@@ -28,8 +28,9 @@ struct PairingOptions: ParsableArguments {
     /// The agent these options make: a terminal prompt when stdin and stderr are a terminal.
     var policy: PairingPolicy {
         let interactive = isatty(STDIN_FILENO) == 1 && Terminal.standardError.isInteractive
-        return PairingPolicy(passkey: passkey.flatMap(Self.parse), acceptsComparison: acceptPairing,
-                             prompt: interactive ? TerminalPairingPrompt() : nil)
+        return PairingPolicy(
+            passkey: passkey.flatMap(Self.parse), acceptsComparison: acceptPairing,
+            prompt: interactive ? TerminalPairingPrompt() : nil)
     }
 }
 

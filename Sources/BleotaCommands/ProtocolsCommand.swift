@@ -27,13 +27,14 @@ struct ProtocolsCommand: AsyncParsableCommand {
 
     func run() async throws {
         let entries = CommandContext.registry.protocols.map { item in
-            Entry(name: item.name, displayName: item.identity.displayName, summary: item.identity.summary,
-                  transports: TransportKind.allCases.filter { item.identity.transports.contains($0) }.map(\.rawValue),
-                  gattServices: item.identity.gattServices.map { "\($0.name) \($0.service)" }, imageFormats: item.identity.imageFormats,
-                  capabilities: item.capabilities.summary, flashModes: item.flashModes.map(\.rawValue),
-                  tuningKnobs: Dictionary(uniqueKeysWithValues: item.tuningKnobs.map { ("--" + $0.key.rawValue, $0.value) }),
-                  deviceOptions: Dictionary(uniqueKeysWithValues: item.deviceOptions.map { ($0.key, $0.meaning) }),
-                  hostOptions: Dictionary(uniqueKeysWithValues: item.hostOptions.map { ($0.key, $0.meaning) }))
+            Entry(
+                name: item.name, displayName: item.identity.displayName, summary: item.identity.summary,
+                transports: TransportKind.allCases.filter { item.identity.transports.contains($0) }.map(\.rawValue),
+                gattServices: item.identity.gattServices.map { "\($0.name) \($0.service)" }, imageFormats: item.identity.imageFormats,
+                capabilities: item.capabilities.summary, flashModes: item.flashModes.map(\.rawValue),
+                tuningKnobs: Dictionary(uniqueKeysWithValues: item.tuningKnobs.map { ("--" + $0.key.rawValue, $0.value) }),
+                deviceOptions: Dictionary(uniqueKeysWithValues: item.deviceOptions.map { ($0.key, $0.meaning) }),
+                hostOptions: Dictionary(uniqueKeysWithValues: item.hostOptions.map { ($0.key, $0.meaning) }))
         }
         if global.json {
             Terminal.standardOutput.writeLine(try JSONOutput.string(entries))

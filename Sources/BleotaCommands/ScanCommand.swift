@@ -46,7 +46,8 @@ struct ScanCommand: AsyncParsableCommand {
         for device in found {
             var line = "\(device.address) (\(device.addressType))"
             if let identity = device.identity {
-                line += identity == device.address
+                line +=
+                    identity == device.address
                     ? " identity (its private address resolved by the kernel with the bond's IRK)"
                     : " identity \(identity) (\(device.identityType ?? "random"), resolved with its bond's IRK)"
             }
@@ -55,8 +56,11 @@ struct ScanCommand: AsyncParsableCommand {
             if !device.serviceUUIDs.isEmpty { line += " services \(device.serviceUUIDs.joined(separator: ","))" }
             if let power = device.txPower { line += " tx \(power) dBm" }
             if let version = device.version { line += " version \(version)" }
-            if let beacon = device.iBeacon { line += " iBeacon \(beacon.uuid) major \(beacon.major) minor \(beacon.minor)" }
-            else if let maker = device.manufacturer { line += " manufacturer 0x\(String(maker.companyID, radix: 16)) \(maker.data)" }
+            if let beacon = device.iBeacon {
+                line += " iBeacon \(beacon.uuid) major \(beacon.major) minor \(beacon.minor)"
+            } else if let maker = device.manufacturer {
+                line += " manufacturer 0x\(String(maker.companyID, radix: 16)) \(maker.data)"
+            }
             Terminal.standardOutput.writeLine(line)
         }
     }

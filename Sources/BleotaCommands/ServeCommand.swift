@@ -27,24 +27,35 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Stop after this many seconds (default: run until interrupted).") var duration: Double?
     @Option(name: .long, help: "The firmware version the served device starts with.") var version: String = "1.0.0"
     @Option(name: .long, help: "Bytes the served device's image slot holds.") var slot: Int = 1 << 20
-    @Option(name: .long, help: "Also accept the first protocol that runs over credit-based channels on this LE PSM (0x80…0xFF).", transform: { text in
-        let hex = text.lowercased().hasPrefix("0x")
-        guard let psm = UInt16(hex ? String(text.dropFirst(2)) : text, radix: hex ? 16 : 10), (0x80...0xFF).contains(psm) else {
-            throw ValidationError("--psm '\(text)' is out of range: LE dynamic PSMs are 0x80…0xFF")
-        }
-        return psm
-    }) var psm: UInt16?
+    @Option(
+        name: .long, help: "Also accept the first protocol that runs over credit-based channels on this LE PSM (0x80…0xFF).",
+        transform: { text in
+            let hex = text.lowercased().hasPrefix("0x")
+            guard let psm = UInt16(hex ? String(text.dropFirst(2)) : text, radix: hex ? 16 : 10), (0x80...0xFF).contains(psm) else {
+                throw ValidationError("--psm '\(text)' is out of range: LE dynamic PSMs are 0x80…0xFF")
+            }
+            return psm
+        }) var psm: UInt16?
     @Option(name: .long, help: "Fault: drop the first connection after this many bytes reached the device (to exercise resume).")
     var disconnectAt: Int?
-    @Option(name: .customLong("protocol-file"), help: ArgumentHelp("Also serve the protocol this description (YAML) describes (repeatable; protocols/ has Telink's and STM32WB's).", valueName: "FILE"))
+    @Option(
+        name: .customLong("protocol-file"),
+        help: ArgumentHelp("Also serve the protocol this description (YAML) describes (repeatable; protocols/ has Telink's and STM32WB's).", valueName: "FILE"))
     var protocolFiles: [String] = []
-    @Option(name: .long, help: ArgumentHelp("What the served characteristics demand of the link: low (nothing), medium (encrypted), high (authenticated pairing: passkey or numeric comparison) or fips (authenticated LE Secure Connections), as Zephyr's MCUmgr permissions do.", valueName: "LEVEL"),
-            transform: { text in
-        guard let level = SecurityLevel(name: text) else { throw ValidationError("--security '\(text)' is not \(SecurityLevel.names)") }
-        return level
-    }) var security: SecurityLevel = .low
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "What the served characteristics demand of the link: low (nothing), medium (encrypted), high (authenticated pairing: passkey or numeric comparison) or fips (authenticated LE Secure Connections), as Zephyr's MCUmgr permissions do.",
+            valueName: "LEVEL"),
+        transform: { text in
+            guard let level = SecurityLevel(name: text) else { throw ValidationError("--security '\(text)' is not \(SecurityLevel.names)") }
+            return level
+        }) var security: SecurityLevel = .low
     @OptionGroup var pairing: PairingOptions
-    @Flag(help: "Advertise the first protocol's service, the name bleota-serve and the firmware version the device runs (manufacturer data, protocols/advertised-version.md; updated after an update) through the kernel's management interface (needs root; the kernel advertises again after each connection). Without it, advertising is left to the adapter's owner, e.g. btmgmt or bluetoothd.")
+    @Flag(
+        help:
+            "Advertise the first protocol's service, the name bleota-serve and the firmware version the device runs (manufacturer data, protocols/advertised-version.md; updated after an update) through the kernel's management interface (needs root; the kernel advertises again after each connection). Without it, advertising is left to the adapter's owner, e.g. btmgmt or bluetoothd."
+    )
     var advertise = false
 
     func validate() throws {
@@ -62,8 +73,9 @@ struct ServeCommand: AsyncParsableCommand {
             throw CommandFailure(.bluetoothUnavailable, "cannot listen on \(adapter) (\(address)): \(error)")
         }
         // One device half per protocol with a GATT service, all behind one GATT server.
-        let configuration = DeviceConfiguration(name: "bleota-serve", initialVersion: version, slotSize: slot, bufferCount: 32,
-                                                maximumPacket: 514, files: [DeviceConfiguration.welcomeFile.name: DeviceConfiguration.welcomeFile.bytes])
+        let configuration = DeviceConfiguration(
+            name: "bleota-serve", initialVersion: version, slotSize: slot, bufferCount: 32,
+            maximumPacket: 514, files: [DeviceConfiguration.welcomeFile.name: DeviceConfiguration.welcomeFile.bytes])
         var hosted: [HostedDevice] = []
         var credit: (any DeviceHalf)?
         for updateProtocol in CommandContext.registry.protocols {
@@ -98,7 +110,8 @@ struct ServeCommand: AsyncParsableCommand {
                 let listener = try L2CAPSocket.listen(on: L2CAPAddress(address: address, type: .public, psm: published), receiveMTU: creditChannelMTU)
                 routed.append((published, listener, device.service.name))
             } catch {
-                Terminal.standardError.writeLine("warning: cannot listen on PSM 0x\(String(published, radix: 16)) for \(device.service.name) (\(error)); its hosts fall back to GATT")
+                Terminal.standardError.writeLine(
+                    "warning: cannot listen on PSM 0x\(String(published, radix: 16)) for \(device.service.name) (\(error)); its hosts fall back to GATT")
             }
         }
         let routedListeners = routed
@@ -112,8 +125,9 @@ struct ServeCommand: AsyncParsableCommand {
             pairingAgent = agent
         }
         let answering = pairingAgent, security = self.security
-        Terminal.standardOutput.writeLine("serving bleota on \(adapter) (\(address)), firmware \(version)" + (psm.map { ", PSM 0x\(String($0, radix: 16))" } ?? "")
-            + (security > .low ? ", demanding security \(security.name) (IO capability \(pairing.policy.ioCapability))" : ""))
+        Terminal.standardOutput.writeLine(
+            "serving bleota on \(adapter) (\(address)), firmware \(version)" + (psm.map { ", PSM 0x\(String($0, radix: 16))" } ?? "")
+                + (security > .low ? ", demanding security \(security.name) (IO capability \(pairing.policy.ioCapability))" : ""))
         @Sendable func running() async -> String { await devices.first?.half.runningVersion ?? version }
         // What the advertisement says the device runs: set again when an update changed it.
         let advertised = AdvertisedState()
@@ -124,11 +138,17 @@ struct ServeCommand: AsyncParsableCommand {
             guard advertised.version.withLock({ $0 }) != now else { return }
             do {
                 try await Advertiser.start(adapter: adapter, name: "bleota-serve", service: service, version: MCUbootImage.Version(parsing: now))
-                let first = advertised.version.withLock { previous in defer { previous = now }; return previous == nil }
-                Terminal.standardOutput.writeLine(first ? "advertising as \"bleota-serve\" with service \(service), version \(now)"
-                                                        : "advertising version \(now)")
+                let first = advertised.version.withLock { previous in
+                    defer { previous = now }
+                    return previous == nil
+                }
+                Terminal.standardOutput.writeLine(
+                    first
+                        ? "advertising as \"bleota-serve\" with service \(service), version \(now)"
+                        : "advertising version \(now)")
             } catch {
-                Terminal.standardError.writeLine("warning: could not start advertising (\(error)); make \(adapter) advertise by other means, e.g. btmgmt -i \(adapter) advertising on")
+                Terminal.standardError.writeLine(
+                    "warning: could not start advertising (\(error)); make \(adapter) advertise by other means, e.g. btmgmt -i \(adapter) advertising on")
             }
         }
         await advertiseRunningVersion()
@@ -144,8 +164,9 @@ struct ServeCommand: AsyncParsableCommand {
                         Terminal.standardOutput.writeLine("ATT connection from \(socket.peer.address)")
                         // Each connection on its own task: one still winding down never delays the next.
                         connections.addTask {
-                            await BLEPeripheralHost.serve(socket: socket, devices: devices, name: "bleota-serve", clock: clock,
-                                                          wrap: { FaultyLink($0, fault: fault) }, router: router, security: security, logger: logger)
+                            await BLEPeripheralHost.serve(
+                                socket: socket, devices: devices, name: "bleota-serve", clock: clock,
+                                wrap: { FaultyLink($0, fault: fault) }, router: router, security: security, logger: logger)
                             if let agent = answering, let failure = await agent.failure(ifKnownFor: socket.peer.address) {
                                 Terminal.standardOutput.writeLine("\(socket.peer.address): pairing failed: \(failure)")
                             }
@@ -283,8 +304,9 @@ struct GattDevice: ParsableArguments {
         }
         _ = try requireBluetooth(adapter: target.adapter)
         do {
-            let connection = try await ATTConnection.open(target, timeout: .milliseconds(Int64(connectTimeout * 1000)), clock: SystemClock(),
-                                                          pairing: pairing.policy)
+            let connection = try await ATTConnection.open(
+                target, timeout: .milliseconds(Int64(connectTimeout * 1000)), clock: SystemClock(),
+                pairing: pairing.policy)
             _ = try await connection.client.exchangeMTU()
             return connection
         } catch LinkError.security(let pairingError) {
@@ -301,8 +323,18 @@ struct GattDiscover: AsyncParsableCommand {
     @OptionGroup var target: GattDevice
 
     struct Report: Codable {
-        struct Characteristic: Codable { var uuid: String; var handle: UInt16; var properties: UInt8; var descriptors: [String] }
-        struct Service: Codable { var uuid: String; var start: UInt16; var end: UInt16; var characteristics: [Characteristic] }
+        struct Characteristic: Codable {
+            var uuid: String
+            var handle: UInt16
+            var properties: UInt8
+            var descriptors: [String]
+        }
+        struct Service: Codable {
+            var uuid: String
+            var start: UInt16
+            var end: UInt16
+            var characteristics: [Characteristic]
+        }
         var mtu: Int
         var connection: ConnectionSettings?
         var services: [Service]
@@ -317,9 +349,11 @@ struct GattDiscover: AsyncParsableCommand {
                 var entry = Report.Service(uuid: service.uuid.description, start: service.start, end: service.end, characteristics: [])
                 for characteristic in try await connection.client.discoverCharacteristics(service) {
                     let descriptors = try await connection.client.discoverDescriptors(characteristic)
-                    entry.characteristics.append(.init(uuid: characteristic.uuid.description, handle: characteristic.valueHandle,
-                                                       properties: characteristic.properties.rawValue,
-                                                       descriptors: descriptors.map { $0.uuid.description }))
+                    entry.characteristics.append(
+                        .init(
+                            uuid: characteristic.uuid.description, handle: characteristic.valueHandle,
+                            properties: characteristic.properties.rawValue,
+                            descriptors: descriptors.map { $0.uuid.description }))
                 }
                 report.services.append(entry)
             }
@@ -340,8 +374,9 @@ struct GattDiscover: AsyncParsableCommand {
         for service in report.services {
             lines.append("service \(service.uuid) handles 0x\(String(service.start, radix: 16))–0x\(String(service.end, radix: 16))")
             for characteristic in service.characteristics {
-                lines.append("  characteristic \(characteristic.uuid) value handle 0x\(String(characteristic.handle, radix: 16)) properties 0x\(String(characteristic.properties, radix: 16))"
-                             + (characteristic.descriptors.isEmpty ? "" : " descriptors \(characteristic.descriptors.joined(separator: ", "))"))
+                lines.append(
+                    "  characteristic \(characteristic.uuid) value handle 0x\(String(characteristic.handle, radix: 16)) properties 0x\(String(characteristic.properties, radix: 16))"
+                        + (characteristic.descriptors.isEmpty ? "" : " descriptors \(characteristic.descriptors.joined(separator: ", "))"))
             }
         }
         Terminal.standardOutput.writeLine(lines.joined(separator: "\n"))
@@ -372,15 +407,17 @@ struct GattWrite: AsyncParsableCommand {
         let value = [UInt8](hex: hex)!
         let connection = try await target.connect()
         do {
-            if withoutResponse { try await connection.client.writeWithoutResponse(handle, value) }
-            else { try await connection.client.write(handle, value) }
+            if withoutResponse { try await connection.client.writeWithoutResponse(handle, value) } else { try await connection.client.write(handle, value) }
         } catch {
             await connection.close("done")
             throw target.failure(error, "write to handle 0x\(String(handle, radix: 16)) failed")
         }
         let security = await target.close(connection, json: global.json)
         if global.json {
-            struct Output: Codable { var written: Int; var security: LinkSecurityState? }
+            struct Output: Codable {
+                var written: Int
+                var security: LinkSecurityState?
+            }
             Terminal.standardOutput.writeLine(try JSONOutput.string(Output(written: value.count, security: security)))
         } else {
             Terminal.standardOutput.writeLine("wrote \(value.count) bytes to handle 0x\(String(handle, radix: 16))")
@@ -396,8 +433,9 @@ struct GattSubscribe: AsyncParsableCommand {
     @Flag(name: .long, help: "Ask for indications instead of notifications.") var indications = false
     @Option(name: .long, help: "Stop after this many seconds.") var duration: Double = 10
     @Option(name: .long, help: "Stop after this many values.") var count: Int?
-    @Option(name: .customLong("write-handle"), help: "After subscribing, write --write-hex here without response (to send a request and watch its answer).",
-            transform: parseHandle) var writeHandle: UInt16?
+    @Option(
+        name: .customLong("write-handle"), help: "After subscribing, write --write-hex here without response (to send a request and watch its answer).",
+        transform: parseHandle) var writeHandle: UInt16?
     @Option(name: .customLong("write-hex"), help: "The value to write to --write-handle, as hex.") var writeHex: String?
 
     func validate() throws {
@@ -414,8 +452,9 @@ struct GattSubscribe: AsyncParsableCommand {
     func run() async throws {
         let connection = try await target.connect()
         // The CCCD follows the value: discover it within the characteristic's range.
-        let characteristic = GATTCharacteristic(uuid: .bit16(0), properties: [.notify], declaration: handle - 1,
-                                                valueHandle: handle, end: min(0xFFFF, handle + 3))
+        let characteristic = GATTCharacteristic(
+            uuid: .bit16(0), properties: [.notify], declaration: handle - 1,
+            valueHandle: handle, end: min(0xFFFF, handle + 3))
         do { try await connection.client.subscribe(characteristic, indications: indications) } catch {
             await connection.close("done")
             throw target.failure(error, "cannot subscribe to handle 0x\(String(handle, radix: 16))")
@@ -449,11 +488,14 @@ struct GattRead: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "read", abstract: "Read an attribute's value (long values with Read Blob).")
     @OptionGroup var global: GlobalOptions
     @OptionGroup var target: GattDevice
-    @Option(name: .long, help: "The attribute handle (decimal or 0x-hex).", transform: { text in
-        guard let value = UInt16(text.lowercased().hasPrefix("0x") ? String(text.dropFirst(2)) : text, radix: text.lowercased().hasPrefix("0x") ? 16 : 10),
-              value > 0 else { throw ValidationError("'\(text)' is not an attribute handle: use 1…0xFFFF") }
-        return value
-    }) var handle: UInt16
+    @Option(
+        name: .long, help: "The attribute handle (decimal or 0x-hex).",
+        transform: { text in
+            guard let value = UInt16(text.lowercased().hasPrefix("0x") ? String(text.dropFirst(2)) : text, radix: text.lowercased().hasPrefix("0x") ? 16 : 10),
+                value > 0
+            else { throw ValidationError("'\(text)' is not an attribute handle: use 1…0xFFFF") }
+            return value
+        }) var handle: UInt16
 
     func run() async throws {
         let connection = try await target.connect()
@@ -464,9 +506,17 @@ struct GattRead: AsyncParsableCommand {
         }
         let security = await target.close(connection, json: global.json)
         if global.json {
-            struct Output: Codable { var handle: UInt16; var hex: String; var text: String?; var security: LinkSecurityState? }
-            Terminal.standardOutput.writeLine(try JSONOutput.string(Output(handle: handle, hex: value.hexString, text: String(validating: value, as: UTF8.self),
-                                                                           security: security)))
+            struct Output: Codable {
+                var handle: UInt16
+                var hex: String
+                var text: String?
+                var security: LinkSecurityState?
+            }
+            Terminal.standardOutput.writeLine(
+                try JSONOutput.string(
+                    Output(
+                        handle: handle, hex: value.hexString, text: String(validating: value, as: UTF8.self),
+                        security: security)))
         } else {
             Terminal.standardOutput.writeLine(value.hexString + (String(validating: value, as: UTF8.self).map { "  \"\($0)\"" } ?? ""))
         }

@@ -30,11 +30,15 @@ struct SimPresets: AsyncParsableCommand {
 
     func run() async throws {
         let presets = LinkPreset.all.map {
-            PresetReport(name: $0.name, summary: $0.summary, model: $0.model,
-                         capacity: $0.model.capacity(payload: $0.model.maximumPayload))
+            PresetReport(
+                name: $0.name, summary: $0.summary, model: $0.model,
+                capacity: $0.model.capacity(payload: $0.model.maximumPayload))
         }
         if global.json {
-            struct Output: Codable { var presets: [PresetReport]; var keys: [String: String] }
+            struct Output: Codable {
+                var presets: [PresetReport]
+                var keys: [String: String]
+            }
             let keys = Dictionary(uniqueKeysWithValues: SimulatorAddress.keys(CommandContext.registry).map { ($0.key, $0.meaning) })
             Terminal.standardOutput.writeLine(try JSONOutput.string(Output(presets: presets, keys: keys)))
             return

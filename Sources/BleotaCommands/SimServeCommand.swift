@@ -31,12 +31,18 @@ struct SimServe: AsyncParsableCommand {
     @Option(name: .long, help: "Milliseconds a reset with a pending swap keeps the device away (default 1000).") var swapTime: Double?
     @Option(name: .long, help: "Stop after this many seconds (default: run until interrupted).") var duration: Double?
     @Option(name: .long, help: "Bytes the device's image slot holds (default 1 MiB).") var slot: Int?
-    @Option(name: .long, help: ArgumentHelp("Apply a simulator preset's BLE link model, in real time, to every client: PRESET[?loss=P&seed=N…] as in a sim:// address (air time, packets per event, the device's buffer and processing, loss). `kill -USR1` prints what crossed.", valueName: "PRESET")) var link: String?
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Apply a simulator preset's BLE link model, in real time, to every client: PRESET[?loss=P&seed=N…] as in a sim:// address (air time, packets per event, the device's buffer and processing, loss). `kill -USR1` prints what crossed.",
+            valueName: "PRESET")) var link: String?
     @Option(name: .long, help: "Serve this many independent devices (1…1000), on consecutive UDP ports from --udp's (a fleet for bleota fleet).")
     var devices: Int = 1
     @Option(name: .long, help: ArgumentHelp("Append one JSON line per device reset (device, its address, the version before and after) to this file.", valueName: "FILE"))
     var ledger: String?
-    @Option(name: .customLong("device-option"), help: ArgumentHelp("A key of the protocol's simulated device, as in a sim:// address (repeatable; bleota sim presets lists them).", valueName: "KEY=VALUE"))
+    @Option(
+        name: .customLong("device-option"),
+        help: ArgumentHelp("A key of the protocol's simulated device, as in a sim:// address (repeatable; bleota sim presets lists them).", valueName: "KEY=VALUE"))
     var deviceOptions: [String] = []
 
     func validate() throws {
@@ -81,15 +87,19 @@ struct SimServe: AsyncParsableCommand {
                 throw CommandFailure(.usage, "--\(flag) has no meaning for \(updateProtocol.identity.displayName)'s device: drop it")
             }
         }
-        options.merge(try keyValueOptions(deviceOptions, option: "--device-option", example: "nordic-hw=52",
-                                          accepted: updateProtocol.deviceOptions.map(\.key),
-                                          owner: "\(updateProtocol.identity.displayName)'s device")) { _, given in given }
+        options.merge(
+            try keyValueOptions(
+                deviceOptions, option: "--device-option", example: "nordic-hw=52",
+                accepted: updateProtocol.deviceOptions.map(\.key),
+                owner: "\(updateProtocol.identity.displayName)'s device")
+        ) { _, given in given }
         if let slot, !(1...Int(UInt32.max)).contains(slot) {
             throw CommandFailure(.usage, "--slot \(slot) is out of range: use 1…\(UInt32.max) bytes")
         }
-        let configuration = DeviceConfiguration(name: "bleota-sim", initialVersion: initialVersion, slotSize: slot ?? 1 << 20,
-                                                files: [DeviceConfiguration.welcomeFile.name: DeviceConfiguration.welcomeFile.bytes],
-                                                options: options)
+        let configuration = DeviceConfiguration(
+            name: "bleota-sim", initialVersion: initialVersion, slotSize: slot ?? 1 << 20,
+            files: [DeviceConfiguration.welcomeFile.name: DeviceConfiguration.welcomeFile.bytes],
+            options: options)
         let fleet: [any DeviceHalf]
         do throws(DeviceConfigurationError) {
             var made: [any DeviceHalf] = []
@@ -131,15 +141,21 @@ struct SimServe: AsyncParsableCommand {
         /// What the device pays per packet and per erase: the link model's device when --link is given.
         @Sendable func environment(_ reboot: @escaping @Sendable (RebootRequest) async -> Void) -> DeviceEnvironment {
             guard let model = shaping?.model else { return DeviceEnvironment(clock: clock, reboot: reboot) }
-            return DeviceEnvironment(clock: clock, processingTime: { model.processingTime(bytes: $0) }, flashPageSize: model.flashPageSize,
-                                     eraseTimePerPage: model.flashEraseTimePerPage, reboot: reboot)
+            return DeviceEnvironment(
+                clock: clock, processingTime: { model.processingTime(bytes: $0) }, flashPageSize: model.flashPageSize,
+                eraseTimePerPage: model.flashEraseTimePerPage, reboot: reboot)
         }
-        let statisticsSignal = shaping == nil ? nil : ProcessSignals.observe(SIGUSR1) {
-            for (index, shaped) in shapedLinks.links.withLock({ $0 }).enumerated() {
-                let statistics = shaped.statistics
-                Terminal.standardOutput.writeLine("link \(index + 1): \(statistics.messagesToDevice) messages (\(statistics.bytesToDevice) bytes) to the device, \(statistics.lostToDevice) lost, \(statistics.droppedByDeviceBuffer) dropped by its full buffer; \(statistics.messagesToClient) to the client, \(statistics.lostToClient) lost; \(statistics.connectionEvents) connection events")
+        let statisticsSignal =
+            shaping == nil
+            ? nil
+            : ProcessSignals.observe(SIGUSR1) {
+                for (index, shaped) in shapedLinks.links.withLock({ $0 }).enumerated() {
+                    let statistics = shaped.statistics
+                    Terminal.standardOutput.writeLine(
+                        "link \(index + 1): \(statistics.messagesToDevice) messages (\(statistics.bytesToDevice) bytes) to the device, \(statistics.lostToDevice) lost, \(statistics.droppedByDeviceBuffer) dropped by its full buffer; \(statistics.messagesToClient) to the client, \(statistics.lostToClient) lost; \(statistics.connectionEvents) connection events"
+                    )
+                }
             }
-        }
         defer { statisticsSignal?.cancel() }
 
         var endpoints: [String: String] = [:]
@@ -325,10 +341,22 @@ final class ResetLedger: Sendable {
     func append(device: Int, address: String, before: String, after: String) {
         /// `seconds` since `sim serve` started; `time`, the same moment as Unix time, lets a script set it
         /// against when its client started (scripts/peers-bench).
-        struct Line: Codable { var device: Int; var address: String; var event = "reset"; var before: String; var after: String; var seconds: Double; var time: Double }
+        struct Line: Codable {
+            var device: Int
+            var address: String
+            var event = "reset"
+            var before: String
+            var after: String
+            var seconds: Double
+            var time: Double
+        }
         let now = Date()
-        guard let text = try? JSONOutput.string(Line(device: device, address: address, before: before, after: after,
-                                                     seconds: now.timeIntervalSince(began), time: now.timeIntervalSince1970), pretty: false) else { return }
+        guard
+            let text = try? JSONOutput.string(
+                Line(
+                    device: device, address: address, before: before, after: after,
+                    seconds: now.timeIntervalSince(began), time: now.timeIntervalSince1970), pretty: false)
+        else { return }
         handle.withLock { try? $0.write(contentsOf: Data((text + "\n").utf8)) }
     }
 }

@@ -27,8 +27,11 @@ struct TuningOptions: ParsableArguments {
     @Option(name: .long, help: "Acknowledgement timeouts in a row before giving up.")
     var retries: Int?
 
-    @Flag(name: .long, inversion: .prefixedNo,
-          help: "Closed-loop pacing (default on): window and gap follow the delivery rate and round trip the acknowledgements show, within the buffer the device advertises. --window or --delay given alone turn it off (they are then used as given); with --adaptive they are where it starts.")
+    @Flag(
+        name: .long, inversion: .prefixedNo,
+        help:
+            "Closed-loop pacing (default on): window and gap follow the delivery rate and round trip the acknowledgements show, within the buffer the device advertises. --window or --delay given alone turn it off (they are then used as given); with --adaptive they are where it starts."
+    )
     var adaptive: Bool?
 
     @Option(name: .long, help: "Deflate the stream: auto (when the device supports it and it helps), on, off.")
@@ -90,8 +93,10 @@ struct TuningOptions: ParsableArguments {
         let meaningless = givenKnobs.filter { updateProtocol.tuningKnobs[$0] == nil }.map { "--" + $0.rawValue }.sorted()
         guard meaningless.isEmpty else {
             let meaningful = updateProtocol.tuningKnobs.keys.map { "--" + $0.rawValue }.sorted()
-            throw CommandFailure(.usage, "\(meaningless.joined(separator: ", ")) \(meaningless.count == 1 ? "has" : "have") no meaning for \(updateProtocol.identity.displayName): drop \(meaningless.count == 1 ? "it" : "them")"
-                                 + (meaningful.isEmpty ? "" : " (it takes \(meaningful.joined(separator: ", ")))"))
+            throw CommandFailure(
+                .usage,
+                "\(meaningless.joined(separator: ", ")) \(meaningless.count == 1 ? "has" : "have") no meaning for \(updateProtocol.identity.displayName): drop \(meaningless.count == 1 ? "it" : "them")"
+                    + (meaningful.isEmpty ? "" : " (it takes \(meaningful.joined(separator: ", ")))"))
         }
     }
 }

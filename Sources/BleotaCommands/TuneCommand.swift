@@ -26,7 +26,11 @@ struct TuneCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Largest packet to try (default: the link's largest).") var maximumPacket: Int?
     @Option(name: .long, help: "Write a heatmap of goodput over packet size × delay (loss shown, choice marked) to this SVG file.") var plot: String?
     @Flag(name: .long, help: "Measure and report, but do not save the choice.") var noSave = false
-    @Option(name: .long, help: "Measure with this image instead of test bytes, for a protocol whose devices take only real images (Nordic DFU packages): it is sent as flash would send it but never activated.")
+    @Option(
+        name: .long,
+        help:
+            "Measure with this image instead of test bytes, for a protocol whose devices take only real images (Nordic DFU packages): it is sent as flash would send it but never activated."
+    )
     var image: String?
 
     func validate() throws {
@@ -54,8 +58,9 @@ struct TuneCommand: AsyncParsableCommand {
         if let plot { try checkOutputPath(plot) }
         // Tuning measures test transfers the device checks and discards: a protocol without
         // them could only be measured by changing the device.
-        let updateProtocol = try await deviceOptions.device.resolveProtocol(explicit: protocolOption.name, needs: .testTransfer,
-                                                                            timeout: deviceOptions.timeouts.connect, pairing: deviceOptions.pairing.policy, logger: logger)
+        let updateProtocol = try await deviceOptions.device.resolveProtocol(
+            explicit: protocolOption.name, needs: .testTransfer,
+            timeout: deviceOptions.timeouts.connect, pairing: deviceOptions.pairing.policy, logger: logger)
         try await tune(updateProtocol, logger: logger)
     }
 
@@ -70,7 +75,8 @@ struct TuneCommand: AsyncParsableCommand {
         var trialImage: PreparedImage?
         if updateProtocol.testTransferNeedsImage {
             guard let image else {
-                throw CommandFailure(.usage, "\(updateProtocol.identity.displayName) devices take only real images: give the package to measure with, --image FILE (it is sent but never activated)")
+                throw CommandFailure(
+                    .usage, "\(updateProtocol.identity.displayName) devices take only real images: give the package to measure with, --image FILE (it is sent but never activated)")
             }
             do { trialImage = try updateProtocol.prepareImage(ImageRequest(path: image)) } catch { throw error.commandFailure }
         } else if image != nil {
@@ -79,8 +85,10 @@ struct TuneCommand: AsyncParsableCommand {
         let measuredImage = trialImage
         let outcome = try await deviceOptions.device.session(protocol: updateProtocol, logger: logger, pairing: deviceOptions.pairing.policy) { connector, clock in
             @Sendable func host(_ tuning: TransferTuning) -> any ProtocolHost {
-                updateProtocol.makeHost(HostContext(protocolName: name, connector: connector, clock: clock, tuning: tuning,
-                                                    explicitKnobs: [.packetSize, .window, .delay], timeouts: timeouts, logger: logger))
+                updateProtocol.makeHost(
+                    HostContext(
+                        protocolName: name, connector: connector, clock: clock, tuning: tuning,
+                        explicitKnobs: [.packetSize, .window, .delay], timeouts: timeouts, logger: logger))
             }
             // The link's largest packet, from a default test transfer (also the reference point).
             let defaults = TransferTuning()
@@ -95,15 +103,17 @@ struct TuneCommand: AsyncParsableCommand {
                 let bytes = pseudoRandomBytes(trialBytes, seed: seed.next())
                 do {
                     let trialHost = host(point.apply(to: base))
-                    let report = if let measuredImage {
-                        try await trialHost.testTransfer(image: measuredImage)
-                    } else {
-                        try await trialHost.testTransfer(bytes)
-                    }
+                    let report =
+                        if let measuredImage {
+                            try await trialHost.testTransfer(image: measuredImage)
+                        } else {
+                            try await trialHost.testTransfer(bytes)
+                        }
                     let statistics = report.statistics
                     let loss = statistics.packetsSent > 0 ? Double(statistics.packetsLost) / Double(statistics.packetsSent) : 0
-                    let trial = TuningTrial(point: point, goodput: report.goodput, loss: loss, packetsSent: statistics.packetsSent,
-                                            packetsResent: statistics.packetsResent)
+                    let trial = TuningTrial(
+                        point: point, goodput: report.goodput, loss: loss, packetsSent: statistics.packetsSent,
+                        packetsResent: statistics.packetsResent)
                     if !quiet { Terminal.standardError.writeLine(Self.row(trial)) }
                     return trial
                 } catch {
@@ -118,11 +128,12 @@ struct TuneCommand: AsyncParsableCommand {
                 var probeTuning = base
                 probeTuning.packetSize = maximumPacket
                 let probeHost = host(probeTuning)
-                probeReport = if let measuredImage {
-                    try await probeHost.testTransfer(image: measuredImage)
-                } else {
-                    try await probeHost.testTransfer(pseudoRandomBytes(4096, seed: seed.next()))
-                }
+                probeReport =
+                    if let measuredImage {
+                        try await probeHost.testTransfer(image: measuredImage)
+                    } else {
+                        try await probeHost.testTransfer(pseudoRandomBytes(4096, seed: seed.next()))
+                    }
             } catch let error as TransferError {
                 throw CommandFailure(error.exitStatus, "the first test transfer failed: \(error)")
             }
@@ -149,8 +160,10 @@ struct TuneCommand: AsyncParsableCommand {
         var savedTo: String?
         if !noSave {
             do {
-                savedTo = try TuningStore().save(SavedTuning(point: chosen.point, goodput: chosen.goodput, loss: chosen.loss,
-                                                             trials: trials.count, savedAt: Date()), for: identity)
+                savedTo = try TuningStore().save(
+                    SavedTuning(
+                        point: chosen.point, goodput: chosen.goodput, loss: chosen.loss,
+                        trials: trials.count, savedAt: Date()), for: identity)
             } catch {
                 throw CommandFailure(.failure, "cannot save the tuning: \(error.localizedDescription)")
             }
@@ -159,14 +172,17 @@ struct TuneCommand: AsyncParsableCommand {
             let svg = TuningPlot.svg(space: space, trials: trials, chosen: chosen, title: "bleota tune — \(deviceOptions.device)")
             try writeFileAtomically(Array(svg.utf8), to: plot)
         }
-        let report = Report(device: deviceOptions.device.text, identity: identity.key, mode: grid ? "grid" : "search", space: space,
-                            trials: trials, gridSize: space.count, chosen: chosen, reference: reference, reasons: reasons, savedTo: savedTo)
+        let report = Report(
+            device: deviceOptions.device.text, identity: identity.key, mode: grid ? "grid" : "search", space: space,
+            trials: trials, gridSize: space.count, chosen: chosen, reference: reference, reasons: reasons, savedTo: savedTo)
         if global.json {
             Terminal.standardOutput.writeLine(try JSONOutput.string(report))
             return
         }
-        var lines = ["\(trials.count) of \(space.count) settings measured (\(grid ? "full grid" : "search")); chose \(chosen.point):",
-                     String(format: "  %@/s, loss %.1f %%, %d resent", formatBytes(Int(chosen.goodput)), chosen.loss * 100, chosen.packetsResent)]
+        var lines = [
+            "\(trials.count) of \(space.count) settings measured (\(grid ? "full grid" : "search")); chose \(chosen.point):",
+            String(format: "  %@/s, loss %.1f %%, %d resent", formatBytes(Int(chosen.goodput)), chosen.loss * 100, chosen.packetsResent),
+        ]
         lines += reasons.map { "  - " + $0 }
         if let savedTo { lines.append("saved for \(identity.key) in \(savedTo); flash, push and pull will use it") }
         if let plot { lines.append("heatmap written to \(plot)") }
@@ -176,11 +192,13 @@ struct TuneCommand: AsyncParsableCommand {
     static let header = "packet  window  delay ms   goodput/s   loss %  resent"
     static func row(_ trial: TuningTrial) -> String {
         if let failure = trial.failure {
-            return String(format: "%6d  %6d  %8.1f   failed: %@", trial.point.packetSize, trial.point.window,
-                          Double(trial.point.delayMicroseconds) / 1000, failure)
+            return String(
+                format: "%6d  %6d  %8.1f   failed: %@", trial.point.packetSize, trial.point.window,
+                Double(trial.point.delayMicroseconds) / 1000, failure)
         }
-        return String(format: "%6d  %6d  %8.1f  %10@  %7.1f  %6d", trial.point.packetSize, trial.point.window,
-                      Double(trial.point.delayMicroseconds) / 1000, formatBytes(Int(trial.goodput)), trial.loss * 100, trial.packetsResent)
+        return String(
+            format: "%6d  %6d  %8.1f  %10@  %7.1f  %6d", trial.point.packetSize, trial.point.window,
+            Double(trial.point.delayMicroseconds) / 1000, formatBytes(Int(trial.goodput)), trial.loss * 100, trial.packetsResent)
     }
 }
 
@@ -188,7 +206,12 @@ struct TuneCommand: AsyncParsableCommand {
 final class SeedCounter: @unchecked Sendable {
     private var value: UInt64 = 0x7E57
     private let lock = NSLock()
-    func next() -> UInt64 { lock.lock(); defer { lock.unlock() }; value &+= 1; return value }
+    func next() -> UInt64 {
+        lock.lock()
+        defer { lock.unlock() }
+        value &+= 1
+        return value
+    }
 }
 
 func pseudoRandomBytes(_ count: Int, seed: UInt64) -> [UInt8] {
@@ -211,9 +234,15 @@ struct DeviceIdentity: Equatable {
     var key: String
 
     init(_ address: String) {
-        guard let query = address.firstIndex(of: "?") else { key = address; return }
+        guard let query = address.firstIndex(of: "?") else {
+            key = address
+            return
+        }
         let base = String(address[..<query])
-        if address.hasPrefix("ble://") { key = base; return }
+        if address.hasPrefix("ble://") {
+            key = base
+            return
+        }
         let kept = address[address.index(after: query)...].split(separator: "&").filter { !$0.hasPrefix("seed=") }
         key = kept.isEmpty ? base : base + "?" + kept.joined(separator: "&")
     }
@@ -233,7 +262,8 @@ struct TuningStore {
     let path: String
 
     init(environment: [String: String] = ProcessInfo.processInfo.environment) {
-        let base = environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : $0 }
+        let base =
+            environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : $0 }
             ?? ((environment["HOME"] ?? NSHomeDirectory()) + "/.config")
         path = base + "/bleota/tuning.json"
     }
@@ -298,7 +328,8 @@ enum TuningPlot {
             svg += "<text x=\"\(left + index * cellWidth + cellWidth / 2)\" y=\"\(top - 8)\" text-anchor=\"middle\">\(Double(delay) / 1000) ms</text>\n"
         }
         svg += "<text x=\"\(left + columns.count * cellWidth / 2)\" y=\"\(top + rows.count * cellHeight + 24)\" text-anchor=\"middle\">inter-packet delay</text>\n"
-        svg += "<text x=\"20\" y=\"\(top + rows.count * cellHeight / 2)\" transform=\"rotate(-90 20 \(top + rows.count * cellHeight / 2))\" text-anchor=\"middle\">packet size (bytes)</text>\n"
+        svg +=
+            "<text x=\"20\" y=\"\(top + rows.count * cellHeight / 2)\" transform=\"rotate(-90 20 \(top + rows.count * cellHeight / 2))\" text-anchor=\"middle\">packet size (bytes)</text>\n"
         for (row, size) in rows.enumerated() {
             let y = top + row * cellHeight
             svg += "<text x=\"\(left - 8)\" y=\"\(y + cellHeight / 2 + 4)\" text-anchor=\"end\">\(size)</text>\n"
@@ -318,9 +349,11 @@ enum TuningPlot {
             }
         }
         if let row = rows.firstIndex(of: chosen.point.packetSize), let column = columns.firstIndex(of: chosen.point.delayMicroseconds) {
-            svg += "<rect x=\"\(left + column * cellWidth - 2)\" y=\"\(top + row * cellHeight - 2)\" width=\"\(cellWidth + 2)\" height=\"\(cellHeight + 2)\" fill=\"none\" stroke=\"black\" stroke-width=\"4\"/>\n"
+            svg +=
+                "<rect x=\"\(left + column * cellWidth - 2)\" y=\"\(top + row * cellHeight - 2)\" width=\"\(cellWidth + 2)\" height=\"\(cellHeight + 2)\" fill=\"none\" stroke=\"black\" stroke-width=\"4\"/>\n"
         }
-        svg += "<text x=\"\(left)\" y=\"\(top + rows.count * cellHeight + 50)\">chosen: \(escape(chosen.point.description)) — \(escape(formatBytes(Int(chosen.goodput))))/s, \(String(format: "%.1f", chosen.loss * 100)) % loss; \(trials.count) trials of \(space.count)</text>\n"
+        svg +=
+            "<text x=\"\(left)\" y=\"\(top + rows.count * cellHeight + 50)\">chosen: \(escape(chosen.point.description)) — \(escape(formatBytes(Int(chosen.goodput))))/s, \(String(format: "%.1f", chosen.loss * 100)) % loss; \(trials.count) trials of \(space.count)</text>\n"
         svg += "</svg>\n"
         return svg
     }

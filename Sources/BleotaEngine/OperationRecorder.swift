@@ -25,8 +25,10 @@ public struct OperationRecorder: Sendable {
     /// Set while ``enterTransfer()`` enters the step, waited or not.
     private var enteringThroughGate = false
 
-    public init(operation: String, protocolName: String, device: String, clock: any BleotaClock,
-                transferTurn: TransferTurn? = nil, onEvent: @escaping @Sendable (UpdateEvent) -> Void) {
+    public init(
+        operation: String, protocolName: String, device: String, clock: any BleotaClock,
+        transferTurn: TransferTurn? = nil, onEvent: @escaping @Sendable (UpdateEvent) -> Void
+    ) {
         self.transferTurn = transferTurn
         self.operation = operation
         self.protocolName = protocolName
@@ -65,8 +67,9 @@ public struct OperationRecorder: Sendable {
                 stepStarted += waited
             }
             if turn.wasWithdrawn {
-                throw TransferError(.linkLost, step: .transfer,
-                                    "left the queue for a transfer place: another adapter has one free, and the update starts again there")
+                throw TransferError(
+                    .linkLost, step: .transfer,
+                    "left the queue for a transfer place: another adapter has one free, and the update starts again there")
             }
             if !placed, let limit = turn.maximumWait, waited >= limit {
                 onEvent(.note("waited \(Int(limit.seconds)) s for a transfer place; transferring beside the others rather than leave the device idle longer"))
@@ -112,15 +115,18 @@ public struct OperationRecorder: Sendable {
     }
 
     /// The report of the operation so far; the current step's time is counted up to now.
-    public mutating func finish(bytes: Int, transfer: TransferSummary?, statistics: TransferStatistics,
-                                tuning: TransferTuning) -> UpdateReport {
+    public mutating func finish(
+        bytes: Int, transfer: TransferSummary?, statistics: TransferStatistics,
+        tuning: TransferTuning
+    ) -> UpdateReport {
         closeStep()
         currentStep = nil
-        var report = UpdateReport(operation: operation, device: device, bytes: bytes,
-                                  streamBytes: transfer?.streamBytes ?? bytes, compressed: transfer?.compressed ?? false,
-                                  packetSize: transfer?.packetSize ?? 0, transferSeconds: transfer?.elapsed.seconds ?? 0,
-                                  totalSeconds: (clock.now - started).seconds, statistics: statistics,
-                                  stepSeconds: stepSeconds, tuning: tuning)
+        var report = UpdateReport(
+            operation: operation, device: device, bytes: bytes,
+            streamBytes: transfer?.streamBytes ?? bytes, compressed: transfer?.compressed ?? false,
+            packetSize: transfer?.packetSize ?? 0, transferSeconds: transfer?.elapsed.seconds ?? 0,
+            totalSeconds: (clock.now - started).seconds, statistics: statistics,
+            stepSeconds: stepSeconds, tuning: tuning)
         report.protocolName = protocolName
         report.versionBefore = versionBefore
         report.versionAfter = versionAfter

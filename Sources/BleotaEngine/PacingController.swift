@@ -153,8 +153,10 @@ public struct PacingController: Sendable {
     /// `sample` is the delivery-rate sample of the newest of them (nil if none),
     /// `roundTrip` its round trip when it was sent once.
     /// `newestSentAt` is when the newest of the acknowledged packets was sent.
-    public mutating func acknowledged(now: Duration, newlyDelivered: Int, sample: RateSample?, roundTrip: Duration?,
-                                      newestSentAt: Duration? = nil) {
+    public mutating func acknowledged(
+        now: Duration, newlyDelivered: Int, sample: RateSample?, roundTrip: Duration?,
+        newestSentAt: Duration? = nil
+    ) {
         guard newlyDelivered > 0 else { return }
         delivered += newlyDelivered
         deliveredAt = now

@@ -53,7 +53,8 @@ public struct ReceiverWindow: Sendable {
     public mutating func receive(sequence: UInt16) -> Receipt {
         let index = SequenceNumber.unwrap(sequence, near: nextExpected)
         guard index >= 0, index < packetCount,
-              index < nextExpected + 4 * TransferTuning.maximumWindow + 64 else { return .outOfWindow }
+            index < nextExpected + 4 * TransferTuning.maximumWindow + 64
+        else { return .outOfWindow }
         if received[index] {
             duplicateCount += 1
             return .duplicate(index: index)

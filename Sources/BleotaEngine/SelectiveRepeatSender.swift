@@ -70,7 +70,10 @@ public struct SelectiveRepeatSender: Sendable {
         while let lost = lostQueue.first {
             lostQueue.removeFirst()
             guard states[lost] == .lost else { continue }
-            guard inFlight < window else { lostQueue.insert(lost, at: 0); return nil }
+            guard inFlight < window else {
+                lostQueue.insert(lost, at: 0)
+                return nil
+            }
             transmit(lost)
             resentCount += 1
             return lost
@@ -117,11 +120,17 @@ public struct SelectiveRepeatSender: Sendable {
         let cumulative = min(max(nextExpected, base), packetCount)
         var newest: UInt32 = 0
         for index in base..<cumulative where states[index] != .acknowledged {
-            if lastTransmission[index] > newest { newest = lastTransmission[index]; outcome.newest = index }
+            if lastTransmission[index] > newest {
+                newest = lastTransmission[index]
+                outcome.newest = index
+            }
             acknowledge(index)
         }
         for index in received where index >= 0 && index < packetCount && states[index] != .acknowledged {
-            if lastTransmission[index] > newest { newest = lastTransmission[index]; outcome.newest = index }
+            if lastTransmission[index] > newest {
+                newest = lastTransmission[index]
+                outcome.newest = index
+            }
             acknowledge(index)
         }
         advanceBase()

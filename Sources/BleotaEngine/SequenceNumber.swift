@@ -44,7 +44,10 @@ public struct RangeSet: Sendable, Hashable, Codable {
             if existing.upperBound < lower {
                 result.append(existing)
             } else if existing.lowerBound > upper {
-                if !inserted { result.append(lower..<upper); inserted = true }
+                if !inserted {
+                    result.append(lower..<upper)
+                    inserted = true
+                }
                 result.append(existing)
             } else {
                 lower = min(lower, existing.lowerBound)

@@ -63,8 +63,10 @@ public struct TransferProgress: Sendable, Equatable, Codable {
 
     public var fraction: Double { totalBytes == 0 ? 1 : Double(bytesAcknowledged) / Double(totalBytes) }
 
-    public init(bytesAcknowledged: Int, totalBytes: Int, packetsSent: Int, packetsResent: Int, packetsLost: Int,
-                elapsed: Duration, window: Int, interPacketDelay: Duration) {
+    public init(
+        bytesAcknowledged: Int, totalBytes: Int, packetsSent: Int, packetsResent: Int, packetsLost: Int,
+        elapsed: Duration, window: Int, interPacketDelay: Duration
+    ) {
         self.bytesAcknowledged = bytesAcknowledged
         self.totalBytes = totalBytes
         self.packetsSent = packetsSent
@@ -151,16 +153,21 @@ public final class TransferEngine: @unchecked Sendable {
     /// `receiverBuffer` is the number of packets the receiver says it can queue
     /// (nil if it did not say); closed-loop pacing keeps the flight within it
     /// unless the round trip needs more, and then spaces the packets.
-    public convenience init(stream: [UInt8], packetSize: Int, wire: any TransferWire, tuning: TransferTuning,
-                            clock: any BleotaClock, receiverBuffer: Int? = nil, logger: Logger = Logger(label: "bleota.engine"),
-                            onProgress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) {
-        self.init(source: stream, packetSize: packetSize, wire: wire, tuning: tuning, clock: clock,
-                  receiverBuffer: receiverBuffer, logger: logger, onProgress: onProgress)
+    public convenience init(
+        stream: [UInt8], packetSize: Int, wire: any TransferWire, tuning: TransferTuning,
+        clock: any BleotaClock, receiverBuffer: Int? = nil, logger: Logger = Logger(label: "bleota.engine"),
+        onProgress: @escaping @Sendable (TransferProgress) -> Void = { _ in }
+    ) {
+        self.init(
+            source: stream, packetSize: packetSize, wire: wire, tuning: tuning, clock: clock,
+            receiverBuffer: receiverBuffer, logger: logger, onProgress: onProgress)
     }
 
-    public init(source: any ByteSource, packetSize: Int, wire: any TransferWire, tuning: TransferTuning,
-                clock: any BleotaClock, receiverBuffer: Int? = nil, logger: Logger = Logger(label: "bleota.engine"),
-                onProgress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) {
+    public init(
+        source: any ByteSource, packetSize: Int, wire: any TransferWire, tuning: TransferTuning,
+        clock: any BleotaClock, receiverBuffer: Int? = nil, logger: Logger = Logger(label: "bleota.engine"),
+        onProgress: @escaping @Sendable (TransferProgress) -> Void = { _ in }
+    ) {
         self.source = source
         self.packetSize = max(1, packetSize)
         self.wire = wire
@@ -177,9 +184,11 @@ public final class TransferEngine: @unchecked Sendable {
             if receiverBuffer != nil {
                 stalls = StallPredictor(packetSize: self.packetSize, ackInterval: ackInterval)
             }
-            pacer = PacingController(.init(initialWindow: tuning.window, receiverBuffer: receiverBuffer,
-                                           ackInterval: ackInterval,
-                                           initialGap: tuning.interPacketDelay))
+            pacer = PacingController(
+                .init(
+                    initialWindow: tuning.window, receiverBuffer: receiverBuffer,
+                    ackInterval: ackInterval,
+                    initialGap: tuning.interPacketDelay))
         }
     }
 
@@ -293,7 +302,10 @@ public final class TransferEngine: @unchecked Sendable {
         while !sender.isComplete {
             // Take in whatever feedback has arrived before deciding what to send.
             while let item = inbox.poll() {
-                if try handle(item) { timeouts = 0; probed = false }
+                if try handle(item) {
+                    timeouts = 0
+                    probed = false
+                }
             }
             if sender.isComplete { break }
             try await adjustAckInterval(link: link)
@@ -339,7 +351,10 @@ public final class TransferEngine: @unchecked Sendable {
                 item = nil
             }
             if let item {
-                if try handle(item) { timeouts = 0; probed = false }
+                if try handle(item) {
+                    timeouts = 0
+                    probed = false
+                }
                 continue
             }
             if ackInterval != requestedAckInterval && !sender.isComplete && sender.inFlight > 0 {
@@ -352,11 +367,15 @@ public final class TransferEngine: @unchecked Sendable {
                 timeouts += 1
                 statistics.ackTimeouts += 1
                 if timeouts > tuning.maxRetries {
-                    throw TransferError(.timeout, step: .transfer,
-                                        "the device stopped acknowledging (\(timeouts) timeouts of \(tuning.ackTimeout)): check it is in range and powered, or raise --ack-timeout")
+                    throw TransferError(
+                        .timeout, step: .transfer,
+                        "the device stopped acknowledging (\(timeouts) timeouts of \(tuning.ackTimeout)): check it is in range and powered, or raise --ack-timeout")
                 }
                 logger.debug("acknowledgement timeout \(timeouts); asking again")
-                if timeouts >= 2 { statistics.packetsLost += sender.timeoutAllInFlight(); pacer?.stalled() }
+                if timeouts >= 2 {
+                    statistics.packetsLost += sender.timeoutAllInFlight()
+                    pacer?.stalled()
+                }
             }
             probed = true
             requestMark = sender.transmissionCount
@@ -376,7 +395,8 @@ public final class TransferEngine: @unchecked Sendable {
     /// 5 % loss on `1m-no-dle-30ms`, 20 instead of 16 cost 3.7 points).
     private var wantedAckInterval: Int {
         guard let pacer, pacer.phase == .steady, !pacer.receiverLimited, !longerAckIntervalFailed,
-              (wire.sequenceSpan ?? .max) >= 2 * Self.linkBoundAckInterval else { return requestedAckInterval }
+            (wire.sequenceSpan ?? .max) >= 2 * Self.linkBoundAckInterval
+        else { return requestedAckInterval }
         return max(requestedAckInterval, Self.linkBoundAckInterval)
     }
 
@@ -408,7 +428,8 @@ public final class TransferEngine: @unchecked Sendable {
 
     private var eraseLimit: Int {
         guard let stalls, let buffer = receiverBuffer, window > buffer,
-              var stall = stalls.nextStall(atOrAfter: sender.base) else { return .max }
+            var stall = stalls.nextStall(atOrAfter: sender.base)
+        else { return .max }
         while stall < sender.packetCount && sender.isAcknowledged(stall) {
             guard let next = stalls.nextStall(atOrAfter: stall + 1) else { return .max }
             stall = next
@@ -431,8 +452,9 @@ public final class TransferEngine: @unchecked Sendable {
             // A gap counts as a stall only with nothing lost: after a loss the first
             // unacknowledged packet says where the loss was, not where the device paused.
             if let previous = lastAcknowledgementAt, sender.inFlight > 0, !sender.hasLost, !askedSinceAcknowledgement,
-               let floor = pacer?.shortestRoundTrip,
-               stalls?.acknowledgement(after: now - previous, shortestRoundTrip: floor, firstUnacknowledged: sender.base) == true {
+                let floor = pacer?.shortestRoundTrip,
+                stalls?.acknowledgement(after: now - previous, shortestRoundTrip: floor, firstUnacknowledged: sender.base) == true
+            {
                 pacer?.receiverStalled()
                 logger.debug("receiver stalled \(now - previous) with packet \(sender.base) first unacknowledged; page \(stalls?.pageSize.map(String.init) ?? "not known yet")")
             }
@@ -468,14 +490,16 @@ public final class TransferEngine: @unchecked Sendable {
                     // since the newest one was sent, over the longer of the time they took to be
                     // acknowledged and the time they took to be sent — acknowledgements that arrive
                     // bunched (two in one connection event) must not read as a faster receiver.
-                    sample = .init(delivered: pacer.delivered + outcome.newlyAcknowledged - sent.deliveredAtSend,
-                                   interval: max(now - sent.deliveredTimeAtSend, sent.sentAt - sent.flightStartAtSend),
-                                   deliveredAtSend: sent.deliveredAtSend)
+                    sample = .init(
+                        delivered: pacer.delivered + outcome.newlyAcknowledged - sent.deliveredAtSend,
+                        interval: max(now - sent.deliveredTimeAtSend, sent.sentAt - sent.flightStartAtSend),
+                        deliveredAtSend: sent.deliveredAtSend)
                 }
             }
             if sender.longestLossRun >= Self.overflowRun { pacer?.burstLost() }
-            pacer?.acknowledged(now: now, newlyDelivered: outcome.newlyAcknowledged, sample: sample, roundTrip: roundTripSample,
-                                newestSentAt: newestSentAt)
+            pacer?.acknowledged(
+                now: now, newlyDelivered: outcome.newlyAcknowledged, sample: sample, roundTrip: roundTripSample,
+                newestSentAt: newestSentAt)
             if outcome.newlyAcknowledged > 0 { reportProgress() }
             return outcome.newlyAcknowledged > 0 || outcome.newlyLost > 0
         case .negativeAcknowledgement(let first, let count):
@@ -495,9 +519,10 @@ public final class TransferEngine: @unchecked Sendable {
     private func reportProgress() {
         statistics.packetsSent = sender.sentCount
         statistics.packetsResent = sender.resentCount
-        onProgress(TransferProgress(
-            bytesAcknowledged: bytesAcknowledged, totalBytes: source.count, packetsSent: sender.sentCount,
-            packetsResent: sender.resentCount, packetsLost: statistics.packetsLost,
-            elapsed: clock.now - (started ?? clock.now), window: window, interPacketDelay: delay))
+        onProgress(
+            TransferProgress(
+                bytesAcknowledged: bytesAcknowledged, totalBytes: source.count, packetsSent: sender.sentCount,
+                packetsResent: sender.resentCount, packetsLost: statistics.packetsLost,
+                elapsed: clock.now - (started ?? clock.now), window: window, interPacketDelay: delay))
     }
 }

@@ -60,9 +60,11 @@ public struct TransferTuning: Sendable, Hashable, Codable {
 
     public static let maximumWindow = 250
 
-    public init(packetSize: Int? = nil, window: Int = 32, interPacketDelay: Duration = .zero, ackInterval: Int = 16,
-                ackTimeout: Duration = .milliseconds(750), maxRetries: Int = 8, adaptive: Bool = true,
-                compression: Compression = .auto, maxReconnects: Int = 5) {
+    public init(
+        packetSize: Int? = nil, window: Int = 32, interPacketDelay: Duration = .zero, ackInterval: Int = 16,
+        ackTimeout: Duration = .milliseconds(750), maxRetries: Int = 8, adaptive: Bool = true,
+        compression: Compression = .auto, maxReconnects: Int = 5
+    ) {
         self.packetSize = packetSize
         self.window = window
         self.interPacketDelay = interPacketDelay

@@ -83,8 +83,9 @@ public struct TuningSpace: Sendable, Codable, Equatable {
     /// Packet sizes from an eighth of the link's largest to all of it; windows 2…32; delays 0…16 ms.
     public static func standard(maximumPacket: Int) -> TuningSpace {
         let sizes = Set([maximumPacket, maximumPacket * 3 / 4, maximumPacket / 2, maximumPacket / 4].map { max(8, $0) })
-        return TuningSpace(packetSizes: Array(sizes), windows: [2, 4, 8, 16, 32],
-                           delays: [.zero, .milliseconds(1), .milliseconds(2), .milliseconds(4), .milliseconds(8), .milliseconds(16)])
+        return TuningSpace(
+            packetSizes: Array(sizes), windows: [2, 4, 8, 16, 32],
+            delays: [.zero, .milliseconds(1), .milliseconds(2), .milliseconds(4), .milliseconds(8), .milliseconds(16)])
     }
 
     public var count: Int { packetSizes.count * windows.count * delaysMicroseconds.count }
@@ -102,8 +103,9 @@ public struct TuningSpace: Sendable, Codable, Equatable {
     /// The grid point nearest `point` (each coordinate snapped to its nearest value).
     public func snap(_ point: TuningPoint) -> TuningPoint {
         func nearest(_ values: [Int], _ value: Int) -> Int { values.min { abs($0 - value) < abs($1 - value) } ?? value }
-        return TuningPoint(packetSize: nearest(packetSizes, point.packetSize), window: nearest(windows, point.window),
-                           delay: .microseconds(nearest(delaysMicroseconds, point.delayMicroseconds)))
+        return TuningPoint(
+            packetSize: nearest(packetSizes, point.packetSize), window: nearest(windows, point.window),
+            delay: .microseconds(nearest(delaysMicroseconds, point.delayMicroseconds)))
     }
 
     /// The neighbours of `point` along one axis (one step down and one up).
@@ -144,8 +146,10 @@ public enum TuningSearch {
     /// packet, the second-smallest window, no delay) when trials remain: slow devices
     /// often have a second, better mode at small windows that a descent from the
     /// aggressive default does not reach. Every measured trial is returned, in order.
-    public static func search(_ space: TuningSpace, from start: TuningPoint, maximumTrials: Int? = nil,
-                              measure: (TuningPoint) async -> TuningTrial) async -> [TuningTrial] {
+    public static func search(
+        _ space: TuningSpace, from start: TuningPoint, maximumTrials: Int? = nil,
+        measure: (TuningPoint) async -> TuningTrial
+    ) async -> [TuningTrial] {
         var trials: [TuningPoint: TuningTrial] = [:]
         var order: [TuningTrial] = []
         let limit = maximumTrials ?? max(4, space.count / 4)
@@ -178,8 +182,9 @@ public enum TuningSearch {
             }
         }
         await descend(from: space.snap(start))
-        let cautious = TuningPoint(packetSize: space.packetSizes.last ?? start.packetSize,
-                                   window: space.windows.count > 1 ? space.windows[1] : space.windows.first ?? start.window, delay: .zero)
+        let cautious = TuningPoint(
+            packetSize: space.packetSizes.last ?? start.packetSize,
+            window: space.windows.count > 1 ? space.windows[1] : space.windows.first ?? start.window, delay: .zero)
         if order.count < limit, trials[cautious] == nil { await descend(from: cautious) }
         return order
     }

@@ -1,4 +1,5 @@
 import BleotaLink
+
 /// What an update or transfer reports as it goes: step changes, progress, notes.
 public enum UpdateEvent: Sendable {
     case step(UpdateStep)
@@ -21,8 +22,10 @@ public struct StepTimeouts: Sendable, Hashable, Codable {
     /// Times a request is sent before giving up (a request or its answer can be lost).
     public var attempts: Int
 
-    public init(connect: Duration = .seconds(10), response: Duration = .seconds(2),
-                reboot: Duration = .seconds(30), verify: Duration = .seconds(30), attempts: Int = 5) {
+    public init(
+        connect: Duration = .seconds(10), response: Duration = .seconds(2),
+        reboot: Duration = .seconds(30), verify: Duration = .seconds(30), attempts: Int = 5
+    ) {
         self.connect = connect
         self.response = response
         self.reboot = reboot
@@ -62,9 +65,11 @@ public struct UpdateReport: Sendable, Codable, Equatable {
     /// Filled in by the caller when the link was encrypted: the level reached and how.
     public var security: LinkSecurityState?
 
-    public init(operation: String, device: String, bytes: Int, streamBytes: Int, compressed: Bool, packetSize: Int,
-                transferSeconds: Double, totalSeconds: Double, statistics: TransferStatistics,
-                stepSeconds: [String: Double], tuning: TransferTuning) {
+    public init(
+        operation: String, device: String, bytes: Int, streamBytes: Int, compressed: Bool, packetSize: Int,
+        transferSeconds: Double, totalSeconds: Double, statistics: TransferStatistics,
+        stepSeconds: [String: Double], tuning: TransferTuning
+    ) {
         self.operation = operation
         self.device = device
         self.bytes = bytes

@@ -150,8 +150,9 @@ public struct UpdateStateMachine: Sendable {
                 state = .activating
                 return .activate
             }
-            return failed(.confirmFailed, "the device stayed in its bootloader after activation: the new image did not start",
-                          outcome: .inBootloader)
+            return failed(
+                .confirmFailed, "the device stayed in its bootloader after activation: the new image did not start",
+                outcome: .inBootloader)
         case (.probing(let error), .probed(let report)):
             guard let report else { return failed(error, outcome: .unknown) }
             if report.mode == .application, report.version == expectedVersion {

@@ -47,7 +47,8 @@ public enum FleetDeviceList {
         if trimmed.hasPrefix("[") {
             devices = try parseJSON(trimmed, file: file)
         } else if let first = trimmed.split(separator: "\n", omittingEmptySubsequences: true).first,
-                  first.lowercased().split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }).contains("device") {
+            first.lowercased().split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }).contains("device")
+        {
             devices = try parseCSV(trimmed, file: file)
         } else {
             devices = try parseLines(trimmed, file: file)
@@ -129,8 +130,10 @@ public enum FleetDeviceList {
                 }
                 for (key, value) in table { options[key] = "\(value)" }
             }
-            devices.append(FleetDevice(address: address, adapter: object["adapter"] as? String, protocolName: object["protocol"] as? String,
-                                       protocolOptions: options, label: object["label"] as? String))
+            devices.append(
+                FleetDevice(
+                    address: address, adapter: object["adapter"] as? String, protocolName: object["protocol"] as? String,
+                    protocolOptions: options, label: object["label"] as? String))
         }
         return devices
     }

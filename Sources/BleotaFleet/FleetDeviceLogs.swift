@@ -57,10 +57,11 @@ public final class FleetDeviceLogs: Sendable {
 
     /// A file name from a label or address: letters, digits, `.`, `-` and `_` kept, the rest `_`.
     public static func fileName(_ label: String) -> String {
-        let kept = String(label.unicodeScalars.map { scalar -> Character in
-            let allowed = scalar.isASCII && (CharacterSet.alphanumerics.contains(scalar) || "._-".unicodeScalars.contains(scalar))
-            return allowed ? Character(scalar) : "_"
-        })
+        let kept = String(
+            label.unicodeScalars.map { scalar -> Character in
+                let allowed = scalar.isASCII && (CharacterSet.alphanumerics.contains(scalar) || "._-".unicodeScalars.contains(scalar))
+                return allowed ? Character(scalar) : "_"
+            })
         let trimmed = kept.drop { $0 == "." }
         return trimmed.isEmpty ? "device" : String(trimmed.prefix(120))
     }

@@ -23,7 +23,7 @@ public enum FleetEvent: Sendable {
     public var device: FleetDevice? {
         switch self {
         case .started(let device, _, _), .step(let device, _), .progress(let device, _, _, _, _), .queued(let device),
-             .note(let device, _), .retrying(let device, _, _):
+            .note(let device, _), .retrying(let device, _, _):
             device
         case .finished, .stopping:
             nil

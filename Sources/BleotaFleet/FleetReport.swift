@@ -16,8 +16,10 @@ public enum FleetReport {
         }
     }
 
-    static let columns = ["device", "label", "adapter", "outcome", "version_before", "version_after", "seconds", "bytes", "resends",
-                          "attempts", "error_step", "error", "device_state"]
+    static let columns = [
+        "device", "label", "adapter", "outcome", "version_before", "version_after", "seconds", "bytes", "resends",
+        "attempts", "error_step", "error", "device_state",
+    ]
 
     public static func csv(_ results: [DeviceResult]) -> String {
         func field(_ text: String?) -> String {
@@ -28,9 +30,12 @@ public enum FleetReport {
         }
         var lines = [columns.joined(separator: ",")]
         for result in results {
-            lines.append([result.device, result.label, result.adapter, result.outcome.rawValue, result.versionBefore, result.versionAfter,
-                          String(format: "%.3f", result.seconds), String(result.bytes), String(result.resends), String(result.attempts),
-                          result.errorStep, result.error, result.deviceState].map(field).joined(separator: ","))
+            lines.append(
+                [
+                    result.device, result.label, result.adapter, result.outcome.rawValue, result.versionBefore, result.versionAfter,
+                    String(format: "%.3f", result.seconds), String(result.bytes), String(result.resends), String(result.attempts),
+                    result.errorStep, result.error, result.deviceState,
+                ].map(field).joined(separator: ","))
         }
         return lines.joined(separator: "\n") + "\n"
     }

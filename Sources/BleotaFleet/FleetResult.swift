@@ -28,8 +28,10 @@ public struct DeviceResult: Sendable, Codable, Equatable {
     /// After a failure: what the device runs (old-image, in-bootloader, unknown, …), when known.
     public var deviceState: String?
 
-    public init(device: FleetDevice, adapter: String?, outcome: Outcome, versionBefore: String? = nil, versionAfter: String? = nil,
-                seconds: Double = 0, bytes: Int = 0, resends: Int = 0, attempts: Int = 0, error: TransferError? = nil) {
+    public init(
+        device: FleetDevice, adapter: String?, outcome: Outcome, versionBefore: String? = nil, versionAfter: String? = nil,
+        seconds: Double = 0, bytes: Int = 0, resends: Int = 0, attempts: Int = 0, error: TransferError? = nil
+    ) {
         self.device = device.address
         label = device.label
         self.adapter = adapter

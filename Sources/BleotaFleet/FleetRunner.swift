@@ -53,9 +53,11 @@ public struct FleetOptions: Sendable, Hashable {
     /// again on the other adapter, as a retry after a lost link would, without counting a try.
     public var movesQueuedDevices = true
 
-    public init(adapters: [String], connectionsPerAdapter: Int = Self.defaultConnectionsPerAdapter,
-                transfersPerAdapter: Int? = Self.defaultTransfersPerAdapter, attempts: Int = 3,
-                backoff: Duration = .seconds(5), startSpacing: Duration = .zero) {
+    public init(
+        adapters: [String], connectionsPerAdapter: Int = Self.defaultConnectionsPerAdapter,
+        transfersPerAdapter: Int? = Self.defaultTransfersPerAdapter, attempts: Int = 3,
+        backoff: Duration = .seconds(5), startSpacing: Duration = .zero
+    ) {
         self.adapters = adapters
         self.connectionsPerAdapter = connectionsPerAdapter
         self.transfersPerAdapter = transfersPerAdapter
@@ -85,8 +87,11 @@ public struct FleetRunner: Sendable {
     /// One try at `device` through `adapter`: the host half it makes is given `transferTurn`
     /// (``/BleotaEngine/HostContext/transferTurn``; nil when transfers are not limited apart from
     /// connections), and reports its events to `onEvent`.
-    public typealias Update = @Sendable (_ device: FleetDevice, _ adapter: String, _ transferTurn: TransferTurn?,
-                                         _ onEvent: @escaping @Sendable (UpdateEvent) -> Void) async -> FleetAttempt
+    public typealias Update =
+        @Sendable (
+            _ device: FleetDevice, _ adapter: String, _ transferTurn: TransferTurn?,
+            _ onEvent: @escaping @Sendable (UpdateEvent) -> Void
+        ) async -> FleetAttempt
 
     public let devices: [FleetDevice]
     public let options: FleetOptions
@@ -95,8 +100,10 @@ public struct FleetRunner: Sendable {
     public let onEvent: @Sendable (FleetEvent) -> Void
     public let update: Update
 
-    public init(devices: [FleetDevice], options: FleetOptions, clock: any BleotaClock, stop: FleetStopSignal = FleetStopSignal(),
-                onEvent: @escaping @Sendable (FleetEvent) -> Void = { _ in }, update: @escaping Update) {
+    public init(
+        devices: [FleetDevice], options: FleetOptions, clock: any BleotaClock, stop: FleetStopSignal = FleetStopSignal(),
+        onEvent: @escaping @Sendable (FleetEvent) -> Void = { _ in }, update: @escaping Update
+    ) {
         self.devices = devices
         self.options = options
         self.clock = clock
@@ -142,9 +149,10 @@ public struct FleetRunner: Sendable {
         var lastStart: [String: Duration] = [:]
         let freed = Mailbox<Bool>()
         let placeFreed: @Sendable () -> Void = { freed.put(true) }
-        let places = TransferPlaces(adapters: options.adapters, connectionsPerAdapter: options.connectionsPerAdapter,
-                                    transfersPerAdapter: options.transfersPerAdapter, maximumWait: options.maximumTransferWait,
-                                    onPlaceFree: options.movesQueuedDevices ? placeFreed : nil)
+        let places = TransferPlaces(
+            adapters: options.adapters, connectionsPerAdapter: options.connectionsPerAdapter,
+            transfersPerAdapter: options.transfersPerAdapter, maximumWait: options.maximumTransferWait,
+            onPlaceFree: options.movesQueuedDevices ? placeFreed : nil)
         /// The turns of tries started after a move, until they end: one not yet holding a place is on its way to one.
         var movedTurns: [Int: TransferTurn] = [:]
         var announcedStop = false
@@ -165,8 +173,11 @@ public struct FleetRunner: Sendable {
                         let item = pending[index]
                         let spaced = busy.filter { adapter, _ in lastStart[adapter].map { now - $0 < options.startSpacing } ?? false }
                         let preferred = item.moved ? places.adaptersWithFreePlaces : []
-                        guard item.notBefore <= now, let adapter = adapterFor(devices[item.index], busy: busy.merging(spaced.mapValues { _ in Int.max }) { $1 },
-                                                                              preferring: preferred) else {
+                        guard item.notBefore <= now,
+                            let adapter = adapterFor(
+                                devices[item.index], busy: busy.merging(spaced.mapValues { _ in Int.max }) { $1 },
+                                preferring: preferred)
+                        else {
                             index += 1
                             continue
                         }
@@ -186,8 +197,9 @@ public struct FleetRunner: Sendable {
                             // A try that ended inside its transfer step (a failure) gives its place back here.
                             turn?.release()
                             let elapsed = clock.now - start
-                            return .tried(index: item.index, adapter: adapter, attempt: attempt,
-                                          seconds: elapsed.seconds, tryNumber: item.attempt, withdrawn: turn?.wasWithdrawn ?? false)
+                            return .tried(
+                                index: item.index, adapter: adapter, attempt: attempt,
+                                seconds: elapsed.seconds, tryNumber: item.attempt, withdrawn: turn?.wasWithdrawn ?? false)
                         }
                     }
                     // Nothing can start now: a place free on one adapter goes to a device queued at another.
@@ -243,15 +255,17 @@ public struct FleetRunner: Sendable {
                         tallies[index].bytes += report.bytes
                         tallies[index].resends += report.statistics.packetsResent
                         let tally = tallies[index]
-                        let result = DeviceResult(device: device, adapter: adapter, outcome: .updated,
-                                                  versionBefore: tally.versionBefore ?? report.versionBefore, versionAfter: report.versionAfter,
-                                                  seconds: tally.seconds, bytes: tally.bytes, resends: tally.resends, attempts: tally.attempts)
+                        let result = DeviceResult(
+                            device: device, adapter: adapter, outcome: .updated,
+                            versionBefore: tally.versionBefore ?? report.versionBefore, versionAfter: report.versionAfter,
+                            seconds: tally.seconds, bytes: tally.bytes, resends: tally.resends, attempts: tally.attempts)
                         results[index] = result
                         onEvent(.finished(result))
                     case .alreadyCurrent(let version):
                         let tally = tallies[index]
-                        let result = DeviceResult(device: device, adapter: adapter, outcome: .skipped, versionBefore: version, versionAfter: version,
-                                                  seconds: tally.seconds, attempts: tally.attempts)
+                        let result = DeviceResult(
+                            device: device, adapter: adapter, outcome: .skipped, versionBefore: version, versionAfter: version,
+                            seconds: tally.seconds, attempts: tally.attempts)
                         results[index] = result
                         onEvent(.finished(result))
                     case .failed(let error):
@@ -262,9 +276,10 @@ public struct FleetRunner: Sendable {
                             onEvent(.retrying(device: device, error: error, delay: delay))
                             pending.append(Pending(index: index, attempt: tally.attempts + 1, notBefore: clock.now + delay))
                         } else {
-                            let result = DeviceResult(device: device, adapter: adapter, outcome: .failed, versionBefore: tally.versionBefore,
-                                                      seconds: tally.seconds, bytes: tally.bytes, resends: tally.resends,
-                                                      attempts: tally.attempts, error: error)
+                            let result = DeviceResult(
+                                device: device, adapter: adapter, outcome: .failed, versionBefore: tally.versionBefore,
+                                seconds: tally.seconds, bytes: tally.bytes, resends: tally.resends,
+                                attempts: tally.attempts, error: error)
                             results[index] = result
                             onEvent(.finished(result))
                         }
@@ -277,12 +292,14 @@ public struct FleetRunner: Sendable {
         // ends with its last failure.
         for index in devices.indices where results[index] == nil {
             let tally = tallies[index]
-            let result = if let error = tally.lastError {
-                DeviceResult(device: devices[index], adapter: nil, outcome: .failed, versionBefore: tally.versionBefore, seconds: tally.seconds,
-                             bytes: tally.bytes, resends: tally.resends, attempts: tally.attempts, error: error)
-            } else {
-                DeviceResult(device: devices[index], adapter: nil, outcome: .notStarted, seconds: tally.seconds, attempts: tally.attempts)
-            }
+            let result =
+                if let error = tally.lastError {
+                    DeviceResult(
+                        device: devices[index], adapter: nil, outcome: .failed, versionBefore: tally.versionBefore, seconds: tally.seconds,
+                        bytes: tally.bytes, resends: tally.resends, attempts: tally.attempts, error: error)
+                } else {
+                    DeviceResult(device: devices[index], adapter: nil, outcome: .notStarted, seconds: tally.seconds, attempts: tally.attempts)
+                }
             results[index] = result
             onEvent(.finished(result))
         }
@@ -330,8 +347,9 @@ public struct FleetRunner: Sendable {
         case .note(let text): return .note(device: device, text: text)
         case .progress(let progress):
             let seconds = progress.elapsed.seconds
-            return .progress(device: device, acknowledged: progress.bytesAcknowledged, total: progress.totalBytes,
-                             bytesPerSecond: seconds > 0 ? Double(progress.bytesAcknowledged) / seconds : 0, resends: progress.packetsResent)
+            return .progress(
+                device: device, acknowledged: progress.bytesAcknowledged, total: progress.totalBytes,
+                bytesPerSecond: seconds > 0 ? Double(progress.bytesAcknowledged) / seconds : 0, resends: progress.packetsResent)
         }
     }
 }
@@ -346,8 +364,10 @@ public struct TransferPlaces: Sendable {
 
     /// `onPlaceFree` is called when a place is given back with no one waiting for it (see
     /// ``/BleotaEngine/TransferGate/init(capacity:onPlaceFree:)``).
-    public init(adapters: [String], connectionsPerAdapter: Int, transfersPerAdapter: Int?, maximumWait: Duration,
-                onPlaceFree: (@Sendable () -> Void)? = nil) {
+    public init(
+        adapters: [String], connectionsPerAdapter: Int, transfersPerAdapter: Int?, maximumWait: Duration,
+        onPlaceFree: (@Sendable () -> Void)? = nil
+    ) {
         self.maximumWait = maximumWait
         order = adapters
         if let transfers = transfersPerAdapter, transfers < connectionsPerAdapter {
@@ -380,8 +400,10 @@ public struct TransferPlaces: Sendable {
 
     /// A try's turn on `adapter` (nil when transfers are not limited), reporting `queued` for `device`
     /// when it has to wait. `movable`: a device not tied to its adapter may be withdrawn to another.
-    public func turn(on adapter: String, for device: FleetDevice, movable: Bool = false,
-                     onEvent: @escaping @Sendable (FleetEvent) -> Void) -> TransferTurn? {
+    public func turn(
+        on adapter: String, for device: FleetDevice, movable: Bool = false,
+        onEvent: @escaping @Sendable (FleetEvent) -> Void
+    ) -> TransferTurn? {
         gates[adapter].map { gate in
             TransferTurn(gate: gate, maximumWait: maximumWait, movable: movable && device.adapter == nil) { onEvent(.queued(device: device)) }
         }

@@ -11,8 +11,10 @@ public struct ConnectionSettings: Sendable, Codable, Equatable {
     /// One line per request that could not be met, saying which and why.
     public var notes: [String]
 
-    public init(phy: String? = nil, intervalMilliseconds: Double? = nil, peripheralLatency: Int? = nil,
-                supervisionTimeoutMilliseconds: Int? = nil, notes: [String] = []) {
+    public init(
+        phy: String? = nil, intervalMilliseconds: Double? = nil, peripheralLatency: Int? = nil,
+        supervisionTimeoutMilliseconds: Int? = nil, notes: [String] = []
+    ) {
         self.phy = phy
         self.intervalMilliseconds = intervalMilliseconds
         self.peripheralLatency = peripheralLatency

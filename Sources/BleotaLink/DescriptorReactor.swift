@@ -199,8 +199,11 @@ public final class DescriptorReactor: Sendable {
     }
 
     /// Takes the waiters `flags` satisfies and re-arms `fd` for the rest.
-    private func wake(_ fd: Int32, flags: UInt32, _ state: inout State)
-        -> [(CheckedContinuation<DescriptorWaitError?, Never>, DescriptorWaitError?)] {
+    private func wake(
+        _ fd: Int32, flags: UInt32, _ state: inout State
+    )
+        -> [(CheckedContinuation<DescriptorWaitError?, Never>, DescriptorWaitError?)]
+    {
         guard let waiters = state.waiters[fd] else { return [] }
         let condition = flags & (EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0
         let readable = condition || flags & EPOLLIN.rawValue != 0

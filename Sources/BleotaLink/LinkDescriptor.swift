@@ -35,8 +35,10 @@ final class LinkDescriptor: Sendable {
     ///   - ownsDescriptor: false for a descriptor the caller closes itself; it is
     ///     still forgotten by the reactor on ``close()``.
     ///   - release: closes one number; replaceable so tests can watch it happen.
-    init(fd: Int32, companions: [Int32] = [], ownsDescriptor: Bool = true, reactor: DescriptorReactor = .shared,
-         release: @escaping @Sendable (Int32) -> Void = { _ = Glibc.close($0) }) {
+    init(
+        fd: Int32, companions: [Int32] = [], ownsDescriptor: Bool = true, reactor: DescriptorReactor = .shared,
+        release: @escaping @Sendable (Int32) -> Void = { _ = Glibc.close($0) }
+    ) {
         self.fd = fd
         self.companions = companions
         self.closesDescriptor = ownsDescriptor
@@ -48,8 +50,10 @@ final class LinkDescriptor: Sendable {
 
     /// Runs `body` with the descriptor held open; throws `closedError` without
     /// running it if the link is closed already.
-    func use<T>(ifClosed closedError: @autoclosure () -> LinkError,
-                _ body: (Int32) async throws(LinkError) -> T) async throws(LinkError) -> T {
+    func use<T>(
+        ifClosed closedError: @autoclosure () -> LinkError,
+        _ body: (Int32) async throws(LinkError) -> T
+    ) async throws(LinkError) -> T {
         guard enter() else { throw closedError() }
         defer { leave() }
         return try await body(fd)

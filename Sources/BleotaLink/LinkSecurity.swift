@@ -344,7 +344,8 @@ public final class ConnectionSecurityRecord: Sendable {
     public func record(_ security: LinkSecurityState) {
         state.withLock { state in
             if security.method == .storedKey, let earlier = state.latest, earlier.method != .storedKey, earlier.method != nil,
-               earlier.level == security.level {
+                earlier.level == security.level
+            {
                 return
             }
             state.latest = security

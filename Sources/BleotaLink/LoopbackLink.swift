@@ -19,8 +19,10 @@ public final class LoopbackLink: Link {
 
     /// A connected pair. `filter` runs on every packet the first end sends:
     /// return nil to drop it, or the (possibly changed) bytes to deliver.
-    public static func pair(maximumPayload: Int = 244, description: String = "loopback",
-                            filter: (@Sendable ([UInt8]) -> [UInt8]?)? = nil) -> (host: LoopbackLink, device: LoopbackLink) {
+    public static func pair(
+        maximumPayload: Int = 244, description: String = "loopback",
+        filter: (@Sendable ([UInt8]) -> [UInt8]?)? = nil
+    ) -> (host: LoopbackLink, device: LoopbackLink) {
         let parameters = LinkParameters(maximumPayload: maximumPayload, description: description)
         let host = LoopbackLink(parameters: parameters, filter: filter)
         let device = LoopbackLink(parameters: parameters, filter: nil)

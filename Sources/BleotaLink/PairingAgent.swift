@@ -23,8 +23,10 @@ public enum PairingIOCapability: UInt8, Sendable, Hashable, Codable, CustomStrin
     /// (with `secureConnections`, both sides support LE Secure Connections).
     /// The second value says which side enters the passkey: `initiator`,
     /// `responder`, or both when both can only type.
-    public static func method(initiator: PairingIOCapability, responder: PairingIOCapability,
-                              secureConnections: Bool) -> (method: PairingMethod, inputBy: PasskeyInput?) {
+    public static func method(
+        initiator: PairingIOCapability, responder: PairingIOCapability,
+        secureConnections: Bool
+    ) -> (method: PairingMethod, inputBy: PasskeyInput?) {
         if initiator == .noInputNoOutput || responder == .noInputNoOutput { return (.justWorks, nil) }
         if initiator == .keyboardOnly && responder == .keyboardOnly { return (.passkeyEntry, .both) }
         let confirms: Set<PairingIOCapability> = [.displayYesNo, .keyboardDisplay]

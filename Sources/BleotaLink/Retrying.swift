@@ -65,10 +65,12 @@ public func retryUntil<T>(
     _ attempt: (_ remaining: Duration) async throws(LinkError) -> T
 ) async throws(LinkError) -> T {
     do {
-        return try await retryingUntil(deadline: deadline, clock: clock, pause: pause, isFinal: { error in
-            if case .security = error { return true }
-            return false
-        }, attempt: attempt)
+        return try await retryingUntil(
+            deadline: deadline, clock: clock, pause: pause,
+            isFinal: { error in
+                if case .security = error { return true }
+                return false
+            }, attempt: attempt)
     } catch {
         throw error.lastError ?? .unreachable("no attempt made before the deadline")
     }

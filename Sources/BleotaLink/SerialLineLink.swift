@@ -72,9 +72,11 @@ public final class SerialLineLink: Link {
         var settings = termios()
         guard tcgetattr(fd, &settings) == 0 else { throw .system("tcgetattr: \(String(cString: strerror(errno)))") }
         cfmakeraw(&settings)
-        let speeds: [Int: speed_t] = [9600: speed_t(B9600), 19200: speed_t(B19200), 38400: speed_t(B38400), 57600: speed_t(B57600),
-                                      115_200: speed_t(B115200), 230_400: speed_t(B230400), 460_800: speed_t(B460800),
-                                      921_600: speed_t(B921600), 1_000_000: speed_t(B1000000)]
+        let speeds: [Int: speed_t] = [
+            9600: speed_t(B9600), 19200: speed_t(B19200), 38400: speed_t(B38400), 57600: speed_t(B57600),
+            115_200: speed_t(B115200), 230_400: speed_t(B230400), 460_800: speed_t(B460800),
+            921_600: speed_t(B921600), 1_000_000: speed_t(B1000000),
+        ]
         guard let speed = speeds[baud] else {
             throw .system("baud rate \(baud) is not supported: use one of \(speeds.keys.sorted().map(String.init).joined(separator: ", "))")
         }
@@ -121,7 +123,9 @@ public final class SerialLineLink: Link {
                 let line = Array(buffer[..<end])
                 buffer.removeSubrange(...end)
                 return line
-            }) { return line }
+            }) {
+                return line
+            }
             let chunk = try await readChunk()
             pending.withLock { $0 += chunk }
         }

@@ -60,8 +60,10 @@ public final class SimulationRuntime: TaskExecutor, @unchecked Sendable {
     }
 
     /// Runs `body` to completion in a new simulation and returns its result.
-    public static func run<T: Sendable>(maximumVirtualTime: Duration = .seconds(24 * 3600),
-                                        _ body: @escaping @Sendable (SimulationRuntime) async throws -> T) async throws -> T {
+    public static func run<T: Sendable>(
+        maximumVirtualTime: Duration = .seconds(24 * 3600),
+        _ body: @escaping @Sendable (SimulationRuntime) async throws -> T
+    ) async throws -> T {
         let runtime = SimulationRuntime(maximumVirtualTime: maximumVirtualTime)
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             let thread = Thread {

@@ -33,9 +33,9 @@ public final class UDPLink: Link {
                 if sent >= 0 { return }
                 switch errno {
                 case EINTR: continue
-                case EAGAIN: // the socket's send buffer is full
+                case EAGAIN:  // the socket's send buffer is full
                     try await descriptor.wait(writable: true, closed: Self.closedMessage)
-                case ECONNREFUSED: return // an earlier datagram was refused; this one may yet arrive
+                case ECONNREFUSED: return  // an earlier datagram was refused; this one may yet arrive
                 case let code: throw .system("UDP send: \(String(cString: strerror(code)))")
                 }
             }
@@ -48,7 +48,7 @@ public final class UDPLink: Link {
             while true {
                 let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
                 if count > 0 { return Array(buffer[..<count]) }
-                if count == 0 { continue } // an empty datagram carries no packet
+                if count == 0 { continue }  // an empty datagram carries no packet
                 switch errno {
                 // ECONNREFUSED: nothing listens there (an ICMP port-unreachable came back). Keep
                 // reading; the request times out with a message saying so.

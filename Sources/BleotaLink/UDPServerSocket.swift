@@ -8,7 +8,10 @@ import Glibc
 /// ``receive()`` at once (it returns nil) and closes the socket.
 public final class UDPServerSocket: Sendable {
     /// A peer's address, kept opaque (`sockaddr_storage` bytes).
-    public struct Peer: Sendable, Hashable { let storage: [UInt8]; let length: socklen_t }
+    public struct Peer: Sendable, Hashable {
+        let storage: [UInt8]
+        let length: socklen_t
+    }
 
     let fd: Int32
     let descriptor: LinkDescriptor
@@ -91,8 +94,10 @@ enum UDPSocket {
     /// Resolves `host` (a name or an IPv4/IPv6 literal; for a passive socket, the
     /// address to listen on), opens a non-blocking socket of the first address's
     /// family and hands it to `prepare` (connect or bind); closes it if that throws.
-    static func open(host: String, port: UInt16, passive: Bool,
-                     _ prepare: (Int32, UnsafePointer<sockaddr>, socklen_t) throws(LinkError) -> Void) throws(LinkError) -> Int32 {
+    static func open(
+        host: String, port: UInt16, passive: Bool,
+        _ prepare: (Int32, UnsafePointer<sockaddr>, socklen_t) throws(LinkError) -> Void
+    ) throws(LinkError) -> Int32 {
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
         hints.ai_family = AF_UNSPEC

@@ -48,10 +48,12 @@ public struct LinkModel: Sendable, Hashable, Codable {
     /// Upper-layer packets the host's controller queues before `send` waits.
     public var hostQueue: Int
 
-    public init(phy: PHY, linkLayerPayload: Int, attMTU: Int, connectionInterval: Duration, packetsPerEvent: Int,
-                deviceBuffer: Int = 32, deviceProcessingPerPacket: Duration = .microseconds(50),
-                deviceProcessingPerByte: Duration = .nanoseconds(20), flashPageSize: Int = 4096,
-                flashEraseTimePerPage: Duration = .zero, rebootTime: Duration = .milliseconds(500), hostQueue: Int = 8) {
+    public init(
+        phy: PHY, linkLayerPayload: Int, attMTU: Int, connectionInterval: Duration, packetsPerEvent: Int,
+        deviceBuffer: Int = 32, deviceProcessingPerPacket: Duration = .microseconds(50),
+        deviceProcessingPerByte: Duration = .nanoseconds(20), flashPageSize: Int = 4096,
+        flashEraseTimePerPage: Duration = .zero, rebootTime: Duration = .milliseconds(500), hostQueue: Int = 8
+    ) {
         self.phy = phy
         self.linkLayerPayload = linkLayerPayload
         self.attMTU = attMTU
@@ -158,8 +160,9 @@ public struct LinkModel: Sendable, Hashable, Codable {
         try check((27...251).contains(linkLayerPayload), "dle \(linkLayerPayload) is out of range: use 27…251")
         try check((23...517).contains(attMTU), "mtu \(attMTU) is out of range: use 23…517")
         let micros = connectionInterval.components.seconds * 1_000_000 + connectionInterval.components.attoseconds / 1_000_000_000_000
-        try check(LEConnectionInterval.allowed.contains(connectionInterval) && micros % 1250 == 0,
-                  "interval \(Double(micros) / 1000) ms is out of range: use 7.5…4000 ms in steps of 1.25 ms")
+        try check(
+            LEConnectionInterval.allowed.contains(connectionInterval) && micros % 1250 == 0,
+            "interval \(Double(micros) / 1000) ms is out of range: use 7.5…4000 ms in steps of 1.25 ms")
         try check((1...64).contains(packetsPerEvent), "per-event \(packetsPerEvent) is out of range: use 1…64")
         try check((1...1024).contains(deviceBuffer), "buffer \(deviceBuffer) is out of range: use 1…1024")
         try check(deviceProcessingPerPacket >= .zero && flashEraseTimePerPage >= .zero, "device times cannot be negative")

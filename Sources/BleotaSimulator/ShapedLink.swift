@@ -60,8 +60,9 @@ public final class ShapedLink: Link, @unchecked Sendable {
         self.model = model
         self.faults = faults
         self.clock = clock
-        parameters = LinkParameters(maximumPayload: inner.parameters.maximumPayload, acknowledgedWrites: inner.parameters.acknowledgedWrites,
-                                    description: inner.parameters.description + " shaped as a BLE link")
+        parameters = LinkParameters(
+            maximumPayload: inner.parameters.maximumPayload, acknowledgedWrites: inner.parameters.acknowledgedWrites,
+            description: inner.parameters.description + " shaped as a BLE link")
         state = Mutex(State(random: SeededRandom(seed: seed, stream: "shaped-link")))
     }
 
@@ -195,12 +196,16 @@ public final class ShapedLink: Link, @unchecked Sendable {
                 time += cost
                 pairs += 1
                 if central > 0, let done = Self.advance(&state.uplink, lossRate: faults.writeLoss, random: &state.random) {
-                    if done.damaged { state.statistics.lostToDevice += 1 } else {
+                    if done.damaged {
+                        state.statistics.lostToDevice += 1
+                    } else {
                         completions.append(Completion(at: time - cost + model.airTime(payload: central), toDevice: true, packet: done.message))
                     }
                 }
                 if peripheral > 0, let done = Self.advance(&state.downlink, lossRate: faults.notificationLoss, random: &state.random) {
-                    if done.damaged { state.statistics.lostToClient += 1 } else {
+                    if done.damaged {
+                        state.statistics.lostToClient += 1
+                    } else {
                         state.statistics.messagesToClient += 1
                         completions.append(Completion(at: time - LinkModel.interFrameSpace, toDevice: false, packet: done.message))
                     }

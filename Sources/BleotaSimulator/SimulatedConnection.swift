@@ -89,8 +89,10 @@ public final class SimulatedConnection: Sendable {
     /// The device, for the bond the world keeps with it.
     let peripheral: ObjectIdentifier
 
-    init(model: LinkModel, world: SimulatedWorld, address: String, tagBytes: Int = 0, creditChannels: Set<UInt8> = [],
-         adapter: SimulatedAdapter? = nil, deviceSecurity: SimulatedDeviceSecurity = .open, peripheral: ObjectIdentifier? = nil) {
+    init(
+        model: LinkModel, world: SimulatedWorld, address: String, tagBytes: Int = 0, creditChannels: Set<UInt8> = [],
+        adapter: SimulatedAdapter? = nil, deviceSecurity: SimulatedDeviceSecurity = .open, peripheral: ObjectIdentifier? = nil
+    ) {
         self.deviceSecurity = deviceSecurity
         self.peripheral = peripheral ?? ObjectIdentifier(world)
         self.model = model
@@ -209,10 +211,12 @@ public final class SimulatedConnection: Sendable {
             } else {
                 while kick.poll() != nil {}
             }
-            if update == nil, let wanted = state.withLock({ state in
-                defer { state.requestedInterval = nil }
-                return state.requestedInterval
-            }), wanted != interval {
+            if update == nil,
+                let wanted = state.withLock({ state in
+                    defer { state.requestedInterval = nil }
+                    return state.requestedInterval
+                }), wanted != interval
+            {
                 update = (anchor + interval * LEConnectionInterval.eventsBeforeInstant, wanted)
             }
             if let pending = update, anchor >= pending.instant {
@@ -311,16 +315,20 @@ public final class SimulatedConnection: Sendable {
                     state.hostCurrent!.fragments.removeFirst()
                     if state.hostCurrent!.fragments.isEmpty {
                         // Received when its air time ends, at the start of the pair.
-                        completions.append(Completion(at: time - cost + model.airTime(payload: central),
-                                                      toDevice: true, packet: state.hostCurrent!.packet))
+                        completions.append(
+                            Completion(
+                                at: time - cost + model.airTime(payload: central),
+                                toDevice: true, packet: state.hostCurrent!.packet))
                         state.hostCurrent = nil
                     }
                 }
                 if peripheral > 0 {
                     state.deviceCurrent!.fragments.removeFirst()
                     if state.deviceCurrent!.fragments.isEmpty {
-                        completions.append(Completion(at: time - LinkModel.interFrameSpace, toDevice: false,
-                                                      packet: state.deviceCurrent!.packet))
+                        completions.append(
+                            Completion(
+                                at: time - LinkModel.interFrameSpace, toDevice: false,
+                                packet: state.deviceCurrent!.packet))
                         state.deviceCurrent = nil
                     }
                 }

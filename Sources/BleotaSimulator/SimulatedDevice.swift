@@ -19,8 +19,10 @@ public final class SimulatedDevice: SimulatedPeripheral {
 
     /// `channelTagged`: the half speaks a protocol of several characteristics, whose packets carry a channel byte that costs no air time;
     /// `creditChannels`: those of its channels that travel on an LE credit-based channel.
-    public init(address: String, half: any DeviceHalf, model: LinkModel, name: String = "bleota-sim", bootloaderName: String = "bleota-dfu",
-                channelTagged: Bool = false, creditChannels: Set<UInt8> = [], security: SimulatedDeviceSecurity = .open) {
+    public init(
+        address: String, half: any DeviceHalf, model: LinkModel, name: String = "bleota-sim", bootloaderName: String = "bleota-dfu",
+        channelTagged: Bool = false, creditChannels: Set<UInt8> = [], security: SimulatedDeviceSecurity = .open
+    ) {
         self.security = security
         channelTagBytes = channelTagged ? 1 : 0
         self.creditChannels = channelTagged ? creditChannels : []
@@ -125,8 +127,10 @@ public struct SimulatedConnector: DeviceConnector {
     }
 
     public func connect(for purpose: ConnectPurpose, timeout: Duration) async throws(LinkError) -> any Link {
-        let candidates = purpose == .bootloader ? [SimulatedDevice.increment(address), address]
-                                                : [address, SimulatedDevice.increment(address)]
+        let candidates =
+            purpose == .bootloader
+            ? [SimulatedDevice.increment(address), address]
+            : [address, SimulatedDevice.increment(address)]
         let world = self.world
         // Alternate between the addresses the device may use until one answers.
         return try await retryUntil(deadline: world.clock.now + timeout, clock: world.clock, pause: .zero) { _ throws(LinkError) in

@@ -33,10 +33,13 @@ public final class SimulatedFleet: Sendable {
         let world = SimulatedWorld(runtime: runtime, model: address.model, faults: address.faults, seed: address.seed)
         let tagged = updateProtocol.identity.gattServices.contains { !$0.channels.isEmpty }
         let credit = Set(updateProtocol.identity.gattServices.compactMap { $0.creditChannel?.channel })
-        await world.add(SimulatedDevice(address: Simulation.deviceAddress, half: half, model: address.model, channelTagged: tagged,
-                                        creditChannels: credit))
+        await world.add(
+            SimulatedDevice(
+                address: Simulation.deviceAddress, half: half, model: address.model, channelTagged: tagged,
+                creditChannels: credit))
         let connector = SimulatedConnector(world: world, address: Simulation.deviceAddress, description: description)
-        return Member(world: world, half: half, connector: connector,
-                      linkCapacity: address.model.capacity(payload: address.model.maximumPayload))
+        return Member(
+            world: world, half: half, connector: connector,
+            linkCapacity: address.model.capacity(payload: address.model.maximumPayload))
     }
 }

@@ -20,8 +20,10 @@ public struct SimulatedDeviceSecurity: Sendable, Hashable {
     /// False for a device that can do only LE legacy pairing.
     public var secureConnections: Bool
 
-    public init(required: SecurityLevel = .low, ioCapability: PairingIOCapability = .displayOnly, passkey: UInt32 = 123_456,
-                secureConnections: Bool = true) {
+    public init(
+        required: SecurityLevel = .low, ioCapability: PairingIOCapability = .displayOnly, passkey: UInt32 = 123_456,
+        secureConnections: Bool = true
+    ) {
         self.required = required
         self.ioCapability = ioCapability
         self.passkey = passkey
@@ -112,7 +114,8 @@ extension SimulatedConnection {
         let device = deviceSecurity
         let secureConnections = device.secureConnections
         let mitm = wanted >= .high || agent.ioCapability != .noInputNoOutput || device.required >= .high
-        let (method, input) = mitm
+        let (method, input) =
+            mitm
             ? PairingIOCapability.method(initiator: agent.ioCapability, responder: device.ioCapability, secureConnections: secureConnections)
             : (.justWorks, nil)
         // Pairing Request and Response; with Secure Connections the public keys too.
@@ -124,8 +127,10 @@ extension SimulatedConnection {
         if method == .justWorks {
             if agent.ioCapability == .noInputNoOutput && (wanted >= .high || device.required >= .high) {
                 // Nobody here can type or confirm: say what to give rather than what the Security Manager made of it.
-                let possible = PairingIOCapability.method(initiator: .keyboardDisplay, responder: device.ioCapability,
-                                                          secureConnections: secureConnections).method
+                let possible = PairingIOCapability.method(
+                    initiator: .keyboardDisplay, responder: device.ioCapability,
+                    secureConnections: secureConnections
+                ).method
                 throw fail(.needsUserInput(possible))
             }
             if wanted >= .high { throw fail(.failed(.authenticationRequirements, byDevice: false)) }

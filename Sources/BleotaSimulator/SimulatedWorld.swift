@@ -85,8 +85,10 @@ public final class SimulatedWorld: Sendable {
     public var adapter: SimulatedAdapter? { adapterSlot.withLock { $0 } }
     private let adapterSlot: Mutex<SimulatedAdapter?>
 
-    public init(runtime: SimulationRuntime, model: LinkModel, faults: LinkFaults = LinkFaults(), seed: UInt64 = 1,
-                adapter: SimulatedAdapter? = nil) {
+    public init(
+        runtime: SimulationRuntime, model: LinkModel, faults: LinkFaults = LinkFaults(), seed: UInt64 = 1,
+        adapter: SimulatedAdapter? = nil
+    ) {
         self.runtime = runtime
         adapterSlot = Mutex(adapter)
         self.model = model
@@ -189,9 +191,10 @@ public final class SimulatedWorld: Sendable {
             for (index, peripheral) in candidates where await peripheral.address == address {
                 // Connection setup takes a few connection intervals on air.
                 try? await clock.sleep(for: model.connectionInterval * 3)
-                let connection = SimulatedConnection(model: model, world: self, address: address, tagBytes: peripheral.channelTagBytes,
-                                                     creditChannels: peripheral.creditChannels, adapter: self.adapter,
-                                                     deviceSecurity: peripheral.security, peripheral: ObjectIdentifier(peripheral))
+                let connection = SimulatedConnection(
+                    model: model, world: self, address: address, tagBytes: peripheral.channelTagBytes,
+                    creditChannels: peripheral.creditChannels, adapter: self.adapter,
+                    deviceSecurity: peripheral.security, peripheral: ObjectIdentifier(peripheral))
                 let connectedAt = clock.now
                 let ready = state.withLock { state -> Bool in
                     guard state.entries[index].connection == nil, state.entries[index].offlineUntil <= connectedAt else { return false }

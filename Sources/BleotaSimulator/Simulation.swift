@@ -27,10 +27,11 @@ public enum Simulation {
 
     /// The device configuration an address describes.
     public static func configuration(_ address: SimulatorAddress) -> DeviceConfiguration {
-        DeviceConfiguration(name: "bleota-sim", initialVersion: address.initialVersion, slotSize: address.slotSize,
-                            bufferCount: address.model.deviceBuffer, maximumPacket: address.model.maximumPayload,
-                            files: [DeviceConfiguration.welcomeFile.name: DeviceConfiguration.welcomeFile.bytes],
-                            options: address.deviceOptions)
+        DeviceConfiguration(
+            name: "bleota-sim", initialVersion: address.initialVersion, slotSize: address.slotSize,
+            bufferCount: address.model.deviceBuffer, maximumPacket: address.model.maximumPayload,
+            files: [DeviceConfiguration.welcomeFile.name: DeviceConfiguration.welcomeFile.bytes],
+            options: address.deviceOptions)
     }
 
     /// Runs `body` against the device `address` describes, speaking `protocol`.
@@ -48,8 +49,10 @@ public enum Simulation {
             world.setPairingAgent(pairing)
             let tagged = updateProtocol.identity.gattServices.contains { !$0.channels.isEmpty }
             let credit = Set(updateProtocol.identity.gattServices.compactMap { $0.creditChannel?.channel })
-            await world.add(SimulatedDevice(address: deviceAddress, half: half, model: address.model, channelTagged: tagged, creditChannels: credit,
-                                            security: address.deviceSecurity))
+            await world.add(
+                SimulatedDevice(
+                    address: deviceAddress, half: half, model: address.model, channelTagged: tagged, creditChannels: credit,
+                    security: address.deviceSecurity))
             let connector = SimulatedConnector(world: world, address: deviceAddress, description: description, security: record)
             do {
                 let value = try await body(connector, world.clock)
@@ -64,7 +67,8 @@ public enum Simulation {
         // What the link carries in its largest writes: our own headers count against us.
         let linkCapacity = address.model.capacity(payload: address.model.maximumPayload)
         let deviceCapacity = address.model.deviceCeiling(packetBytes: address.model.maximumPayload).flatMap { $0 < linkCapacity ? $0 : nil }
-        return Outcome(value: value, linkCapacity: linkCapacity, deviceCapacity: deviceCapacity, preset: address.preset,
-                       security: address.deviceSecurity.required > .low ? record.latest : nil, pairing: pairingStatistics)
+        return Outcome(
+            value: value, linkCapacity: linkCapacity, deviceCapacity: deviceCapacity, preset: address.preset,
+            security: address.deviceSecurity.required > .low ? record.latest : nil, pairing: pairingStatistics)
     }
 }

@@ -1,12 +1,12 @@
+import BleotaEngine
+import BleotaLink
+import BleotaProtocols
+
 /// A bad `sim://` address, said in one line with what is valid.
 public struct SimulatorAddressError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String
     public init(_ description: String) { self.description = description }
 }
-
-import BleotaEngine
-import BleotaLink
-import BleotaProtocols
 
 /// `sim://PRESET?key=value&…`: which link model, which faults, which device.
 ///
@@ -62,8 +62,13 @@ public struct SimulatorAddress: Sendable {
     /// Every key an address accepts with `registry`'s protocols, with what it sets.
     public static func keys(_ registry: ProtocolRegistry = .builtIn) -> [(key: String, meaning: String)] {
         var keys = simulatorKeys
-        keys.append(("protocol", "device protocol: " + registry.protocols.filter { $0.identity.transports.contains(.simulator) }
-            .map { "\($0.name) (\($0.identity.displayName))" }.joined(separator: ", ")))
+        keys.append(
+            (
+                "protocol",
+                "device protocol: "
+                    + registry.protocols.filter { $0.identity.transports.contains(.simulator) }
+                    .map { "\($0.name) (\($0.identity.displayName))" }.joined(separator: ", ")
+            ))
         for (_, option) in registry.deviceOptions where !keys.contains(where: { $0.key == option.key }) {
             keys.append((option.key, option.meaning))
         }
@@ -109,8 +114,9 @@ public struct SimulatorAddress: Sendable {
         // The device half checks its own keys.
         guard !deviceOptions.isEmpty, let chosen = updateProtocol(in: registry) else { return }
         for key in deviceOptions.keys.sorted() where !chosen.deviceOptions.contains(where: { $0.key == key }) {
-            throw SimulatorAddressError("sim:// key '\(key)' is for another protocol's device: \(chosen.name) takes "
-                + (chosen.deviceOptions.isEmpty ? "none" : chosen.deviceOptions.map(\.key).joined(separator: ", ")))
+            throw SimulatorAddressError(
+                "sim:// key '\(key)' is for another protocol's device: \(chosen.name) takes "
+                    + (chosen.deviceOptions.isEmpty ? "none" : chosen.deviceOptions.map(\.key).joined(separator: ", ")))
         }
         do { _ = try chosen.makeDevice(Simulation.configuration(self)) } catch {
             throw SimulatorAddressError("sim:// \(error.description)")

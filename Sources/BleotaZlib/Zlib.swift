@@ -75,8 +75,9 @@ public final class Deflater {
     ///   - level: 0 (store) … 9 (smallest); 6 is zlib's own default.
     ///   - format: raw deflate (what bleota's native protocol sends), zlib or gzip framing.
     public init(level: Int32 = 6, format: DeflateFormat = .raw) throws(ZlibError) {
-        let status = deflateInit2_(&stream, level, Z_DEFLATED, format.windowBits, 8, Z_DEFAULT_STRATEGY,
-                                   ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size))
+        let status = deflateInit2_(
+            &stream, level, Z_DEFLATED, format.windowBits, 8, Z_DEFAULT_STRATEGY,
+            ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size))
         guard status == Z_OK else { throw ZlibError(code: status, message: "deflateInit2 failed") }
     }
 
@@ -178,7 +179,10 @@ public final class Inflater {
         if overLimit {
             throw ZlibError(code: Z_BUF_ERROR, message: "decompressed data exceeds the \(limit)-byte limit")
         }
-        if status == Z_STREAM_END { isFinished = true; return output }
+        if status == Z_STREAM_END {
+            isFinished = true
+            return output
+        }
         if status == Z_NEED_DICT { throw ZlibError(code: status, message: "stream needs a preset dictionary") }
         if status < 0 && status != Z_BUF_ERROR {
             throw ZlibError(code: status, message: Deflater.message(stream.msg, code: status))

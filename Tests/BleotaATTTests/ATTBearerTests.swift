@@ -2,6 +2,7 @@ import BleotaCodec
 import BleotaLink
 import Synchronization
 import Testing
+
 @testable import BleotaATT
 
 /// A scripted peer: records every PDU the bearer sends, answers as told.
@@ -22,15 +23,20 @@ final class ScriptedPeer: Sendable {
 
 /// Runs `body` with a bearer on the virtual clock and a scripted peer, the
 /// bearer's receive loop running beside it.
-func withBearer<T: Sendable>(timeout: Duration = .seconds(30), security: (any LinkSecurityControl)? = nil,
-                             _ body: @escaping @Sendable (ATTBearer, ScriptedPeer, SimulationClock) async throws -> T) async throws -> T {
+func withBearer<T: Sendable>(
+    timeout: Duration = .seconds(30), security: (any LinkSecurityControl)? = nil,
+    _ body: @escaping @Sendable (ATTBearer, ScriptedPeer, SimulationClock) async throws -> T
+) async throws -> T {
     try await SimulationRuntime.run { runtime in
         // A whole ATT PDU at the largest MTU.
         let (local, remote) = LoopbackLink.pair(maximumPayload: 517)
         let bearer = ATTBearer(link: local, clock: runtime.clock, transactionTimeout: timeout, securityControl: security)
         let peer = ScriptedPeer(link: remote)
         return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask { await bearer.run(); return nil }
+            group.addTask {
+                await bearer.run()
+                return nil
+            }
             let result = try await body(bearer, peer, runtime.clock)
             await bearer.close("test over")
             for try await _ in group {}
@@ -154,20 +160,21 @@ func withBearer<T: Sendable>(timeout: Duration = .seconds(30), security: (any Li
 
     @Test func unknownAndMalformedRequestsGetErrorResponses() async throws {
         let answers = try await withBearer { bearer, peer, _ in
-            try await peer.sendRaw([0x3F, 1, 2])          // unknown request opcode
+            try await peer.sendRaw([0x3F, 1, 2])  // unknown request opcode
             let first = try await peer.next()
-            try await peer.sendRaw([0x0A, 0x01])          // read request cut short
+            try await peer.sendRaw([0x0A, 0x01])  // read request cut short
             let second = try await peer.next()
-            try await peer.sendRaw([0x7F, 1])             // unknown command: ignored
+            try await peer.sendRaw([0x7F, 1])  // unknown command: ignored
             try await peer.send(.readRequest(handle: 1))  // no server: not supported
             let third = try await peer.next()
             return [first, second, third]
         }
-        #expect(answers == [
-            .errorResponse(request: ATTOpcode(rawValue: 0x3F), handle: 0, error: .requestNotSupported),
-            .errorResponse(request: .readRequest, handle: 0, error: .invalidPDU),
-            .errorResponse(request: .readRequest, handle: 0, error: .requestNotSupported),
-        ])
+        #expect(
+            answers == [
+                .errorResponse(request: ATTOpcode(rawValue: 0x3F), handle: 0, error: .requestNotSupported),
+                .errorResponse(request: .readRequest, handle: 0, error: .invalidPDU),
+                .errorResponse(request: .readRequest, handle: 0, error: .requestNotSupported),
+            ])
     }
 
     @Test func errorResponseBecomesATypedError() async throws {
@@ -175,7 +182,10 @@ func withBearer<T: Sendable>(timeout: Duration = .seconds(30), security: (any Li
             async let pending = bearer.request(.readRequest(handle: 4))
             _ = try await peer.next()
             try await peer.send(.errorResponse(request: .readRequest, handle: 4, error: .readNotPermitted))
-            do { _ = try await pending; return nil as ATTBearerError? } catch { return error as? ATTBearerError }
+            do {
+                _ = try await pending
+                return nil as ATTBearerError?
+            } catch { return error as? ATTBearerError }
         }
         #expect(error == .peer(.readNotPermitted, request: .readRequest, handle: 4))
         #expect(error?.description == "ATT read not permitted (request 0x0a, handle 0x4)")

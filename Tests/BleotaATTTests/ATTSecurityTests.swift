@@ -2,6 +2,7 @@ import BleotaCodec
 import BleotaLink
 import Synchronization
 import Testing
+
 @testable import BleotaATT
 
 /// A link's security as a test sets it up: the levels pairing reaches, in order,
@@ -84,7 +85,8 @@ final class ScriptedSecurity: LinkSecurityControl {
             return nil
         }
         #expect(error == ATTBearerError.security(.failed(.confirmValueFailed, byDevice: true)))
-        #expect(error?.description == "pairing failed at the device: confirm value failed (the passkeys did not match): check the passkey the device shows and give it with --passkey")
+        #expect(
+            error?.description == "pairing failed at the device: confirm value failed (the passkeys did not match): check the passkey the device shows and give it with --passkey")
     }
 
     @Test func otherErrorsAndBearersWithoutSecurityGetTheErrorAsItCame() async throws {

@@ -3,21 +3,28 @@ import BleotaLink
 import BleotaTestSupport
 import Synchronization
 import Testing
+
 @testable import BleotaATT
 
 @Suite struct GATTTests {
     static func deviceInformation(_ server: GATTServer) {
-        server.addService(.bit16(0x1800), characteristics: [
-            CharacteristicDefinition(uuid: .deviceName, properties: [.read], value: Array("bleota test".utf8)),
-        ])
-        server.addService(.bit16(0x180A), characteristics: [
-            CharacteristicDefinition(uuid: .bit16(0x2A29), properties: [.read], value: Array(repeating: 0x41, count: 300)),
-            CharacteristicDefinition(uuid: .bit16(0x2A28), properties: [.read, .write], value: [1]),
-        ])
-        server.addService(otaService, characteristics: [
-            CharacteristicDefinition(uuid: otaRX, properties: [.write, .writeWithoutResponse]),
-            CharacteristicDefinition(uuid: otaTX, properties: [.notify, .indicate]),
-        ])
+        server.addService(
+            .bit16(0x1800),
+            characteristics: [
+                CharacteristicDefinition(uuid: .deviceName, properties: [.read], value: Array("bleota test".utf8))
+            ])
+        server.addService(
+            .bit16(0x180A),
+            characteristics: [
+                CharacteristicDefinition(uuid: .bit16(0x2A29), properties: [.read], value: Array(repeating: 0x41, count: 300)),
+                CharacteristicDefinition(uuid: .bit16(0x2A28), properties: [.read, .write], value: [1]),
+            ])
+        server.addService(
+            otaService,
+            characteristics: [
+                CharacteristicDefinition(uuid: otaRX, properties: [.write, .writeWithoutResponse]),
+                CharacteristicDefinition(uuid: otaTX, properties: [.notify, .indicate]),
+            ])
     }
 
     @Test func discoversServicesCharacteristicsAndDescriptors() async throws {
@@ -58,18 +65,30 @@ import Testing
     /// channel link's live values as `bleota serve` builds them; a channel without one reads its stored value.
     @Test func aReadAsksTheLiveValueEachTime() async throws {
         let counter = Mutex(0)
-        let channels = [GATTChannel(number: 0, service: .bit16(0xFEF5), characteristic: .bit16(0x2001), write: .none, update: .none, readable: true),
-                        GATTChannel(number: 1, service: .bit16(0xFEF5), characteristic: .bit16(0x2002), write: .none, update: .none, readable: true)]
+        let channels = [
+            GATTChannel(number: 0, service: .bit16(0xFEF5), characteristic: .bit16(0x2001), write: .none, update: .none, readable: true),
+            GATTChannel(number: 1, service: .bit16(0xFEF5), characteristic: .bit16(0x2002), write: .none, update: .none, readable: true),
+        ]
         let result = try await withGATT(setup: { server in
-            _ = GATTPeripheralChannelLink.addChannels(channels, to: server, values: [0: [0], 1: [7]], liveValue: { number in
-                guard number == 0 else { return nil }
-                return [UInt8(counter.withLock { value in value += 1; return value })]
-            })
+            _ = GATTPeripheralChannelLink.addChannels(
+                channels, to: server, values: [0: [0], 1: [7]],
+                liveValue: { number in
+                    guard number == 0 else { return nil }
+                    return [
+                        UInt8(
+                            counter.withLock { value in
+                                value += 1
+                                return value
+                            })
+                    ]
+                })
         }) { client, _, _ in
             let service = try #require(try await client.discoverPrimaryServices(.bit16(0xFEF5)).first)
             let characteristics = try await client.discoverCharacteristics(service)
-            return (try await client.read(characteristics[0].valueHandle), try await client.read(characteristics[0].valueHandle),
-                    try await client.read(characteristics[1].valueHandle))
+            return (
+                try await client.read(characteristics[0].valueHandle), try await client.read(characteristics[0].valueHandle),
+                try await client.read(characteristics[1].valueHandle)
+            )
         }
         #expect(result.0 == [1] && result.1 == [2])
         #expect(result.2 == [7])
@@ -77,7 +96,10 @@ import Testing
 
     @Test func writeErrorsComeBackTyped() async throws {
         let error = try await withGATT(setup: Self.deviceInformation) { client, _, _ in
-            do { try await client.write(3, [1]); return nil as ATTBearerError? } catch { return error as? ATTBearerError }
+            do {
+                try await client.write(3, [1])
+                return nil as ATTBearerError?
+            } catch { return error as? ATTBearerError }
         }
         #expect(error == .peer(.writeNotPermitted, request: .writeRequest, handle: 3))
     }
@@ -91,7 +113,7 @@ import Testing
             let after = try await server.notify(tx.valueHandle, value: [2], on: serverBearer)
             let received = try await client.bearer.incoming.take()
             try await client.subscribe(tx, indications: true)
-            try await server.notify(tx.valueHandle, value: [3], on: serverBearer) // waits for the confirmation
+            try await server.notify(tx.valueHandle, value: [3], on: serverBearer)  // waits for the confirmation
             let indication = try await client.bearer.incoming.take()
             return (before, after, received, indication)
         }
@@ -105,9 +127,11 @@ import Testing
 @Suite struct GATTServedServicesTests {
     /// What `bleota serve` offers: GAP, the bleota service and MCUmgr's one-characteristic SMP service.
     static func served(_ server: GATTServer) {
-        server.addService(.bit16(0x1800), characteristics: [
-            CharacteristicDefinition(uuid: .deviceName, properties: [.read], value: Array("bleota-serve".utf8)),
-        ])
+        server.addService(
+            .bit16(0x1800),
+            characteristics: [
+                CharacteristicDefinition(uuid: .deviceName, properties: [.read], value: Array("bleota-serve".utf8))
+            ])
         _ = GATTPeripheralLink.addPacketService(to: server, service: otaService, rx: otaRX, tx: otaTX)
         let smp = BluetoothUUID("DA2E7828-FBCE-4E01-AE9E-261174997C48")!
         _ = GATTPeripheralLink.addPacketService(to: server, service: BluetoothUUID("8D53DC1D-1DB7-4CD3-868B-8A527460AA84")!, rx: smp, tx: smp)

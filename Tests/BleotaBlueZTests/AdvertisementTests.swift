@@ -3,17 +3,21 @@ import BleotaCodec
 import BleotaLink
 import BleotaTestSupport
 import Testing
+
 @testable import BleotaBlueZ
 
 @Suite struct AdvertisementTests {
     @Test func decodesFlagsNameUUIDsAndTXPower() {
-        let data: [UInt8] = [
-            0x02, 0x01, 0x06,                         // flags: LE general discoverable, BR/EDR not supported
-            0x05, 0x03, 0x0D, 0x18, 0x0A, 0x18,       // complete 16-bit UUIDs 180D, 180A
-            0x11, 0x07] + Array(BluetoothUUID("6E400001-B5A3-F393-E0A9-E50E24DCCA9E")!.littleEndian) + [
-            0x07, 0x09] + Array("bleota".utf8) + [    // complete local name
-            0x02, 0x0A, 0xF8,                         // TX power −8 dBm
-        ]
+        let data: [UInt8] =
+            [
+                0x02, 0x01, 0x06,  // flags: LE general discoverable, BR/EDR not supported
+                0x05, 0x03, 0x0D, 0x18, 0x0A, 0x18,  // complete 16-bit UUIDs 180D, 180A
+                0x11, 0x07,
+            ] + Array(BluetoothUUID("6E400001-B5A3-F393-E0A9-E50E24DCCA9E")!.littleEndian) + [
+                0x07, 0x09,
+            ] + Array("bleota".utf8) + [  // complete local name
+                0x02, 0x0A, 0xF8,  // TX power −8 dBm
+            ]
         let ad = Advertisement(address: "C0:FF:EE:00:00:01", addressType: "random", rssi: -60, data: data)
         #expect(ad.flags == 0x06)
         #expect(ad.serviceUUIDs == ["180D", "180A", "6E400001-B5A3-F393-E0A9-E50E24DCCA9E"])
@@ -58,12 +62,13 @@ import Testing
         #expect(reports[0].rssi == -70)
         #expect(reports[0].flags == 0x06)
         #expect(parseAdvertisingReports([0x02, 0x01, 0x00]).isEmpty)  // cut short
-        #expect(parseAdvertisingReports([0x01]).isEmpty)              // another subevent
+        #expect(parseAdvertisingReports([0x01]).isEmpty)  // another subevent
     }
 
     @Test func filtersByNameAddressAndService() {
-        let ad = Advertisement(address: "C0:FF:EE:00:00:01", addressType: "public", rssi: -40,
-                               data: [0x03, 0x03, 0x0D, 0x18, 0x07, 0x09] + Array("bleota".utf8))
+        let ad = Advertisement(
+            address: "C0:FF:EE:00:00:01", addressType: "public", rssi: -40,
+            data: [0x03, 0x03, 0x0D, 0x18, 0x07, 0x09] + Array("bleota".utf8))
         #expect(ScanFilter(name: "BLE").matches(ad))
         #expect(!ScanFilter(name: "other").matches(ad))
         #expect(ScanFilter(address: "c0:ff:ee:00:00:01").matches(ad))
@@ -80,8 +85,10 @@ import Testing
         #expect(name.parameters.count == 260)
         #expect(Array(name.parameters.prefix(12)) == Array("bleota-serve".utf8))
         #expect(Array(name.parameters[249..<259]) == Array("bleota-ser".utf8))
-        let add = ManagementCommand.addAdvertising(instance: 1, data: [0x11, 0x07] + [UInt8](repeating: 0xAB, count: 16),
-                                                   scanResponse: Advertiser.scanResponse(name: "bleota-serve")).packet(index: 2)
+        let add = ManagementCommand.addAdvertising(
+            instance: 1, data: [0x11, 0x07] + [UInt8](repeating: 0xAB, count: 16),
+            scanResponse: Advertiser.scanResponse(name: "bleota-serve")
+        ).packet(index: 2)
         // instance, flags (connectable | discoverable), duration, timeout, data length, scan response length, data, scan response
         #expect(Array(add.encode().prefix(17)) == [0x3E, 0x00, 0x02, 0x00, 43, 0x00, 0x01, 0x03, 0x00, 0x00, 0x00, 0, 0, 0, 0, 18, 14])
         #expect(Array(add.encode().suffix(14)) == [13, 0x09] + Array("bleota-serve".utf8))
@@ -109,8 +116,9 @@ import Testing
         #expect(AdvertisedVersion.decode(AdvertisedVersion.payload(built)) == built)
         #expect(AdvertisedVersion.decode([0x62, 0x56, 1, 2, 3]) == nil, "a version is 4 or 8 bytes after the marker")
         #expect(AdvertisedVersion.decode([0x62, 0x57, 1, 2, 3, 0]) == nil, "no marker, no version")
-        let ad = Advertisement(address: "C0:FF:EE:00:00:01", addressType: "public", rssi: -50,
-                               data: [0x02, 0x01, 0x06] + AdvertisedVersion.structure(version, company: 0x0059))
+        let ad = Advertisement(
+            address: "C0:FF:EE:00:00:01", addressType: "public", rssi: -50,
+            data: [0x02, 0x01, 0x06] + AdvertisedVersion.structure(version, company: 0x0059))
         #expect(ad.version == "1.2.772")
         #expect(ad.manufacturer?.companyID == 0x0059, "any company's data may carry it")
     }
@@ -143,9 +151,11 @@ import Testing
             ad.version = version
             return ad
         }
-        let seen = [device("A", rssi: -70, version: "1.0.0"), device("B", rssi: -40, version: "2.0.0"),
-                    device("C", rssi: -60, version: nil), device("D", rssi: -50, version: "2.1.0"),
-                    device("E", rssi: -90, version: "1.9.9")]
+        let seen = [
+            device("A", rssi: -70, version: "1.0.0"), device("B", rssi: -40, version: "2.0.0"),
+            device("C", rssi: -60, version: nil), device("D", rssi: -50, version: "2.1.0"),
+            device("E", rssi: -90, version: "1.9.9"),
+        ]
         let selection = ScanSelection(filter: ScanFilter(name: "node"), minimumRSSI: -80, olderThan: MCUbootImage.Version(parsing: "2.0.0"))
         let (chosen, current) = selection.choose(seen)
         #expect(chosen.map(\.address) == ["C", "A"], "older or unknown, strongest first; E is too weak")

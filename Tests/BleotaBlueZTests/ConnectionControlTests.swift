@@ -2,6 +2,7 @@ import BleotaCodec
 import BleotaLink
 import BleotaTestSupport
 import Testing
+
 @testable import BleotaBlueZ
 
 /// A controller played from a script: answers each command by opcode the way
@@ -15,7 +16,7 @@ final class ScriptedController: HCITransport, @unchecked Sendable {
     let clock = Clock()
     /// Unrelated LE events (advertising reports) sent before every answer.
     var noise = 0
-    var features: [UInt8] = [0xFF, 0x01, 0, 0, 0, 0, 0, 0] // 2M (bit 8) supported, Coded (bit 11) not
+    var features: [UInt8] = [0xFF, 0x01, 0, 0, 0, 0, 0, 0]  // 2M (bit 8) supported, Coded (bit 11) not
     var setPHYStatus: UInt8 = 0
     var phyUpdate: (status: UInt8, phy: UInt8)? = (0, 2)
     var connectionUpdateStatus: UInt8 = 0
@@ -74,7 +75,8 @@ final class ScriptedController: HCITransport, @unchecked Sendable {
 @Suite struct ConnectionControlTests {
     @Test func commandsFollowTheSpecLayout() {
         // LE Connection Update: opcode 0x2013, handle, min, max, latency, timeout, CE lengths.
-        #expect(HCICommand.leConnectionUpdate(handle: 0x0040, interval: 6...12, latency: 0, supervisionTimeout: 400).encode()
+        #expect(
+            HCICommand.leConnectionUpdate(handle: 0x0040, interval: 6...12, latency: 0, supervisionTimeout: 400).encode()
                 == [0x01, 0x13, 0x20, 14, 0x40, 0x00, 0x06, 0x00, 0x0C, 0x00, 0x00, 0x00, 0x90, 0x01, 0, 0, 0, 0])
         // LE Set PHY: opcode 0x2032, handle, ALL_PHYS, TX_PHYS, RX_PHYS, options.
         #expect(HCICommand.leSetPHY(handle: 0x0040, phy: .le2M).encode() == [0x01, 0x32, 0x20, 7, 0x40, 0x00, 0x00, 0x02, 0x02, 0x00, 0x00])
@@ -98,8 +100,9 @@ final class ScriptedController: HCITransport, @unchecked Sendable {
 
     @Test func twoMegabitPHYAndIntervalAreAppliedAndReadBack() async {
         let controller = ScriptedController()
-        let settings = await ConnectionControl.apply(ConnectionRequest(phy: .le2M, interval: 15...30), handle: 0x40, adapterName: "hci0",
-                                               controller: controller.controller)
+        let settings = await ConnectionControl.apply(
+            ConnectionRequest(phy: .le2M, interval: 15...30), handle: 0x40, adapterName: "hci0",
+            controller: controller.controller)
         #expect(settings.notes == [])
         #expect(settings.phy == "2M")
         #expect(settings.intervalMilliseconds == 15)
@@ -111,8 +114,9 @@ final class ScriptedController: HCITransport, @unchecked Sendable {
 
     @Test func aPHYTheAdapterLacksIsReportedWithoutAsking() async {
         let controller = ScriptedController()
-        let settings = await ConnectionControl.apply(ConnectionRequest(phy: .coded), handle: 0x40, adapterName: "hci0",
-                                               controller: controller.controller)
+        let settings = await ConnectionControl.apply(
+            ConnectionRequest(phy: .coded), handle: 0x40, adapterName: "hci0",
+            controller: controller.controller)
         #expect(settings.notes == ["hci0 does not support the LE Coded PHY (its LE features lack it): the link stays on 1M"])
         #expect(!controller.opcodesWritten.contains(0x2032))
         #expect(settings.phy == "1M")
@@ -122,31 +126,36 @@ final class ScriptedController: HCITransport, @unchecked Sendable {
         let controller = ScriptedController()
         controller.setPHYStatus = 0x01
         controller.connectionUpdateStatus = 0x3B
-        var settings = await ConnectionControl.apply(ConnectionRequest(phy: .le2M, interval: 7.5...7.5), handle: 0x40, adapterName: "hci0",
-                                               controller: controller.controller)
-        #expect(settings.notes == [
-            "hci0 refused to set the 2M PHY (HCI status 0x01: unknown HCI command)",
-            "the controller refused the connection interval 7.5–7.5 ms (HCI status 0x3b: unacceptable connection parameters)",
-        ])
+        var settings = await ConnectionControl.apply(
+            ConnectionRequest(phy: .le2M, interval: 7.5...7.5), handle: 0x40, adapterName: "hci0",
+            controller: controller.controller)
+        #expect(
+            settings.notes == [
+                "hci0 refused to set the 2M PHY (HCI status 0x01: unknown HCI command)",
+                "the controller refused the connection interval 7.5–7.5 ms (HCI status 0x3b: unacceptable connection parameters)",
+            ])
         #expect(settings.intervalMilliseconds == nil)
 
         let silent = ScriptedController()
         silent.phyUpdate = nil
         silent.connectionUpdate = (0x1A, 0)
-        settings = await ConnectionControl.apply(ConnectionRequest(phy: .le2M, interval: 30...50), handle: 0x40, adapterName: "hci1",
-                                           controller: silent.controller)
-        #expect(settings.notes == [
-            "the 2M PHY was requested but no PHY update completed within 3 s",
-            "the peer did not accept the connection interval 30–50 ms (HCI status 0x1a: unsupported remote feature)",
-        ])
+        settings = await ConnectionControl.apply(
+            ConnectionRequest(phy: .le2M, interval: 30...50), handle: 0x40, adapterName: "hci1",
+            controller: silent.controller)
+        #expect(
+            settings.notes == [
+                "the 2M PHY was requested but no PHY update completed within 3 s",
+                "the peer did not accept the connection interval 30–50 ms (HCI status 0x1a: unsupported remote feature)",
+            ])
         #expect(settings.phy == "1M")
     }
 
     @Test func anUpdateEventArrivingBeforeItsCommandStatusIsNotLost() async {
         let controller = ScriptedController()
         controller.eventBeforeStatus = true
-        let settings = await ConnectionControl.apply(ConnectionRequest(phy: .le2M), handle: 0x40, adapterName: "hci0",
-                                               controller: controller.controller)
+        let settings = await ConnectionControl.apply(
+            ConnectionRequest(phy: .le2M), handle: 0x40, adapterName: "hci0",
+            controller: controller.controller)
         #expect(settings.notes == [])
         #expect(settings.phy == "2M")
     }
@@ -154,8 +163,9 @@ final class ScriptedController: HCITransport, @unchecked Sendable {
     @Test func aPeerThatRefusesThePHYIsNamed() async {
         let controller = ScriptedController()
         controller.phyUpdate = (0x1A, 1)
-        let settings = await ConnectionControl.apply(ConnectionRequest(phy: .le2M), handle: 0x40, adapterName: "hci0",
-                                               controller: controller.controller)
+        let settings = await ConnectionControl.apply(
+            ConnectionRequest(phy: .le2M), handle: 0x40, adapterName: "hci0",
+            controller: controller.controller)
         #expect(settings.notes == ["the peer did not take the 2M PHY (HCI status 0x1a: unsupported remote feature)"])
         #expect(settings.summary == "PHY 1M")
     }
@@ -164,8 +174,9 @@ final class ScriptedController: HCITransport, @unchecked Sendable {
         let controller = ScriptedController()
         controller.phyUpdate = nil
         controller.noise = 100_000
-        let settings = await ConnectionControl.apply(ConnectionRequest(phy: .le2M), handle: 0x40, adapterName: "hci0",
-                                               controller: controller.controller)
+        let settings = await ConnectionControl.apply(
+            ConnectionRequest(phy: .le2M), handle: 0x40, adapterName: "hci0",
+            controller: controller.controller)
         // Each command waits its 2 s of (scripted) time, then gives up with a note, however much noise is left.
         #expect(settings.notes == ["cannot set the PHY: the controller did not answer HCI command 0x2032 within 2.0 seconds"])
         #expect(settings.phy == nil)

@@ -3,6 +3,7 @@ import BleotaLink
 import Glibc
 import Synchronization
 import Testing
+
 @testable import BleotaBlueZ
 
 /// Records every call and answers from a script, so the order and arguments
@@ -38,7 +39,10 @@ final class MockSocketSystem: SocketSystem {
     }
     func listen(_ fd: Int32, backlog: Int32) throws(SocketError) { log("listen") }
     func accept(_ fd: Int32) throws(SocketError) -> (fd: Int32, peer: L2CAPAddress)? { nil }
-    func send(_ fd: Int32, _ bytes: [UInt8]) throws(SocketError) -> Bool { log("send \(bytes)"); return true }
+    func send(_ fd: Int32, _ bytes: [UInt8]) throws(SocketError) -> Bool {
+        log("send \(bytes)")
+        return true
+    }
     func receive(_ fd: Int32, capacity: Int) throws(SocketError) -> [UInt8]? { [] }
     func close(_ fd: Int32) { log("close") }
     func wait(_ fd: Int32, writable: Bool) async throws(SocketError) { log(writable ? "wait writable" : "wait readable") }
@@ -50,18 +54,20 @@ let device = L2CAPAddress(address: BluetoothAddress("00:AA:01:01:00:01")!, type:
 @Suite struct L2CAPSocketTests {
     @Test func configuresBeforeConnectingAndConnectsWithoutBlocking() async throws {
         let system = MockSocketSystem()
-        let socket = try await L2CAPSocket.connect(from: adapter, to: device, security: .medium, receiveMTU: 247,
-                                                   timeout: .seconds(5), clock: SystemClock(), system: system)
+        let socket = try await L2CAPSocket.connect(
+            from: adapter, to: device, security: .medium, receiveMTU: 247,
+            timeout: .seconds(5), clock: SystemClock(), system: system)
         #expect(socket.fd == 42)
-        #expect(system.calls.withLock { $0 } == [
-            "socket",
-            "setsockopt 274 4 [2, 0]",            // BT_SECURITY medium, before connect
-            "bind 00:AA:01:00:00:00 cid=4 psm=0 public",
-            "setsockopt 274 13 [247, 0]",         // BT_RCVMTU: only accepted once bound to an LE address
-            "connect 00:AA:01:01:00:01 cid=4 psm=0 random",
-            "wait writable",                      // EINPROGRESS: wait, then read SO_ERROR
-            "getsockopt 1 4",
-        ])
+        #expect(
+            system.calls.withLock { $0 } == [
+                "socket",
+                "setsockopt 274 4 [2, 0]",  // BT_SECURITY medium, before connect
+                "bind 00:AA:01:00:00:00 cid=4 psm=0 public",
+                "setsockopt 274 13 [247, 0]",  // BT_RCVMTU: only accepted once bound to an LE address
+                "connect 00:AA:01:01:00:01 cid=4 psm=0 random",
+                "wait writable",  // EINPROGRESS: wait, then read SO_ERROR
+                "getsockopt 1 4",
+            ])
     }
 
     @Test func connectErrorFromSOErrorClosesTheSocket() async throws {
@@ -120,8 +126,14 @@ let device = L2CAPAddress(address: BluetoothAddress("00:AA:01:01:00:01")!, type:
         let serverBearer = ATTBearer(link: peripheral, clock: SystemClock())
         await serverBearer.setServer(server)
         let value = try await withThrowingTaskGroup(of: [UInt8]?.self) { group in
-            group.addTask { await clientBearer.run(); return nil }
-            group.addTask { await serverBearer.run(); return nil }
+            group.addTask {
+                await clientBearer.run()
+                return nil
+            }
+            group.addTask {
+                await serverBearer.run()
+                return nil
+            }
             let client = GATTClient(bearer: clientBearer)
             _ = try await client.exchangeMTU()
             let service = try #require(try await client.discoverPrimaryServices().first)
@@ -151,7 +163,10 @@ let device = L2CAPAddress(address: BluetoothAddress("00:AA:01:01:00:01")!, type:
             ("ble://C0:FF:EE:00:00:01?interval=5-10", "ble:// interval '5-10' is out of range: LE connection intervals are 7.5…4000 ms, MIN ≤ MAX"),
             ("ble://C0:FF:EE:00:00:01?interval=fast", "ble:// interval 'fast' is not MIN-MAX in milliseconds, e.g. interval=7.5-15"),
         ] {
-            guard case .failure(let error) = BLEDeviceAddress.parse(text) else { Issue.record("\(text) parsed"); continue }
+            guard case .failure(let error) = BLEDeviceAddress.parse(text) else {
+                Issue.record("\(text) parsed")
+                continue
+            }
             #expect(error.description == message)
         }
     }

@@ -1,11 +1,12 @@
 import BleotaCodec
 import BleotaLink
+import BleotaTestSupport
 import Foundation
 import Glibc
 import Logging
 import Synchronization
-import BleotaTestSupport
 import Testing
+
 @testable import BleotaBlueZ
 
 /// The kernel's side of a management socket, scripted: a `socketpair` whose
@@ -90,10 +91,15 @@ let peerBytes: [UInt8] = [0x01, 0x00, 0x01, 0x01, 0xAA, 0x00, 0x01]
         #expect(passkey == .userPasskeyRequest(peer))
         let failed = try ManagementEvent(decoding: ManagementPacket(code: 0x0011, index: 1, parameters: peerBytes + [0x05]))
         #expect(failed == .authenticationFailed(peer, status: .authenticationFailed))
-        let irk = try ManagementEvent(decoding: ManagementPacket(code: 0x0018, index: 1,
-                                                                  parameters: [0x01] + [0x11, 0x22, 0x33, 0x44, 0x55, 0x66] + peerBytes + [UInt8](repeating: 7, count: 16)))
-        #expect(irk == .newIdentityResolvingKey(storeHint: true, rpa: BluetoothAddress("66:55:44:33:22:11")!,
-                                                key: IdentityResolvingKey(identity: peer, value: [UInt8](repeating: 7, count: 16))))
+        let irk = try ManagementEvent(
+            decoding: ManagementPacket(
+                code: 0x0018, index: 1,
+                parameters: [0x01] + [0x11, 0x22, 0x33, 0x44, 0x55, 0x66] + peerBytes + [UInt8](repeating: 7, count: 16)))
+        #expect(
+            irk
+                == .newIdentityResolvingKey(
+                    storeHint: true, rpa: BluetoothAddress("66:55:44:33:22:11")!,
+                    key: IdentityResolvingKey(identity: peer, value: [UInt8](repeating: 7, count: 16))))
     }
 
     @Test func malformedEventsAreTypedErrorsNamingTheField() {
@@ -116,8 +122,9 @@ let peerBytes: [UInt8] = [0x01, 0x00, 0x01, 0x01, 0xAA, 0x00, 0x01]
         #expect(ManagementCommand.userPasskeyReply(peer, passkey: nil).opcode == 0x001F)
         #expect(ManagementCommand.userConfirmationReply(peer, accept: false).opcode == 0x001D)
         #expect(ManagementCommand.setIOCapability(.keyboardOnly).parameters == [0x02])
-        let key = LongTermKey(peer: peer, kind: .authenticatedLegacy, central: true, encryptionKeySize: 16, ediv: 0x1234,
-                              rand: 0x0102030405060708, value: [UInt8](repeating: 0x55, count: 16))
+        let key = LongTermKey(
+            peer: peer, kind: .authenticatedLegacy, central: true, encryptionKeySize: 16, ediv: 0x1234,
+            rand: 0x0102030405060708, value: [UInt8](repeating: 0x55, count: 16))
         let load = ManagementCommand.loadLongTermKeys([key]).parameters
         #expect(load.count == 2 + 36)
         #expect(Array(load.prefix(12)) == [0x01, 0x00] + peerBytes + [0x01, 0x01, 0x10])
@@ -152,7 +159,8 @@ let peerBytes: [UInt8] = [0x01, 0x00, 0x01, 0x01, 0xAA, 0x00, 0x01]
         let command = try await kernel.command()
         kernel.send(0x0002, index: 0, [UInt8(command.code & 0xFF), UInt8(command.code >> 8), 0x14])
         #expect(await refused == ManagementError(command: "Set Bondable", status: .permissionDenied))
-        #expect(ManagementError(command: "Set Bondable", status: .permissionDenied).description
+        #expect(
+            ManagementError(command: "Set Bondable", status: .permissionDenied).description
                 == "Set Bondable failed: permission denied (the management interface needs CAP_NET_ADMIN)")
     }
 }
@@ -160,7 +168,7 @@ let peerBytes: [UInt8] = [0x01, 0x00, 0x01, 0x01, 0xAA, 0x00, 0x01]
 /// The pairing agent against a scripted kernel: how it sets the adapter up and what it answers.
 @Suite struct KernelPairingAgentTests {
     static func information(le: Bool) -> [UInt8] {
-        var bytes: [UInt8] = [0x00, 0x00, 0x00, 0x01, 0xAA, 0x00] + [0x09, 0x02, 0x00] // address, version, manufacturer
+        var bytes: [UInt8] = [0x00, 0x00, 0x00, 0x01, 0xAA, 0x00] + [0x09, 0x02, 0x00]  // address, version, manufacturer
         let supported: UInt32 = 1 << 0 | 1 << 4 | 1 << 9 | 1 << 11
         let current: UInt32 = le ? 1 << 0 | 1 << 9 : 1 << 0
         bytes += withUnsafeBytes(of: supported.littleEndian) { Array($0) } + withUnsafeBytes(of: current.littleEndian) { Array($0) }
@@ -217,12 +225,12 @@ let peerBytes: [UInt8] = [0x01, 0x00, 0x01, 0x01, 0xAA, 0x00, 0x01]
         defer { kernel.close() }
         let prompt = FixedPrompt(answer: false)
         let (agent, _, _) = try await Self.started(kernel, policy: PairingPolicy(prompt: prompt), store: nil)
-        kernel.send(0x000F, peerBytes + [0x01, 0, 0, 0, 0]) // Just Works
+        kernel.send(0x000F, peerBytes + [0x01, 0, 0, 0, 0])  // Just Works
         let yes = try await kernel.command()
         #expect(yes.code == 0x001C)
         kernel.complete(yes, peerBytes)
         await agent.expectPairing(with: peer.address)
-        kernel.send(0x000F, peerBytes + [0x00, 0x40, 0xE2, 0x01, 0x00]) // numeric comparison, 123456
+        kernel.send(0x000F, peerBytes + [0x00, 0x40, 0xE2, 0x01, 0x00])  // numeric comparison, 123456
         let no = try await kernel.command()
         #expect(no.code == 0x001D)
         kernel.complete(no, peerBytes)
@@ -253,10 +261,14 @@ let peerBytes: [UInt8] = [0x01, 0x00, 0x01, 0x01, 0xAA, 0x00, 0x01]
         let (agent, _, _) = try await Self.started(kernel, policy: PairingPolicy.justWorks, store: store)
         let value = (0..<16).map { UInt8($0) }
         // Handed to the agent as its event loop would: one key to keep, one (store hint 0) not to.
-        let keep = try ManagementEvent(decoding: ManagementPacket(code: 0x000A, index: 0,
-                                                                  parameters: [0x01] + peerBytes + [0x03, 0x00, 0x10, 0, 0] + [UInt8](repeating: 0, count: 8) + value))
-        let drop = try ManagementEvent(decoding: ManagementPacket(code: 0x000A, index: 0,
-                                                                  parameters: [0x00] + [0x02, 0, 0, 0, 0, 0xC0, 0x02] + [0x02, 0x00, 0x10, 0, 0] + [UInt8](repeating: 0, count: 8) + value))
+        let keep = try ManagementEvent(
+            decoding: ManagementPacket(
+                code: 0x000A, index: 0,
+                parameters: [0x01] + peerBytes + [0x03, 0x00, 0x10, 0, 0] + [UInt8](repeating: 0, count: 8) + value))
+        let drop = try ManagementEvent(
+            decoding: ManagementPacket(
+                code: 0x000A, index: 0,
+                parameters: [0x00] + [0x02, 0, 0, 0, 0, 0xC0, 0x02] + [0x02, 0x00, 0x10, 0, 0] + [UInt8](repeating: 0, count: 8) + value))
         await agent.handle(keep, index: 0)
         await agent.handle(drop, index: 0)
         let bonds = try store.load()
@@ -278,7 +290,13 @@ final class FixedPrompt: PairingPrompt {
     private let questions = Mutex<[String]>([])
     var asked: [String] { questions.withLock { $0 } }
     init(answer: Bool) { self.answer = answer }
-    func readPasskey(_ question: String) async -> UInt32? { questions.withLock { $0.append(question) }; return nil }
-    func confirm(_ question: String) async -> Bool { questions.withLock { $0.append(question) }; return answer }
+    func readPasskey(_ question: String) async -> UInt32? {
+        questions.withLock { $0.append(question) }
+        return nil
+    }
+    func confirm(_ question: String) async -> Bool {
+        questions.withLock { $0.append(question) }
+        return answer
+    }
     func show(_ line: String) async {}
 }

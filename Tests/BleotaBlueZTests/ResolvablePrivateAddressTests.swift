@@ -1,12 +1,18 @@
 import Foundation
 import Testing
+
 @testable import BleotaBlueZ
 
 /// Resolving private addresses, checked against addresses Google's Bumble made
 /// (Fixtures/bumble-0.0.236-rpa.json, written by scripts/rpa-vectors.py).
 @Suite struct ResolvablePrivateAddressTests {
     struct Vectors: Decodable {
-        struct Case: Decodable { var irk: String; var addresses: [String]; var prand: String; var hash: String }
+        struct Case: Decodable {
+            var irk: String
+            var addresses: [String]
+            var prand: String
+            var hash: String
+        }
         var tool: String
         var cases: [Case]
     }
@@ -39,9 +45,12 @@ import Testing
         let made = try #require(ResolvablePrivateAddress.make(irk: irk, prand: [0xFF, 0x12, 0x34]))
         #expect(made.bytes[0] >> 6 == 0b01 && ResolvablePrivateAddress.resolves(made, irk: irk))
         let identity = ManagementAddress(BluetoothAddress("C0:98:E5:00:00:01")!, kind: .leRandom)
-        let keys = [IdentityResolvingKey(identity: ManagementAddress(BluetoothAddress("00:AA:01:01:00:01")!, kind: .lePublic),
-                                         value: try #require([UInt8](hex: vectors.cases[1].irk))),
-                    IdentityResolvingKey(identity: identity, value: irk)]
+        let keys = [
+            IdentityResolvingKey(
+                identity: ManagementAddress(BluetoothAddress("00:AA:01:01:00:01")!, kind: .lePublic),
+                value: try #require([UInt8](hex: vectors.cases[1].irk))),
+            IdentityResolvingKey(identity: identity, value: irk),
+        ]
         #expect(ResolvablePrivateAddress.identity(of: made, among: keys) == identity)
         // A public or static address is not resolvable, whatever its bits say after the first two.
         #expect(!ResolvablePrivateAddress.isResolvable(BluetoothAddress("C0:98:E5:00:00:01")!))

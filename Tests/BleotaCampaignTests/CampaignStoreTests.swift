@@ -1,4 +1,3 @@
-@testable import BleotaCampaign
 import BleotaEngine
 import BleotaFleet
 import BleotaLink
@@ -8,22 +7,28 @@ import Logging
 import Synchronization
 import Testing
 
+@testable import BleotaCampaign
+
 /// The campaign store against a real PostgreSQL server (one per test, torn down after it):
 /// the schema, claims, leases, tries and how they end.
 @Suite(.serialized) struct CampaignStoreTests {
     static let logger = Logger(label: "bleota.campaign.test")
 
     /// A server, its address, and a campaign of `count` devices named d1…dN.
-    func withCampaign(_ count: Int = 4, attempts: Int = 3, lease: Double = 60, backoff: Double = 0,
-                      _ body: @Sendable (CampaignStore, CampaignInfo, PostgresTestServer) async throws -> Void) async throws {
+    func withCampaign(
+        _ count: Int = 4, attempts: Int = 3, lease: Double = 60, backoff: Double = 0,
+        _ body: @Sendable (CampaignStore, CampaignInfo, PostgresTestServer) async throws -> Void
+    ) async throws {
         let server = try PostgresTestServer.start()
         defer { server.stop() }
         let address = try CampaignAddress(parsing: server.url)
         try await CampaignStore.withStore(address, logger: Self.logger) { store in
             let devices = (1...count).map { FleetDevice(address: "udp://127.0.0.1:\(20_000 + $0)", label: "d\($0)") }
-            let info = try await store.create(CampaignDefinition(name: "test", imageName: "app.bin", image: Array(repeating: 0xA5, count: 4096),
-                                                                 devices: devices, versionLabel: "2.0.0", attempts: attempts,
-                                                                 backoffSeconds: backoff, leaseSeconds: lease))
+            let info = try await store.create(
+                CampaignDefinition(
+                    name: "test", imageName: "app.bin", image: Array(repeating: 0xA5, count: 4096),
+                    devices: devices, versionLabel: "2.0.0", attempts: attempts,
+                    backoffSeconds: backoff, leaseSeconds: lease))
             try await body(store, info, server)
         }
     }
@@ -87,8 +92,9 @@ import Testing
             try await Task.sleep(for: .milliseconds(500))
             let second = try #require(try await store.claim(info, worker: "alive", limit: 5, adapters: []).first)
             #expect(second.device.address == first.device.address && second.tryNumber == 2)
-            #expect(try await store.record(info, worker: "dead", claimed: first, ending: Self.updated()) == false,
-                    "the worker whose lease ran out records nothing")
+            #expect(
+                try await store.record(info, worker: "dead", claimed: first, ending: Self.updated()) == false,
+                "the worker whose lease ran out records nothing")
             #expect(try await store.record(info, worker: "alive", claimed: second, ending: Self.updated()))
             let tries = try await store.tries(info.name)
             #expect(tries.map(\.outcome) == ["lease-expired", "updated"])
@@ -137,9 +143,12 @@ import Testing
         let server = try PostgresTestServer.start()
         defer { server.stop() }
         try await CampaignStore.withStore(try CampaignAddress(parsing: server.url), logger: Self.logger) { store in
-            let info = try await store.create(CampaignDefinition(name: "adapters", imageName: "a.bin", image: [1, 2, 3], devices: [
-                FleetDevice(address: "ble://AA:BB:CC:DD:EE:01", adapter: "hci1"), FleetDevice(address: "ble://AA:BB:CC:DD:EE:02"),
-            ]))
+            let info = try await store.create(
+                CampaignDefinition(
+                    name: "adapters", imageName: "a.bin", image: [1, 2, 3],
+                    devices: [
+                        FleetDevice(address: "ble://AA:BB:CC:DD:EE:01", adapter: "hci1"), FleetDevice(address: "ble://AA:BB:CC:DD:EE:02"),
+                    ]))
             let other = try await store.claim(info, worker: "w0", limit: 5, adapters: ["hci0"])
             #expect(other.map(\.device.address) == ["ble://AA:BB:CC:DD:EE:02"])
             let owner = try await store.claim(info, worker: "w1", limit: 5, adapters: ["hci1"])
@@ -153,8 +162,14 @@ import Testing
         let error = await #expect(throws: CampaignError.self) {
             try await CampaignStore.withStore(address, logger: Self.logger) { _ in }
         }
-        guard case .database(let text)? = error else { Issue.record("not a database error: \(String(describing: error))"); return }
-        #expect(text == "connecting to postgresql://bleota@/nonexistent-bleota/.s.PGSQL.1/postgres: no server socket at /nonexistent-bleota/.s.PGSQL.1: is the server running, and are host= and port= its socket directory and port?", "\(text)")
+        guard case .database(let text)? = error else {
+            Issue.record("not a database error: \(String(describing: error))")
+            return
+        }
+        #expect(
+            text
+                == "connecting to postgresql://bleota@/nonexistent-bleota/.s.PGSQL.1/postgres: no server socket at /nonexistent-bleota/.s.PGSQL.1: is the server running, and are host= and port= its socket directory and port?",
+            "\(text)")
         #expect(!text.contains("\n"))
     }
 }
@@ -201,8 +216,10 @@ import Testing
         let logger = Logger(label: "bleota.worker.test")
         try await CampaignStore.withStore(try CampaignAddress(parsing: server.url), logger: logger) { store in
             let devices = (1...16).map { FleetDevice(address: "udp://127.0.0.1:\(30_000 + $0)") }
-            let info = try await store.create(CampaignDefinition(name: "pair", imageName: "app.bin", image: [7, 7, 7], devices: devices,
-                                                                 leaseSeconds: 1))
+            let info = try await store.create(
+                CampaignDefinition(
+                    name: "pair", imageName: "app.bin", image: [7, 7, 7], devices: devices,
+                    leaseSeconds: 1))
             // Each "device" counts the updates that reached their end on it.
             let completed = Shared<[String: [String]]>([:])
             let startedByDoomed = Shared(0)
@@ -215,9 +232,10 @@ import Testing
                         return .failed(TransferError(.linkLost, step: .transfer, "cancelled"))
                     }
                     completed.value.withLock { $0[device.address, default: []].append(worker) }
-                    var report = UpdateReport(operation: "flash", device: device.address, bytes: 3, streamBytes: 3, compressed: false, packetSize: 244,
-                                              transferSeconds: 0.15, totalSeconds: 0.15, statistics: TransferStatistics(), stepSeconds: [:],
-                                              tuning: TransferTuning())
+                    var report = UpdateReport(
+                        operation: "flash", device: device.address, bytes: 3, streamBytes: 3, compressed: false, packetSize: 244,
+                        transferSeconds: 0.15, totalSeconds: 0.15, statistics: TransferStatistics(), stepSeconds: [:],
+                        tuning: TransferTuning())
                     report.versionAfter = "2.0.0"
                     return .updated(report)
                 }
@@ -262,19 +280,32 @@ extension CampaignWorkerTests {
             let queued = Shared(0)
             // Each device's link, in the order their transfers began.
             let links = Shared<[(device: String, link: RecordingIntervalLink)]>([])
-            let options = CampaignWorkerOptions(adapters: ["a0"], connectionsPerAdapter: 3, transfersPerAdapter: 1, name: "w",
-                                                poll: .milliseconds(100))
-            let worker = CampaignWorker(store: store, campaign: info, options: options, logger: logger, onEvent: { event in
-                if case .queued = event { queued.value.withLock { $0 += 1 } }
-            }) { device, _, turn, _ in
-                transferring.value.withLock { $0.connected += 1; $0.mostConnected = max($0.mostConnected, $0.connected) }
+            let options = CampaignWorkerOptions(
+                adapters: ["a0"], connectionsPerAdapter: 3, transfersPerAdapter: 1, name: "w",
+                poll: .milliseconds(100))
+            let worker = CampaignWorker(
+                store: store, campaign: info, options: options, logger: logger,
+                onEvent: { event in
+                    if case .queued = event { queued.value.withLock { $0 += 1 } }
+                }
+            ) { device, _, turn, _ in
+                transferring.value.withLock {
+                    $0.connected += 1
+                    $0.mostConnected = max($0.mostConnected, $0.connected)
+                }
                 defer { transferring.value.withLock { $0.connected -= 1 } }
                 guard let turn else { return .failed(TransferError(.badInput, step: .load, "no transfer turn given")) }
                 await turn.wait(clock: SystemClock())
                 let link = RecordingIntervalLink()
                 turn.adopt(link)
-                let number = links.value.withLock { $0.append((device.address, link)); return $0.count }
-                transferring.value.withLock { $0.now += 1; $0.most = max($0.most, $0.now) }
+                let number = links.value.withLock {
+                    $0.append((device.address, link))
+                    return $0.count
+                }
+                transferring.value.withLock {
+                    $0.now += 1
+                    $0.most = max($0.most, $0.now)
+                }
                 try? await Task.sleep(for: .milliseconds(60))
                 // The last transfer lasts until the worker has found nothing more to claim (a claim may
                 // take longer than a transfer on a loaded machine), or 5 s.
@@ -283,9 +314,10 @@ extension CampaignWorkerTests {
                 }
                 transferring.value.withLock { $0.now -= 1 }
                 turn.release()
-                var report = UpdateReport(operation: "flash", device: device.address, bytes: 1, streamBytes: 1, compressed: false, packetSize: 244,
-                                          transferSeconds: 0.06, totalSeconds: 0.06, statistics: TransferStatistics(), stepSeconds: [:],
-                                          tuning: TransferTuning())
+                var report = UpdateReport(
+                    operation: "flash", device: device.address, bytes: 1, streamBytes: 1, compressed: false, packetSize: 244,
+                    transferSeconds: 0.06, totalSeconds: 0.06, statistics: TransferStatistics(), stepSeconds: [:],
+                    tuning: TransferTuning())
                 report.versionAfter = "2.0.0"
                 return .updated(report)
             }

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import BleotaCodec
 
 @Suite struct ByteReaderTests {
@@ -39,7 +40,7 @@ import Testing
                 _ = try reader.readUInt32()
                 _ = try reader.readUInt64()
                 _ = try reader.readBytes(-0 + 1)
-                _ = try reader.readUInt8() // 18th byte never exists
+                _ = try reader.readUInt8()  // 18th byte never exists
             }
         }
     }

@@ -1,6 +1,7 @@
 import BleotaTestSupport
 import Foundation
 import Testing
+
 @testable import BleotaCodec
 
 /// Files read on demand, in bounded memory, for streaming large images.
@@ -23,8 +24,10 @@ import Testing
         let source = try FileByteSource(path: Self.file(content))
         #expect(source.count == content.count)
         var random = seededGenerator("rangesReadTheFilesBytes ranges")
-        var ranges: [Range<Int>] = [0..<1, 0..<block, block - 10..<block + 10, block - 1..<2 * block + 1,
-                                    content.count - 5..<content.count, 17..<17, 0..<content.count]
+        var ranges: [Range<Int>] = [
+            0..<1, 0..<block, block - 10..<block + 10, block - 1..<2 * block + 1,
+            content.count - 5..<content.count, 17..<17, 0..<content.count,
+        ]
         for _ in 0..<200 {
             let start = Int(random.next() % UInt64(content.count))
             ranges.append(start..<min(content.count, start + Int(random.next() % 600)))

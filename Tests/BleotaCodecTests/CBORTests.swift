@@ -1,6 +1,7 @@
-import Foundation
 import BleotaTestSupport
+import Foundation
 import Testing
+
 @testable import BleotaCodec
 
 /// Vectors written by cbor2 (the reference Python implementation), see scripts/cbor-vectors.py.
@@ -22,12 +23,19 @@ struct CBORVector: Decodable, Sendable, CustomTestStringConvertible {
 
         init(from decoder: any Decoder) throws {
             let container = try decoder.singleValueContainer()
-            if container.decodeNil() { self = .null }
-            else if let value = try? container.decode(Bool.self) { self = .bool(value) }
-            else if let value = try? container.decode(Double.self) { self = .number(value) }
-            else if let value = try? container.decode(String.self) { self = .string(value) }
-            else if let value = try? container.decode([JSONValue].self) { self = .array(value) }
-            else { self = .object(try container.decode([String: JSONValue].self)) }
+            if container.decodeNil() {
+                self = .null
+            } else if let value = try? container.decode(Bool.self) {
+                self = .bool(value)
+            } else if let value = try? container.decode(Double.self) {
+                self = .number(value)
+            } else if let value = try? container.decode(String.self) {
+                self = .string(value)
+            } else if let value = try? container.decode([JSONValue].self) {
+                self = .array(value)
+            } else {
+                self = .object(try container.decode([String: JSONValue].self))
+            }
         }
 
         var cbor: CBOR {
@@ -39,10 +47,11 @@ struct CBORVector: Decodable, Sendable, CustomTestStringConvertible {
             case ("t", .string(let text)): return .text(text)
             case ("a", .array(let items)): return .array(items.map(\.cbor))
             case ("m", .array(let pairs)):
-                return .map(pairs.map { pair in
-                    guard case .array(let kv) = pair else { fatalError("bad fixture") }
-                    return (key: kv[0].cbor, value: kv[1].cbor)
-                })
+                return .map(
+                    pairs.map { pair in
+                        guard case .array(let kv) = pair else { fatalError("bad fixture") }
+                        return (key: kv[0].cbor, value: kv[1].cbor)
+                    })
             case ("bool", .bool(let value)): return .bool(value)
             case ("null", _): return .null
             case ("undefined", _): return .undefined
@@ -85,20 +94,20 @@ struct CBORVector: Decodable, Sendable, CustomTestStringConvertible {
     @Test func malformedInputIsATypedErrorNamingTheProblem() {
         let cases: [(String, String)] = [
             ("", "CBOR initial byte"),
-            ("19 01", "CBOR argument"),                 // truncated 2-byte argument
-            ("5a ffffffff 00", "CBOR length"),          // byte string claiming 4 GiB
-            ("9b 7fffffffffffffff", "CBOR length"),     // array claiming 2^63 items
-            ("bb 7fffffffffffffff", "CBOR length"),     // map likewise
-            ("ff", "CBOR"),                             // stray break
-            ("1c", "CBOR initial byte"),                // reserved additional information
-            ("5f 01 ff", "CBOR string"),                // indefinite bytes with an integer chunk
-            ("7f 41 00 ff", "CBOR string"),             // indefinite text with a byte chunk
-            ("9f 01", "CBOR array"),                    // no break
-            ("bf 01 ff", "CBOR map"),                   // key without value
-            ("62 c3 28", "CBOR text string"),           // invalid UTF-8
-            ("f8 10", "CBOR simple value"),             // two-byte simple below 32
-            ("01 02", "CBOR item"),                     // trailing bytes
-            ("3f", "CBOR initial byte"),                // indefinite negative integer
+            ("19 01", "CBOR argument"),  // truncated 2-byte argument
+            ("5a ffffffff 00", "CBOR length"),  // byte string claiming 4 GiB
+            ("9b 7fffffffffffffff", "CBOR length"),  // array claiming 2^63 items
+            ("bb 7fffffffffffffff", "CBOR length"),  // map likewise
+            ("ff", "CBOR"),  // stray break
+            ("1c", "CBOR initial byte"),  // reserved additional information
+            ("5f 01 ff", "CBOR string"),  // indefinite bytes with an integer chunk
+            ("7f 41 00 ff", "CBOR string"),  // indefinite text with a byte chunk
+            ("9f 01", "CBOR array"),  // no break
+            ("bf 01 ff", "CBOR map"),  // key without value
+            ("62 c3 28", "CBOR text string"),  // invalid UTF-8
+            ("f8 10", "CBOR simple value"),  // two-byte simple below 32
+            ("01 02", "CBOR item"),  // trailing bytes
+            ("3f", "CBOR initial byte"),  // indefinite negative integer
         ]
         for (hex, field) in cases {
             let bytes = [UInt8](hex: hex.replacingOccurrences(of: " ", with: ""))!

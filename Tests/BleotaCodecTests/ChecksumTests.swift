@@ -1,4 +1,5 @@
 import Testing
+
 @testable import BleotaCodec
 @testable import BleotaZlib
 
@@ -50,7 +51,9 @@ let check = Array("123456789".utf8)
             let a = Int(generator.next() % 1001), b = Int(generator.next() % 1001)
             let (low, high) = (min(a, b), max(a, b))
             var crc = CRC32()
-            crc.update(data[..<low]); crc.update(data[low..<high]); crc.update(data[high...])
+            crc.update(data[..<low])
+            crc.update(data[low..<high])
+            crc.update(data[high...])
             #expect(crc.value == whole32)
         }
     }

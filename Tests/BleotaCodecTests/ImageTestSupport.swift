@@ -1,4 +1,5 @@
 import Foundation
+
 @testable import BleotaCodec
 
 /// SplitMix64 (Steele, Lea and Flood 2014): a seeded generator, so a random

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import BleotaCodec
 
 let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -83,12 +84,14 @@ func srecError(_ text: String, file: String = "t.srec") -> ImageError? {
     }
 
     @Test func shortRecordIsTruncation() {
-        #expect(hexError(":0100\n:00000001FF\n")?.description
+        #expect(
+            hexError(":0100\n:00000001FF\n")?.description
                 == "t.hex: line 1: truncated: a record needs at least 5 bytes (count, address, type, checksum), this one has 2")
     }
 
     @Test func countThatDisagreesWithTheRecordIsABadLength() {
-        #expect(hexError(":0200000042BC\n:00000001FF\n")?.description
+        #expect(
+            hexError(":0200000042BC\n:00000001FF\n")?.description
                 == "t.hex: line 1 (record 00): bad record length: byte count says 2 data bytes, the record has 1")
         #expect(hexError(":0100000142BC\n")?.kind == .badLength("type 01 needs 0 data bytes, found 1"))
         #expect(hexError(":0100000401FA\n:00000001FF\n")?.kind == .badLength("type 04 needs 2 data bytes, found 1"))
@@ -166,7 +169,8 @@ func srecError(_ text: String, file: String = "t.srec") -> ImageError? {
     }
 
     @Test func countRecordMustMatchTheDataRecords() {
-        #expect(srecError("S10500001122C7\nS5030002FA\nS9030000FC\n")?.description
+        #expect(
+            srecError("S10500001122C7\nS5030002FA\nS9030000FC\n")?.description
                 == "t.srec: line 2 (record S5): record count says 2 data records, the file has 1")
     }
 
@@ -178,7 +182,8 @@ func srecError(_ text: String, file: String = "t.srec") -> ImageError? {
 
     @Test func noDataAndNoTerminationIsTruncation() {
         // Only a header: nothing to load and nothing saying the file ended.
-        #expect(srecError("S00600004844521B\n")?.description
+        #expect(
+            srecError("S00600004844521B\n")?.description
                 == "t.srec: truncated: no data records, count or termination record (S5, S7, S8 or S9): the file was cut short")
         // Only blank lines are not an empty file on disk, but hold no records either.
         #expect(srecError("\n  \n\t\n")?.kind == .truncated("no data records, count or termination record (S5, S7, S8 or S9): the file was cut short"))
@@ -187,16 +192,17 @@ func srecError(_ text: String, file: String = "t.srec") -> ImageError? {
     /// An empty image without a start address, as bleota writes it (found by
     /// FuzzSRecord: an empty data record parsed, but its re-encoding did not).
     @Test func anEmptyImageWrittenWithoutAStartAddressReadsBack() throws {
-        let empty = try SRecord.parse(Array("S3050010616227\n".utf8)) // one data record with no bytes
+        let empty = try SRecord.parse(Array("S3050010616227\n".utf8))  // one data record with no bytes
         #expect(empty.segments.isEmpty && empty.startAddress == nil)
         let written = SRecord.encode(empty)
-        #expect(written == "S0090000626C656F74617F\nS5030000FC\n") // header "bleota", count 0
+        #expect(written == "S0090000626C656F74617F\nS5030000FC\n")  // header "bleota", count 0
         let again = try SRecord.parse(Array(written.utf8))
         #expect(again.segments.isEmpty && again.startAddress == nil)
     }
 
     @Test func aCountRecordIsStillCheckedWithoutATerminationRecord() {
-        #expect(srecError("S10500001122C7\nS5030002FA\n")?.description
+        #expect(
+            srecError("S10500001122C7\nS5030002FA\n")?.description
                 == "t.srec: line 2 (record S5): record count says 2 data records, the file has 1")
     }
 
@@ -213,10 +219,12 @@ func srecError(_ text: String, file: String = "t.srec") -> ImageError? {
     }
 
     @Test func roundTripKeepsSegmentsAndStart() throws {
-        let image = try FirmwareImage(format: .srec, segments: [
-            ImageSegment(address: 0x2000_0000, bytes: (0..<100).map { UInt8($0) }),
-            ImageSegment(address: 0x2000_1000, bytes: [9, 8, 7]),
-        ], startAddress: 0x2000_0001, header: "rt")
+        let image = try FirmwareImage(
+            format: .srec,
+            segments: [
+                ImageSegment(address: 0x2000_0000, bytes: (0..<100).map { UInt8($0) }),
+                ImageSegment(address: 0x2000_1000, bytes: [9, 8, 7]),
+            ], startAddress: 0x2000_0001, header: "rt")
         let text = SRecord.encode(image)
         #expect(text.hasPrefix("S0"))
         #expect(text.contains("\nS5"))
@@ -271,10 +279,12 @@ func srecError(_ text: String, file: String = "t.srec") -> ImageError? {
     }
 
     @Test func checksumsStreamOverGapsWithAnyFill() throws {
-        let image = try FirmwareImage(format: .intelHex, segments: [
-            ImageSegment(address: 0x100, bytes: [1, 2, 3]),
-            ImageSegment(address: 0x100 + 200_000, bytes: [4]),
-        ])
+        let image = try FirmwareImage(
+            format: .intelHex,
+            segments: [
+                ImageSegment(address: 0x100, bytes: [1, 2, 3]),
+                ImageSegment(address: 0x100 + 200_000, bytes: [4]),
+            ])
         for fill: UInt8 in [0xFF, 0x00, 0x5A] {
             let flat = image.flattened(fill: fill)
             #expect(flat.count == 200_001)
@@ -300,13 +310,14 @@ func srecError(_ text: String, file: String = "t.srec") -> ImageError? {
         let error = #expect(throws: ImageError.self) { try FirmwareImage.load(path: unknown) }
         #expect(error?.description == "notes.txt: cannot tell the format from the extension: add --input-format bin, hex or srec")
         #expect(try FirmwareImage.load(path: unknown, format: .bin).flattened() == [1])
-        #expect(ImageError(file: "x.hex", kind: .inputFile(InputFileError(path: "/a/x.hex", kind: .notFound))).description
+        #expect(
+            ImageError(file: "x.hex", kind: .inputFile(InputFileError(path: "/a/x.hex", kind: .notFound))).description
                 == "/a/x.hex: no such file: check the path")
         #expect(ImageError(file: "x.hex", kind: .empty).description == "x.hex is empty: nothing to load")
     }
 
     @Test func unreadableFileIsReported() throws {
-        guard getuid() != 0 else { return } // root reads everything; the error text is covered below
+        guard getuid() != 0 else { return }  // root reads everything; the error text is covered below
         let path = try temporaryFile("secret.bin", [1, 2])
         chmod(path, 0)
         #expect(throws: ImageError(file: "secret.bin", kind: .inputFile(InputFileError(path: path, kind: .permissionDenied)))) {
@@ -315,7 +326,8 @@ func srecError(_ text: String, file: String = "t.srec") -> ImageError? {
     }
 
     @Test func unreadableMessageSaysWhatToDo() {
-        #expect(ImageError(file: "s.bin", kind: .inputFile(InputFileError(path: "dir/s.bin", kind: .permissionDenied))).description
+        #expect(
+            ImageError(file: "s.bin", kind: .inputFile(InputFileError(path: "dir/s.bin", kind: .permissionDenied))).description
                 == "dir/s.bin: cannot read (permission denied): check its permissions")
     }
 
@@ -403,15 +415,17 @@ func srecError(_ text: String, file: String = "t.srec") -> ImageError? {
 
     @Test func aWrongCountInAFileWithoutTerminationIsStillAnError() {
         var text = Self.bincopyStyle([ImageSegment(address: 0x100, bytes: [1, 2, 3])], width: 2)
-        text = text.replacingOccurrences(of: ReferenceRecords.srec(type: 5, address: 1, width: 2),
-                                         with: ReferenceRecords.srec(type: 5, address: 3, width: 2))
+        text = text.replacingOccurrences(
+            of: ReferenceRecords.srec(type: 5, address: 1, width: 2),
+            with: ReferenceRecords.srec(type: 5, address: 3, width: 2))
         #expect(srecError(text)?.description == "t.srec: line 3 (record S5): record count says 3 data records, the file has 1")
     }
 
-    static let hexWithoutStart = [
-        ReferenceRecords.intelHex(type: 0x00, address: 0x8000, data: [1, 2, 3, 4]),
-        ReferenceRecords.intelHex(type: 0x01, address: 0),
-    ].joined(separator: "\n") + "\n"
+    static let hexWithoutStart =
+        [
+            ReferenceRecords.intelHex(type: 0x00, address: 0x8000, data: [1, 2, 3, 4]),
+            ReferenceRecords.intelHex(type: 0x01, address: 0),
+        ].joined(separator: "\n") + "\n"
 
     static func terminationRecords(_ text: String) -> [Substring] {
         text.split(separator: "\n").filter { $0.hasPrefix("S7") || $0.hasPrefix("S8") || $0.hasPrefix("S9") }
@@ -433,11 +447,12 @@ func srecError(_ text: String, file: String = "t.srec") -> ImageError? {
 
     @Test(arguments: [(UInt32(0x0000_8101), "S9"), (0x0001_0001, "S8"), (0x0800_0101, "S7"), (0, "S9")])
     func aStartAddressSurvivesBothWays(start: UInt32, termination: String) throws {
-        let text = [
-            ReferenceRecords.intelHex(type: 0x00, address: 0x8000, data: [1, 2, 3, 4]),
-            ReferenceRecords.intelHex(type: 0x05, address: 0, data: [UInt8(start >> 24), UInt8((start >> 16) & 0xFF), UInt8((start >> 8) & 0xFF), UInt8(start & 0xFF)]),
-            ReferenceRecords.intelHex(type: 0x01, address: 0),
-        ].joined(separator: "\n") + "\n"
+        let text =
+            [
+                ReferenceRecords.intelHex(type: 0x00, address: 0x8000, data: [1, 2, 3, 4]),
+                ReferenceRecords.intelHex(type: 0x05, address: 0, data: [UInt8(start >> 24), UInt8((start >> 16) & 0xFF), UInt8((start >> 8) & 0xFF), UInt8(start & 0xFF)]),
+                ReferenceRecords.intelHex(type: 0x01, address: 0),
+            ].joined(separator: "\n") + "\n"
         let hex = try IntelHex.parse(Array(text.utf8))
         #expect(hex.startAddress == start)
         let srecText = SRecord.encode(hex)

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import BleotaCodec
 
 /// Only regular files are read; anything else is refused with what it is,
@@ -37,7 +38,10 @@ import Testing
             #expect(throws: InputFileError(path: path, kind: .notRegularFile(.fifo))) { try InputFile.prefix(path, count: 4) }
             return #expect(throws: ImageError.self) { try FirmwareImage.load(path: path) }
         }
-        guard case .inputFile(let inner)? = error?.kind else { Issue.record("not an input file error: \(String(describing: error))"); return }
+        guard case .inputFile(let inner)? = error?.kind else {
+            Issue.record("not an input file error: \(String(describing: error))")
+            return
+        }
         #expect(inner.kind == .notRegularFile(.fifo))
         #expect(error?.description == "\(inner.path) is a FIFO (named pipe): give a regular file")
     }
@@ -48,8 +52,11 @@ import Testing
         let error = #expect(throws: ImageError.self) { try FirmwareImage.load(path: path, format: .bin) }
         #expect(error?.description == "\(path) is a character device: give a regular file")
         // Without a format the device is still named for what it is, not for its missing extension.
-        #expect(throws: ImageError(file: (path as NSString).lastPathComponent,
-                                   kind: .inputFile(InputFileError(path: path, kind: .notRegularFile(.characterDevice))))) {
+        #expect(
+            throws: ImageError(
+                file: (path as NSString).lastPathComponent,
+                kind: .inputFile(InputFileError(path: path, kind: .notRegularFile(.characterDevice))))
+        ) {
             try FirmwareImage.load(path: path)
         }
     }
@@ -75,10 +82,12 @@ import Testing
     @Test func aBlockDeviceIsRefused() throws {
         // Whatever block device this machine has, if any (containers often have none).
         let devices = (try? FileManager.default.contentsOfDirectory(atPath: "/dev")) ?? []
-        guard let device = devices.sorted().map({ "/dev/" + $0 }).first(where: { path in
-            var info = stat()
-            return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFBLK
-        }) else { return }
+        guard
+            let device = devices.sorted().map({ "/dev/" + $0 }).first(where: { path in
+                var info = stat()
+                return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFBLK
+            })
+        else { return }
         #expect(throws: InputFileError(path: device, kind: .notRegularFile(.blockDevice))) { try InputFile.read(device) }
         #expect(InputFileError(path: device, kind: .notRegularFile(.blockDevice)).description == "\(device) is a block device: give a regular file")
     }

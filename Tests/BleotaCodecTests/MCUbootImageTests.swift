@@ -1,6 +1,7 @@
-import Foundation
 import BleotaTestSupport
+import Foundation
 import Testing
+
 @testable import BleotaCodec
 
 /// Images, keys and imgtool's own verdicts from scripts/mcuboot-fixtures.sh (imgtool 2.5.0).
@@ -10,7 +11,11 @@ func mcubootSample(_ name: String) throws -> [UInt8] {
     try [UInt8](Data(contentsOf: mcubootSamples.appendingPathComponent(name)))
 }
 
-struct ImgtoolVerdict: Decodable { var version: String; var digest: String; var verified: Bool }
+struct ImgtoolVerdict: Decodable {
+    var version: String
+    var digest: String
+    var verified: Bool
+}
 
 @Suite struct MCUbootImageTests {
     static let verdicts: [String: ImgtoolVerdict] = {
@@ -59,7 +64,10 @@ struct ImgtoolVerdict: Decodable { var version: String; var digest: String; var 
         var bytes = try mcubootSample("app-1.1.0-ecdsa-p256.bin")
         let image = try MCUbootImage(decoding: bytes)
         // Flip a byte inside the DER signature's r value (the TLV sits at the end).
-        guard case .ecdsaP256(let der)? = image.signature else { Issue.record("no ECDSA signature"); return }
+        guard case .ecdsaP256(let der)? = image.signature else {
+            Issue.record("no ECDSA signature")
+            return
+        }
         let signatureStart = bytes.count - der.count
         bytes[signatureStart + 10] ^= 0x01
         let forged = try MCUbootImage(decoding: bytes)

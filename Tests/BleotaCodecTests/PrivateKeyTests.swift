@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import Testing
+
 @testable import BleotaCodec
 
 /// Keys OpenSSL made, with OpenSSL's own `pkey -pubout` of each (scripts/key-fixtures.sh).
@@ -29,7 +30,8 @@ enum TestSigningKey {
         switch self {
         case .p256(let key): return key.pemRepresentation
         case .ed25519(let key):
-            let der: [UInt8] = [0x30, 0x2E, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2B, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20]
+            let der: [UInt8] =
+                [0x30, 0x2E, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2B, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20]
                 + key.rawRepresentation
             return pem("PRIVATE KEY", der)
         }
@@ -38,7 +40,8 @@ enum TestSigningKey {
     /// SEC1 ("EC PRIVATE KEY", RFC 5915) of a P-256 key, with the curve and public key as OpenSSL writes them.
     var sec1PEM: String? {
         guard case .p256(let key) = self else { return nil }
-        let der: [UInt8] = [0x30, 0x77, 0x02, 0x01, 0x01, 0x04, 0x20] + key.rawRepresentation
+        let der: [UInt8] =
+            [0x30, 0x77, 0x02, 0x01, 0x01, 0x04, 0x20] + key.rawRepresentation
             + [0xA0, 0x0A, 0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07]
             + [0xA1, 0x44, 0x03, 0x42, 0x00] + key.publicKey.x963Representation
         return pem("EC PRIVATE KEY", der)
@@ -53,7 +56,7 @@ enum TestSigningKey {
     /// and signature TLVs; ECDSA over the hashed bytes, Ed25519 over the hash.
     func signedImage(_ firmware: [UInt8]) throws -> [UInt8] {
         let unsigned = MCUbootImage.build(firmware: firmware, version: .init(major: 2, minor: 0, revision: 0, build: 0))
-        let hashed = Array(unsigned.dropLast(4 + 4 + 32)) // its TLV area holds only the SHA-256
+        let hashed = Array(unsigned.dropLast(4 + 4 + 32))  // its TLV area holds only the SHA-256
         let hash = Array(SHA256.hash(data: hashed))
         let signature: (UInt16, [UInt8])
         switch self {
@@ -98,18 +101,21 @@ enum TestSigningKey {
             #expect(image.tlv(MCUbootImage.TLVType.keyHash)?.value == derived.hash)
             try image.verifySignature(with: derived)
             // Another key of the same kind does not verify it.
-            let stranger = switch key {
-            case .p256: TestSigningKey.p256(P256.Signing.PrivateKey())
-            case .ed25519: TestSigningKey.ed25519(Curve25519.Signing.PrivateKey())
-            }
+            let stranger =
+                switch key {
+                case .p256: TestSigningKey.p256(P256.Signing.PrivateKey())
+                case .ed25519: TestSigningKey.ed25519(Curve25519.Signing.PrivateKey())
+                }
             #expect(throws: ImageVerificationError.keyHashMismatch) {
                 try image.verifySignature(with: try MCUbootPublicKey(Array(stranger.pkcs8PEM.utf8)))
             }
         }
     }
 
-    @Test(arguments: [("ec-p256-private.pem", "ec-p256-public.pem"), ("ec-p256-private-sec1.pem", "ec-p256-public.pem"),
-                      ("ed25519-private.pem", "ed25519-public.pem")])
+    @Test(arguments: [
+        ("ec-p256-private.pem", "ec-p256-public.pem"), ("ec-p256-private-sec1.pem", "ec-p256-public.pem"),
+        ("ed25519-private.pem", "ed25519-public.pem"),
+    ])
     func opensslKeysDeriveThePublicKeyOpensslDerives(privateName: String, publicName: String) throws {
         let prefix = try Self.opensslPrefix()
         let derived = try MCUbootPublicKey(try keySample(prefix + privateName))

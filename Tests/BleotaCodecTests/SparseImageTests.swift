@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import BleotaCodec
 
 /// Images stay sparse: sizes, checksums and conversions never materialise gaps,
@@ -7,12 +8,13 @@ import Testing
 @Suite struct SparseImageTests {
     /// Four bytes at 0, four bytes ending at the top of the 32-bit address
     /// space: a 4 GiB image from a 72-byte file.
-    static let spanningText = [
-        ReferenceRecords.intelHex(type: 0x00, address: 0x0000, data: [1, 2, 3, 4]),
-        ReferenceRecords.intelHex(type: 0x04, address: 0, data: [0xFF, 0xFF]),
-        ReferenceRecords.intelHex(type: 0x00, address: 0xFFFC, data: [5, 6, 7, 8]),
-        ReferenceRecords.intelHex(type: 0x01, address: 0),
-    ].joined(separator: "\r\n") + "\r\n"
+    static let spanningText =
+        [
+            ReferenceRecords.intelHex(type: 0x00, address: 0x0000, data: [1, 2, 3, 4]),
+            ReferenceRecords.intelHex(type: 0x04, address: 0, data: [0xFF, 0xFF]),
+            ReferenceRecords.intelHex(type: 0x00, address: 0xFFFC, data: [5, 6, 7, 8]),
+            ReferenceRecords.intelHex(type: 0x01, address: 0),
+        ].joined(separator: "\r\n") + "\r\n"
 
     @Test func referenceCRCAgreesWithZlibOnShortRuns() {
         // The affine-map CRC used below, checked where both can be computed directly.
@@ -72,10 +74,12 @@ import Testing
         #expect(image.prefix(6) == [1, 2, 3, 4, 0xFF, 0xFF])
         #expect(image.prefix(3, fill: 0) == [1, 2, 3])
         // Under the limit, flattening gives the stream.
-        let small = try FirmwareImage(format: .intelHex, segments: [
-            ImageSegment(address: 0x100, bytes: [1, 2]),
-            ImageSegment(address: 0x105, bytes: [3]),
-        ])
+        let small = try FirmwareImage(
+            format: .intelHex,
+            segments: [
+                ImageSegment(address: 0x100, bytes: [1, 2]),
+                ImageSegment(address: 0x105, bytes: [3]),
+            ])
         #expect(try small.flattened(fill: 0xEE, limit: 6) == [1, 2, 0xEE, 0xEE, 0xEE, 3])
         #expect(throws: ImageError(file: "image", kind: .tooLarge(size: 6, limit: 5))) { try small.flattened(limit: 5) }
         #expect(small.prefix(100) == small.flattened())
@@ -115,10 +119,12 @@ import Testing
         // Enough records that the text passes the writer's 1 MiB piece several times.
         let first = (0..<300_000).map { _ in UInt8.random(in: 0...255, using: &generator) }
         let second = (0..<1000).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        let image = try FirmwareImage(format: .intelHex, segments: [
-            ImageSegment(address: 0x2_0000, bytes: first),
-            ImageSegment(address: 0x2_0000 + 400_000, bytes: second),
-        ], startAddress: 0x2_0001)
+        let image = try FirmwareImage(
+            format: .intelHex,
+            segments: [
+                ImageSegment(address: 0x2_0000, bytes: first),
+                ImageSegment(address: 0x2_0000 + 400_000, bytes: second),
+            ], startAddress: 0x2_0001)
         let path = try temporaryFile("out.\(format.rawValue)", [])
         try image.write(to: path, format: format, fill: 0x5A)
         let written = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
@@ -147,10 +153,12 @@ import Testing
     @Test func anMCUbootImageIsParsedFromTheSparseImageOnlyAsFarAsItReaches() throws {
         let bytes = try mcubootSample("app-1.1.0-ecdsa-p256.bin")
         // The signed image, and 3 GiB further on a settings byte: only the first part is flattened.
-        let image = try FirmwareImage(format: .intelHex, segments: [
-            ImageSegment(address: 0, bytes: bytes),
-            ImageSegment(address: 3 << 30, bytes: [0x42]),
-        ])
+        let image = try FirmwareImage(
+            format: .intelHex,
+            segments: [
+                ImageSegment(address: 0, bytes: bytes),
+                ImageSegment(address: 3 << 30, bytes: [0x42]),
+            ])
         let before = peakResidentBytes()
         let parsed = try MCUbootImage(decoding: image)
         #expect(parsed == (try MCUbootImage(decoding: bytes)))
@@ -161,14 +169,19 @@ import Testing
 
     @Test func anMCUbootHeaderClaimingMoreThanTheFileIsRefusedWithoutFlattening() throws {
         var header = Array(try mcubootSample("blinky-1.0.1-unsigned.bin").prefix(32))
-        header.replaceSubrange(12..<16, with: [0xFF, 0xFF, 0xFF, 0xFF]) // image size 4 GiB − 1
-        let image = try FirmwareImage(format: .intelHex, segments: [
-            ImageSegment(address: 0, bytes: header),
-            ImageSegment(address: 1 << 30, bytes: [0x42]),
-        ])
+        header.replaceSubrange(12..<16, with: [0xFF, 0xFF, 0xFF, 0xFF])  // image size 4 GiB − 1
+        let image = try FirmwareImage(
+            format: .intelHex,
+            segments: [
+                ImageSegment(address: 0, bytes: header),
+                ImageSegment(address: 1 << 30, bytes: [0x42]),
+            ])
         let error = #expect(throws: DecodingError.self) { try MCUbootImage(decoding: image) }
-        #expect(error == DecodingError(field: "image size", offset: 12,
-                                       reason: .invalidValue("header and image need \(0x200 + 0xFFFF_FFFF) bytes but the file has \((1 << 30) + 1)")))
+        #expect(
+            error
+                == DecodingError(
+                    field: "image size", offset: 12,
+                    reason: .invalidValue("header and image need \(0x200 + 0xFFFF_FFFF) bytes but the file has \((1 << 30) + 1)")))
         // Shorter than a header: the header's own fields are reported missing.
         let short = try FirmwareImage(binary: Array(header.prefix(10)))
         #expect(throws: DecodingError.self) { try MCUbootImage(decoding: short) }

@@ -1,12 +1,19 @@
 import BleotaZlib
 import Foundation
 import Testing
+
 @testable import BleotaCodec
 
 /// ZIP archives assembled here byte by byte (so each field can be made to
 /// lie), plus the archive FuzzNordicPackage found hanging ZIPFoundation.
 @Suite struct ZipArchiveTests {
-    struct Built { var name: String; var data: [UInt8]; var deflate: Bool; var claimedSize: Int? = nil; var claimedCRC: UInt32? = nil }
+    struct Built {
+        var name: String
+        var data: [UInt8]
+        var deflate: Bool
+        var claimedSize: Int? = nil
+        var claimedCRC: UInt32? = nil
+    }
 
     /// A single-disk archive of `members` as PKZIP lays it out: local headers
     /// and data, the central directory, the end record.
@@ -14,25 +21,55 @@ import Testing
         var out = ByteWriter()
         var directory = ByteWriter()
         for member in members {
-            let stored = member.deflate ? try { let d = try Deflater(format: .raw); return try d.update(member.data) + d.finish() }() : member.data
+            let stored =
+                member.deflate
+                ? try {
+                    let d = try Deflater(format: .raw)
+                    return try d.update(member.data) + d.finish()
+                }() : member.data
             let crc = member.claimedCRC ?? Zlib.crc32(0, member.data)
             let name = Array(member.name.utf8)
             let offset = out.bytes.count
-            out.write(UInt32(0x0403_4B50)); out.write(UInt16(20)); out.write(UInt16(0)); out.write(UInt16(member.deflate ? 8 : 0))
-            out.write(UInt32(0)); out.write(crc); out.write(UInt32(stored.count)); out.write(UInt32(member.claimedSize ?? member.data.count))
-            out.write(UInt16(name.count)); out.write(UInt16(0)); out.write(contentsOf: name); out.write(contentsOf: stored)
-            directory.write(UInt32(0x0201_4B50)); directory.write(UInt16(20)); directory.write(UInt16(20)); directory.write(UInt16(0))
-            directory.write(UInt16(member.deflate ? 8 : 0)); directory.write(UInt32(0)); directory.write(crc)
-            directory.write(UInt32(stored.count)); directory.write(UInt32(member.claimedSize ?? member.data.count))
-            directory.write(UInt16(name.count)); directory.write(UInt16(0)); directory.write(UInt16(0))
-            directory.write(UInt16(0)); directory.write(UInt16(0)); directory.write(UInt32(0)); directory.write(UInt32(offset))
+            out.write(UInt32(0x0403_4B50))
+            out.write(UInt16(20))
+            out.write(UInt16(0))
+            out.write(UInt16(member.deflate ? 8 : 0))
+            out.write(UInt32(0))
+            out.write(crc)
+            out.write(UInt32(stored.count))
+            out.write(UInt32(member.claimedSize ?? member.data.count))
+            out.write(UInt16(name.count))
+            out.write(UInt16(0))
+            out.write(contentsOf: name)
+            out.write(contentsOf: stored)
+            directory.write(UInt32(0x0201_4B50))
+            directory.write(UInt16(20))
+            directory.write(UInt16(20))
+            directory.write(UInt16(0))
+            directory.write(UInt16(member.deflate ? 8 : 0))
+            directory.write(UInt32(0))
+            directory.write(crc)
+            directory.write(UInt32(stored.count))
+            directory.write(UInt32(member.claimedSize ?? member.data.count))
+            directory.write(UInt16(name.count))
+            directory.write(UInt16(0))
+            directory.write(UInt16(0))
+            directory.write(UInt16(0))
+            directory.write(UInt16(0))
+            directory.write(UInt32(0))
+            directory.write(UInt32(offset))
             directory.write(contentsOf: name)
         }
         let directoryOffset = out.bytes.count
         out.write(contentsOf: directory.bytes)
-        out.write(UInt32(0x0605_4B50)); out.write(UInt16(0)); out.write(UInt16(0))
-        out.write(UInt16(members.count)); out.write(UInt16(members.count))
-        out.write(UInt32(directory.bytes.count)); out.write(UInt32(directoryOffset)); out.write(UInt16(0))
+        out.write(UInt32(0x0605_4B50))
+        out.write(UInt16(0))
+        out.write(UInt16(0))
+        out.write(UInt16(members.count))
+        out.write(UInt16(members.count))
+        out.write(UInt32(directory.bytes.count))
+        out.write(UInt32(directoryOffset))
+        out.write(UInt16(0))
         return out.bytes
     }
 
@@ -86,16 +123,18 @@ import Testing
         var cut = try Self.archive([Built(name: "cut", data: Self.text, deflate: true)])
         let archive = try ZipArchive(cut)
         let dataOffset = 30 + 3
-        cut.replaceSubrange(dataOffset + archive.members[0].compressedSize / 2 ..< dataOffset + archive.members[0].compressedSize,
-                            with: [UInt8](repeating: 0, count: archive.members[0].compressedSize - archive.members[0].compressedSize / 2))
+        cut.replaceSubrange(
+            dataOffset + archive.members[0].compressedSize / 2..<dataOffset + archive.members[0].compressedSize,
+            with: [UInt8](repeating: 0, count: archive.members[0].compressedSize - archive.members[0].compressedSize / 2))
         let damaged = try ZipArchive(cut)
         #expect(throws: DecodingError.self) { try damaged.contents(of: damaged.members[0], limit: 1 << 20) }
     }
 
-    @Test(arguments: [
-        ([UInt8](), "end of central directory at offset 0: input ends 22 bytes too early"),
-        (Array("not a zip archive, at all, no".utf8), "end of central directory at offset 0: no end record: not a ZIP archive, or cut short"),
-    ] as [([UInt8], String)])
+    @Test(
+        arguments: [
+            ([UInt8](), "end of central directory at offset 0: input ends 22 bytes too early"),
+            (Array("not a zip archive, at all, no".utf8), "end of central directory at offset 0: no end record: not a ZIP archive, or cut short"),
+        ] as [([UInt8], String)])
     func notAnArchive(bytes: [UInt8], message: String) {
         #expect { try ZipArchive(bytes) } throws: { "\($0)" == message }
     }

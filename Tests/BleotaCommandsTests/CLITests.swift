@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import BleotaCommands
 
 /// Runs the real `bleota` binary (built by `swift build`) and captures its output.
@@ -20,8 +21,10 @@ struct BleotaProcess {
 
     static let configHome = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-tests-\(UUID())")
 
-    static func run(_ arguments: [String], currentDirectory: URL? = nil, configHome: URL = BleotaProcess.configHome,
-                    environment extra: [String: String] = [:]) throws -> BleotaProcess {
+    static func run(
+        _ arguments: [String], currentDirectory: URL? = nil, configHome: URL = BleotaProcess.configHome,
+        environment extra: [String: String] = [:]
+    ) throws -> BleotaProcess {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
@@ -38,8 +41,9 @@ struct BleotaProcess {
         let outData = out.fileHandleForReading.readDataToEndOfFile()
         let errData = err.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        return BleotaProcess(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
-                             stderr: String(decoding: errData, as: UTF8.self))
+        return BleotaProcess(
+            status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+            stderr: String(decoding: errData, as: UTF8.self))
     }
 }
 

@@ -28,10 +28,16 @@ import Testing
 
         // Twelve devices, each a simulated MCUboot device with its own link model.
         let ledger = "\(directory)/ledger.jsonl", served = "\(directory)/served.txt"
-        let devices = try SpawnedProcess([bleota, "sim", "serve", "--devices", "12", "--udp", "127.0.0.1:0", "--swap-time", "200",
-                                          "--link", "2m-dle", "--ledger", ledger, "--duration", "300"],
-                                         output: served, errors: "\(directory)/served.err")
-        defer { devices.signal(SIGTERM); _ = devices.wait(timeout: 10) }
+        let devices = try SpawnedProcess(
+            [
+                bleota, "sim", "serve", "--devices", "12", "--udp", "127.0.0.1:0", "--swap-time", "200",
+                "--link", "2m-dle", "--ledger", ledger, "--duration", "300",
+            ],
+            output: served, errors: "\(directory)/served.err")
+        defer {
+            devices.signal(SIGTERM)
+            _ = devices.wait(timeout: 10)
+        }
         var addresses: [String] = []
         for _ in 0..<250 where addresses.count < 12 {
             addresses = Self.lines(served).filter { $0.hasPrefix("udp://") }
@@ -40,23 +46,30 @@ import Testing
         try #require(addresses.count == 12, "sim serve printed \(Self.lines(served))")
         try addresses.joined(separator: "\n").write(toFile: "\(directory)/devices.txt", atomically: true, encoding: .utf8)
 
-        let create = try BleotaProcess.run(["fleet", "campaign", "create", "\(root)/\(Self.image)", "--devices", "\(directory)/devices.txt",
-                                            "--campaign", server.url, "--name", "line-3", "--lease", "5", "--backoff", "1", "--json"])
+        let create = try BleotaProcess.run([
+            "fleet", "campaign", "create", "\(root)/\(Self.image)", "--devices", "\(directory)/devices.txt",
+            "--campaign", server.url, "--name", "line-3", "--lease", "5", "--backoff", "1", "--json",
+        ])
         #expect(create.status == 0, "\(create.stderr)")
         #expect(Self.json(create.stdout)?["imageSize"] as? Int == 147_399, "\(create.stdout)")
 
         // Three workers, each with two connections on one adapter.
         var workers: [SpawnedProcess] = []
         for number in 1...3 {
-            workers.append(try SpawnedProcess([bleota, "fleet", "worker", "--campaign", server.url, "--adapter", "a0", "--connections", "2",
-                                               "--poll", "0.3", "--worker-name", "w\(number)", "--json"],
-                                              output: "\(directory)/w\(number).json", errors: "\(directory)/w\(number).err"))
+            workers.append(
+                try SpawnedProcess(
+                    [
+                        bleota, "fleet", "worker", "--campaign", server.url, "--adapter", "a0", "--connections", "2",
+                        "--poll", "0.3", "--worker-name", "w\(number)", "--json",
+                    ],
+                    output: "\(directory)/w\(number).json", errors: "\(directory)/w\(number).err"))
         }
         // Kill w1 while one of its devices is in the middle of its transfer.
         var killedDuring: String?
         for _ in 0..<1500 where killedDuring == nil {
             if let line = Self.lines("\(directory)/w1.json").last(where: { $0.contains("\"event\":\"progress\"") }),
-               let event = Self.json(line), let acknowledged = event["acknowledged"] as? Int, acknowledged > 20_000 {
+                let event = Self.json(line), let acknowledged = event["acknowledged"] as? Int, acknowledged > 20_000
+            {
                 workers[0].signal(SIGKILL)
                 killedDuring = event["device"] as? String
             }
@@ -101,12 +114,14 @@ import Testing
         let resets = Self.lines(ledger).compactMap(Self.json)
         for address in addresses {
             let mine = resets.filter { $0["address"] as? String == address }
-            #expect(mine.count == 1 && mine.first?["before"] as? String == "1.0.0" && mine.first?["after"] as? String == "2.0.0",
-                    "\(address) was updated \(mine.count) times: \(mine)")
+            #expect(
+                mine.count == 1 && mine.first?["before"] as? String == "1.0.0" && mine.first?["after"] as? String == "2.0.0",
+                "\(address) was updated \(mine.count) times: \(mine)")
         }
         // The workers' own account adds up: every device recorded once by w2 or w3 (or by w1 before it died).
-        #expect(!FileManager.default.fileExists(atPath: FileManager.default.temporaryDirectory.appendingPathComponent("bleota-worker-\(workers[1].pid)").path),
-                "a worker that ended removed its copy of the image")
+        #expect(
+            !FileManager.default.fileExists(atPath: FileManager.default.temporaryDirectory.appendingPathComponent("bleota-worker-\(workers[1].pid)").path),
+            "a worker that ended removed its copy of the image")
         let summaries = (2...3).compactMap { number in Self.lines("\(directory)/w\(number).json").last.flatMap(Self.json)?["worker"] as? [String: Any] }
         #expect(summaries.count == 2)
     }
@@ -114,7 +129,10 @@ import Testing
     @Test func mistakesAreOneLineWithTheirExitStatus() throws {
         let unreachable = try BleotaProcess.run(["fleet", "status", "--campaign", "postgresql://bleota@/postgres?host=/nonexistent-bleota&port=5"])
         #expect(unreachable.status == 12)
-        #expect(unreachable.stderr == "error: connecting to postgresql://bleota@/nonexistent-bleota/.s.PGSQL.5/postgres: no server socket at /nonexistent-bleota/.s.PGSQL.5: is the server running, and are host= and port= its socket directory and port?\n")
+        #expect(
+            unreachable.stderr
+                == "error: connecting to postgresql://bleota@/nonexistent-bleota/.s.PGSQL.5/postgres: no server socket at /nonexistent-bleota/.s.PGSQL.5: is the server running, and are host= and port= its socket directory and port?\n"
+        )
         let badURL = try BleotaProcess.run(["fleet", "worker", "--campaign", "mysql://db/x"])
         #expect(badURL.status == 2)
         #expect(badURL.stderr.hasPrefix("error: 'mysql://db/x' is not a postgresql:// URL"), "\(badURL.stderr)")
@@ -123,7 +141,9 @@ import Testing
         defer { try? FileManager.default.removeItem(at: list) }
         let simulated = try BleotaProcess.run(["fleet", "campaign", "create", Self.image, "--devices", list.path, "--campaign", "postgresql:///x?host=/nonexistent"])
         #expect(simulated.status == 3)
-        #expect(simulated.stderr.contains("is a sim:// device, which lives inside one process: serve simulated devices to every worker with bleota sim serve --devices N"), "\(simulated.stderr)")
+        #expect(
+            simulated.stderr.contains("is a sim:// device, which lives inside one process: serve simulated devices to every worker with bleota sim serve --devices N"),
+            "\(simulated.stderr)")
         let shortLease = try BleotaProcess.run(["fleet", "campaign", "create", Self.image, "--devices", list.path, "--lease", "1"])
         #expect(shortLease.status == 2)
         #expect(shortLease.stderr.contains("--lease"), "\(shortLease.stderr)")
@@ -131,8 +151,10 @@ import Testing
         let udpList = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-campaign-\(UUID()).txt")
         try "udp://127.0.0.1:1\n".write(to: udpList, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(at: udpList) }
-        let badPair = try BleotaProcess.run(["fleet", "campaign", "create", Self.image, "--devices", udpList.path, "--protocol-option", "window",
-                                             "--campaign", "postgresql:///x?host=/nonexistent"])
+        let badPair = try BleotaProcess.run([
+            "fleet", "campaign", "create", Self.image, "--devices", udpList.path, "--protocol-option", "window",
+            "--campaign", "postgresql:///x?host=/nonexistent",
+        ])
         #expect(badPair.status == 2)
         #expect(badPair.stderr == "error: --protocol-option 'window' is not KEY=VALUE: write e.g. --protocol-option bootloader-name=DfuNew\n", "\(badPair.stderr)")
     }

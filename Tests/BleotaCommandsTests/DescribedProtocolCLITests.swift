@@ -3,6 +3,7 @@ import BleotaProtocols
 import BleotaTestSupport
 import Foundation
 import Testing
+
 @testable import BleotaCommands
 
 /// Protocol descriptions through the command line: `--protocol-file` on flash,
@@ -24,8 +25,10 @@ import Testing
     @Test func flashWithADescriptionOnTheSimulator() throws {
         let image = try Self.telinkImage(seed: 11)
         defer { try? FileManager.default.removeItem(atPath: image.path) }
-        let result = try BleotaProcess.run(["flash", image.path, "--protocol-file", Self.telink,
-                                            "--device", "sim://2m-dle?protocol-file=\(Self.telink)", "--json"])
+        let result = try BleotaProcess.run([
+            "flash", image.path, "--protocol-file", Self.telink,
+            "--device", "sim://2m-dle?protocol-file=\(Self.telink)", "--json",
+        ])
         #expect(result.status == 0, "\(result.stderr)")
         let json = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
         #expect(json["protocolName"] as? String == "telink-ota")
@@ -40,8 +43,10 @@ import Testing
         #expect((wb["summary"] as? String)?.contains("described in stm32wb-ota.yaml") == true)
         #expect((wb["gattServices"] as? [String])?.contains { $0.lowercased().contains("0000fe20-cc7a-482a-984a-7f2ed5b3e58f") } == true, "\(wb)")
         // The end activates, so a measurement would update the device: no tune.
-        let tune = try BleotaProcess.run(["tune", "--protocol-file", Self.telink, "--device", "sim://2m-dle?protocol-file=\(Self.telink)",
-                                          "--no-save", "--image", "samples/telink/telink-app-sample.bin"])
+        let tune = try BleotaProcess.run([
+            "tune", "--protocol-file", Self.telink, "--device", "sim://2m-dle?protocol-file=\(Self.telink)",
+            "--no-save", "--image", "samples/telink/telink-app-sample.bin",
+        ])
         #expect(tune.status == 2, "\(tune.stderr)")
         #expect(tune.stderr.contains("cannot tune"), "\(tune.stderr)")
     }
@@ -59,8 +64,10 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: image.path) }
         image.bytes[9] = 0
         _ = FileManager.default.createFile(atPath: image.path, contents: Data(image.bytes))
-        let result = try BleotaProcess.run(["flash", image.path, "--protocol-file", Self.telink,
-                                            "--device", "sim://2m-dle?protocol-file=\(Self.telink)&power-loss-at=0"])
+        let result = try BleotaProcess.run([
+            "flash", image.path, "--protocol-file", Self.telink,
+            "--device", "sim://2m-dle?protocol-file=\(Self.telink)&power-loss-at=0",
+        ])
         #expect(result.status == 3, "\(result.stderr)")
         #expect(result.stderr.contains("lacks the marker 4b 4e 4c 54 at offset 8 (image.checks): build it with the vendor's tools"), "\(result.stderr)")
     }
@@ -75,21 +82,21 @@ import Testing
     ])
     func aDescriptionWithAMistakeNamesItsLineAndField(_ mistake: (String, String)) throws {
         var lines = [
-            "bleota-protocol: 1",                                     // 1
-            "display-name: Mine",                                     // 2
-            "name: mine",                                             // 3
-            "service: 1234",                                          // 4
-            "characteristics:",                                       // 5
-            "  data: {uuid: 1235, write: command, update: notify}",   // 6
-            "messages:",                                              // 7
-            "  data:",                                                // 8
-            "    fields: [{u16: index}, payload, {crc16: modbus}]",   // 9
-            "    characteristic: data",                               // 10
-            "  done: {characteristic: data, fields: [{bytes: \"02\"}]}", // 11
-            "update: {end: {send: done}}",                            // 12
-            "transfer:",                                              // 13
-            "  flow: {mode: none}",                                   // 14
-            "  packet: data",                                         // 15
+            "bleota-protocol: 1",  // 1
+            "display-name: Mine",  // 2
+            "name: mine",  // 3
+            "service: 1234",  // 4
+            "characteristics:",  // 5
+            "  data: {uuid: 1235, write: command, update: notify}",  // 6
+            "messages:",  // 7
+            "  data:",  // 8
+            "    fields: [{u16: index}, payload, {crc16: modbus}]",  // 9
+            "    characteristic: data",  // 10
+            "  done: {characteristic: data, fields: [{bytes: \"02\"}]}",  // 11
+            "update: {end: {send: done}}",  // 12
+            "transfer:",  // 13
+            "  flow: {mode: none}",  // 14
+            "  packet: data",  // 15
         ]
         let (replacement, expected) = mistake
         let key = replacement.split(separator: ":").first!
@@ -136,11 +143,15 @@ import Testing
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("mine-\(UUID()).yaml").path
         _ = FileManager.default.createFile(atPath: path, contents: Data(lines.joined(separator: "\n").utf8))
         defer { try? FileManager.default.removeItem(atPath: path) }
-        let result = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--protocol-file", path,
-                                            "--device", "sim://2m-dle?protocol-file=\(path)&loss=0.02&seed=3"])
+        let result = try BleotaProcess.run([
+            "flash", "samples/firmware/blinky.bin", "--protocol-file", path,
+            "--device", "sim://2m-dle?protocol-file=\(path)&loss=0.02&seed=3",
+        ])
         #expect(result.status == 0, "\(result.stderr)")
-        let clash = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--protocol-file", path, "--protocol", "smp",
-                                           "--device", "sim://2m-dle?protocol-file=\(path)"])
+        let clash = try BleotaProcess.run([
+            "flash", "samples/firmware/blinky.bin", "--protocol-file", path, "--protocol", "smp",
+            "--device", "sim://2m-dle?protocol-file=\(path)",
+        ])
         #expect(clash.status == 2)
         #expect(clash.stderr.contains("--protocol smp and --protocol-file (which describes mine) disagree"), "\(clash.stderr)")
     }

@@ -15,8 +15,10 @@ import Testing
     @Test func aFleetOfSimulatedDevicesIsUpdatedAndReported() throws {
         let list = try temporaryFile("devices.txt", (1...6).map { "sim://\($0 % 3 == 0 ? "slow-flash" : "2m-dle")?seed=\($0)" }.joined(separator: "\n"))
         let report = list.deletingLastPathComponent().appendingPathComponent("report.csv")
-        let result = try BleotaProcess.run(["fleet", "flash", "samples/firmware/app-v2.bin", "--devices", list.path, "--adapter", "sim0", "--adapter", "sim1",
-                                            "--version-label", "2.0.0", "--report", report.path, "--json"])
+        let result = try BleotaProcess.run([
+            "fleet", "flash", "samples/firmware/app-v2.bin", "--devices", list.path, "--adapter", "sim0", "--adapter", "sim1",
+            "--version-label", "2.0.0", "--report", report.path, "--json",
+        ])
         #expect(result.status == 0, "\(result.stderr)")
         let lines = result.stdout.split(separator: "\n").map(String.init)
         let events = lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
@@ -32,14 +34,18 @@ import Testing
     }
 
     @Test func someFailedIsExitTenWithTheStepInTheReport() throws {
-        let list = try temporaryFile("devices.csv", """
+        let list = try temporaryFile(
+            "devices.csv",
+            """
             device,label
             sim://2m-dle?seed=1,good
             sim://2m-dle?seed=2&slot=4096,too-small
             """)
         let report = list.deletingLastPathComponent().appendingPathComponent("report.json")
-        let result = try BleotaProcess.run(["fleet", "flash", "samples/firmware/app-v2.bin", "--devices", list.path,
-                                            "--report", report.path, "--quiet"])
+        let result = try BleotaProcess.run([
+            "fleet", "flash", "samples/firmware/app-v2.bin", "--devices", list.path,
+            "--report", report.path, "--quiet",
+        ])
         #expect(result.status == 10, "\(result.stdout)\(result.stderr)")
         #expect(result.stderr.contains("error: 1 of 2 devices run the target (1 updated, 0 already did), 1 failed"), "\(result.stderr)")
         let document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: report)) as? [String: Any])
@@ -54,28 +60,36 @@ import Testing
         let list = try temporaryFile("devices.txt", "sim://2m-dle?seed=1\nsim://2m-dle?seed=2 sim://2m-dle?seed=3\n")
         let result = try BleotaProcess.run(["fleet", "flash", "samples/firmware/app-v2.bin", "--devices", list.path])
         #expect(result.status == 3)
-        #expect(result.stderr == "error: \(list.path):2: 'sim://2m-dle?seed=2 sim://2m-dle?seed=3' is not one address: write one a line, or a CSV with a header line naming a 'device' column\n")
+        #expect(
+            result.stderr
+                == "error: \(list.path):2: 'sim://2m-dle?seed=2 sim://2m-dle?seed=3' is not one address: write one a line, or a CSV with a header line naming a 'device' column\n")
     }
 
     /// `--log-dir`: one file per device, named by its label (a second device with the same label gets
     /// `-2`), with its steps, its progress and how it ended, including the failing one's reason.
     @Test func logDirHoldsOneLogPerDeviceWithItsStepsAndEnding() throws {
-        let list = try temporaryFile("devices.csv", """
+        let list = try temporaryFile(
+            "devices.csv",
+            """
             device,label
             sim://2m-dle?seed=1,press/1
             sim://2m-dle?seed=2&slot=4096,small
             sim://2m-dle?seed=3,press/1
             """)
         let logs = list.deletingLastPathComponent().appendingPathComponent("logs/run")
-        let result = try BleotaProcess.run(["fleet", "flash", "samples/firmware/app-v2.bin", "--devices", list.path, "--version-label", "2.0.0",
-                                            "--log-dir", logs.path, "--quiet"])
+        let result = try BleotaProcess.run([
+            "fleet", "flash", "samples/firmware/app-v2.bin", "--devices", list.path, "--version-label", "2.0.0",
+            "--log-dir", logs.path, "--quiet",
+        ])
         #expect(result.status == 10, "\(result.stderr)")
         let names = try FileManager.default.contentsOfDirectory(atPath: logs.path).sorted()
         #expect(names == ["press_1-2.log", "press_1.log", "small.log"])
         let first = try String(contentsOf: logs.appendingPathComponent("press_1.log"), encoding: .utf8)
         #expect(first.contains("try 1 of sim://2m-dle?seed=1 through sim0"), "\(first)")
-        for line in ["step connect", "step transfer", "progress 100 % (49152 of 49152 bytes", "step confirm",
-                     "finished: updated, 1.0.0 → 2.0.0"] {
+        for line in [
+            "step connect", "step transfer", "progress 100 % (49152 of 49152 bytes", "step confirm",
+            "finished: updated, 1.0.0 → 2.0.0",
+        ] {
             #expect(first.contains(line), "\(line) missing from \(first)")
         }
         #expect(!first.contains("seed=3"), "each device's lines stay in its own file")
@@ -135,8 +149,10 @@ import Testing
     /// The control: with as many transfer places as connections, the same devices transfer together.
     @Test func withoutALimitTheTransfersOverlap() throws {
         let list = try temporaryFile("devices.txt", (1...3).map { "sim://2m-dle?seed=\($0)" }.joined(separator: "\n"))
-        let result = try BleotaProcess.run(["fleet", "flash", "samples/firmware/app-v2.bin", "--devices", list.path,
-                                            "--connections", "3", "--transfers", "3", "--json"])
+        let result = try BleotaProcess.run([
+            "fleet", "flash", "samples/firmware/app-v2.bin", "--devices", list.path,
+            "--connections", "3", "--transfers", "3", "--json",
+        ])
         #expect(result.status == 0, "\(result.stderr)")
         let events = result.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
         #expect(Self.mostTransfersAtOnce(events) == 3)
@@ -149,8 +165,11 @@ import Testing
     @Test(arguments: [false, true])
     func aQueuedDeviceMovesToAnAdapterThatRanDryUnlessKept(_ keep: Bool) throws {
         let list = try temporaryFile("devices.txt", (1...5).map { "sim://\($0 == 1 || $0 == 3 ? "1m-dle-7.5ms" : "2m-dle")?seed=\($0)" }.joined(separator: "\n"))
-        let result = try BleotaProcess.run(["fleet", "flash", "samples/firmware/app-v2.bin", "--devices", list.path, "--adapter", "sim0",
-                                            "--adapter", "sim1", "--connections", "3", "--transfers", "1", "--json"] + (keep ? ["--keep-adapters"] : []))
+        let result = try BleotaProcess.run(
+            [
+                "fleet", "flash", "samples/firmware/app-v2.bin", "--devices", list.path, "--adapter", "sim0",
+                "--adapter", "sim1", "--connections", "3", "--transfers", "1", "--json",
+            ] + (keep ? ["--keep-adapters"] : []))
         #expect(result.status == 0, "\(result.stderr)")
         let events = result.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
         let moves = events.filter { ($0["text"] as? String)?.hasPrefix("moves from") == true }

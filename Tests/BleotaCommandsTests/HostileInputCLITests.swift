@@ -13,16 +13,17 @@ import Testing
         String(result.stderr.split(separator: "\n", omittingEmptySubsequences: true).first ?? "")
     }
 
-    @Test(arguments: [
-        (["flash", image, "--device", "sim://2m-dle", "--delay", "nan"], "Error: --delay nan is out of range: use 0…60000 ms"),
-        (["flash", image, "--device", "sim://2m-dle", "--delay=-inf"], "Error: --delay -inf is out of range: use 0…60000 ms"),
-        (["flash", image, "--device", "sim://2m-dle", "--ack-timeout", "inf"], "Error: --ack-timeout inf is out of range: use 1…600000 ms"),
-        (["flash", image, "--device", "sim://2m-dle", "--connect-timeout", "1e300"], "Error: --connect-timeout 1e+300 is out of range: use 0.1…3600 s"),
-        (["flash", image, "--device", "sim://2m-dle?erase=1e300"], "error: sim:// key 'erase' is out of range: use 0…86400000 ms, got 1e300"),
-        (["flash", image, "--device", "sim://2m-dle?erase=nan"], "error: sim:// key 'erase' needs a number, got 'nan'"),
-        (["sim", "serve", "--swap-time", "nan"], "Error: --swap-time nan is out of range: use 0…3600000 ms"),
-        (["pull", "notes.txt", "--device", "sim://2m-dle", "-o", ""], "Error: -o/--output is empty: give the file to write, e.g. -o hello.txt"),
-    ] as [([String], String)])
+    @Test(
+        arguments: [
+            (["flash", image, "--device", "sim://2m-dle", "--delay", "nan"], "Error: --delay nan is out of range: use 0…60000 ms"),
+            (["flash", image, "--device", "sim://2m-dle", "--delay=-inf"], "Error: --delay -inf is out of range: use 0…60000 ms"),
+            (["flash", image, "--device", "sim://2m-dle", "--ack-timeout", "inf"], "Error: --ack-timeout inf is out of range: use 1…600000 ms"),
+            (["flash", image, "--device", "sim://2m-dle", "--connect-timeout", "1e300"], "Error: --connect-timeout 1e+300 is out of range: use 0.1…3600 s"),
+            (["flash", image, "--device", "sim://2m-dle?erase=1e300"], "error: sim:// key 'erase' is out of range: use 0…86400000 ms, got 1e300"),
+            (["flash", image, "--device", "sim://2m-dle?erase=nan"], "error: sim:// key 'erase' needs a number, got 'nan'"),
+            (["sim", "serve", "--swap-time", "nan"], "Error: --swap-time nan is out of range: use 0…3600000 ms"),
+            (["pull", "notes.txt", "--device", "sim://2m-dle", "-o", ""], "Error: -o/--output is empty: give the file to write, e.g. -o hello.txt"),
+        ] as [([String], String)])
     func nonsenseNumbersAndEmptyPathsAreUsageErrors(arguments: [String], message: String) throws {
         let result = try BleotaProcess.run(arguments)
         #expect(result.status == 2, "\(arguments): \(result.stderr)")
@@ -44,8 +45,10 @@ import Testing
     /// so flashing it with the native protocol is refused rather than the key
     /// silently ignored.
     @Test func aKeyWithAnUnsignedImageIsRefusedNotIgnored() throws {
-        let result = try BleotaProcess.run(["flash", Self.image, "--device", "sim://2m-dle",
-                                            "--key", "samples/keys/openssl-3.0.19-ec-p256-public.pem"])
+        let result = try BleotaProcess.run([
+            "flash", Self.image, "--device", "sim://2m-dle",
+            "--key", "samples/keys/openssl-3.0.19-ec-p256-public.pem",
+        ])
         #expect(result.status == 2)
         #expect(result.stderr.hasPrefix("error: --key: samples/firmware/blinky.bin carries no signature"))
         #expect(result.stderr.contains("drop --key"))
@@ -71,8 +74,10 @@ import Testing
     /// Starts `bleota` with `arguments` (with `ignoring` ignored from the
     /// start, as nohup or a shell's background job starts it), waits until
     /// `ready` holds, sends `signal`, and returns how the process ended.
-    static func interrupt(_ arguments: [String], signal: Int32, ignoring: Int32? = nil,
-                          when ready: () -> Bool) throws -> (reason: Process.TerminationReason, status: Int32) {
+    static func interrupt(
+        _ arguments: [String], signal: Int32, ignoring: Int32? = nil,
+        when ready: () -> Bool
+    ) throws -> (reason: Process.TerminationReason, status: Int32) {
         let process = Process()
         if let ignoring {
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
@@ -116,9 +121,9 @@ import Testing
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let input = directory.appendingPathComponent("big.bin").path
-        #expect(truncate(input, 0) == -1) // not there yet
+        #expect(truncate(input, 0) == -1)  // not there yet
         #expect(FileManager.default.createFile(atPath: input, contents: nil))
-        #expect(truncate(input, 48 << 20) == 0) // 48 MiB of zeros: about 135 MB of HEX text to write
+        #expect(truncate(input, 48 << 20) == 0)  // 48 MiB of zeros: about 135 MB of HEX text to write
         let output = directory.appendingPathComponent("out.hex").path
         let ended = try Self.interrupt(["image", "convert", input, output], signal: SIGINT) {
             ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).contains { $0.hasSuffix(".tmp") }

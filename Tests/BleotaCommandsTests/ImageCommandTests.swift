@@ -1,10 +1,15 @@
 import Foundation
 import Testing
+
 @testable import BleotaCommands
 
 @Suite struct ImageCommandTests {
     struct Checksums: Decodable {
-        struct Entry: Decodable { var size: Int; var crc32: String; var sha256: String }
+        struct Entry: Decodable {
+            var size: Int
+            var crc32: String
+            var sha256: String
+        }
         var blinky: Entry
     }
 
@@ -88,7 +93,10 @@ import Testing
         let result = try BleotaProcess.run(["sim", "presets", "--json"])
         #expect(result.status == 0)
         struct Output: Decodable {
-            struct Preset: Decodable { var name: String; var capacity: Double }
+            struct Preset: Decodable {
+                var name: String
+                var capacity: Double
+            }
             var presets: [Preset]
             var keys: [String: String]
         }
@@ -112,7 +120,10 @@ import Testing
             var stepSeconds: [String: Double]
             var statistics: Statistics
             var compressed: Bool
-            struct Statistics: Decodable { var packetsSent: Int; var packetsResent: Int }
+            struct Statistics: Decodable {
+                var packetsSent: Int
+                var packetsResent: Int
+            }
         }
         let report = try JSONDecoder().decode(Report.self, from: Data(result.stdout.utf8))
         #expect(report.bytes == 13312)
@@ -146,7 +157,11 @@ import Testing
         let on = try BleotaProcess.run(["flash", image, "--device", "sim://2m-dle", "--json"])
         let off = try BleotaProcess.run(["flash", image, "--device", "sim://2m-dle", "--json", "--compression", "off"])
         #expect(on.status == 0 && off.status == 0, "\(on.stderr)\(off.stderr)")
-        struct Report: Decodable { var compressed: Bool; var streamBytes: Int; var bytes: Int }
+        struct Report: Decodable {
+            var compressed: Bool
+            var streamBytes: Int
+            var bytes: Int
+        }
         let compressed = try JSONDecoder().decode(Report.self, from: Data(on.stdout.utf8))
         let plain = try JSONDecoder().decode(Report.self, from: Data(off.stdout.utf8))
         #expect(compressed.compressed && compressed.streamBytes < compressed.bytes * 7 / 10)
@@ -156,7 +171,8 @@ import Testing
     @Test func flashWithoutATerminalPrintsOneLinePerStep() throws {
         let result = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", "sim://1m-dle-7.5ms"])
         #expect(result.status == 0)
-        #expect(result.stderr.split(separator: "\n").map(String.init).filter { $0.hasPrefix("step: ") }
+        #expect(
+            result.stderr.split(separator: "\n").map(String.init).filter { $0.hasPrefix("step: ") }
                 == ["step: connect", "step: enter-bootloader", "step: reconnect", "step: transfer", "step: verify", "step: activate", "step: confirm"])
         #expect(result.stderr.split(separator: "\n").allSatisfy { $0.hasPrefix("step: ") || $0.hasPrefix("note: ") || $0.hasPrefix("progress: ") })
         // A line at each tenth of the transfer, the last at 100 % with rate and ETA.
@@ -169,18 +185,26 @@ import Testing
     @Test func badInputGetsOneLineAndTheRightExitCode() throws {
         let cases: [([String], Int32, String)] = [
             (["flash", "missing.bin", "--device", "sim://2m-dle"], 3, "error: missing.bin: no such file: check the path\n"),
-            (["flash", "samples/firmware/app-v2.bin", "--device", "sim://2m-dle?slot=4096"], 4,
-             "error: connect failed: the image is 49152 bytes but the device's slot holds 4096: nothing was sent; build a smaller image\n"),
-            (["flash", "samples/firmware/blinky.bin", "--device", "sim://2m-dle", "--packet-size", "400"], 2,
-             // Refused on connecting, before the device is sent to its bootloader.
-             "error: connect failed: packet size 400 is out of range for this link and device: use 1…239\n"),
+            (
+                ["flash", "samples/firmware/app-v2.bin", "--device", "sim://2m-dle?slot=4096"], 4,
+                "error: connect failed: the image is 49152 bytes but the device's slot holds 4096: nothing was sent; build a smaller image\n"
+            ),
+            (
+                ["flash", "samples/firmware/blinky.bin", "--device", "sim://2m-dle", "--packet-size", "400"], 2,
+                // Refused on connecting, before the device is sent to its bootloader.
+                "error: connect failed: packet size 400 is out of range for this link and device: use 1…239\n"
+            ),
             (["flash", "samples/firmware/blinky.bin", "--device", "sim://2m-dle", "--window", "0"], 2, ""),
             (["flash", "samples/firmware/blinky.bin", "--device", "sim://2m-dle", "--delay=-1"], 2, ""),
-            (["flash", "samples/firmware/blinky.bin", "--device", "sim://warp-drive"], 2,
-             "error: unknown simulator preset 'warp-drive': use one of 1m-no-dle-30ms, 1m-dle-7.5ms, 2m-dle, linux-bluez, slow-flash\n"),
+            (
+                ["flash", "samples/firmware/blinky.bin", "--device", "sim://warp-drive"], 2,
+                "error: unknown simulator preset 'warp-drive': use one of 1m-no-dle-30ms, 1m-dle-7.5ms, 2m-dle, linux-bluez, slow-flash\n"
+            ),
             (["flash", "samples/firmware/blinky.bin", "--device", "tcp://x"], 2, ""),
-            (["pull", "nothing.txt", "--device", "sim://2m-dle", "-o", "/tmp/bleota-never-written"], 4,
-             "error: transfer failed: the device has no file named 'nothing.txt': check the name\n"),
+            (
+                ["pull", "nothing.txt", "--device", "sim://2m-dle", "-o", "/tmp/bleota-never-written"], 4,
+                "error: transfer failed: the device has no file named 'nothing.txt': check the name\n"
+            ),
         ]
         for (arguments, status, message) in cases {
             let result = try BleotaProcess.run(arguments)

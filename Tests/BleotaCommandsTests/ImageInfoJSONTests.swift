@@ -3,6 +3,7 @@ import BleotaProtocols
 import Crypto
 import Foundation
 import Testing
+
 @testable import BleotaCommands
 
 /// `image info` as a new user meets it with third-party tools' files: one JSON
@@ -66,8 +67,10 @@ import Testing
         damaged[100] ^= 0xFF
         try Data(damaged).write(to: URL(fileURLWithPath: packageDirectory + "/" + part.imageName))
 
-        for arguments in [["image", "info", image, "--key", other, "--json"],
-                          ["image", "info", packageDirectory + "/" + part.imageName, "--json"]] {
+        for arguments in [
+            ["image", "info", image, "--key", other, "--json"],
+            ["image", "info", packageDirectory + "/" + part.imageName, "--json"],
+        ] {
             let result = try BleotaProcess.run(arguments)
             #expect(result.status == 5, "\(arguments): \(result.stderr)")
             // The whole of stdout is one JSON value (JSONSerialization rejects two).

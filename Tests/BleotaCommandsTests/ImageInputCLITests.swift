@@ -2,6 +2,7 @@ import BleotaCodec
 import Crypto
 import Foundation
 import Testing
+
 @testable import BleotaCommands
 
 /// The `bleota` executable run with a deadline (a hang fails the test instead
@@ -70,10 +71,11 @@ struct GuardedRun {
         }
         let exited = status & 0x7F == 0
         let peak = (try? String(contentsOfFile: peakPath, encoding: .utf8)).flatMap { Int($0) } ?? 0
-        return GuardedRun(status: exited ? (status >> 8) & 0xFF : 128 + (status & 0x7F),
-                          stdout: (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "",
-                          stderr: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "",
-                          peakResident: peak * 1024, killed: killed)
+        return GuardedRun(
+            status: exited ? (status >> 8) & 0xFF : 128 + (status & 0x7F),
+            stdout: (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "",
+            stderr: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "",
+            peakResident: peak * 1024, killed: killed)
     }
 }
 
@@ -136,7 +138,8 @@ func scratchDirectory() throws -> String {
 
     @Test func infoOnAHexSpanning1GiBStaysSmall() throws {
         // Four bytes at 0 and four ending at 1 GiB: the gap is never allocated.
-        let text = Self.hexRecord(0x00, 0, [1, 2, 3, 4]) + Self.hexRecord(0x04, 0, [0x3F, 0xFF])
+        let text =
+            Self.hexRecord(0x00, 0, [1, 2, 3, 4]) + Self.hexRecord(0x04, 0, [0x3F, 0xFF])
             + Self.hexRecord(0x00, 0xFFFC, [5, 6, 7, 8]) + Self.hexRecord(0x01, 0, [])
         let path = try scratchDirectory() + "/span.hex"
         try text.write(toFile: path, atomically: true, encoding: .utf8)
@@ -261,8 +264,9 @@ func scratchDirectory() throws -> String {
     @Test(arguments: ["-ec-p256-private.pem", "-ec-p256-private-sec1.pem", "-ec-p256-public.pem"])
     func anImageSignedWithOpensslsKeyVerifiesWithItsPrivateOrPublicKey(keyFile suffix: String) throws {
         let keyPath = try Self.opensslKey(suffix)
-        let signingPEM = try String(contentsOfFile: BleotaProcess.repositoryRoot.appendingPathComponent(try Self.opensslKey("-ec-p256-private.pem")).path,
-                                    encoding: .utf8)
+        let signingPEM = try String(
+            contentsOfFile: BleotaProcess.repositoryRoot.appendingPathComponent(try Self.opensslKey("-ec-p256-private.pem")).path,
+            encoding: .utf8)
         let key = try P256.Signing.PrivateKey(pemRepresentation: signingPEM)
         let image = try scratchDirectory() + "/signed.bin"
         try Data(try Self.signedImage((0..<5000).map { UInt8(truncatingIfNeeded: $0) }, key: key)).write(to: URL(fileURLWithPath: image))

@@ -1,7 +1,8 @@
+import BleotaEngine
 import Foundation
 import Glibc
 import Testing
-import BleotaEngine
+
 @testable import BleotaCommands
 
 /// Ctrl-C during a flash: the progress line ends, the message says where the
@@ -27,15 +28,21 @@ import BleotaEngine
         server.standardOutput = serverOut
         server.standardError = FileHandle.nullDevice
         try server.run()
-        defer { server.terminate(); server.waitUntilExit() }
+        defer {
+            server.terminate()
+            server.waitUntilExit()
+        }
         let serving = Self.read(serverOut.fileHandleForReading) { $0.contains("127.0.0.1:") }
-        let port = try #require(serving.split(separator: "\n").first { $0.contains("127.0.0.1:") }?
-            .split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }, "\(serving)")
+        let port = try #require(
+            serving.split(separator: "\n").first { $0.contains("127.0.0.1:") }?
+                .split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }, "\(serving)")
 
         let flash = Process()
         flash.executableURL = BleotaProcess.executable
-        flash.arguments = ["flash", "samples/firmware/blinky.bin", "--device", "udp://127.0.0.1:\(port)", "--protocol", "native",
-                           "--version-label", "2.0.0"]
+        flash.arguments = [
+            "flash", "samples/firmware/blinky.bin", "--device", "udp://127.0.0.1:\(port)", "--protocol", "native",
+            "--version-label", "2.0.0",
+        ]
         flash.currentDirectoryURL = BleotaProcess.repositoryRoot
         flash.environment = ProcessInfo.processInfo.environment.merging(["XDG_CONFIG_HOME": BleotaProcess.configHome.path]) { $1 }
         let out = Pipe(), err = Pipe()
@@ -59,8 +66,9 @@ import BleotaEngine
 
     /// What --json carries for an interruption, at each point of an update.
     @Test func theReportNamesTheStepAndWhatTheDeviceRuns() throws {
-        let progress = TransferProgress(bytesAcknowledged: 4096, totalBytes: 16384, packetsSent: 20, packetsResent: 0, packetsLost: 0,
-                                        elapsed: .seconds(1), window: 4, interPacketDelay: .zero)
+        let progress = TransferProgress(
+            bytesAcknowledged: 4096, totalBytes: 16384, packetsSent: 20, packetsResent: 0, packetsLost: 0,
+            elapsed: .seconds(1), window: 4, interPacketDelay: .zero)
         let early = interruption(at: (.transfer, progress), activates: true)
         #expect(early.status == .interrupted && early.status.rawValue == 130)
         #expect(early.message == "interrupted while transferring (25% of 16.0 KiB sent): nothing was activated, so the device keeps its old image; flash again to update it")

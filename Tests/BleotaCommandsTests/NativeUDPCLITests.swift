@@ -26,7 +26,10 @@ import Testing
         server.standardOutput = out
         server.standardError = FileHandle.nullDevice
         try server.run()
-        defer { server.terminate(); server.waitUntilExit() }
+        defer {
+            server.terminate()
+            server.waitUntilExit()
+        }
         // "serving native over udp at 127.0.0.1:PORT"
         var line = Data()
         while !line.contains(UInt8(ascii: "\n")) {
@@ -36,8 +39,10 @@ import Testing
         }
         let text = String(decoding: line, as: UTF8.self)
         let port = try #require(text.split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }, "\(text)")
-        let flash = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", "udp://127.0.0.1:\(port)",
-                                           "--protocol", "native", "--version-label", "2.0.0", "--quiet"])
+        let flash = try BleotaProcess.run([
+            "flash", "samples/firmware/blinky.bin", "--device", "udp://127.0.0.1:\(port)",
+            "--protocol", "native", "--version-label", "2.0.0", "--quiet",
+        ])
         #expect(flash.status == 0, "\(flash.stderr)")
         #expect(flash.stdout.contains("device now runs '2.0.0'"), "\(flash.stdout)")
         // Without --protocol, what answers on a UDP port is taken to be MCUmgr.

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import BleotaCommands
 
 /// Pairing as a user meets it: a device that demands an authenticated link,
@@ -25,7 +26,10 @@ import Testing
         #expect(result.status == 13)
         let lines = result.stderr.split(separator: "\n")
         #expect(lines.count == 1)
-        #expect(lines.first == "error: \(Self.device): pairing failed at the device: confirm value failed (the passkeys did not match): check the passkey the device shows and give it with --passkey")
+        #expect(
+            lines.first
+                == "error: \(Self.device): pairing failed at the device: confirm value failed (the passkeys did not match): check the passkey the device shows and give it with --passkey"
+        )
         let json = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", Self.device, "--passkey", "654321", "--json"])
         let failure = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
         #expect(failure?["exitStatus"] as? Int == 13)

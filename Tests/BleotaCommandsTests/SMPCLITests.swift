@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import BleotaCommands
 
 @Suite struct SMPCLITests {
@@ -7,8 +8,10 @@ import Testing
     static let device = "sim://2m-dle?protocol=smp"
 
     @Test func flashOverSMPReportsTheNewVersionAndEveryStep() throws {
-        let result = try BleotaProcess.run(["flash", "\(Self.samples)/app-1.1.0-ecdsa-p256.bin", "--device", Self.device,
-                                            "--key", "\(Self.samples)/ecdsa-p256.pub.pem", "--json"])
+        let result = try BleotaProcess.run([
+            "flash", "\(Self.samples)/app-1.1.0-ecdsa-p256.bin", "--device", Self.device,
+            "--key", "\(Self.samples)/ecdsa-p256.pub.pem", "--json",
+        ])
         #expect(result.status == 0, "\(result.stderr)")
         let report = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
         #expect(report?["versionBefore"] as? String == "1.0.0")
@@ -19,16 +22,20 @@ import Testing
     }
 
     @Test func aSignatureFromAnotherKeyIsRefusedBeforeConnecting() throws {
-        let result = try BleotaProcess.run(["flash", "\(Self.samples)/app-1.1.0-ecdsa-p256.bin", "--device", Self.device,
-                                            "--key", "\(Self.samples)/other-ecdsa-p256.pub.pem"])
+        let result = try BleotaProcess.run([
+            "flash", "\(Self.samples)/app-1.1.0-ecdsa-p256.bin", "--device", Self.device,
+            "--key", "\(Self.samples)/other-ecdsa-p256.pub.pem",
+        ])
         #expect(result.status == 5)
         #expect(result.stderr.contains("error: \(Self.samples)/app-1.1.0-ecdsa-p256.bin: the image was signed with a different key"))
         #expect(!result.stderr.contains("step: connect"), "nothing may connect")
     }
 
     @Test func anUnsignedImageWithAKeyIsRefused() throws {
-        let result = try BleotaProcess.run(["flash", "\(Self.samples)/blinky-1.0.1-unsigned.bin", "--device", Self.device,
-                                            "--key", "\(Self.samples)/ecdsa-p256.pub.pem"])
+        let result = try BleotaProcess.run([
+            "flash", "\(Self.samples)/blinky-1.0.1-unsigned.bin", "--device", Self.device,
+            "--key", "\(Self.samples)/ecdsa-p256.pub.pem",
+        ])
         #expect(result.status == 5)
         #expect(result.stderr.contains("the image has no signature but --key was given"))
     }
@@ -53,8 +60,10 @@ import Testing
     }
 
     @Test func imageInfoShowsTheMCUbootHeaderTLVsAndSignature() throws {
-        let result = try BleotaProcess.run(["image", "info", "\(Self.samples)/app-1.2.0+7-ed25519.bin",
-                                            "--key", "\(Self.samples)/ed25519.pub.pem", "--json"])
+        let result = try BleotaProcess.run([
+            "image", "info", "\(Self.samples)/app-1.2.0+7-ed25519.bin",
+            "--key", "\(Self.samples)/ed25519.pub.pem", "--json",
+        ])
         #expect(result.status == 0, "\(result.stderr)")
         let report = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
         let mcuboot = report?["mcuboot"] as? [String: Any]
@@ -117,13 +126,19 @@ import Testing
         (["sim", "serve", "--slot", "0"], 2, "--slot 0 is out of range: use 1…4294967295 bytes"),
         (["sim", "serve", "--link", "nonsense"], 2, "--link 'nonsense': unknown simulator preset 'nonsense': use one of"),
         (["sim", "serve", "--link", "2m-dle?loss=2"], 2, "sim:// key 'loss' is a probability: use 0…1, got 2"),
-        (["gatt", "subscribe", "--device", "ble://C0:FF:EE:00:00:01", "--handle", "8", "--write-handle", "3"], 2,
-         "--write-handle and --write-hex go together: give both or neither"),
-        (["flash", "samples/mcuboot/imgtool-2.5.0/app-1.1.0-ecdsa-p256.bin", "--device", "sim://2m-dle?protocol=smp", "--key", "/nonexistent.pem"], 3,
-         "/nonexistent.pem: no such file: check the path"),
+        (
+            ["gatt", "subscribe", "--device", "ble://C0:FF:EE:00:00:01", "--handle", "8", "--write-handle", "3"], 2,
+            "--write-handle and --write-hex go together: give both or neither"
+        ),
+        (
+            ["flash", "samples/mcuboot/imgtool-2.5.0/app-1.1.0-ecdsa-p256.bin", "--device", "sim://2m-dle?protocol=smp", "--key", "/nonexistent.pem"], 3,
+            "/nonexistent.pem: no such file: check the path"
+        ),
         (["echo", "x", "--device", "serial://ttyACM0"], 2, "needs an absolute device path: write serial:///dev/ttyACM0"),
-        (["image", "info", "samples/firmware/blinky.bin", "--key", "samples/mcuboot/imgtool-2.5.0/ed25519.pub.pem"], 3,
-         "is not an MCUboot image, so --key has nothing to verify"),
+        (
+            ["image", "info", "samples/firmware/blinky.bin", "--key", "samples/mcuboot/imgtool-2.5.0/ed25519.pub.pem"], 3,
+            "is not an MCUboot image, so --key has nothing to verify"
+        ),
         (["tune", "--device", "udp://127.0.0.1:1337"], 2, "speaks SMP"),
     ])
     func badInputIsOneLineWithTheFix(arguments: [String], status: Int32, message: String) throws {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import BleotaCommands
 
 /// The Cortex-M sample firmware (samples/cortex-m, built by scripts/make-firmware.sh
@@ -9,7 +10,12 @@ import Testing
     static let directory = "samples/cortex-m/gcc-arm-none-eabi-12.2.1"
 
     struct Recorded: Decodable {
-        struct Image: Decodable { var size: Int; var crc32: String; var sha256: String; var deflated: Int }
+        struct Image: Decodable {
+            var size: Int
+            var crc32: String
+            var sha256: String
+            var deflated: Int
+        }
         var images: [String: Image]
     }
 

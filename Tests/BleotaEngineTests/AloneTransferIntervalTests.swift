@@ -1,6 +1,7 @@
 import BleotaLink
 import BleotaTestSupport
 import Testing
+
 @testable import BleotaEngine
 
 /// A transfer that will keep its adapter to itself asks for the shortest connection interval, and for

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import BleotaEngine
 
 /// What the fuzzers in Fuzz/ found (docs/testing.md, "Fuzzing"), at the engine's level.

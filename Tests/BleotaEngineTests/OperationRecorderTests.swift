@@ -1,6 +1,7 @@
 import BleotaLink
 import Synchronization
 import Testing
+
 @testable import BleotaEngine
 
 /// A clock the test moves by hand.
@@ -32,8 +33,9 @@ final class Events: Sendable {
         recorder.enter(.transfer)
         clock.advance(.seconds(2))
         recorder.versionAfter = "2"
-        let report = recorder.finish(bytes: 1000, transfer: TransferSummary(streamBytes: 1000, packetSize: 100, elapsed: .seconds(2)),
-                                     statistics: TransferStatistics(), tuning: TransferTuning())
+        let report = recorder.finish(
+            bytes: 1000, transfer: TransferSummary(streamBytes: 1000, packetSize: 100, elapsed: .seconds(2)),
+            statistics: TransferStatistics(), tuning: TransferTuning())
         #expect(events.steps == ["connect", "transfer"])
         #expect(report.stepSeconds == ["load": 0.005, "connect": 0.1, "transfer": 2])
         #expect(report.goodput == 500)

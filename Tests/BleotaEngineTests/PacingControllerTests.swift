@@ -1,6 +1,7 @@
 import BleotaLink
 import BleotaTestSupport
 import Testing
+
 @testable import BleotaEngine
 
 /// The closed-loop pacing controller as a table of made-up acknowledgements.
@@ -11,8 +12,10 @@ import Testing
 
     /// Feeds `rounds` acknowledgements of `perAck` packets, `spacing` apart, each with a
     /// round trip of `roundTrip` and a delivery sample at the given rate.
-    static func feed(_ pacer: inout PacingController, rounds: Int, perAck: Int, spacing: Duration, roundTrip: Duration,
-                     from start: Duration = .milliseconds(100)) -> Duration {
+    static func feed(
+        _ pacer: inout PacingController, rounds: Int, perAck: Int, spacing: Duration, roundTrip: Duration,
+        from start: Duration = .milliseconds(100)
+    ) -> Duration {
         var now = start
         for _ in 0..<rounds {
             now += spacing
@@ -106,14 +109,16 @@ import Testing
         var now = Duration.milliseconds(100)
         for (delivered, interval) in [(4, 30), (8, 30), (2, 30)] {
             now += .milliseconds(interval)
-            pacer.acknowledged(now: now, newlyDelivered: delivered,
-                               sample: .init(delivered: delivered, interval: .milliseconds(interval), deliveredAtSend: 0),
-                               roundTrip: .milliseconds(20))
+            pacer.acknowledged(
+                now: now, newlyDelivered: delivered,
+                sample: .init(delivered: delivered, interval: .milliseconds(interval), deliveredAtSend: 0),
+                roundTrip: .milliseconds(20))
         }
         #expect(abs(pacer.deliveryRate! - 8 / 0.030) < 0.01)
         now += .seconds(2)
-        pacer.acknowledged(now: now, newlyDelivered: 1, sample: .init(delivered: 3, interval: .milliseconds(30), deliveredAtSend: 0),
-                           roundTrip: .milliseconds(20))
+        pacer.acknowledged(
+            now: now, newlyDelivered: 1, sample: .init(delivered: 3, interval: .milliseconds(30), deliveredAtSend: 0),
+            roundTrip: .milliseconds(20))
         #expect(abs(pacer.deliveryRate! - 3 / 0.030) < 0.01)
     }
 }

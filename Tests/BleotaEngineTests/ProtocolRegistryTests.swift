@@ -1,6 +1,7 @@
 import BleotaATT
 import BleotaLink
 import Testing
+
 @testable import BleotaEngine
 
 /// A protocol that is only an identity: enough to test resolution.
@@ -11,9 +12,10 @@ struct FakeProtocol: UpdateProtocol {
     var tuningKnobs: [TuningKnob: String] { [:] }
 
     init(_ name: String, service: String, transports: Set<TransportKind>, capabilities: ProtocolCapabilities, owns: [UInt8] = []) {
-        identity = ProtocolIdentity(name: name, displayName: name.uppercased(), summary: name,
-                                    gattServices: [GATTPacketService(service: BluetoothUUID(service)!, write: .bit16(1), notify: .bit16(2), name: name)],
-                                    transports: transports, imageFormats: [])
+        identity = ProtocolIdentity(
+            name: name, displayName: name.uppercased(), summary: name,
+            gattServices: [GATTPacketService(service: BluetoothUUID(service)!, write: .bit16(1), notify: .bit16(2), name: name)],
+            transports: transports, imageFormats: [])
         self.capabilities = capabilities
         self.owns = owns
     }
@@ -28,8 +30,9 @@ struct FakeProtocol: UpdateProtocol {
 
 @Suite struct ProtocolRegistryTests {
     static let plain = FakeProtocol("plain", service: "1111", transports: [.ble, .simulator], capabilities: [.flash, .push, .testTransfer])
-    static let managed = FakeProtocol("managed", service: "2222", transports: [.ble, .simulator, .udp, .serial],
-                                      capabilities: [.flash, .push, .echo], owns: [0x3D, 0xB8])
+    static let managed = FakeProtocol(
+        "managed", service: "2222", transports: [.ble, .simulator, .udp, .serial],
+        capabilities: [.flash, .push, .echo], owns: [0x3D, 0xB8])
     static let registry = ProtocolRegistry([plain, managed])
 
     func resolve(_ request: ProtocolRequest) throws(ProtocolResolutionError) -> String { try Self.registry.resolve(request).name }

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import BleotaEngine
 
 @Suite struct SelectiveRepeatSenderTests {
@@ -37,10 +38,10 @@ import Testing
     /// A packet sent after the newest acknowledged one is in flight, not lost.
     @Test func packetsSentAfterTheAcknowledgedOneAreNotLost() {
         var sender = SelectiveRepeatSender(packetCount: 6)
-        for _ in 0..<3 { _ = sender.nextPacket(window: 6) }       // 0, 1, 2
-        _ = sender.acknowledge(nextExpected: 1, received: [])     // 0 acked
-        for _ in 0..<3 { _ = sender.nextPacket(window: 6) }       // 3, 4, 5
-        let outcome = sender.acknowledge(nextExpected: 1, received: [1]) // 1 acked: nothing older missing
+        for _ in 0..<3 { _ = sender.nextPacket(window: 6) }  // 0, 1, 2
+        _ = sender.acknowledge(nextExpected: 1, received: [])  // 0 acked
+        for _ in 0..<3 { _ = sender.nextPacket(window: 6) }  // 3, 4, 5
+        let outcome = sender.acknowledge(nextExpected: 1, received: [1])  // 1 acked: nothing older missing
         #expect(outcome.newlyLost == 0)
         #expect(sender.inFlight == 4)
     }
@@ -64,7 +65,7 @@ import Testing
         var sent: [Int] = []
         while let index = sender.nextPacket(window: 10) { sent.append(index) }
         #expect(sent == [3, 5, 6, 7, 8, 9])
-        #expect(sender.resentCount == 2) // 3 and 5 had been sent before the disconnect
+        #expect(sender.resentCount == 2)  // 3 and 5 had been sent before the disconnect
     }
 
     @Test func timeoutMarksEverythingInFlightLost() {
@@ -85,7 +86,7 @@ import Testing
         #expect(window.receive(sequence: 1) == .duplicate(index: 1))
         let ack = window.acknowledgement()
         #expect(ack.nextExpected == 2)
-        #expect(ack.bitmap == [0b1]) // packet 3 = nextExpected + 1 + 0
+        #expect(ack.bitmap == [0b1])  // packet 3 = nextExpected + 1 + 0
     }
 
     @Test func rejectsSequenceNumbersOutsideTheTransfer() {

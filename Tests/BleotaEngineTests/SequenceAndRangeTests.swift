@@ -1,4 +1,5 @@
 import Testing
+
 @testable import BleotaEngine
 
 @Suite struct SequenceNumberTests {

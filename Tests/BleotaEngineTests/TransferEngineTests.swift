@@ -2,6 +2,7 @@ import BleotaCodec
 import BleotaLink
 import Synchronization
 import Testing
+
 @testable import BleotaEngine
 
 /// A minimal wire for testing the engine on its own: `D0 seq payload`,
@@ -73,8 +74,10 @@ final class DropFilter: Sendable {
 @Suite struct TransferEngineTests {
     static let stream = (0..<10_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
 
-    func run(dropping: Set<UInt16> = [], silent: Bool = false, tuning: TransferTuning = TransferTuning(window: 16, ackInterval: 4),
-             held: RangeSet? = nil) async throws -> (received: [UInt8], statistics: TransferStatistics, error: (any Error)?) {
+    func run(
+        dropping: Set<UInt16> = [], silent: Bool = false, tuning: TransferTuning = TransferTuning(window: 16, ackInterval: 4),
+        held: RangeSet? = nil
+    ) async throws -> (received: [UInt8], statistics: TransferStatistics, error: (any Error)?) {
         let filter = DropFilter(dropping)
         return try await SimulationRuntime.run { runtime in
             let (host, device) = LoopbackLink.pair(maximumPayload: 103) { filter.pass($0) }
@@ -107,8 +110,9 @@ final class DropFilter: Sendable {
 
     @Test func aResumeSendsOnlyWhatTheReceiverLacks() async throws {
         // The receiver here starts empty, so skipped packets never arrive: check the sender's counts only.
-        let (_, statistics, _) = try await run(tuning: TransferTuning(window: 16, ackTimeout: .milliseconds(50), maxRetries: 1),
-                                               held: RangeSet([0..<5000]))
+        let (_, statistics, _) = try await run(
+            tuning: TransferTuning(window: 16, ackTimeout: .milliseconds(50), maxRetries: 1),
+            held: RangeSet([0..<5000]))
         #expect(statistics.packetsSent >= 50)
         #expect(statistics.packetsSent < 100)
     }

@@ -1,6 +1,7 @@
 import BleotaLink
 import Synchronization
 import Testing
+
 @testable import BleotaEngine
 
 /// The transfer gate a fleet's adapter shares: at most `capacity` transfers,
@@ -108,8 +109,9 @@ import Testing
         let queued = Log()
         let turn = TransferTurn(gate: gate) { queued.append(1) }
         let events = Events()
-        var recorder = OperationRecorder(operation: "flash", protocolName: "p", device: "d", clock: clock,
-                                         transferTurn: turn, onEvent: events.add)
+        var recorder = OperationRecorder(
+            operation: "flash", protocolName: "p", device: "d", clock: clock,
+            transferTurn: turn, onEvent: events.add)
         recorder.enter(.reconnect)
         let waiting = recorder
         let entering = Task {
@@ -146,8 +148,9 @@ import Testing
         await eventually { gate.waiting == 1 }
         let movable = TransferTurn(gate: gate, movable: true)
         let events = Events()
-        var recorder = OperationRecorder(operation: "flash", protocolName: "p", device: "d", clock: clock,
-                                         transferTurn: movable, onEvent: events.add)
+        var recorder = OperationRecorder(
+            operation: "flash", protocolName: "p", device: "d", clock: clock,
+            transferTurn: movable, onEvent: events.add)
         recorder.enter(.reconnect)
         let waiting = recorder
         let entering = Task { () async -> TransferError? in

@@ -1,9 +1,11 @@
 import Testing
+
 @testable import BleotaEngine
 
 @Suite struct TuningSearchTests {
-    static let space = TuningSpace(packetSizes: [60, 120, 180, 240], windows: [2, 4, 8, 16, 32],
-                                   delays: [.zero, .milliseconds(1), .milliseconds(2), .milliseconds(4), .milliseconds(8), .milliseconds(16)])
+    static let space = TuningSpace(
+        packetSizes: [60, 120, 180, 240], windows: [2, 4, 8, 16, 32],
+        delays: [.zero, .milliseconds(1), .milliseconds(2), .milliseconds(4), .milliseconds(8), .milliseconds(16)])
 
     /// A device with a 6-packet buffer: larger windows overflow it unless paced; bigger packets are better.
     static func landscape(_ point: TuningPoint) -> TuningTrial {
@@ -42,9 +44,12 @@ import Testing
         let b = TuningTrial(point: TuningPoint(packetSize: 240, window: 4, delay: .zero), goodput: 18_000, loss: 0, packetsSent: 10, packetsResent: 0)
         let (chosen, reasons) = TuningSearch.choose([a, b], reference: a)!
         #expect(chosen == b)
-        #expect(reasons == ["the highest goodput of the 1 settings that lost under 1 % of packets",
-                            "+260 % goodput over the default (packet 240, window 32, delay 0.0 ms)",
-                            "loss 0.0 % instead of the default's 40.0 %"])
+        #expect(
+            reasons == [
+                "the highest goodput of the 1 settings that lost under 1 % of packets",
+                "+260 % goodput over the default (packet 240, window 32, delay 0.0 ms)",
+                "loss 0.0 % instead of the default's 40.0 %",
+            ])
         #expect(TuningSearch.choose([], reference: nil) == nil)
     }
 }

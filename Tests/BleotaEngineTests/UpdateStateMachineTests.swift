@@ -1,4 +1,5 @@
 import Testing
+
 @testable import BleotaEngine
 
 @Suite struct UpdateStateMachineTests {
@@ -17,8 +18,11 @@ import Testing
             .start, .connected(.application), .bootloaderEntered, .connected(.bootloader), .transferred,
             .verified(ok: true, detail: "ok"), .activated, .connected(.application), .confirmed(version: "2.0"),
         ])
-        #expect(actions == [.connect, .enterBootloader, .reconnect(expecting: .bootloader), .transfer, .verify,
-                            .activate, .reconnect(expecting: .application), .confirm, .finish])
+        #expect(
+            actions == [
+                .connect, .enterBootloader, .reconnect(expecting: .bootloader), .transfer, .verify,
+                .activate, .reconnect(expecting: .application), .confirm, .finish,
+            ])
         #expect(machine.state == .done)
     }
 
@@ -29,7 +33,10 @@ import Testing
 
     @Test func failedVerificationNeverActivates() {
         let (machine, actions) = run([.start, .connected(.bootloader), .transferred, .verified(ok: false, detail: "crc mismatch")])
-        guard case .fail(let error) = actions.last else { Issue.record("expected a failure"); return }
+        guard case .fail(let error) = actions.last else {
+            Issue.record("expected a failure")
+            return
+        }
         #expect(error.step == .verify)
         #expect(error.code == .verificationFailed)
         #expect(error.message.contains("not activated"))
@@ -38,9 +45,14 @@ import Testing
     }
 
     @Test func wrongVersionAfterRebootFailsConfirm() {
-        let (_, actions) = run([.start, .connected(.bootloader), .transferred, .verified(ok: true, detail: ""),
-                                .activated, .connected(.application), .confirmed(version: "1.0")])
-        guard case .fail(let error) = actions.last else { Issue.record("expected a failure"); return }
+        let (_, actions) = run([
+            .start, .connected(.bootloader), .transferred, .verified(ok: true, detail: ""),
+            .activated, .connected(.application), .confirmed(version: "1.0"),
+        ])
+        guard case .fail(let error) = actions.last else {
+            Issue.record("expected a failure")
+            return
+        }
         #expect(error.step == .confirm)
         #expect(error.code == .confirmFailed)
         #expect(error.message == "the device runs version '1.0', expected '2.0'")
@@ -48,14 +60,22 @@ import Testing
 
     @Test func bootloaderThatComesBackAsApplicationFailsReconnect() {
         let (_, actions) = run([.start, .connected(.application), .bootloaderEntered, .connected(.application)])
-        guard case .fail(let error) = actions.last else { Issue.record("expected a failure"); return }
+        guard case .fail(let error) = actions.last else {
+            Issue.record("expected a failure")
+            return
+        }
         #expect(error.step == .reconnect)
     }
 
     @Test func deviceStuckInBootloaderAfterActivateFailsConfirm() {
-        let (_, actions) = run([.start, .connected(.bootloader), .transferred, .verified(ok: true, detail: ""),
-                                .activated, .connected(.bootloader)])
-        guard case .fail(let error) = actions.last else { Issue.record("expected a failure"); return }
+        let (_, actions) = run([
+            .start, .connected(.bootloader), .transferred, .verified(ok: true, detail: ""),
+            .activated, .connected(.bootloader),
+        ])
+        guard case .fail(let error) = actions.last else {
+            Issue.record("expected a failure")
+            return
+        }
         #expect(error.step == .confirm)
         #expect(error.code == .confirmFailed)
     }
@@ -73,7 +93,10 @@ import Testing
 
     @Test func unexpectedEventIsAProtocolViolationNamingTheStep() {
         let (_, actions) = run([.start, .transferred])
-        guard case .fail(let error) = actions.last else { Issue.record("expected a failure"); return }
+        guard case .fail(let error) = actions.last else {
+            Issue.record("expected a failure")
+            return
+        }
         #expect(error.code == .protocolViolation)
         #expect(error.step == .connect)
     }
@@ -88,24 +111,41 @@ import Testing
     }
 
     @Test func anUnansweredSwitchIsRepeatedWhenTheDeviceCameBackUnchanged() {
-        let (_, actions) = run([.start, .connected(.application), .bootloaderRequestUnanswered, .connected(.application),
-                                .bootloaderEntered, .connected(.bootloader)])
-        #expect(actions == [.connect, .enterBootloader, .reconnect(expecting: .bootloader), .enterBootloader,
-                            .reconnect(expecting: .bootloader), .transfer])
+        let (_, actions) = run([
+            .start, .connected(.application), .bootloaderRequestUnanswered, .connected(.application),
+            .bootloaderEntered, .connected(.bootloader),
+        ])
+        #expect(
+            actions == [
+                .connect, .enterBootloader, .reconnect(expecting: .bootloader), .enterBootloader,
+                .reconnect(expecting: .bootloader), .transfer,
+            ])
         // An answered request that did not take is the device's refusal, not a loss.
         let (_, refused) = run([.start, .connected(.application), .bootloaderEntered, .connected(.application)])
-        guard case .fail(let error) = refused.last else { Issue.record("expected a failure"); return }
+        guard case .fail(let error) = refused.last else {
+            Issue.record("expected a failure")
+            return
+        }
         #expect(error.code == .deviceRefused)
     }
 
     @Test func anUnansweredActivationIsRepeatedAndItsRepeatsAreBounded() {
         let verified: [Machine.Event] = [.start, .connected(.bootloader), .transferred, .verified(ok: true, detail: "")]
-        let (_, once) = run(verified + [.activateRequestUnanswered, .connected(.bootloader), .activated, .connected(.application),
-                                        .confirmed(version: "2.0")])
-        #expect(once.suffix(6) == [.activate, .reconnect(expecting: .application), .activate, .reconnect(expecting: .application),
-                                   .confirm, .finish])
+        let (_, once) = run(
+            verified + [
+                .activateRequestUnanswered, .connected(.bootloader), .activated, .connected(.application),
+                .confirmed(version: "2.0"),
+            ])
+        #expect(
+            once.suffix(6) == [
+                .activate, .reconnect(expecting: .application), .activate, .reconnect(expecting: .application),
+                .confirm, .finish,
+            ])
         let (_, never) = run(verified + Array(repeating: [Machine.Event.activateRequestUnanswered, .connected(.bootloader)], count: 3).flatMap { $0 })
-        guard case .fail(let error) = never.last else { Issue.record("expected a failure"); return }
+        guard case .fail(let error) = never.last else {
+            Issue.record("expected a failure")
+            return
+        }
         #expect(error.outcome == .inBootloader)
         #expect(error.message.contains("stayed in its bootloader"))
     }
@@ -118,17 +158,25 @@ import Testing
         let (done, success) = run(activating + [.activated, .failed(lost), .probed(.init(mode: .application, version: "2.0"))])
         #expect(success.last == .finish)
         #expect(done.state == .done)
-        for (report, outcome) in [(Machine.DeviceReport?.none, DeviceOutcome.unknown),
-                                  (.init(mode: .application, version: "1.0"), .oldImage("1.0")),
-                                  (.init(mode: .bootloader, version: "1.0"), .inBootloader)] {
+        for (report, outcome) in [
+            (Machine.DeviceReport?.none, DeviceOutcome.unknown),
+            (.init(mode: .application, version: "1.0"), .oldImage("1.0")),
+            (.init(mode: .bootloader, version: "1.0"), .inBootloader),
+        ] {
             let (_, actions) = run(activating + [.activated, .failed(lost), .probed(report)])
-            guard case .fail(let error) = actions.last else { Issue.record("expected a failure"); continue }
+            guard case .fail(let error) = actions.last else {
+                Issue.record("expected a failure")
+                continue
+            }
             #expect(error.outcome == outcome)
             #expect(error.step == .confirm)
         }
         // Before the activation, a failure is just a failure: the old image still runs.
         let (_, early) = run([.start, .connected(.bootloader), .failed(TransferError(.linkLost, step: .transfer, "gone"))])
-        guard case .fail(let error) = early.last else { Issue.record("expected a failure"); return }
+        guard case .fail(let error) = early.last else {
+            Issue.record("expected a failure")
+            return
+        }
         #expect(error.outcome == nil)
     }
 }

@@ -1,10 +1,12 @@
 import Testing
+
 @testable import BleotaFleet
 
 /// Device lists: addresses a line, CSV with per-device options, JSON; mistakes named by file and line.
 @Suite struct FleetDeviceListTests {
     @Test func addressesOneALineWithComments() throws {
-        let devices = try FleetDeviceList.parse("""
+        let devices = try FleetDeviceList.parse(
+            """
             # line 1 is a comment
             ble://AA:BB:CC:DD:EE:01
             ble://AA:BB:CC:DD:EE:02   # the second board
@@ -16,19 +18,24 @@ import Testing
     }
 
     @Test func csvCarriesAdapterProtocolLabelAndOptions() throws {
-        let devices = try FleetDeviceList.parse("""
+        let devices = try FleetDeviceList.parse(
+            """
             device,adapter,protocol,label,option:bootloader-name
             ble://AA:BB:CC:DD:EE:01,hci1,nordic-dfu,door,DfuNew
             ble://AA:BB:CC:DD:EE:02,,,,
             """, file: "devices.csv")
         #expect(devices.count == 2)
-        #expect(devices[0] == FleetDevice(address: "ble://AA:BB:CC:DD:EE:01", adapter: "hci1", protocolName: "nordic-dfu",
-                                          protocolOptions: ["bootloader-name": "DfuNew"], label: "door"))
+        #expect(
+            devices[0]
+                == FleetDevice(
+                    address: "ble://AA:BB:CC:DD:EE:01", adapter: "hci1", protocolName: "nordic-dfu",
+                    protocolOptions: ["bootloader-name": "DfuNew"], label: "door"))
         #expect(devices[1] == FleetDevice(address: "ble://AA:BB:CC:DD:EE:02"))
     }
 
     @Test func jsonTakesAddressesOrObjects() throws {
-        let devices = try FleetDeviceList.parse("""
+        let devices = try FleetDeviceList.parse(
+            """
             ["sim://2m-dle?seed=1", {"device": "sim://slow-flash?seed=2", "adapter": "sim1", "options": {"suota-transport": "gatt"}}]
             """, file: "devices.json")
         #expect(devices.map(\.address) == ["sim://2m-dle?seed=1", "sim://slow-flash?seed=2"])

@@ -2,6 +2,7 @@ import BleotaEngine
 import BleotaLink
 import Synchronization
 import Testing
+
 @testable import BleotaFleet
 
 /// The runner's rules on virtual time: connections per adapter, retries with a
@@ -9,8 +10,9 @@ import Testing
 /// alone, Ctrl-C leaving unstarted devices unstarted, and the summary.
 @Suite struct FleetRunnerTests {
     static func report(_ device: FleetDevice) -> UpdateReport {
-        var report = UpdateReport(operation: "flash", device: device.address, bytes: 1000, streamBytes: 1000, compressed: false, packetSize: 244,
-                                  transferSeconds: 1, totalSeconds: 1, statistics: TransferStatistics(), stepSeconds: [:], tuning: TransferTuning())
+        var report = UpdateReport(
+            operation: "flash", device: device.address, bytes: 1000, streamBytes: 1000, compressed: false, packetSize: 244,
+            transferSeconds: 1, totalSeconds: 1, statistics: TransferStatistics(), stepSeconds: [:], tuning: TransferTuning())
         report.versionAfter = "2"
         return report
     }
@@ -119,8 +121,10 @@ import Testing
         let stop = FleetStopSignal()
         let events = Mutex<[String]>([])
         let (results, summary) = try await SimulationRuntime.run { runtime in
-            let runner = FleetRunner(devices: devices, options: FleetOptions(adapters: ["a"], connectionsPerAdapter: 2), clock: runtime.clock, stop: stop,
-                                     onEvent: { event in if case .stopping = event { events.withLock { $0.append("stopping") } } }) { device, _, _, _ in
+            let runner = FleetRunner(
+                devices: devices, options: FleetOptions(adapters: ["a"], connectionsPerAdapter: 2), clock: runtime.clock, stop: stop,
+                onEvent: { event in if case .stopping = event { events.withLock { $0.append("stopping") } } }
+            ) { device, _, _, _ in
                 try? await runtime.clock.sleep(for: .seconds(device.address == "d1" ? 5 : 10))
                 if device.address == "d1" {
                     // Ctrl-C while d0 and d1 run: both finish, nothing else starts.
@@ -166,11 +170,16 @@ import Testing
         let (results, summary) = try await SimulationRuntime.run { runtime in
             var options = FleetOptions(adapters: ["a", "b"], connectionsPerAdapter: 3, transfersPerAdapter: 1, attempts: 1)
             options.movesQueuedDevices = moves
-            let runner = FleetRunner(devices: devices, options: options, clock: runtime.clock, onEvent: { event in
-                if case .note(let device, let text) = event { notes.withLock { $0.append("\(device.address): \(text)") } }
-            }) { device, _, turn, _ in
-                var recorder = OperationRecorder(operation: "flash", protocolName: "p", device: device.address, clock: runtime.clock,
-                                                 transferTurn: turn) { _ in }
+            let runner = FleetRunner(
+                devices: devices, options: options, clock: runtime.clock,
+                onEvent: { event in
+                    if case .note(let device, let text) = event { notes.withLock { $0.append("\(device.address): \(text)") } }
+                }
+            ) { device, _, turn, _ in
+                var recorder = OperationRecorder(
+                    operation: "flash", protocolName: "p", device: device.address, clock: runtime.clock,
+                    transferTurn: turn
+                ) { _ in }
                 recorder.enter(.connect)
                 try? await runtime.clock.sleep(for: .seconds(1))
                 do throws(TransferError) {

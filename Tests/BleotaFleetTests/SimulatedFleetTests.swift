@@ -5,6 +5,7 @@ import BleotaProtocols
 import BleotaSimulator
 import BleotaTestSupport
 import Testing
+
 @testable import BleotaFleet
 
 /// Simulated devices sharing simulated adapters: every device ends with the
@@ -30,8 +31,10 @@ import Testing
 
     /// `withTurns`: each update gets its transfer turn (as `bleota fleet flash` gives it), so at most
     /// two transfer at once per adapter and the last one alone is shortened.
-    static func run(_ addresses: [String], adapters: [String], connections: Int, firmware: [UInt8] = Self.firmware,
-                    withTurns: Bool = false) async throws -> Run {
+    static func run(
+        _ addresses: [String], adapters: [String], connections: Int, firmware: [UInt8] = Self.firmware,
+        withTurns: Bool = false
+    ) async throws -> Run {
         let devices = addresses.map { FleetDevice(address: $0) }
         let image = PreparedImage(bytes: firmware, version: "2.0.0", summary: "test")
         let native = NativeProtocol()
@@ -46,8 +49,10 @@ import Testing
             let runner = FleetRunner(devices: devices, options: options, clock: runtime.clock) { device, adapter, turn, onEvent in
                 let member = known[device.address]!
                 member.use(adapter: fleet.adapters[adapter])
-                let host = native.makeHost(HostContext(protocolName: "native", connector: member.connector, clock: runtime.clock,
-                                                       transferTurn: withTurns ? turn : nil, onEvent: onEvent))
+                let host = native.makeHost(
+                    HostContext(
+                        protocolName: "native", connector: member.connector, clock: runtime.clock,
+                        transferTurn: withTurns ? turn : nil, onEvent: onEvent))
                 do throws(TransferError) { return .updated(try await host.flash(image, mode: .testAndConfirm)) } catch { return .failed(error) }
             }
             let (results, summary) = await runner.run()
@@ -59,9 +64,10 @@ import Testing
                 updates[address] = member.world.statistics.connectionUpdates
                 await member.world.shutDown()
             }
-            return Run(results: results, summary: summary, running: running,
-                       airTime: fleet.adapters.mapValues(\.airTime), skipped: fleet.adapters.mapValues(\.skippedEvents),
-                       connectionUpdates: updates)
+            return Run(
+                results: results, summary: summary, running: running,
+                airTime: fleet.adapters.mapValues(\.airTime), skipped: fleet.adapters.mapValues(\.skippedEvents),
+                connectionUpdates: updates)
         }
     }
 
@@ -101,8 +107,9 @@ import Testing
         let elapsed = Duration.milliseconds(Int64(shared.summary.seconds * 1000))
         #expect(air <= elapsed, "the adapter used \(air) of air in \(elapsed)")
         // Three at once on one radio take well over the time of one alone (three on three radios would take about the same).
-        #expect(shared.summary.seconds >= 1.5 * alone.summary.seconds,
-                "three on one adapter: \(shared.summary.seconds) s, one alone: \(alone.summary.seconds) s")
+        #expect(
+            shared.summary.seconds >= 1.5 * alone.summary.seconds,
+            "three on one adapter: \(shared.summary.seconds) s, one alone: \(alone.summary.seconds) s")
         print("one adapter: 1 device \(alone.summary.seconds) s, 3 devices \(shared.summary.seconds) s, air \(air), skipped events \(shared.skipped["sim0"]!)")
     }
 }

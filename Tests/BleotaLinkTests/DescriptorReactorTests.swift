@@ -1,5 +1,6 @@
 import Glibc
 import Testing
+
 @testable import BleotaLink
 
 /// A connected pair of non-blocking AF_UNIX datagram sockets, closed at the end.
@@ -57,7 +58,10 @@ func waitUntilParked(_ fd: Int32, count: Int = 1, sourceLocation: SourceLocation
     @Test func cancellingTheWaitingTaskEndsTheWaitAndLeavesNoWaiter() async throws {
         let outcome = try await withSocketPair { left, _ in
             let waiter = Task { () -> DescriptorWaitError? in
-                do throws(DescriptorWaitError) { try await DescriptorReactor.shared.wait(left, writable: false); return nil } catch { return error }
+                do throws(DescriptorWaitError) {
+                    try await DescriptorReactor.shared.wait(left, writable: false)
+                    return nil
+                } catch { return error }
             }
             try await waitUntilParked(left)
             waiter.cancel()
@@ -72,7 +76,10 @@ func waitUntilParked(_ fd: Int32, count: Int = 1, sourceLocation: SourceLocation
         let outcome = try await withSocketPair { left, _ in
             let waiter = Task { () -> DescriptorWaitError? in
                 withUnsafeCurrentTask { $0?.cancel() }
-                do throws(DescriptorWaitError) { try await DescriptorReactor.shared.wait(left, writable: false); return nil } catch { return error }
+                do throws(DescriptorWaitError) {
+                    try await DescriptorReactor.shared.wait(left, writable: false)
+                    return nil
+                } catch { return error }
             }
             return await value(of: waiter)
         }
@@ -83,7 +90,10 @@ func waitUntilParked(_ fd: Int32, count: Int = 1, sourceLocation: SourceLocation
         let outcomes = try await withSocketPair { left, _ in
             let waiters = (0..<2).map { _ in
                 Task { () -> DescriptorWaitError? in
-                    do throws(DescriptorWaitError) { try await DescriptorReactor.shared.wait(left, writable: false); return nil } catch { return error }
+                    do throws(DescriptorWaitError) {
+                        try await DescriptorReactor.shared.wait(left, writable: false)
+                        return nil
+                    } catch { return error }
                 }
             }
             try await waitUntilParked(left, count: 2)
@@ -97,7 +107,10 @@ func waitUntilParked(_ fd: Int32, count: Int = 1, sourceLocation: SourceLocation
         let wakes = try await withSocketPair { left, right in
             try await withThrowingTaskGroup(of: Bool.self) { group in
                 for _ in 0..<2 {
-                    group.addTask { try await DescriptorReactor.shared.wait(left, writable: false); return true }
+                    group.addTask {
+                        try await DescriptorReactor.shared.wait(left, writable: false)
+                        return true
+                    }
                 }
                 try await waitUntilParked(left, count: 2)
                 _ = [UInt8]([9]).withUnsafeBytes { send(right, $0.baseAddress, $0.count, 0) }

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import BleotaLink
 
 /// An attempt's failure, numbered so the test can tell which one came back.

@@ -1,5 +1,6 @@
 import Glibc
 import Testing
+
 @testable import BleotaLink
 
 /// A pseudo-terminal whose master is a ``SerialLineLink``, and the client's side:
@@ -80,7 +81,10 @@ struct PseudoTerminalFixture {
             var buffer = [UInt8](repeating: 0, count: 8192)
             while received.count < payload.count {
                 let count = buffer.withUnsafeMutableBytes { read(slave, $0.baseAddress, $0.count) }
-                if count > 0 { received += buffer[..<count]; continue }
+                if count > 0 {
+                    received += buffer[..<count]
+                    continue
+                }
                 #expect(errno == EAGAIN)
                 try await DescriptorReactor.shared.wait(slave, writable: false)
             }
@@ -125,7 +129,10 @@ struct PseudoTerminalFixture {
         let slave = try pty.openSlave()
         pty.closeSlave(slave)
         let receiver = Task { () -> LinkError? in
-            do throws(LinkError) { _ = try await pty.link.receive(); return nil } catch { return error }
+            do throws(LinkError) {
+                _ = try await pty.link.receive()
+                return nil
+            } catch { return error }
         }
         try await waitUntilParked(watch)
         await pty.link.close()

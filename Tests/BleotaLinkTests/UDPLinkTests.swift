@@ -1,5 +1,6 @@
 import Glibc
 import Testing
+
 @testable import BleotaLink
 
 /// Runs `body` with a time limit, so a regression that hangs fails the test
@@ -73,7 +74,10 @@ func value<T: Sendable>(of task: Task<T, Never>, within limit: Duration = .secon
         defer { server.close() }
         let link = try UDPLink(host: "127.0.0.1", port: server.port)
         let receiver = Task { () -> LinkError? in
-            do throws(LinkError) { _ = try await link.receive(); return nil } catch { return error }
+            do throws(LinkError) {
+                _ = try await link.receive()
+                return nil
+            } catch { return error }
         }
         try await waitUntilParked(link.fd)
         await link.close()
@@ -97,7 +101,10 @@ func value<T: Sendable>(of task: Task<T, Never>, within limit: Duration = .secon
         try await link.send([7])
         let (_, peer) = try #require(try await server.receive())
         let receiver = Task { () -> LinkError? in
-            do throws(LinkError) { _ = try await link.receive(); return nil } catch { return error }
+            do throws(LinkError) {
+                _ = try await link.receive()
+                return nil
+            } catch { return error }
         }
         try await waitUntilParked(link.fd)
         receiver.cancel()

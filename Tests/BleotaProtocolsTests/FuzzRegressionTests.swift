@@ -2,6 +2,7 @@ import BleotaCodec
 import BleotaEngine
 import BleotaLink
 import Testing
+
 @testable import BleotaProtocols
 
 /// Inputs the fuzzers in Fuzz/ found (docs/testing.md, "Fuzzing"), each fed to what
@@ -41,9 +42,13 @@ import Testing
         // The fuzzer's input: read, group 8, command 2, {"name": "/lfs/hello.txt", "off": 4, "len": -8}.
         let message = try #require([UInt8](hex: "0800001f00080002a3646e616d656e2f6c66732f68656c6c6f2e747874636f666604636c656e27"))
         let answer = try #require(await device.respond(to: message, environment: environment))
-        #expect(answer.0.body == .textMap(["rc": CBOR(3)])) // EINVAL
-        let hash = try #require(await device.respond(to: SMPPacket(.read, command: .fileHash, sequence: 1,
-            body: .textMap(["name": .text("/lfs/hello.txt"), "off": CBOR(4), "len": CBOR(5)])).encode(), environment: environment))
+        #expect(answer.0.body == .textMap(["rc": CBOR(3)]))  // EINVAL
+        let hash = try #require(
+            await device.respond(
+                to: SMPPacket(
+                    .read, command: .fileHash, sequence: 1,
+                    body: .textMap(["name": .text("/lfs/hello.txt"), "off": CBOR(4), "len": CBOR(5)])
+                ).encode(), environment: environment))
         #expect(hash.0.body["len"] == CBOR(5))
     }
 
@@ -54,11 +59,13 @@ import Testing
         let device = SMPDevice(storage: SMPDeviceStorage(primary: SMPDevice.factoryImage(version: .init(major: 1, minor: 0, revision: 0, build: 0))))
         let environment = DeviceEnvironment(clock: SystemClock()) { _ in }
         // The fuzzer's first message: write, image upload, {"image": 0, "len": -65, "off": 0, "sha": h'…', "data": h'3db8f396…'}.
-        let message = try #require([UInt8](hex: "0a00006000010001a565696d61676500636c656e3840636f666600637369615820bc0de8a082976dadd609ddeb8bb508"
-                                            + "000000010100a02fa576fbda5717a7ba70646461746158203db8f3960000320028000001000000000000000000000000"
-                                            + "0000000000000000"))
+        let message = try #require(
+            [UInt8](
+                hex: "0a00006000010001a565696d61676500636c656e3840636f666600637369615820bc0de8a082976dadd609ddeb8bb508"
+                    + "000000010100a02fa576fbda5717a7ba70646461746158203db8f3960000320028000001000000000000000000000000"
+                    + "0000000000000000"))
         let answer = try #require(await device.respond(to: message, environment: environment))
-        #expect(answer.0.body == .textMap(["rc": CBOR(3)])) // EINVAL
+        #expect(answer.0.body == .textMap(["rc": CBOR(3)]))  // EINVAL
         let negativeOffset = SMPPacket(.write, command: .imageUpload, sequence: 2, body: .textMap(["off": CBOR(-1), "data": .bytes([1])]))
         #expect(await device.respond(to: negativeOffset.encode(), environment: environment)?.0.body == .textMap(["rc": CBOR(3)]))
     }
@@ -81,8 +88,10 @@ import Testing
         var reassembler = SMPReassembler(limit: 9)
         #expect(reassembler.feed(try #require([UInt8](hex: "0a00000900000100a161646568"))).isEmpty)
         reassembler.reset()
-        let rest = try #require([UInt8](hex: "0a00000900000100a161646568656c6c6f0b00000901000000a161726d68656c6c6f0800000100000206a0"
-                                            + "0900001800000206a2686275665f73697a651909ab30696275665f636f75"))
+        let rest = try #require(
+            [UInt8](
+                hex: "0a00000900000100a161646568656c6c6f0b00000901000000a161726d68656c6c6f0800000100000206a0"
+                    + "0900001800000206a2686275665f73697a651909ab30696275665f636f75"))
         let messages = reassembler.feed(rest)
         #expect(messages == [try #require([UInt8](hex: "0800000100000206a0"))])
         #expect(messages.allSatisfy { $0.count <= 9 })
@@ -94,11 +103,13 @@ import Testing
     @Test func aPullAcknowledgedBeyondWhatWasSentLeavesTheDeviceServing() async throws {
         let device = DeviceHarness()
         // The fuzzer's packets: HELLO, START a 100-byte file "notes.txt", its DATA, VERIFY.
-        for hex in ["010101",
-                    "03010064000000640000004e9349525b46fd3cff72161180901a1040fc85772358e7c6614e346e6603011d16c81fc5c8000800096e6f7465732e747874",
-                    "10000000000120018100000182000005820000098200000d8200001182000015820000198200001d8200002182000025820000298200002d82000031820000"
-                        + "35820000398200003d8200004182000045820000498200004d820000518200005582000059820000",
-                    "05"] {
+        for hex in [
+            "010101",
+            "03010064000000640000004e9349525b46fd3cff72161180901a1040fc85772358e7c6614e346e6603011d16c81fc5c8000800096e6f7465732e747874",
+            "10000000000120018100000182000005820000098200000d8200001182000015820000198200001d8200002182000025820000298200002d82000031820000"
+                + "35820000398200003d8200004182000045820000498200004d820000518200005582000059820000",
+            "05",
+        ] {
             try await device.send(withCRC(try #require([UInt8](hex: hex))))
             let reply = try await device.reply()
             if case .verifyResponse(let result) = reply { #expect(result.status == .ok) }

@@ -3,6 +3,7 @@ import BleotaEngine
 import BleotaLink
 import Synchronization
 import Testing
+
 @testable import BleotaProtocols
 
 /// A device reachable over in-memory loopback links: each connect makes a new

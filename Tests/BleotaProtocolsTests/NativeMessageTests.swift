@@ -1,6 +1,7 @@
 import BleotaCodec
 import BleotaTestSupport
 import Testing
+
 @testable import BleotaProtocols
 
 /// Appends the CRC-16/CCITT-FALSE trailer every native message carries.
@@ -17,26 +18,40 @@ let sha: [UInt8] = Array(0..<32)
 /// Python encoder of protocols/bleota.md) produces for it.
 let goldenVectors: [(name: String, message: NativeMessage, hex: String)] = [
     ("hello", .hello(.init(minimumVersion: 1, maximumVersion: 1)), "010101bcd8"),
-    ("helloResponse", .helloResponse(.init(version: 1, mode: .bootloader, capabilities: [.deflate, .testTransfer, .files, .resume],
-                                           maximumPacket: 244, bufferCount: 32, slotSize: 0x100000,
-                                           firmwareVersion: "1.0.0", name: "bleota-sim")),
-     "8101010ff40020000000100005312e302e300a626c656f74612d73696d3a27"),
+    (
+        "helloResponse",
+        .helloResponse(
+            .init(
+                version: 1, mode: .bootloader, capabilities: [.deflate, .testTransfer, .files, .resume],
+                maximumPacket: 244, bufferCount: 32, slotSize: 0x100000,
+                firmwareVersion: "1.0.0", name: "bleota-sim")),
+        "8101010ff40020000000100005312e302e300a626c656f74612d73696d3a27"
+    ),
     ("enterBootloader", .enterBootloader, "02b2c1"),
-    ("start", .start(.init(target: .firmware, compressed: false, imageSize: 600, streamSize: 600, crc32: 0xCBF4_3926,
-                           sha256: sha, packetSize: 244, ackInterval: 8, label: "2.0.0")),
-     "03000058020000580200002639f4cb000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1ff400080005322e302e309fa9"),
+    (
+        "start",
+        .start(
+            .init(
+                target: .firmware, compressed: false, imageSize: 600, streamSize: 600, crc32: 0xCBF4_3926,
+                sha256: sha, packetSize: 244, ackInterval: 8, label: "2.0.0")),
+        "03000058020000580200002639f4cb000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1ff400080005322e302e309fa9"
+    ),
     ("startResponse", .startResponse(.init(status: .ok, ranges: [0..<488])), "83000100000000e801000065f8"),
     ("status", .status(sha256: sha), "04000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1ff376"),
     ("statusResponse", .statusResponse(.init(status: .notFound)), "840500f3d4"),
     ("verify", .verify, "0555b1"),
-    ("verifyResponse", .verifyResponse(.init(status: .ok, crc32: 0xCBF4_3926, sha256: sha)),
-     "85002639f4cb000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f1652"),
+    (
+        "verifyResponse", .verifyResponse(.init(status: .ok, crc32: 0xCBF4_3926, sha256: sha)),
+        "85002639f4cb000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f1652"
+    ),
     ("activate", .activate, "063681"),
     ("reboot", .reboot, "071791"),
     ("abort", .abort, "08f860"),
     ("getFile", .getFile(.init(name: "log.txt", packetSize: 239, ackInterval: 8, window: 32)), "09076c6f672e747874ef000800200080b8"),
-    ("getFileResponse", .getFileResponse(.init(status: .ok, size: 33, crc32: 0x1234_5678, sha256: sha)),
-     "89002100000078563412000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f1fba"),
+    (
+        "getFileResponse", .getFileResponse(.init(status: .ok, size: 33, crc32: 0x1234_5678, sha256: sha)),
+        "89002100000078563412000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f1fba"
+    ),
     ("activateResponse", .simpleResponse(request: .activate, status: .ok), "860031ac"),
     ("data", .data(.init(sequence: 2, payload: [0xAA, 0xBB, 0xCC])), "100200aabbcc7df0"),
     ("ack", .ack(.init(nextExpected: 1, bitmap: [0b0000_0001])), "1101000101a3ea"),
@@ -89,20 +104,21 @@ let goldenVectors: [(name: String, message: NativeMessage, hex: String)] = [
         #expect(error?.description == "crc16 at offset 3: checksum mismatch: carried 0x0, computed 0xd8bc")
     }
 
-    @Test(arguments: [
-        ([0x42], "opcode", "unknown opcode 0x42"),
-        ([0x81, 1, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], "hello.mode", "unknown mode 7"),
-        ([0x03, 9], "start.target", "unknown target 9"),
-        ([0x03, 0, 0x04], "start.flags", "unknown flag bits 0x04"),
-        ([0x83, 0, 1, 9, 0, 0, 0, 1, 0, 0, 0], "ranges[0]", "start 9 is after end 1"),
-        ([0x11, 0, 0, 33] + [UInt8](repeating: 0, count: 33), "ack.bitmapLength", "33 exceeds 32 bytes"),
-        ([0x12, 0, 0, 1, 0, 9], "nack.reason", "unknown reason 9"),
-        ([0xFF, 1, 1, 2, 0xC3, 0x28], "error.message", "not valid UTF-8"),
-        ([0x14, 2, 2], "segment.index", "segment 2 of 2 is impossible"),
-        ([0x09, 0x01, 0x61, 0xEF, 0x00, 0x00, 0x00, 0x20, 0x00], "getFile.ackInterval", "must be at least 1"),
-        ([0x09, 0x01, 0x61, 0xEF, 0x00, 0x08, 0x00, 0x00, 0x00], "getFile.window", "must be at least 1"),
-        ([0x09, 0x01, 0x61, 0x00, 0x00, 0x08, 0x00, 0x20, 0x00], "getFile.packetSize", "must be at least 1"),
-    ] as [([UInt8], String, String)])
+    @Test(
+        arguments: [
+            ([0x42], "opcode", "unknown opcode 0x42"),
+            ([0x81, 1, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], "hello.mode", "unknown mode 7"),
+            ([0x03, 9], "start.target", "unknown target 9"),
+            ([0x03, 0, 0x04], "start.flags", "unknown flag bits 0x04"),
+            ([0x83, 0, 1, 9, 0, 0, 0, 1, 0, 0, 0], "ranges[0]", "start 9 is after end 1"),
+            ([0x11, 0, 0, 33] + [UInt8](repeating: 0, count: 33), "ack.bitmapLength", "33 exceeds 32 bytes"),
+            ([0x12, 0, 0, 1, 0, 9], "nack.reason", "unknown reason 9"),
+            ([0xFF, 1, 1, 2, 0xC3, 0x28], "error.message", "not valid UTF-8"),
+            ([0x14, 2, 2], "segment.index", "segment 2 of 2 is impossible"),
+            ([0x09, 0x01, 0x61, 0xEF, 0x00, 0x00, 0x00, 0x20, 0x00], "getFile.ackInterval", "must be at least 1"),
+            ([0x09, 0x01, 0x61, 0xEF, 0x00, 0x08, 0x00, 0x00, 0x00], "getFile.window", "must be at least 1"),
+            ([0x09, 0x01, 0x61, 0x00, 0x00, 0x08, 0x00, 0x20, 0x00], "getFile.packetSize", "must be at least 1"),
+        ] as [([UInt8], String, String)])
     func malformedFieldsAreNamed(body: [UInt8], field: String, why: String) {
         let error = #expect(throws: DecodingError.self) { try NativeMessage(decoding: withCRC(body)) }
         #expect(error?.field == field)
@@ -134,29 +150,36 @@ let goldenVectors: [(name: String, message: NativeMessage, hex: String)] = [
         var ranges = NativeMessage.RangesResponse(status: .ok)
         ranges.ranges = (0..<300).map { UInt32($0 * 2)..<UInt32($0 * 2 + 1) }
         guard case .startResponse(let decoded) = try NativeMessage(decoding: NativeMessage.startResponse(ranges).encode()) else {
-            Issue.record("not a start response"); return
+            Issue.record("not a start response")
+            return
         }
         #expect(decoded.ranges.count == 255)
         var ack = NativeMessage.Acknowledgement(nextExpected: 0)
         ack.bitmap = Array(repeating: 0xFF, count: 100)
-        guard case .ack(let back) = try NativeMessage(decoding: NativeMessage.ack(ack).encode()) else { Issue.record("not an ack"); return }
+        guard case .ack(let back) = try NativeMessage(decoding: NativeMessage.ack(ack).encode()) else {
+            Issue.record("not an ack")
+            return
+        }
         #expect(back.bitmap.count == 32)
     }
 
     @Test func acknowledgementBitmapSemantics() {
         let ack = NativeMessage.Acknowledgement(nextExpected: 10, bitmap: [0b0000_0101, 0b1000_0000])
-        #expect(ack.isSet(0))   // packet 11
+        #expect(ack.isSet(0))  // packet 11
         #expect(!ack.isSet(1))  // packet 12
-        #expect(ack.isSet(2))   // packet 13
+        #expect(ack.isSet(2))  // packet 13
         #expect(ack.isSet(15))  // packet 26
         #expect(!ack.isSet(16))
         #expect(!ack.isSet(-1))
     }
 
     @Test func longStringsAreCutAtACharacterBoundary() throws {
-        let label = String(repeating: "é", count: 200) // 400 bytes of UTF-8
+        let label = String(repeating: "é", count: 200)  // 400 bytes of UTF-8
         let message = NativeMessage.error(.init(request: 1, status: .busy, message: label))
-        guard case .error(let decoded) = try NativeMessage(decoding: message.encode()) else { Issue.record("not an error"); return }
+        guard case .error(let decoded) = try NativeMessage(decoding: message.encode()) else {
+            Issue.record("not an error")
+            return
+        }
         #expect(decoded.message.utf8.count == 254)
         #expect(decoded.message == String(repeating: "é", count: 127))
     }

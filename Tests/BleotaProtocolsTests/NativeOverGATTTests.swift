@@ -5,6 +5,7 @@ import BleotaLink
 import BleotaTestSupport
 import Synchronization
 import Testing
+
 @testable import BleotaProtocols
 
 // The native protocol over ATT. Here rather than in BleotaATTTests, which
@@ -19,16 +20,20 @@ import Testing
         storage.withState { $0.bootToBootloader = true }
         let image = (0..<20_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 5) }
         let box = Mutex<(@Sendable (ATTBearer) async -> GATTPeripheralLink)?>(nil)
-        let report = try await withGATT(mtu: 247, setup: { server in
-            let service = GATTPeripheralLink.addPacketService(to: server, service: otaService, rx: otaRX, tx: otaTX)
-            box.withLock { $0 = service.makeLink }
-        }) { client, serverBearer, _ in
+        let report = try await withGATT(
+            mtu: 247,
+            setup: { server in
+                let service = GATTPeripheralLink.addPacketService(to: server, service: otaService, rx: otaRX, tx: otaTX)
+                box.withLock { $0 = service.makeLink }
+            }
+        ) { client, serverBearer, _ in
             let mtu = try await client.exchangeMTU()
             let ota = try #require(try await client.discoverPrimaryServices(otaService).first)
             let characteristics = try await client.discoverCharacteristics(ota)
             try await client.subscribe(characteristics[1])
-            let hostLink = GATTLink(client: client, writeHandle: characteristics[0].valueHandle,
-                                    notifyHandle: characteristics[1].valueHandle, mtu: mtu, description: "gatt")
+            let hostLink = GATTLink(
+                client: client, writeHandle: characteristics[0].valueHandle,
+                notifyHandle: characteristics[1].valueHandle, mtu: mtu, description: "gatt")
             let deviceLink = await box.withLock { $0 }!(serverBearer)
             let device = NativeDevice(name: "gatt", storage: storage, bufferCount: 32, maximumPacket: mtu - 3)
             let clock = client.bearer.clock

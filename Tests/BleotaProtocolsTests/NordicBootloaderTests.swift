@@ -4,22 +4,30 @@ import BleotaTestSupport
 import Crypto
 import Foundation
 import Testing
+
 @testable import BleotaProtocols
 
 /// An application init packet for `image`, as nrfutil writes one.
-func nordicInitPacket(for image: [UInt8], version: UInt32 = 2, hardware: UInt32 = 52, softDevices: [UInt32] = [0x0101],
-                      type: NordicInitPacket.FirmwareType = .application) -> NordicInitPacket {
-    var packet = NordicInitPacket(firmwareVersion: version, hardwareVersion: hardware, softDeviceRequirements: softDevices, type: type,
-                                  applicationSize: UInt32(image.count), hash: SHA256Digest.hash(image))
+func nordicInitPacket(
+    for image: [UInt8], version: UInt32 = 2, hardware: UInt32 = 52, softDevices: [UInt32] = [0x0101],
+    type: NordicInitPacket.FirmwareType = .application
+) -> NordicInitPacket {
+    var packet = NordicInitPacket(
+        firmwareVersion: version, hardwareVersion: hardware, softDeviceRequirements: softDevices, type: type,
+        applicationSize: UInt32(image.count), hash: SHA256Digest.hash(image))
     packet.hashType = .sha256
     switch type {
     case .application, .externalApplication: break
     case .softDevice:
-        packet.applicationSize = 0; packet.softDeviceSize = UInt32(image.count)
+        packet.applicationSize = 0
+        packet.softDeviceSize = UInt32(image.count)
     case .bootloader:
-        packet.applicationSize = 0; packet.bootloaderSize = UInt32(image.count)
+        packet.applicationSize = 0
+        packet.bootloaderSize = UInt32(image.count)
     case .softDeviceAndBootloader:
-        packet.applicationSize = 0; packet.softDeviceSize = UInt32(image.count / 2); packet.bootloaderSize = UInt32(image.count - image.count / 2)
+        packet.applicationSize = 0
+        packet.softDeviceSize = UInt32(image.count / 2)
+        packet.bootloaderSize = UInt32(image.count - image.count / 2)
     }
     return packet
 }
@@ -145,8 +153,9 @@ func nordicInitPacket(for image: [UInt8], version: UInt32 = 2, hardware: UInt32 
         _ = bootloader.receiveData(Array(image[4096..<8192]))
         #expect(ask(.execute) == Self.ok(.execute))
         #expect(ask(.create(.data, size: 4096)) == [0x60, 0x01, 0x08], "an object past the image's end")
-        #expect(ask(.select(.command)) == [0x60, 0x06, 0x01] + le(512) + le(UInt32(nordicInitPacket(for: image).encode().count))
-            + le(CRC32.checksum(nordicInitPacket(for: image).encode())))
+        #expect(
+            ask(.select(.command)) == [0x60, 0x06, 0x01] + le(512) + le(UInt32(nordicInitPacket(for: image).encode().count))
+                + le(CRC32.checksum(nordicInitPacket(for: image).encode())))
         // Create(command) wipes all progress.
         #expect(ask(.create(.command, size: 10)) == Self.ok(.create))
         #expect(ask(.select(.data)) == [0x60, 0x06, 0x01] + le(4096) + le(0) + le(0))
@@ -168,11 +177,13 @@ func nordicInitPacket(for image: [UInt8], version: UInt32 = 2, hardware: UInt32 
         #expect(Self.answers(bootloader.handle(.ping(id: 7), serial: false)) == [[0x60, 0x09, 0x02]])
         #expect(Self.answers(bootloader.handle(.ping(id: 7), serial: true)) == [[0x60, 0x09, 0x01, 0x07]])
         #expect(Self.answers(bootloader.handle(.getSerialMTU, serial: true, serialMTU: 2051)) == [[0x60, 0x07, 0x01, 0x03, 0x08]])
-        #expect(Self.answers(bootloader.handle(.write([1]), serial: true)) == [],
-                "a write past the (empty) command object is refused in silence, over serial too")
+        #expect(
+            Self.answers(bootloader.handle(.write([1]), serial: true)) == [],
+            "a write past the (empty) command object is refused in silence, over serial too")
         _ = bootloader.handle(.setReceiptNotification(packets: 1), serial: true)
-        #expect(Self.answers(bootloader.handle(.write([1]), serial: true)) == [[0x60, 0x03, 0x03]],
-                "only a receipt that falls due says the write failed")
+        #expect(
+            Self.answers(bootloader.handle(.write([1]), serial: true)) == [[0x60, 0x03, 0x03]],
+            "only a receipt that falls due says the write failed")
     }
 
     @Test func theInitPacketSurvivesAReconnectionButDataProgressOnlyWhenSaved() {
@@ -188,8 +199,9 @@ func nordicInitPacket(for image: [UInt8], version: UInt32 = 2, hardware: UInt32 
             bootloader.restoreFromFlash()
             #expect(bootloader.validInitPacket != nil)
             let held = saves ? 4096 : 0
-            #expect(Self.answers(bootloader.handle(.select(.data), serial: false))
-                == [[0x60, 0x06, 0x01] + le(4096) + le(UInt32(held)) + le(CRC32.checksum(image[0..<held]))])
+            #expect(
+                Self.answers(bootloader.handle(.select(.data), serial: false))
+                    == [[0x60, 0x06, 0x01] + le(4096) + le(UInt32(held)) + le(CRC32.checksum(image[0..<held]))])
         }
     }
 }

@@ -1,25 +1,27 @@
 import BleotaCodec
 import BleotaTestSupport
 import Testing
+
 @testable import BleotaProtocols
 
 /// Secure DFU control point messages against the byte layouts of the SDK's
 /// request handler (little-endian values after an operation byte; answers
 /// 0x60, operation, result, values).
 @Suite struct NordicDFUControlPointTests {
-    @Test(arguments: [
-        (NordicDFURequest.create(.data, size: 4096), "0102" + "00100000"),
-        (.create(.command, size: 141), "0101" + "8d000000"),
-        (.setReceiptNotification(packets: 12), "020c00"),
-        (.calculateChecksum, "03"),
-        (.execute, "04"),
-        (.select(.command), "0601"),
-        (.getSerialMTU, "07"),
-        (.write([0xDE, 0xAD]), "08dead"),
-        (.ping(id: 7), "0907"),
-        (.abort, "0c"),
-        (.protocolVersion, "00"),
-    ] as [(NordicDFURequest, String)])
+    @Test(
+        arguments: [
+            (NordicDFURequest.create(.data, size: 4096), "0102" + "00100000"),
+            (.create(.command, size: 141), "0101" + "8d000000"),
+            (.setReceiptNotification(packets: 12), "020c00"),
+            (.calculateChecksum, "03"),
+            (.execute, "04"),
+            (.select(.command), "0601"),
+            (.getSerialMTU, "07"),
+            (.write([0xDE, 0xAD]), "08dead"),
+            (.ping(id: 7), "0907"),
+            (.abort, "0c"),
+            (.protocolVersion, "00"),
+        ] as [(NordicDFURequest, String)])
     func requestsEncodeAsTheBootloaderReadsThem(request: NordicDFURequest, hex: String) throws {
         #expect(request.encode().hexString == hex)
         #expect(try NordicDFURequest(decoding: request.encode()) == request)
@@ -37,23 +39,26 @@ import Testing
         // Extended error: the firmware version is too low.
         let refused = try NordicDFUResponse(decoding: try #require([UInt8](hex: "60040b05")))
         #expect(refused.result == .extendedError && refused.extendedError == .firmwareVersionFailure)
-        #expect(refused.failureDescription == "execute refused: the firmware version is lower than the one installed: raise --application-version when generating, or use a debug package")
+        #expect(
+            refused.failureDescription
+                == "execute refused: the firmware version is lower than the one installed: raise --application-version when generating, or use a debug package")
         #expect(refused.encode().hexString == "60040b05")
         // A plain failure carries nothing more.
         let notPermitted = try NordicDFUResponse(decoding: try #require([UInt8](hex: "600108")))
         #expect(notPermitted.failureDescription == "create refused: operation not permitted in the bootloader's state")
     }
 
-    @Test(arguments: [
-        ("", "DFU response code at offset 0: input ends 1 byte too early"),
-        ("61", "DFU response code at offset 0: 0x61, expected 0x60"),
-        ("6006", "DFU result at offset 2: input ends 1 byte too early"),
-        ("6005", "DFU response operation at offset 1: 0x5 is not an operation"),
-        ("600609", "DFU result at offset 2: 0x9 is not a result code"),
-        ("60060100100000", "DFU select offset at offset 7: input ends 4 bytes too early"),
-        ("60040b0e", "DFU extended error at offset 3: 0xe is not an extended error"),
-        ("60040100", "DFU execute response at offset 3: 1 unexpected trailing byte"),
-    ] as [(String, String)])
+    @Test(
+        arguments: [
+            ("", "DFU response code at offset 0: input ends 1 byte too early"),
+            ("61", "DFU response code at offset 0: 0x61, expected 0x60"),
+            ("6006", "DFU result at offset 2: input ends 1 byte too early"),
+            ("6005", "DFU response operation at offset 1: 0x5 is not an operation"),
+            ("600609", "DFU result at offset 2: 0x9 is not a result code"),
+            ("60060100100000", "DFU select offset at offset 7: input ends 4 bytes too early"),
+            ("60040b0e", "DFU extended error at offset 3: 0xe is not an extended error"),
+            ("60040100", "DFU execute response at offset 3: 1 unexpected trailing byte"),
+        ] as [(String, String)])
     func malformedAnswersNameTheField(hex: String, message: String) throws {
         let bytes = try #require([UInt8](hex: hex))
         #expect { try NordicDFUResponse(decoding: bytes) } throws: { "\($0)" == message }

@@ -1,6 +1,7 @@
 import BleotaCodec
 import BleotaEngine
 import Testing
+
 @testable import BleotaProtocols
 
 /// The host's object transfer as a table: answers in, next request out.
@@ -99,7 +100,10 @@ import Testing
             if attempt < 3 {
                 #expect(next == .send(.create(.data, size: 4096)), "try \(attempt): the object again, not Execute")
             } else {
-                guard case .failed(let error)? = next else { Issue.record("expected a failure, got \(String(describing: next))"); return }
+                guard case .failed(let error)? = next else {
+                    Issue.record("expected a failure, got \(String(describing: next))")
+                    return
+                }
                 #expect(error.step == .transfer && error.message.contains("arrived damaged 3 times"))
             }
         }
@@ -121,8 +125,9 @@ import Testing
         #expect(machine.answered(Self.checksum(3904, of: Self.image)) == .send(.setReceiptNotification(packets: 1)))
         _ = machine.answered(Self.ok(.setReceiptNotification))
         _ = machine.answered(Self.ok(.create))
-        #expect(machine.streamed(receipt: (4096, CRC32.checksum(Self.image[..<4096]))) == .send(.execute),
-                "a receipt for the object's last packet is its checksum")
+        #expect(
+            machine.streamed(receipt: (4096, CRC32.checksum(Self.image[..<4096]))) == .send(.execute),
+            "a receipt for the object's last packet is its checksum")
         #expect(machine.objectsResent == 2 && machine.receiptInterval == 1)
     }
 
@@ -162,7 +167,10 @@ import Testing
         if cameBackInApplication {
             #expect(outcome == .finished)
         } else {
-            guard case .failed(let error) = outcome else { Issue.record("expected the refusal"); return }
+            guard case .failed(let error) = outcome else {
+                Issue.record("expected the refusal")
+                return
+            }
             #expect(error.step == .verify && error.message.hasPrefix("the bootloader refused the image: "), "\(error.message)")
         }
     }
@@ -173,7 +181,10 @@ import Testing
         _ = machine.answered(Self.ok(.setReceiptNotification))
         _ = machine.answered(Self.selected(512, 70, of: Self.initPacket))
         let refused = machine.answered(NordicDFUResponse(operation: .execute, result: .extendedError, extendedError: .hardwareVersionFailure))
-        guard case .failed(let error)? = refused else { Issue.record("expected a failure"); return }
+        guard case .failed(let error)? = refused else {
+            Issue.record("expected a failure")
+            return
+        }
         #expect(error.step == .verify)
         #expect(error.message == "the bootloader refused the init packet: the package's hw_version does not match this device: generate it with the device's --hw-version")
         #expect(!error.message.contains("\n"))

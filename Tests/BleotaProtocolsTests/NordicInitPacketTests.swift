@@ -3,6 +3,7 @@ import BleotaTestSupport
 import Crypto
 import Foundation
 import Testing
+
 @testable import BleotaProtocols
 
 @Suite struct NordicInitPacketTests {
@@ -32,8 +33,9 @@ import Testing
 
     @Test func theHashOfAnImageIsCheckedInDigestOrder() throws {
         let image = (0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 31) }
-        let packet = NordicInitPacket(firmwareVersion: 1, hardwareVersion: 52, softDeviceRequirements: [0xFFFE], type: .application,
-                                      applicationSize: UInt32(image.count), hash: SHA256Digest.hash(image))
+        let packet = NordicInitPacket(
+            firmwareVersion: 1, hardwareVersion: 52, softDeviceRequirements: [0xFFFE], type: .application,
+            applicationSize: UInt32(image.count), hash: SHA256Digest.hash(image))
         let decoded = try NordicInitPacket(decoding: packet.encode())
         #expect(decoded.hashMatches(image) == true)
         var other = image
@@ -46,8 +48,9 @@ import Testing
     /// another key fails.
     @Test func aSignatureVerifiesOnlyWithItsKeyAndUntouchedBytes() throws {
         let key = try Self.privateKey()
-        var packet = NordicInitPacket(firmwareVersion: 2, hardwareVersion: 52, softDeviceRequirements: [0x0100], type: .application,
-                                      applicationSize: 1000, hash: [UInt8](repeating: 0xAB, count: 32))
+        var packet = NordicInitPacket(
+            firmwareVersion: 2, hardwareVersion: 52, softDeviceRequirements: [0x0100], type: .application,
+            applicationSize: 1000, hash: [UInt8](repeating: 0xAB, count: 32))
         try packet.sign(with: key)
         let bytes = packet.encode()
         let decoded = try NordicInitPacket(decoding: bytes)
@@ -57,9 +60,10 @@ import Testing
         #expect(decoded.signatureVerifies(with: P256.Signing.PrivateKey().publicKey) == false)
 
         // The firmware version inside the signed init command, 2 → 3: same length, broken signature.
-        let commandStart = try #require(decoded.signedBytes.flatMap { command in
-            (0...(bytes.count - command.count)).first { Array(bytes[$0..<$0 + command.count]) == command }
-        })
+        let commandStart = try #require(
+            decoded.signedBytes.flatMap { command in
+                (0...(bytes.count - command.count)).first { Array(bytes[$0..<$0 + command.count]) == command }
+            })
         let versionField = try #require((commandStart..<bytes.count).first { bytes[$0] == 0x08 && bytes[$0 + 1] == 2 })
         var tampered = bytes
         tampered[versionField + 1] = 3
@@ -73,29 +77,32 @@ import Testing
         #expect(try NordicInitPacket(decoding: packet.encode()) == decoded)
     }
 
-    @Test(arguments: [
-        // A packet that is only a tag.
-        ("0a", DecodingError(field: "init packet field 1 length", offset: 1, reason: .truncated(needed: 1))),
-        // A command claiming 64 bytes where 2 follow.
-        ("0a400801", DecodingError(field: "init packet field 1", offset: 1, reason: .truncated(needed: 62))),
-        // Field number 0.
-        ("0000", DecodingError(field: "init packet field tag", offset: 0, reason: .invalidValue("field number 0 is outside 1…536870911"))),
-        // Wire type 3 (a group).
-        ("0b", DecodingError(field: "init packet field 1", offset: 0, reason: .invalidValue("wire type 3 is not one of 0, 1, 2, 5 (groups, 3 and 4, are not used)"))),
-        // A command whose init has type 9.
-        ("0a060801120220 09".replacingOccurrences(of: " ", with: ""),
-         DecodingError(field: "init.type", offset: 7, reason: .invalidValue("9 is not a firmware type (0…4)"))),
-        // A reset command, not an init command.
-        ("0a020800", DecodingError(field: "command.op_code", offset: 2, reason: .invalidValue("not an init command (op_code 0, no init)"))),
-        // Nothing at all.
-        ("", DecodingError(field: "init packet", offset: 0, reason: .invalidValue("holds neither a command nor a signed command"))),
-        // An 11-byte varint.
-        ("08ffffffffffffffffffff01", DecodingError(field: "init packet field 1", offset: 1, reason: .invalidValue("varint longer than 64 bits"))),
-        // A signed command without its signature type.
-        ("12040a020801", DecodingError(field: "signed_command.signature_type", offset: 0, reason: .invalidValue("missing"))),
-        // Both a command and a signed command.
-        ("0a00" + "1206" + "0a00" + "1000" + "1a00", DecodingError(field: "init packet", offset: 0, reason: .invalidValue("holds both a command and a signed command"))),
-    ] as [(String, DecodingError)])
+    @Test(
+        arguments: [
+            // A packet that is only a tag.
+            ("0a", DecodingError(field: "init packet field 1 length", offset: 1, reason: .truncated(needed: 1))),
+            // A command claiming 64 bytes where 2 follow.
+            ("0a400801", DecodingError(field: "init packet field 1", offset: 1, reason: .truncated(needed: 62))),
+            // Field number 0.
+            ("0000", DecodingError(field: "init packet field tag", offset: 0, reason: .invalidValue("field number 0 is outside 1…536870911"))),
+            // Wire type 3 (a group).
+            ("0b", DecodingError(field: "init packet field 1", offset: 0, reason: .invalidValue("wire type 3 is not one of 0, 1, 2, 5 (groups, 3 and 4, are not used)"))),
+            // A command whose init has type 9.
+            (
+                "0a060801120220 09".replacingOccurrences(of: " ", with: ""),
+                DecodingError(field: "init.type", offset: 7, reason: .invalidValue("9 is not a firmware type (0…4)"))
+            ),
+            // A reset command, not an init command.
+            ("0a020800", DecodingError(field: "command.op_code", offset: 2, reason: .invalidValue("not an init command (op_code 0, no init)"))),
+            // Nothing at all.
+            ("", DecodingError(field: "init packet", offset: 0, reason: .invalidValue("holds neither a command nor a signed command"))),
+            // An 11-byte varint.
+            ("08ffffffffffffffffffff01", DecodingError(field: "init packet field 1", offset: 1, reason: .invalidValue("varint longer than 64 bits"))),
+            // A signed command without its signature type.
+            ("12040a020801", DecodingError(field: "signed_command.signature_type", offset: 0, reason: .invalidValue("missing"))),
+            // Both a command and a signed command.
+            ("0a00" + "1206" + "0a00" + "1000" + "1a00", DecodingError(field: "init packet", offset: 0, reason: .invalidValue("holds both a command and a signed command"))),
+        ] as [(String, DecodingError)])
     func malformedPacketsNameTheFieldAndOffset(hex: String, error: DecodingError) throws {
         let bytes = try #require([UInt8](hex: hex))
         #expect(throws: error) { try NordicInitPacket(decoding: bytes) }
@@ -104,8 +111,9 @@ import Testing
     /// Every prefix and every single-byte change of a signed packet decodes
     /// or throws; none traps (the fuzz target runs this at scale).
     @Test func everyPrefixAndEveryByteChangeDecodesOrThrows() throws {
-        var packet = NordicInitPacket(firmwareVersion: 7, hardwareVersion: 52, softDeviceRequirements: [0x0100, 0xFFFE], type: .softDeviceAndBootloader,
-                                      softDeviceSize: 150_000, bootloaderSize: 24_000, hash: [UInt8](repeating: 1, count: 32))
+        var packet = NordicInitPacket(
+            firmwareVersion: 7, hardwareVersion: 52, softDeviceRequirements: [0x0100, 0xFFFE], type: .softDeviceAndBootloader,
+            softDeviceSize: 150_000, bootloaderSize: 24_000, hash: [UInt8](repeating: 1, count: 32))
         try packet.sign(with: Self.privateKey())
         let bytes = packet.encode()
         var generator = seededGenerator("nordic-init-packet-mutations")

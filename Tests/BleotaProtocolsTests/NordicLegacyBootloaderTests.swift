@@ -1,14 +1,17 @@
 import BleotaCodec
 import BleotaLink
 import Testing
+
 @testable import BleotaProtocols
 
 /// The legacy (SDK 11, Adafruit) bootloader's rules as a table, and the
 /// HCI/SLIP serial framing.
 @Suite struct NordicLegacyBootloaderTests {
     static let image = (0..<6000).map { UInt8(truncatingIfNeeded: $0 &* 17) }
-    static let initPacket = NordicLegacyInitPacket(applicationVersion: 3, softDeviceRequirements: [0x00B6],
-                                                   imageCRC: NordicLegacyInitPacket.crc(of: image)).encode()
+    static let initPacket = NordicLegacyInitPacket(
+        applicationVersion: 3, softDeviceRequirements: [0x00B6],
+        imageCRC: NordicLegacyInitPacket.crc(of: image)
+    ).encode()
 
     static func notifications(_ actions: [NordicLegacyBootloader.Action]) -> [[UInt8]] {
         actions.compactMap { if case .notify(let notification) = $0 { notification.encode() } else { nil } }
@@ -16,7 +19,9 @@ import Testing
 
     static func sizes(application: UInt32) -> [UInt8] {
         var writer = ByteWriter()
-        writer.write(UInt32(0), .little); writer.write(UInt32(0), .little); writer.write(application, .little)
+        writer.write(UInt32(0), .little)
+        writer.write(UInt32(0), .little)
+        writer.write(application, .little)
         return writer.bytes
     }
 
@@ -93,8 +98,11 @@ import Testing
     /// Frames as adafruit-nrfutil 0.5.3.post16 sent them to a pty (observed), and the device's acknowledgement.
     @Test func hciFramesMatchWhatAdafruitNrfutilSends() throws {
         var payload = ByteWriter()
-        payload.write(UInt32(3), .little); payload.write(UInt32(4), .little)
-        payload.write(UInt32(0), .little); payload.write(UInt32(0), .little); payload.write(UInt32(0x7534), .little)
+        payload.write(UInt32(3), .little)
+        payload.write(UInt32(4), .little)
+        payload.write(UInt32(0), .little)
+        payload.write(UInt32(0), .little)
+        payload.write(UInt32(0x7534), .little)
         let frame = NordicHCILink.frame(payload.bytes, sequence: 1)
         #expect(frame.hexString == "c0d14e01e003000000040000000000000000000000347500008b7ac0")
         #expect(NordicHCILink.acknowledgement(expecting: 2).hexString == "c010000 0f0c0".replacingOccurrences(of: " ", with: ""))

@@ -5,6 +5,7 @@ import BleotaLink
 import BleotaTestSupport
 import Synchronization
 import Testing
+
 @testable import BleotaProtocols
 
 /// Nordic Secure DFU's characteristics as channels over a real ATT bearer:
@@ -22,13 +23,17 @@ import Testing
         #expect(offered == [0, 1])
         let channels = NordicSecureDFUProtocol.gattService.channels.filter { offered.contains($0.number) }
         let box = Mutex<(@Sendable (ATTBearer) async -> GATTPeripheralChannelLink)?>(nil)
-        let (answers, flashAfter) = try await withGATT(mtu: 247, setup: { server in
-            let make = GATTPeripheralChannelLink.addChannels(channels, to: server)
-            box.withLock { $0 = make }
-        }) { client, serverBearer, _ in
+        let (answers, flashAfter) = try await withGATT(
+            mtu: 247,
+            setup: { server in
+                let make = GATTPeripheralChannelLink.addChannels(channels, to: server)
+                box.withLock { $0 = make }
+            }
+        ) { client, serverBearer, _ in
             let mtu = try await client.exchangeMTU()
-            let host = try await GATTChannelLink.open(client: client, channels: NordicSecureDFUProtocol.gattService.channels, mtu: mtu,
-                                                      description: "gatt")
+            let host = try await GATTChannelLink.open(
+                client: client, channels: NordicSecureDFUProtocol.gattService.channels, mtu: mtu,
+                description: "gatt")
             #expect(host.parameters.maximumPayload == 245, "MTU − 3 bytes of payload after the channel byte")
             let deviceLink = await box.withLock { $0 }!(serverBearer)
             let clock = client.bearer.clock
@@ -71,7 +76,12 @@ import Testing
     }
 
     @Test func anApplicationOffersOnlyItsButtonlessCharacteristicWhichIndicates() async throws {
-        let device = NordicSecureDFUDevice(flash: { var flash = NordicBootloader.Flash(); flash.application = [1]; return flash }())
+        let device = NordicSecureDFUDevice(
+            flash: {
+                var flash = NordicBootloader.Flash()
+                flash.application = [1]
+                return flash
+            }())
         #expect(await device.offeredChannels == [NordicDFUChannel.buttonless.rawValue])
         let channel = NordicDFUChannel.buttonless.gattChannel
         #expect(channel.write == .request && channel.update == .indicate && channel.characteristic == BluetoothUUID("8EC90003-F315-4F60-9FB8-838830DAEA50")!)

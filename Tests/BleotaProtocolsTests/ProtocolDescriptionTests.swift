@@ -3,6 +3,7 @@ import BleotaLink
 import BleotaTestSupport
 import Foundation
 import Testing
+
 @testable import BleotaProtocols
 
 /// Message templates and descriptions, byte for byte: Telink's data PDUs against
@@ -61,8 +62,9 @@ import Testing
         var random = seededGenerator("templates-\(name)")
         for template in description.messages.values {
             for _ in 0..<2000 {
-                var bytes = template.encode(["index": UInt64.random(in: 0...0xFFFF, using: &random), "last-index": 7],
-                                            payload: ArraySlice((0..<Int.random(in: 0...40, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }))
+                var bytes = template.encode(
+                    ["index": UInt64.random(in: 0...0xFFFF, using: &random), "last-index": 7],
+                    payload: ArraySlice((0..<Int.random(in: 0...40, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }))
                 switch Int.random(in: 0...3, using: &random) {
                 case 0: bytes = (0..<Int.random(in: 0...64, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
                 case 1: if !bytes.isEmpty { bytes.removeLast(Int.random(in: 1...bytes.count, using: &random)) }

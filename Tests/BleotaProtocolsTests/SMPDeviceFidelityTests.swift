@@ -3,6 +3,7 @@ import BleotaEngine
 import BleotaLink
 import Foundation
 import Testing
+
 @testable import BleotaProtocols
 
 /// The simulated device answers as Zephyr's `os_mgmt`, `img_mgmt` and `fs_mgmt`
@@ -17,8 +18,10 @@ import Testing
     var sequence: UInt8 = 0
 
     /// Sends one request; returns the answer's body and what the device does afterwards.
-    mutating func ask(_ operation: SMPHeader.Operation, _ command: SMPCommand, _ body: CBOR = .map([]), version: SMPHeader.Version = .v2,
-                      raw: [UInt8]? = nil) async throws -> (CBOR, SMPDevice.Aftermath) {
+    mutating func ask(
+        _ operation: SMPHeader.Operation, _ command: SMPCommand, _ body: CBOR = .map([]), version: SMPHeader.Version = .v2,
+        raw: [UInt8]? = nil
+    ) async throws -> (CBOR, SMPDevice.Aftermath) {
         sequence &+= 1
         var bytes = SMPPacket(operation, command: command, sequence: sequence, version: version, body: body).encode()
         if let raw {
@@ -36,7 +39,8 @@ import Testing
         var last = CBOR.map([])
         while offset < image.count {
             let end = min(image.count, offset + chunk)
-            let request = offset == 0
+            let request =
+                offset == 0
                 ? SMPUploadRequest(image: imageNumber, offset: 0, data: Array(image[0..<end]), length: image.count, sha: SHA256Digest.hash(image))
                 : SMPUploadRequest(offset: offset, data: Array(image[offset..<end]))
             (last, _) = try await ask(.write, .imageUpload, request.body)
@@ -64,14 +68,14 @@ import Testing
     /// group, sequence and command; nothing is left unanswered.
     @Test func operationsOtherThanReadAndWriteAreNotSupported() async throws {
         for op: UInt8 in [1, 3, 4, 6, 7] {
-            let message: [UInt8] = [op, 0, 0, 1, 0, 0, 9, 0, 0xA0] // echo, sequence 9, body {}
+            let message: [UInt8] = [op, 0, 0, 1, 0, 0, 9, 0, 0xA0]  // echo, sequence 9, body {}
             let (answer, after) = try #require(await device.respond(to: message, environment: environment))
             #expect(answer.header.operation == .writeResponse, "op \(op)")
             #expect(answer.header.group == .os && answer.header.sequence == 9 && answer.header.command == 0)
             #expect(answer.body == .textMap(["rc": CBOR(8)]), "op \(op)")
             #expect(after == .none)
         }
-        #expect(await device.respond(to: [2, 0, 0, 0, 0, 0, 1], environment: environment) == nil) // 7 bytes: no header
+        #expect(await device.respond(to: [2, 0, 0, 0, 0, 0, 1], environment: environment) == nil)  // 7 bytes: no header
     }
 
     @Test mutating func resetIgnoresItsBody() async throws {
@@ -108,7 +112,7 @@ import Testing
 
     @Test mutating func aTamperedImageIsMarkedButMCUbootRefusesItAtBootAndErasesIt() async throws {
         var image = try Self.sample("app-1.1.0-ecdsa-p256.bin")
-        image[0x200 + 100] ^= 0x01 // the firmware changes; the hash TLV does not
+        image[0x200 + 100] ^= 0x01  // the firmware changes; the hash TLV does not
         _ = try await upload(image)
         let hash = try #require(try MCUbootImage(decoding: image).hashTLV)
         let (marked, _) = try await ask(.write, .imageState, SMPImageStateWriteRequest(hash: hash, confirm: false).body)
@@ -120,20 +124,25 @@ import Testing
     @Test mutating func uploadOffsetsFollowZephyr() async throws {
         let image = try Self.sample("app-1.1.0-ecdsa-p256.bin")
         let sha = SHA256Digest.hash(image)
-        #expect(try await ask(.write, .imageUpload, SMPUploadRequest(offset: 0, data: Array(image[0..<600]), length: image.count, sha: sha).body).0
+        #expect(
+            try await ask(.write, .imageUpload, SMPUploadRequest(offset: 0, data: Array(image[0..<600]), length: image.count, sha: sha).body).0
                 == SMPUploadResponse(offset: 600).body)
         // A chunk at the wrong offset is dropped and answered with where the device is, not an error.
         #expect(try await ask(.write, .imageUpload, SMPUploadRequest(offset: 900, data: [1, 2, 3]).body).0 == SMPUploadResponse(offset: 600).body)
         // The same image again (by its SHA) resumes; nothing is written.
-        #expect(try await ask(.write, .imageUpload, SMPUploadRequest(offset: 0, data: Array(image[0..<100]), length: image.count, sha: sha).body).0
+        #expect(
+            try await ask(.write, .imageUpload, SMPUploadRequest(offset: 0, data: Array(image[0..<100]), length: image.count, sha: sha).body).0
                 == SMPUploadResponse(offset: 600).body)
         // A first chunk without its length is refused, and the upload is forgotten.
-        #expect(try await ask(.write, .imageUpload, SMPUploadRequest(offset: 0, data: Array(image[0..<100])).body).0
+        #expect(
+            try await ask(.write, .imageUpload, SMPUploadRequest(offset: 0, data: Array(image[0..<100])).body).0
                 == SMPDeviceError(.image(.invalidLength)).body)
-        #expect(try await ask(.write, .imageUpload, SMPUploadRequest(offset: 600, data: Array(image[600..<700])).body).0
+        #expect(
+            try await ask(.write, .imageUpload, SMPUploadRequest(offset: 600, data: Array(image[600..<700])).body).0
                 == SMPUploadResponse(offset: 0).body)
         // Fewer than 32 bytes cannot hold the image header.
-        #expect(try await ask(.write, .imageUpload, SMPUploadRequest(offset: 0, data: Array(image[0..<20]), length: image.count).body).0
+        #expect(
+            try await ask(.write, .imageUpload, SMPUploadRequest(offset: 0, data: Array(image[0..<20]), length: image.count).body).0
                 == SMPDeviceError(.image(.invalidImageHeader)).body)
         // The last chunk says whether the whole upload matched its SHA.
         #expect(try await upload(image)["match"]?.boolean == true)

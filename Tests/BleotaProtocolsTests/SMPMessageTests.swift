@@ -1,8 +1,9 @@
 import BleotaCodec
 import BleotaLink
-import Foundation
 import BleotaTestSupport
+import Foundation
 import Testing
+
 @testable import BleotaProtocols
 
 /// Messages encoded by the `smp` package 4.2.0 (scripts/smp-vectors.py).
@@ -71,7 +72,7 @@ struct SMPVector: Decodable, Sendable, CustomTestStringConvertible {
         #expect(throws: DecodingError.self) { try SMPPacket(decoding: echo + [0x00]) }
         #expect(throws: DecodingError.self) { try SMPPacket(decoding: [0x02, 0, 0, 1, 0, 0, 1, 0, 0x01]) }
         #expect(throws: DecodingError.self) { try SMPPacket(decoding: [0x02, 0, 0, 2, 0, 0, 1, 0, 0xA1, 0x61]) }
-        #expect(throws: DecodingError.self) { try SMPPacket(decoding: [0x3F, 0, 0, 1, 0, 0, 1, 0, 0xA0]) } // version 3
+        #expect(throws: DecodingError.self) { try SMPPacket(decoding: [0x3F, 0, 0, 1, 0, 0, 1, 0, 0xA0]) }  // version 3
         var generator = seededGenerator("SMP frame corruption")
         for _ in 0..<5000 {
             var bytes = echo
@@ -126,8 +127,10 @@ final class ScriptedSMPLink: Link, @unchecked Sendable {
 
 @Suite struct SMPClientTests {
     static func reply(to request: SMPPacket, sequence: UInt8? = nil, body: CBOR) -> [UInt8] {
-        SMPPacket(request.header.operation.response, group: request.header.group, command: request.header.command,
-                  sequence: sequence ?? request.header.sequence, body: body).encode()
+        SMPPacket(
+            request.header.operation.response, group: request.header.group, command: request.header.command,
+            sequence: sequence ?? request.header.sequence, body: body
+        ).encode()
     }
 
     @Test func aResponseWithAnotherSequenceNumberIsAProtocolError() async {
@@ -141,7 +144,7 @@ final class ScriptedSMPLink: Link, @unchecked Sendable {
     @Test func malformedCBORIsNamed() async {
         let link = ScriptedSMPLink { request in
             var bytes = Self.reply(to: request, body: .textMap(["r": .text("x")]))
-            bytes[SMPHeader.size] = 0xBF // an indefinite map that never ends
+            bytes[SMPHeader.size] = 0xBF  // an indefinite map that never ends
             return [bytes]
         }
         let connection = SMPConnection(link: link, clock: SystemClock())
@@ -157,8 +160,9 @@ final class ScriptedSMPLink: Link, @unchecked Sendable {
         let link = ScriptedSMPLink { request in [Array(Self.reply(to: request, body: .map([])).prefix(5))] }
         let connection = SMPConnection(link: link, clock: SystemClock())
         await #expect(throws: SMPClientError.timeout("echo after 2 tries")) {
-            _ = try await connection.request(.write, group: 0, command: 0, body: .textMap(["d": .text("x")]),
-                                             timeout: .milliseconds(50), attempts: 2, what: "echo")
+            _ = try await connection.request(
+                .write, group: 0, command: 0, body: .textMap(["d": .text("x")]),
+                timeout: .milliseconds(50), attempts: 2, what: "echo")
         }
     }
 

@@ -3,6 +3,7 @@ import BleotaEngine
 import BleotaLink
 import Synchronization
 import Testing
+
 @testable import BleotaProtocols
 
 /// A simulated MCUboot device over an in-memory link that loses the first upload request

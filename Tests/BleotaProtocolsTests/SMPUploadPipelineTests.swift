@@ -1,5 +1,6 @@
 import BleotaEngine
 import Testing
+
 @testable import BleotaProtocols
 
 /// The upload policy as tables: what it sends, what each answer means, no I/O.
@@ -23,7 +24,10 @@ import Testing
         var pipeline = Self.pipeline()
         #expect(pipeline.nextAction() == .send(offset: 0, end: 100, first: true))
         pipeline.sent(sequence: 0, offset: 0, end: 100, at: .zero)
-        guard case .wait = pipeline.nextAction() else { Issue.record("sent more before the first answer"); return }
+        guard case .wait = pipeline.nextAction() else {
+            Issue.record("sent more before the first answer")
+            return
+        }
         #expect(pipeline.answered(sequence: 0, offset: 100, match: nil, at: .milliseconds(30)) == .progress(offset: 100))
         var sequence: UInt8 = 1
         let sent = Self.sendAll(&pipeline, from: &sequence)
@@ -44,7 +48,7 @@ import Testing
         pipeline.sent(sequence: 0, offset: 0, end: 100, at: .zero)
         _ = pipeline.answered(sequence: 0, offset: 100, match: nil, at: .zero)
         var sequence: UInt8 = 1
-        _ = Self.sendAll(&pipeline, from: &sequence) // 100, 200, 300 as 1, 2, 3
+        _ = Self.sendAll(&pipeline, from: &sequence)  // 100, 200, 300 as 1, 2, 3
         // Request 1 was lost: the device answers 2 with the offset it still expects.
         let outcome2 = pipeline.answered(sequence: 2, offset: 100, match: nil, at: .zero)
         #expect(outcome2 == .moved(to: 100))
@@ -58,7 +62,7 @@ import Testing
         let outcome4 = pipeline.answered(sequence: 2, offset: 100, match: nil, at: .zero)
         #expect(outcome4 == .ignored)
         #expect(pipeline.resentRequests == 0 && pipeline.resentBytes == 0, "nothing is resent before it goes out")
-        let resent = Self.sendAll(&pipeline, from: &sequence) // 100..<150, 150..<200, 200..<250
+        let resent = Self.sendAll(&pipeline, from: &sequence)  // 100..<150, 150..<200, 200..<250
         #expect(resent.map(\.1) == [100, 150, 200])
         #expect(pipeline.resentRequests == 3 && pipeline.resentBytes == 150, "the requests and bytes sent a second time")
     }
@@ -67,10 +71,10 @@ import Testing
     /// the shortest one (0.1 s) is answered only after every request before it, so its answer
     /// with the first chunk still unanswered shows the chunk lost.
     @Test func anEchoAnsweredBeforeAnOverdueChunkShowsTheChunkLost() {
-        var shortLink = Self.pipeline(single: nil) // the 23-byte MTU: no request fits a packet
+        var shortLink = Self.pipeline(single: nil)  // the 23-byte MTU: no request fits a packet
         shortLink.sent(sequence: 0, offset: 0, end: 100, at: .zero)
         #expect(shortLink.probeDelay == nil, "an echo's write could fill another request's hole there")
-        var pipeline = Self.pipeline(single: 100) // requests of one packet: a loss does not shrink them
+        var pipeline = Self.pipeline(single: 100)  // requests of one packet: a loss does not shrink them
         #expect(pipeline.probeDelay == nil, "nothing in flight, nothing to probe")
         pipeline.sent(sequence: 0, offset: 0, end: 100, at: .zero)
         #expect(pipeline.answerTimeout == .seconds(2))
@@ -97,7 +101,7 @@ import Testing
         // With a 40 ms round trip the steady state never probes (a 120 ms timeout), nor after one
         // timeout (240 ms); after two in a row (480 ms) probing pays again.
         var sequence: UInt8 = 4
-        _ = Self.sendAll(&pipeline, from: &sequence) // 100, 200, 300 as 4, 5, 6 (the resend above was no sample: Karn)
+        _ = Self.sendAll(&pipeline, from: &sequence)  // 100, 200, 300 as 4, 5, 6 (the resend above was no sample: Karn)
         let clean = pipeline.answered(sequence: 4, offset: 200, match: nil, at: .milliseconds(40))
         #expect(clean == .progress(offset: 200))
         _ = Self.sendAll(&pipeline, from: &sequence)
@@ -262,8 +266,10 @@ import Testing
         return (machine, action)
     }
 
-    static let activated: [SMPUpgradeStateMachine.Event] = [.connected, .stateRead([old]), .uploaded, .stateRead([old, staged()]),
-                                                             .marked([old, staged(pending: true)]), .resetSent]
+    static let activated: [SMPUpgradeStateMachine.Event] = [
+        .connected, .stateRead([old]), .uploaded, .stateRead([old, staged()]),
+        .marked([old, staged(pending: true)]), .resetSent,
+    ]
 
     @Test func theHappyPathOfEachMode() {
         #expect(Self.machine(.testAndConfirm, through: []).1 == .connect)
@@ -307,19 +313,28 @@ import Testing
         #expect(Self.machine(.testAndConfirm, through: confirming).1 == .probe)
         // The confirm had arrived: success after all.
         let (_, done) = Self.machine(.testAndConfirm, through: confirming + [.probed([Self.running(confirmed: true), Self.old])])
-        guard case .note(_, .action(.finish(let slot))) = done else { Issue.record("\(done)"); return }
+        guard case .note(_, .action(.finish(let slot))) = done else {
+            Issue.record("\(done)")
+            return
+        }
         #expect(slot == Self.running(confirmed: true))
         // It had not: confirm again.
-        #expect(Self.machine(.testAndConfirm, through: confirming + [.probed([Self.running(confirmed: false), Self.old])]).1
+        #expect(
+            Self.machine(.testAndConfirm, through: confirming + [.probed([Self.running(confirmed: false), Self.old])]).1
                 == .note("the device runs 2.0.0 unconfirmed; confirming again", then: .action(.confirm)))
         // The reset never arrived: reset again; the mark never arrived: mark again.
         let resetLost = Array(Self.activated.prefix(5)) + [.failed(TransferError(.timeout, step: .activate, "no answer"))]
-        #expect(Self.machine(.testAndConfirm, through: resetLost + [.probed([Self.old, Self.staged(pending: true)])]).1
+        #expect(
+            Self.machine(.testAndConfirm, through: resetLost + [.probed([Self.old, Self.staged(pending: true)])]).1
                 == .note("the image is still pending (the reset did not arrive); resetting again", then: .action(.reset)))
-        #expect(Self.machine(.testAndConfirm, through: resetLost + [.probed([Self.old, Self.staged()])]).1
+        #expect(
+            Self.machine(.testAndConfirm, through: resetLost + [.probed([Self.old, Self.staged()])]).1
                 == .note("the image is not marked pending (the request did not arrive); marking it again", then: .action(.mark(confirm: false))))
         // Unreachable: the outcome is unknown, and says so.
-        guard case .fail(let unknown) = Self.machine(.testAndConfirm, through: confirming + [.probed(nil)]).1 else { Issue.record("no failure"); return }
+        guard case .fail(let unknown) = Self.machine(.testAndConfirm, through: confirming + [.probed(nil)]).1 else {
+            Issue.record("no failure")
+            return
+        }
         #expect(unknown.outcome == .unknown)
     }
 
@@ -327,17 +342,25 @@ import Testing
         // One reading that shows the old image could be a damaged answer: it is read again first.
         #expect(Self.machine(.testAndConfirm, through: Self.activated + [.connected, .stateRead([Self.old])]).1 == .readState)
         let erased = Self.activated + [.connected] + Array(repeating: .stateRead([Self.old]), count: 3)
-        guard case .fail(let refused) = Self.machine(.testAndConfirm, through: erased).1 else { Issue.record("no failure"); return }
+        guard case .fail(let refused) = Self.machine(.testAndConfirm, through: erased).1 else {
+            Issue.record("no failure")
+            return
+        }
         #expect(refused.message.contains("MCUboot refused the image at boot"))
-        #expect(refused.message.contains("check it is signed with the key the bootloader trusts; if it is, it arrived damaged, so flash it again"),
-                "both causes and their fixes: SMP has no check per request, and one flipped bit can turn the answer's match false into true")
+        #expect(
+            refused.message.contains("check it is signed with the key the bootloader trusts; if it is, it arrived damaged, so flash it again"),
+            "both causes and their fixes: SMP has no check per request, and one flipped bit can turn the answer's match false into true")
         #expect(refused.outcome == .oldImage("1.0.0"))
         let reverted = Self.activated + [.connected] + Array(repeating: .stateRead([Self.old, Self.staged()]), count: 3)
-        guard case .fail(let back) = Self.machine(.testAndConfirm, through: reverted).1 else { Issue.record("no failure"); return }
+        guard case .fail(let back) = Self.machine(.testAndConfirm, through: reverted).1 else {
+            Issue.record("no failure")
+            return
+        }
         #expect(back.message.contains("MCUboot reverted the image"))
         // Still pending after the reset: the reset never arrived, so it is sent again.
         let pending = Self.activated + [.connected, .stateRead([Self.old, Self.staged(pending: true)])]
-        #expect(Self.machine(.testAndConfirm, through: pending).1
+        #expect(
+            Self.machine(.testAndConfirm, through: pending).1
                 == .note("the image is still pending (the reset did not arrive); resetting again", then: .action(.reset)))
     }
 }

@@ -3,6 +3,7 @@ import BleotaEngine
 import BleotaLink
 import BleotaTestSupport
 import Testing
+
 @testable import BleotaProtocols
 
 /// Where requests are cut into writes, and what a lost write can do on a
@@ -12,8 +13,9 @@ import Testing
     static let bufferSize = 2475
 
     static func device() -> SMPDevice {
-        SMPDevice(storage: SMPDeviceStorage(primary: SMPDevice.factoryImage(version: .init(major: 1, minor: 0, revision: 0, build: 0))),
-                  parameters: MCUmgrParameters(bufferSize: bufferSize, bufferCount: 4))
+        SMPDevice(
+            storage: SMPDeviceStorage(primary: SMPDevice.factoryImage(version: .init(major: 1, minor: 0, revision: 0, build: 0))),
+            parameters: MCUmgrParameters(bufferSize: bufferSize, bufferCount: 4))
     }
 
     static func randomBytes(_ count: Int, using random: inout SeededRandom) -> [UInt8] {
@@ -22,8 +24,10 @@ import Testing
 
     /// An upload request as bleota encodes it, or with `off` first as it used to.
     static func uploadRequest(offset: Int, data: [UInt8], sequence: UInt8, offsetFirst: Bool = false) -> [UInt8] {
-        let body: CBOR = offsetFirst ? .map([(.text("off"), CBOR(offset)), (.text("data"), .bytes(data))])
-                                     : SMPUploadRequest(offset: offset, data: data).body
+        let body: CBOR =
+            offsetFirst
+            ? .map([(.text("off"), CBOR(offset)), (.text("data"), .bytes(data))])
+            : SMPUploadRequest(offset: offset, data: data).body
         return SMPPacket(.write, command: .imageUpload, sequence: sequence, body: body).encode()
     }
 
@@ -71,7 +75,7 @@ import Testing
                 for write in cut.dropFirst() {
                     _ = await device.collect(Array(bytes[write]))
                     let swallowed = await device.collect(probe) != probe
-                    if swallowed { device = Self.device() } // it may still hold part of the garbage
+                    if swallowed { device = Self.device() }  // it may still hold part of the garbage
                     if label == "shaped" {
                         #expect(!swallowed, "request \(request): the write at \(write.lowerBound) started a request the device could hold")
                     } else if swallowed {
@@ -95,9 +99,13 @@ import Testing
         let device = Self.device()
         let environment = DeviceEnvironment(clock: SystemClock()) { _ in }
         let shape = SMPWriteShape(payload: Self.payload, bufferSize: Self.bufferSize)
-        let start = SMPPacket(.write, command: .imageUpload, sequence: 0,
-                              body: SMPUploadRequest(offset: 0, data: Array(image[0..<1000]), length: image.count,
-                                                     sha: SHA256Digest.hash(image), upgrade: false).body).encode()
+        let start = SMPPacket(
+            .write, command: .imageUpload, sequence: 0,
+            body: SMPUploadRequest(
+                offset: 0, data: Array(image[0..<1000]), length: image.count,
+                sha: SHA256Digest.hash(image), upgrade: false
+            ).body
+        ).encode()
         for write in shape.writes(of: start) {
             if let message = await device.collect(Array(start[write])) { _ = await device.respond(to: message, environment: environment) }
         }

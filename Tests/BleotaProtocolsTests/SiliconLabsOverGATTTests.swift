@@ -5,6 +5,7 @@ import BleotaLink
 import BleotaTestSupport
 import Synchronization
 import Testing
+
 @testable import BleotaProtocols
 
 /// The simulated AppLoader behind a real GATT server (as `bleota serve` runs
@@ -24,10 +25,13 @@ import Testing
         let channels = SiliconLabsOTAProtocol.gattService.channels
         let box = Mutex<(@Sendable (ATTBearer) async -> GATTPeripheralChannelLink)?>(nil)
         let reboots = Mailbox<Bool>()
-        let (results, rawError): ([[UInt8]], ATTBearerError?) = try await withGATT(mtu: 247, setup: { server in
-            let make = GATTPeripheralChannelLink.addChannels(channels, to: server)
-            box.withLock { $0 = make }
-        }) { client, serverBearer, _ in
+        let (results, rawError): ([[UInt8]], ATTBearerError?) = try await withGATT(
+            mtu: 247,
+            setup: { server in
+                let make = GATTPeripheralChannelLink.addChannels(channels, to: server)
+                box.withLock { $0 = make }
+            }
+        ) { client, serverBearer, _ in
             let mtu = try await client.exchangeMTU()
             let host = try await GATTChannelLink.open(client: client, channels: channels, mtu: mtu, description: "gatt")
             let deviceLink = await box.withLock { $0 }!(serverBearer)
@@ -46,27 +50,32 @@ import Testing
                         try await host.send(ChannelPacket.tag(1, bytes[start..<min(start + 244, bytes.count)]))
                     }
                 }
-                try await control(0x03)            // end before begin: WRONG_STATE
+                try await control(0x03)  // end before begin: WRONG_STATE
                 try await control(0x00)
                 try await send(damaged)
-                try await control(0x03)            // CRC_ERROR
+                try await control(0x03)  // CRC_ERROR
                 try await control(0x00)
                 try await send(file)
-                try await control(0x03)            // verified
+                try await control(0x03)  // verified
                 // The same answer as the raw ATT client sees it, on a value handle found afresh.
                 let service = try #require(try await client.discoverPrimaryServices(SiliconLabsOTAChannel.service).first)
-                let controlHandle = try #require(try await client.discoverCharacteristics(service)
-                    .first { $0.uuid == SiliconLabsOTAChannel.control.uuid }).valueHandle
+                let controlHandle = try #require(
+                    try await client.discoverCharacteristics(service)
+                        .first { $0.uuid == SiliconLabsOTAChannel.control.uuid }
+                ).valueHandle
                 var raw: ATTBearerError?
                 do { try await client.write(controlHandle, [0x07]) } catch { raw = error as? ATTBearerError }
-                try await control(0x04)            // close: the device boots what it verified
+                try await control(0x04)  // close: the device boots what it verified
                 for try await _ in group {}
                 return (results, raw)
             }
         }
-        #expect(results == [ChannelPacket.writeResult(channel: 0, code: 0x81), ChannelPacket.writeResult(channel: 0, code: 0),
-                            ChannelPacket.writeResult(channel: 0, code: 0x80), ChannelPacket.writeResult(channel: 0, code: 0),
-                            ChannelPacket.writeResult(channel: 0, code: 0), ChannelPacket.writeResult(channel: 0, code: 0)])
+        #expect(
+            results == [
+                ChannelPacket.writeResult(channel: 0, code: 0x81), ChannelPacket.writeResult(channel: 0, code: 0),
+                ChannelPacket.writeResult(channel: 0, code: 0x80), ChannelPacket.writeResult(channel: 0, code: 0),
+                ChannelPacket.writeResult(channel: 0, code: 0), ChannelPacket.writeResult(channel: 0, code: 0),
+            ])
         if case .peer(let code, .writeRequest, _)? = rawError {
             #expect(code.rawValue == 0x81, "a reserved value is refused with WRONG_STATE")
         } else {

@@ -3,6 +3,7 @@ import BleotaEngine
 import BleotaLink
 import BleotaProtocols
 import Testing
+
 @testable import BleotaSimulator
 
 /// ACK_INTERVAL: once closed-loop pacing knows the link, not the device, sets
@@ -19,8 +20,9 @@ import Testing
     @Test func aLinkBoundTransferAsksOnceForFewerAcknowledgements() async throws {
         let firmware = image(200 * 1024, seed: 41)
         let changed = try await simulateFlash("sim://1m-dle-7.5ms?seed=1", firmware: firmware)
-        let kept = try await simulateFlash("sim://1m-dle-7.5ms?seed=1", firmware: firmware,
-                                           capabilities: Self.everyCapability.subtracting(.ackIntervalChange))
+        let kept = try await simulateFlash(
+            "sim://1m-dle-7.5ms?seed=1", firmware: firmware,
+            capabilities: Self.everyCapability.subtracting(.ackIntervalChange))
         expectSafe(changed, firmware: firmware)
         expectSafe(kept, firmware: firmware)
         #expect(Self.count(changed, direction: ">", opcode: .ackInterval) == 1)

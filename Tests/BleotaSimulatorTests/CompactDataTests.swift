@@ -3,6 +3,7 @@ import BleotaEngine
 import BleotaLink
 import BleotaProtocols
 import Testing
+
 @testable import BleotaSimulator
 
 /// Compact data headers on the 23-byte ATT MTU: one byte instead of five.
@@ -13,7 +14,8 @@ import Testing
             guard line.contains(" > "), line.hasSuffix(" ok") else { return nil }
             let fields = line.split(separator: " ")
             guard let op = fields.first(where: { $0.hasPrefix("op=") }).flatMap({ UInt8($0.dropFirst(3), radix: 16) }),
-                  let length = fields.first(where: { $0.hasPrefix("len=") }).flatMap({ Int($0.dropFirst(4)) }) else { return nil }
+                let length = fields.first(where: { $0.hasPrefix("len=") }).flatMap({ Int($0.dropFirst(4)) })
+            else { return nil }
             return (op, length)
         }.filter { NativeMessage.CompactData.isCompactData([$0.0]) || $0.0 == NativeMessage.Opcode.data.rawValue }
     }
@@ -85,19 +87,24 @@ import Testing
     @Test func aDeviceWithoutTheCapabilityRefusesACompactStart() async throws {
         let storage = DeviceStorage(slotSize: 4096)
         storage.withState { $0.bootToBootloader = true }
-        let device = NativeDevice(name: "old", storage: storage, bufferCount: 4, maximumPacket: 20,
-                                  capabilities: [.deflate, .testTransfer, .files, .resume])
+        let device = NativeDevice(
+            name: "old", storage: storage, bufferCount: 4, maximumPacket: 20,
+            capabilities: [.deflate, .testTransfer, .files, .resume])
         let (host, deviceEnd) = LoopbackLink.pair(maximumPayload: 20)
         let clock = SystemClock()
         let serving = Task { await device.serve(deviceEnd, environment: NativeDeviceEnvironment(clock: clock) { _ in }) }
         defer { serving.cancel() }
-        let start = NativeMessage.Start(target: .firmware, compressed: false, compact: true, imageSize: 100, streamSize: 100,
-                                        crc32: 0, sha256: [UInt8](repeating: 0, count: 32), packetSize: 19, ackInterval: 2, label: "2")
+        let start = NativeMessage.Start(
+            target: .firmware, compressed: false, compact: true, imageSize: 100, streamSize: 100,
+            crc32: 0, sha256: [UInt8](repeating: 0, count: 32), packetSize: 19, ackInterval: 2, label: "2")
         try await NativeFraming.send(.start(start), on: host)
         var reassembler = NativeReassembler()
         var reply: NativeMessage?
         while reply == nil { reply = reassembler.feed(try await host.receive()).flatMap { try? NativeMessage(decoding: $0) } }
-        guard case .error(let error) = reply else { Issue.record("expected an error, got \(String(describing: reply))"); return }
+        guard case .error(let error) = reply else {
+            Issue.record("expected an error, got \(String(describing: reply))")
+            return
+        }
         #expect(error.status == .badParameter)
         #expect(error.message.contains("compact"))
         await host.close()

@@ -1,13 +1,17 @@
 import BleotaLink
 import Testing
+
 @testable import BleotaSimulator
 
 /// The host changing a simulated connection's interval while it is open (an LE Connection Update).
 @Suite struct ConnectionUpdateTests {
     /// Floods full packets to a sink for `seconds` and counts what arrived in each half: the link asks
     /// for `interval` (when given) as the second half starts.
-    static func flood(asking interval: Duration?, seconds: Int = 2) async throws
-        -> (first: Int, second: Int, inForce: Duration, updates: Int, opening: Duration) {
+    static func flood(
+        asking interval: Duration?, seconds: Int = 2
+    ) async throws
+        -> (first: Int, second: Int, inForce: Duration, updates: Int, opening: Duration)
+    {
         var model = LinkPreset.named("2m-dle")!.model
         model.deviceProcessingPerPacket = .zero
         model.deviceProcessingPerByte = .zero
@@ -30,8 +34,10 @@ import Testing
                 try await link.send([UInt8](repeating: 0x5A, count: size))
             }
             let total = sink.received.withLock { $0.count }
-            let result = (firstHalf, total - firstHalf, link.connectionInterval, link.statistics.connectionUpdates,
-                          link.openingConnectionInterval)
+            let result = (
+                firstHalf, total - firstHalf, link.connectionInterval, link.statistics.connectionUpdates,
+                link.openingConnectionInterval
+            )
             await link.close()
             return result
         }

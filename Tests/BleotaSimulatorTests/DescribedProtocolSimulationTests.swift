@@ -4,6 +4,7 @@ import BleotaLink
 import BleotaTestSupport
 import Foundation
 import Testing
+
 @testable import BleotaProtocols
 @testable import BleotaSimulator
 
@@ -25,9 +26,11 @@ struct DescribedRun: Sendable {
 }
 
 /// One update with a described protocol against its simulated device at `address`.
-func simulateDescribedUpdate(_ address: String, _ description: ProtocolDescription, image: [UInt8],
-                             tuning: TransferTuning = TransferTuning(), knobs: Set<TuningKnob> = [],
-                             activate: Bool = true) async throws -> DescribedRun {
+func simulateDescribedUpdate(
+    _ address: String, _ description: ProtocolDescription, image: [UInt8],
+    tuning: TransferTuning = TransferTuning(), knobs: Set<TuningKnob> = [],
+    activate: Bool = true
+) async throws -> DescribedRun {
     let parsed = try SimulatorAddress(parsing: address)
     return try await SimulationRuntime.run { runtime in
         let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
@@ -36,8 +39,10 @@ func simulateDescribedUpdate(_ address: String, _ description: ProtocolDescripti
         await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, channelTagged: true))
         let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
         let events = SharedEvents()
-        let context = HostContext(protocolName: description.name, connector: connector, clock: world.clock, tuning: tuning,
-                                  explicitKnobs: knobs) { events.append($0) }
+        let context = HostContext(
+            protocolName: description.name, connector: connector, clock: world.clock, tuning: tuning,
+            explicitKnobs: knobs
+        ) { events.append($0) }
         let updater = DescribedUpdater(description: description, context: context)
         let prepared = PreparedImage(bytes: image, version: "2", summary: "test")
         let outcome: Result<UpdateReport, TransferError>
@@ -45,8 +50,9 @@ func simulateDescribedUpdate(_ address: String, _ description: ProtocolDescripti
             outcome = .success(activate ? try await updater.flash(prepared, mode: .confirm) : try await updater.testTransfer(image: prepared))
         } catch { outcome = .failure(error) }
         try? await world.clock.sleep(for: .seconds(2))
-        let run = DescribedRun(outcome: outcome, running: await device.running, factory: factory, mode: await device.mode,
-                               steps: events.steps, notes: events.notes)
+        let run = DescribedRun(
+            outcome: outcome, running: await device.running, factory: factory, mode: await device.mode,
+            steps: events.steps, notes: events.notes)
         await world.shutDown()
         return run
     }
@@ -199,8 +205,10 @@ func describedImage(_ description: ProtocolDescription, count: Int, seed: UInt64
             8: {name: image too big, means: too-big}
         """
 
-    @Test(arguments: [("acknowledged", "loss=0.02"), ("acknowledged", "loss=0.05"), ("acknowledged", "disconnect-at=9000"),
-                      ("requested", "loss=0.02"), ("requested", "loss=0.05"), ("requested", "notify-loss=0.05")])
+    @Test(arguments: [
+        ("acknowledged", "loss=0.02"), ("acknowledged", "loss=0.05"), ("acknowledged", "disconnect-at=9000"),
+        ("requested", "loss=0.02"), ("requested", "loss=0.05"), ("requested", "notify-loss=0.05"),
+    ])
     func faultsEndWithTheExactImage(_ setup: (String, String)) async throws {
         let text = setup.0 == "acknowledged" ? Self.acknowledged : Self.requested
         let description = try ProtocolDescription(yaml: text, source: setup.0)
@@ -234,7 +242,10 @@ func describedImage(_ description: ProtocolDescription, count: Int, seed: UInt64
         let description = try ProtocolDescription(yaml: Self.acknowledged, source: "acknowledged")
         let image = describedImage(description, count: (1 << 20) + 10, seed: 2)
         let run = try await simulateDescribedUpdate("sim://2m-dle", description, image: image)
-        guard case .failure(let error) = run.outcome else { Issue.record("a too-big image was taken"); return }
+        guard case .failure(let error) = run.outcome else {
+            Issue.record("a too-big image was taken")
+            return
+        }
         #expect(error.message.contains("refused the start: too big (3)"), "\(error.message)")
         #expect(run.running == run.factory)
     }

@@ -4,6 +4,7 @@ import BleotaLink
 import BleotaTestSupport
 import Foundation
 import Testing
+
 @testable import BleotaProtocols
 @testable import BleotaSimulator
 
@@ -42,10 +43,12 @@ import Testing
     }
 
     func simulate(_ address: String, image: [UInt8], window: UInt8 = 3) async throws -> VendorRun {
-        try await simulateVendorUpdate(address, image: image, makeDevice: { _ in
-            let factory = ESPAppImage.sample(Array("factory".utf8))
-            return (EspressifOTADevice(partitionSize: 1 << 20, window: window, initialImage: factory), factory)
-        }, running: { await $0.running }, makeHost: { EspressifOTAUpdater(context: $0) })
+        try await simulateVendorUpdate(
+            address, image: image,
+            makeDevice: { _ in
+                let factory = ESPAppImage.sample(Array("factory".utf8))
+                return (EspressifOTADevice(partitionSize: 1 << 20, window: window, initialImage: factory), factory)
+            }, running: { await $0.running }, makeHost: { EspressifOTAUpdater(context: $0) })
     }
 
     static func image(_ count: Int, seed: UInt64) -> [UInt8] {
@@ -94,7 +97,10 @@ import Testing
 
     @Test func anImageLargerThanThePartitionIsRefusedByTheDevice() async throws {
         let run = try await simulate("sim://2m-dle", image: Self.image((1 << 20) + 100, seed: 7))
-        guard case .failure(let error) = run.outcome else { Issue.record("accepted"); return }
+        guard case .failure(let error) = run.outcome else {
+            Issue.record("accepted")
+            return
+        }
         #expect(error.message.contains("refused START for"), "\(error)")
         let old = run.running == run.factory
         #expect(old)

@@ -1,6 +1,7 @@
 import BleotaLink
 import Synchronization
 import Testing
+
 @testable import BleotaSimulator
 
 @Suite struct LinkModelTests {
@@ -32,7 +33,7 @@ import Testing
         var busy = twoM
         busy.packetsPerEvent = 64
         #expect(busy.capacity(payload: 244) < 250_000 * 244 / 251)
-        #expect(abs(busy.capacity(payload: 244) - Double(10 * 244) / 0.015) < 0.001) // 10 × 1392 µs ≤ 15 ms < 11 ×
+        #expect(abs(busy.capacity(payload: 244) - Double(10 * 244) / 0.015) < 0.001)  // 10 × 1392 µs ≤ 15 ms < 11 ×
     }
 
     @Test func theDeviceCeilingIsLinkModelMdsArithmetic() throws {
@@ -86,8 +87,10 @@ final class SinkPeripheral: SimulatedPeripheral {
 }
 
 /// Floods `count` packets of `size` bytes to a sink and reports what happened.
-func flood(model: LinkModel, faults: LinkFaults = LinkFaults(), seed: UInt64 = 1, count: Int, size: Int,
-           processing: Duration = .zero, gap: Duration = .zero)
+func flood(
+    model: LinkModel, faults: LinkFaults = LinkFaults(), seed: UInt64 = 1, count: Int, size: Int,
+    processing: Duration = .zero, gap: Duration = .zero
+)
     async throws -> (seconds: Double, received: [[UInt8]], statistics: LinkStatistics, powerCycles: Int, trace: [String])
 {
     try await SimulationRuntime.run { runtime in

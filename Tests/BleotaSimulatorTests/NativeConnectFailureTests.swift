@@ -2,6 +2,7 @@ import BleotaEngine
 import BleotaLink
 import BleotaProtocols
 import Testing
+
 @testable import BleotaSimulator
 
 /// A try that fails closes what it opened: a connected peripheral does not advertise, so a link
@@ -13,9 +14,11 @@ import Testing
         let (step, advertising) = try await SimulationRuntime.run { runtime in
             let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
             let storage = DeviceStorage(activeImage: [0], activeVersion: "1", slotSize: 4096)
-            await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01",
-                                            half: NativeDevice(name: "quiet", storage: storage, bufferCount: 8, maximumPacket: 244),
-                                            model: parsed.model))
+            await world.add(
+                SimulatedDevice(
+                    address: "C0:FF:EE:00:00:01",
+                    half: NativeDevice(name: "quiet", storage: storage, bufferCount: 8, maximumPacket: 244),
+                    model: parsed.model))
             let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: "quiet")
             var failure: TransferError?
             do throws(TransferError) {

@@ -3,6 +3,7 @@ import BleotaEngine
 import BleotaLink
 import BleotaProtocols
 import Testing
+
 @testable import BleotaSimulator
 
 /// What a simulated update left behind.
@@ -21,21 +22,28 @@ func image(_ size: Int, seed: UInt64) -> [UInt8] {
 }
 
 /// Runs one `flash` of `firmware` against a simulated device at `address`.
-func simulateFlash(_ address: String, firmware: [UInt8], version: String = "2.0.0",
-                   tuning: TransferTuning = TransferTuning(), slot: Int? = nil,
-                   capabilities: NativeMessage.Capabilities? = nil) async throws -> SimulatedRun {
+func simulateFlash(
+    _ address: String, firmware: [UInt8], version: String = "2.0.0",
+    tuning: TransferTuning = TransferTuning(), slot: Int? = nil,
+    capabilities: NativeMessage.Capabilities? = nil
+) async throws -> SimulatedRun {
     let parsed = try SimulatorAddress(parsing: address)
     return try await SimulationRuntime.run { runtime in
         let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
         world.startTrace()
         let storage = DeviceStorage(activeImage: Array("old firmware".utf8), activeVersion: "1.0.0", slotSize: slot ?? parsed.slotSize)
-        await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01",
-                                        half: capabilities.map {
-                                                            NativeDevice(name: "bleota-sim", storage: storage, bufferCount: parsed.model.deviceBuffer,
-                                                                         maximumPacket: parsed.model.maximumPayload, capabilities: $0)
-                                                        } ?? NativeDevice(name: "bleota-sim", storage: storage, bufferCount: parsed.model.deviceBuffer,
-                                                                          maximumPacket: parsed.model.maximumPayload),
-                                        model: parsed.model))
+        await world.add(
+            SimulatedDevice(
+                address: "C0:FF:EE:00:00:01",
+                half: capabilities.map {
+                    NativeDevice(
+                        name: "bleota-sim", storage: storage, bufferCount: parsed.model.deviceBuffer,
+                        maximumPacket: parsed.model.maximumPayload, capabilities: $0)
+                }
+                    ?? NativeDevice(
+                        name: "bleota-sim", storage: storage, bufferCount: parsed.model.deviceBuffer,
+                        maximumPacket: parsed.model.maximumPayload),
+                model: parsed.model))
         let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
         let steps = SharedSteps()
         let notes = SharedLog()
@@ -45,8 +53,9 @@ func simulateFlash(_ address: String, firmware: [UInt8], version: String = "2.0.
         }
         let outcome: Result<UpdateReport, TransferError>
         do throws(TransferError) { outcome = .success(try await updater.flash(image: firmware, version: version)) } catch { outcome = .failure(error) }
-        return SimulatedRun(outcome: outcome, device: storage.snapshot, statistics: world.statistics, trace: world.trace, steps: steps.all,
-                            notes: notes.all)
+        return SimulatedRun(
+            outcome: outcome, device: storage.snapshot, statistics: world.statistics, trace: world.trace, steps: steps.all,
+            notes: notes.all)
     }
 }
 
@@ -81,8 +90,7 @@ func expectSafe(_ run: SimulatedRun, firmware: [UInt8], sourceLocation: SourceLo
             expectSafe(run, firmware: Self.firmware)
             let report = try run.outcome.get()
             #expect(run.device.activeImage == Self.firmware)
-            if loss == 0 { #expect(report.statistics.packetsResent == 0) }
-            else { #expect(report.statistics.packetsResent > 0) }
+            if loss == 0 { #expect(report.statistics.packetsResent == 0) } else { #expect(report.statistics.packetsResent > 0) }
         }
     }
 
@@ -123,7 +131,10 @@ func expectSafe(_ run: SimulatedRun, firmware: [UInt8], sourceLocation: SourceLo
         tuning.maxReconnects = 2
         let run = try await simulateFlash("sim://2m-dle?disconnect-prob=0.05&seed=3", firmware: Self.firmware, tuning: tuning)
         expectSafe(run, firmware: Self.firmware)
-        guard case .failure(let error) = run.outcome else { Issue.record("expected failure"); return }
+        guard case .failure(let error) = run.outcome else {
+            Issue.record("expected failure")
+            return
+        }
         #expect(error.code == .linkLost)
         #expect(error.step == .transfer || error.step == .connect || error.step == .reconnect)
     }
@@ -139,11 +150,14 @@ func expectSafe(_ run: SimulatedRun, firmware: [UInt8], sourceLocation: SourceLo
 
     @Test func imageLargerThanTheSlotIsRefusedBeforeAnyDataIsSent() async throws {
         let run = try await simulateFlash("sim://2m-dle", firmware: Self.firmware, slot: 10_000)
-        guard case .failure(let error) = run.outcome else { Issue.record("expected failure"); return }
+        guard case .failure(let error) = run.outcome else {
+            Issue.record("expected failure")
+            return
+        }
         #expect(error.step == .connect)
         #expect(error.message == "the image is 60000 bytes but the device's slot holds 10000: nothing was sent; build a smaller image")
         #expect(!run.trace.isEmpty)
-        #expect(!run.trace.contains { $0.contains(" > op=10 ") }) // no DATA packet ever went out
+        #expect(!run.trace.contains { $0.contains(" > op=10 ") })  // no DATA packet ever went out
         expectSafe(run, firmware: Self.firmware)
     }
 
@@ -151,7 +165,10 @@ func expectSafe(_ run: SimulatedRun, firmware: [UInt8], sourceLocation: SourceLo
         var tuning = TransferTuning()
         tuning.packetSize = 500
         let run = try await simulateFlash("sim://2m-dle", firmware: Self.firmware, tuning: tuning)
-        guard case .failure(let error) = run.outcome else { Issue.record("expected failure"); return }
+        guard case .failure(let error) = run.outcome else {
+            Issue.record("expected failure")
+            return
+        }
         #expect(error.code == .invalidTuning)
         #expect(error.message == "packet size 500 is out of range for this link and device: use 1…239")
         expectSafe(run, firmware: Self.firmware)

@@ -6,6 +6,7 @@ import Crypto
 import Foundation
 import Synchronization
 import Testing
+
 @testable import BleotaProtocols
 @testable import BleotaSimulator
 
@@ -21,18 +22,21 @@ struct NordicRun: Sendable {
 func nordicApplication(_ count: Int, version: UInt32 = 2, seed: UInt64 = 1, key: P256.Signing.PrivateKey? = nil) throws -> PreparedImage.Part {
     var random = SeededRandom(seed: seed)
     let image = (0..<count).map { _ in UInt8.random(in: 0...255, using: &random) }
-    var packet = NordicInitPacket(firmwareVersion: version, hardwareVersion: 52, softDeviceRequirements: [0x0101], type: .application,
-                                  applicationSize: UInt32(count), hash: SHA256Digest.hash(image))
+    var packet = NordicInitPacket(
+        firmwareVersion: version, hardwareVersion: 52, softDeviceRequirements: [0x0101], type: .application,
+        applicationSize: UInt32(count), hash: SHA256Digest.hash(image))
     if let key { try packet.sign(with: key) }
     return PreparedImage.Part(name: "application", data: image, metadata: packet.encode())
 }
 
 /// Runs one Nordic Secure DFU update against a simulated nRF5 device at `address`.
-func simulateNordicUpdate(_ address: String, parts: [PreparedImage.Part], version: String = "2",
-                          buttonless: NordicSecureDFUDevice.Buttonless = .unbonded, startInBootloader: Bool = false,
-                          flash adjust: @escaping @Sendable (inout NordicBootloader.Flash) -> Void = { _ in },
-                          tuning: TransferTuning = TransferTuning(), knobs: Set<TuningKnob> = [.delay],
-                          bootloaderName: String? = nil) async throws -> NordicRun {
+func simulateNordicUpdate(
+    _ address: String, parts: [PreparedImage.Part], version: String = "2",
+    buttonless: NordicSecureDFUDevice.Buttonless = .unbonded, startInBootloader: Bool = false,
+    flash adjust: @escaping @Sendable (inout NordicBootloader.Flash) -> Void = { _ in },
+    tuning: TransferTuning = TransferTuning(), knobs: Set<TuningKnob> = [.delay],
+    bootloaderName: String? = nil
+) async throws -> NordicRun {
     let parsed = try SimulatorAddress(parsing: address)
     return try await SimulationRuntime.run { runtime in
         let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
@@ -43,8 +47,10 @@ func simulateNordicUpdate(_ address: String, parts: [PreparedImage.Part], versio
         await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, channelTagged: true))
         let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
         let events = SharedEvents()
-        let context = HostContext(protocolName: NordicSecureDFUProtocol.name, connector: connector, clock: world.clock, tuning: tuning,
-                                  explicitKnobs: knobs) { events.append($0) }
+        let context = HostContext(
+            protocolName: NordicSecureDFUProtocol.name, connector: connector, clock: world.clock, tuning: tuning,
+            explicitKnobs: knobs
+        ) { events.append($0) }
         let updater = NordicSecureDFUUpdater(context: context, bootloaderName: bootloaderName)
         let outcome: Result<UpdateReport, TransferError>
         do throws(TransferError) {
@@ -52,8 +58,9 @@ func simulateNordicUpdate(_ address: String, parts: [PreparedImage.Part], versio
         } catch { outcome = .failure(error) }
         // Let a reset in progress finish before looking at the device.
         try? await world.clock.sleep(for: .seconds(2))
-        let result = NordicRun(outcome: outcome, flash: await device.flash, mode: await device.mode,
-                               steps: events.steps, notes: events.notes)
+        let result = NordicRun(
+            outcome: outcome, flash: await device.flash, mode: await device.mode,
+            steps: events.steps, notes: events.notes)
         await world.shutDown()
         return result
     }
@@ -71,7 +78,6 @@ final class SharedEvents: Sendable {
     }
     var notes: [String] { events.withLock { all in all.compactMap { if case .note(let text) = $0 { text } else { nil } } } }
 }
-
 
 @Suite struct NordicDFUSimulationTests {
     @Test(arguments: ["sim://2m-dle?protocol=nordic-dfu", "sim://1m-no-dle-30ms?protocol=nordic-dfu", "sim://linux-bluez?protocol=nordic-dfu"])
@@ -105,7 +111,10 @@ final class SharedEvents: Sendable {
 
     @Test func anApplicationWithoutAnyDFUServiceIsRefusedWithWhatToDo() async throws {
         let run = try await simulateNordicUpdate("sim://2m-dle?protocol=nordic-dfu", parts: [try nordicApplication(100)], buttonless: .none)
-        guard case .failure(let error) = run.outcome else { Issue.record("expected a failure"); return }
+        guard case .failure(let error) = run.outcome else {
+            Issue.record("expected a failure")
+            return
+        }
         #expect(error.message.contains("offers neither a DFU bootloader nor a buttonless DFU service: put it in DFU mode"))
         #expect(run.flash.application == Array("factory application".utf8))
     }
@@ -114,15 +123,20 @@ final class SharedEvents: Sendable {
         let key = P256.Signing.PrivateKey()
         let publicDER = Array(key.publicKey.derRepresentation)
         let signed = try nordicApplication(6000, key: key)
-        let run = try await simulateNordicUpdate("sim://2m-dle?protocol=nordic-dfu", parts: [signed],
-                                                 flash: { $0.publicKey = try? P256.Signing.PublicKey(derRepresentation: publicDER) })
+        let run = try await simulateNordicUpdate(
+            "sim://2m-dle?protocol=nordic-dfu", parts: [signed],
+            flash: { $0.publicKey = try? P256.Signing.PublicKey(derRepresentation: publicDER) })
         _ = try run.outcome.get()
         #expect(same(run.flash.application, signed.data))
 
         let unsigned = try nordicApplication(6000)
-        let refused = try await simulateNordicUpdate("sim://2m-dle?protocol=nordic-dfu", parts: [unsigned],
-                                                     flash: { $0.publicKey = try? P256.Signing.PublicKey(derRepresentation: publicDER) })
-        guard case .failure(let error) = refused.outcome else { Issue.record("expected a failure"); return }
+        let refused = try await simulateNordicUpdate(
+            "sim://2m-dle?protocol=nordic-dfu", parts: [unsigned],
+            flash: { $0.publicKey = try? P256.Signing.PublicKey(derRepresentation: publicDER) })
+        guard case .failure(let error) = refused.outcome else {
+            Issue.record("expected a failure")
+            return
+        }
         #expect(error.step == .verify)
         #expect(error.message == "the bootloader refused the init packet: the bootloader requires a signed package: sign it with the key the bootloader was built with")
         #expect(refused.flash.application == Array("factory application".utf8), "the old application stays")
@@ -131,13 +145,15 @@ final class SharedEvents: Sendable {
     @Test func aSoftDeviceAndBootloaderThenTheApplicationGoInTwoConnections() async throws {
         var random = SeededRandom(seed: 9)
         let sdbl = (0..<12_000).map { _ in UInt8.random(in: 0...255, using: &random) }
-        var packet = NordicInitPacket(firmwareVersion: 2, hardwareVersion: 52, softDeviceRequirements: [0x0101], type: .softDeviceAndBootloader,
-                                      softDeviceSize: 8000, bootloaderSize: 4000, hash: SHA256Digest.hash(sdbl))
+        var packet = NordicInitPacket(
+            firmwareVersion: 2, hardwareVersion: 52, softDeviceRequirements: [0x0101], type: .softDeviceAndBootloader,
+            softDeviceSize: 8000, bootloaderSize: 4000, hash: SHA256Digest.hash(sdbl))
         packet.hashType = .sha256
         let application = try nordicApplication(7000, version: 5, seed: 10)
-        let run = try await simulateNordicUpdate("sim://2m-dle?protocol=nordic-dfu",
-                                                 parts: [PreparedImage.Part(name: "SoftDevice and bootloader", data: sdbl, metadata: packet.encode()), application],
-                                                 version: "5")
+        let run = try await simulateNordicUpdate(
+            "sim://2m-dle?protocol=nordic-dfu",
+            parts: [PreparedImage.Part(name: "SoftDevice and bootloader", data: sdbl, metadata: packet.encode()), application],
+            version: "5")
         _ = try run.outcome.get()
         #expect(run.flash.softDevice == Array(sdbl[..<8000]) && run.flash.bootloader == Array(sdbl[8000...]))
         #expect(run.flash.bootloaderVersion == 2)
@@ -154,9 +170,12 @@ final class SharedEvents: Sendable {
     func faultsEndWithTheExactImageOrACleanFailureWithTheOldOne(_ faults: String) async throws {
         let part = try nordicApplication(20_000, seed: 11)
         let old = Array("factory application".utf8)
-        let run = try await simulateNordicUpdate("sim://2m-dle?protocol=nordic-dfu&\(faults)", parts: [part],
-                                                 flash: { $0.savesDataProgress = faults.contains("seed=7") })
-        print("nordic fault sweep \(faults): \(run.outcome.map { "ok, \($0.statistics.reconnects) reconnects, \($0.totalSeconds) s, transfer \($0.transferSeconds) s, \(Int($0.goodput)) B/s \($0.stepSeconds)" }), notes: \(run.notes.suffix(3))")
+        let run = try await simulateNordicUpdate(
+            "sim://2m-dle?protocol=nordic-dfu&\(faults)", parts: [part],
+            flash: { $0.savesDataProgress = faults.contains("seed=7") })
+        print(
+            "nordic fault sweep \(faults): \(run.outcome.map { "ok, \($0.statistics.reconnects) reconnects, \($0.totalSeconds) s, transfer \($0.transferSeconds) s, \(Int($0.goodput)) B/s \($0.stepSeconds)" }), notes: \(run.notes.suffix(3))"
+        )
         switch run.outcome {
         case .success:
             #expect(same(run.flash.application, part.data), "\(faults): success means the exact image")
@@ -193,16 +212,19 @@ final class SharedEvents: Sendable {
         return try archive.contents(of: entry, limit: 1 << 20)
     }
 
-    @Test(arguments: ["nrfutil-6.1.7-app-unsigned.zip", "nrfutil-6.1.7-app-signed.zip", "nrfutil-6.1.7-sd-bl-app-signed.zip",
-                      "nrfutil-6.1.7-bootloader-signed.zip"])
+    @Test(arguments: [
+        "nrfutil-6.1.7-app-unsigned.zip", "nrfutil-6.1.7-app-signed.zip", "nrfutil-6.1.7-sd-bl-app-signed.zip",
+        "nrfutil-6.1.7-bootloader-signed.zip",
+    ])
     func eachNrfutilPackageEndsOnTheDeviceByteForByte(_ package: String) async throws {
         let path = Self.fixtures.appendingPathComponent(package).path
         let keyPath = Self.fixtures.appendingPathComponent("nrfutil-6.1.7-test-key-public.pem").path
         let signed = !package.contains("unsigned")
         let prepared = try NordicSecureDFUProtocol().prepareImage(ImageRequest(path: path, keyPath: signed ? keyPath : nil))
         let publicDER = try Array(NordicSecureDFUProtocol.publicKey(at: keyPath).derRepresentation)
-        let run = try await simulateNordicUpdate("sim://2m-dle?protocol=nordic-dfu", parts: prepared.parts, version: prepared.version,
-                                                 flash: { if signed { $0.publicKey = try? P256.Signing.PublicKey(derRepresentation: publicDER) } })
+        let run = try await simulateNordicUpdate(
+            "sim://2m-dle?protocol=nordic-dfu", parts: prepared.parts, version: prepared.version,
+            flash: { if signed { $0.publicKey = try? P256.Signing.PublicKey(derRepresentation: publicDER) } })
         let report = try run.outcome.get()
         #expect(report.versionAfter == "2")
         if package.contains("app") {
@@ -251,12 +273,17 @@ func simulateNordicLegacyUpdate(_ address: String, image: [UInt8], startInBootlo
         await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, channelTagged: true))
         let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
         let events = SharedEvents()
-        let updater = NordicLegacyDFUUpdater(context: HostContext(protocolName: NordicLegacyDFUProtocol.name, connector: connector, clock: world.clock,
-                                                                  onEvent: { events.append($0) }))
+        let updater = NordicLegacyDFUUpdater(
+            context: HostContext(
+                protocolName: NordicLegacyDFUProtocol.name, connector: connector, clock: world.clock,
+                onEvent: { events.append($0) }))
         let outcome: Result<UpdateReport, TransferError>
         do throws(TransferError) {
-            outcome = .success(try await updater.flash(PreparedImage(parts: [.init(name: "application", data: image, metadata: packet.encode())],
-                                                                     version: "7", summary: "test"), mode: .confirm))
+            outcome = .success(
+                try await updater.flash(
+                    PreparedImage(
+                        parts: [.init(name: "application", data: image, metadata: packet.encode())],
+                        version: "7", summary: "test"), mode: .confirm))
         } catch { outcome = .failure(error) }
         try? await world.clock.sleep(for: .seconds(2))
         let run = NordicLegacyRun(outcome: outcome, flash: await device.flash, mode: await device.mode, notes: events.notes)
@@ -281,8 +308,10 @@ func simulateNordicLegacyUpdate(_ address: String, image: [UInt8], startInBootlo
     }
 
     /// Faults: the exact image, or a clean failure with the old application (dual bank).
-    @Test(arguments: ["loss=0.02&seed=1", "notify-loss=0.05&seed=2", "corrupt=0.01&seed=3", "disconnect-at=5000&seed=4",
-                      "power-loss-at=8000&seed=5", "duplicate=0.05&seed=6"])
+    @Test(arguments: [
+        "loss=0.02&seed=1", "notify-loss=0.05&seed=2", "corrupt=0.01&seed=3", "disconnect-at=5000&seed=4",
+        "power-loss-at=8000&seed=5", "duplicate=0.05&seed=6",
+    ])
     func faultsEndWithTheExactImageOrTheOldOne(_ faults: String) async throws {
         let image = Self.image(12_000, seed: 2)
         let run = try await simulateNordicLegacyUpdate("sim://2m-dle?protocol=nordic-legacy&\(faults)", image: image)
@@ -310,8 +339,10 @@ func simulateNordicLegacyUpdate(_ address: String, image: [UInt8], startInBootlo
             let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: "sim")
             var tuning = TransferTuning()
             tuning.window = 4
-            let host = NordicSecureDFUProtocol().makeHost(HostContext(protocolName: "nordic-dfu", connector: connector, clock: world.clock,
-                                                                       tuning: tuning, explicitKnobs: [.window]))
+            let host = NordicSecureDFUProtocol().makeHost(
+                HostContext(
+                    protocolName: "nordic-dfu", connector: connector, clock: world.clock,
+                    tuning: tuning, explicitKnobs: [.window]))
             let report = try await host.testTransfer(image: PreparedImage(parts: [part], version: "2", summary: "test"))
             try? await world.clock.sleep(for: .seconds(2))
             let result = (report, await device.flash, await device.mode)
@@ -347,7 +378,10 @@ struct FixedFailingConnector: DeviceConnector {
         _ = try run.outcome.get()
         #expect(same(run.flash.application, part.data))
         let refused = try await simulateNordicUpdate("sim://2m-dle?protocol=nordic-dfu", parts: [part], buttonless: .bonded, bootloaderName: "DfuX")
-        guard case .failure(let error) = refused.outcome else { Issue.record("a bonded device was renamed"); return }
+        guard case .failure(let error) = refused.outcome else {
+            Issue.record("a bonded device was renamed")
+            return
+        }
         #expect(error.message.contains("only the unbonded buttonless service can rename the bootloader"))
     }
 }

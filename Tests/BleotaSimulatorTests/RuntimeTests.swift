@@ -1,6 +1,7 @@
 import BleotaLink
 import Synchronization
 import Testing
+
 @testable import BleotaSimulator
 
 /// A lock-protected list that tasks can share.
@@ -64,7 +65,10 @@ final class SharedLog: Sendable {
         let (elapsed, threw) = try await SimulationRuntime.run { runtime in
             let clock = runtime.clock
             let task = Task(executorPreference: runtime) { () -> Bool in
-                do { try await clock.sleep(for: .seconds(100)); return false } catch { return true }
+                do {
+                    try await clock.sleep(for: .seconds(100))
+                    return false
+                } catch { return true }
             }
             try await clock.sleep(for: .seconds(1))
             task.cancel()

@@ -4,6 +4,7 @@ import BleotaLink
 import BleotaProtocols
 import Foundation
 import Testing
+
 @testable import BleotaSimulator
 
 let repositoryRootForSMP = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -21,9 +22,11 @@ struct SMPRun: Sendable {
 }
 
 /// Runs one SMP upgrade against a simulated MCUboot device at `address`; `after` runs on the same device afterwards.
-func simulateSMPUpgrade(_ address: String, image: [UInt8], mode: SMPUpgradeMode = .testAndConfirm, window: Int? = nil,
-                        prepare: (@Sendable (SMPDeviceStorage) -> Void)? = nil,
-                        after: (@Sendable (SMPDeviceStorage) -> Void)? = nil) async throws -> SMPRun {
+func simulateSMPUpgrade(
+    _ address: String, image: [UInt8], mode: SMPUpgradeMode = .testAndConfirm, window: Int? = nil,
+    prepare: (@Sendable (SMPDeviceStorage) -> Void)? = nil,
+    after: (@Sendable (SMPDeviceStorage) -> Void)? = nil
+) async throws -> SMPRun {
     let parsed = try SimulatorAddress(parsing: address)
     return try await SimulationRuntime.run { runtime in
         let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
@@ -64,18 +67,22 @@ func same(_ a: [UInt8]?, _ b: [UInt8]?) -> Bool { a == b }
 
     @Test func aTestImageThatIsNotConfirmedIsRevertedAtTheNextReset() async throws {
         let image = try imgtoolSample("app-1.2.0+7-ed25519.bin")
-        let run = try await simulateSMPUpgrade("sim://2m-dle?protocol=smp", image: image, mode: .test, after: { storage in
-            #expect(same(storage.snapshot.primary, image))
-            #expect(!storage.snapshot.primaryConfirmed)
-            #expect(storage.boot() == "the test image was not confirmed: reverted to the previous image")
-        })
+        let run = try await simulateSMPUpgrade(
+            "sim://2m-dle?protocol=smp", image: image, mode: .test,
+            after: { storage in
+                #expect(same(storage.snapshot.primary, image))
+                #expect(!storage.snapshot.primaryConfirmed)
+                #expect(storage.boot() == "the test image was not confirmed: reverted to the previous image")
+            })
         #expect(try run.outcome.get().versionAfter == "1.2.0.7")
         #expect(run.slots.first?.version == "1.0.0")
         #expect(run.slots.last?.version == "1.2.0.7")
     }
 
-    @Test(arguments: [("linux-bluez", 0.01, UInt64(1)), ("linux-bluez", 0.05, 3), ("2m-dle", 0.05, 4), ("1m-dle-7.5ms", 0.05, 5),
-                      ("1m-no-dle-30ms", 0.05, 6)])
+    @Test(arguments: [
+        ("linux-bluez", 0.01, UInt64(1)), ("linux-bluez", 0.05, 3), ("2m-dle", 0.05, 4), ("1m-dle-7.5ms", 0.05, 5),
+        ("1m-no-dle-30ms", 0.05, 6),
+    ])
     func lossyLinksStillDeliverTheExactImage(preset: String, loss: Double, seed: UInt64) async throws {
         // SMP has no per-packet check, and requests span several writes: a lost write leaves the
         // device half a request, to which it appends whatever comes next. Pipelined requests keep
@@ -124,7 +131,10 @@ func same(_ a: [UInt8]?, _ b: [UInt8]?) -> Bool { a == b }
         var image = try imgtoolSample("app-1.1.0-ecdsa-p256.bin")
         image[0x200 + 7] ^= 0x40
         let run = try await simulateSMPUpgrade("sim://2m-dle?protocol=smp", image: image)
-        guard case .failure(let error) = run.outcome else { Issue.record("a corrupt image was flashed"); return }
+        guard case .failure(let error) = run.outcome else {
+            Issue.record("a corrupt image was flashed")
+            return
+        }
         #expect(error.step == .load)
         #expect(error.message.contains("does not match its contents"))
         #expect(run.steps == [])
@@ -137,10 +147,18 @@ func same(_ a: [UInt8]?, _ b: [UInt8]?) -> Bool { a == b }
         let other = try imgtoolSample("blinky-1.0.1-unsigned.bin")
         // Another image is already pending a swap: the secondary slot is in use, and Zephyr
         // refuses a new upload with "no free slot" (img_mgmt_slot_in_use; see protocols/smp.md).
-        let run = try await simulateSMPUpgrade("sim://2m-dle?protocol=smp", image: image, prepare: { storage in
-            storage.withState { $0.secondary = other; $0.pendingSwap = .test }
-        })
-        guard case .failure(let error) = run.outcome else { Issue.record("upload over a pending image succeeded"); return }
+        let run = try await simulateSMPUpgrade(
+            "sim://2m-dle?protocol=smp", image: image,
+            prepare: { storage in
+                storage.withState {
+                    $0.secondary = other
+                    $0.pendingSwap = .test
+                }
+            })
+        guard case .failure(let error) = run.outcome else {
+            Issue.record("upload over a pending image succeeded")
+            return
+        }
         #expect(error.step == .transfer)
         #expect(error.message == "the device's image group answered no free slot (rc 9)")
         #expect(run.slots.first?.version == "1.0.0")

@@ -4,6 +4,7 @@ import BleotaLink
 import BleotaTestSupport
 import Foundation
 import Testing
+
 @testable import BleotaProtocols
 @testable import BleotaSimulator
 
@@ -39,11 +40,12 @@ import Testing
 
     /// Over the credit-based channel the device publishes (bleota's default), or `transport: "gatt"`.
     func simulate(_ address: String, image: [UInt8], factoryVersion: String = "1.0.0", transport: String = "l2cap") async throws -> VendorRun {
-        try await simulateVendorUpdate(address, image: image, options: ["suota-transport": transport], creditChannels: [SUOTAChannel.creditData],
-                                       makeDevice: { _ in
-            let factory = SUOTAImageHeader.sample(Array("factory".utf8), version: factoryVersion)
-            return (SUOTADevice(partitionSize: 1 << 20, initialImage: factory), factory)
-        }, running: { await $0.running }, makeHost: { SUOTAUpdater(context: $0) })
+        try await simulateVendorUpdate(
+            address, image: image, options: ["suota-transport": transport], creditChannels: [SUOTAChannel.creditData],
+            makeDevice: { _ in
+                let factory = SUOTAImageHeader.sample(Array("factory".utf8), version: factoryVersion)
+                return (SUOTADevice(partitionSize: 1 << 20, initialImage: factory), factory)
+            }, running: { await $0.running }, makeHost: { SUOTAUpdater(context: $0) })
     }
 
     static func image(_ count: Int, seed: UInt64, version: String = "2.0.0") -> [UInt8] {
@@ -79,7 +81,7 @@ import Testing
             await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, channelTagged: true))
             let link = try await world.connect(to: "C0:FF:EE:00:00:01", timeout: .seconds(5))
             var image = Self.image(2000, seed: 9)
-            image[12] ^= 0x01   // inside the version string, which no CRC covers
+            image[12] ^= 0x01  // inside the version string, which no CRC covers
             func status() async throws -> UInt8? {
                 while let packet = try await link.receive(within: .seconds(2), clock: world.clock) {
                     if packet.first == SUOTAChannel.status.rawValue { return packet.last }
@@ -108,7 +110,10 @@ import Testing
     @Test func theSameVersionAndTimestampIsRefusedByName() async throws {
         let image = SUOTAImageHeader.sample(Array("factory".utf8), version: "1.0.0")
         let run = try await simulate("sim://2m-dle", image: image)
-        guard case .failure(let error) = run.outcome else { Issue.record("the same image was taken"); return }
+        guard case .failure(let error) = run.outcome else {
+            Issue.record("the same image was taken")
+            return
+        }
         #expect(error.message.contains("SAME_IMG_ERR (0x15)"), "\(error.message)")
         #expect(error.code == .deviceRefused)
     }
@@ -119,8 +124,10 @@ import Testing
     /// duplicate 3 %, 1 of 5; lost notifications and corruption (which the CRC catches), 5 of 5. At 5 % loss none succeeds, and none can: the 82 writes of a
     /// 20 000-byte upload all arrive with probability 0.95^82 ≈ 1.5 %, and a lost one costs the
     /// upload; there the test holds the device to its old image, every seed.
-    @Test(arguments: [("loss=0.02", 2), ("loss=0.05", 0), ("notify-loss=0.05", 5), ("corrupt=0.01", 5), ("disconnect-at=20000", 5),
-                      ("power-loss-at=15000", 5), ("duplicate=0.03", 1)])
+    @Test(arguments: [
+        ("loss=0.02", 2), ("loss=0.05", 0), ("notify-loss=0.05", 5), ("corrupt=0.01", 5), ("disconnect-at=20000", 5),
+        ("power-loss-at=15000", 5), ("duplicate=0.03", 1),
+    ])
     func faultsEndWithTheExactImageOrTheOldOne(_ setup: (String, Int)) async throws {
         try await sweepVendorFaults(setup.0, minimum: setup.1, image: { Self.image(20_000, seed: $0) }) { address, image in
             try await simulate(address, image: image)

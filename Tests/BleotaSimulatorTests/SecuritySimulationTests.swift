@@ -3,6 +3,7 @@ import BleotaLink
 import Foundation
 import Synchronization
 import Testing
+
 @testable import BleotaProtocols
 @testable import BleotaSimulator
 
@@ -32,8 +33,10 @@ import Testing
     }
 
     /// Flashes `image` to the device `address` describes, with `pairing` answering.
-    static func flash(_ name: String, image: String, description: String?, address: String,
-                      pairing: any PairingAgent) async throws -> Simulation.Outcome<UpdateReport> {
+    static func flash(
+        _ name: String, image: String, description: String?, address: String,
+        pairing: any PairingAgent
+    ) async throws -> Simulation.Outcome<UpdateReport> {
         let chosen = try updateProtocol(name, description: description)
         let parsed = try SimulatorAddress(parsing: address + "&protocol=\(name)", registry: ProtocolRegistry.builtIn.registering(chosen))
         let prepared = try chosen.prepareImage(ImageRequest(path: root.appendingPathComponent(image).path))
@@ -47,9 +50,10 @@ import Testing
     @Test(arguments: protocolsAndImages.map(\.protocolName))
     func everyProtocolPairsWithAPasskeyBeforeItWritesAndUpdates(_ name: String) async throws {
         let entry = try #require(Self.protocolsAndImages.first { $0.protocolName == name })
-        let outcome = try await Self.flash(name, image: entry.image, description: entry.description,
-                                           address: "sim://2m-dle?security=authenticated",
-                                           pairing: PairingPolicy(passkey: 123_456))
+        let outcome = try await Self.flash(
+            name, image: entry.image, description: entry.description,
+            address: "sim://2m-dle?security=authenticated",
+            pairing: PairingPolicy(passkey: 123_456))
         let report = outcome.value
         #expect(report.versionAfter != nil && report.versionAfter != report.versionBefore, "\(name): \(report.versionBefore ?? "-") → \(report.versionAfter ?? "-")")
         let security = try #require(outcome.security)
@@ -64,14 +68,17 @@ import Testing
     func aWrongPasskeyFailsBeforeAnyByteReachesTheDevice(_ name: String) async throws {
         let entry = try #require(Self.protocolsAndImages.first { $0.protocolName == name })
         await #expect(throws: PairingError.failed(.confirmValueFailed, byDevice: true)) {
-            _ = try await Self.flash(name, image: entry.image, description: entry.description,
-                                     address: "sim://2m-dle?security=authenticated", pairing: PairingPolicy(passkey: 654_321))
+            _ = try await Self.flash(
+                name, image: entry.image, description: entry.description,
+                address: "sim://2m-dle?security=authenticated", pairing: PairingPolicy(passkey: 654_321))
         }
     }
 
     /// A world with one native device demanding `address`'s security, and `body` given its connector.
-    static func withSecuredDevice<T: Sendable>(_ address: String, pairing: any PairingAgent,
-                                                _ body: @escaping @Sendable (SimulatedWorld, SimulatedConnector) async throws -> T) async throws -> T {
+    static func withSecuredDevice<T: Sendable>(
+        _ address: String, pairing: any PairingAgent,
+        _ body: @escaping @Sendable (SimulatedWorld, SimulatedConnector) async throws -> T
+    ) async throws -> T {
         let parsed = try SimulatorAddress(parsing: address)
         let half = try NativeProtocol().makeDevice(Simulation.configuration(parsed))
         return try await SimulationRuntime.run { runtime in
@@ -113,17 +120,19 @@ import Testing
     /// address and its bond, so the link to it encrypts with the key the application's pairing made.
     @Test func aBondedNordicButtonlessJumpKeepsTheAddressAndTheBond() async throws {
         let entry = try #require(Self.protocolsAndImages.first { $0.protocolName == "nordic-dfu" })
-        let outcome = try await Self.flash("nordic-dfu", image: entry.image, description: nil,
-                                           address: "sim://2m-dle?security=encrypted&nordic-buttonless=bonded",
-                                           pairing: PairingPolicy.justWorks)
+        let outcome = try await Self.flash(
+            "nordic-dfu", image: entry.image, description: nil,
+            address: "sim://2m-dle?security=encrypted&nordic-buttonless=bonded",
+            pairing: PairingPolicy.justWorks)
         #expect(outcome.value.versionAfter != nil)
         #expect(outcome.pairing.pairings == 1, "the bootloader must not pair again")
         #expect(outcome.pairing.encryptionsWithBond >= 1 && outcome.pairing.refusedForSecurity == 0)
     }
 
     @Test func justWorksGivesAnEncryptedLinkAndTheDevicesBondIsUsedOnReconnects() async throws {
-        let outcome = try await Self.flash("native", image: "samples/firmware/blinky.bin", description: nil,
-                                           address: "sim://2m-dle?security=encrypted", pairing: PairingPolicy.justWorks)
+        let outcome = try await Self.flash(
+            "native", image: "samples/firmware/blinky.bin", description: nil,
+            address: "sim://2m-dle?security=encrypted", pairing: PairingPolicy.justWorks)
         let security = try #require(outcome.security)
         #expect(security.level == .medium && security.method == .justWorks)
         #expect(outcome.pairing.pairings == 1 && outcome.pairing.encryptionsWithBond >= 2)
@@ -131,15 +140,17 @@ import Testing
     }
 
     @Test func numericComparisonIsAskedAndARefusalNamesTheNumber() async throws {
-        let accepted = try await Self.flash("smp", image: "samples/mcuboot/imgtool-2.5.0/app-1.1.0-ecdsa-p256.bin", description: nil,
-                                            address: "sim://2m-dle?security=authenticated&device-io=yesno",
-                                            pairing: PairingPolicy(acceptsComparison: true))
+        let accepted = try await Self.flash(
+            "smp", image: "samples/mcuboot/imgtool-2.5.0/app-1.1.0-ecdsa-p256.bin", description: nil,
+            address: "sim://2m-dle?security=authenticated&device-io=yesno",
+            pairing: PairingPolicy(acceptsComparison: true))
         #expect(accepted.security?.method == .numericComparison && accepted.security?.level == .fips)
         let prompt = RecordingPrompt(answer: false)
         do {
-            _ = try await Self.flash("smp", image: "samples/mcuboot/imgtool-2.5.0/app-1.1.0-ecdsa-p256.bin", description: nil,
-                                     address: "sim://2m-dle?security=authenticated&device-io=yesno&seed=3",
-                                     pairing: PairingPolicy(prompt: prompt))
+            _ = try await Self.flash(
+                "smp", image: "samples/mcuboot/imgtool-2.5.0/app-1.1.0-ecdsa-p256.bin", description: nil,
+                address: "sim://2m-dle?security=authenticated&device-io=yesno&seed=3",
+                pairing: PairingPolicy(prompt: prompt))
             Issue.record("a rejected comparison must fail the pairing")
         } catch let error as PairingError {
             guard case .comparisonRejected(let number) = error else { throw error }
@@ -150,16 +161,18 @@ import Testing
 
     @Test func withNothingToAnswerAnAuthenticatedDeviceSaysWhatToGive() async throws {
         await #expect(throws: PairingError.needsUserInput(.passkeyEntry)) {
-            _ = try await Self.flash("native", image: "samples/firmware/blinky.bin", description: nil,
-                                     address: "sim://2m-dle?security=authenticated", pairing: PairingPolicy.justWorks)
+            _ = try await Self.flash(
+                "native", image: "samples/firmware/blinky.bin", description: nil,
+                address: "sim://2m-dle?security=authenticated", pairing: PairingPolicy.justWorks)
         }
         #expect(PairingError.needsUserInput(.passkeyEntry).description.contains("--passkey"))
     }
 
     @Test func aLegacyOnlyDeviceReachesHighAndTheReportSaysItWasLegacy() async throws {
-        let outcome = try await Self.flash("native", image: "samples/firmware/blinky.bin", description: nil,
-                                           address: "sim://2m-dle?security=authenticated&legacy-pairing=1",
-                                           pairing: PairingPolicy(passkey: 123_456))
+        let outcome = try await Self.flash(
+            "native", image: "samples/firmware/blinky.bin", description: nil,
+            address: "sim://2m-dle?security=authenticated&legacy-pairing=1",
+            pairing: PairingPolicy(passkey: 123_456))
         let security = try #require(outcome.security)
         #expect(security.level == .high && security.secureConnections == false)
         #expect(security.description.contains("LE legacy pairing"))
@@ -167,16 +180,18 @@ import Testing
 
     @Test func aDeviceWithAKeyboardIsShownAPasskeyToType() async throws {
         let prompt = RecordingPrompt(answer: true)
-        let outcome = try await Self.flash("native", image: "samples/firmware/blinky.bin", description: nil,
-                                           address: "sim://2m-dle?security=authenticated&device-io=keyboard",
-                                           pairing: PairingPolicy(prompt: prompt))
+        let outcome = try await Self.flash(
+            "native", image: "samples/firmware/blinky.bin", description: nil,
+            address: "sim://2m-dle?security=authenticated&device-io=keyboard",
+            pairing: PairingPolicy(prompt: prompt))
         #expect(outcome.security?.method == .passkeyEntry)
         #expect(prompt.shown.count == 1 && prompt.shown[0].hasPrefix("type ") && prompt.shown[0].hasSuffix(" on C0:FF:EE:00:00:01"))
     }
 
     @Test func aDeviceThatDemandsNothingCostsNothing() async throws {
-        let open = try await Self.flash("native", image: "samples/firmware/blinky.bin", description: nil,
-                                        address: "sim://2m-dle?seed=1", pairing: PairingPolicy(passkey: 1))
+        let open = try await Self.flash(
+            "native", image: "samples/firmware/blinky.bin", description: nil,
+            address: "sim://2m-dle?seed=1", pairing: PairingPolicy(passkey: 1))
         #expect(open.security == nil && open.pairing == PairingStatistics())
     }
 

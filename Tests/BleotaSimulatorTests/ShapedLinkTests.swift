@@ -1,6 +1,7 @@
 import BleotaLink
 import BleotaTestSupport
 import Testing
+
 @testable import BleotaSimulator
 
 /// `sim serve --link`: a preset's link model applied to another transport's messages.

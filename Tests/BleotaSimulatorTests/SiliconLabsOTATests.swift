@@ -5,6 +5,7 @@ import BleotaTestSupport
 import Foundation
 import Synchronization
 import Testing
+
 @testable import BleotaProtocols
 @testable import BleotaSimulator
 
@@ -25,7 +26,8 @@ import Testing
         #expect(image.formatVersion == 0x0300_0000 && image.applicationVersion == 7 && image.length == file.count)
         #expect(image.programs == [GeckoBootloaderImage.Program(address: 0x4000, length: 1000)])
         // The end tag's CRC-32 covers everything before it and its own 8-byte header.
-        #expect(CRC32.checksum(file.dropLast(4)) == UInt32(file[file.count - 4]) | UInt32(file[file.count - 3]) << 8
+        #expect(
+            CRC32.checksum(file.dropLast(4)) == UInt32(file[file.count - 4]) | UInt32(file[file.count - 3]) << 8
                 | UInt32(file[file.count - 2]) << 16 | UInt32(file[file.count - 1]) << 24)
         #expect(GeckoBootloaderImage.problem(file) == nil)
         var damaged = file
@@ -54,14 +56,17 @@ import Testing
 
     func simulate(_ address: String, image: [UInt8], startInAppLoader: Bool = false) async throws -> (VendorRun, DeviceMode) {
         let device = Mutex<SiliconLabsOTADevice?>(nil)
-        let run = try await simulateVendorUpdate(address, image: image, makeDevice: { _ in
-            let half = SiliconLabsOTADevice(slotSize: 1 << 20, initialApplication: Self.factory)
-            device.withLock { $0 = half }
-            return (half, Self.factory)
-        }, running: { half in
-            guard await half.mode == .application else { return [] }
-            return await half.application ?? []
-        }, makeHost: { SiliconLabsOTAUpdater(context: $0) })
+        let run = try await simulateVendorUpdate(
+            address, image: image,
+            makeDevice: { _ in
+                let half = SiliconLabsOTADevice(slotSize: 1 << 20, initialApplication: Self.factory)
+                device.withLock { $0 = half }
+                return (half, Self.factory)
+            },
+            running: { half in
+                guard await half.mode == .application else { return [] }
+                return await half.application ?? []
+            }, makeHost: { SiliconLabsOTAUpdater(context: $0) })
         let mode = await device.withLock { $0 }!.mode
         return (run, mode)
     }
@@ -81,7 +86,10 @@ import Testing
         // A GBL whose program tag is beyond the device's flash: IMAGE_TOO_BIG at the end.
         let file = GeckoBootloaderImage.sample(Self.program(4000, seed: 4), applicationVersion: 2, address: 0x0020_0000)
         let (run, mode) = try await simulate("sim://2m-dle", image: file)
-        guard case .failure(let error) = run.outcome else { Issue.record("a file past the flash's end was taken"); return }
+        guard case .failure(let error) = run.outcome else {
+            Issue.record("a file past the flash's end was taken")
+            return
+        }
         #expect(error.message.contains("IMAGE_TOO_BIG") && error.step == .verify, "\(error.message)")
         #expect(error.outcome == .inBootloader)
         #expect(mode == .bootloader && run.running.isEmpty)

@@ -1,5 +1,6 @@
 import BleotaLink
 import Testing
+
 @testable import BleotaSimulator
 
 /// Where a shared radio puts each new connection's anchor.

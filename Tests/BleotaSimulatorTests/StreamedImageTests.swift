@@ -5,6 +5,7 @@ import BleotaProtocols
 import BleotaTestSupport
 import Foundation
 import Testing
+
 @testable import BleotaSimulator
 
 /// Large raw binaries are sent from their file as they are read, never held whole.
@@ -24,7 +25,10 @@ import Testing
         var content = [UInt8](repeating: 0, count: NativeProtocol.streamingThreshold)
         for index in stride(from: 0, to: content.count, by: 8) {
             var word = random.next()
-            for offset in index..<min(index + 8, content.count) { content[offset] = UInt8(truncatingIfNeeded: word); word >>= 8 }
+            for offset in index..<min(index + 8, content.count) {
+                content[offset] = UInt8(truncatingIfNeeded: word)
+                word >>= 8
+            }
         }
         let path = try Self.writeFile(content, name: "large.bin")
         let image = try NativeProtocol().prepareImage(ImageRequest(path: path))
@@ -53,9 +57,11 @@ import Testing
         let (report, storage) = try await SimulationRuntime.run { runtime in
             let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
             let storage = DeviceStorage(activeImage: [0], activeVersion: "1", slotSize: 1 << 20)
-            await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01",
-                                            half: NativeDevice(name: "sim", storage: storage, bufferCount: 32, maximumPacket: 244),
-                                            model: parsed.model))
+            await world.add(
+                SimulatedDevice(
+                    address: "C0:FF:EE:00:00:01",
+                    half: NativeDevice(name: "sim", storage: storage, bufferCount: 32, maximumPacket: 244),
+                    model: parsed.model))
             let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: "sim")
             let report = try await NativeUpdater(connector: connector, clock: world.clock)
                 .flash(source: source, digests: nil, version: "2")
@@ -74,17 +80,24 @@ import Testing
         let parsed = try SimulatorAddress(parsing: "sim://2m-dle")
         let outcome: Result<UpdateReport, TransferError> = try await SimulationRuntime.run { runtime in
             let world = SimulatedWorld(runtime: runtime, model: parsed.model)
-            await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01",
-                                            half: NativeDevice(name: "sim", storage: DeviceStorage(activeImage: [0], activeVersion: "1", slotSize: 1 << 20),
-                                                               bufferCount: 32, maximumPacket: 244),
-                                            model: parsed.model))
+            await world.add(
+                SimulatedDevice(
+                    address: "C0:FF:EE:00:00:01",
+                    half: NativeDevice(
+                        name: "sim", storage: DeviceStorage(activeImage: [0], activeVersion: "1", slotSize: 1 << 20),
+                        bufferCount: 32, maximumPacket: 244),
+                    model: parsed.model))
             let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: "sim")
             do throws(TransferError) {
-                return .success(try await NativeUpdater(connector: connector, clock: world.clock, tuning: tuning)
-                    .flash(source: source, digests: nil, version: "2"))
+                return .success(
+                    try await NativeUpdater(connector: connector, clock: world.clock, tuning: tuning)
+                        .flash(source: source, digests: nil, version: "2"))
             } catch { return .failure(error) }
         }
-        guard case .failure(let error) = outcome else { Issue.record("a compressed streamed flash was not refused"); return }
+        guard case .failure(let error) = outcome else {
+            Issue.record("a compressed streamed flash was not refused")
+            return
+        }
         #expect(error.code == .badInput)
         #expect(error.message.contains("--compression auto or off"))
     }

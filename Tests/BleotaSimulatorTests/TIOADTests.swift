@@ -4,6 +4,7 @@ import BleotaLink
 import BleotaTestSupport
 import Foundation
 import Testing
+
 @testable import BleotaProtocols
 @testable import BleotaSimulator
 
@@ -39,10 +40,12 @@ import Testing
     }
 
     func simulate(_ address: String, image: [UInt8]) async throws -> VendorRun {
-        try await simulateVendorUpdate(address, image: image, makeDevice: { model in
-            let factory = TIOADImageHeader.sample(Array("factory".utf8), softwareVersion: "0001")
-            return (TIOADDevice(slotSize: 1 << 20, maximumPacket: model.maximumPayload, initialImage: factory), factory)
-        }, running: { await $0.running }, makeHost: { TIOADUpdater(context: $0) })
+        try await simulateVendorUpdate(
+            address, image: image,
+            makeDevice: { model in
+                let factory = TIOADImageHeader.sample(Array("factory".utf8), softwareVersion: "0001")
+                return (TIOADDevice(slotSize: 1 << 20, maximumPacket: model.maximumPayload, initialImage: factory), factory)
+            }, running: { await $0.running }, makeHost: { TIOADUpdater(context: $0) })
     }
 
     static func image(_ count: Int, seed: UInt64) -> [UInt8] {
@@ -63,7 +66,10 @@ import Testing
     @Test func anImageForAnotherChipIsRefusedByName() async throws {
         let image = TIOADImageHeader.sample(Array("other".utf8), imageID: Array("CC13x2R1".utf8))
         let run = try await simulate("sim://2m-dle", image: image)
-        guard case .failure(let error) = run.outcome else { Issue.record("a CC13x2 image was taken"); return }
+        guard case .failure(let error) = run.outcome else {
+            Issue.record("a CC13x2 image was taken")
+            return
+        }
         #expect(error.message.contains("OAD_INVALID_FILE"), "\(error.message)")
         let old = run.running == run.factory
         #expect(old)

@@ -2,6 +2,7 @@ import BleotaCodec
 import BleotaEngine
 import BleotaLink
 import Testing
+
 @testable import BleotaProtocols
 @testable import BleotaSimulator
 
@@ -26,12 +27,17 @@ func simulateVendorUpdate<Device: DeviceHalf>(
     return try await SimulationRuntime.run { runtime in
         let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
         let (device, factory) = makeDevice(parsed.model)
-        await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, channelTagged: true,
-                                        creditChannels: creditChannels))
+        await world.add(
+            SimulatedDevice(
+                address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, channelTagged: true,
+                creditChannels: creditChannels))
         let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
         let events = SharedEvents()
-        let host = makeHost(HostContext(protocolName: "vendor", connector: connector, clock: world.clock, tuning: tuning,
-                                        explicitKnobs: knobs, options: options) { events.append($0) })
+        let host = makeHost(
+            HostContext(
+                protocolName: "vendor", connector: connector, clock: world.clock, tuning: tuning,
+                explicitKnobs: knobs, options: options
+            ) { events.append($0) })
         let outcome: Result<UpdateReport, TransferError>
         do throws(TransferError) {
             outcome = .success(try await host.flash(PreparedImage(bytes: image, version: "2", summary: "test"), mode: .confirm))
@@ -46,8 +52,10 @@ func simulateVendorUpdate<Device: DeviceHalf>(
 
 /// Five seeded runs under `faults`: each ends with the exact image or a failure and the old one,
 /// and at least `minimum` succeed.
-func sweepVendorFaults(_ faults: String, minimum: Int, image: (UInt64) -> [UInt8],
-                       run: (String, [UInt8]) async throws -> VendorRun) async throws {
+func sweepVendorFaults(
+    _ faults: String, minimum: Int, image: (UInt64) -> [UInt8],
+    run: (String, [UInt8]) async throws -> VendorRun
+) async throws {
     var succeeded = 0
     for seed in 1...5 {
         let bytes = image(UInt64(seed))

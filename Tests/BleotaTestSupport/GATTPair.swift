@@ -10,8 +10,10 @@ public let otaTX = BluetoothUUID("6E400003-B5A3-F393-E0A9-E50E24DCCA9E")!
 
 /// A client bearer and a server bearer joined by a loopback ATT channel, both
 /// receive loops running, on the virtual clock.
-public func withGATT<T: Sendable>(mtu: Int = 517, setup: @escaping @Sendable (GATTServer) -> Void,
-                           _ body: @escaping @Sendable (GATTClient, ATTBearer, GATTServer) async throws -> T) async throws -> T {
+public func withGATT<T: Sendable>(
+    mtu: Int = 517, setup: @escaping @Sendable (GATTServer) -> Void,
+    _ body: @escaping @Sendable (GATTClient, ATTBearer, GATTServer) async throws -> T
+) async throws -> T {
     try await SimulationRuntime.run { runtime in
         let (central, peripheral) = LoopbackLink.pair(maximumPayload: 517)
         let server = GATTServer()
@@ -20,8 +22,14 @@ public func withGATT<T: Sendable>(mtu: Int = 517, setup: @escaping @Sendable (GA
         let serverBearer = ATTBearer(link: peripheral, clock: runtime.clock, preferredMTU: 517)
         await serverBearer.setServer(server)
         return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask { await clientBearer.run(); return nil }
-            group.addTask { await serverBearer.run(); return nil }
+            group.addTask {
+                await clientBearer.run()
+                return nil
+            }
+            group.addTask {
+                await serverBearer.run()
+                return nil
+            }
             let result = try await body(GATTClient(bearer: clientBearer), serverBearer, server)
             await clientBearer.close("done")
             await serverBearer.close("done")
@@ -30,4 +38,3 @@ public func withGATT<T: Sendable>(mtu: Int = 517, setup: @escaping @Sendable (GA
         }
     }
 }
-

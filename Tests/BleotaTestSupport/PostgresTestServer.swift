@@ -1,6 +1,7 @@
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A real PostgreSQL server of this test's own: Debian's binaries (`postgresql`,
@@ -49,9 +50,13 @@ public final class PostgresTestServer: Sendable {
         do {
             if server.asPostgresUser { try server.run("/bin/chown", ["postgres", directory]) }
             try server.run("\(binaries)/initdb", ["-D", "\(directory)/data", "-U", "bleota", "--auth=trust", "-E", "UTF8", "--no-sync"], asServerUser: true)
-            try server.run("\(binaries)/pg_ctl", ["-D", "\(directory)/data", "-l", "\(directory)/log", "-w", "-t", "60", "start",
-                                                  "-o", "-k \(directory) -c listen_addresses= -p \(server.port) -c fsync=off -c max_connections=60"],
-                           asServerUser: true)
+            try server.run(
+                "\(binaries)/pg_ctl",
+                [
+                    "-D", "\(directory)/data", "-l", "\(directory)/log", "-w", "-t", "60", "start",
+                    "-o", "-k \(directory) -c listen_addresses= -p \(server.port) -c fsync=off -c max_connections=60",
+                ],
+                asServerUser: true)
         } catch {
             server.stop()
             throw error

@@ -28,8 +28,9 @@ public func fuzzCBOR(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         let start = reader.offset
         guard let item = try? CBOR.decode(from: &reader) else { break }
         invariant(reader.offset > start, "decoding an item consumed nothing")
-        invariant((try? CBOR(decoding: input[start..<reader.offset])) == item,
-                  "the bytes a streamed item took do not decode to it alone")
+        invariant(
+            (try? CBOR(decoding: input[start..<reader.offset])) == item,
+            "the bytes a streamed item took do not decode to it alone")
         items.append(item)
     }
     for (a, b) in zip(items, items.dropFirst()) where a == b {
@@ -66,7 +67,11 @@ func checkFloats(_ value: CBOR) {
         }
         invariant(size == expected, "\(number) (bits \(String(number.bitPattern, radix: 16))) encodes in \(size) bytes, the shortest exact form takes \(expected)")
     case .array(let items): items.forEach(checkFloats)
-    case .map(let pairs): pairs.forEach { checkFloats($0.key); checkFloats($0.value) }
+    case .map(let pairs):
+        pairs.forEach {
+            checkFloats($0.key)
+            checkFloats($0.value)
+        }
     case .tagged(_, let item): checkFloats(item)
     default: break
     }

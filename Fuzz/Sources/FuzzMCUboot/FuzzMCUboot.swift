@@ -1,7 +1,8 @@
 import BleotaCodec
 import FuzzSupport
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// MCUboot images, as `bleota image info`, `flash` and the simulated MCUboot
@@ -26,8 +27,9 @@ public func fuzzMCUboot(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         if error.field.contains("TLV area") || error.field.hasPrefix("TLV "), input.count >= 16 {
             let headerSize = Int(input[8]) | Int(input[9]) << 8
             let imageSize = Int(input[12]) | Int(input[13]) << 8 | Int(input[14]) << 16 | Int(input[15]) << 24
-            invariant(error.offset >= headerSize + imageSize,
-                      "a TLV error at offset \(error.offset), inside the header and firmware (which end at \(headerSize + imageSize)): \(error)")
+            invariant(
+                error.offset >= headerSize + imageSize,
+                "a TLV error at offset \(error.offset), inside the header and firmware (which end at \(headerSize + imageSize)): \(error)")
         }
         _ = error.description
         return 0
@@ -51,7 +53,13 @@ public func fuzzMCUboot(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     let computed = image.computedHash
     invariant(computed == SHA256Digest.hash(input[0..<image.hashedBytes.count]), "computed hash is not the SHA-256 of the hashed region")
     let hashResult: ImageVerificationError?
-    do { try image.verifyHash(); hashResult = nil } catch { hashResult = error; _ = error.description }
+    do {
+        try image.verifyHash()
+        hashResult = nil
+    } catch {
+        hashResult = error
+        _ = error.description
+    }
     switch hashResult {
     case nil: invariant(image.hashTLV == computed, "verifyHash passed a wrong hash")
     case .noHash?: invariant(image.hashTLV == nil, "verifyHash found no hash TLV but there is one")
@@ -73,8 +81,9 @@ public func fuzzMCUboot(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     let rebuilt = MCUbootImage.build(firmware: firmware, version: image.version, headerSize: image.headerSize, loadAddress: image.loadAddress)
     do {
         let again = try MCUbootImage(decoding: rebuilt)
-        invariant(again.version == image.version && again.loadAddress == image.loadAddress && again.headerSize == image.headerSize
-                  && again.imageSize == image.imageSize && again.totalSize == rebuilt.count, "a rebuilt image reads back differently")
+        invariant(
+            again.version == image.version && again.loadAddress == image.loadAddress && again.headerSize == image.headerSize
+                && again.imageSize == image.imageSize && again.totalSize == rebuilt.count, "a rebuilt image reads back differently")
         try again.verifyHash()
     } catch {
         fatalError("invariant violated: an image bleota built does not verify: \(error)")

@@ -25,8 +25,9 @@ public func fuzzManagementEvent(_ data: UnsafePointer<UInt8>?, _ size: Int) -> I
     do {
         event = try ManagementEvent(decoding: packet)
     } catch {
-        invariant(error.offset >= 0 && error.offset <= packet.parameters.count,
-                  "error offset \(error.offset) outside \(packet.parameters.count) parameter bytes: \(error)")
+        invariant(
+            error.offset >= 0 && error.offset <= packet.parameters.count,
+            "error offset \(error.offset) outside \(packet.parameters.count) parameter bytes: \(error)")
         return 0
     }
     switch event {

@@ -26,7 +26,8 @@ public func fuzzNativeMessage(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int
     }
     let encoded = message.encode()
     invariant(encoded == packet, "\(message) from \(packet.hexString) encodes as \(encoded.hexString)")
-    if case .segment = message {} else {
+    if case .segment = message {
+    } else {
         var reassembler = NativeReassembler()
         invariant(reassembler.feed(packet) == packet, "the reassembler changed a \(message) packet")
     }

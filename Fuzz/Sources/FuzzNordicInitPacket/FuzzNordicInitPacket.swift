@@ -19,8 +19,9 @@ public func fuzzNordicInitPacket(_ data: UnsafePointer<UInt8>?, _ size: Int) -> 
     while true {
         do {
             guard let field = try reader.next() else { break }
-            invariant(field.offset > last && field.valueOffset >= field.offset && field.valueOffset <= input.count
-                      && field.bytes.endIndex <= input.count, "field \(field.number) at \(field.offset) outside the input")
+            invariant(
+                field.offset > last && field.valueOffset >= field.offset && field.valueOffset <= input.count
+                    && field.bytes.endIndex <= input.count, "field \(field.number) at \(field.offset) outside the input")
             last = field.offset
         } catch {
             invariant(error.offset >= 0 && error.offset <= input.count, "wire error offset \(error.offset) outside \(input.count) bytes")
@@ -48,7 +49,7 @@ public func fuzzNordicInitPacket(_ data: UnsafePointer<UInt8>?, _ size: Int) -> 
     return 0
 }
 
-nonisolated(unsafe) let fuzzKey = P256.Signing.PrivateKey().publicKey // read only, from one thread
+nonisolated(unsafe) let fuzzKey = P256.Signing.PrivateKey().publicKey  // read only, from one thread
 
 @main
 enum Main {

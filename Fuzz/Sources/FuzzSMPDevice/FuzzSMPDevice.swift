@@ -52,10 +52,11 @@ public func fuzzSMPDevice(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         let header = response.header
         let expectedOperation: SMPHeader.Operation = message[0] & 0x07 == 0 ? .readResponse : .writeResponse
         let expectedVersion: SMPHeader.Version = message[0] & 0x18 == 0 ? .v1 : .v2
-        invariant(header.operation == expectedOperation && header.version == expectedVersion
-                  && header.group.rawValue == UInt16(message[4]) << 8 | UInt16(message[5])
-                  && header.sequence == message[6] && header.command == message[7],
-                  "response header \(header) to request \(message.prefix(8).hexString)")
+        invariant(
+            header.operation == expectedOperation && header.version == expectedVersion
+                && header.group.rawValue == UInt16(message[4]) << 8 | UInt16(message[5])
+                && header.sequence == message[6] && header.command == message[7],
+            "response header \(header) to request \(message.prefix(8).hexString)")
         let bytes = response.encode()
         invariant(bytes.count <= parameters.bufferSize, "a \(bytes.count)-byte response from a device with a \(parameters.bufferSize)-byte buffer")
         do {
@@ -69,8 +70,9 @@ public func fuzzSMPDevice(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
 }
 
 /// An MCUboot image as the simulator's factory image: built by bleota, hash only.
-let factoryImage = MCUbootImage.build(firmware: (0..<1024).map { UInt8(truncatingIfNeeded: $0 &* 7) },
-                                      version: .init(major: 1, minor: 0, revision: 0, build: 0))
+let factoryImage = MCUbootImage.build(
+    firmware: (0..<1024).map { UInt8(truncatingIfNeeded: $0 &* 7) },
+    version: .init(major: 1, minor: 0, revision: 0, build: 0))
 
 @main
 enum Main {

@@ -69,7 +69,13 @@ func checkBodies(_ body: CBOR) {
     if let slots = try? SMPImageSlot.list(from: body) {
         // `image` is written only for a second image, as Zephyr does.
         let again = try? SMPImageSlot.list(from: SMPImageSlot.listBody(slots))
-        invariant(again == slots.map { var slot = $0; slot.image = 0; return slot }, "image slots do not round-trip: \(slots)")
+        invariant(
+            again
+                == slots.map {
+                    var slot = $0
+                    slot.image = 0
+                    return slot
+                }, "image slots do not round-trip: \(slots)")
     }
     if let upload = try? SMPUploadRequest(body: body) {
         // `image` is written only in the first chunk.

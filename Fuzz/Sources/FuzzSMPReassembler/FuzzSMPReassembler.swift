@@ -35,11 +35,13 @@ public func fuzzSMPReassembler(_ data: UnsafePointer<UInt8>?, _ size: Int) -> In
         }
         stream += packet
         for message in reassembler.feed(packet) {
-            invariant(SMPPacket.totalLength(of: message) == message.count, "a \(message.count)-byte message whose header says \(String(describing: SMPPacket.totalLength(of: message)))")
+            invariant(
+                SMPPacket.totalLength(of: message) == message.count, "a \(message.count)-byte message whose header says \(String(describing: SMPPacket.totalLength(of: message)))")
             invariant(message.count <= reassembler.limit, "a \(message.count)-byte message passed the \(reassembler.limit)-byte limit")
             if limit == nil {
-                invariant(Array(stream[consumed..<min(stream.count, consumed + message.count)]) == message,
-                          "message is not the next \(message.count) bytes of the stream at \(consumed)")
+                invariant(
+                    Array(stream[consumed..<min(stream.count, consumed + message.count)]) == message,
+                    "message is not the next \(message.count) bytes of the stream at \(consumed)")
                 consumed += message.count
             } else {
                 // Dropped messages leave gaps, so look for the message at or after where the last one ended.

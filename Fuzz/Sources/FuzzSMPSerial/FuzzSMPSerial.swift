@@ -36,8 +36,9 @@ public func fuzzSMPSerial(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     checkRoundTrip(prefix, lineLength: lineLength)
     invariant(Base64.decode(Base64.encode(prefix)) == prefix, "base64 does not round-trip")
     if let decoded = Base64.decode(prefix) {
-        invariant(decoded.count == prefix.count / 4 * 3 - prefix.suffix(2).filter { $0 == UInt8(ascii: "=") }.count,
-                  "\(prefix.count) base64 characters decoded to \(decoded.count) bytes")
+        invariant(
+            decoded.count == prefix.count / 4 * 3 - prefix.suffix(2).filter { $0 == UInt8(ascii: "=") }.count,
+            "\(prefix.count) base64 characters decoded to \(decoded.count) bytes")
         invariant(Base64.decode(Base64.encode(decoded)) == decoded, "decoded base64 does not round-trip")
     }
     return 0

@@ -4,7 +4,7 @@ import Dispatch
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// What every fuzz target shares: the libFuzzer driver, invariant checks,
@@ -30,8 +30,10 @@ public enum Fuzzer {
 
 /// Stops the run with a message when an invariant does not hold: libFuzzer
 /// sees the trap, saves the input as a crash and reports it.
-public func invariant(_ condition: @autoclosure () -> Bool, _ message: @autoclosure () -> String,
-                      file: StaticString = #fileID, line: UInt = #line) {
+public func invariant(
+    _ condition: @autoclosure () -> Bool, _ message: @autoclosure () -> String,
+    file: StaticString = #fileID, line: UInt = #line
+) {
     if !condition() {
         fatalError("invariant violated: \(message())", file: file, line: line)
     }

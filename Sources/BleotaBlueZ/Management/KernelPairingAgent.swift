@@ -42,8 +42,10 @@ public actor KernelPairingAgent {
     private var keyKinds: [BluetoothAddress: LongTermKey.Kind] = [:]
     private var eventTask: Task<Void, Never>?
 
-    init(channel: ManagementChannel, index: UInt16, adapterAddress: BluetoothAddress, agent: any PairingAgent, store: BondStore?, logger: Logger,
-         answers: Bool = true) {
+    init(
+        channel: ManagementChannel, index: UInt16, adapterAddress: BluetoothAddress, agent: any PairingAgent, store: BondStore?, logger: Logger,
+        answers: Bool = true
+    ) {
         self.answers = answers
         self.channel = channel
         self.index = index
@@ -61,14 +63,17 @@ public actor KernelPairingAgent {
     ///
     /// With `answers` false (beside bluetoothd) it changes nothing and answers nothing: it only
     /// watches the kernel's pairing events, to tell how a pairing went and why it failed.
-    public static func start(index: UInt16, agent: any PairingAgent, store: BondStore?, logger: Logger,
-                             channel given: ManagementChannel? = nil, answers: Bool = true) async throws(ManagementChannelError) -> KernelPairingAgent {
+    public static func start(
+        index: UInt16, agent: any PairingAgent, store: BondStore?, logger: Logger,
+        channel given: ManagementChannel? = nil, answers: Bool = true
+    ) async throws(ManagementChannelError) -> KernelPairingAgent {
         let channel: ManagementChannel
         if let given { channel = given } else { channel = try ManagementChannel.open() }
         do {
             let information = try ControllerInformation(decoding: try await channel.send(.readControllerInformation, index: index))
-            let pairing = KernelPairingAgent(channel: channel, index: index, adapterAddress: information.address, agent: agent,
-                                             store: answers ? store : nil, logger: logger, answers: answers)
+            let pairing = KernelPairingAgent(
+                channel: channel, index: index, adapterAddress: information.address, agent: agent,
+                store: answers ? store : nil, logger: logger, answers: answers)
             if answers { try await pairing.configure(information) }
             await pairing.listen()
             return pairing
@@ -257,7 +262,8 @@ public enum BluetoothDaemon {
         guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return false }
         for entry in entries where entry.first?.isNumber == true {
             if let name = try? String(contentsOfFile: "/proc/\(entry)/comm", encoding: .utf8),
-               name.trimmingCharacters(in: .whitespacesAndNewlines) == "bluetoothd" {
+                name.trimmingCharacters(in: .whitespacesAndNewlines) == "bluetoothd"
+            {
                 return true
             }
         }

@@ -45,7 +45,7 @@ public final class ManagementChannel: Sendable {
         guard fd >= 0 else {
             throw ManagementChannelError("cannot open the Bluetooth management interface: \(String(cString: strerror(errno)))")
         }
-        var address = sockaddr_hci(hci_family: sa_family_t(AF_BLUETOOTH), hci_dev: 0xFFFF, hci_channel: 3) // HCI_DEV_NONE, HCI_CHANNEL_CONTROL
+        var address = sockaddr_hci(hci_family: sa_family_t(AF_BLUETOOTH), hci_dev: 0xFFFF, hci_channel: 3)  // HCI_DEV_NONE, HCI_CHANNEL_CONTROL
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_hci>.size)) }
         }
@@ -146,7 +146,8 @@ public final class ManagementChannel: Sendable {
             }
             if count == 0 { break }
             guard let packet = try? ManagementPacket(decoding: Array(buffer[..<count])),
-                  let event = try? ManagementEvent(decoding: packet) else { continue }
+                let event = try? ManagementEvent(decoding: packet)
+            else { continue }
             deliver(event, index: packet.index)
         }
         failPending()
@@ -159,7 +160,7 @@ public final class ManagementChannel: Sendable {
         case .commandStatus(let opcode, let status) where status != .success:
             resume(opcode: opcode, index: index, with: .failure(status))
         case .commandStatus:
-            break // under way: its Command Complete follows
+            break  // under way: its Command Complete follows
         default:
             let subscribers = state.withLock { Array($0.subscribers.values) }
             for mailbox in subscribers { mailbox.put((index, event)) }

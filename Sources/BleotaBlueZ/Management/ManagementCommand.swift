@@ -40,20 +40,21 @@ public struct ManagementCommand: Sendable, Hashable {
     /// Set Local Name: 249 bytes of name and 11 of short name, NUL padded.
     public static func setLocalName(_ name: String) -> ManagementCommand {
         let full = Array(name.utf8.prefix(248)), short = Array(name.utf8.prefix(10))
-        return ManagementCommand(opcode: 0x000F, name: "Set Local Name",
-                                 parameters: full + [UInt8](repeating: 0, count: 249 - full.count) + short + [UInt8](repeating: 0, count: 11 - short.count))
+        return ManagementCommand(
+            opcode: 0x000F, name: "Set Local Name",
+            parameters: full + [UInt8](repeating: 0, count: 249 - full.count) + short + [UInt8](repeating: 0, count: 11 - short.count))
     }
 
     /// Add Advertising: connectable, general discoverable, the flags field managed by the kernel,
     /// and our own scan response (the complete name: the kernel's would fall back to the
     /// 10-byte short name).
     public static func addAdvertising(instance: UInt8, data: [UInt8], scanResponse: [UInt8]) -> ManagementCommand {
-        let flags: UInt32 = 1 << 0 | 1 << 1 // connectable, general discoverable
+        let flags: UInt32 = 1 << 0 | 1 << 1  // connectable, general discoverable
         var writer = ByteWriter()
         writer.write(instance)
         writer.write(flags)
-        writer.write(UInt16(0)) // duration: the default
-        writer.write(UInt16(0)) // timeout: none
+        writer.write(UInt16(0))  // duration: the default
+        writer.write(UInt16(0))  // timeout: none
         writer.write(UInt8(data.count))
         writer.write(UInt8(scanResponse.count))
         writer.write(contentsOf: data)

@@ -58,8 +58,10 @@ public struct FirmwareImage: Sendable, Hashable {
     public var header: String?
 
     /// Builds an image from segments, checking they do not overlap.
-    public init(format: ImageFormat, segments: [ImageSegment], startAddress: UInt32? = nil, header: String? = nil,
-                fileName: String = "image") throws(ImageError) {
+    public init(
+        format: ImageFormat, segments: [ImageSegment], startAddress: UInt32? = nil, header: String? = nil,
+        fileName: String = "image"
+    ) throws(ImageError) {
         let sorted = segments.filter { !$0.bytes.isEmpty }.sorted { $0.address < $1.address }
         for (previous, next) in zip(sorted, sorted.dropFirst()) where previous.end > UInt64(next.address) {
             throw ImageError(file: fileName, kind: .overlap(first: previous.address, firstEnd: previous.end, second: next.address))
@@ -185,8 +187,10 @@ extension FirmwareImage {
     /// its file size, before it is read, when that exceeds `limit`; a HEX or
     /// S-record image is refused when its flattened size does, without being
     /// flattened. Either way the error is ``ImageError/Kind/tooLarge(size:limit:)``.
-    public static func load(path: String, format: ImageFormat? = nil, baseAddress: UInt32 = 0,
-                            limit: Int = .max) throws(ImageError) -> FirmwareImage {
+    public static func load(
+        path: String, format: ImageFormat? = nil, baseAddress: UInt32 = 0,
+        limit: Int = .max
+    ) throws(ImageError) -> FirmwareImage {
         let name = (path as NSString).lastPathComponent
         let limit = UInt64(max(0, limit))
         func failure(_ error: InputFileError) -> ImageError {
@@ -251,8 +255,10 @@ public enum AtomicFile {
     /// Writes what `produce` passes to its sink, as it comes. After a failed
     /// write the sink drops everything, and the error is thrown once `produce`
     /// returns; the target is then untouched and the temporary file removed.
-    public static func write(to path: String, permissions: mode_t = 0o644,
-                             _ produce: (_ sink: (UnsafeRawBufferPointer) -> Void) -> Void) throws(Failure) {
+    public static func write(
+        to path: String, permissions: mode_t = 0o644,
+        _ produce: (_ sink: (UnsafeRawBufferPointer) -> Void) -> Void
+    ) throws(Failure) {
         let name = (path as NSString).lastPathComponent
         let directory = (path as NSString).deletingLastPathComponent
         let temporary = (directory.isEmpty ? "." : directory) + "/.\(name).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp"

@@ -58,7 +58,8 @@ public struct ImageError: Error, Sendable, Hashable, CustomStringConvertible {
         case .badCount(let expected, let found): what = "record count says \(found) data records, the file has \(expected)"
         case .badRecord(let why): what = why
         case .overlap(let first, let firstEnd, let second):
-            what = "overlapping segments: 0x\(hex32(first))–0x\(hex32(UInt32(truncatingIfNeeded: firstEnd - 1))) and one starting at 0x\(hex32(second)); fix the build that produced it"
+            what =
+                "overlapping segments: 0x\(hex32(first))–0x\(hex32(UInt32(truncatingIfNeeded: firstEnd - 1))) and one starting at 0x\(hex32(second)); fix the build that produced it"
         case .beyondAddressSpace(let address):
             what = "data reaches 0x\(String(address, radix: 16, uppercase: true)), beyond the 32-bit address space"
         case .tooLarge(let size, let limit):

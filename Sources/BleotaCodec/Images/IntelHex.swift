@@ -19,15 +19,17 @@ public enum IntelHex {
             }
             let record = try RecordLines.decode(line, skip: 1, file: fileName, record: nil)
             guard record.count >= 5 else {
-                throw ImageError(file: fileName, line: line.number,
-                                 kind: .truncated("a record needs at least 5 bytes (count, address, type, checksum), this one has \(record.count)"))
+                throw ImageError(
+                    file: fileName, line: line.number,
+                    kind: .truncated("a record needs at least 5 bytes (count, address, type, checksum), this one has \(record.count)"))
             }
             let type = record[3]
             let typeName = hex2(type)
             let count = Int(record[0])
             guard record.count == count + 5 else {
-                throw ImageError(file: fileName, line: line.number, record: typeName,
-                                 kind: .badLength("byte count says \(count) data bytes, the record has \(record.count - 5)"))
+                throw ImageError(
+                    file: fileName, line: line.number, record: typeName,
+                    kind: .badLength("byte count says \(count) data bytes, the record has \(record.count - 5)"))
             }
             let sum = record.dropLast().reduce(UInt8(0)) { $0 &+ $1 }
             let expected = 0 &- sum
@@ -38,8 +40,9 @@ public enum IntelHex {
             let data = record[4..<(4 + count)]
             func requireLength(_ length: Int) throws(ImageError) {
                 guard count == length else {
-                    throw ImageError(file: fileName, line: line.number, record: typeName,
-                                     kind: .badLength("type \(typeName) needs \(length) data bytes, found \(count)"))
+                    throw ImageError(
+                        file: fileName, line: line.number, record: typeName,
+                        kind: .badLength("type \(typeName) needs \(length) data bytes, found \(count)"))
                 }
             }
             switch type {

@@ -40,8 +40,9 @@ public struct MCUbootImage: Sendable, Equatable {
         public init(parsing text: String) {
             let parts = text.split(whereSeparator: { $0 == "." || $0 == "+" }).map { UInt32($0) ?? 0 }
             func part(_ index: Int) -> UInt32 { index < parts.count ? parts[index] : 0 }
-            self.init(major: UInt8(clamping: part(0)), minor: UInt8(clamping: part(1)), revision: UInt16(clamping: part(2)),
-                      build: part(3))
+            self.init(
+                major: UInt8(clamping: part(0)), minor: UInt8(clamping: part(1)), revision: UInt16(clamping: part(2)),
+                build: part(3))
         }
     }
 
@@ -141,9 +142,10 @@ public struct MCUbootImage: Sendable, Equatable {
         protectedTLVSize = Int(try reader.readUInt16(.little, "protected TLV size"))
         imageSize = Int(try reader.readUInt32(.little, "image size"))
         flags = try reader.readUInt32(.little, "flags")
-        version = Version(major: try reader.readUInt8("version major"), minor: try reader.readUInt8("version minor"),
-                          revision: try reader.readUInt16(.little, "version revision"),
-                          build: try reader.readUInt32(.little, "version build"))
+        version = Version(
+            major: try reader.readUInt8("version major"), minor: try reader.readUInt8("version minor"),
+            revision: try reader.readUInt16(.little, "version revision"),
+            build: try reader.readUInt32(.little, "version build"))
         guard headerSize >= 32 else { throw reader.invalid("header size", "\(headerSize) is smaller than the 32-byte header", at: 8) }
         let bodyEnd = headerSize + imageSize
         guard bodyEnd <= bytes.count, bodyEnd <= fileSize else {
@@ -154,8 +156,9 @@ public struct MCUbootImage: Sendable, Equatable {
         if protectedTLVSize > 0 {
             let consumed = try Self.readArea(bytes, at: offset, magic: Self.protectedInfoMagic, isProtected: true, into: &tlvs)
             guard consumed == protectedTLVSize else {
-                throw DecodingError(field: "protected TLV size", offset: 10,
-                                    reason: .invalidValue("the header says \(protectedTLVSize) bytes but the area holds \(consumed)"))
+                throw DecodingError(
+                    field: "protected TLV size", offset: 10,
+                    reason: .invalidValue("the header says \(protectedTLVSize) bytes but the area holds \(consumed)"))
             }
             offset += consumed
         }
@@ -166,21 +169,25 @@ public struct MCUbootImage: Sendable, Equatable {
     }
 
     /// Reads one TLV area (info header, then entries); returns its size.
-    static func readArea(_ bytes: [UInt8], at start: Int, magic: UInt16, isProtected: Bool,
-                         into tlvs: inout [TLV]) throws(DecodingError) -> Int {
+    static func readArea(
+        _ bytes: [UInt8], at start: Int, magic: UInt16, isProtected: Bool,
+        into tlvs: inout [TLV]
+    ) throws(DecodingError) -> Int {
         let area = isProtected ? "protected TLV area" : "TLV area"
         // Offsets in errors are the file's: read from `start` in the whole input.
         var reader = ByteReader(bytes)
         try reader.skip(start, area)
         let found = try reader.readUInt16(.little, "\(area) magic")
         guard found == magic else {
-            throw DecodingError(field: "\(area) magic", offset: start,
-                                reason: .invalidValue("0x\(String(found, radix: 16)) is not 0x\(String(magic, radix: 16)): the image has no TLVs or is cut short"))
+            throw DecodingError(
+                field: "\(area) magic", offset: start,
+                reason: .invalidValue("0x\(String(found, radix: 16)) is not 0x\(String(magic, radix: 16)): the image has no TLVs or is cut short"))
         }
         let total = Int(try reader.readUInt16(.little, "\(area) length"))
         guard total >= 4, total - 4 <= reader.remaining else {
-            throw DecodingError(field: "\(area) length", offset: start + 2,
-                                reason: .invalidValue("\(total) bytes claimed but \(reader.remaining + 4) present"))
+            throw DecodingError(
+                field: "\(area) length", offset: start + 2,
+                reason: .invalidValue("\(total) bytes claimed but \(reader.remaining + 4) present"))
         }
         let entriesStart = reader.offset
         var entries = ByteReader(try reader.readBytes(total - 4, area))
@@ -314,9 +321,10 @@ public enum MCUbootPublicKey: Sendable, Equatable {
             }
             guard let block = blocks.first(where: { ["PUBLIC KEY", "PRIVATE KEY", "EC PRIVATE KEY"].contains($0.label) }) else {
                 let labels = blocks.map(\.label)
-                throw .badSignature(labels.isEmpty
-                    ? "the key file's PEM is not valid base64"
-                    : "the key file holds \(labels.joined(separator: ", ")), not an ECDSA P-256 or Ed25519 key")
+                throw .badSignature(
+                    labels.isEmpty
+                        ? "the key file's PEM is not valid base64"
+                        : "the key file holds \(labels.joined(separator: ", ")), not an ECDSA P-256 or Ed25519 key")
             }
             der = block.der
         }
@@ -330,7 +338,8 @@ public enum MCUbootPublicKey: Sendable, Equatable {
     /// A DER SubjectPublicKeyInfo of either kind.
     static func publicKey(der: [UInt8]) -> MCUbootPublicKey? {
         if der.count == 44, Array(der.prefix(12)) == ed25519Prefix,
-           (try? Curve25519.Signing.PublicKey(rawRepresentation: der.suffix(32))) != nil {
+            (try? Curve25519.Signing.PublicKey(rawRepresentation: der.suffix(32))) != nil
+        {
             return .ed25519(raw: Array(der.suffix(32)))
         }
         if let key = try? P256.Signing.PublicKey(derRepresentation: der) {
@@ -358,8 +367,9 @@ public enum MCUbootPublicKey: Sendable, Equatable {
         guard let body = outer.read(tag: 0x30), outer.isAtEnd else { return nil }
         var fields = DERReader(body)
         guard let version = fields.read(tag: 0x02), version == [0] || version == [1],
-              let algorithm = fields.read(tag: 0x30), algorithm == [0x06, 0x03, 0x2B, 0x65, 0x70],
-              let wrapped = fields.read(tag: 0x04) else { return nil }
+            let algorithm = fields.read(tag: 0x30), algorithm == [0x06, 0x03, 0x2B, 0x65, 0x70],
+            let wrapped = fields.read(tag: 0x04)
+        else { return nil }
         var inner = DERReader(wrapped)
         guard let seed = inner.read(tag: 0x04), inner.isAtEnd, seed.count == 32 else { return nil }
         return seed
@@ -511,14 +521,14 @@ extension MCUbootImage {
         writer.write(magic, .little)
         writer.write(loadAddress, .little)
         writer.write(UInt16(headerSize), .little)
-        writer.write(UInt16(0), .little) // no protected TLVs
+        writer.write(UInt16(0), .little)  // no protected TLVs
         writer.write(UInt32(firmware.count), .little)
-        writer.write(UInt32(0), .little) // flags
+        writer.write(UInt32(0), .little)  // flags
         writer.write(version.major)
         writer.write(version.minor)
         writer.write(version.revision, .little)
         writer.write(version.build, .little)
-        writer.write(UInt32(0), .little) // padding
+        writer.write(UInt32(0), .little)  // padding
         // imgtool fills the rest of the header with the erased-flash value.
         writer.write(contentsOf: [UInt8](repeating: 0xFF, count: headerSize - 32))
         writer.write(contentsOf: firmware)

@@ -61,8 +61,9 @@ enum RecordLines {
         // decoding loop below is a plain pointer loop (fast in debug builds too).
         let bad = digits.withUnsafeBufferPointer { buffer in buffer.firstIndex { hexValue($0) == nil } }
         if let bad {
-            throw ImageError(file: file, line: line.number, record: record,
-                             kind: .nonHexCharacter(digits[digits.startIndex + bad], column: line.indent + skip + bad + 1))
+            throw ImageError(
+                file: file, line: line.number, record: record,
+                kind: .nonHexCharacter(digits[digits.startIndex + bad], column: line.indent + skip + bad + 1))
         }
         guard digits.count % 2 == 0 else {
             throw ImageError(file: file, line: line.number, record: record, kind: .badLength("odd number of hex digits"))

@@ -18,7 +18,7 @@ public enum SRecord {
         var start: UInt32?
         var dataRecords = 0
         var ended = false
-        var counted = false // a count record (S5/S6) closes a file that has no start address
+        var counted = false  // a count record (S5/S6) closes a file that has no start address
         try RecordLines.forEach(bytes) { line throws(ImageError) in
             if ended { throw ImageError(file: fileName, line: line.number, kind: .dataAfterEnd) }
             guard line.text.first == UInt8(ascii: "S") || line.text.first == UInt8(ascii: "s") else {
@@ -36,13 +36,15 @@ public enum SRecord {
             let record = try RecordLines.decode(line, skip: 2, file: fileName, record: typeName)
             let addressLength = [0: 2, 1: 2, 2: 3, 3: 4, 5: 2, 6: 3, 7: 4, 8: 3, 9: 2][type]!
             guard record.count >= 1 + addressLength + 1 else {
-                throw ImageError(file: fileName, line: line.number, record: typeName,
-                                 kind: .truncated("\(typeName) needs at least \(addressLength + 2) bytes, the record has \(record.count)"))
+                throw ImageError(
+                    file: fileName, line: line.number, record: typeName,
+                    kind: .truncated("\(typeName) needs at least \(addressLength + 2) bytes, the record has \(record.count)"))
             }
             let count = Int(record[0])
             guard record.count == count + 1 else {
-                throw ImageError(file: fileName, line: line.number, record: typeName,
-                                 kind: .badLength("count says \(count) bytes follow, the record has \(record.count - 1)"))
+                throw ImageError(
+                    file: fileName, line: line.number, record: typeName,
+                    kind: .badLength("count says \(count) bytes follow, the record has \(record.count - 1)"))
             }
             let expected = ~record.dropLast().reduce(UInt8(0)) { $0 &+ $1 }
             guard expected == record.last! else {
@@ -64,7 +66,7 @@ public enum SRecord {
                     throw ImageError(file: fileName, line: line.number, record: typeName, kind: .badCount(expected: dataRecords, found: Int(address)))
                 }
                 counted = true
-            default: // 7, 8, 9
+            default:  // 7, 8, 9
                 guard data.isEmpty else {
                     throw ImageError(file: fileName, line: line.number, record: typeName, kind: .badLength("\(typeName) carries no data"))
                 }
@@ -113,8 +115,9 @@ public enum SRecord {
             var offset = 0
             while offset < segment.bytes.count {
                 let length = min(perRecord, segment.bytes.count - offset)
-                record(type: dataType, address: UInt64(segment.address) + UInt64(offset), width: width,
-                       data: segment.bytes[offset..<offset + length])
+                record(
+                    type: dataType, address: UInt64(segment.address) + UInt64(offset), width: width,
+                    data: segment.bytes[offset..<offset + length])
                 offset += length
                 count += 1
             }

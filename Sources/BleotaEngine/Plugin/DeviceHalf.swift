@@ -32,6 +32,32 @@ public protocol DeviceHalf: AnyObject, Sendable {
     /// application, 0x0008 in the bootloader), which `bleota serve` puts in its GATT
     /// database for the host to read.
     var readableValues: [UInt8: [UInt8]] { get async }
+    /// What it holds and runs: how an update ended, seen from the device (the fault
+    /// matrix and tests judge every protocol's endings by it, without knowing the protocol).
+    var firmware: FirmwareState { get async }
+}
+
+/// What a device holds and runs, as an update's outcome goes.
+public struct FirmwareState: Sendable, Hashable {
+    /// The image it runs (in its bootloader: the one it would start); nil when it has none
+    /// and its bootloader waits for one.
+    public var running: [UInt8]?
+    /// False for an image on trial that the bootloader reverts at the next reset unless confirmed (MCUboot's test).
+    public var confirmed: Bool
+    /// An image that replaces the running one at the next reset (MCUboot's pending swap).
+    public var pending: [UInt8]?
+    /// The version the device keeps for its image, where the protocol has one apart from the bytes.
+    public var version: String?
+    /// Application, or waiting in its bootloader.
+    public var mode: DeviceMode
+
+    public init(running: [UInt8]?, confirmed: Bool = true, pending: [UInt8]? = nil, version: String? = nil, mode: DeviceMode = .application) {
+        self.running = running
+        self.confirmed = confirmed
+        self.pending = pending
+        self.version = version
+        self.mode = mode
+    }
 }
 
 extension DeviceHalf {
@@ -53,9 +79,11 @@ public struct DeviceEnvironment: Sendable {
     /// returns once the connection is gone.
     public var reboot: @Sendable (RebootRequest) async -> Void
 
-    public init(clock: any BleotaClock, processingTime: @escaping @Sendable (Int) -> Duration = { _ in .zero },
-                flashPageSize: Int = 4096, eraseTimePerPage: Duration = .zero,
-                reboot: @escaping @Sendable (RebootRequest) async -> Void) {
+    public init(
+        clock: any BleotaClock, processingTime: @escaping @Sendable (Int) -> Duration = { _ in .zero },
+        flashPageSize: Int = 4096, eraseTimePerPage: Duration = .zero,
+        reboot: @escaping @Sendable (RebootRequest) async -> Void
+    ) {
         self.clock = clock
         self.processingTime = processingTime
         self.flashPageSize = flashPageSize
@@ -117,8 +145,10 @@ public struct DeviceConfiguration: Sendable {
     /// The protocol's own keys (``UpdateProtocol/deviceOptions``), as given.
     public var options: [String: String]
 
-    public init(name: String = "bleota-sim", initialVersion: String = "1.0.0", slotSize: Int = 1 << 20, bufferCount: Int = 32,
-                maximumPacket: Int = 244, files: [String: [UInt8]] = [:], options: [String: String] = [:]) {
+    public init(
+        name: String = "bleota-sim", initialVersion: String = "1.0.0", slotSize: Int = 1 << 20, bufferCount: Int = 32,
+        maximumPacket: Int = 244, files: [String: [UInt8]] = [:], options: [String: String] = [:]
+    ) {
         self.name = name
         self.initialVersion = initialVersion
         self.slotSize = slotSize

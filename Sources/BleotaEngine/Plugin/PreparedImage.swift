@@ -47,8 +47,10 @@ public struct ImageRequest: Sendable, Hashable {
     /// The byte that fills gaps between segments.
     public var fill: UInt8
 
-    public init(path: String, keyPath: String? = nil, versionLabel: String? = nil, inputFormat: String? = nil,
-                baseAddress: UInt32 = 0, fill: UInt8 = 0xFF) {
+    public init(
+        path: String, keyPath: String? = nil, versionLabel: String? = nil, inputFormat: String? = nil,
+        baseAddress: UInt32 = 0, fill: UInt8 = 0xFF
+    ) {
         self.path = path
         self.keyPath = keyPath
         self.versionLabel = versionLabel
@@ -222,8 +224,10 @@ public struct ImageDescription: Sendable, Hashable, Encodable {
         public static func image(file: String, bytes: [UInt8]) -> [Field] {
             let crc = hex32(CRC32.checksum(bytes))
             let sha = SHA256Digest.hash(bytes).hexString
-            return [Field("image", "\(file), \(bytes.count) bytes", typed: [("image", .text(file)), ("imageSize", .integer(Int64(bytes.count)))]),
-                    Field("crc32", crc), Field("sha256", sha)]
+            return [
+                Field("image", "\(file), \(bytes.count) bytes", typed: [("image", .text(file)), ("imageSize", .integer(Int64(bytes.count)))]),
+                Field("crc32", crc), Field("sha256", sha),
+            ]
         }
 
         /// A metadata file beside the image (an init packet): `<key>` and `<key>Size`.

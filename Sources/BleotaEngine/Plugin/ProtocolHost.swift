@@ -67,10 +67,12 @@ public struct HostContext: Sendable {
     /// waits for (``OperationRecorder/enterTransfer()``): set by a fleet, nil otherwise.
     public var transferTurn: TransferTurn?
 
-    public init(protocolName: String, connector: any DeviceConnector, clock: any BleotaClock,
-                tuning: TransferTuning = TransferTuning(), explicitKnobs: Set<TuningKnob> = [], timeouts: StepTimeouts = StepTimeouts(),
-                logger: Logger = Logger(label: "bleota"), options: [String: String] = [:], transferTurn: TransferTurn? = nil,
-                onEvent: @escaping @Sendable (UpdateEvent) -> Void = { _ in }) {
+    public init(
+        protocolName: String, connector: any DeviceConnector, clock: any BleotaClock,
+        tuning: TransferTuning = TransferTuning(), explicitKnobs: Set<TuningKnob> = [], timeouts: StepTimeouts = StepTimeouts(),
+        logger: Logger = Logger(label: "bleota"), options: [String: String] = [:], transferTurn: TransferTurn? = nil,
+        onEvent: @escaping @Sendable (UpdateEvent) -> Void = { _ in }
+    ) {
         self.options = options
         self.transferTurn = transferTurn
         self.protocolName = protocolName
@@ -101,8 +103,9 @@ public struct HostContext: Sendable {
 
     /// A recorder for one operation, stamped with this context's protocol, device and clock.
     public func recorder(_ operation: String) -> OperationRecorder {
-        OperationRecorder(operation: operation, protocolName: protocolName, device: connector.description,
-                          clock: clock, transferTurn: transferTurn, onEvent: onEvent)
+        OperationRecorder(
+            operation: operation, protocolName: protocolName, device: connector.description,
+            clock: clock, transferTurn: transferTurn, onEvent: onEvent)
     }
 }
 
@@ -143,8 +146,10 @@ public struct ImageSlotState: Sendable, Hashable, Codable {
     public var active: Bool
     public var permanent: Bool
 
-    public init(image: Int = 0, slot: Int, version: String, hash: [UInt8], bootable: Bool = true, pending: Bool = false,
-                confirmed: Bool = false, active: Bool = false, permanent: Bool = false) {
+    public init(
+        image: Int = 0, slot: Int, version: String, hash: [UInt8], bootable: Bool = true, pending: Bool = false,
+        confirmed: Bool = false, active: Bool = false, permanent: Bool = false
+    ) {
         self.image = image
         self.slot = slot
         self.version = version
@@ -163,4 +168,21 @@ public enum ImageStateChange: Sendable, Hashable {
     case test(hash: [UInt8])
     /// Confirm the running image, or the one with this hash (making it permanent).
     case confirm(hash: [UInt8]?)
+}
+
+/// A host half made from a ``HostContext`` that reads what it needs from it: the connector,
+/// the clock, the step timeouts, the device's description for messages, the logger and the
+/// event sink, without each host forwarding them again.
+public protocol ContextHost: ProtocolHost {
+    var context: HostContext { get }
+}
+
+extension ContextHost {
+    public var connector: any DeviceConnector { context.connector }
+    public var clock: any BleotaClock { context.clock }
+    public var timeouts: StepTimeouts { context.timeouts }
+    /// The device as messages name it.
+    public var device: String { context.connector.description }
+    public var logger: Logger { context.logger }
+    public var onEvent: @Sendable (UpdateEvent) -> Void { context.onEvent }
 }

@@ -121,8 +121,10 @@ public struct ProtocolRequest: Sendable {
     /// What the command needs the protocol to do.
     public var needs: ProtocolCapabilities
 
-    public init(explicit: String? = nil, transport: TransportKind, device: String, deviceProtocol: String? = nil,
-                image: ImageProbe? = nil, offeredServices: [BluetoothUUID]? = nil, needs: ProtocolCapabilities) {
+    public init(
+        explicit: String? = nil, transport: TransportKind, device: String, deviceProtocol: String? = nil,
+        image: ImageProbe? = nil, offeredServices: [BluetoothUUID]? = nil, needs: ProtocolCapabilities
+    ) {
         self.explicit = explicit
         self.transport = transport
         self.device = device

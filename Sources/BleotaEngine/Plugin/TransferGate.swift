@@ -213,8 +213,10 @@ public final class TransferTurn: Sendable {
     /// ``adopt(_:)``) is asked for ``/BleotaLink/LEConnectionInterval/shortest``, and for its opening
     /// interval again when that ends (another transfer takes or waits for a place, a new turn is made,
     /// the gate reopens to newcomers) or this one gives its place back.
-    public init(gate: TransferGate, maximumWait: Duration? = nil, movable: Bool = false, shortensAloneLinks: Bool = true,
-                onQueue: @escaping @Sendable () -> Void = {}) {
+    public init(
+        gate: TransferGate, maximumWait: Duration? = nil, movable: Bool = false, shortensAloneLinks: Bool = true,
+        onQueue: @escaping @Sendable () -> Void = {}
+    ) {
         self.gate = gate
         self.maximumWait = maximumWait
         self.movable = movable
@@ -225,7 +227,12 @@ public final class TransferTurn: Sendable {
 
     /// Tells the gate this turn's transfer has come (or will not), once.
     private func arrived() {
-        if expected.withLock({ was in defer { was = false }; return was }) { gate.arrivalEnded() }
+        if expected.withLock({ was in
+            defer { was = false }
+            return was
+        }) {
+            gate.arrivalEnded()
+        }
     }
 
     /// Takes `link` as the update's link to the device (the newest replaces any earlier: a device has

@@ -77,8 +77,9 @@ extension UpdateProtocol {
 
     /// The message for a capability this protocol lacks, naming what it can do instead.
     public func unsupported(_ what: String) -> TransferError {
-        TransferError(.unsupported, step: .load,
-                      "\(identity.displayName) (--protocol \(name)) cannot \(what): it can \(capabilities.summary)")
+        TransferError(
+            .unsupported, step: .load,
+            "\(identity.displayName) (--protocol \(name)) cannot \(what): it can \(capabilities.summary)")
     }
 }
 
@@ -101,8 +102,10 @@ public struct ProtocolIdentity: Sendable, Hashable {
     /// though bleota's own protocol runs over UDP too.
     public var transportsWhenNamed: Set<TransportKind>
 
-    public init(name: String, displayName: String, summary: String, gattServices: [GATTPacketService],
-                transports: Set<TransportKind>, transportsWhenNamed: Set<TransportKind> = [], imageFormats: [String]) {
+    public init(
+        name: String, displayName: String, summary: String, gattServices: [GATTPacketService],
+        transports: Set<TransportKind>, transportsWhenNamed: Set<TransportKind> = [], imageFormats: [String]
+    ) {
         self.name = name
         self.displayName = displayName
         self.summary = summary

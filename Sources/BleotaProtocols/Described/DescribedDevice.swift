@@ -47,6 +47,9 @@ public actor DescribedDevice: DeviceHalf {
 
     public var mode: DeviceMode { inBootloader ? .bootloader : .application }
 
+    /// A bootloader that erased the application holds none: it waits for one.
+    public var firmware: FirmwareState { running.isEmpty ? FirmwareState(running: nil, mode: .bootloader) : FirmwareState(running: running, mode: mode) }
+
     public var runningVersion: String {
         inBootloader ? "bootloader" : "\(running.count) bytes (SHA-256 \(SHA256Digest.hash(running).hexString))"
     }
@@ -157,7 +160,8 @@ public actor DescribedDevice: DeviceHalf {
             return try await end(variables, link: link, environment: environment)
         }
         if let activate = update.activate, description.message(activate.send).channel == channel,
-           case .matched = description.message(activate.send).decode(payload) {
+            case .matched = description.message(activate.send).decode(payload)
+        {
             guard let image = verified else {
                 if let answer = activate.answer { try await link.send(self.answer(answer, ["status": status(.notStarted)])) }
                 return nil
@@ -253,8 +257,10 @@ public actor DescribedDevice: DeviceHalf {
 
     private func acknowledgement(_ current: Upload, status meaning: ProtocolDescription.StatusMeaning?) -> [String: UInt64] {
         let template = description.message(description.transfer.packet)
-        return ["next-index": Self.wrapped(UInt64(current.packets), like: template, variable: "index"),
-                "next-offset": UInt64(current.received.count), "status": status(meaning)]
+        return [
+            "next-index": Self.wrapped(UInt64(current.packets), like: template, variable: "index"),
+            "next-offset": UInt64(current.received.count), "status": status(meaning),
+        ]
     }
 
     /// The next block request, when the flow asks for packets and some are still missing.
@@ -268,8 +274,12 @@ public actor DescribedDevice: DeviceHalf {
         current.requestedUpTo = current.packets + count
         upload = current
         let packet = description.message(description.transfer.packet)
-        return answer(request, ["index": Self.wrapped(UInt64(current.packets), like: packet, variable: "index"),
-                                "count": UInt64(count), "status": status(nil)])
+        return answer(
+            request,
+            [
+                "index": Self.wrapped(UInt64(current.packets), like: packet, variable: "index"),
+                "count": UInt64(count), "status": status(nil),
+            ])
     }
 
     /// The end command: every check the description implies, then the answer, then (with no activate step) the restart.
@@ -301,8 +311,10 @@ public actor DescribedDevice: DeviceHalf {
             try await reply(.incomplete)
             return nil
         }
-        if let last = current.variables["last-index"], current.packets == 0
-            || last != Self.wrapped(UInt64(current.packets - 1), like: packet, variable: "index") {
+        if let last = current.variables["last-index"],
+            current.packets == 0
+                || last != Self.wrapped(UInt64(current.packets - 1), like: packet, variable: "index")
+        {
             try await reply(.incomplete)
             return nil
         }

@@ -25,15 +25,17 @@ public struct DescribedProtocol: UpdateProtocol {
         let packet = description.message(description.transfer.packet)
         let data = description.characteristics[Int(packet.channel)]
         let notifying = description.characteristics.first { $0.update != .none } ?? data
-        return GATTPacketService(service: description.service, write: data.uuid, notify: notifying.uuid,
-                                 name: description.displayName, channels: description.gattChannels)
+        return GATTPacketService(
+            service: description.service, write: data.uuid, notify: notifying.uuid,
+            name: description.displayName, channels: description.gattChannels)
     }
 
     public var identity: ProtocolIdentity {
-        ProtocolIdentity(name: description.name, displayName: description.displayName,
-                         summary: description.summary + " (described in \((description.source as NSString).lastPathComponent))",
-                         gattServices: [gattService], transports: [.ble, .simulator, .udp], transportsWhenNamed: [.udp],
-                         imageFormats: description.image.formats)
+        ProtocolIdentity(
+            name: description.name, displayName: description.displayName,
+            summary: description.summary + " (described in \((description.source as NSString).lastPathComponent))",
+            gattServices: [gattService], transports: [.ble, .simulator, .udp], transportsWhenNamed: [.udp],
+            imageFormats: description.image.formats)
     }
 
     /// Test transfers (`tune`) only where a separate activate step lets bleota stop before
@@ -87,8 +89,10 @@ public struct DescribedProtocol: UpdateProtocol {
             throw TransferError(.badInput, step: .load, String(describing: error))
         }
         guard description.image.formats.contains(format.rawValue) else {
-            throw TransferError(.badInput, step: .load,
-                                "\(request.path) is a \(format.rawValue) image, which \(description.displayName) does not take: give a \(description.image.formats.joined(separator: " or ")) image (image.formats)")
+            throw TransferError(
+                .badInput, step: .load,
+                "\(request.path) is a \(format.rawValue) image, which \(description.displayName) does not take: give a \(description.image.formats.joined(separator: " or ")) image (image.formats)"
+            )
         }
         guard request.keyPath == nil else {
             throw TransferError(.unsupported, step: .load, "--key: \(description.displayName) carries no signature bleota could check: drop --key")
@@ -96,8 +100,9 @@ public struct DescribedProtocol: UpdateProtocol {
         guard !bytes.isEmpty else { throw TransferError(.badInput, step: .load, "\(request.path): the image is empty: nothing to flash") }
         for check in description.image.checks {
             if let problem = check.problem(bytes) {
-                throw TransferError(.badInput, step: .load,
-                                    "\(request.path) is not an image a \(description.displayName) device boots: \(problem) (image.checks): build it with the vendor's tools")
+                throw TransferError(
+                    .badInput, step: .load,
+                    "\(request.path) is not an image a \(description.displayName) device boots: \(problem) (image.checks): build it with the vendor's tools")
             }
         }
         let label = request.versionLabel ?? "sha256:" + String(SHA256Digest.hash(bytes).hexString.prefix(12))

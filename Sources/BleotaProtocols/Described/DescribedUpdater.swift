@@ -13,11 +13,9 @@ import BleotaLink
 /// `retries` times; with `transfer.resume`, a dropped link continues from the
 /// device's next index instead. A refusal the device names (too big, a bad
 /// command) ends the update with the device's own status name.
-public struct DescribedUpdater: ProtocolHost {
+public struct DescribedUpdater: ContextHost {
     public let description: ProtocolDescription
     public let context: HostContext
-    var clock: any BleotaClock { context.clock }
-    var timeouts: StepTimeouts { context.timeouts }
 
     public init(description: ProtocolDescription, context: HostContext) {
         self.description = description
@@ -25,16 +23,6 @@ public struct DescribedUpdater: ProtocolHost {
     }
 
     var tries: Int { context.tries(default: 4) }
-
-    /// Why a try ended.
-    enum TryFailure: Error {
-        /// Packets went missing: worth another, slower try. `connection` is a link already
-        /// open to the device (it came back in its bootloader), `inBootloader` says where it waits.
-        case lost(String, connection: (any Link)? = nil)
-        /// The link dropped; `sent` packets had been acknowledged or requested past.
-        case dropped(String)
-        case final(TransferError)
-    }
 
     /// How fast a try sends: reads every `readEvery` packets (flow none), `window` packets in flight (flow ack), a pause per packet.
     struct Pace {
@@ -52,8 +40,9 @@ public struct DescribedUpdater: ProtocolHost {
     }
 
     public func testTransfer(_ bytes: [UInt8]) async throws(TransferError) -> UpdateReport {
-        throw TransferError(.unsupported, step: .connect,
-                            "\(description.displayName) devices take only real images: give tune an image (--image FILE), which is sent and verified but never activated")
+        throw TransferError(
+            .unsupported, step: .connect,
+            "\(description.displayName) devices take only real images: give tune an image (--image FILE), which is sent and verified but never activated")
     }
 
     func send(_ name: String, _ variables: [String: UInt64], on link: any Link) async throws(LinkError) {
@@ -67,7 +56,8 @@ public struct DescribedUpdater: ProtocolHost {
         let deadline = clock.now + timeout
         while deadline > clock.now, let packet = try await link.receive(within: deadline - clock.now, clock: clock) {
             guard let (channel, payload) = ChannelPacket.split(packet), channel == template.channel,
-                  case .matched(let variables, _) = template.decode(payload) else { continue }
+                case .matched(let variables, _) = template.decode(payload)
+            else { continue }
             return variables
         }
         return nil
@@ -87,7 +77,6 @@ public struct DescribedUpdater: ProtocolHost {
         }
         var transferTime = Duration.zero
         var payloadSize = 0
-        var attempt = 0
         var activationPossible = false
         /// What the device runs after a failed update, as far as bleota can know.
         func finalOutcome(inBootloader: Bool) -> DeviceOutcome {
@@ -101,14 +90,15 @@ public struct DescribedUpdater: ProtocolHost {
             if case .none(nil, _) = description.transfer.flow { pace.delay = max(pace.delay * 2, .milliseconds(5)) }
             context.onEvent(.note("\(why); starting again from the start command, slower"))
         }
-        while true {
-            attempt += 1
-            link = try await enterBootloaderIfNeeded(link, recorder: &recorder)
-            try await recorder.enterTransfer(closing: link)
+        var tries = UpdateTries(limit: self.tries)
+        try await tries.run { (_: Int) async throws(TryFailure) in
+            do throws(TransferError) {
+                link = try await enterBootloaderIfNeeded(link, recorder: &recorder)
+                try await recorder.enterTransfer(closing: link)
+            } catch { throw .final(error) }
             let began = clock.now
-            var uploaded: Duration?
+            var uploaded = false
             var endSent = false
-            let failure: TryFailure
             do throws(TryFailure) {
                 let variables: [String: UInt64]
                 (payloadSize, variables) = try await upload(bytes, on: link, pace: pace, statistics: &statistics)
@@ -116,41 +106,30 @@ public struct DescribedUpdater: ProtocolHost {
                 endSent = true
                 // The end's answer comes once the device has taken every packet: the transfer lasts until then.
                 try await end(on: link, variables: variables)
-                uploaded = clock.now
+                uploaded = true
                 transferTime += clock.now - began
-                guard activate else { break }
+                guard activate else { return }
                 link = try await activateAndConfirm(link, recorder: &recorder)
-                break
-            } catch { failure = error }
-            if uploaded == nil { transferTime += clock.now - began }
-            switch failure {
-            case .final(let error):
-                await link.close()
-                throw error
-            case .dropped(let why):
-                statistics.reconnects += 1
+            } catch {
+                if !uploaded { transferTime += clock.now - began }
                 await link.close()
                 // The end reached the device and no answer came back: it may have activated the image.
-                if endSent { activationPossible = true }
-                guard attempt < tries else {
-                    var error = TransferError(.linkLost, step: .transfer, "\(why), \(attempt) times: move closer to the device")
-                    error.outcome = finalOutcome(inBootloader: false)
-                    throw error
+                if case .again(var retry) = error, retry.linkDropped, endSent {
+                    retry.mayHaveActivated = true
+                    activationPossible = true
+                    throw .again(retry)
                 }
-                context.onEvent(.note("\(why): reconnecting"))
+                throw error
+            }
+        } between: { (retry: TryFailure.Retry) async throws(TransferError) in
+            if retry.linkDropped {
+                statistics.reconnects += 1
+                context.onEvent(.note("\(retry.reason): reconnecting"))
                 recorder.enter(.reconnect)
                 link = try await context.connect(.resume, step: .reconnect)
-            case .lost(let why, let connection):
-                await link.close()
-                guard attempt < tries else {
-                    await connection?.close()
-                    var error = TransferError(.verificationFailed, step: .transfer,
-                                              "the image did not arrive whole in \(attempt) tries (\(why)): try --delay 10ms, a smaller --window, or move closer to the device")
-                    error.outcome = finalOutcome(inBootloader: connection != nil)
-                    throw error
-                }
-                slowDown(why)
-                if let connection {
+            } else {
+                slowDown(retry.reason)
+                if let connection = retry.connection {
                     link = connection
                 } else {
                     // The device may be restarting (a failure it reported reboots it): connect afresh.
@@ -158,6 +137,18 @@ public struct DescribedUpdater: ProtocolHost {
                     link = try await context.connect(.resume, step: .reconnect)
                 }
             }
+        } exhausted: { retry, attempts in
+            if retry.linkDropped {
+                var error = TransferError(.linkLost, step: .transfer, "\(retry.reason), \(attempts) times: move closer to the device")
+                error.outcome = finalOutcome(inBootloader: false)
+                return error
+            }
+            await retry.connection?.close()
+            var error = TransferError(
+                .verificationFailed, step: .transfer,
+                "the image did not arrive whole in \(attempts) tries (\(retry.reason)): try --delay 10ms, a smaller --window, or move closer to the device")
+            error.outcome = finalOutcome(inBootloader: retry.connection != nil)
+            return error
         }
         var tuning = context.tuning
         tuning.packetSize = payloadSize
@@ -178,7 +169,8 @@ public struct DescribedUpdater: ProtocolHost {
                 try await send(step.send, [:], on: link)
                 if let answer = step.answer {
                     guard let variables = try await self.await(answer, on: link, timeout: step.timeout) else {
-                        throw TryFailure.final(TransferError(.timeout, step: .activate, "\(context.connector.description) did not answer the activate command within \(step.timeout)"))
+                        throw TryFailure.final(
+                            TransferError(.timeout, step: .activate, "\(context.connector.description) did not answer the activate command within \(step.timeout)"))
                     }
                     do { try check(variables, step: .activate, what: "the activate command") } catch { throw TryFailure.final(error) }
                 }
@@ -202,7 +194,7 @@ public struct DescribedUpdater: ProtocolHost {
         let data = description.message(description.transfer.packet).channel
         if offered.contains(data), !description.characteristics[Int(data)].offeredIn.contains(.application) {
             // The bootloader did not start the image: it did not arrive whole, or it is not one the device boots.
-            throw TryFailure.lost("\(context.connector.description) came back in its bootloader, not running the new image", connection: back)
+            throw TryFailure.retry("\(context.connector.description) came back in its bootloader, not running the new image", connection: back)
         }
         return back
     }
@@ -256,14 +248,14 @@ public struct DescribedUpdater: ProtocolHost {
         let name = description.statuses.name(status)
         switch description.statuses.codes[status]?.meaning {
         case .gap?, .badChecksum?, .incomplete?, .verifyFailed?, nil:
-            return .lost("\(context.connector.description) answered \(what) with \(name)")
+            return .retry("\(context.connector.description) answered \(what) with \(name)")
         case .tooBig?, .notStarted?, .badCommand?:
             return .final(TransferError(.deviceRefused, step: .transfer, "\(context.connector.description) refused \(what): \(name)"))
         }
     }
 
     func linkFailure(_ error: LinkError) -> TryFailure {
-        .dropped("the link dropped during the transfer (\(error))")
+        .retry("the link dropped during the transfer (\(error))", linkDropped: true)
     }
 
     /// What an error thrown inside a try means for it: a failure as it is, a link error as a drop.
@@ -278,12 +270,19 @@ public struct DescribedUpdater: ProtocolHost {
         var size = description.transfer.payloadSize ?? (link.parameters.maximumPayload - 1 - packet.overhead)
         if description.transfer.payloadSize == nil, context.explicitKnobs.contains(.packetSize), let chosen = context.tuning.packetSize { size = min(size, chosen) }
         guard size > 0 else {
-            throw .final(TransferError(.unsupported, step: .transfer, "the link's packets (\(link.parameters.maximumPayload - 1) bytes) cannot hold a \(packet.name) packet's \(packet.overhead) bytes of header"))
+            throw .final(
+                TransferError(
+                    .unsupported, step: .transfer,
+                    "the link's packets (\(link.parameters.maximumPayload - 1) bytes) cannot hold a \(packet.name) packet's \(packet.overhead) bytes of header"))
         }
         let count = (bytes.count + size - 1) / size
         let variables: [String: UInt64] = [
             "image-size": UInt64(bytes.count), "image-crc32": UInt64(CRC32.checksum(bytes)),
-            "image-crc16": { var crc = CRC16(.ccittFalse); crc.update(bytes); return UInt64(crc.value) }(),
+            "image-crc16": {
+                var crc = CRC16(.ccittFalse)
+                crc.update(bytes)
+                return UInt64(crc.value)
+            }(),
             "packet-count": UInt64(count), "last-index": UInt64(count - 1), "payload-size": UInt64(size),
             "version": UInt64(context.options["version"].flatMap { UInt64($0) } ?? 0),
         ]
@@ -294,14 +293,18 @@ public struct DescribedUpdater: ProtocolHost {
                 try await send(start.send, variables, on: link)
                 if let answer = start.answer {
                     guard let reply = try await self.await(answer, on: link, timeout: start.timeout) else {
-                        throw TryFailure.dropped("\(context.connector.description) did not answer the start command within \(start.timeout)")
+                        throw TryFailure.retry("\(context.connector.description) did not answer the start command within \(start.timeout)", linkDropped: true)
                     }
                     if let status = reply["status"], status != description.statuses.success {
                         switch description.statuses.codes[status]?.meaning {
                         case .tooBig?:
-                            throw TryFailure.final(TransferError(.deviceRefused, step: .transfer, "\(context.connector.description) refused the start: \(description.statuses.name(status)) (the image is \(bytes.count) bytes)"))
+                            throw TryFailure.final(
+                                TransferError(
+                                    .deviceRefused, step: .transfer,
+                                    "\(context.connector.description) refused the start: \(description.statuses.name(status)) (the image is \(bytes.count) bytes)"))
                         default:
-                            throw TryFailure.final(TransferError(.deviceRefused, step: .transfer, "\(context.connector.description) refused the start: \(description.statuses.name(status))"))
+                            throw TryFailure.final(
+                                TransferError(.deviceRefused, step: .transfer, "\(context.connector.description) refused the start: \(description.statuses.name(status))"))
                         }
                     }
                     if description.transfer.resume, let next = reply["next-index"] {
@@ -330,10 +333,13 @@ public struct DescribedUpdater: ProtocolHost {
         let window = pace.window
         let delay = pace.delay
         let report: (Int, TransferStatistics) -> Void = { done, statistics in
-            onEvent(.progress(TransferProgress(bytesAcknowledged: min(total, done * size), totalBytes: total,
-                                                      packetsSent: statistics.packetsSent, packetsResent: statistics.packetsResent,
-                                                      packetsLost: statistics.packetsLost, elapsed: .zero, window: readEvery ?? window,
-                                                      interPacketDelay: delay)))
+            onEvent(
+                .progress(
+                    TransferProgress(
+                        bytesAcknowledged: min(total, done * size), totalBytes: total,
+                        packetsSent: statistics.packetsSent, packetsResent: statistics.packetsResent,
+                        packetsLost: statistics.packetsLost, elapsed: .zero, window: readEvery ?? window,
+                        interPacketDelay: delay)))
         }
         var reported: UInt64?
         do throws(LinkError) {
@@ -355,11 +361,13 @@ public struct DescribedUpdater: ProtocolHost {
                     }
                 }
             case .acknowledged(let ack, _):
-                try await sendAcknowledged(count: count, start: first, ack: ack, pace: pace, packetBytes: packetBytes, on: link,
-                                           statistics: &statistics, report: report)
+                try await sendAcknowledged(
+                    count: count, start: first, ack: ack, pace: pace, packetBytes: packetBytes, on: link,
+                    statistics: &statistics, report: report)
             case .requested(let request):
-                try await serveRequests(count: count, request: request, pace: pace, packetBytes: packetBytes, on: link,
-                                        statistics: &statistics, report: report)
+                try await serveRequests(
+                    count: count, request: request, pace: pace, packetBytes: packetBytes, on: link,
+                    statistics: &statistics, report: report)
             }
         } catch {
             throw linkFailure(error)
@@ -377,7 +385,8 @@ public struct DescribedUpdater: ProtocolHost {
         while deadline > clock.now, let packet = try await link.receive(within: deadline - clock.now, clock: clock) {
             guard let (from, payload) = ChannelPacket.split(packet) else { continue }
             if let answer, from == answer.channel, case .matched(let variables, _) = answer.decode(payload),
-               let status = variables["status"], status != description.statuses.success {
+                let status = variables["status"], status != description.statuses.success
+            {
                 return status
             }
             if from == channel { return nil }
@@ -387,8 +396,10 @@ public struct DescribedUpdater: ProtocolHost {
 
     /// Go-back-N under the device's acknowledgements: up to `window` packets beyond the last one acknowledged;
     /// an acknowledgement that reports a gap (or repeats itself) sends again from the index it names.
-    func sendAcknowledged(count: Int, start: Int, ack: String, pace: Pace, packetBytes: (Int) -> [UInt8], on link: any Link,
-                          statistics: inout TransferStatistics, report: (Int, TransferStatistics) -> Void) async throws(LinkError) {
+    func sendAcknowledged(
+        count: Int, start: Int, ack: String, pace: Pace, packetBytes: (Int) -> [UInt8], on link: any Link,
+        statistics: inout TransferStatistics, report: (Int, TransferStatistics) -> Void
+    ) async throws(LinkError) {
         let template = description.message(ack)
         let mask = Self.mask(of: template, variable: "next-index")
         var base = start
@@ -415,7 +426,8 @@ public struct DescribedUpdater: ProtocolHost {
                 continue
             }
             guard let (channel, payload) = ChannelPacket.split(packet), channel == template.channel,
-                  case .matched(let variables, _) = template.decode(payload), let raw = variables["next-index"] else { continue }
+                case .matched(let variables, _) = template.decode(payload), let raw = variables["next-index"]
+            else { continue }
             silentRounds = 0
             statistics.acknowledgements += 1
             // The wrapped index names the packet nearest the window's base.
@@ -435,8 +447,10 @@ public struct DescribedUpdater: ProtocolHost {
     }
 
     /// Answers the device's block requests until it asks for nothing more.
-    func serveRequests(count: Int, request: String, pace: Pace, packetBytes: (Int) -> [UInt8], on link: any Link,
-                       statistics: inout TransferStatistics, report: (Int, TransferStatistics) -> Void) async throws(LinkError) {
+    func serveRequests(
+        count: Int, request: String, pace: Pace, packetBytes: (Int) -> [UInt8], on link: any Link,
+        statistics: inout TransferStatistics, report: (Int, TransferStatistics) -> Void
+    ) async throws(LinkError) {
         let template = description.message(request)
         let mask = Self.mask(of: template, variable: "index")
         var highest = 0
@@ -450,7 +464,8 @@ public struct DescribedUpdater: ProtocolHost {
                 continue
             }
             guard let (channel, payload) = ChannelPacket.split(packet), channel == template.channel,
-                  case .matched(let variables, _) = template.decode(payload), let raw = variables["index"] else { continue }
+                case .matched(let variables, _) = template.decode(payload), let raw = variables["index"]
+            else { continue }
             quiet = 0
             let first = Self.unwrap(raw, mask: mask, near: highest)
             guard first >= 0, first < count else {
@@ -478,7 +493,7 @@ public struct DescribedUpdater: ProtocolHost {
             try await send(step.send, variables, on: link)
             guard let answer = step.answer else { return }
             guard let reply = try await self.await(answer, on: link, timeout: max(step.timeout, timeouts.verify)) else {
-                throw TryFailure.dropped("\(context.connector.description) did not answer the end command within \(max(step.timeout, timeouts.verify))")
+                throw TryFailure.retry("\(context.connector.description) did not answer the end command within \(max(step.timeout, timeouts.verify))", linkDropped: true)
             }
             if let status = reply["status"], status != description.statuses.success {
                 throw failure(status, what: "the end command")

@@ -67,13 +67,14 @@ public struct ProtocolDescription: Sendable {
         /// place, the magic appended and pointed to, the size field set, the CRC appended.
         public func sample(_ content: [UInt8]) -> [UInt8] {
             var image = content
-            let reach = checks.map { check -> Int in
-                switch check {
-                case .marker(let at, let bytes): at + bytes.count
-                case .sizeAt(let at), .magicPointer(let at, _, _): at + 4
-                case .crc32Suffix: 0
-                }
-            }.max() ?? 0
+            let reach =
+                checks.map { check -> Int in
+                    switch check {
+                    case .marker(let at, let bytes): at + bytes.count
+                    case .sizeAt(let at), .magicPointer(let at, _, _): at + 4
+                    case .crc32Suffix: 0
+                    }
+                }.max() ?? 0
             if image.count < reach { image += repeatElement(fill, count: reach - image.count) }
             func put(_ value: UInt64, at offset: Int) {
                 for index in 0..<4 { image[offset + index] = UInt8(truncatingIfNeeded: value >> (8 * UInt64(index))) }
@@ -246,8 +247,9 @@ public struct ProtocolDescription: Sendable {
     /// The characteristics as the GATT channels of a channel link.
     public var gattChannels: [GATTChannel] {
         characteristics.enumerated().map { index, item in
-            GATTChannel(number: UInt8(index), service: service, characteristic: item.uuid, write: item.write,
-                        update: item.update, readable: item.readable)
+            GATTChannel(
+                number: UInt8(index), service: service, characteristic: item.uuid, write: item.write,
+                update: item.update, readable: item.readable)
         }
     }
 

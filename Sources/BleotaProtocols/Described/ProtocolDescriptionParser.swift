@@ -38,12 +38,14 @@ extension ProtocolDescription {
     /// Reads the description in the file at `path`.
     public init(contentsOf path: String) throws(ProtocolDescriptionError) {
         guard let data = FileManager.default.contents(atPath: path) else {
-            throw ProtocolDescriptionError(source: path, line: nil, field: "",
-                                           problem: "cannot read the protocol description: check the path")
+            throw ProtocolDescriptionError(
+                source: path, line: nil, field: "",
+                problem: "cannot read the protocol description: check the path")
         }
         guard data.count <= 1 << 20, let text = String(data: data, encoding: .utf8) else {
-            throw ProtocolDescriptionError(source: path, line: nil, field: "",
-                                           problem: "is not a protocol description (not UTF-8 text of at most 1 MiB)")
+            throw ProtocolDescriptionError(
+                source: path, line: nil, field: "",
+                problem: "is not a protocol description (not UTF-8 text of at most 1 MiB)")
         }
         try self.init(yaml: text, source: path)
     }
@@ -162,8 +164,12 @@ struct DescriptionReader {
     // MARK: The whole description
 
     mutating func description(_ root: Node) throws(ProtocolDescriptionError) -> ProtocolDescription {
-        let top = try mapping(root, "", keys: ["bleota-protocol", "name", "display-name", "summary", "chips", "service",
-                                                "characteristics", "messages", "image", "update", "transfer", "statuses"])
+        let top = try mapping(
+            root, "",
+            keys: [
+                "bleota-protocol", "name", "display-name", "summary", "chips", "service",
+                "characteristics", "messages", "image", "update", "transfer", "statuses",
+            ])
         let version = try number(try required(top, "bleota-protocol", in: root, ""), "bleota-protocol")
         guard version == ProtocolDescription.formatVersion else {
             throw fail(top["bleota-protocol"], "bleota-protocol", "this bleota reads format 1, not \(version)")
@@ -191,11 +197,12 @@ struct DescriptionReader {
 
     func uuid(_ node: Node, _ field: String) throws(ProtocolDescriptionError) -> BluetoothUUID {
         let value = try text(node, field)
-        let parsed: BluetoothUUID? = if value.count == 4 || (value.lowercased().hasPrefix("0x") && value.count == 6) {
-            UInt16(value.lowercased().hasPrefix("0x") ? String(value.dropFirst(2)) : value, radix: 16).map(BluetoothUUID.bit16)
-        } else {
-            BluetoothUUID(value)
-        }
+        let parsed: BluetoothUUID? =
+            if value.count == 4 || (value.lowercased().hasPrefix("0x") && value.count == 6) {
+                UInt16(value.lowercased().hasPrefix("0x") ? String(value.dropFirst(2)) : value, radix: 16).map(BluetoothUUID.bit16)
+            } else {
+                BluetoothUUID(value)
+            }
         guard let parsed else { throw fail(node, field, "'\(value)' is not a UUID: write 1234 or 12345678-1234-5678-1234-56789abcdef0") }
         return parsed
     }
@@ -207,27 +214,31 @@ struct DescriptionReader {
             let name = try text(key, "characteristics")
             let field = "characteristics.\(name)"
             let map = try self.mapping(value, field, keys: ["uuid", "write", "update", "read", "offered-in"])
-            let write: GATTChannel.Write = switch try map["write"].map({ node throws(ProtocolDescriptionError) in try text(node, "\(field).write") }) ?? "none" {
-            case "request": .request
-            case "command": .command
-            case "none": .none
-            case let other: throw fail(map["write"], "\(field).write", "'\(other)' is not one of request, command, none")
-            }
-            let update: GATTChannel.Update = switch try map["update"].map({ node throws(ProtocolDescriptionError) in try text(node, "\(field).update") }) ?? "none" {
-            case "notify": .notify
-            case "indicate": .indicate
-            case "none": .none
-            case let other: throw fail(map["update"], "\(field).update", "'\(other)' is not one of notify, indicate, none")
-            }
+            let write: GATTChannel.Write =
+                switch try map["write"].map({ node throws(ProtocolDescriptionError) in try text(node, "\(field).write") }) ?? "none" {
+                case "request": .request
+                case "command": .command
+                case "none": .none
+                case let other: throw fail(map["write"], "\(field).write", "'\(other)' is not one of request, command, none")
+                }
+            let update: GATTChannel.Update =
+                switch try map["update"].map({ node throws(ProtocolDescriptionError) in try text(node, "\(field).update") }) ?? "none" {
+                case "notify": .notify
+                case "indicate": .indicate
+                case "none": .none
+                case let other: throw fail(map["update"], "\(field).update", "'\(other)' is not one of notify, indicate, none")
+                }
             var offered = Set(ProtocolDescription.DeviceRole.allCases)
             if let roles = map["offered-in"] {
                 offered = []
                 let items: [Node] = if case .sequence = roles { try list(roles, "\(field).offered-in") } else { [roles] }
                 for item in items { offered.insert(try choice(item, "\(field).offered-in", ProtocolDescription.DeviceRole.self)) }
             }
-            result.append(.init(name: name, uuid: try uuid(try required(map, "uuid", in: value, field), "\(field).uuid"),
-                                write: write, update: update, readable: try map["read"].map { node throws(ProtocolDescriptionError) in try flag(node, "\(field).read") } ?? false,
-                                offeredIn: offered))
+            result.append(
+                .init(
+                    name: name, uuid: try uuid(try required(map, "uuid", in: value, field), "\(field).uuid"),
+                    write: write, update: update, readable: try map["read"].map { node throws(ProtocolDescriptionError) in try flag(node, "\(field).read") } ?? false,
+                    offeredIn: offered))
         }
         guard result.count <= 16 else { throw fail(node, "characteristics", "has \(result.count) characteristics: at most 16") }
         return result
@@ -242,8 +253,9 @@ struct DescriptionReader {
             let map = try self.mapping(value, field, keys: ["characteristic", "fields"])
             let characteristicName = try text(try required(map, "characteristic", in: value, field), "\(field).characteristic")
             guard let channel = characteristics.firstIndex(where: { $0.name == characteristicName }) else {
-                throw fail(map["characteristic"], "\(field).characteristic",
-                           "'\(characteristicName)' is not a characteristic: use one of \(characteristics.map(\.name).joined(separator: ", "))")
+                throw fail(
+                    map["characteristic"], "\(field).characteristic",
+                    "'\(characteristicName)' is not a characteristic: use one of \(characteristics.map(\.name).joined(separator: ", "))")
             }
             var fields: [MessageTemplate.Field] = []
             for (index, item) in try list(try required(map, "fields", in: value, field), "\(field).fields").enumerated() {
@@ -284,8 +296,10 @@ struct DescriptionReader {
                 }
                 value = .variable(raw)
             }
-            return .integer(.init(width: width, bigEndian: try endian(map["endian"], "\(field).endian"), value: value,
-                                  inverted: try map["invert"].map { node throws(ProtocolDescriptionError) in try flag(node, "\(field).invert") } ?? false))
+            return .integer(
+                .init(
+                    width: width, bigEndian: try endian(map["endian"], "\(field).endian"), value: value,
+                    inverted: try map["invert"].map { node throws(ProtocolDescriptionError) in try flag(node, "\(field).invert") } ?? false))
         }
         switch first {
         case "bytes":
@@ -313,12 +327,15 @@ struct DescriptionReader {
             case "sum8": kind = .sum8
             default: kind = .xor8
             }
-            return .checksum(.init(kind: kind, skip: Int(try map["skip"].map { node throws(ProtocolDescriptionError) in try number(node, "\(field).skip", in: 0...512) } ?? 0),
-                                   bigEndian: try endian(map["endian"], "\(field).endian")))
+            return .checksum(
+                .init(
+                    kind: kind, skip: Int(try map["skip"].map { node throws(ProtocolDescriptionError) in try number(node, "\(field).skip", in: 0...512) } ?? 0),
+                    bigEndian: try endian(map["endian"], "\(field).endian")))
         case "pad-to":
             let map = try self.mapping(node, field, keys: ["pad-to", "fill"])
-            return .padTo(length: Int(try number(map["pad-to"], "\(field).pad-to", in: 1...512)),
-                          fill: UInt8(try map["fill"].map { node throws(ProtocolDescriptionError) in try number(node, "\(field).fill", in: 0...255) } ?? 0))
+            return .padTo(
+                length: Int(try number(map["pad-to"], "\(field).pad-to", in: 1...512)),
+                fill: UInt8(try map["fill"].map { node throws(ProtocolDescriptionError) in try number(node, "\(field).fill", in: 0...255) } ?? 0))
         default:
             throw fail(node, field, "'\(first)' is not a field kind: use payload, bytes, u8, u16, u24, u32, u64, crc16, crc32, sum8, xor8 or pad-to")
         }
@@ -400,9 +417,10 @@ struct DescriptionReader {
             }
         case "magic-pointer":
             let map = try self.mapping(node, field, keys: ["magic-pointer", "base", "magic"])
-            return .magicPointer(at: Int(try number(map["magic-pointer"], "\(field).magic-pointer", in: 0...(1 << 24))),
-                                 base: try number(try required(map, "base", in: node, field), "\(field).base", in: 0...0xFFFF_FFFF),
-                                 magic: try number(try required(map, "magic", in: node, field), "\(field).magic", in: 0...0xFFFF_FFFF))
+            return .magicPointer(
+                at: Int(try number(map["magic-pointer"], "\(field).magic-pointer", in: 0...(1 << 24))),
+                base: try number(try required(map, "base", in: node, field), "\(field).base", in: 0...0xFFFF_FFFF),
+                magic: try number(try required(map, "magic", in: node, field), "\(field).magic", in: 0...0xFFFF_FFFF))
         default:
             throw fail(node, field, "'\(kind)' is not an image check: use marker, size-at, crc32-suffix or magic-pointer")
         }
@@ -439,10 +457,11 @@ struct DescriptionReader {
         guard let end = try step(try required(map, "end", in: node, "update"), "update.end", messages: messages) else {
             throw fail(node, "update.end", "is missing")
         }
-        return .init(enterBootloader: try step(map["enter-bootloader"], "update.enter-bootloader", messages: messages, extra: ["bootloader-address", "erases-application"]),
-                     bootloaderAddress: address, bootloaderErasesApplication: erases,
-                     start: try step(map["start"], "update.start", messages: messages), end: end,
-                     activate: try step(map["activate"], "update.activate", messages: messages))
+        return .init(
+            enterBootloader: try step(map["enter-bootloader"], "update.enter-bootloader", messages: messages, extra: ["bootloader-address", "erases-application"]),
+            bootloaderAddress: address, bootloaderErasesApplication: erases,
+            start: try step(map["start"], "update.start", messages: messages), end: end,
+            activate: try step(map["activate"], "update.activate", messages: messages))
     }
 
     func messageName(_ node: Node?, _ field: String, _ messages: [String: MessageTemplate]) throws(ProtocolDescriptionError) -> String {
@@ -451,7 +470,9 @@ struct DescriptionReader {
         return name
     }
 
-    func transfer(_ node: Node, messages: [String: MessageTemplate], characteristics: [ProtocolDescription.Characteristic]) throws(ProtocolDescriptionError) -> ProtocolDescription.TransferRules {
+    func transfer(
+        _ node: Node, messages: [String: MessageTemplate], characteristics: [ProtocolDescription.Characteristic]
+    ) throws(ProtocolDescriptionError) -> ProtocolDescription.TransferRules {
         let map = try mapping(node, "transfer", keys: ["packet", "payload", "pad-last", "flow", "gap", "bad-checksum", "on-failure", "resume"])
         let packet = try messageName(try required(map, "packet", in: node, "transfer"), "transfer.packet", messages)
         guard messages[packet]!.hasPayload else { throw fail(map["packet"], "transfer.packet", "'\(packet)' has no payload field: a data packet carries one") }
@@ -496,17 +517,18 @@ struct DescriptionReader {
             guard let parsed = ProtocolDescription.GapRule(rawValue: value) else { throw fail(node, "transfer.\(key)", "'\(value)' is neither fail nor drop") }
             return parsed
         }
-        return .init(packet: packet, payloadSize: payloadSize,
-                     padLastPacket: try map["pad-last"].map { node throws(ProtocolDescriptionError) in UInt8(try number(node, "transfer.pad-last", in: 0...255)) },
-                     flow: flow, gap: try rule("gap"), badChecksum: try rule("bad-checksum"),
-                     failureReboots: try map["on-failure"].map { node throws(ProtocolDescriptionError) in
-                         switch try text(node, "transfer.on-failure") {
-                         case "wait-for-end": return false
-                         case "report-and-reboot": return true
-                         case let other: throw fail(node, "transfer.on-failure", "'\(other)' is neither wait-for-end nor report-and-reboot")
-                         }
-                     } ?? false,
-                     resume: try map["resume"].map { node throws(ProtocolDescriptionError) in try flag(node, "transfer.resume") } ?? false)
+        return .init(
+            packet: packet, payloadSize: payloadSize,
+            padLastPacket: try map["pad-last"].map { node throws(ProtocolDescriptionError) in UInt8(try number(node, "transfer.pad-last", in: 0...255)) },
+            flow: flow, gap: try rule("gap"), badChecksum: try rule("bad-checksum"),
+            failureReboots: try map["on-failure"].map { node throws(ProtocolDescriptionError) in
+                switch try text(node, "transfer.on-failure") {
+                case "wait-for-end": return false
+                case "report-and-reboot": return true
+                case let other: throw fail(node, "transfer.on-failure", "'\(other)' is neither wait-for-end nor report-and-reboot")
+                }
+            } ?? false,
+            resume: try map["resume"].map { node throws(ProtocolDescriptionError) in try flag(node, "transfer.resume") } ?? false)
     }
 
     func statuses(_ node: Node?) throws(ProtocolDescriptionError) -> ProtocolDescription.StatusTable {
@@ -524,8 +546,9 @@ struct DescriptionReader {
                     entry = .init(name: scalar.string, meaning: nil)
                 } else {
                     let inner = try mapping(value, field, keys: ["name", "means"])
-                    entry = .init(name: try text(try required(inner, "name", in: value, field), "\(field).name"),
-                                  meaning: try inner["means"].map { node throws(ProtocolDescriptionError) in try choice(node, "\(field).means", ProtocolDescription.StatusMeaning.self) })
+                    entry = .init(
+                        name: try text(try required(inner, "name", in: value, field), "\(field).name"),
+                        meaning: try inner["means"].map { node throws(ProtocolDescriptionError) in try choice(node, "\(field).means", ProtocolDescription.StatusMeaning.self) })
                 }
                 table.codes[code] = entry
             }
@@ -540,8 +563,9 @@ struct DescriptionReader {
         for (name, section) in sent {
             let template = description.message(name)
             for variable in template.variables where !ProtocolDescription.commandVariables.contains(variable) {
-                throw fail(top["messages"], "messages.\(name)",
-                           "uses '\(variable)', which a host cannot fill in a command (\(section)): use one of \(ProtocolDescription.commandVariables.sorted().joined(separator: ", "))")
+                throw fail(
+                    top["messages"], "messages.\(name)",
+                    "uses '\(variable)', which a host cannot fill in a command (\(section)): use one of \(ProtocolDescription.commandVariables.sorted().joined(separator: ", "))")
             }
             if template.hasPayload { throw fail(top["messages"], "messages.\(name)", "is a command with a payload: only the transfer's packet carries one") }
         }

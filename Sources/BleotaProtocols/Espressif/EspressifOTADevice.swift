@@ -42,6 +42,8 @@ public actor EspressifOTADevice: DeviceHalf {
 
     public var mode: DeviceMode { .application }
 
+    public var firmware: FirmwareState { FirmwareState(running: running) }
+
     public var runningVersion: String { "\(running.count) bytes (SHA-256 \(SHA256Digest.hash(running).hexString))" }
 
     public var readableValues: [UInt8: [UInt8]] { [EspressifOTAChannel.progress.rawValue: [0, 0]] }

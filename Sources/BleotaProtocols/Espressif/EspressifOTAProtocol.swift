@@ -18,10 +18,11 @@ public struct EspressifOTAProtocol: UpdateProtocol {
     public init() {}
 
     public var identity: ProtocolIdentity {
-        ProtocolIdentity(name: Self.name, displayName: "Espressif BLE OTA",
-                         summary: "esp-iot-solution's BLE OTA (ESP32, -C3, -S3, -C6, -H2): 4 KiB sectors with a CRC-16, acknowledged per sector",
-                         gattServices: [Self.gattService], transports: [.ble, .simulator, .udp], transportsWhenNamed: [.udp],
-                         imageFormats: ["ESP-IDF application (.bin)"])
+        ProtocolIdentity(
+            name: Self.name, displayName: "Espressif BLE OTA",
+            summary: "esp-iot-solution's BLE OTA (ESP32, -C3, -S3, -C6, -H2): 4 KiB sectors with a CRC-16, acknowledged per sector",
+            gattServices: [Self.gattService], transports: [.ble, .simulator, .udp], transportsWhenNamed: [.udp],
+            imageFormats: ["ESP-IDF application (.bin)"])
     }
 
     /// The device activates an image as soon as its last byte arrives: no test boot, no upload without activation.
@@ -29,14 +30,20 @@ public struct EspressifOTAProtocol: UpdateProtocol {
     public var flashModes: [FlashMode] { [.confirm] }
 
     public var tuningKnobs: [TuningKnob: String] {
-        [.packetSize: "data bytes per firmware packet (default: what the link carries, less the 3-byte header)",
-         .window: "sectors sent before waiting for their acknowledgements (default: the window the device announces in START's acknowledgement, 1 if none; at most 64)",
-         .ackTimeout: "wait for a sector acknowledgement before sending again from the first one missing",
-         .retries: "connections tried when the link drops (the device starts over at each; default 4)"]
+        [
+            .packetSize: "data bytes per firmware packet (default: what the link carries, less the 3-byte header)",
+            .window: "sectors sent before waiting for their acknowledgements (default: the window the device announces in START's acknowledgement, 1 if none; at most 64)",
+            .ackTimeout: "wait for a sector acknowledgement before sending again from the first one missing",
+            .retries: "connections tried when the link drops (the device starts over at each; default 4)",
+        ]
     }
 
     public var deviceOptions: [DeviceOptionSpec] {
-        [DeviceOptionSpec(key: "esp-window", meaning: "Espressif device's sector send window announced in START's acknowledgement (1…64, default 3; 0 for a legacy device that announces none)")]
+        [
+            DeviceOptionSpec(
+                key: "esp-window",
+                meaning: "Espressif device's sector send window announced in START's acknowledgement (1…64, default 3; 0 for a legacy device that announces none)")
+        ]
     }
 
     public func imageAffinity(_ probe: ImageProbe) -> ImageAffinity {
@@ -60,7 +67,8 @@ public struct EspressifOTAProtocol: UpdateProtocol {
     public func makeDevice(_ configuration: DeviceConfiguration) throws(DeviceConfigurationError) -> any DeviceHalf {
         let window = try configuration.numberOption("esp-window", default: UInt8(3))
         guard window <= 64 else { throw DeviceConfigurationError(key: "esp-window", "\(window) is out of range: use 0…64") }
-        return EspressifOTADevice(partitionSize: configuration.slotSize, window: window,
-                                  initialImage: ESPAppImage.sample(Array("factory application \(configuration.initialVersion)".utf8)))
+        return EspressifOTADevice(
+            partitionSize: configuration.slotSize, window: window,
+            initialImage: ESPAppImage.sample(Array("factory application \(configuration.initialVersion)".utf8)))
     }
 }

@@ -11,22 +11,12 @@ import BleotaLink
 /// STOP, and reports a failed validation to nobody: bleota checks the image
 /// (magic byte, appended SHA-256) before it sends anything, and takes a device
 /// that does not restart after its last sector as having refused the image.
-public struct EspressifOTAUpdater: ProtocolHost {
+public struct EspressifOTAUpdater: ContextHost {
     public let context: HostContext
-    var clock: any BleotaClock { context.clock }
-    var timeouts: StepTimeouts { context.timeouts }
-    var device: String { context.connector.description }
 
     public init(context: HostContext) { self.context = context }
 
     var tries: Int { context.tries(default: 4) }
-
-    enum TryFailure: Error {
-        /// Worth another connection; `sentAll` when every sector had gone out, so the device
-        /// may have taken the image whole and restarted into it.
-        case retry(String, sentAll: Bool = false)
-        case final(TransferError)
-    }
 
     public func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
         let image = prepared.bytes
@@ -35,40 +25,30 @@ public struct EspressifOTAUpdater: ProtocolHost {
         recorder.enter(.connect)
         var statistics = TransferStatistics()
         var transferTime = Duration.zero
-        var window = 1
-        var packetData = 0
-        var attempt = 0
-        var activationPossible = false
         var link = try await context.connect(.initial, step: .connect)
-        while true {
-            attempt += 1
-            try await recorder.enterTransfer(closing: link)
+        var tries = UpdateTries(limit: self.tries)
+        try await recorder.enterTransfer(closing: link)
+        // A retry after every sector went out may follow the device's restart into the image:
+        // it reports nothing, so from then on what it runs is unknown (UpdateTries keeps that).
+        let (window, packetData) = try await tries.run { (_: Int) async throws(TryFailure) -> (Int, Int) in
             let began = clock.now
-            let failure: TryFailure
+            defer { transferTime += clock.now - began }
             do throws(TryFailure) {
-                (window, packetData) = try await upload(image, on: link, statistics: &statistics)
-                transferTime += clock.now - began
-                break
-            } catch { failure = error }
-            transferTime += clock.now - began
-            await link.close()
-            switch failure {
-            case .final(var error):
-                if activationPossible { error.outcome = .unknown }
+                return try await upload(image, on: link, statistics: &statistics)
+            } catch {
+                await link.close()
                 throw error
-            case .retry(let why, let sentAll):
-                // The device reports nothing: once it may have had every sector, what it runs is unknown.
-                if sentAll { activationPossible = true }
-                guard attempt < tries else {
-                    var error = TransferError(.linkLost, step: .transfer, "\(why), \(attempt) times: move closer to the device")
-                    error.outcome = activationPossible ? .unknown : .oldImage("its old image")
-                    throw error
-                }
-                statistics.reconnects += 1
-                context.onEvent(.note("\(why): connecting again and starting over (the device forgets an upload at a disconnect)"))
-                recorder.enter(.reconnect)
-                link = try await context.connect(.resume, step: .reconnect)
             }
+        } between: { (retry: TryFailure.Retry) async throws(TransferError) in
+            let why = retry.reason
+            statistics.reconnects += 1
+            context.onEvent(.note("\(why): connecting again and starting over (the device forgets an upload at a disconnect)"))
+            recorder.enter(.reconnect)
+            link = try await context.connect(.resume, step: .reconnect)
+            try await recorder.enterTransfer(closing: link)
+        } exhausted: { retry, attempts in
+            let why = retry.reason
+            return TransferError(.linkLost, step: .transfer, "\(why), \(attempts) times: move closer to the device")
         }
         // The device validates and restarts by itself 200 ms after its last sector; STOP is a courtesy.
         recorder.enter(.activate)
@@ -76,8 +56,9 @@ public struct EspressifOTAUpdater: ProtocolHost {
         let restarted = await waitForRestart(link, within: timeouts.verify)
         guard restarted else {
             await link.close()
-            var error = TransferError(.verificationFailed, step: .activate,
-                                      "\(device) took every sector but did not restart: its esp_ota_end refused the image (it reports nothing over BLE); check the image with esptool.py image_info")
+            var error = TransferError(
+                .verificationFailed, step: .activate,
+                "\(device) took every sector but did not restart: its esp_ota_end refused the image (it reports nothing over BLE); check the image with esptool.py image_info")
             error.outcome = .oldImage("its old image")
             throw error
         }
@@ -88,8 +69,9 @@ public struct EspressifOTAUpdater: ProtocolHost {
         var tuning = context.tuning
         tuning.window = window
         tuning.packetSize = packetData
-        return recorder.finish(bytes: image.count, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: packetData, elapsed: transferTime),
-                               statistics: statistics, tuning: tuning)
+        return recorder.finish(
+            bytes: image.count, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: packetData, elapsed: transferTime),
+            statistics: statistics, tuning: tuning)
     }
 
     /// True once the link drops (the restart), false when it is still up after `timeout`.
@@ -108,7 +90,8 @@ public struct EspressifOTAUpdater: ProtocolHost {
         let deadline = clock.now + timeouts.response
         while deadline > clock.now, let packet = try await link.receive(within: deadline - clock.now, clock: clock) {
             guard let (channel, payload) = ChannelPacket.split(packet), channel == EspressifOTAChannel.command.rawValue,
-                  let ack = try? EspressifCommandAck(decoding: payload), ack.command == command else { continue }
+                let ack = try? EspressifCommandAck(decoding: payload), ack.command == command
+            else { continue }
             return ack
         }
         return nil
@@ -140,8 +123,10 @@ public struct EspressifOTAUpdater: ProtocolHost {
             }
             guard let ack else { throw TryFailure.retry("\(device) did not answer START") }
             guard ack.accepted else {
-                throw TryFailure.final(TransferError(.deviceRefused, step: .transfer,
-                                                     "\(device) refused START for \(image.count) bytes: the image is larger than its OTA partition, or an upload is already running there"))
+                throw TryFailure.final(
+                    TransferError(
+                        .deviceRefused, step: .transfer,
+                        "\(device) refused START for \(image.count) bytes: the image is larger than its OTA partition, or an upload is already running there"))
             }
             var window = Int(max(1, ack.window))
             if context.explicitKnobs.contains(.window) { window = max(1, min(64, context.tuning.window)) }
@@ -162,16 +147,19 @@ public struct EspressifOTAUpdater: ProtocolHost {
                 }
                 // Answers that move nothing on, however many, end the try.
                 stalled += 1
-                guard stalled < 64 else { throw TryFailure.retry("\(device) made no progress in 64 answers and waits", sentAll: highest >= sectors) }
+                guard stalled < 64 else { throw TryFailure.retry("\(device) made no progress in 64 answers and waits", mayHaveActivated: highest >= sectors) }
                 guard let packet = try await link.receive(within: context.explicitKnobs.contains(.ackTimeout) ? context.tuning.ackTimeout : timeouts.response, clock: clock) else {
                     statistics.ackTimeouts += 1
                     silent += 1
-                    guard silent < max(2, timeouts.attempts) else { throw TryFailure.retry("\(device) acknowledged no sector in \(silent) waits", sentAll: highest >= sectors) }
+                    guard silent < max(2, timeouts.attempts) else {
+                        throw TryFailure.retry("\(device) acknowledged no sector in \(silent) waits", mayHaveActivated: highest >= sectors)
+                    }
                     next = base
                     continue
                 }
                 guard let (channel, payload) = ChannelPacket.split(packet), channel == EspressifOTAChannel.firmware.rawValue,
-                      let sectorAck = try? EspressifSectorAck(decoding: payload) else { continue }
+                    let sectorAck = try? EspressifSectorAck(decoding: payload)
+                else { continue }
                 silent = 0
                 statistics.acknowledgements += 1
                 let acked = Int(sectorAck.sector)
@@ -183,9 +171,12 @@ public struct EspressifOTAUpdater: ProtocolHost {
                         stalled = 0
                     }
                     next = max(next, base)
-                    context.onEvent(.progress(TransferProgress(bytesAcknowledged: min(image.count, base * sectorSize), totalBytes: image.count,
-                                                              packetsSent: statistics.packetsSent, packetsResent: statistics.packetsResent,
-                                                              packetsLost: statistics.packetsLost, elapsed: .zero, window: window, interPacketDelay: .zero)))
+                    context.onEvent(
+                        .progress(
+                            TransferProgress(
+                                bytesAcknowledged: min(image.count, base * sectorSize), totalBytes: image.count,
+                                packetsSent: statistics.packetsSent, packetsResent: statistics.packetsResent,
+                                packetsLost: statistics.packetsLost, elapsed: .zero, window: window, interPacketDelay: .zero)))
                 case .crcError, .payloadLengthError, .sectorIndexError:
                     statistics.negativeAcknowledgements += 1
                     let from = sectorAck.status == .sectorIndexError ? Int(sectorAck.expected) : acked
@@ -194,7 +185,7 @@ public struct EspressifOTAUpdater: ProtocolHost {
                     if sectorAck.status == .sectorIndexError, from == wentBackTo, acked != from { continue }
                     guard from >= base, from < next else { continue }
                     resyncs += 1
-                    guard resyncs <= 10 else { throw TryFailure.retry("\(device) answered \(sectorAck.status) ten times in a row", sentAll: highest >= sectors) }
+                    guard resyncs <= 10 else { throw TryFailure.retry("\(device) answered \(sectorAck.status) ten times in a row", mayHaveActivated: highest >= sectors) }
                     statistics.packetsLost += 1
                     next = from
                     wentBackTo = from
@@ -210,9 +201,9 @@ public struct EspressifOTAUpdater: ProtocolHost {
         } catch let failure as TryFailure {
             throw failure
         } catch let error as LinkError {
-            throw .retry("the link dropped during the transfer (\(error))", sentAll: sentEverySector)
+            throw .retry("the link dropped during the transfer (\(error))", mayHaveActivated: sentEverySector)
         } catch {
-            throw .retry("the transfer was interrupted", sentAll: sentEverySector)
+            throw .retry("the transfer was interrupted", mayHaveActivated: sentEverySector)
         }
     }
 
@@ -227,8 +218,9 @@ public struct EspressifOTAUpdater: ProtocolHost {
             // The last packet holds what is left once it fits beside the CRC.
             last = bytes.endIndex - offset <= data - 2
             let end = last ? bytes.endIndex : min(bytes.endIndex, offset + data)
-            let packet = EspressifFirmwarePacket(sector: UInt16(sector), sequence: last ? EspressifFirmwarePacket.lastSequence : sequence,
-                                                 data: bytes[offset..<end], sectorCRC: last ? crc : nil)
+            let packet = EspressifFirmwarePacket(
+                sector: UInt16(sector), sequence: last ? EspressifFirmwarePacket.lastSequence : sequence,
+                data: bytes[offset..<end], sectorCRC: last ? crc : nil)
             let encoded = packet.encode()
             try await link.send(ChannelPacket.tag(EspressifOTAChannel.firmware.rawValue, encoded))
             statistics.packetsSent += 1

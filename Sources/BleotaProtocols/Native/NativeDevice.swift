@@ -28,8 +28,10 @@ public actor NativeDevice: DeviceHalf {
     /// RAM: the transfer in progress on this boot.
     private var transfer: (target: NativeMessage.Target, start: NativeMessage.Start, receiver: ReceiverWindow)?
 
-    public init(name: String, storage: DeviceStorage, bufferCount: Int, maximumPacket: Int,
-                capabilities: NativeMessage.Capabilities = [.deflate, .testTransfer, .files, .resume, .compactData, .ackIntervalChange]) {
+    public init(
+        name: String, storage: DeviceStorage, bufferCount: Int, maximumPacket: Int,
+        capabilities: NativeMessage.Capabilities = [.deflate, .testTransfer, .files, .resume, .compactData, .ackIntervalChange]
+    ) {
         self.name = name
         self.storage = storage
         self.bufferCount = bufferCount
@@ -49,6 +51,11 @@ public actor NativeDevice: DeviceHalf {
     public var mode: DeviceMode { currentMode == .bootloader ? .bootloader : .application }
 
     public var runningVersion: String { firmwareVersion }
+
+    public var firmware: FirmwareState {
+        let state = storage.snapshot
+        return FirmwareState(running: state.activeImage, version: state.activeVersion, mode: state.bootToBootloader ? .bootloader : .application)
+    }
 
     public var firmwareVersion: String { storage.withState { $0.activeVersion } }
 
@@ -85,7 +92,8 @@ public actor NativeDevice: DeviceHalf {
 
     private func handle(_ packet: [UInt8], link: any Link, environment: NativeDeviceEnvironment) async throws(LinkError) {
         if let current = transfer, current.start.compact,
-           let index = NativeMessage.CompactData.index(of: packet, near: current.receiver.nextExpected) {
+            let index = NativeMessage.CompactData.index(of: packet, near: current.receiver.nextExpected)
+        {
             // A compact data packet: its first byte is in a range no opcode uses.
             let data = NativeMessage.DataPacket(sequence: SequenceNumber.wrap(index), payload: Array(packet.dropFirst()))
             try await handleData(data, link: link, environment: environment)
@@ -108,16 +116,20 @@ public actor NativeDevice: DeviceHalf {
         switch message {
         case .hello(let hello):
             guard hello.minimumVersion <= NativeMessage.version, hello.maximumVersion >= 1,
-                  hello.minimumVersion <= hello.maximumVersion else {
-                try await fail(opcode, .unsupportedVersion,
-                               "this device speaks protocol version 1…\(NativeMessage.version), the host offered \(hello.minimumVersion)…\(hello.maximumVersion)", on: link)
+                hello.minimumVersion <= hello.maximumVersion
+            else {
+                try await fail(
+                    opcode, .unsupportedVersion,
+                    "this device speaks protocol version 1…\(NativeMessage.version), the host offered \(hello.minimumVersion)…\(hello.maximumVersion)", on: link)
                 return
             }
             let state = storage.snapshot
-            try await reply(.helloResponse(.init(
-                version: min(hello.maximumVersion, NativeMessage.version), mode: currentMode, capabilities: capabilities,
-                maximumPacket: UInt16(clamping: maximumPacket), bufferCount: UInt16(clamping: bufferCount),
-                slotSize: UInt32(clamping: state.slotSize), firmwareVersion: state.activeVersion, name: name)), on: link)
+            try await reply(
+                .helloResponse(
+                    .init(
+                        version: min(hello.maximumVersion, NativeMessage.version), mode: currentMode, capabilities: capabilities,
+                        maximumPacket: UInt16(clamping: maximumPacket), bufferCount: UInt16(clamping: bufferCount),
+                        slotSize: UInt32(clamping: state.slotSize), firmwareVersion: state.activeVersion, name: name)), on: link)
 
         case .enterBootloader:
             if currentMode == .bootloader {
@@ -180,7 +192,8 @@ public actor NativeDevice: DeviceHalf {
         case .activate:
             let activated = storage.withState { state -> Bool in
                 guard let staging = state.staging[.firmware], staging.verified,
-                      let image = Self.image(of: staging) else { return false }
+                    let image = Self.image(of: staging)
+                else { return false }
                 state.activeImage = image
                 state.activeVersion = staging.start.label
                 state.staging[.firmware] = nil
@@ -256,8 +269,9 @@ public actor NativeDevice: DeviceHalf {
         }
         let held: RangeSet = storage.withState { state in
             if let existing = state.staging[start.target], existing.start.sha256 == start.sha256,
-               existing.start.compressed == start.compressed, existing.start.streamSize == start.streamSize,
-               existing.start.label == start.label, capabilities.contains(.resume) {
+                existing.start.compressed == start.compressed, existing.start.streamSize == start.streamSize,
+                existing.start.label == start.label, capabilities.contains(.resume)
+            {
                 state.staging[start.target]?.start = start
                 state.staging[start.target]?.verified = false
                 return existing.held
@@ -272,8 +286,10 @@ public actor NativeDevice: DeviceHalf {
         receiver.markHeld { held.contains($0 * packetSize..<min(($0 + 1) * packetSize, total)) }
         receiver.restartSession()
         transfer = (start.target, start, receiver)
-        try await reply(.startResponse(.init(
-            status: .ok, ranges: held.ranges.map { UInt32($0.lowerBound)..<UInt32($0.upperBound) })), on: link)
+        try await reply(
+            .startResponse(
+                .init(
+                    status: .ok, ranges: held.ranges.map { UInt32($0.lowerBound)..<UInt32($0.upperBound) })), on: link)
     }
 
     private func handleData(_ data: NativeMessage.DataPacket, link: any Link, environment: NativeDeviceEnvironment) async throws(LinkError) {
@@ -297,8 +313,9 @@ public actor NativeDevice: DeviceHalf {
             let expected = min(packetSize, total - offset)
             guard data.payload.count == expected else {
                 // Wrong length for its position: treat as damaged, forget we saw it.
-                try await fail(NativeMessage.Opcode.data.rawValue, .malformed,
-                               "packet \(index) carries \(data.payload.count) bytes, expected \(expected)", on: link)
+                try await fail(
+                    NativeMessage.Opcode.data.rawValue, .malformed,
+                    "packet \(index) carries \(data.payload.count) bytes, expected \(expected)", on: link)
                 return
             }
             let target = current.target
@@ -310,8 +327,10 @@ public actor NativeDevice: DeviceHalf {
                 var count = 0
                 for page in (offset / environment.flashPageSize)...((offset + expected - 1) / environment.flashPageSize) {
                     // A test transfer costs what writing firmware would, so tuning measures what flashing meets.
-                    let fresh = target == .test ? state.staging[target]?.testPages.insert(page).inserted ?? false
-                                                : state.erasedPages.insert(page).inserted
+                    let fresh =
+                        target == .test
+                        ? state.staging[target]?.testPages.insert(page).inserted ?? false
+                        : state.erasedPages.insert(page).inserted
                     if fresh { count += 1 }
                 }
                 return count
@@ -339,8 +358,9 @@ public actor NativeDevice: DeviceHalf {
     static func image(of staging: DeviceStorage.Staging) -> [UInt8]? {
         guard staging.start.compressed else { return staging.bytes }
         guard let inflater = try? Inflater(format: .raw),
-              let image = try? inflater.update(staging.bytes, limit: Int(staging.start.imageSize)),
-              inflater.isFinished else { return nil }
+            let image = try? inflater.update(staging.bytes, limit: Int(staging.start.imageSize)),
+            inflater.isFinished
+        else { return nil }
         return image
     }
 
@@ -387,12 +407,16 @@ public actor NativeDevice: DeviceHalf {
         }
         let packetSize = Int(request.packetSize)
         guard packetSize + NativeMessage.dataHeaderSize <= link.parameters.maximumPayload else {
-            try await fail(NativeMessage.Opcode.getFile.rawValue, .badParameter,
-                           "packet size \(packetSize) exceeds the link's maximum of \(link.parameters.maximumPayload - NativeMessage.dataHeaderSize)", on: link)
+            try await fail(
+                NativeMessage.Opcode.getFile.rawValue, .badParameter,
+                "packet size \(packetSize) exceeds the link's maximum of \(link.parameters.maximumPayload - NativeMessage.dataHeaderSize)", on: link)
             return
         }
-        try await reply(.getFileResponse(.init(status: .ok, size: UInt32(file.count), crc32: CRC32.checksum(file),
-                                               sha256: SHA256Digest.hash(file))), on: link)
+        try await reply(
+            .getFileResponse(
+                .init(
+                    status: .ok, size: UInt32(file.count), crc32: CRC32.checksum(file),
+                    sha256: SHA256Digest.hash(file))), on: link)
         let tuning = TransferTuning(window: Int(request.window), ackInterval: Int(request.ackInterval))
         let engine = TransferEngine(stream: file, packetSize: packetSize, wire: NativeWire(), tuning: tuning, clock: environment.clock)
         do {

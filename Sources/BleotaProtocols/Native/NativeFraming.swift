@@ -52,7 +52,10 @@ public struct NativeReassembler: Sendable {
         }
         parts.append(segment.chunk)
         guard parts.count == expected else { return nil }
-        defer { parts = []; expected = 0 }
+        defer {
+            parts = []
+            expected = 0
+        }
         return parts.flatMap { $0 }
     }
 }

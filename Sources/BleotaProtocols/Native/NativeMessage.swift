@@ -108,8 +108,9 @@ public enum NativeMessage: Sendable, Hashable, WireCodable {
         let carried = UInt16(all[all.count - 2]) | UInt16(all[all.count - 1]) << 8
         let computed = CRC16.checksum(body, variant: .ccittFalse)
         guard carried == computed else {
-            throw DecodingError(field: Self.checksumField, offset: start + body.count,
-                                reason: .invalidValue("checksum mismatch: carried 0x\(String(carried, radix: 16)), computed 0x\(String(computed, radix: 16))"))
+            throw DecodingError(
+                field: Self.checksumField, offset: start + body.count,
+                reason: .invalidValue("checksum mismatch: carried 0x\(String(carried, radix: 16)), computed 0x\(String(computed, radix: 16))"))
         }
         var reader = ByteReader(body)
         try self.init(body: &reader)
@@ -120,8 +121,10 @@ public enum NativeMessage: Sendable, Hashable, WireCodable {
         let code = try reader.readUInt8("opcode")
         switch code {
         case Opcode.hello.rawValue:
-            self = .hello(Hello(minimumVersion: try reader.readUInt8("hello.minimumVersion"),
-                                maximumVersion: try reader.readUInt8("hello.maximumVersion")))
+            self = .hello(
+                Hello(
+                    minimumVersion: try reader.readUInt8("hello.minimumVersion"),
+                    maximumVersion: try reader.readUInt8("hello.maximumVersion")))
         case Opcode.hello.responseCode: self = .helloResponse(try HelloResponse(decoding: &reader))
         case Opcode.enterBootloader.rawValue: self = .enterBootloader
         case Opcode.start.rawValue: self = .start(try Start(decoding: &reader))
@@ -136,7 +139,7 @@ public enum NativeMessage: Sendable, Hashable, WireCodable {
         case Opcode.getFile.rawValue: self = .getFile(try GetFile(decoding: &reader))
         case Opcode.getFile.responseCode: self = .getFileResponse(try FileInfo(decoding: &reader))
         case Opcode.enterBootloader.responseCode, Opcode.activate.responseCode,
-             Opcode.reboot.responseCode, Opcode.abort.responseCode:
+            Opcode.reboot.responseCode, Opcode.abort.responseCode:
             let request = Opcode(rawValue: code & 0x7F)!
             self = .simpleResponse(request: request, status: try NativeStatus(decoding: &reader))
         case Opcode.data.rawValue: self = .data(try DataPacket(decoding: &reader))
@@ -168,27 +171,57 @@ public enum NativeMessage: Sendable, Hashable, WireCodable {
             writer.write(Opcode.hello.rawValue)
             writer.write(hello.minimumVersion)
             writer.write(hello.maximumVersion)
-        case .helloResponse(let body): writer.write(Opcode.hello.responseCode); body.encode(into: &writer)
+        case .helloResponse(let body):
+            writer.write(Opcode.hello.responseCode)
+            body.encode(into: &writer)
         case .enterBootloader: writer.write(Opcode.enterBootloader.rawValue)
-        case .start(let body): writer.write(Opcode.start.rawValue); body.encode(into: &writer)
-        case .startResponse(let body): writer.write(Opcode.start.responseCode); body.encode(into: &writer)
-        case .status(let sha): writer.write(Opcode.status.rawValue); writer.write(contentsOf: Self.fixed(sha, 32))
-        case .statusResponse(let body): writer.write(Opcode.status.responseCode); body.encode(into: &writer)
+        case .start(let body):
+            writer.write(Opcode.start.rawValue)
+            body.encode(into: &writer)
+        case .startResponse(let body):
+            writer.write(Opcode.start.responseCode)
+            body.encode(into: &writer)
+        case .status(let sha):
+            writer.write(Opcode.status.rawValue)
+            writer.write(contentsOf: Self.fixed(sha, 32))
+        case .statusResponse(let body):
+            writer.write(Opcode.status.responseCode)
+            body.encode(into: &writer)
         case .verify: writer.write(Opcode.verify.rawValue)
-        case .verifyResponse(let body): writer.write(Opcode.verify.responseCode); body.encode(into: &writer)
+        case .verifyResponse(let body):
+            writer.write(Opcode.verify.responseCode)
+            body.encode(into: &writer)
         case .activate: writer.write(Opcode.activate.rawValue)
         case .reboot: writer.write(Opcode.reboot.rawValue)
         case .abort: writer.write(Opcode.abort.rawValue)
-        case .getFile(let body): writer.write(Opcode.getFile.rawValue); body.encode(into: &writer)
-        case .getFileResponse(let body): writer.write(Opcode.getFile.responseCode); body.encode(into: &writer)
-        case .simpleResponse(let request, let status): writer.write(request.responseCode); status.encode(into: &writer)
-        case .data(let body): writer.write(Opcode.data.rawValue); body.encode(into: &writer)
-        case .ack(let body): writer.write(Opcode.ack.rawValue); body.encode(into: &writer)
-        case .nack(let body): writer.write(Opcode.nack.rawValue); body.encode(into: &writer)
+        case .getFile(let body):
+            writer.write(Opcode.getFile.rawValue)
+            body.encode(into: &writer)
+        case .getFileResponse(let body):
+            writer.write(Opcode.getFile.responseCode)
+            body.encode(into: &writer)
+        case .simpleResponse(let request, let status):
+            writer.write(request.responseCode)
+            status.encode(into: &writer)
+        case .data(let body):
+            writer.write(Opcode.data.rawValue)
+            body.encode(into: &writer)
+        case .ack(let body):
+            writer.write(Opcode.ack.rawValue)
+            body.encode(into: &writer)
+        case .nack(let body):
+            writer.write(Opcode.nack.rawValue)
+            body.encode(into: &writer)
         case .ackRequest: writer.write(Opcode.ackRequest.rawValue)
-        case .segment(let body): writer.write(Opcode.segment.rawValue); body.encode(into: &writer)
-        case .ackInterval(let interval): writer.write(Opcode.ackInterval.rawValue); writer.write(interval)
-        case .error(let body): writer.write(Opcode.error.rawValue); body.encode(into: &writer)
+        case .segment(let body):
+            writer.write(Opcode.segment.rawValue)
+            body.encode(into: &writer)
+        case .ackInterval(let interval):
+            writer.write(Opcode.ackInterval.rawValue)
+            writer.write(interval)
+        case .error(let body):
+            writer.write(Opcode.error.rawValue)
+            body.encode(into: &writer)
         }
     }
 
@@ -314,8 +347,10 @@ extension NativeMessage {
         public var firmwareVersion: String
         public var name: String
 
-        public init(version: UInt8, mode: DeviceMode, capabilities: Capabilities, maximumPacket: UInt16,
-                    bufferCount: UInt16, slotSize: UInt32, firmwareVersion: String, name: String) {
+        public init(
+            version: UInt8, mode: DeviceMode, capabilities: Capabilities, maximumPacket: UInt16,
+            bufferCount: UInt16, slotSize: UInt32, firmwareVersion: String, name: String
+        ) {
             self.version = version
             self.mode = mode
             self.capabilities = capabilities
@@ -385,8 +420,10 @@ extension NativeMessage {
         /// The version label the device reports once the image runs (firmware), or the file name (file).
         public var label: String
 
-        public init(target: Target, compressed: Bool, compact: Bool = false, imageSize: UInt32, streamSize: UInt32, crc32: UInt32,
-                    sha256: [UInt8], packetSize: UInt16, ackInterval: UInt16, label: String) {
+        public init(
+            target: Target, compressed: Bool, compact: Bool = false, imageSize: UInt32, streamSize: UInt32, crc32: UInt32,
+            sha256: [UInt8], packetSize: UInt16, ackInterval: UInt16, label: String
+        ) {
             self.target = target
             self.compressed = compressed
             self.compact = compact

@@ -24,19 +24,22 @@ public struct NativeProtocol: UpdateProtocol {
     static let maximumImage = Int(UInt32.max)
 
     public var identity: ProtocolIdentity {
-        ProtocolIdentity(name: Self.name, displayName: "bleota's native protocol",
-                         summary: "bleota's own: per-packet CRCs, selective resend, resume, verify before activate",
-                         gattServices: [Self.gattService], transports: [.ble, .creditChannel, .simulator, .udp], transportsWhenNamed: [.udp],
-                         imageFormats: ["bin", "hex", "srec"])
+        ProtocolIdentity(
+            name: Self.name, displayName: "bleota's native protocol",
+            summary: "bleota's own: per-packet CRCs, selective resend, resume, verify before activate",
+            gattServices: [Self.gattService], transports: [.ble, .creditChannel, .simulator, .udp], transportsWhenNamed: [.udp],
+            imageFormats: ["bin", "hex", "srec"])
     }
 
     public var capabilities: ProtocolCapabilities { [.flash, .push, .pull, .testTransfer] }
 
     public var tuningKnobs: [TuningKnob: String] {
-        [.packetSize: "payload bytes per data packet", .window: "data packets in flight before an acknowledgement",
-         .delay: "pause after each data packet", .ackInterval: "the device acknowledges every N packets",
-         .ackTimeout: "wait for an acknowledgement before asking for one", .retries: "acknowledgement timeouts in a row before giving up",
-         .adaptive: "closed-loop pacing from the acknowledgements (on by default)", .compression: "deflate the stream when the device can inflate it"]
+        [
+            .packetSize: "payload bytes per data packet", .window: "data packets in flight before an acknowledgement",
+            .delay: "pause after each data packet", .ackInterval: "the device acknowledges every N packets",
+            .ackTimeout: "wait for an acknowledgement before asking for one", .retries: "acknowledgement timeouts in a row before giving up",
+            .adaptive: "closed-loop pacing from the acknowledgements (on by default)", .compression: "deflate the stream when the device can inflate it",
+        ]
     }
 
     public func imageAffinity(_ probe: ImageProbe) -> ImageAffinity { .accepts }
@@ -66,8 +69,10 @@ public struct NativeProtocol: UpdateProtocol {
         guard !bytes.isEmpty else { throw TransferError(.badInput, step: .load, "\(request.path): the image is empty: nothing to flash") }
         if let keyPath = request.keyPath {
             guard MCUbootImage.startsWithMagic(bytes) else {
-                throw TransferError(.unsupported, step: .load,
-                                    "--key: \(request.path) carries no signature the native protocol could check (it is not an MCUboot image): drop --key, or flash a signed image with a protocol that verifies it")
+                throw TransferError(
+                    .unsupported, step: .load,
+                    "--key: \(request.path) carries no signature the native protocol could check (it is not an MCUboot image): drop --key, or flash a signed image with a protocol that verifies it"
+                )
             }
             _ = try SMPProtocol.prepare(bytes, path: request.path, keyPath: keyPath)
         }
@@ -85,15 +90,17 @@ public struct NativeProtocol: UpdateProtocol {
         let format = request.inputFormat.flatMap(ImageFormat.init(rawValue:))
         let isBinary = format == .bin || (format == nil && (request.path as NSString).pathExtension.lowercased() == "bin")
         guard isBinary, request.baseAddress == 0, request.keyPath == nil,
-              let size = try? InputFile.size(request.path), size >= UInt64(streamingThreshold) else { return nil }
+            let size = try? InputFile.size(request.path), size >= UInt64(streamingThreshold)
+        else { return nil }
         guard size <= UInt64(UInt32.max) else {
             throw TransferError(.badInput, step: .load, "\(request.path) is \(size) bytes; the native protocol carries at most 4 GiB less one byte")
         }
         do {
             let streamed = try PreparedImage.StreamedBytes(file: FileByteSource(path: request.path))
             let label = request.versionLabel ?? "sha256:" + String(streamed.sha256.hexString.prefix(12))
-            return PreparedImage(parts: [PreparedImage.Part(name: "application", streamed: streamed)], version: label,
-                                 summary: "bin image, \(streamed.count) bytes, sent from the file as it is read")
+            return PreparedImage(
+                parts: [PreparedImage.Part(name: "application", streamed: streamed)], version: label,
+                summary: "bin image, \(streamed.count) bytes, sent from the file as it is read")
         } catch {
             throw TransferError(.badInput, step: .load, String(describing: error))
         }
@@ -102,10 +109,12 @@ public struct NativeProtocol: UpdateProtocol {
     public func makeHost(_ context: HostContext) -> any ProtocolHost { NativeUpdater(context: context) }
 
     public func makeDevice(_ configuration: DeviceConfiguration) throws(DeviceConfigurationError) -> any DeviceHalf {
-        let storage = DeviceStorage(activeImage: Array("factory image".utf8), activeVersion: configuration.initialVersion,
-                                    slotSize: configuration.slotSize)
+        let storage = DeviceStorage(
+            activeImage: Array("factory image".utf8), activeVersion: configuration.initialVersion,
+            slotSize: configuration.slotSize)
         storage.withState { $0.files.merge(configuration.files) { _, new in new } }
-        return NativeDevice(name: configuration.name, storage: storage, bufferCount: configuration.bufferCount,
-                            maximumPacket: configuration.maximumPacket)
+        return NativeDevice(
+            name: configuration.name, storage: storage, bufferCount: configuration.bufferCount,
+            maximumPacket: configuration.maximumPacket)
     }
 }

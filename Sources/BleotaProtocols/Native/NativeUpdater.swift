@@ -10,14 +10,9 @@ import Logging
 /// the actions the state machine asks for, turns replies into events, and
 /// reconnects and resumes when a link drops mid-transfer. Every knob of
 /// ``/BleotaEngine/TransferTuning`` means what its documentation says.
-public struct NativeUpdater: ProtocolHost {
+public struct NativeUpdater: ContextHost {
     public var context: HostContext
-    public var connector: any DeviceConnector { context.connector }
-    public var clock: any BleotaClock { context.clock }
     public var tuning: TransferTuning { context.tuning }
-    public var timeouts: StepTimeouts { context.timeouts }
-    public var logger: Logger { context.logger }
-    public var onEvent: @Sendable (UpdateEvent) -> Void { context.onEvent }
 
     public init(context: HostContext) { self.context = context }
 
@@ -27,11 +22,15 @@ public struct NativeUpdater: ProtocolHost {
     /// giving up the per-packet CRC for.
     public static let compactDataLinkPayload = 64
 
-    public init(connector: any DeviceConnector, clock: any BleotaClock, tuning: TransferTuning = TransferTuning(),
-                timeouts: StepTimeouts = StepTimeouts(), logger: Logger = Logger(label: "bleota.native"),
-                onEvent: @escaping @Sendable (UpdateEvent) -> Void = { _ in }) {
-        self.init(context: HostContext(protocolName: NativeProtocol.name, connector: connector, clock: clock, tuning: tuning,
-                                       timeouts: timeouts, logger: logger, onEvent: onEvent))
+    public init(
+        connector: any DeviceConnector, clock: any BleotaClock, tuning: TransferTuning = TransferTuning(),
+        timeouts: StepTimeouts = StepTimeouts(), logger: Logger = Logger(label: "bleota.native"),
+        onEvent: @escaping @Sendable (UpdateEvent) -> Void = { _ in }
+    ) {
+        self.init(
+            context: HostContext(
+                protocolName: NativeProtocol.name, connector: connector, clock: clock, tuning: tuning,
+                timeouts: timeouts, logger: logger, onEvent: onEvent))
     }
 
     public func flash(_ image: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
@@ -45,8 +44,9 @@ public struct NativeUpdater: ProtocolHost {
     /// as each trial would take as long as flashing it.
     public func testTransfer(image: PreparedImage) async throws(TransferError) -> UpdateReport {
         if let part = image.parts.first, part.streamed != nil {
-            throw TransferError(.badInput, step: .load,
-                                "the image is \(part.count) bytes; tuning trials send it whole each time: tune with a smaller image or without --image")
+            throw TransferError(
+                .badInput, step: .load,
+                "the image is \(part.count) bytes; tuning trials send it whole each time: tune with a smaller image or without --image")
         }
         return try await testTransfer(image.bytes)
     }
@@ -69,8 +69,11 @@ public struct NativeUpdater: ProtocolHost {
 
     /// Updates the device's firmware to the bytes of `source` (read as they are sent;
     /// `digests`, its CRC-32 and SHA-256 when already known), which it must then report as `version`.
-    public func flash(source image: any ByteSource, digests: (crc32: UInt32, sha256: [UInt8])?, version: String)
-        async throws(TransferError) -> UpdateReport {
+    public func flash(
+        source image: any ByteSource, digests: (crc32: UInt32, sha256: [UInt8])?, version: String
+    )
+        async throws(TransferError) -> UpdateReport
+    {
         try tuning.validate()
         var machine = UpdateStateMachine(expectedVersion: version)
         var session = Session(updater: self, operation: "flash")
@@ -106,8 +109,9 @@ public struct NativeUpdater: ProtocolHost {
                     link = nil
                     event = answered ? .bootloaderEntered : .bootloaderRequestUnanswered
                 case .reconnect(let mode):
-                    let (newLink, hello) = try await session.connect(mode == .bootloader ? .bootloader : .application,
-                                                                     step: machine.step, timeout: timeouts.reboot)
+                    let (newLink, hello) = try await session.connect(
+                        mode == .bootloader ? .bootloader : .application,
+                        step: machine.step, timeout: timeouts.reboot)
                     link = newLink
                     if mode == .bootloader { try session.checkFits(image.count, hello: hello, step: .reconnect) }
                     session.lastHello = hello
@@ -117,8 +121,9 @@ public struct NativeUpdater: ProtocolHost {
                     transferResult = result
                     event = .transferred
                 case .verify:
-                    let result = try await session.verifyResendingIfCompact(stream: image, digests: digests, target: .firmware,
-                                                                            label: version, link: &link, result: &transferResult)
+                    let result = try await session.verifyResendingIfCompact(
+                        stream: image, digests: digests, target: .firmware,
+                        label: version, link: &link, result: &transferResult)
                     event = .verified(ok: result.ok, detail: result.detail)
                 case .activate:
                     let answered = try await session.requestAllowingReset(.activate, on: link!, step: .activate)
@@ -158,7 +163,9 @@ public struct NativeUpdater: ProtocolHost {
             guard hello.capabilities.contains(.testTransfer) else {
                 throw TransferError(.deviceRefused, step: .connect, "\(connector.description) does not accept test transfers, so it cannot be tuned without changing its firmware")
             }
-        } unverified: { "the device could not verify the test transfer (\($0))" }
+        } unverified: {
+            "the device could not verify the test transfer (\($0))"
+        }
     }
 
     // MARK: - Files
@@ -170,14 +177,18 @@ public struct NativeUpdater: ProtocolHost {
                 throw TransferError(.deviceRefused, step: .connect, "\(connector.description) has no file store")
             }
             try session.checkFits(file.count, hello: hello, step: .connect)
-        } unverified: { "the device could not verify '\(name)' (\($0)); it was not stored" }
+        } unverified: {
+            "the device could not verify '\(name)' (\($0)); it was not stored"
+        }
     }
 
     /// connect → (admit) → transfer → verify, for the operations that send a
     /// stream and need nothing after the device's verdict (push, test transfers).
-    private func sendVerified(_ bytes: [UInt8], target: NativeMessage.Target, label: String, operation: String,
-                              admit: (NativeMessage.HelloResponse, Session) throws(TransferError) -> Void,
-                              unverified: (String) -> String) async throws(TransferError) -> UpdateReport {
+    private func sendVerified(
+        _ bytes: [UInt8], target: NativeMessage.Target, label: String, operation: String,
+        admit: (NativeMessage.HelloResponse, Session) throws(TransferError) -> Void,
+        unverified: (String) -> String
+    ) async throws(TransferError) -> UpdateReport {
         try tuning.validate()
         var session = Session(updater: self, operation: operation)
         session.enter(.connect)
@@ -185,7 +196,7 @@ public struct NativeUpdater: ProtocolHost {
         var link: (any Link)? = connected
         do throws(TransferError) {
             try admit(hello, session)
-            try await session.recorder.enterTransfer()   // the catch below closes the link
+            try await session.recorder.enterTransfer()  // the catch below closes the link
             var result: TransferResult? = try await session.transfer(stream: bytes, target: target, label: label, link: &link)
             session.enter(.verify)
             let verdict = try await session.verifyResendingIfCompact(stream: bytes, target: target, label: label, link: &link, result: &result)
@@ -215,23 +226,28 @@ public struct NativeUpdater: ProtocolHost {
         }
     }
 
-    private func pullBody(name: String, link: any Link, hello: NativeMessage.HelloResponse, session: inout Session)
+    private func pullBody(
+        name: String, link: any Link, hello: NativeMessage.HelloResponse, session: inout Session
+    )
         async throws(TransferError) -> (file: [UInt8], report: UpdateReport)
     {
         guard hello.capabilities.contains(.files) else {
             throw TransferError(.deviceRefused, step: .connect, "\(connector.description) has no file store")
         }
         let packetSize = try session.packetSize(link: link, hello: hello)
-        try await session.recorder.enterTransfer()   // pull(name:) closes the link
-        let request = NativeMessage.GetFile(name: name, packetSize: UInt16(packetSize),
-                                            ackInterval: UInt16(tuning.effectiveAckInterval), window: UInt16(tuning.window))
+        try await session.recorder.enterTransfer()  // pull(name:) closes the link
+        let request = NativeMessage.GetFile(
+            name: name, packetSize: UInt16(packetSize),
+            ackInterval: UInt16(tuning.effectiveAckInterval), window: UInt16(tuning.window))
         let info = try await session.request(.getFile(request), on: link, step: .transfer) { message -> NativeMessage.FileInfo? in
             if case .getFileResponse(let info) = message { return info }
             return nil
         }
         guard info.status == .ok else {
-            throw TransferError(.deviceRefused, step: .transfer, info.status == .notFound
-                                ? "the device has no file named '\(name)': check the name" : "the device refused to send '\(name)': \(info.status)")
+            throw TransferError(
+                .deviceRefused, step: .transfer,
+                info.status == .notFound
+                    ? "the device has no file named '\(name)': check the name" : "the device refused to send '\(name)': \(info.status)")
         }
         let started = clock.now
         let file = try await session.receive(size: Int(info.size), packetSize: packetSize, on: link)
@@ -275,7 +291,9 @@ struct Session {
     }
 
     /// Connects and says HELLO; returns the link and what the device said.
-    mutating func connect(_ purpose: ConnectPurpose, step: UpdateStep, timeout: Duration? = nil)
+    mutating func connect(
+        _ purpose: ConnectPurpose, step: UpdateStep, timeout: Duration? = nil
+    )
         async throws(TransferError) -> (any Link, NativeMessage.HelloResponse)
     {
         let link: any Link
@@ -302,8 +320,9 @@ struct Session {
 
     func checkFits(_ size: Int, hello: NativeMessage.HelloResponse, step: UpdateStep) throws(TransferError) {
         guard size <= Int(hello.slotSize) else {
-            throw TransferError(.deviceRefused, step: step,
-                                "the image is \(size) bytes but the device's slot holds \(hello.slotSize): nothing was sent; build a smaller image")
+            throw TransferError(
+                .deviceRefused, step: step,
+                "the image is \(size) bytes but the device's slot holds \(hello.slotSize): nothing was sent; build a smaller image")
         }
     }
 
@@ -322,8 +341,9 @@ struct Session {
         }
         guard let wanted = updater.tuning.packetSize else { return maximum }
         guard wanted >= 1 && wanted <= maximum else {
-            throw TransferError(.invalidTuning, step: step,
-                                "packet size \(wanted) is out of range for this link and device: use 1…\(maximum)")
+            throw TransferError(
+                .invalidTuning, step: step,
+                "packet size \(wanted) is out of range for this link and device: use 1…\(maximum)")
         }
         return wanted
     }
@@ -331,8 +351,10 @@ struct Session {
     /// Sends `message` and waits for the reply `match` recognises, skipping
     /// stray transfer traffic; an ERROR reply becomes a ``TransferError``.
     @discardableResult
-    func request<T: Sendable>(_ message: NativeMessage, on link: any Link, step: UpdateStep, timeout: Duration? = nil,
-                              match: @escaping @Sendable (NativeMessage) -> T?) async throws(TransferError) -> T {
+    func request<T: Sendable>(
+        _ message: NativeMessage, on link: any Link, step: UpdateStep, timeout: Duration? = nil,
+        match: @escaping @Sendable (NativeMessage) -> T?
+    ) async throws(TransferError) -> T {
         let limit = timeout ?? updater.timeouts.response
         let attempts = max(1, updater.timeouts.attempts)
         for attempt in 1...attempts {
@@ -342,7 +364,8 @@ struct Session {
                     var reassembler = NativeReassembler()
                     while true {
                         guard let packet = reassembler.feed(try await link.receive()),
-                              let reply = try? NativeMessage(decoding: packet) else { continue }
+                            let reply = try? NativeMessage(decoding: packet)
+                        else { continue }
                         if case .error(let error) = reply {
                             throw TransferError(.deviceRefused, step: step, "the device refused: \(error.message) (\(error.status))")
                         }
@@ -359,8 +382,9 @@ struct Session {
                 throw TransferError(.linkLost, step: step, "\(error)")
             }
         }
-        throw TransferError(.timeout, step: step,
-                            "no answer from the device after \(attempts) tries of \(limit): check it is powered and in range")
+        throw TransferError(
+            .timeout, step: step,
+            "no answer from the device after \(attempts) tries of \(limit): check it is powered and in range")
     }
 
     /// Sends a request after which the device resets (ENTER_BOOTLOADER,
@@ -379,7 +403,7 @@ struct Session {
                 throw TransferError(.deviceRefused, step: step, "the device refused \(opcode.name): \(status)")
             }
             return true
-        } catch where error.code == .linkLost || error.code == .timeout {
+        } catch  where error.code == .linkLost || error.code == .timeout {
             updater.logger.debug("no answer to \(step) (\(error.message)); the reconnect will tell whether it arrived")
             return false
         }
@@ -394,15 +418,18 @@ struct Session {
     }
 
     /// Runs START and the engine, reconnecting and resuming after disconnects.
-    mutating func transfer(stream image: any ByteSource, digests known: (crc32: UInt32, sha256: [UInt8])? = nil,
-                           target: NativeMessage.Target, label: String, link: inout (any Link)?)
+    mutating func transfer(
+        stream image: any ByteSource, digests known: (crc32: UInt32, sha256: [UInt8])? = nil,
+        target: NativeMessage.Target, label: String, link: inout (any Link)?
+    )
         async throws(TransferError) -> TransferResult
     {
         let tuning = updater.tuning
         guard let hello = lastHello, let current = link else {
             throw TransferError(.protocolViolation, step: .transfer, "transfer without a connection")
         }
-        let compact = !fullHeadersOnly && hello.capabilities.contains(.compactData)
+        let compact =
+            !fullHeadersOnly && hello.capabilities.contains(.compactData)
             && current.parameters.maximumPayload <= NativeUpdater.compactDataLinkPayload
         let packetSize = try packetSize(link: current, hello: hello, compact: compact)
         lastTransferCompact = compact
@@ -424,8 +451,9 @@ struct Session {
                     updater.onEvent(.note("compressed \(inMemory.count) bytes to \(deflated.count)"))
                 }
             } else if tuning.compression == .on {
-                throw TransferError(.badInput, step: .transfer,
-                                    "an image of \(image.count) bytes is sent from its file and cannot be compressed: use --compression auto or off")
+                throw TransferError(
+                    .badInput, step: .transfer,
+                    "an image of \(image.count) bytes is sent from its file and cannot be compressed: use --compression auto or off")
             }
         }
         let digests: (crc32: UInt32, sha256: [UInt8])
@@ -435,8 +463,10 @@ struct Session {
             crc32: digests.crc32, sha256: digests.sha256, packetSize: UInt16(packetSize),
             ackInterval: UInt16(tuning.ackInterval(receiverBuffer: receiverBuffer)), label: label)
         let onEvent = updater.onEvent
-        let engine = TransferEngine(source: stream, packetSize: packetSize, wire: NativeWire(compact: compact, ackIntervalChanges: hello.capabilities.contains(.ackIntervalChange)), tuning: tuning,
-                                    clock: updater.clock, receiverBuffer: receiverBuffer, logger: updater.logger) { onEvent(.progress($0)) }
+        let engine = TransferEngine(
+            source: stream, packetSize: packetSize, wire: NativeWire(compact: compact, ackIntervalChanges: hello.capabilities.contains(.ackIntervalChange)), tuning: tuning,
+            clock: updater.clock, receiverBuffer: receiverBuffer, logger: updater.logger
+        ) { onEvent(.progress($0)) }
         let began = updater.clock.now
         var reconnects = 0
         while true {
@@ -462,8 +492,9 @@ struct Session {
                 await link?.close()
                 link = nil
                 guard reconnects <= tuning.maxReconnects else {
-                    throw TransferError(.linkLost, step: .transfer,
-                                        "the link dropped \(reconnects) times (last: \(error)); run the same command again to resume")
+                    throw TransferError(
+                        .linkLost, step: .transfer,
+                        "the link dropped \(reconnects) times (last: \(error)); run the same command again to resume")
                 }
                 updater.onEvent(.note("link lost (\(error)); reconnecting to resume"))
                 let (newLink, _) = try await connect(.resume, step: .transfer)
@@ -472,22 +503,26 @@ struct Session {
         }
         statistics = engine.statistics
         statistics.reconnects = reconnects
-        return TransferSummary(streamBytes: stream.count, compressed: compressed, packetSize: packetSize,
-                               elapsed: updater.clock.now - began)
+        return TransferSummary(
+            streamBytes: stream.count, compressed: compressed, packetSize: packetSize,
+            elapsed: updater.clock.now - began)
     }
 
     static func deflate(_ bytes: [UInt8]) -> [UInt8]? {
         guard let deflater = try? Deflater(level: 9, format: .raw),
-              let head = try? deflater.update(bytes), let tail = try? deflater.finish() else { return nil }
+            let head = try? deflater.update(bytes), let tail = try? deflater.finish()
+        else { return nil }
         return head + tail
     }
 
     /// VERIFY; after a compact transfer that fails it (damage the link layer's
     /// CRC let through, with no per-packet CRC to catch it), sends the stream
     /// again with full headers and verifies that.
-    mutating func verifyResendingIfCompact(stream: any ByteSource, digests: (crc32: UInt32, sha256: [UInt8])? = nil,
-                                           target: NativeMessage.Target, label: String, link: inout (any Link)?,
-                                           result: inout TransferResult?) async throws(TransferError) -> (ok: Bool, detail: String) {
+    mutating func verifyResendingIfCompact(
+        stream: any ByteSource, digests: (crc32: UInt32, sha256: [UInt8])? = nil,
+        target: NativeMessage.Target, label: String, link: inout (any Link)?,
+        result: inout TransferResult?
+    ) async throws(TransferError) -> (ok: Bool, detail: String) {
         guard let active = link else { throw TransferError(.linkLost, step: .verify, "verify without a connection") }
         let verdict = try await verify(on: active)
         guard !verdict.ok, lastTransferCompact else { return verdict }
@@ -554,8 +589,9 @@ struct Session {
                         }
                         buffer.replaceSubrange(offset..<offset + expected, with: payload)
                         if let gap {
-                            try await link.send(wire.encodeNegativeAcknowledgement(
-                                first: SequenceNumber.wrap(gap.lowerBound), count: UInt16(clamping: gap.count), corrupt: false))
+                            try await link.send(
+                                wire.encodeNegativeAcknowledgement(
+                                    first: SequenceNumber.wrap(gap.lowerBound), count: UInt16(clamping: gap.count), corrupt: false))
                         }
                     case .duplicate:
                         statistics.duplicatesReceived += 1

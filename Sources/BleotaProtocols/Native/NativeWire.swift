@@ -18,8 +18,9 @@ public struct NativeWire: TransferWire {
     /// The same bytes as `NativeMessage.data(…).encode()`, built in one buffer: this runs
     /// once per packet, and the general encoder's intermediate arrays cost more than the CRC.
     public func encodeData(index: Int, payload: ArraySlice<UInt8>) -> [UInt8] {
-        compact ? NativeMessage.CompactData.encode(index: index, payload: payload)
-                : encodeData(sequence: SequenceNumber.wrap(index), payload: payload)
+        compact
+            ? NativeMessage.CompactData.encode(index: index, payload: payload)
+            : encodeData(sequence: SequenceNumber.wrap(index), payload: payload)
     }
 
     /// How far past the receiver's cumulative point packets may go: compact

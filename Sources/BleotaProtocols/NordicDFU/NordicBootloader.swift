@@ -154,8 +154,11 @@ public struct NordicBootloader: Sendable {
             currentObject = type
             switch type {
             case .command:
-                return answer(.success, .selected(maximumSize: UInt32(Self.commandObjectMaximum), offset: UInt32(command.count),
-                                                  crc: CRC32.checksum(command)))
+                return answer(
+                    .success,
+                    .selected(
+                        maximumSize: UInt32(Self.commandObjectMaximum), offset: UInt32(command.count),
+                        crc: CRC32.checksum(command)))
             case .data:
                 return answer(.success, .selected(maximumSize: UInt32(Self.dataObjectMaximum), offset: UInt32(image.count), crc: imageCRC.value))
             }
@@ -192,7 +195,8 @@ public struct NordicBootloader: Sendable {
         receiptCountdown = receiptCountdown > 0 ? receiptCountdown - 1 : 0
         guard receiptCountdown == 0 else { return [] }
         receiptCountdown = receiptInterval
-        let response = result == .success
+        let response =
+            result == .success
             ? NordicDFUResponse(operation: .calculateChecksum, payload: checksum())
             : NordicDFUResponse(operation: .calculateChecksum, result: result)
         return [.respond(response)]
@@ -254,8 +258,10 @@ public struct NordicBootloader: Sendable {
         return answer(.success, .none)
     }
 
-    private mutating func executeCommand(answer: (NordicDFUResult, NordicDFUResponse.Payload) -> [Action],
-                                         extended: (NordicDFUExtendedError) -> [Action]) -> [Action] {
+    private mutating func executeCommand(
+        answer: (NordicDFUResult, NordicDFUResponse.Payload) -> [Action],
+        extended: (NordicDFUExtendedError) -> [Action]
+    ) -> [Action] {
         guard commandSize > 0, command.count == commandSize else { return answer(.operationNotPermitted, .none) }
         if flash.validInit != nil { return answer(.success, .none) }
         switch validate(command) {
@@ -278,8 +284,10 @@ public struct NordicBootloader: Sendable {
         }
     }
 
-    private mutating func executeData(answer: (NordicDFUResult, NordicDFUResponse.Payload) -> [Action],
-                                      extended: (NordicDFUExtendedError) -> [Action]) -> [Action] {
+    private mutating func executeData(
+        answer: (NordicDFUResult, NordicDFUResponse.Payload) -> [Action],
+        extended: (NordicDFUExtendedError) -> [Action]
+    ) -> [Action] {
         guard let valid = flash.validInit else { return answer(.operationNotPermitted, .none) }
         guard dataObjectSize > 0, image.count - executedOffset == dataObjectSize else { return answer(.operationNotPermitted, .none) }
         executedOffset = image.count
@@ -329,7 +337,8 @@ public struct NordicBootloader: Sendable {
     mutating func adoptSoftDeviceID(_ softDevice: [UInt8]) {
         var reader = ByteReader(softDevice)
         guard (try? reader.skip(0x2004)) != nil, (try? reader.readUInt32(.little)) == 0x51B1_E5DB,
-              (try? reader.skip(4)) != nil, let id = try? reader.readUInt16(.little) else { return }
+            (try? reader.skip(4)) != nil, let id = try? reader.readUInt16(.little)
+        else { return }
         flash.softDeviceID = id
     }
 
@@ -391,16 +400,25 @@ public struct NordicBootloader: Sendable {
         var writer = ByteWriter()
         let hasSoftDevice = flash.softDeviceID != nil
         if number == 0 {
-            writer.write(UInt8(2)); writer.write(flash.bootloaderVersion, .little)
-            writer.write(UInt32(0x78000), .little); writer.write(UInt32(flash.bootloader.count), .little)
+            writer.write(UInt8(2))
+            writer.write(flash.bootloaderVersion, .little)
+            writer.write(UInt32(0x78000), .little)
+            writer.write(UInt32(flash.bootloader.count), .little)
         } else if number == 1, hasSoftDevice {
-            writer.write(UInt8(0)); writer.write(UInt32(flash.softDeviceID ?? 0), .little)
-            writer.write(UInt32(0x1000), .little); writer.write(UInt32(flash.softDevice.count), .little)
+            writer.write(UInt8(0))
+            writer.write(UInt32(flash.softDeviceID ?? 0), .little)
+            writer.write(UInt32(0x1000), .little)
+            writer.write(UInt32(flash.softDevice.count), .little)
         } else if number == (hasSoftDevice ? 2 : 1), let application = flash.application {
-            writer.write(UInt8(1)); writer.write(flash.applicationVersion, .little)
-            writer.write(UInt32(0x27000), .little); writer.write(UInt32(application.count), .little)
+            writer.write(UInt8(1))
+            writer.write(flash.applicationVersion, .little)
+            writer.write(UInt32(0x27000), .little)
+            writer.write(UInt32(application.count), .little)
         } else {
-            writer.write(UInt8(0xFF)); writer.write(UInt32(0), .little); writer.write(UInt32(0), .little); writer.write(UInt32(0), .little)
+            writer.write(UInt8(0xFF))
+            writer.write(UInt32(0), .little)
+            writer.write(UInt32(0), .little)
+            writer.write(UInt32(0), .little)
         }
         return writer.bytes
     }

@@ -113,7 +113,8 @@ public struct NordicDFUPackage: Sendable {
         let manifest: [String: Any]
         do {
             guard let top = try JSONSerialization.jsonObject(with: Data(manifestBytes)) as? [String: Any],
-                  let inner = top["manifest"] as? [String: Any] else {
+                let inner = top["manifest"] as? [String: Any]
+            else {
                 throw NordicPackageError(path, "manifest.json has no \"manifest\" object: not an nrfutil package")
             }
             manifest = inner
@@ -135,14 +136,16 @@ public struct NordicDFUPackage: Sendable {
         for kind in PartKind.allCases {
             guard let entry = manifest[kind.rawValue] else { continue }
             guard let object = entry as? [String: Any],
-                  let imageName = object["bin_file"] as? String, let initPacketName = object["dat_file"] as? String else {
+                let imageName = object["bin_file"] as? String, let initPacketName = object["dat_file"] as? String
+            else {
                 throw NordicPackageError(path, "manifest.json's \(kind.rawValue) lacks bin_file or dat_file: regenerate the package")
             }
             let image = try read(imageName)
             let initPacketBytes = try read(initPacketName)
             guard !image.isEmpty else { throw NordicPackageError(path, "\(imageName) is empty: regenerate the package") }
-            var part = Part(kind: kind, imageName: imageName, initPacketName: initPacketName, image: image,
-                            initPacketBytes: initPacketBytes, initPacket: nil)
+            var part = Part(
+                kind: kind, imageName: imageName, initPacketName: initPacketName, image: image,
+                initPacketBytes: initPacketBytes, initPacket: nil)
             // nrfutil puts the sizes under info_read_only_metadata; adafruit-nrfutil on the part itself.
             let metadata = object["info_read_only_metadata"] as? [String: Any] ?? object
             part.softDeviceSize = (metadata["sd_size"] as? NSNumber)?.intValue
@@ -171,9 +174,10 @@ public struct NordicDFUPackage: Sendable {
 
     /// A name as an error prints it: control characters escaped.
     static func printable(_ name: String) -> String {
-        String(name.unicodeScalars.flatMap { scalar -> [Character] in
-            scalar.value < 0x20 || scalar.value == 0x7F ? Array("\\x" + String(scalar.value, radix: 16)) : [Character(scalar)]
-        }.prefix(200))
+        String(
+            name.unicodeScalars.flatMap { scalar -> [Character] in
+                scalar.value < 0x20 || scalar.value == 0x7F ? Array("\\x" + String(scalar.value, radix: 16)) : [Character(scalar)]
+            }.prefix(200))
     }
 
 }

@@ -25,8 +25,10 @@ public struct NordicDFUResponse: Sendable, Hashable {
     public var extendedError: NordicDFUExtendedError?
     public var payload: Payload
 
-    public init(operation: NordicDFUOperation, result: NordicDFUResult = .success,
-                extendedError: NordicDFUExtendedError? = nil, payload: Payload = .none) {
+    public init(
+        operation: NordicDFUOperation, result: NordicDFUResult = .success,
+        extendedError: NordicDFUExtendedError? = nil, payload: Payload = .none
+    ) {
         self.operation = operation
         self.result = result
         self.extendedError = extendedError
@@ -53,9 +55,12 @@ public struct NordicDFUResponse: Sendable, Hashable {
         case .none: break
         case .protocolVersion(let version): writer.write(version)
         case .selected(let maximumSize, let offset, let crc):
-            writer.write(maximumSize, .little); writer.write(offset, .little); writer.write(crc, .little)
+            writer.write(maximumSize, .little)
+            writer.write(offset, .little)
+            writer.write(crc, .little)
         case .checksum(let offset, let crc):
-            writer.write(offset, .little); writer.write(crc, .little)
+            writer.write(offset, .little)
+            writer.write(crc, .little)
         case .serialMTU(let mtu): writer.write(mtu, .little)
         case .ping(let id): writer.write(id)
         case .raw(let bytes): writer.write(contentsOf: bytes)
@@ -91,12 +96,14 @@ public struct NordicDFUResponse: Sendable, Hashable {
             switch operation {
             case .protocolVersion: payload = .protocolVersion(try reader.readUInt8("DFU protocol version"))
             case .select:
-                payload = .selected(maximumSize: try reader.readUInt32(.little, "DFU select maximum size"),
-                                    offset: try reader.readUInt32(.little, "DFU select offset"),
-                                    crc: try reader.readUInt32(.little, "DFU select CRC"))
+                payload = .selected(
+                    maximumSize: try reader.readUInt32(.little, "DFU select maximum size"),
+                    offset: try reader.readUInt32(.little, "DFU select offset"),
+                    crc: try reader.readUInt32(.little, "DFU select CRC"))
             case .calculateChecksum:
-                payload = .checksum(offset: try reader.readUInt32(.little, "DFU checksum offset"),
-                                    crc: try reader.readUInt32(.little, "DFU checksum CRC"))
+                payload = .checksum(
+                    offset: try reader.readUInt32(.little, "DFU checksum offset"),
+                    crc: try reader.readUInt32(.little, "DFU checksum CRC"))
             case .getSerialMTU: payload = .serialMTU(try reader.readUInt16(.little, "DFU serial MTU"))
             case .ping: payload = .ping(id: try reader.readUInt8("DFU ping id"))
             case .hardwareVersion, .firmwareVersion: payload = .raw(reader.readRemaining())

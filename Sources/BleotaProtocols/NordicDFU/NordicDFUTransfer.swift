@@ -79,8 +79,10 @@ public struct NordicDFUTransfer: Sendable {
     /// Bytes the device already held when this transfer began (a resumed update).
     public private(set) var resumedFrom = 0
 
-    public init(initPacket: [UInt8], image: [UInt8], receiptInterval: UInt16 = 0, firstObjectDelay: Duration = .zero,
-                objectRetries: Int = 3, timeoutLimit: Int = 6, activates: Bool = true) {
+    public init(
+        initPacket: [UInt8], image: [UInt8], receiptInterval: UInt16 = 0, firstObjectDelay: Duration = .zero,
+        objectRetries: Int = 3, timeoutLimit: Int = 6, activates: Bool = true
+    ) {
         self.initPacket = initPacket
         self.image = image
         self.receiptInterval = receiptInterval
@@ -147,8 +149,9 @@ public struct NordicDFUTransfer: Sendable {
             return .send(.select(.command))
         case (.selectCommand, .selected(let maximum, let offset, let crc)):
             guard Int(maximum) >= initPacket.count else {
-                return failure(.deviceRefused, .transfer,
-                               "the init packet is \(initPacket.count) bytes and this bootloader takes at most \(maximum): generate the package with the nrfutil of its SDK")
+                return failure(
+                    .deviceRefused, .transfer,
+                    "the init packet is \(initPacket.count) bytes and this bootloader takes at most \(maximum): generate the package with the nrfutil of its SDK")
             }
             let held = Int(offset)
             if activates, held > 0, held <= initPacket.count, crc == self.crc(upTo: held, of: initPacket) {
@@ -214,8 +217,9 @@ public struct NordicDFUTransfer: Sendable {
                 return .stream(.data, objectStart..<objectEnd)
             }
             guard at <= image.count, at % maximumObject == 0, crc == self.crc(upTo: at, of: image), at != objectStart else {
-                return failure(.protocolViolation, .transfer,
-                               "the bootloader holds \(at) bytes that are not the start of this image: start the update again (a new init packet clears it)")
+                return failure(
+                    .protocolViolation, .transfer,
+                    "the bootloader holds \(at) bytes that are not the start of this image: start the update again (a new init packet clears it)")
             }
             return createObject(at: at, verify: true)
         case (.checkData, .checksum(let offset, let crc)):
@@ -238,8 +242,10 @@ public struct NordicDFUTransfer: Sendable {
             }
             attempts += 1
             guard attempts < objectRetries else {
-                return failure(.verificationFailed, .transfer,
-                               "the object at offset \(objectStart) arrived damaged \(attempts) times (the bootloader's CRC disagreed): the link loses too much, try a smaller --window or --packet-size")
+                return failure(
+                    .verificationFailed, .transfer,
+                    "the object at offset \(objectStart) arrived damaged \(attempts) times (the bootloader's CRC disagreed): the link loses too much, try a smaller --window or --packet-size"
+                )
             }
             return createObject(at: objectStart, verify: false)
         case (.executeData, _):
@@ -351,8 +357,9 @@ public struct NordicDFUTransfer: Sendable {
     public mutating func activationProbed(inApplication: Bool) -> Action {
         guard inApplication else {
             if let refused = refusalOfLastExecute { return .failed(refused) }
-            return failure(.verificationFailed, .verify,
-                           "the device stayed in its bootloader after the last object: it refused the image or never got the last Execute; run the same command again")
+            return failure(
+                .verificationFailed, .verify,
+                "the device stayed in its bootloader after the last object: it refused the image or never got the last Execute; run the same command again")
         }
         phase = .done
         executedBytes = image.count

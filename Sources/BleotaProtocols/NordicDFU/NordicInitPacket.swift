@@ -75,9 +75,11 @@ public struct NordicInitPacket: Sendable, Hashable {
     /// The total image size the command announces (SoftDevice + bootloader + application).
     public var imageSize: UInt64 { UInt64(softDeviceSize) + UInt64(bootloaderSize) + UInt64(applicationSize) }
 
-    public init(firmwareVersion: UInt32? = nil, hardwareVersion: UInt32? = nil, softDeviceRequirements: [UInt32] = [],
-                type: FirmwareType, softDeviceSize: UInt32 = 0, bootloaderSize: UInt32 = 0, applicationSize: UInt32 = 0,
-                hashType: HashType = .sha256, hash: [UInt8], isDebug: Bool = false) {
+    public init(
+        firmwareVersion: UInt32? = nil, hardwareVersion: UInt32? = nil, softDeviceRequirements: [UInt32] = [],
+        type: FirmwareType, softDeviceSize: UInt32 = 0, bootloaderSize: UInt32 = 0, applicationSize: UInt32 = 0,
+        hashType: HashType = .sha256, hash: [UInt8], isDebug: Bool = false
+    ) {
         self.firmwareVersion = firmwareVersion
         self.hardwareVersion = hardwareVersion
         self.softDeviceRequirements = softDeviceRequirements
@@ -152,8 +154,9 @@ public struct NordicInitPacket: Sendable, Hashable {
             }
         }
         guard operation == nil || operation == 1, let initCommand else {
-            throw DecodingError(field: "command.op_code", offset: command.valueOffset,
-                                reason: .invalidValue("not an init command (op_code \(operation.map(String.init) ?? "missing"), \(initCommand == nil ? "no" : "an") init)"))
+            throw DecodingError(
+                field: "command.op_code", offset: command.valueOffset,
+                reason: .invalidValue("not an init command (op_code \(operation.map(String.init) ?? "missing"), \(initCommand == nil ? "no" : "an") init)"))
         }
         guard initCommand.wireType == .lengthDelimited else { throw Self.notAMessage(initCommand, "command.init") }
         var fields = ProtobufReader(bytes, field: initCommand, name: "init")
@@ -214,7 +217,7 @@ public struct NordicInitPacket: Sendable, Hashable {
 
     /// An enum field's case, or an error naming the field, its offset and what it may be.
     private static func value<Value: RawRepresentable>(_ field: ProtobufField, _ label: String, _ expected: String) throws(DecodingError) -> Value
-        where Value.RawValue == UInt32 {
+    where Value.RawValue == UInt32 {
         let raw = try field.uint32(label)
         guard let value = Value(rawValue: raw) else {
             throw DecodingError(field: label, offset: field.valueOffset, reason: .invalidValue("\(raw) is not \(expected)"))
@@ -257,7 +260,7 @@ public struct NordicInitPacket: Sendable, Hashable {
     /// A `Command`: op_code INIT, then the init command (last, as the bootloader needs it).
     private static func command(wrapping initCommand: [UInt8]) -> [UInt8] {
         var command = ProtobufWriter()
-        command.varint(1, 1) // INIT
+        command.varint(1, 1)  // INIT
         command.data(2, initCommand)
         return command.bytes
     }

@@ -50,6 +50,8 @@ public actor NordicSecureDFUDevice: DeviceHalf {
 
     public var mode: DeviceMode { inBootloader ? .bootloader : .application }
 
+    public var firmware: FirmwareState { FirmwareState(running: flash.application, mode: mode) }
+
     /// The application's version and the SHA-256 of its bytes (Nordic devices have no way to
     /// read an image back, so `sim serve` logs this at every reset for scripts to check).
     public var runningVersion: String {
@@ -87,7 +89,8 @@ public actor NordicSecureDFUDevice: DeviceHalf {
             guard let (channel, payload) = ChannelPacket.split(packet), let kind = NordicDFUChannel(rawValue: channel) else { continue }
             let reboot: RebootRequest?
             do throws(LinkError) {
-                reboot = inBootloader
+                reboot =
+                    inBootloader
                     ? try await bootloaderReceived(Array(payload), on: kind, link: link, serial: serial, environment: environment)
                     : try await applicationReceived(Array(payload), on: kind, link: link)
             } catch { return }
@@ -120,7 +123,8 @@ public actor NordicSecureDFUDevice: DeviceHalf {
         case NordicButtonless.setAdvertisingName where buttonless == .unbonded:
             let length = payload.count > 1 ? Int(payload[1]) : 0
             guard (1...20).contains(length), payload.count == 2 + length,
-                  let name = String(validating: payload[2...], as: UTF8.self) else {
+                let name = String(validating: payload[2...], as: UTF8.self)
+            else {
                 try await answer(.invalidAdvertisingName)
                 return nil
             }
@@ -133,8 +137,10 @@ public actor NordicSecureDFUDevice: DeviceHalf {
         }
     }
 
-    private func bootloaderReceived(_ payload: [UInt8], on channel: NordicDFUChannel, link: any Link, serial: Bool,
-                                    environment: DeviceEnvironment) async throws(LinkError) -> RebootRequest? {
+    private func bootloaderReceived(
+        _ payload: [UInt8], on channel: NordicDFUChannel, link: any Link, serial: Bool,
+        environment: DeviceEnvironment
+    ) async throws(LinkError) -> RebootRequest? {
         let actions: [NordicBootloader.Action]
         switch channel {
         case .controlPoint:

@@ -22,10 +22,11 @@ public struct NordicSecureDFUProtocol: UpdateProtocol {
     public init() {}
 
     public var identity: ProtocolIdentity {
-        ProtocolIdentity(name: Self.name, displayName: "Nordic Secure DFU",
-                         summary: "Nordic's Secure DFU bootloader (nRF5 SDK 12–17): nrfutil packages, buttonless jump, signed init packets",
-                         gattServices: [Self.gattService], transports: [.ble, .simulator, .serial],
-                         imageFormats: ["nrfutil package (.zip)", "bin or hex with its .dat beside it"])
+        ProtocolIdentity(
+            name: Self.name, displayName: "Nordic Secure DFU",
+            summary: "Nordic's Secure DFU bootloader (nRF5 SDK 12–17): nrfutil packages, buttonless jump, signed init packets",
+            gattServices: [Self.gattService], transports: [.ble, .simulator, .serial],
+            imageFormats: ["nrfutil package (.zip)", "bin or hex with its .dat beside it"])
     }
 
     public var capabilities: ProtocolCapabilities { [.flash, .testTransfer] }
@@ -36,21 +37,28 @@ public struct NordicSecureDFUProtocol: UpdateProtocol {
     public var flashModes: [FlashMode] { [.confirm] }
 
     public var tuningKnobs: [TuningKnob: String] {
-        [.packetSize: "bytes per packet write (default: what the link carries; over serial what the bootloader's MTU allows)",
-         .window: "packets between receipt notifications, which pace the sending (PRN; default: one object's packets, so the receipt for its last packet is its checksum; halved when an object arrives damaged)",
-         .delay: "pause before the first data object of each connection (default 400 ms: SDK 15–17 bootloaders prepare flash then)",
-         .retries: "tries of an object whose CRC disagrees (default 3)"]
+        [
+            .packetSize: "bytes per packet write (default: what the link carries; over serial what the bootloader's MTU allows)",
+            .window:
+                "packets between receipt notifications, which pace the sending (PRN; default: one object's packets, so the receipt for its last packet is its checksum; halved when an object arrives damaged)",
+            .delay: "pause before the first data object of each connection (default 400 ms: SDK 15–17 bootloaders prepare flash then)",
+            .retries: "tries of an object whose CRC disagrees (default 3)",
+        ]
     }
 
     public var deviceOptions: [DeviceOptionSpec] {
-        [DeviceOptionSpec(key: "nordic-hw", meaning: "Nordic device's hardware version (NRF_DFU_HW_VERSION, default 52)"),
-         DeviceOptionSpec(key: "nordic-sd", meaning: "Nordic device's SoftDevice firmware ID (default 0x0101, S132 7.2.0; 'none' for no SoftDevice)"),
-         DeviceOptionSpec(key: "nordic-key", meaning: "public key file (PEM or DER, or the private key) the Nordic bootloader requires signatures from; without it signatures are not checked"),
-         DeviceOptionSpec(key: "nordic-bootloader", meaning: "Nordic bootloader's version (default 1)"),
-         DeviceOptionSpec(key: "nordic-buttonless", meaning: "Nordic application's buttonless service: unbonded (default), bonded, experimental (SDK 12) or none"),
-         DeviceOptionSpec(key: "nordic-start", meaning: "where the Nordic device starts: application (default) or bootloader"),
-         DeviceOptionSpec(key: "nordic-save-progress", meaning: "1: the Nordic bootloader keeps data progress across disconnects (NRF_DFU_SAVE_PROGRESS_IN_FLASH; default 0)"),
-         DeviceOptionSpec(key: "nordic-serial-mtu", meaning: "Nordic serial bootloader's MTU (Get MTU; default 131, UART; 2051 for USB CDC)")]
+        [
+            DeviceOptionSpec(key: "nordic-hw", meaning: "Nordic device's hardware version (NRF_DFU_HW_VERSION, default 52)"),
+            DeviceOptionSpec(key: "nordic-sd", meaning: "Nordic device's SoftDevice firmware ID (default 0x0101, S132 7.2.0; 'none' for no SoftDevice)"),
+            DeviceOptionSpec(
+                key: "nordic-key", meaning: "public key file (PEM or DER, or the private key) the Nordic bootloader requires signatures from; without it signatures are not checked"
+            ),
+            DeviceOptionSpec(key: "nordic-bootloader", meaning: "Nordic bootloader's version (default 1)"),
+            DeviceOptionSpec(key: "nordic-buttonless", meaning: "Nordic application's buttonless service: unbonded (default), bonded, experimental (SDK 12) or none"),
+            DeviceOptionSpec(key: "nordic-start", meaning: "where the Nordic device starts: application (default) or bootloader"),
+            DeviceOptionSpec(key: "nordic-save-progress", meaning: "1: the Nordic bootloader keeps data progress across disconnects (NRF_DFU_SAVE_PROGRESS_IN_FLASH; default 0)"),
+            DeviceOptionSpec(key: "nordic-serial-mtu", meaning: "Nordic serial bootloader's MTU (Get MTU; default 131, UART; 2051 for USB CDC)"),
+        ]
     }
 
     public func imageAffinity(_ probe: ImageProbe) -> ImageAffinity {
@@ -99,23 +107,38 @@ public struct NordicSecureDFUProtocol: UpdateProtocol {
             typealias Field = ImageDescription.Field
             var fields = Field.image(file: part.imageName, bytes: part.image)
             fields.append(.file("init packet", file: part.initName, size: part.initBytes.count))
-            fields.append(Field("type", packet.type.map(\.description) ?? "missing",
-                                typed: [("type", packet.type.map { .text($0.description) } ?? .missing)]))
-            fields.append(Field("firmware version", packet.firmwareVersion.map { $0 == 0xFFFF_FFFF ? "none (0xFFFFFFFF)" : String($0) } ?? "missing",
-                                typed: [("firmwareVersion", packet.firmwareVersion.map { .integer(Int64($0)) } ?? .missing)]))
+            fields.append(
+                Field(
+                    "type", packet.type.map(\.description) ?? "missing",
+                    typed: [("type", packet.type.map { .text($0.description) } ?? .missing)]))
+            fields.append(
+                Field(
+                    "firmware version", packet.firmwareVersion.map { $0 == 0xFFFF_FFFF ? "none (0xFFFFFFFF)" : String($0) } ?? "missing",
+                    typed: [("firmwareVersion", packet.firmwareVersion.map { .integer(Int64($0)) } ?? .missing)]))
             fields.append(Field("hardware version", integer: packet.hardwareVersion.map(Int64.init)))
-            fields.append(Field("sd_req", packet.softDeviceRequirements.map { "0x" + String(format: "%04X", $0) }.joined(separator: ", "),
-                                typed: [("sdReq", .list(packet.softDeviceRequirements.map { .integer(Int64($0)) }))]))
-            fields.append(Field("sizes", "SoftDevice \(packet.softDeviceSize), bootloader \(packet.bootloaderSize), application \(packet.applicationSize)",
-                                typed: [("softDeviceSize", .integer(Int64(packet.softDeviceSize))), ("bootloaderSize", .integer(Int64(packet.bootloaderSize))),
-                                        ("applicationSize", .integer(Int64(packet.applicationSize)))]))
-            fields.append(Field("hash type", packet.hashType.map(\.description) ?? "missing",
-                                typed: [("hashType", packet.hashType.map { .text($0.description) } ?? .missing)]))
+            fields.append(
+                Field(
+                    "sd_req", packet.softDeviceRequirements.map { "0x" + String(format: "%04X", $0) }.joined(separator: ", "),
+                    typed: [("sdReq", .list(packet.softDeviceRequirements.map { .integer(Int64($0)) }))]))
+            fields.append(
+                Field(
+                    "sizes", "SoftDevice \(packet.softDeviceSize), bootloader \(packet.bootloaderSize), application \(packet.applicationSize)",
+                    typed: [
+                        ("softDeviceSize", .integer(Int64(packet.softDeviceSize))), ("bootloaderSize", .integer(Int64(packet.bootloaderSize))),
+                        ("applicationSize", .integer(Int64(packet.applicationSize))),
+                    ]))
+            fields.append(
+                Field(
+                    "hash type", packet.hashType.map(\.description) ?? "missing",
+                    typed: [("hashType", packet.hashType.map { .text($0.description) } ?? .missing)]))
             if packet.isDebug { fields.append(Field("debug", "yes (release bootloaders ignore it)", typed: [("debug", .flag(true))])) }
-            fields.append(Field("signed", packet.signedBytes == nil ? "no" : "yes, ECDSA P-256",
-                                typed: [("signed", .flag(packet.signedBytes != nil))]))
-            return ImageDescription.Part(name: part.name, fields: fields, hashMatches: packet.hashMatches(part.image),
-                                         signatureVerified: part.signatureVerified)
+            fields.append(
+                Field(
+                    "signed", packet.signedBytes == nil ? "no" : "yes, ECDSA P-256",
+                    typed: [("signed", .flag(packet.signedBytes != nil))]))
+            return ImageDescription.Part(
+                name: part.name, fields: fields, hashMatches: packet.hashMatches(part.image),
+                signatureVerified: part.signatureVerified)
         }
         return ImageDescription(format: "Nordic Secure DFU package", parts: described, problem: problem)
     }
@@ -142,15 +165,19 @@ public struct NordicSecureDFUProtocol: UpdateProtocol {
                 throw TransferError(.badInput, step: .load, error.description)
             }
             guard package.flavour == .secure else {
-                throw TransferError(.badInput, step: .load,
-                                    "\(path) is a legacy DFU package (adafruit-nrfutil, dfu_version in its manifest): flash it with a legacy DFU bootloader's protocol, or regenerate it with nrfutil pkg generate")
+                throw TransferError(
+                    .badInput, step: .load,
+                    "\(path) is a legacy DFU package (adafruit-nrfutil, dfu_version in its manifest): flash it with a legacy DFU bootloader's protocol, or regenerate it with nrfutil pkg generate"
+                )
             }
             for part in package.parts {
                 guard let packet = part.initPacket else {
                     throw TransferError(.badInput, step: .load, "\(path): the \(part.kind) has no init packet")
                 }
-                parts.append(LoadedPart(name: part.kind.description, imageName: part.imageName, initName: part.initPacketName,
-                                        image: part.image, initBytes: part.initPacketBytes, packet: packet))
+                parts.append(
+                    LoadedPart(
+                        name: part.kind.description, imageName: part.imageName, initName: part.initPacketName,
+                        image: part.image, initBytes: part.initPacketBytes, packet: packet))
             }
         } else {
             guard let datPath = Self.initPacketPath(beside: path) else {
@@ -170,8 +197,10 @@ public struct NordicSecureDFUProtocol: UpdateProtocol {
                 throw TransferError(.badInput, step: .load, String(describing: error))
             }
             let name = packet.type.map(\.description) ?? "application"
-            parts.append(LoadedPart(name: name, imageName: (path as NSString).lastPathComponent, initName: (datPath as NSString).lastPathComponent,
-                                    image: image, initBytes: initBytes, packet: packet))
+            parts.append(
+                LoadedPart(
+                    name: name, imageName: (path as NSString).lastPathComponent, initName: (datPath as NSString).lastPathComponent,
+                    image: image, initBytes: initBytes, packet: packet))
         }
         var key: P256.Signing.PublicKey?
         if let keyPath = request.keyPath {
@@ -189,11 +218,17 @@ public struct NordicSecureDFUProtocol: UpdateProtocol {
             case false?:
                 if problem == nil { problem = "\(path): the \(part.name) does not match the hash in its init packet: the image was changed or damaged; regenerate the package" }
             case nil:
-                if problem == nil { problem = "\(path): the \(part.name)'s init packet has a \(packet.hashType?.description ?? "missing") hash, which Secure DFU bootloaders refuse: generate it with SHA-256" }
+                if problem == nil {
+                    problem =
+                        "\(path): the \(part.name)'s init packet has a \(packet.hashType?.description ?? "missing") hash, which Secure DFU bootloaders refuse: generate it with SHA-256"
+                }
             }
             if let key {
                 if packet.signedBytes == nil {
-                    if problem == nil { problem = "\(path): the \(part.name)'s init packet is not signed, so --key has nothing to verify: sign the package (nrfutil pkg generate --key-file) or drop --key" }
+                    if problem == nil {
+                        problem =
+                            "\(path): the \(part.name)'s init packet is not signed, so --key has nothing to verify: sign the package (nrfutil pkg generate --key-file) or drop --key"
+                    }
                 } else {
                     let verified = packet.signatureVerifies(with: key) == true
                     parts[index].signatureVerified = verified
@@ -211,7 +246,8 @@ public struct NordicSecureDFUProtocol: UpdateProtocol {
         let bytes = try ImageFiles.read(path, limit: 64 * 1024)
         do {
             guard case .p256(let der) = try MCUbootPublicKey(bytes),
-                  let key = try? P256.Signing.PublicKey(derRepresentation: der) else {
+                let key = try? P256.Signing.PublicKey(derRepresentation: der)
+            else {
                 throw TransferError(.badInput, step: .load, "\(path): Nordic packages are signed with ECDSA P-256, and this is another kind of key")
             }
             return key
@@ -228,7 +264,10 @@ public struct NordicSecureDFUProtocol: UpdateProtocol {
     }
 
     public var hostOptions: [HostOptionSpec] {
-        [HostOptionSpec(key: "bootloader-name", meaning: "the name the bootloader advertises after an unbonded buttonless jump (1–20 characters); bleota then finds it by that name")]
+        [
+            HostOptionSpec(
+                key: "bootloader-name", meaning: "the name the bootloader advertises after an unbonded buttonless jump (1–20 characters); bleota then finds it by that name")
+        ]
     }
 
     public func makeHost(_ context: HostContext) -> any ProtocolHost {

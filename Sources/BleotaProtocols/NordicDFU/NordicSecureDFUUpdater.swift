@@ -20,12 +20,8 @@ import Logging
 /// first data object of each connection (default 400 ms, which SDK 15–17
 /// bootloaders need to prepare flash; iOS's library waits the same), and
 /// `retries` the tries of an object whose CRC disagrees (default 3).
-public struct NordicSecureDFUUpdater: ProtocolHost {
+public struct NordicSecureDFUUpdater: ContextHost {
     public var context: HostContext
-    public var connector: any DeviceConnector { context.connector }
-    public var clock: any BleotaClock { context.clock }
-    public var timeouts: StepTimeouts { context.timeouts }
-    var onEvent: @Sendable (UpdateEvent) -> Void { context.onEvent }
 
     /// The pause before the first data object when `delay` is not given.
     public static let defaultFirstObjectDelay = Duration.milliseconds(400)
@@ -94,7 +90,8 @@ public struct NordicSecureDFUUpdater: ProtocolHost {
             let left = deadline - clock.now
             guard left > .zero, let packet = try await link.receive(within: left, clock: clock) else { return nil }
             guard let (channel, payload) = ChannelPacket.split(packet), channel == NordicDFUChannel.controlPoint.rawValue,
-                  let response = try? NordicDFUResponse(decoding: Array(payload)) else {
+                let response = try? NordicDFUResponse(decoding: Array(payload))
+            else {
                 context.logger.debug("skipping a packet that is not a control point answer: \(Array(packet.prefix(8)).hexString)")
                 continue
             }
@@ -104,8 +101,10 @@ public struct NordicSecureDFUUpdater: ProtocolHost {
 
     /// The buttonless jump: optionally name the bootloader, ask it to enter DFU,
     /// then find it again. Returns a connection to the bootloader.
-    func enterBootloader(from connection: Connection, kind: NordicDFUChannel,
-                         recorder: inout OperationRecorder) async throws(TransferError) -> Connection {
+    func enterBootloader(
+        from connection: Connection, kind: NordicDFUChannel,
+        recorder: inout OperationRecorder
+    ) async throws(TransferError) -> Connection {
         recorder.enter(.enterBootloader)
         let link = connection.link
         func request(_ bytes: [UInt8]) async throws(TransferError) -> NordicButtonless.Status {
@@ -115,11 +114,13 @@ public struct NordicSecureDFUUpdater: ProtocolHost {
                     let deadline = clock.now + timeouts.response
                     while deadline > clock.now, let packet = try await link.receive(within: deadline - clock.now, clock: clock) {
                         guard let (channel, payload) = ChannelPacket.split(packet), channel == kind.rawValue, payload.count == 3,
-                              payload[payload.startIndex] == NordicButtonless.responseCode,
-                              payload[payload.startIndex + 1] == bytes[0] else { continue }
+                            payload[payload.startIndex] == NordicButtonless.responseCode,
+                            payload[payload.startIndex + 1] == bytes[0]
+                        else { continue }
                         guard let status = NordicButtonless.Status(rawValue: payload[payload.startIndex + 2]) else {
-                            throw TransferError(.protocolViolation, step: .enterBootloader,
-                                                "the buttonless service answered status 0x\(String(payload[payload.startIndex + 2], radix: 16))")
+                            throw TransferError(
+                                .protocolViolation, step: .enterBootloader,
+                                "the buttonless service answered status 0x\(String(payload[payload.startIndex + 2], radix: 16))")
                         }
                         return status
                     }
@@ -134,8 +135,9 @@ public struct NordicSecureDFUUpdater: ProtocolHost {
         var renamed = false
         if let bootloaderName {
             guard kind == .buttonless else {
-                throw TransferError(.unsupported, step: .enterBootloader,
-                                    "bootloader-name: only the unbonded buttonless service can rename the bootloader, and this device offers the \(kind)")
+                throw TransferError(
+                    .unsupported, step: .enterBootloader,
+                    "bootloader-name: only the unbonded buttonless service can rename the bootloader, and this device offers the \(kind)")
             }
             guard (1...20).contains(bootloaderName.utf8.count) else {
                 throw TransferError(.badInput, step: .enterBootloader, "bootloader-name '\(bootloaderName)' must be 1 to 20 bytes")
@@ -202,16 +204,18 @@ public struct NordicSecureDFUUpdater: ProtocolHost {
             if !connection.inBootloader {
                 guard let kind = connection.buttonless else {
                     await connection.link.close()
-                    throw TransferError(.unsupported, step: .enterBootloader,
-                                        "\(connector.description) offers neither a DFU bootloader nor a buttonless DFU service: put it in DFU mode (button or reset) and try again")
+                    throw TransferError(
+                        .unsupported, step: .enterBootloader,
+                        "\(connector.description) offers neither a DFU bootloader nor a buttonless DFU service: put it in DFU mode (button or reset) and try again")
                 }
                 connection = try await enterBootloader(from: connection, kind: kind, recorder: &recorder)
             }
             try await recorder.enterTransfer(closing: connection.link)
             onEvent(.note("sending the \(part.name) (\(part.data.count) bytes, init packet \(part.metadata.count) bytes)"))
             let began = clock.now
-            let outcome = try await sendPart(part, connection: &connection, done: done, total: total, statistics: &statistics,
-                                             activate: activate)
+            let outcome = try await sendPart(
+                part, connection: &connection, done: done, total: total, statistics: &statistics,
+                activate: activate)
             transferTime += clock.now - began
             streamed += outcome.bytesOnWire
             packetSize = outcome.packetSize
@@ -223,8 +227,9 @@ public struct NordicSecureDFUUpdater: ProtocolHost {
             var tuning = context.tuning
             tuning.window = receipts
             tuning.packetSize = packetSize
-            return recorder.finish(bytes: total, transfer: TransferSummary(streamBytes: streamed, packetSize: packetSize, elapsed: transferTime),
-                                   statistics: statistics, tuning: tuning)
+            return recorder.finish(
+                bytes: total, transfer: TransferSummary(streamBytes: streamed, packetSize: packetSize, elapsed: transferTime),
+                statistics: statistics, tuning: tuning)
         }
         recorder.enter(.confirm)
         if !connection.isSerial {
@@ -241,8 +246,9 @@ public struct NordicSecureDFUUpdater: ProtocolHost {
         var tuning = context.tuning
         tuning.window = receipts
         tuning.packetSize = packetSize
-        return recorder.finish(bytes: total, transfer: TransferSummary(streamBytes: streamed, packetSize: packetSize, elapsed: transferTime),
-                               statistics: statistics, tuning: tuning)
+        return recorder.finish(
+            bytes: total, transfer: TransferSummary(streamBytes: streamed, packetSize: packetSize, elapsed: transferTime),
+            statistics: statistics, tuning: tuning)
     }
 
     struct PartOutcome {
@@ -252,8 +258,10 @@ public struct NordicSecureDFUUpdater: ProtocolHost {
     }
 
     /// One part through the ``NordicDFUTransfer`` machine; reconnects to resume after a dropped link.
-    func sendPart(_ part: PreparedImage.Part, connection: inout Connection, done: Int, total: Int,
-                  statistics: inout TransferStatistics, activate: Bool = true) async throws(TransferError) -> PartOutcome {
+    func sendPart(
+        _ part: PreparedImage.Part, connection: inout Connection, done: Int, total: Int,
+        statistics: inout TransferStatistics, activate: Bool = true
+    ) async throws(TransferError) -> PartOutcome {
         var outcome = PartOutcome()
         var reconnects = 0
         let began = clock.now
@@ -261,15 +269,19 @@ public struct NordicSecureDFUUpdater: ProtocolHost {
         outcome.packetSize = packet
         let interval = receiptInterval(packetSize: packet)
         outcome.receiptInterval = Int(interval)
-        var machine = NordicDFUTransfer(initPacket: part.metadata, image: part.data, receiptInterval: interval,
-                                        firstObjectDelay: firstObjectDelay, objectRetries: objectRetries,
-                                        timeoutLimit: timeouts.attempts + 1, activates: activate)
+        var machine = NordicDFUTransfer(
+            initPacket: part.metadata, image: part.data, receiptInterval: interval,
+            firstObjectDelay: firstObjectDelay, objectRetries: objectRetries,
+            timeoutLimit: timeouts.attempts + 1, activates: activate)
         var action = machine.start()
         func report() {
-            onEvent(.progress(TransferProgress(bytesAcknowledged: done + machine.executedBytes, totalBytes: total,
-                                               packetsSent: statistics.packetsSent, packetsResent: statistics.packetsResent,
-                                               packetsLost: machine.objectsResent, elapsed: clock.now - began,
-                                               window: Int(machine.receiptInterval), interPacketDelay: .zero)))
+            onEvent(
+                .progress(
+                    TransferProgress(
+                        bytesAcknowledged: done + machine.executedBytes, totalBytes: total,
+                        packetsSent: statistics.packetsSent, packetsResent: statistics.packetsResent,
+                        packetsLost: machine.objectsResent, elapsed: clock.now - began,
+                        window: Int(machine.receiptInterval), interPacketDelay: .zero)))
         }
         report()
         while true {
@@ -312,11 +324,12 @@ public struct NordicSecureDFUUpdater: ProtocolHost {
                             sinceReceipt = 0
                             // Receipts are the flow control: the next packets wait for this one.
                             if let receipt = try await nextAnswer(connection.link, timeout: timeouts.response),
-                               receipt.operation == .calculateChecksum, case .checksum(let at, let crc) = receipt.payload {
+                                receipt.operation == .calculateChecksum, case .checksum(let at, let crc) = receipt.payload
+                            {
                                 statistics.acknowledgements += 1
                                 lastReceipt = (at, crc)
                                 if Int(at) != offset || crc != CRC32.checksum(bytes[..<offset]) {
-                                    receiptFailed = true // lost packets: the object's check will fail; stop sending it
+                                    receiptFailed = true  // lost packets: the object's check will fail; stop sending it
                                 }
                             } else {
                                 statistics.ackTimeouts += 1
@@ -324,9 +337,11 @@ public struct NordicSecureDFUUpdater: ProtocolHost {
                             if receiptFailed { break }
                         }
                     }
-                    action = machine.streamed(receipt: object == .data && offset == range.upperBound ? lastReceipt.flatMap {
-                        Int($0.offset) == offset ? $0 : nil
-                    } : nil)
+                    action = machine.streamed(
+                        receipt: object == .data && offset == range.upperBound
+                            ? lastReceipt.flatMap {
+                                Int($0.offset) == offset ? $0 : nil
+                            } : nil)
                     if case .send = action, machine.objectsResent > 0 { statistics.packetsResent = machine.bytesResent / max(1, packet) }
                 case .probeActivation:
                     await connection.link.close()
@@ -354,8 +369,10 @@ public struct NordicSecureDFUUpdater: ProtocolHost {
                     // It reset into its (still intact) application: jump again; the bootloader kept the init packet.
                     guard let kind = connection.buttonless else {
                         await connection.link.close()
-                        throw TransferError(.linkLost, step: .transfer,
-                                            "the device reset into its application while the \(part.name) was being sent and offers no buttonless jump: put it in DFU mode and run the command again")
+                        throw TransferError(
+                            .linkLost, step: .transfer,
+                            "the device reset into its application while the \(part.name) was being sent and offers no buttonless jump: put it in DFU mode and run the command again"
+                        )
                     }
                     var recorder = context.recorder("resume")
                     connection = try await enterBootloader(from: connection, kind: kind, recorder: &recorder)

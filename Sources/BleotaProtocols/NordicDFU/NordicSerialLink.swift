@@ -43,7 +43,7 @@ public final class NordicSerialLink: Link {
         if let local = answers.poll() { return local }
         while true {
             let body = try await lines.receive(until: SLIP.end)
-            guard !body.isEmpty else { continue } // an END with nothing before it
+            guard !body.isEmpty else { continue }  // an END with nothing before it
             do {
                 return ChannelPacket.tag(NordicDFUChannel.controlPoint.rawValue, try SLIP.decode(body))
             } catch {

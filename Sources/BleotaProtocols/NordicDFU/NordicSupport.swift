@@ -23,8 +23,9 @@ extension PreparedImage {
 
 /// Why a Nordic bootloader cannot be measured with test bytes.
 func realImageRequired(_ bootloaders: String) -> TransferError {
-    TransferError(.unsupported, step: .load,
-                  "\(bootloaders) take only real images with their init packets: give the package to measure with (bleota tune --image X.zip)")
+    TransferError(
+        .unsupported, step: .load,
+        "\(bootloaders) take only real images with their init packets: give the package to measure with (bleota tune --image X.zip)")
 }
 
 /// What a simulated Nordic device runs, for `sim serve`'s and `serve`'s logs: the

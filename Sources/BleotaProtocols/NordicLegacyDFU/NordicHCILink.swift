@@ -150,8 +150,10 @@ public final class NordicHCILink: Link {
         case .initPacket:
             // The device takes whole words and completes the init packet at once.
             let words = body.count / 4 * 4
-            writes = [[control, NordicLegacyOperation.initParameters.rawValue, 0], [packet] + Array(body[..<words]),
-                      [control, NordicLegacyOperation.initParameters.rawValue, 1]]
+            writes = [
+                [control, NordicLegacyOperation.initParameters.rawValue, 0], [packet] + Array(body[..<words]),
+                [control, NordicLegacyOperation.initParameters.rawValue, 1],
+            ]
         case .data:
             let first = state.withLock { state -> Bool in
                 defer { state.receivingData = true }

@@ -196,7 +196,8 @@ public struct NordicLegacyBootloader: Sendable {
         if type != .application, ![0xADAF, 52840, 52833].contains(packet.deviceRevision) { return nil }
         let installed = flash.softDeviceID
         guard !packet.softDeviceRequirements.isEmpty,
-              packet.softDeviceRequirements.contains(where: { $0 == 0xFFFE || $0 == installed }) else { return nil }
+            packet.softDeviceRequirements.contains(where: { $0 == 0xFFFE || $0 == installed })
+        else { return nil }
         return packet
     }
 

@@ -25,6 +25,8 @@ public actor NordicLegacyDFUDevice: DeviceHalf {
     }
 
     public var mode: DeviceMode { inBootloader ? .bootloader : .application }
+
+    public var firmware: FirmwareState { FirmwareState(running: flash.application, mode: mode) }
     public var bootloaderKeepsAddress: Bool { jumped }
     public var advertisedName: String? { inBootloader ? Self.bootloaderName : nil }
     public var flash: NordicLegacyBootloader.Flash { bootloader.flash }

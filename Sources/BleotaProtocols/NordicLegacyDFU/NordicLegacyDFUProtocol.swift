@@ -15,20 +15,26 @@ public struct NordicLegacyDFUProtocol: UpdateProtocol {
     static func uuid(_ alias: String) -> BluetoothUUID { BluetoothUUID("0000\(alias)-1212-EFDE-1523-785FEABCD123")! }
     public static let gattService = GATTPacketService(
         service: uuid("1530"), write: uuid("1531"), notify: uuid("1531"), name: "Nordic legacy DFU",
-        channels: [GATTChannel(number: NordicLegacyChannel.controlPoint.rawValue, service: uuid("1530"), characteristic: uuid("1531"),
-                               write: .request, update: .notify),
-                   GATTChannel(number: NordicLegacyChannel.packet.rawValue, service: uuid("1530"), characteristic: uuid("1532"),
-                               write: .command, update: .none),
-                   GATTChannel(number: NordicLegacyChannel.revision.rawValue, service: uuid("1530"), characteristic: uuid("1534"),
-                               write: .none, update: .none, readable: true)])
+        channels: [
+            GATTChannel(
+                number: NordicLegacyChannel.controlPoint.rawValue, service: uuid("1530"), characteristic: uuid("1531"),
+                write: .request, update: .notify),
+            GATTChannel(
+                number: NordicLegacyChannel.packet.rawValue, service: uuid("1530"), characteristic: uuid("1532"),
+                write: .command, update: .none),
+            GATTChannel(
+                number: NordicLegacyChannel.revision.rawValue, service: uuid("1530"), characteristic: uuid("1534"),
+                write: .none, update: .none, readable: true),
+        ])
 
     public init() {}
 
     public var identity: ProtocolIdentity {
-        ProtocolIdentity(name: Self.name, displayName: "Nordic legacy DFU",
-                         summary: "Nordic's legacy DFU (SDK ≤ 11, Adafruit nRF52 bootloader): adafruit-nrfutil packages",
-                         gattServices: [Self.gattService], transports: [.ble, .simulator, .serial],
-                         imageFormats: ["adafruit-nrfutil package (.zip, dfu_version 0.5)"])
+        ProtocolIdentity(
+            name: Self.name, displayName: "Nordic legacy DFU",
+            summary: "Nordic's legacy DFU (SDK ≤ 11, Adafruit nRF52 bootloader): adafruit-nrfutil packages",
+            gattServices: [Self.gattService], transports: [.ble, .simulator, .serial],
+            imageFormats: ["adafruit-nrfutil package (.zip, dfu_version 0.5)"])
     }
 
     public var capabilities: ProtocolCapabilities { [.flash, .testTransfer] }
@@ -36,14 +42,18 @@ public struct NordicLegacyDFUProtocol: UpdateProtocol {
     public var flashModes: [FlashMode] { [.confirm] }
 
     public var tuningKnobs: [TuningKnob: String] {
-        [.packetSize: "bytes per packet write, a multiple of 4 (default: what the link carries)",
-         .window: "packets between receipts (default 10, as Nordic's tools use)",
-         .retries: "tries of a part that did not arrive whole (legacy DFU cannot resume; default 3)"]
+        [
+            .packetSize: "bytes per packet write, a multiple of 4 (default: what the link carries)",
+            .window: "packets between receipts (default 10, as Nordic's tools use)",
+            .retries: "tries of a part that did not arrive whole (legacy DFU cannot resume; default 3)",
+        ]
     }
 
     public var deviceOptions: [DeviceOptionSpec] {
-        [DeviceOptionSpec(key: "legacy-sd", meaning: "legacy bootloader's SoftDevice firmware ID (default 0x00B6, S140 6.1.1; 'none' for no SoftDevice)"),
-         DeviceOptionSpec(key: "legacy-start", meaning: "where the legacy device starts: application (default) or bootloader")]
+        [
+            DeviceOptionSpec(key: "legacy-sd", meaning: "legacy bootloader's SoftDevice firmware ID (default 0x00B6, S140 6.1.1; 'none' for no SoftDevice)"),
+            DeviceOptionSpec(key: "legacy-start", meaning: "where the legacy device starts: application (default) or bootloader"),
+        ]
     }
 
     /// A zip is its own only when its manifest says legacy (dfu_version); that needs the file read.
@@ -67,30 +77,37 @@ public struct NordicLegacyDFUProtocol: UpdateProtocol {
         if let problem { throw TransferError(.verificationFailed, step: .load, problem) }
         let application = parts.last { $0.0.kind == .application }
         let version = request.versionLabel ?? application.map { $0.1.applicationVersion == 0xFFFF_FFFF ? "unversioned" : String($0.1.applicationVersion) } ?? "unversioned"
-        return PreparedImage(parts: parts.map { part, _ in
-            var attributes: [String: Int] = [:]
-            if let size = part.softDeviceSize { attributes["softdevice-size"] = size }
-            return PreparedImage.Part(name: part.kind.description, data: part.image, metadata: part.initPacketBytes, attributes: attributes)
-        }, version: version, summary: "legacy DFU package: " + parts.map { "\($0.0.kind) \($0.0.image.count) bytes" }.joined(separator: ", "))
+        return PreparedImage(
+            parts: parts.map { part, _ in
+                var attributes: [String: Int] = [:]
+                if let size = part.softDeviceSize { attributes["softdevice-size"] = size }
+                return PreparedImage.Part(name: part.kind.description, data: part.image, metadata: part.initPacketBytes, attributes: attributes)
+            }, version: version, summary: "legacy DFU package: " + parts.map { "\($0.0.kind) \($0.0.image.count) bytes" }.joined(separator: ", "))
     }
 
     public func describeImage(_ request: ImageRequest) throws(TransferError) -> ImageDescription? {
         guard imageAffinity(ImageFiles.probe(request.path)) == .owns else { return nil }
         let (parts, problem) = try load(request)
-        return ImageDescription(format: "Nordic legacy DFU package (adafruit-nrfutil)", parts: parts.map { part, packet in
-            typealias Field = ImageDescription.Field
-            let version = packet.applicationVersion
-            return ImageDescription.Part(name: part.kind.description, fields: Field.image(file: part.imageName, bytes: part.image) + [
-                .file("init packet", file: part.initPacketName, size: part.initPacketBytes.count),
-                Field("device type", String(format: "0x%04X", packet.deviceType), typed: [("deviceType", .integer(Int64(packet.deviceType)))]),
-                Field("device revision", String(format: "0x%04X", packet.deviceRevision), typed: [("deviceRevision", .integer(Int64(packet.deviceRevision)))]),
-                Field("application version", version == 0xFFFF_FFFF ? "none (0xFFFFFFFF)" : String(version),
-                      typed: [("applicationVersion", .integer(Int64(version)))]),
-                Field("sd_req", packet.softDeviceRequirements.map { String(format: "0x%04X", $0) }.joined(separator: ", "),
-                      typed: [("sdReq", .list(packet.softDeviceRequirements.map { .integer(Int64($0)) }))]),
-                Field("CRC-16", String(format: "0x%04X", packet.imageCRC), typed: [("crc16", .integer(Int64(packet.imageCRC)))]),
-            ], hashMatches: NordicLegacyInitPacket.crc(of: part.image) == packet.imageCRC)
-        }, problem: problem)
+        return ImageDescription(
+            format: "Nordic legacy DFU package (adafruit-nrfutil)",
+            parts: parts.map { part, packet in
+                typealias Field = ImageDescription.Field
+                let version = packet.applicationVersion
+                return ImageDescription.Part(
+                    name: part.kind.description,
+                    fields: Field.image(file: part.imageName, bytes: part.image) + [
+                        .file("init packet", file: part.initPacketName, size: part.initPacketBytes.count),
+                        Field("device type", String(format: "0x%04X", packet.deviceType), typed: [("deviceType", .integer(Int64(packet.deviceType)))]),
+                        Field("device revision", String(format: "0x%04X", packet.deviceRevision), typed: [("deviceRevision", .integer(Int64(packet.deviceRevision)))]),
+                        Field(
+                            "application version", version == 0xFFFF_FFFF ? "none (0xFFFFFFFF)" : String(version),
+                            typed: [("applicationVersion", .integer(Int64(version)))]),
+                        Field(
+                            "sd_req", packet.softDeviceRequirements.map { String(format: "0x%04X", $0) }.joined(separator: ", "),
+                            typed: [("sdReq", .list(packet.softDeviceRequirements.map { .integer(Int64($0)) }))]),
+                        Field("CRC-16", String(format: "0x%04X", packet.imageCRC), typed: [("crc16", .integer(Int64(packet.imageCRC)))]),
+                    ], hashMatches: NordicLegacyInitPacket.crc(of: part.image) == packet.imageCRC)
+            }, problem: problem)
     }
 
     func load(_ request: ImageRequest) throws(TransferError) -> ([(NordicDFUPackage.Part, NordicLegacyInitPacket)], String?) {

@@ -13,12 +13,8 @@ import Logging
 /// lost answer, a dropped link — is started again from its Start (the
 /// bootloader is reset first; a dual-bank bootloader keeps the old
 /// application meanwhile), up to `retries` times.
-public struct NordicLegacyDFUUpdater: ProtocolHost {
+public struct NordicLegacyDFUUpdater: ContextHost {
     public var context: HostContext
-    var connector: any DeviceConnector { context.connector }
-    var clock: any BleotaClock { context.clock }
-    var timeouts: StepTimeouts { context.timeouts }
-    var onEvent: @Sendable (UpdateEvent) -> Void { context.onEvent }
 
     public init(context: HostContext) { self.context = context }
 
@@ -70,7 +66,8 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
         while deadline > clock.now {
             guard let packet = try await link.receive(within: deadline - clock.now, clock: clock) else { return nil }
             guard let (channel, payload) = ChannelPacket.split(packet), channel == NordicLegacyChannel.controlPoint.rawValue,
-                  let decoded = try? NordicLegacyNotification(decoding: Array(payload)) else { continue }
+                let decoded = try? NordicLegacyNotification(decoding: Array(payload))
+            else { continue }
             return decoded
         }
         return nil
@@ -126,11 +123,12 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
             var attempt = 0
             while true {
                 attempt += 1
-                var (connection, revision) = if let link = firstLink {
-                    try await identify(link, step: .connect)
-                } else {
-                    try await connect(.bootloader, step: .reconnect)
-                }
+                var (connection, revision) =
+                    if let link = firstLink {
+                        try await identify(link, step: .connect)
+                    } else {
+                        try await connect(.bootloader, step: .reconnect)
+                    }
                 firstLink = nil
                 if revision == NordicLegacyDFUDevice.applicationRevision {
                     recorder.enter(.enterBootloader)
@@ -148,8 +146,9 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
                 let began = clock.now
                 let failure: PartFailure
                 do throws(PartFailure) {
-                    packetSize = try await send(part, type: imageType, link: connection, interval: interval, done: done,
-                                                total: total, statistics: &statistics, activate: activate)
+                    packetSize = try await send(
+                        part, type: imageType, link: connection, interval: interval, done: done,
+                        total: total, statistics: &statistics, activate: activate)
                     transferTime += clock.now - began
                     await connection.close()
                     break
@@ -172,8 +171,9 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
                     }
                     guard attempt < tries else {
                         if let refusal { throw refusal }
-                        throw TransferError(.verificationFailed, step: .transfer,
-                                            "the \(part.name) did not arrive whole in \(attempt) tries (\(why)): try a smaller --window, or move closer to the device")
+                        throw TransferError(
+                            .verificationFailed, step: .transfer,
+                            "the \(part.name) did not arrive whole in \(attempt) tries (\(why)): try a smaller --window, or move closer to the device")
                     }
                     onEvent(.note("\(why); sending the \(part.name) again from its start"))
                 }
@@ -184,8 +184,9 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
             var tuning = context.tuning
             tuning.window = Int(interval)
             tuning.packetSize = packetSize
-            return recorder.finish(bytes: total, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: packetSize, elapsed: transferTime),
-                                   statistics: statistics, tuning: tuning)
+            return recorder.finish(
+                bytes: total, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: packetSize, elapsed: transferTime),
+                statistics: statistics, tuning: tuning)
         }
         recorder.enter(.confirm)
         let (back, revision) = try await connect(.application, step: .confirm)
@@ -199,8 +200,9 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
         var tuning = context.tuning
         tuning.window = Int(interval)
         tuning.packetSize = packetSize
-        return recorder.finish(bytes: total, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: packetSize, elapsed: transferTime),
-                               statistics: statistics, tuning: tuning)
+        return recorder.finish(
+            bytes: total, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: packetSize, elapsed: transferTime),
+            statistics: statistics, tuning: tuning)
     }
 
     /// Asks how many image bytes the bootloader holds (after a lost receipt).
@@ -212,8 +214,10 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
     }
 
     /// One try of one part; returns the packet size used.
-    func send(_ part: PreparedImage.Part, type: NordicLegacyImageType, link: any Link, interval: UInt16, done: Int, total: Int,
-              statistics: inout TransferStatistics, activate: Bool = true) async throws(PartFailure) -> Int {
+    func send(
+        _ part: PreparedImage.Part, type: NordicLegacyImageType, link: any Link, interval: UInt16, done: Int, total: Int,
+        statistics: inout TransferStatistics, activate: Bool = true
+    ) async throws(PartFailure) -> Int {
         let control = NordicLegacyChannel.controlPoint.rawValue
         let packetChannel = NordicLegacyChannel.packet.rawValue
         // Chunks of image data must be multiples of 4.
@@ -246,7 +250,9 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
             sizes = (UInt32(split), UInt32(part.data.count - split), 0)
         }
         var writer = ByteWriter()
-        writer.write(sizes.0, .little); writer.write(sizes.1, .little); writer.write(sizes.2, .little)
+        writer.write(sizes.0, .little)
+        writer.write(sizes.1, .little)
+        writer.write(sizes.2, .little)
         try await write(control, [NordicLegacyOperation.startDFU.rawValue, type.rawValue])
         try await write(packetChannel, writer.bytes)
         // Answered once the bank is erased: up to ~90 ms a page.
@@ -275,7 +281,7 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
                 do { receipt = try await notification(link, timeout: timeouts.response) } catch { throw .retry("the link dropped (\(error))") }
                 var count = receipt
                 if case .response(let operation, _)? = receipt, operation != .receiveFirmware {
-                    count = nil // a late answer to something sent twice, not a receipt
+                    count = nil  // a late answer to something sent twice, not a receipt
                 }
                 if count == nil { count = try await receivedSize(link) }
                 switch count {
@@ -286,15 +292,19 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
                         throw .retry("the bootloader counted \(bytes) of \(offset) bytes sent", lostPackets: true)
                     }
                 case .response(let operation, let status)?:
-                    throw .retry("the bootloader stopped the image at \(offset) bytes (\(operation): \(status))",
-                                 refusal: TransferError(.deviceRefused, step: .transfer, "the bootloader stopped the image at \(offset) bytes: \(operation): \(status)"))
+                    throw .retry(
+                        "the bootloader stopped the image at \(offset) bytes (\(operation): \(status))",
+                        refusal: TransferError(.deviceRefused, step: .transfer, "the bootloader stopped the image at \(offset) bytes: \(operation): \(status)"))
                 default:
                     statistics.ackTimeouts += 1
                     throw .retry("no receipt at \(offset) bytes", lostPackets: true)
                 }
-                onEvent(.progress(TransferProgress(bytesAcknowledged: done + offset, totalBytes: total, packetsSent: statistics.packetsSent,
-                                                   packetsResent: statistics.packetsResent, packetsLost: 0, elapsed: clock.now - began,
-                                                   window: Int(interval), interPacketDelay: .zero)))
+                onEvent(
+                    .progress(
+                        TransferProgress(
+                            bytesAcknowledged: done + offset, totalBytes: total, packetsSent: statistics.packetsSent,
+                            packetsResent: statistics.packetsResent, packetsLost: 0, elapsed: clock.now - began,
+                            window: Int(interval), interPacketDelay: .zero)))
             }
         }
         try await expect(.receiveFirmware, timeout: timeouts.response)
@@ -303,9 +313,12 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
         // Activate: the bootloader resets into the image without answering (a test transfer resets without it).
         try await write(control, [activate ? NordicLegacyOperation.activateAndReset.rawValue : NordicLegacyOperation.reset.rawValue])
         await awaitDisconnect(link, clock: clock, timeout: timeouts.response)
-        onEvent(.progress(TransferProgress(bytesAcknowledged: done + part.data.count, totalBytes: total, packetsSent: statistics.packetsSent,
-                                           packetsResent: statistics.packetsResent, packetsLost: 0, elapsed: clock.now - began,
-                                           window: Int(interval), interPacketDelay: .zero)))
+        onEvent(
+            .progress(
+                TransferProgress(
+                    bytesAcknowledged: done + part.data.count, totalBytes: total, packetsSent: statistics.packetsSent,
+                    packetsResent: statistics.packetsResent, packetsLost: 0, elapsed: clock.now - began,
+                    window: Int(interval), interPacketDelay: .zero)))
         return packet
     }
 
@@ -338,8 +351,9 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
             // Not acknowledged: the bootloader dropped the frame, and would take the same sequence
             // number again as a duplicate; with no status to ask for, the update cannot go on.
             statistics.ackTimeouts += 1
-            throw TransferError(.timeout, step: step,
-                                "the bootloader did not acknowledge a \(type) frame: check the port and that the board is in its serial bootloader")
+            throw TransferError(
+                .timeout, step: step,
+                "the bootloader did not acknowledge a \(type) frame: check the port and that the board is in its serial bootloader")
         }
         func pause(_ duration: Duration) async { try? await clock.sleep(for: duration) }
         let pageErase = Duration.microseconds(89_700)
@@ -354,11 +368,22 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
             var start = ByteWriter()
             start.write(UInt32(type.rawValue), .little)
             switch type {
-            case .application: start.write(UInt32(0), .little); start.write(UInt32(0), .little); start.write(UInt32(part.data.count), .little)
-            case .softDevice: start.write(UInt32(part.data.count), .little); start.write(UInt32(0), .little); start.write(UInt32(0), .little)
-            case .bootloader: start.write(UInt32(0), .little); start.write(UInt32(part.data.count), .little); start.write(UInt32(0), .little)
+            case .application:
+                start.write(UInt32(0), .little)
+                start.write(UInt32(0), .little)
+                start.write(UInt32(part.data.count), .little)
+            case .softDevice:
+                start.write(UInt32(part.data.count), .little)
+                start.write(UInt32(0), .little)
+                start.write(UInt32(0), .little)
+            case .bootloader:
+                start.write(UInt32(0), .little)
+                start.write(UInt32(part.data.count), .little)
+                start.write(UInt32(0), .little)
             case .softDeviceAndBootloader:
-                start.write(UInt32(softDevice), .little); start.write(UInt32(part.data.count - softDevice), .little); start.write(UInt32(0), .little)
+                start.write(UInt32(softDevice), .little)
+                start.write(UInt32(part.data.count - softDevice), .little)
+                start.write(UInt32(0), .little)
             }
             try await send(.start, start.bytes, step: .transfer)
             let pages = part.data.count / 4096 + 1
@@ -371,9 +396,12 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
                 try await send(.data, Array(part.data[offset..<end]), step: .transfer)
                 if frames % 8 == 0 { await pause(pageWrite) }
                 frames += 1
-                context.onEvent(.progress(TransferProgress(bytesAcknowledged: done + end, totalBytes: total, packetsSent: statistics.packetsSent,
-                                                           packetsResent: 0, packetsLost: 0, elapsed: clock.now - began, window: 1,
-                                                           interPacketDelay: .zero)))
+                context.onEvent(
+                    .progress(
+                        TransferProgress(
+                            bytesAcknowledged: done + end, totalBytes: total, packetsSent: statistics.packetsSent,
+                            packetsResent: 0, packetsLost: 0, elapsed: clock.now - began, window: 1,
+                            interPacketDelay: .zero)))
             }
             await pause(pageWrite)
             recorder.enter(.activate)
@@ -388,7 +416,8 @@ public struct NordicLegacyDFUUpdater: ProtocolHost {
         var tuning = context.tuning
         tuning.packetSize = 512
         tuning.window = 1
-        return recorder.finish(bytes: total, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: 512, elapsed: clock.now - began),
-                               statistics: statistics, tuning: tuning)
+        return recorder.finish(
+            bytes: total, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: 512, elapsed: clock.now - began),
+            statistics: statistics, tuning: tuning)
     }
 }

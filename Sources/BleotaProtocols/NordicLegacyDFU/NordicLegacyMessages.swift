@@ -79,14 +79,21 @@ public enum NordicLegacyNotification: Sendable, Hashable {
         var writer = ByteWriter()
         switch self {
         case .response(let operation, let status):
-            writer.write(UInt8(0x10)); writer.write(operation.rawValue); writer.write(status.rawValue)
+            writer.write(UInt8(0x10))
+            writer.write(operation.rawValue)
+            writer.write(status.rawValue)
         case .receivedSize(let size):
-            writer.write(UInt8(0x10)); writer.write(NordicLegacyOperation.reportReceivedSize.rawValue)
-            writer.write(NordicLegacyStatus.success.rawValue); writer.write(size, .little)
+            writer.write(UInt8(0x10))
+            writer.write(NordicLegacyOperation.reportReceivedSize.rawValue)
+            writer.write(NordicLegacyStatus.success.rawValue)
+            writer.write(size, .little)
         case .receipt(let bytes):
-            writer.write(UInt8(0x11)); writer.write(bytes, .little)
+            writer.write(UInt8(0x11))
+            writer.write(bytes, .little)
         case .notSupported(let code):
-            writer.write(UInt8(0x10)); writer.write(code); writer.write(NordicLegacyStatus.notSupported.rawValue)
+            writer.write(UInt8(0x10))
+            writer.write(code)
+            writer.write(NordicLegacyStatus.notSupported.rawValue)
         }
         return writer.bytes
     }
@@ -138,8 +145,10 @@ public struct NordicLegacyInitPacket: Sendable, Hashable {
     /// Extension bytes after the CRC (dfu_version 0.6–0.8), kept as they are.
     public var extra: [UInt8]
 
-    public init(deviceType: UInt16 = adafruitDeviceType, deviceRevision: UInt16 = 0xFFFF, applicationVersion: UInt32 = 0xFFFF_FFFF,
-                softDeviceRequirements: [UInt16] = [0xFFFE], imageCRC: UInt16, extra: [UInt8] = []) {
+    public init(
+        deviceType: UInt16 = adafruitDeviceType, deviceRevision: UInt16 = 0xFFFF, applicationVersion: UInt32 = 0xFFFF_FFFF,
+        softDeviceRequirements: [UInt16] = [0xFFFE], imageCRC: UInt16, extra: [UInt8] = []
+    ) {
         self.deviceType = deviceType
         self.deviceRevision = deviceRevision
         self.applicationVersion = applicationVersion

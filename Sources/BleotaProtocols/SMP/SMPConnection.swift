@@ -108,7 +108,7 @@ public final class SMPConnection: Sendable {
                 for message in state.reassembler.feed(packet) {
                     do {
                         let decoded = try SMPPacket(decoding: message)
-                        guard decoded.header.operation.isResponse else { continue } // a request from the device: not ours
+                        guard decoded.header.operation.isResponse else { continue }  // a request from the device: not ours
                         state.ready.append(.success(decoded))
                     } catch {
                         state.ready.append(.failure(.malformed("\(error)")))
@@ -130,8 +130,10 @@ public final class SMPConnection: Sendable {
     /// that does not fit the response's schema (damaged on the way) counts as no answer
     /// until the last try.
     public func request<R: SMPRequest>(_ request: R, timeout: Duration, attempts: Int = 8) async throws(SMPClientError) -> R.Response {
-        try await exchange(R.operation, command: R.command, body: request.body, timeout: timeout, attempts: attempts,
-                           what: request.what) { body throws(SMPBody.FieldError) in try R.Response(body: body) }
+        try await exchange(
+            R.operation, command: R.command, body: request.body, timeout: timeout, attempts: attempts,
+            what: request.what
+        ) { body throws(SMPBody.FieldError) in try R.Response(body: body) }
     }
 
     /// One request and its answer body, sent up to `attempts` times; a device error becomes ``SMPClientError/device(_:)``.
@@ -140,13 +142,17 @@ public final class SMPConnection: Sendable {
     /// skipped. An answer carrying a sequence number no request had is skipped
     /// too — a damaged packet must not end an update — but if the request then
     /// goes unanswered, that stray is what the error reports.
-    public func request(_ operation: SMPHeader.Operation, command: SMPCommand, body: CBOR = .map([]),
-                        timeout: Duration, attempts: Int = 3, what: String) async throws(SMPClientError) -> CBOR {
+    public func request(
+        _ operation: SMPHeader.Operation, command: SMPCommand, body: CBOR = .map([]),
+        timeout: Duration, attempts: Int = 3, what: String
+    ) async throws(SMPClientError) -> CBOR {
         try await exchange(operation, command: command, body: body, timeout: timeout, attempts: attempts, what: what) { $0 }
     }
 
-    private func exchange<T>(_ operation: SMPHeader.Operation, command: SMPCommand, body: CBOR, timeout: Duration, attempts: Int,
-                             what: String, decode: (CBOR) throws(SMPBody.FieldError) -> T) async throws(SMPClientError) -> T {
+    private func exchange<T>(
+        _ operation: SMPHeader.Operation, command: SMPCommand, body: CBOR, timeout: Duration, attempts: Int,
+        what: String, decode: (CBOR) throws(SMPBody.FieldError) -> T
+    ) async throws(SMPClientError) -> T {
         var stray: SMPClientError?
         for attempt in 0..<max(1, attempts) {
             // Whatever half-arrived before the last try timed out will not be completed.
@@ -186,10 +192,13 @@ public final class SMPConnection: Sendable {
     }
 
     /// The raw form with a group and command number, for tools and tests.
-    public func request(_ operation: SMPHeader.Operation, group: SMPGroup, command: UInt8, body: CBOR = .map([]),
-                        timeout: Duration, attempts: Int = 3, what: String) async throws(SMPClientError) -> CBOR {
-        try await request(operation, command: SMPCommand(group: group, id: command), body: body, timeout: timeout,
-                          attempts: attempts, what: what)
+    public func request(
+        _ operation: SMPHeader.Operation, group: SMPGroup, command: UInt8, body: CBOR = .map([]),
+        timeout: Duration, attempts: Int = 3, what: String
+    ) async throws(SMPClientError) -> CBOR {
+        try await request(
+            operation, command: SMPCommand(group: group, id: command), body: body, timeout: timeout,
+            attempts: attempts, what: what)
     }
 
     // MARK: Commands

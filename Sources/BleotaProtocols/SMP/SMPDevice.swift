@@ -24,8 +24,10 @@ public actor SMPDevice: DeviceHalf {
     /// `fs_mgmt`'s one transfer context: the file being uploaded and the offset it expects next.
     private var fileUpload: (name: String, expected: Int, length: Int?)?
 
-    public init(name: String = "bleota-smp", storage: SMPDeviceStorage,
-                parameters: MCUmgrParameters = MCUmgrParameters(bufferSize: 2475, bufferCount: 4), swapTime: Duration = .seconds(2)) {
+    public init(
+        name: String = "bleota-smp", storage: SMPDeviceStorage,
+        parameters: MCUmgrParameters = MCUmgrParameters(bufferSize: 2475, bufferCount: 4), swapTime: Duration = .seconds(2)
+    ) {
         self.name = name
         self.storage = storage
         self.parameters = parameters
@@ -33,6 +35,11 @@ public actor SMPDevice: DeviceHalf {
     }
 
     public var mode: DeviceMode { .application }
+
+    public var firmware: FirmwareState {
+        let state = storage.snapshot
+        return FirmwareState(running: state.primary, confirmed: state.primaryConfirmed, pending: state.pendingSwap == nil ? nil : state.secondary)
+    }
 
     public var runningVersion: String {
         (try? MCUbootImage(decoding: storage.snapshot.primary))?.version.description ?? "none"
@@ -75,7 +82,7 @@ public actor SMPDevice: DeviceHalf {
     func collect(_ fragment: [UInt8]) -> [UInt8]? {
         if var current = partial {
             guard fragment.count <= current.remaining else {
-                partial = nil // -EOVERFLOW: the partial request and this write are both lost
+                partial = nil  // -EOVERFLOW: the partial request and this write are both lost
                 return nil
             }
             current.bytes += fragment
@@ -87,9 +94,9 @@ public actor SMPDevice: DeviceHalf {
             partial = nil
             return current.bytes
         }
-        guard fragment.count >= SMPHeader.size, let total = SMPPacket.totalLength(of: fragment) else { return nil } // -ENODATA
-        guard fragment.count <= parameters.bufferSize, total <= parameters.bufferSize else { return nil } // -ENOSR: buf_size counts the header
-        guard fragment.count <= total else { return nil } // -EOVERFLOW
+        guard fragment.count >= SMPHeader.size, let total = SMPPacket.totalLength(of: fragment) else { return nil }  // -ENODATA
+        guard fragment.count <= parameters.bufferSize, total <= parameters.bufferSize else { return nil }  // -ENOSR: buf_size counts the header
+        guard fragment.count <= total else { return nil }  // -EOVERFLOW
         guard fragment.count < total else { return fragment }
         partial = (fragment, total - fragment.count)
         return nil
@@ -111,8 +118,10 @@ public actor SMPDevice: DeviceHalf {
         let group = SMPGroup(rawValue: UInt16(message[4]) << 8 | UInt16(message[5]))
         let header = SMPHeader(operation: operation, version: version, length: 0, group: group, sequence: message[6], command: message[7])
         func reply(_ body: CBOR) -> SMPPacket {
-            SMPPacket(header: SMPHeader(operation: operation.response, version: version, length: 0, group: group,
-                                        sequence: header.sequence, command: header.command), body: body)
+            SMPPacket(
+                header: SMPHeader(
+                    operation: operation.response, version: version, length: 0, group: group,
+                    sequence: header.sequence, command: header.command), body: body)
         }
         func failure(_ error: SMPDeviceError) -> SMPPacket {
             // A v1 client knows only the general codes: Zephyr translates and drops the rest.
@@ -182,9 +191,16 @@ public actor SMPDevice: DeviceHalf {
         } catch let error as FileOffsetError {
             // fs_mgmt answers a wrong upload offset with its error and the offset it expects.
             if version == .v1 { return (reply(.textMap(["rc": CBOR(SMPReturnCode.unknown.rawValue)])), .none) }
-            return (reply(.textMap(["err": .textMap(["group": CBOR(Int(SMPGroup.fileSystem.rawValue)),
-                                                     "rc": CBOR(SMPFileSystemReturnCode.fileOffsetNotValid.rawValue)]),
-                                    "len": CBOR(error.expected)])), .none)
+            return (
+                reply(
+                    .textMap([
+                        "err": .textMap([
+                            "group": CBOR(Int(SMPGroup.fileSystem.rawValue)),
+                            "rc": CBOR(SMPFileSystemReturnCode.fileOffsetNotValid.rawValue),
+                        ]),
+                        "len": CBOR(error.expected),
+                    ])), .none
+            )
         } catch {
             return (failure(SMPDeviceError(.general(.invalidArgument))), .none)
         }
@@ -239,7 +255,7 @@ public actor SMPDevice: DeviceHalf {
             guard request.confirm else { throw SMPDeviceError(.image(.imageAlreadyPending)) }
             if target.active { storage.withState { $0.primaryConfirmed = true } }
         case .none:
-            if target.active { return } // confirming what already runs confirmed
+            if target.active { return }  // confirming what already runs confirmed
             storage.withState { $0.pendingSwap = request.confirm ? .permanent : .test }
         }
     }
@@ -296,13 +312,13 @@ public actor SMPDevice: DeviceHalf {
             storage.withUpload { $0 = SMPDeviceStorage.Upload(length: length, sha: request.sha, bytes: []) }
         }
         let progress = storage.withUpload { upload -> Result<(offset: Int, done: Bool, match: Bool?), SMPDeviceError>? in
-            guard upload != nil else { return .success((0, false, nil)) } // no upload: it expects offset 0
+            guard upload != nil else { return .success((0, false, nil)) }  // no upload: it expects offset 0
             // Not where the device is: drop the data and say where it is.
             guard request.offset == upload!.bytes.count else { return .success((upload!.bytes.count, false, nil)) }
             guard upload!.bytes.count + request.data.count <= upload!.length || request.offset == 0 else {
                 return .failure(SMPDeviceError(.image(.imageDataOverrun)))
             }
-            upload!.bytes.append(contentsOf: request.data) // in place: no copy of what is already there
+            upload!.bytes.append(contentsOf: request.data)  // in place: no copy of what is already there
             let count = upload!.bytes.count
             let done = count >= upload!.length
             let match = done ? upload!.sha.map { $0 == SHA256Digest.hash(upload!.bytes.prefix(upload!.length)) } : nil
@@ -405,4 +421,3 @@ public actor SMPDevice: DeviceHalf {
         return MCUbootImage.build(firmware: firmware, version: version)
     }
 }
-

@@ -112,13 +112,17 @@ public final class SMPDeviceStorage: Sendable {
         let type = state.swapType
         var slots: [SMPImageSlot] = []
         if let image = try? MCUbootImage(decoding: state.primary) {
-            slots.append(SMPImageSlot(slot: 0, version: image.version.description, hash: image.hashTLV ?? [],
-                                      bootable: true, confirmed: type != .revert, active: true))
+            slots.append(
+                SMPImageSlot(
+                    slot: 0, version: image.version.description, hash: image.hashTLV ?? [],
+                    bootable: true, confirmed: type != .revert, active: true))
         }
         if let secondary = state.secondary, let image = try? MCUbootImage(decoding: secondary) {
-            slots.append(SMPImageSlot(slot: 1, version: image.version.description, hash: image.hashTLV ?? [],
-                                      bootable: true, pending: type == .test || type == .permanent,
-                                      confirmed: type == .revert, active: false, permanent: type == .permanent))
+            slots.append(
+                SMPImageSlot(
+                    slot: 1, version: image.version.description, hash: image.hashTLV ?? [],
+                    bootable: true, pending: type == .test || type == .permanent,
+                    confirmed: type == .revert, active: false, permanent: type == .permanent))
         }
         return slots
     }

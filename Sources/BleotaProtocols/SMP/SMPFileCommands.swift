@@ -193,7 +193,10 @@ public struct SMPFileHashTypes: SMPResponse, Hashable {
         lhs.types.map(\.name) == rhs.types.map(\.name) && lhs.types.map(\.kind) == rhs.types.map(\.kind)
     }
     public func hash(into hasher: inout Hasher) {
-        for entry in types { hasher.combine(entry.name); hasher.combine(entry.kind) }
+        for entry in types {
+            hasher.combine(entry.name)
+            hasher.combine(entry.kind)
+        }
     }
 }
 

@@ -10,15 +10,17 @@ extension SMPUpdater {
 
     /// Writes `file` to `name` on the device, then checks the device's SHA-256 of it.
     public func push(_ file: [UInt8], name: String) async throws(TransferError) -> UpdateReport {
-        try await fileSession("push", name: name) { (connection: SMPConnection, parameters: MCUmgrParameters, path: String, began: Duration) async throws(TransferError) -> ([UInt8], UploadResult) in
+        try await fileSession("push", name: name) {
+            (connection: SMPConnection, parameters: MCUmgrParameters, path: String, began: Duration) async throws(TransferError) -> ([UInt8], UploadResult) in
             var offset = 0
             var result = UploadResult(bytes: file.count, window: 1)
             let chunk = max(1, min(chunkSize ?? .max, parameters.bufferSize - SMPHeader.size - 32 - path.utf8.count))
             result.chunkSize = chunk
             repeat {
                 let end = min(file.count, offset + chunk)
-                let request = SMPFileUploadRequest(name: path, offset: offset, data: Array(file[offset..<end]),
-                                                   length: offset == 0 ? file.count : nil)
+                let request = SMPFileUploadRequest(
+                    name: path, offset: offset, data: Array(file[offset..<end]),
+                    length: offset == 0 ? file.count : nil)
                 let answer: SMPFileOffsetResponse
                 do throws(SMPClientError) {
                     answer = try await connection.request(request, timeout: timeouts.response, attempts: timeouts.attempts)
@@ -41,15 +43,17 @@ extension SMPUpdater {
 
     /// Reads `name` from the device, checking its SHA-256 when the device can compute it.
     public func pull(_ name: String) async throws(TransferError) -> PulledFile {
-        let (file, report) = try await fileSession("pull", name: name) { (connection: SMPConnection, parameters: MCUmgrParameters, path: String, began: Duration) async throws(TransferError) -> ([UInt8], UploadResult) in
+        let (file, report) = try await fileSession("pull", name: name) {
+            (connection: SMPConnection, parameters: MCUmgrParameters, path: String, began: Duration) async throws(TransferError) -> ([UInt8], UploadResult) in
             var file: [UInt8] = []
             var total: Int?
             var result = UploadResult(bytes: 0, window: 1, chunkSize: parameters.bufferSize)
             repeat {
                 let answer: SMPFileDownloadResponse
                 do throws(SMPClientError) {
-                    answer = try await connection.request(SMPFileDownloadRequest(name: path, offset: file.count),
-                                                          timeout: timeouts.response, attempts: timeouts.attempts)
+                    answer = try await connection.request(
+                        SMPFileDownloadRequest(name: path, offset: file.count),
+                        timeout: timeouts.response, attempts: timeouts.attempts)
                 } catch { throw fail(.transfer, error) }
                 result.requests += 1
                 if total == nil {
@@ -72,15 +76,21 @@ extension SMPUpdater {
     }
 
     private func progress(_ done: Int, of total: Int, requests: Int, began: Duration) {
-        onEvent(.progress(TransferProgress(bytesAcknowledged: done, totalBytes: total, packetsSent: requests, packetsResent: 0,
-                                           packetsLost: 0, elapsed: clock.now - began, window: 1, interPacketDelay: .zero)))
+        onEvent(
+            .progress(
+                TransferProgress(
+                    bytesAcknowledged: done, totalBytes: total, packetsSent: requests, packetsResent: 0,
+                    packetsLost: 0, elapsed: clock.now - began, window: 1, interPacketDelay: .zero)))
     }
 
     /// connect → read the parameters → `transfer` → the device's SHA-256 of the file → report.
     /// The connection is closed however it ends.
-    private func fileSession(_ operation: String, name: String,
-                             transfer: (SMPConnection, MCUmgrParameters, String, Duration) async throws(TransferError) -> ([UInt8], UploadResult))
-        async throws(TransferError) -> (file: [UInt8], report: UpdateReport) {
+    private func fileSession(
+        _ operation: String, name: String,
+        transfer: (SMPConnection, MCUmgrParameters, String, Duration) async throws(TransferError) -> ([UInt8], UploadResult)
+    )
+        async throws(TransferError) -> (file: [UInt8], report: UpdateReport)
+    {
         var recorder = context.recorder(operation)
         let path = Self.devicePath(name)
         recorder.enter(.connect)
@@ -104,8 +114,9 @@ extension SMPUpdater {
     func verifyFile(_ path: String, expected: [UInt8], length: Int, connection: SMPConnection) async throws(TransferError) {
         let answer: SMPFileHash
         do {
-            answer = try await connection.request(SMPFileHashRequest(name: path, type: "sha256"), timeout: timeouts.verify,
-                                                  attempts: timeouts.attempts)
+            answer = try await connection.request(
+                SMPFileHashRequest(name: path, type: "sha256"), timeout: timeouts.verify,
+                attempts: timeouts.attempts)
         } catch .device(let error) where error.code == .general(.notSupported) {
             onEvent(.note("the device cannot hash files (not supported); the transfer's sizes matched"))
             return

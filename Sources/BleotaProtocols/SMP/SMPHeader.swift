@@ -26,8 +26,10 @@ public struct SMPHeader: Sendable, Hashable {
     /// The command within the group (see ``SMPCommand`` for the named ones).
     public var command: UInt8
 
-    public init(operation: Operation, version: Version = .v2, flags: UInt8 = 0, length: UInt16, group: SMPGroup,
-                sequence: UInt8, command: UInt8) {
+    public init(
+        operation: Operation, version: Version = .v2, flags: UInt8 = 0, length: UInt16, group: SMPGroup,
+        sequence: UInt8, command: UInt8
+    ) {
         self.operation = operation
         self.version = version
         self.flags = flags

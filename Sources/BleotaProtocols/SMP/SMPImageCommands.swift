@@ -8,23 +8,26 @@ public typealias SMPImageSlot = ImageSlotState
 extension ImageSlotState {
     /// As Zephyr sends it: the flags always present, `image` only with more than one image.
     public var body: CBOR {
-        .textMap(["slot": CBOR(slot), "version": .text(version), "hash": .bytes(hash), "bootable": .bool(bootable),
-                  "pending": .bool(pending), "confirmed": .bool(confirmed), "active": .bool(active),
-                  "permanent": .bool(permanent)])
+        .textMap([
+            "slot": CBOR(slot), "version": .text(version), "hash": .bytes(hash), "bootable": .bool(bootable),
+            "pending": .bool(pending), "confirmed": .bool(confirmed), "active": .bool(active),
+            "permanent": .bool(permanent),
+        ])
     }
 
     public init(body: CBOR) throws(SMPBody.FieldError) {
         let what = "an image slot"
         guard let version = body["version"]?.string else { throw SMPBody.FieldError("\(what) lacks a text 'version'") }
-        self.init(image: try SMPBody.optionalInt(body, "image", in: what) ?? 0,
-                  slot: try SMPBody.int(body, "slot", in: what),
-                  version: version,
-                  hash: try SMPBody.optionalBytes(body, "hash", in: what) ?? [],
-                  bootable: try SMPBody.optionalBool(body, "bootable", in: what) ?? false,
-                  pending: try SMPBody.optionalBool(body, "pending", in: what) ?? false,
-                  confirmed: try SMPBody.optionalBool(body, "confirmed", in: what) ?? false,
-                  active: try SMPBody.optionalBool(body, "active", in: what) ?? false,
-                  permanent: try SMPBody.optionalBool(body, "permanent", in: what) ?? false)
+        self.init(
+            image: try SMPBody.optionalInt(body, "image", in: what) ?? 0,
+            slot: try SMPBody.int(body, "slot", in: what),
+            version: version,
+            hash: try SMPBody.optionalBytes(body, "hash", in: what) ?? [],
+            bootable: try SMPBody.optionalBool(body, "bootable", in: what) ?? false,
+            pending: try SMPBody.optionalBool(body, "pending", in: what) ?? false,
+            confirmed: try SMPBody.optionalBool(body, "confirmed", in: what) ?? false,
+            active: try SMPBody.optionalBool(body, "active", in: what) ?? false,
+            permanent: try SMPBody.optionalBool(body, "permanent", in: what) ?? false)
     }
 
     public static func list(from body: CBOR) throws(SMPBody.FieldError) -> [SMPImageSlot] {
@@ -135,9 +138,10 @@ public struct SMPUploadRequest: SMPRequest, Hashable {
     /// and CBOR), beyond the data itself, for an offset up to `maximumOffset`;
     /// the first chunk carries `image`, `len`, `sha` and `upgrade` too.
     public static func overhead(dataSize: Int, maximumOffset: Int, first: Bool) -> Int {
-        let probe = SMPUploadRequest(offset: first ? 0 : max(1, maximumOffset), data: [],
-                                     length: first ? maximumOffset : nil, sha: first ? [UInt8](repeating: 0, count: 32) : nil,
-                                     upgrade: first ? false : nil)
+        let probe = SMPUploadRequest(
+            offset: first ? 0 : max(1, maximumOffset), data: [],
+            length: first ? maximumOffset : nil, sha: first ? [UInt8](repeating: 0, count: 32) : nil,
+            upgrade: first ? false : nil)
         // The data's own head grows with its length: 1, 2, 3 or 5 bytes.
         let dataHead = dataSize < 24 ? 1 : dataSize < 256 ? 2 : dataSize < 65_536 ? 3 : 5
         return SMPHeader.size + probe.body.encode().count - 1 + dataHead

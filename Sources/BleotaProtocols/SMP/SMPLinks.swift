@@ -39,4 +39,3 @@ public final class SMPSerialLink: Link {
 
     public func close() async { await lines.close() }
 }
-

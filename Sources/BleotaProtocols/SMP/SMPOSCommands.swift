@@ -119,8 +119,10 @@ public struct SMPBootloaderInfo: SMPResponse, Hashable {
     }
 
     public var body: CBOR {
-        SMPBody.map([("bootloader", bootloader.map(CBOR.text)), ("mode", mode.map { CBOR($0) }),
-                     ("no-downgrade", noDowngrade.map(CBOR.bool))])
+        SMPBody.map([
+            ("bootloader", bootloader.map(CBOR.text)), ("mode", mode.map { CBOR($0) }),
+            ("no-downgrade", noDowngrade.map(CBOR.bool)),
+        ])
     }
 
     /// MCUboot's modes as the bootloader info command numbers them.

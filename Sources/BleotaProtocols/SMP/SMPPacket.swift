@@ -10,14 +10,18 @@ public struct SMPPacket: Sendable, Hashable {
         self.body = body
     }
 
-    public init(_ operation: SMPHeader.Operation, group: SMPGroup, command: UInt8, sequence: UInt8,
-                version: SMPHeader.Version = .v2, body: CBOR = .map([])) {
+    public init(
+        _ operation: SMPHeader.Operation, group: SMPGroup, command: UInt8, sequence: UInt8,
+        version: SMPHeader.Version = .v2, body: CBOR = .map([])
+    ) {
         header = SMPHeader(operation: operation, version: version, length: 0, group: group, sequence: sequence, command: command)
         self.body = body
     }
 
-    public init(_ operation: SMPHeader.Operation, command: SMPCommand, sequence: UInt8, version: SMPHeader.Version = .v2,
-                body: CBOR = .map([])) {
+    public init(
+        _ operation: SMPHeader.Operation, command: SMPCommand, sequence: UInt8, version: SMPHeader.Version = .v2,
+        body: CBOR = .map([])
+    ) {
         self.init(operation, group: command.group, command: command.id, sequence: sequence, version: version, body: body)
     }
 

@@ -18,10 +18,11 @@ public struct SMPProtocol: UpdateProtocol {
     public init() {}
 
     public var identity: ProtocolIdentity {
-        ProtocolIdentity(name: Self.name, displayName: "SMP (MCUmgr)",
-                         summary: "MCUmgr's Simple Management Protocol with MCUboot (Zephyr, nRF Connect SDK)",
-                         gattServices: [Self.gattService], transports: [.ble, .simulator, .udp, .serial],
-                         imageFormats: ["MCUboot (.bin signed by imgtool)"])
+        ProtocolIdentity(
+            name: Self.name, displayName: "SMP (MCUmgr)",
+            summary: "MCUmgr's Simple Management Protocol with MCUboot (Zephyr, nRF Connect SDK)",
+            gattServices: [Self.gattService], transports: [.ble, .simulator, .udp, .serial],
+            imageFormats: ["MCUboot (.bin signed by imgtool)"])
     }
 
     public var capabilities: ProtocolCapabilities {
@@ -31,14 +32,18 @@ public struct SMPProtocol: UpdateProtocol {
     public var flashModes: [FlashMode] { [.testAndConfirm, .test, .confirm, .upload] }
 
     public var tuningKnobs: [TuningKnob: String] {
-        [.window: "upload requests in flight (default: the device's buffer count − 1)",
-         .packetSize: "data bytes per upload request (default: what the device's buffer and the link's packets allow)"]
+        [
+            .window: "upload requests in flight (default: the device's buffer count − 1)",
+            .packetSize: "data bytes per upload request (default: what the device's buffer and the link's packets allow)",
+        ]
     }
 
     public var deviceOptions: [DeviceOptionSpec] {
-        [DeviceOptionSpec(key: "smp-buffer", meaning: "SMP device's buffer size in bytes (its MCUmgr buf_size, 128…65535)", serveOption: "buffer"),
-         DeviceOptionSpec(key: "smp-buffers", meaning: "SMP device's buffer count (its MCUmgr buf_count, 1…64)", serveOption: "buffers"),
-         DeviceOptionSpec(key: "swap-time", meaning: "MCUboot swap time in ms after a reset with an update pending", serveOption: "swap-time")]
+        [
+            DeviceOptionSpec(key: "smp-buffer", meaning: "SMP device's buffer size in bytes (its MCUmgr buf_size, 128…65535)", serveOption: "buffer"),
+            DeviceOptionSpec(key: "smp-buffers", meaning: "SMP device's buffer count (its MCUmgr buf_count, 1…64)", serveOption: "buffers"),
+            DeviceOptionSpec(key: "swap-time", meaning: "MCUboot swap time in ms after a reset with an update pending", serveOption: "swap-time"),
+        ]
     }
 
     public func imageAffinity(_ probe: ImageProbe) -> ImageAffinity {
@@ -54,8 +59,9 @@ public struct SMPProtocol: UpdateProtocol {
     public static func prepare(_ bytes: [UInt8], path: String, keyPath: String?) throws(TransferError) -> PreparedImage {
         let image: MCUbootImage
         do { image = try MCUbootImage(decoding: bytes) } catch {
-            throw TransferError(.badInput, step: .load,
-                                "\(path) is not an MCUboot image (\(error)): sign it with imgtool, or flash it with a protocol that takes plain images")
+            throw TransferError(
+                .badInput, step: .load,
+                "\(path) is not an MCUboot image (\(error)): sign it with imgtool, or flash it with a protocol that takes plain images")
         }
         do { try image.verifyHash() } catch { throw TransferError(.verificationFailed, step: .load, "\(path): \(error)") }
         if let keyPath {
@@ -67,8 +73,9 @@ public struct SMPProtocol: UpdateProtocol {
                 throw TransferError(.verificationFailed, step: .load, "\(path): \(error)")
             }
         }
-        return PreparedImage(bytes: bytes, version: image.version.description,
-                             summary: "MCUboot image \(image.version), hash \(image.hashTLV?.hexString ?? "?")")
+        return PreparedImage(
+            bytes: bytes, version: image.version.description,
+            summary: "MCUboot image \(image.version), hash \(image.hashTLV?.hexString ?? "?")")
     }
 
     public func frame(_ link: any Link, over transport: TransportKind) -> any Link {
@@ -97,12 +104,14 @@ public struct SMPProtocol: UpdateProtocol {
             }
             swapTime = .microseconds(Int64((milliseconds * 1000).rounded()))
         }
-        let storage = SMPDeviceStorage(primary: SMPDevice.factoryImage(version: MCUbootImage.Version(parsing: configuration.initialVersion)),
-                                       slotSize: configuration.slotSize)
+        let storage = SMPDeviceStorage(
+            primary: SMPDevice.factoryImage(version: MCUbootImage.Version(parsing: configuration.initialVersion)),
+            slotSize: configuration.slotSize)
         storage.withState { state in
             for (name, bytes) in configuration.files { state.files[SMPUpdater.devicePath(name)] = bytes }
         }
-        return SMPDevice(name: configuration.name, storage: storage,
-                         parameters: MCUmgrParameters(bufferSize: bufferSize, bufferCount: bufferCount), swapTime: swapTime)
+        return SMPDevice(
+            name: configuration.name, storage: storage,
+            parameters: MCUmgrParameters(bufferSize: bufferSize, bufferCount: bufferCount), swapTime: swapTime)
     }
 }

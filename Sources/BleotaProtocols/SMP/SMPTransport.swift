@@ -107,7 +107,7 @@ public enum SMPSerialFraming {
                 }
                 pending! += decoded
             } else {
-                return nil // console text between frames
+                return nil  // console text between frames
             }
             guard let frame = pending, frame.count >= expected else { return nil }
             pending = nil

@@ -17,16 +17,10 @@ public typealias SMPUpgradeMode = FlashMode
 /// the device's buffer count − 1), `packet-size` the data bytes per request
 /// (default: what the device's buffer and the link's packets allow); the others
 /// have no meaning here.
-public struct SMPUpdater: ProtocolHost {
+public struct SMPUpdater: ContextHost {
     public var context: HostContext
     /// Knobs given explicitly (on the command line or by a saved tuning); the rest take SMP's own defaults.
     public var explicitKnobs: Set<TuningKnob>
-
-    public var connector: any DeviceConnector { context.connector }
-    public var clock: any BleotaClock { context.clock }
-    public var timeouts: StepTimeouts { context.timeouts }
-    var logger: Logger { context.logger }
-    var onEvent: @Sendable (UpdateEvent) -> Void { context.onEvent }
 
     public init(context: HostContext, explicitKnobs: Set<TuningKnob>) {
         self.context = context
@@ -34,16 +28,26 @@ public struct SMPUpdater: ProtocolHost {
     }
 
     /// The form tests and the benchmark use: window and request size given directly.
-    public init(connector: any DeviceConnector, clock: any BleotaClock, timeouts: StepTimeouts = StepTimeouts(),
-                window: Int? = nil, chunkSize: Int? = nil, logger: Logger = Logger(label: "bleota.smp"),
-                onEvent: @escaping @Sendable (UpdateEvent) -> Void = { _ in }) {
+    public init(
+        connector: any DeviceConnector, clock: any BleotaClock, timeouts: StepTimeouts = StepTimeouts(),
+        window: Int? = nil, chunkSize: Int? = nil, logger: Logger = Logger(label: "bleota.smp"),
+        onEvent: @escaping @Sendable (UpdateEvent) -> Void = { _ in }
+    ) {
         var tuning = TransferTuning()
         var knobs: Set<TuningKnob> = []
-        if let window { tuning.window = window; knobs.insert(.window) }
-        if let chunkSize { tuning.packetSize = chunkSize; knobs.insert(.packetSize) }
-        self.init(context: HostContext(protocolName: SMPProtocol.name, connector: connector, clock: clock, tuning: tuning,
-                                       timeouts: timeouts, logger: logger, onEvent: onEvent),
-                  explicitKnobs: knobs)
+        if let window {
+            tuning.window = window
+            knobs.insert(.window)
+        }
+        if let chunkSize {
+            tuning.packetSize = chunkSize
+            knobs.insert(.packetSize)
+        }
+        self.init(
+            context: HostContext(
+                protocolName: SMPProtocol.name, connector: connector, clock: clock, tuning: tuning,
+                timeouts: timeouts, logger: logger, onEvent: onEvent),
+            explicitKnobs: knobs)
     }
 
     var window: Int? { explicitKnobs.contains(.window) ? context.tuning.window : nil }
@@ -79,8 +83,11 @@ public struct SMPUpdater: ProtocolHost {
         }
     }
 
-    func connect(_ purpose: ConnectPurpose, step: UpdateStep, timeout: Duration? = nil, firstSequence: UInt8 = 0)
-        async throws(TransferError) -> SMPConnection {
+    func connect(
+        _ purpose: ConnectPurpose, step: UpdateStep, timeout: Duration? = nil, firstSequence: UInt8 = 0
+    )
+        async throws(TransferError) -> SMPConnection
+    {
         do {
             let link = try await connector.connect(for: purpose, timeout: timeout ?? timeouts.connect)
             return SMPConnection(link: link, clock: clock, firstSequence: firstSequence)
@@ -108,14 +115,15 @@ public struct SMPUpdater: ProtocolHost {
         let single = SMPUploadRequest.dataCapacity(within: within, maximumOffset: total, first: false)
         // A one-packet request is worth it only with room for a useful amount of data.
         let singlePacket = single >= 64 ? min(single, data(first: false)) : nil
-        return SMPUploadPipeline.Configuration(total: total, chunk: data(first: false), firstChunk: data(first: true),
-                                               singlePacketChunk: singlePacket, window: window,
-                                               maximumAnswerTimeout: timeouts.response,
-                                               // Timeouts in a row before giving up: on a link that loses a fifth of its
-                                               // packets a request of a few packets fails more often than not, yet the
-                                               // upload still moves; a dead link takes about as long to give up on as
-                                               // the native protocol's stall limit.
-                                               stallLimit: timeouts.attempts * 6)
+        return SMPUploadPipeline.Configuration(
+            total: total, chunk: data(first: false), firstChunk: data(first: true),
+            singlePacketChunk: singlePacket, window: window,
+            maximumAnswerTimeout: timeouts.response,
+            // Timeouts in a row before giving up: on a link that loses a fifth of its
+            // packets a request of a few packets fails more often than not, yet the
+            // upload still moves; a dead link takes about as long to give up on as
+            // the native protocol's stall limit.
+            stallLimit: timeouts.attempts * 6)
     }
 
     /// After a lost answer on a link where requests span several packets: a
@@ -143,8 +151,10 @@ public struct SMPUpdater: ProtocolHost {
     }
 
     /// Uploads `image` from wherever the device already is; resumes after a dropped link.
-    func upload(_ image: [UInt8], sha: [UInt8], connection start: SMPConnection,
-                parameters: MCUmgrParameters) async throws(TransferError) -> (UploadResult, SMPConnection) {
+    func upload(
+        _ image: [UInt8], sha: [UInt8], connection start: SMPConnection,
+        parameters: MCUmgrParameters
+    ) async throws(TransferError) -> (UploadResult, SMPConnection) {
         var connection = start
         let began = clock.now
         let configuration = uploadConfiguration(parameters, link: connection.link, total: image.count)
@@ -168,16 +178,21 @@ public struct SMPUpdater: ProtocolHost {
             try await flushAfterLoss()
             if !lossNoted, pipeline.lossEvents > 0 {
                 lossNoted = true
-                onEvent(.note(configuration.requestsSpanPackets
-                    ? "packets are being lost: sizing the upload requests to the loss rate (bigger again after clean answers), so a lost write costs less"
-                    : "packets are being lost: resending from the device's offset"))
+                onEvent(
+                    .note(
+                        configuration.requestsSpanPackets
+                            ? "packets are being lost: sizing the upload requests to the loss rate (bigger again after clean answers), so a lost write costs less"
+                            : "packets are being lost: resending from the device's offset"))
             }
         }
         func report() {
-            onEvent(.progress(TransferProgress(bytesAcknowledged: pipeline.confirmed, totalBytes: image.count,
-                                               packetsSent: pipeline.requests, packetsResent: pipeline.resentRequests,
-                                               packetsLost: pipeline.lossEvents, elapsed: clock.now - began,
-                                               window: pipeline.window, interPacketDelay: .zero)))
+            onEvent(
+                .progress(
+                    TransferProgress(
+                        bytesAcknowledged: pipeline.confirmed, totalBytes: image.count,
+                        packetsSent: pipeline.requests, packetsResent: pipeline.resentRequests,
+                        packetsLost: pipeline.lossEvents, elapsed: clock.now - began,
+                        window: pipeline.window, interPacketDelay: .zero)))
         }
         report()
         while true {
@@ -192,7 +207,8 @@ public struct SMPUpdater: ProtocolHost {
                     report()
                     return (result, connection)
                 case .send(let offset, let end, let first):
-                    let request = first
+                    let request =
+                        first
                         ? SMPUploadRequest(offset: 0, data: Array(image[0..<end]), length: image.count, sha: sha, upgrade: false)
                         : SMPUploadRequest(offset: offset, data: Array(image[offset..<end]))
                     let number = try await connection.send(SMPUploadRequest.operation, command: SMPUploadRequest.command, body: request.body)
@@ -210,8 +226,9 @@ public struct SMPUpdater: ProtocolHost {
                     }
                     guard let response = next else {
                         if probeDelay != nil {
-                            let number = try await connection.send(SMPEchoRequest.operation, command: SMPEchoRequest.command,
-                                                                   body: SMPEchoRequest(text: "probe").body)
+                            let number = try await connection.send(
+                                SMPEchoRequest.operation, command: SMPEchoRequest.command,
+                                body: SMPEchoRequest(text: "probe").body)
                             pipeline.probeSent(sequence: number)
                             continue
                         }
@@ -227,7 +244,7 @@ public struct SMPUpdater: ProtocolHost {
                         try await afterLoss()
                         continue
                     }
-                    guard response.header.smpCommand == .imageUpload else { continue } // a stray answer to something else
+                    guard response.header.smpCommand == .imageUpload else { continue }  // a stray answer to something else
                     if let error = SMPDeviceError(response: response.body) {
                         // A request that arrived damaged (its CBOR, its offset, its length or header
                         // no longer make sense) is refused; the device then stands where it was, or
@@ -239,7 +256,7 @@ public struct SMPUpdater: ProtocolHost {
                         try await flushAfterLoss()
                         continue
                     }
-                    guard let answer = try? SMPUploadResponse(body: response.body) else { continue } // damaged: its request times out
+                    guard let answer = try? SMPUploadResponse(body: response.body) else { continue }  // damaged: its request times out
                     switch pipeline.answered(sequence: response.header.sequence, offset: answer.offset, match: answer.match, at: clock.now) {
                     case .progress:
                         report()
@@ -329,13 +346,15 @@ public struct SMPUpdater: ProtocolHost {
                     event = .stateRead(slots)
                 case .upload:
                     let uploaded: UploadResult
-                    (uploaded, connection) = try await upload(imageBytes, sha: SHA256Digest.hash(imageBytes), connection: connection!,
-                                                              parameters: parameters!)
+                    (uploaded, connection) = try await upload(
+                        imageBytes, sha: SHA256Digest.hash(imageBytes), connection: connection!,
+                        parameters: parameters!)
                     result = merge(result, uploaded)
                     event = .uploaded
                 case .mark(let confirm):
-                    do { event = .marked(try await connection!.setImageState(hash: hash, confirm: confirm, timeout: timeouts.response, attempts: patience)) }
-                    catch { throw fail(.activate, error) }
+                    do { event = .marked(try await connection!.setImageState(hash: hash, confirm: confirm, timeout: timeouts.response, attempts: patience)) } catch {
+                        throw fail(.activate, error)
+                    }
                 case .reset:
                     event = try await sendReset(connection!)
                     await connection?.close()
@@ -344,8 +363,9 @@ public struct SMPUpdater: ProtocolHost {
                     connection = try await waitForReturn()
                     event = .connected
                 case .confirm:
-                    do { event = .marked(try await connection!.setImageState(hash: nil, confirm: true, timeout: timeouts.response, attempts: patience)) }
-                    catch { throw fail(.confirm, error) }
+                    do { event = .marked(try await connection!.setImageState(hash: nil, confirm: true, timeout: timeouts.response, attempts: patience)) } catch {
+                        throw fail(.confirm, error)
+                    }
                 case .probe:
                     await connection?.close()
                     connection = nil

@@ -150,8 +150,9 @@ public struct SMPUpgradeStateMachine: Sendable {
                     state = .uploading
                     return .note("the device does not list the uploaded image yet; uploading again", then: .action(.upload))
                 }
-                return fail(.verificationFailed,
-                            "the device does not list the uploaded image (hash \(hash.hexString.prefix(16))…) in its secondary slot: it did not verify there")
+                return fail(
+                    .verificationFailed,
+                    "the device does not list the uploaded image (hash \(hash.hexString.prefix(16))…) in its secondary slot: it did not verify there")
             }
             if mode == .upload {
                 state = .done
@@ -223,11 +224,14 @@ public struct SMPUpgradeStateMachine: Sendable {
         let running = slots.first(where: \.active)?.version ?? "nothing"
         let error: TransferError
         if slots.contains(where: { $0.hash == hash }) {
-            error = TransferError(.verificationFailed, step: .reconnect,
-                                  "the device came back running \(running), not \(version): MCUboot reverted the image (it did not confirm itself, or failed its test boot)")
+            error = TransferError(
+                .verificationFailed, step: .reconnect,
+                "the device came back running \(running), not \(version): MCUboot reverted the image (it did not confirm itself, or failed its test boot)")
         } else {
-            error = TransferError(.verificationFailed, step: .reconnect,
-                                  "the device came back running \(running), not \(version): MCUboot refused the image at boot (it did not verify: check it is signed with the key the bootloader trusts; if it is, it arrived damaged, so flash it again) and erased it")
+            error = TransferError(
+                .verificationFailed, step: .reconnect,
+                "the device came back running \(running), not \(version): MCUboot refused the image at boot (it did not verify: check it is signed with the key the bootloader trusts; if it is, it arrived damaged, so flash it again) and erased it"
+            )
         }
         var failed = error
         failed.outcome = .oldImage(running)

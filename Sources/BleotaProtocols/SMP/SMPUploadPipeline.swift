@@ -67,10 +67,12 @@ public struct SMPUploadPipeline: Sendable {
         /// The least data per request that loss halves requests down to: one link packet's worth.
         var smallestChunk: Int { min(chunk, dataPerPacket) }
 
-        public init(total: Int, chunk: Int, firstChunk: Int? = nil, singlePacketChunk: Int?,
-                    window: Int, minimumFirstChunk: Int = 32,
-                    maximumAnswerTimeout: Duration = .seconds(2), minimumAnswerTimeout: Duration = .milliseconds(100),
-                    stallLimit: Int = 10) {
+        public init(
+            total: Int, chunk: Int, firstChunk: Int? = nil, singlePacketChunk: Int?,
+            window: Int, minimumFirstChunk: Int = 32,
+            maximumAnswerTimeout: Duration = .seconds(2), minimumAnswerTimeout: Duration = .milliseconds(100),
+            stallLimit: Int = 10
+        ) {
             self.total = total
             self.chunk = max(1, chunk)
             self.firstChunk = max(1, firstChunk ?? chunk)
@@ -171,8 +173,9 @@ public struct SMPUploadPipeline: Sendable {
     /// bounds, doubled for each timeout in a row (a device busy erasing a large
     /// sector answers late; giving up on it ever sooner would stall the upload).
     public var answerTimeout: Duration {
-        let base = roundTrip.scaled(by: 3, minimum: configuration.minimumAnswerTimeout, maximum: configuration.maximumAnswerTimeout,
-                                    fallback: configuration.maximumAnswerTimeout)
+        let base = roundTrip.scaled(
+            by: 3, minimum: configuration.minimumAnswerTimeout, maximum: configuration.maximumAnswerTimeout,
+            fallback: configuration.maximumAnswerTimeout)
         return min(configuration.maximumAnswerTimeout, base * (1 << min(timeoutsInARow, 5)))
     }
 
@@ -194,8 +197,9 @@ public struct SMPUploadPipeline: Sendable {
     /// wrong image, which MCUboot refused at boot: a safe failure, but a failure).
     public var probeDelay: Duration? {
         guard probe == nil, liveCount > 0, configuration.singlePacketChunk != nil else { return nil }
-        let delay = roundTrip.scaled(by: 1.5, minimum: configuration.minimumAnswerTimeout, maximum: configuration.maximumAnswerTimeout,
-                                     fallback: configuration.minimumAnswerTimeout)
+        let delay = roundTrip.scaled(
+            by: 1.5, minimum: configuration.minimumAnswerTimeout, maximum: configuration.maximumAnswerTimeout,
+            fallback: configuration.minimumAnswerTimeout)
         return delay * 4 <= answerTimeout ? delay : nil
     }
 
@@ -326,7 +330,7 @@ public struct SMPUploadPipeline: Sendable {
     /// from the device's last offset. Returns false once the upload has stalled.
     public mutating func timedOut() -> Bool {
         timeoutsInARow += 1
-        probe = nil // unanswered too: the next wait may probe again
+        probe = nil  // unanswered too: the next wait may probe again
         if !announced {
             // A first chunk that keeps getting lost is probably too big to arrive whole: a quarter
             // each time, so a short-MTU link gets down to a few packets within a few tries.

@@ -1,3 +1,5 @@
+import BleotaCodec
+
 /// MCUmgr's management groups (Zephyr `include/zephyr/mgmt/mcumgr/mgmt/mgmt_defines.h`).
 public struct SMPGroup: RawRepresentable, Sendable, Hashable, ExpressibleByIntegerLiteral, CustomStringConvertible {
     public let rawValue: UInt16
@@ -279,7 +281,8 @@ public enum SMPErrorCode: Sendable, Hashable {
             case .noFreeSlot, .currentVersionIsNewer, .imageAlreadyPending: .badState
             case .noFreeMemory: .noMemory
             case .invalidSlot, .invalidPageOffset, .invalidOffset, .invalidLength, .invalidImageHeader, .invalidHash,
-                 .invalidFlashAddress: .invalidArgument
+                .invalidFlashAddress:
+                .invalidArgument
             default: .unknown
             }
         case .fileSystem(let code):
@@ -337,11 +340,10 @@ public struct SMPDeviceError: Error, Sendable, Hashable, CustomStringConvertible
     }
 
     public var description: String {
-        var text = group.map { "the device's \($0) group answered \(code.name) (rc \(rc))" }
+        var text =
+            group.map { "the device's \($0) group answered \(code.name) (rc \(rc))" }
             ?? "the device answered \(code.name) (rc \(rc))"
         if let reason, !reason.isEmpty { text += ": \(reason)" }
         return text
     }
 }
-
-import BleotaCodec

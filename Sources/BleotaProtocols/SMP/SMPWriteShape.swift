@@ -65,9 +65,10 @@ public struct SMPWriteShape: Sendable, Hashable {
             // Where a write ends, the next one starts: every such cut is chosen (when there is slack to choose in).
             if end < bytes.count, slack > 0 {
                 let candidates = stride(from: end, through: max(start + 1, end - slack), by: -1)
-                end = candidates.first { cut in
-                    cut >= bytes.count || isHarmlessStart(bytes, at: cut, shortest: min(bytes.count - cut, payload - slack))
-                } ?? end
+                end =
+                    candidates.first { cut in
+                        cut >= bytes.count || isHarmlessStart(bytes, at: cut, shortest: min(bytes.count - cut, payload - slack))
+                    } ?? end
             }
             ranges.append(start..<end)
             start = end

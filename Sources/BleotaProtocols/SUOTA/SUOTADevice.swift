@@ -44,16 +44,20 @@ public actor SUOTADevice: DeviceHalf {
 
     public var mode: DeviceMode { .application }
 
+    public var firmware: FirmwareState { FirmwareState(running: running) }
+
     public var runningVersion: String { "\(running.count) bytes (SHA-256 \(SHA256Digest.hash(running).hexString))" }
 
     /// Every readable characteristic's value now (`bleota serve` asks at each read): MEM_INFO counts what arrived.
     public var readableValues: [UInt8: [UInt8]] {
-        [SUOTAChannel.version.rawValue: [13], SUOTAChannel.patchDataSize.rawValue: SUOTAWire.u16(patchDataSize),
-         SUOTAChannel.mtu.rawValue: SUOTAWire.u16(247),
-         SUOTAChannel.memoryInfo.rawValue: SUOTAWire.u32(UInt32((upload?.received.count ?? 0) + (upload?.block.count ?? 0))),
-         SUOTAChannel.memoryDevice.rawValue: SUOTAWire.u32(0), SUOTAChannel.gpioMap.rawValue: SUOTAWire.u32(0),
-         SUOTAChannel.patchLength.rawValue: SUOTAWire.u16(UInt16(clamping: upload?.patchLength ?? 0)), SUOTAChannel.status.rawValue: [0],
-         SUOTAChannel.l2capPSM.rawValue: SUOTAWire.u16(SUOTAChannel.defaultPSM)]
+        [
+            SUOTAChannel.version.rawValue: [13], SUOTAChannel.patchDataSize.rawValue: SUOTAWire.u16(patchDataSize),
+            SUOTAChannel.mtu.rawValue: SUOTAWire.u16(247),
+            SUOTAChannel.memoryInfo.rawValue: SUOTAWire.u32(UInt32((upload?.received.count ?? 0) + (upload?.block.count ?? 0))),
+            SUOTAChannel.memoryDevice.rawValue: SUOTAWire.u32(0), SUOTAChannel.gpioMap.rawValue: SUOTAWire.u32(0),
+            SUOTAChannel.patchLength.rawValue: SUOTAWire.u16(UInt16(clamping: upload?.patchLength ?? 0)), SUOTAChannel.status.rawValue: [0],
+            SUOTAChannel.l2capPSM.rawValue: SUOTAWire.u16(SUOTAChannel.defaultPSM),
+        ]
     }
 
     public func powerCycle() {
@@ -129,7 +133,8 @@ public actor SUOTADevice: DeviceHalf {
             let end = Int(header.codeOffset) + Int(header.codeSize)
             // Trailing bytes (the XOR byte hosts append) are ignored, as on DA1468x/DA1469x.
             guard current.received.count >= end,
-                  CRC32.checksum(current.received[Int(header.codeOffset)..<end]) == header.crc else {
+                CRC32.checksum(current.received[Int(header.codeOffset)..<end]) == header.crc
+            else {
                 current.failed = true
                 upload = current
                 try await notify(.crcError, link)

@@ -173,7 +173,8 @@ public struct SUOTAImageHeader: Sendable, Hashable {
         let data = Array(bytes.prefix(Self.size))
         guard data.count == Self.size else { throw SUOTAImageError("the header is \(data.count) bytes, a DA1469x image's is 34") }
         guard Array(data[0..<2]) == Self.signature else {
-            throw SUOTAImageError("signature at offset 0 is \(data[0..<2].map { String(format: "%02x", $0) }.joined(separator: " ")), not \"Qq\" (51 71): give the image mkimage made")
+            throw SUOTAImageError(
+                "signature at offset 0 is \(data[0..<2].map { String(format: "%02x", $0) }.joined(separator: " ")), not \"Qq\" (51 71): give the image mkimage made")
         }
         codeSize = SUOTAWire.read(data[2..<6])!
         crc = SUOTAWire.read(data[6..<10])!

@@ -19,10 +19,11 @@ public struct SUOTAProtocol: UpdateProtocol {
     public init() {}
 
     public var identity: ProtocolIdentity {
-        ProtocolIdentity(name: Self.name, displayName: "Dialog SUOTA",
-                         summary: "Dialog/Renesas SUOTA 1.3 (DA1469x, DA1468x): blocks of PATCH_LEN acknowledged one by one, CRC-32 at END, REBOOT",
-                         gattServices: [Self.gattService], transports: [.ble, .simulator, .udp], transportsWhenNamed: [.udp],
-                         imageFormats: ["DA1469x mkimage image (.img, .bin)"])
+        ProtocolIdentity(
+            name: Self.name, displayName: "Dialog SUOTA",
+            summary: "Dialog/Renesas SUOTA 1.3 (DA1469x, DA1468x): blocks of PATCH_LEN acknowledged one by one, CRC-32 at END, REBOOT",
+            gattServices: [Self.gattService], transports: [.ble, .simulator, .udp], transportsWhenNamed: [.udp],
+            imageFormats: ["DA1469x mkimage image (.img, .bin)"])
     }
 
     /// The device activates at REBOOT after END verified: bleota always goes on to REBOOT.
@@ -30,14 +31,20 @@ public struct SUOTAProtocol: UpdateProtocol {
     public var flashModes: [FlashMode] { [.confirm] }
 
     public var tuningKnobs: [TuningKnob: String] {
-        [.packetSize: "bytes per PATCH_DATA write (default: PATCH_DATA_CHAR_SIZE, or 20 without SUOTA 1.3)",
-         .window: "PATCH_DATA writes per block, which PATCH_LEN announces (default 6; halved after a failed try)",
-         .delay: "pause after each write (default none; 2 ms after a failed try, doubling to 40 ms)",
-         .retries: "uploads tried (default 4)"]
+        [
+            .packetSize: "bytes per PATCH_DATA write (default: PATCH_DATA_CHAR_SIZE, or 20 without SUOTA 1.3)",
+            .window: "PATCH_DATA writes per block, which PATCH_LEN announces (default 6; halved after a failed try)",
+            .delay: "pause after each write (default none; 2 ms after a failed try, doubling to 40 ms)",
+            .retries: "uploads tried (default 4)",
+        ]
     }
 
     public var hostOptions: [HostOptionSpec] {
-        [HostOptionSpec(key: "suota-transport", meaning: "gatt to send the image in PATCH_DATA writes even where the device publishes an L2CAP PSM (default: its credit-based channel when it does)")]
+        [
+            HostOptionSpec(
+                key: "suota-transport",
+                meaning: "gatt to send the image in PATCH_DATA writes even where the device publishes an L2CAP PSM (default: its credit-based channel when it does)")
+        ]
     }
 
     public func imageAffinity(_ probe: ImageProbe) -> ImageAffinity {
@@ -60,7 +67,8 @@ public struct SUOTAProtocol: UpdateProtocol {
     public func makeHost(_ context: HostContext) -> any ProtocolHost { SUOTAUpdater(context: context) }
 
     public func makeDevice(_ configuration: DeviceConfiguration) throws(DeviceConfigurationError) -> any DeviceHalf {
-        SUOTADevice(partitionSize: configuration.slotSize,
-                    initialImage: SUOTAImageHeader.sample(Array("factory application".utf8), version: configuration.initialVersion))
+        SUOTADevice(
+            partitionSize: configuration.slotSize,
+            initialImage: SUOTAImageHeader.sample(Array("factory application".utf8), version: configuration.initialVersion))
     }
 }

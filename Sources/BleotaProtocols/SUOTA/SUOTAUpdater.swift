@@ -12,23 +12,12 @@ import BleotaLink
 /// acknowledged in time, a CRC_ERR at END or a dropped link (which restarts
 /// the device with its old image) start the upload over from MEM_DEV, with
 /// smaller blocks and a pause per write, up to `retries` times.
-public struct SUOTAUpdater: ProtocolHost {
+public struct SUOTAUpdater: ContextHost {
     public let context: HostContext
-    var clock: any BleotaClock { context.clock }
-    var timeouts: StepTimeouts { context.timeouts }
-    var device: String { context.connector.description }
 
     public init(context: HostContext) { self.context = context }
 
     var tries: Int { context.tries(default: 4) }
-
-    enum TryFailure: Error {
-        /// Worth another upload from the start.
-        case retry(String)
-        /// SAME_IMG_ERR: the device runs an image of this version and timestamp.
-        case alreadyInstalled(TransferError)
-        case final(TransferError)
-    }
 
     struct Pace {
         var chunksPerBlock: Int
@@ -49,63 +38,61 @@ public struct SUOTAUpdater: ProtocolHost {
         recorder.enter(.connect)
         var statistics = TransferStatistics()
         var transferTime = Duration.zero
-        var pace = Pace(chunksPerBlock: context.explicitKnobs.contains(.window) ? max(1, context.tuning.window) : 6,
-                        delay: context.explicitKnobs.contains(.delay) ? context.tuning.interPacketDelay : .zero)
+        var pace = Pace(
+            chunksPerBlock: context.explicitKnobs.contains(.window) ? max(1, context.tuning.window) : 6,
+            delay: context.explicitKnobs.contains(.delay) ? context.tuning.interPacketDelay : .zero)
         var chunk = 0
-        var attempt = 0
         var endSent = false
         var link = try await context.connect(.initial, step: .connect)
         // The credit-based channel where the device publishes one and this host can open it, unless told otherwise.
         if context.options["suota-transport"] != "gatt" {
             pace.overCreditChannel = try await context.channels(on: link, step: .connect).contains(SUOTAChannel.creditData)
         }
-        attempts: while true {
-            attempt += 1
-            try await recorder.enterTransfer(closing: link)
+        var tries = UpdateTries(limit: self.tries)
+        try await recorder.enterTransfer(closing: link)
+        chunk = try await tries.run { (_: Int) async throws(TryFailure) -> Int in
             let began = clock.now
+            defer { transferTime += clock.now - began }
             do throws(TryFailure) {
-                chunk = try await upload(image, on: link, pace: pace, statistics: &statistics)
+                let chunk = try await upload(image, on: link, pace: pace, statistics: &statistics)
                 recorder.enter(.verify)
                 endSent = true
-                try await command(.end, expecting: .completeOK, on: link, step: .verify, within: timeouts.verify)
-                transferTime += clock.now - began
-                break
-            } catch {
-                transferTime += clock.now - began
-                switch error {
-                case .alreadyInstalled(let failure):
-                    await abort(link)
-                    // An earlier END whose answer was lost took: the device restarted into the image.
-                    guard endSent else { throw failure }
-                    context.onEvent(.note("\(device) already runs this image: the END of an earlier try took, though its answer was lost"))
-                    link = try await context.connect(.resume, step: .reconnect)
-                    break attempts
-                case .final(let failure):
-                    await abort(link)
-                    throw failure
-                case .retry(let why):
-                    await abort(link)
-                    guard attempt < tries else {
-                        var failure = TransferError(.verificationFailed, step: .transfer,
-                                                    "the image did not arrive whole in \(attempt) tries (\(why)): try --delay 10ms or move closer to the device")
-                        // After an END whose answer was lost the device may have committed the image.
-                        failure.outcome = endSent ? .unknown : .oldImage("its old image")
-                        throw failure
-                    }
-                    statistics.reconnects += 1
-                    if pace.overCreditChannel {
-                        // Nothing acknowledges data on the credit-based channel: the blocks over GATT do.
-                        pace.overCreditChannel = false
-                        context.onEvent(.note("\(why); starting the upload again over GATT, in acknowledged blocks"))
-                    } else {
-                        pace.chunksPerBlock = max(1, pace.chunksPerBlock / 2)
-                        if !context.explicitKnobs.contains(.delay) { pace.delay = min(.milliseconds(40), max(.milliseconds(2), pace.delay * 2)) }
-                        context.onEvent(.note("\(why); starting the upload again with smaller blocks"))
-                    }
-                    recorder.enter(.reconnect)
-                    link = try await context.connect(.resume, step: .reconnect)
+                // An END whose answer is lost may have been taken: the device may commit the image.
+                do throws(TryFailure) {
+                    try await command(.end, expecting: .completeOK, on: link, step: .verify, within: timeouts.verify)
+                } catch .again(var retry) {
+                    retry.mayHaveActivated = true
+                    throw .again(retry)
                 }
+                return chunk
+            } catch {
+                await abort(link)
+                // SAME_IMG_ERR after an END whose answer was lost: that END took, and the device
+                // restarted into the image (refusal(_:step:) marks SAME_IMG_ERR so).
+                guard case .final(let failure) = error, failure.outcome == .newImageConfirmed, endSent else { throw error }
+                context.onEvent(.note("\(device) already runs this image: the END of an earlier try took, though its answer was lost"))
+                do throws(TransferError) { link = try await context.connect(.resume, step: .reconnect) } catch { throw .final(error) }
+                return chunk
             }
+        } between: { (retry: TryFailure.Retry) async throws(TransferError) in
+            let why = retry.reason
+            statistics.reconnects += 1
+            if pace.overCreditChannel {
+                // Nothing acknowledges data on the credit-based channel: the blocks over GATT do.
+                pace.overCreditChannel = false
+                context.onEvent(.note("\(why); starting the upload again over GATT, in acknowledged blocks"))
+            } else {
+                pace.chunksPerBlock = max(1, pace.chunksPerBlock / 2)
+                if !context.explicitKnobs.contains(.delay) { pace.delay = min(.milliseconds(40), max(.milliseconds(2), pace.delay * 2)) }
+                context.onEvent(.note("\(why); starting the upload again with smaller blocks"))
+            }
+            recorder.enter(.reconnect)
+            link = try await context.connect(.resume, step: .reconnect)
+            try await recorder.enterTransfer(closing: link)
+        } exhausted: { retry, attempts in
+            let why = retry.reason
+            return TransferError(
+                .verificationFailed, step: .transfer, "the image did not arrive whole in \(attempts) tries (\(why)): try --delay 10ms or move closer to the device")
         }
         recorder.enter(.activate)
         try? await link.send(ChannelPacket.tag(SUOTAChannel.memoryDevice.rawValue, SUOTAMemoryCommand.reboot.encode()))
@@ -123,8 +110,9 @@ public struct SUOTAUpdater: ProtocolHost {
         tuning.window = pace.chunksPerBlock
         tuning.packetSize = chunk
         tuning.interPacketDelay = pace.delay
-        return recorder.finish(bytes: file.count, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: chunk, elapsed: transferTime),
-                               statistics: statistics, tuning: tuning)
+        return recorder.finish(
+            bytes: file.count, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: chunk, elapsed: transferTime),
+            statistics: statistics, tuning: tuning)
     }
 
     /// MEM_DEV 0xFF000000, then the link closed: the device leaves SUOTA (or restarts, having lost the link).
@@ -153,8 +141,10 @@ public struct SUOTAUpdater: ProtocolHost {
     }
 
     /// A MEM_DEV command and the status it must bring; another status is the device's refusal.
-    func command(_ command: SUOTAMemoryCommand, expecting expected: SUOTAStatus, on link: any Link, step: UpdateStep,
-                 within timeout: Duration) async throws(TryFailure) {
+    func command(
+        _ command: SUOTAMemoryCommand, expecting expected: SUOTAStatus, on link: any Link, step: UpdateStep,
+        within timeout: Duration
+    ) async throws(TryFailure) {
         do {
             try await link.send(ChannelPacket.tag(SUOTAChannel.memoryDevice.rawValue, command.encode()))
             guard let status = try await status(on: link, within: timeout) else {
@@ -175,8 +165,9 @@ public struct SUOTAUpdater: ProtocolHost {
             return .retry("\(device) answered \(SUOTAStatus.name(raw))")
         case .sameImage?:
             var failure = TransferError(.deviceRefused, step: step, "\(device) refused the update: \(SUOTAStatus.name(raw)): nothing to do")
+            // The outcome marks it: flash(_:mode:) tells an earlier try's END that took by it.
             failure.outcome = .newImageConfirmed
-            return .alreadyInstalled(failure)
+            return .final(failure)
         default:
             return .final(TransferError(.deviceRefused, step: step, "\(device) refused the update: \(SUOTAStatus.name(raw))"))
         }
@@ -221,10 +212,13 @@ public struct SUOTAUpdater: ProtocolHost {
                 guard status == SUOTAStatus.completeOK.rawValue else { throw refusal(status, step: .transfer) }
                 statistics.acknowledgements += 1
                 offset += length
-                context.onEvent(.progress(TransferProgress(bytesAcknowledged: min(offset, image.count - 1), totalBytes: image.count - 1,
-                                                          packetsSent: statistics.packetsSent, packetsResent: statistics.packetsResent,
-                                                          packetsLost: statistics.packetsLost, elapsed: .zero, window: pace.chunksPerBlock,
-                                                          interPacketDelay: pace.delay)))
+                context.onEvent(
+                    .progress(
+                        TransferProgress(
+                            bytesAcknowledged: min(offset, image.count - 1), totalBytes: image.count - 1,
+                            packetsSent: statistics.packetsSent, packetsResent: statistics.packetsResent,
+                            packetsLost: statistics.packetsLost, elapsed: .zero, window: pace.chunksPerBlock,
+                            interPacketDelay: pace.delay)))
             }
             // The status byte names no block, so a doubled write or a late CMP_OK can pass for a block's
             // answer; the byte count the device keeps cannot (SUOTA 1.3's MEM_INFO). The read also
@@ -254,9 +248,12 @@ public struct SUOTAUpdater: ProtocolHost {
                 statistics.bytesOnWire += end - offset
                 offset = end
                 if statistics.packetsSent % 16 == 0 || offset == image.count {
-                    context.onEvent(.progress(TransferProgress(bytesAcknowledged: offset, totalBytes: image.count, packetsSent: statistics.packetsSent,
-                                                              packetsResent: statistics.packetsResent, packetsLost: statistics.packetsLost,
-                                                              elapsed: .zero, window: 1, interPacketDelay: .zero)))
+                    context.onEvent(
+                        .progress(
+                            TransferProgress(
+                                bytesAcknowledged: offset, totalBytes: image.count, packetsSent: statistics.packetsSent,
+                                packetsResent: statistics.packetsResent, packetsLost: statistics.packetsLost,
+                                elapsed: .zero, window: 1, interPacketDelay: .zero)))
                 }
             }
             var counted: UInt32 = 0

@@ -48,6 +48,9 @@ public actor SiliconLabsOTADevice: DeviceHalf {
     }
 
     public var mode: DeviceMode { inAppLoader || application == nil ? .bootloader : .application }
+
+    /// The AppLoader overwrites the application in place: without one, the device waits in the AppLoader.
+    public var firmware: FirmwareState { FirmwareState(running: application, mode: mode) }
     public var bootloaderKeepsAddress: Bool { true }
     public var advertisedName: String? { mode == .bootloader ? Self.appLoaderName : nil }
 
@@ -61,16 +64,19 @@ public actor SiliconLabsOTADevice: DeviceHalf {
     static func version(of file: [UInt8]) -> UInt32 { (try? GeckoBootloaderImage(decoding: file))?.applicationVersion ?? 0 }
 
     public var offeredChannels: [UInt8]? {
-        mode == .application ? [SiliconLabsOTAChannel.control.rawValue, SiliconLabsOTAChannel.applicationVersion.rawValue]
-                             : SiliconLabsOTAChannel.allCases.map(\.rawValue)
+        mode == .application
+            ? [SiliconLabsOTAChannel.control.rawValue, SiliconLabsOTAChannel.applicationVersion.rawValue]
+            : SiliconLabsOTAChannel.allCases.map(\.rawValue)
     }
 
     public var readableValues: [UInt8: [UInt8]] {
         let version = application.map(Self.version(of:)) ?? 0
-        return [SiliconLabsOTAChannel.apploaderVersion.rawValue: Self.appLoaderVersion,
-                SiliconLabsOTAChannel.otaVersion.rawValue: [3],
-                SiliconLabsOTAChannel.bootloaderVersion.rawValue: Self.bootloaderVersion,
-                SiliconLabsOTAChannel.applicationVersion.rawValue: (0..<4).map { UInt8(truncatingIfNeeded: version >> ($0 * 8)) }]
+        return [
+            SiliconLabsOTAChannel.apploaderVersion.rawValue: Self.appLoaderVersion,
+            SiliconLabsOTAChannel.otaVersion.rawValue: [3],
+            SiliconLabsOTAChannel.bootloaderVersion.rawValue: Self.bootloaderVersion,
+            SiliconLabsOTAChannel.applicationVersion.rawValue: (0..<4).map { UInt8(truncatingIfNeeded: version >> ($0 * 8)) },
+        ]
     }
 
     public func powerCycle() {

@@ -179,8 +179,9 @@ public struct GeckoBootloaderImage: Sendable, Hashable {
                 let stored = try reader.readUInt32(.little, "end tag CRC-32")
                 let computed = CRC32.checksum(bytes[0..<(tagOffset + 8)])
                 guard stored == computed else {
-                    throw DecodingError(field: "end tag CRC-32", offset: tagOffset + 8,
-                                        reason: .invalidValue("0x\(String(stored, radix: 16)), but the file's bytes give 0x\(String(computed, radix: 16))"))
+                    throw DecodingError(
+                        field: "end tag CRC-32", offset: tagOffset + 8,
+                        reason: .invalidValue("0x\(String(stored, radix: 16)), but the file's bytes give 0x\(String(computed, radix: 16))"))
                 }
                 self.applicationVersion = applicationVersion
                 self.programs = programs

@@ -18,10 +18,11 @@ public struct SiliconLabsOTAProtocol: UpdateProtocol {
     public init() {}
 
     public var identity: ProtocolIdentity {
-        ProtocolIdentity(name: Self.name, displayName: "Silicon Labs OTA DFU",
-                         summary: "Silicon Labs' OTA DFU (EFR32 with the AppLoader): reset into the AppLoader, the .gbl file streamed, verified at the end",
-                         gattServices: [Self.gattService], transports: [.ble, .simulator, .udp], transportsWhenNamed: [.udp],
-                         imageFormats: ["Gecko Bootloader image (.gbl)"])
+        ProtocolIdentity(
+            name: Self.name, displayName: "Silicon Labs OTA DFU",
+            summary: "Silicon Labs' OTA DFU (EFR32 with the AppLoader): reset into the AppLoader, the .gbl file streamed, verified at the end",
+            gattServices: [Self.gattService], transports: [.ble, .simulator, .udp], transportsWhenNamed: [.udp],
+            imageFormats: ["Gecko Bootloader image (.gbl)"])
     }
 
     /// The AppLoader boots what it verified as the connection closes: bleota always goes on to it.
@@ -29,10 +30,12 @@ public struct SiliconLabsOTAProtocol: UpdateProtocol {
     public var flashModes: [FlashMode] { [.confirm] }
 
     public var tuningKnobs: [TuningKnob: String] {
-        [.packetSize: "bytes per OTA Data write (default: ATT MTU − 3, at most 244)",
-         .window: "OTA Data writes between two reads of the OTA version, which pace the stream (default 16; halved after a failed try)",
-         .delay: "pause after each write (default none; 2 ms after a failed try, doubling to 40 ms)",
-         .retries: "uploads tried from the begin (0x00) (default 4)"]
+        [
+            .packetSize: "bytes per OTA Data write (default: ATT MTU − 3, at most 244)",
+            .window: "OTA Data writes between two reads of the OTA version, which pace the stream (default 16; halved after a failed try)",
+            .delay: "pause after each write (default none; 2 ms after a failed try, doubling to 40 ms)",
+            .retries: "uploads tried from the begin (0x00) (default 4)",
+        ]
     }
 
     public func imageAffinity(_ probe: ImageProbe) -> ImageAffinity {
@@ -41,7 +44,8 @@ public struct SiliconLabsOTAProtocol: UpdateProtocol {
 
     public func prepareImage(_ request: ImageRequest) throws(TransferError) -> PreparedImage {
         guard request.keyPath == nil else {
-            throw TransferError(.unsupported, step: .load, "--key: GBL signatures are checked by the Gecko bootloader, not by bleota (sign with commander gbl create --sign): drop --key")
+            throw TransferError(
+                .unsupported, step: .load, "--key: GBL signatures are checked by the Gecko bootloader, not by bleota (sign with commander gbl create --sign): drop --key")
         }
         let bytes = try ImageFiles.read(request.path, limit: 16 << 20)
         if let problem = GeckoBootloaderImage.problem(bytes) {
@@ -50,14 +54,16 @@ public struct SiliconLabsOTAProtocol: UpdateProtocol {
         let image = try? GeckoBootloaderImage(decoding: bytes)
         let version = image?.applicationVersion ?? 0
         let label = request.versionLabel ?? "application version \(version)"
-        return PreparedImage(bytes: bytes, version: label,
-                             summary: "GBL file, application version \(version), \(bytes.count) bytes" + (image?.isSigned == true ? ", signed" : ""))
+        return PreparedImage(
+            bytes: bytes, version: label,
+            summary: "GBL file, application version \(version), \(bytes.count) bytes" + (image?.isSigned == true ? ", signed" : ""))
     }
 
     public func makeHost(_ context: HostContext) -> any ProtocolHost { SiliconLabsOTAUpdater(context: context) }
 
     public func makeDevice(_ configuration: DeviceConfiguration) throws(DeviceConfigurationError) -> any DeviceHalf {
-        SiliconLabsOTADevice(slotSize: configuration.slotSize,
-                             initialApplication: GeckoBootloaderImage.sample(Array("factory application".utf8), applicationVersion: 1))
+        SiliconLabsOTADevice(
+            slotSize: configuration.slotSize,
+            initialApplication: GeckoBootloaderImage.sample(Array("factory application".utf8), applicationVersion: 1))
     }
 }

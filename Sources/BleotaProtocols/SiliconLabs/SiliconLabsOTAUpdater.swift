@@ -16,11 +16,8 @@ import BleotaLink
 /// CRC_ERROR or a dropped link begins again from 0x00 with a smaller window
 /// and a pause between writes. Refusals of the file itself (NOT_SUPPORTED,
 /// IMAGE_TOO_BIG, …) end the update with the device's name for them.
-public struct SiliconLabsOTAUpdater: ProtocolHost {
+public struct SiliconLabsOTAUpdater: ContextHost {
     public let context: HostContext
-    var clock: any BleotaClock { context.clock }
-    var timeouts: StepTimeouts { context.timeouts }
-    var device: String { context.connector.description }
 
     public init(context: HostContext) { self.context = context }
 
@@ -28,13 +25,6 @@ public struct SiliconLabsOTAUpdater: ProtocolHost {
 
     /// Writes between two reads of the OTA version, unless `--window` says otherwise.
     static let defaultWindow = 16
-
-    enum TryFailure: Error {
-        /// Worth another try; `verdictUnread` when the end went out and its answer was lost or
-        /// damaged, so the file may have verified (and boots as the link closes).
-        case retry(String, verdictUnread: Bool = false)
-        case final(TransferError)
-    }
 
     /// How one try sends: bytes per write, writes between reads, the pause after each write, and
     /// whether a read stays in flight while the next writes go out (up to two windows unread).
@@ -73,19 +63,26 @@ public struct SiliconLabsOTAUpdater: ProtocolHost {
             throw TransferError(.protocolViolation, step: .connect, "\(device) offers no Silicon Labs OTA Control characteristic: its application was built without OTA support")
         }
         let versionBefore = offered.contains(SiliconLabsOTAChannel.data.rawValue) ? nil : try? await applicationVersion(on: link)
-        var pace = Pace(packetSize: min(244, link.parameters.maximumPayload - 1, context.tuning.packetSize ?? 244),
-                        window: context.explicitKnobs.contains(.window) ? max(1, context.tuning.window) : Self.defaultWindow,
-                        delay: context.tuning.interPacketDelay)
-        var attempt = 0
+        var pace = Pace(
+            packetSize: min(244, link.parameters.maximumPayload - 1, context.tuning.packetSize ?? 244),
+            window: context.explicitKnobs.contains(.window) ? max(1, context.tuning.window) : Self.defaultWindow,
+            delay: context.tuning.interPacketDelay)
         // Once the device reset into its AppLoader it stays there until a file verifies (or its
         // power is cut): a failure from then on leaves it waiting there, its application
         // overwritten once program data reached it.
         var inAppLoader = offered.contains(SiliconLabsOTAChannel.data.rawValue)
         // The device booted the file already (an end whose answer was lost, then the link closed).
         var booted = false
-        tries: while true {
-            attempt += 1
-            let failure: TryFailure
+        var tries = UpdateTries(limit: self.tries)
+        try await tries.run { (attempt: Int) async throws(TryFailure) in
+            // An end whose answer was lost: the device booted the file when the link closed.
+            if attempt > 1, !offered.contains(SiliconLabsOTAChannel.data.rawValue), versionBefore != targetVersion,
+                (try? await agreedApplicationVersion(on: link)) == targetVersion
+            {
+                context.onEvent(.note("\(device) runs application version \(targetVersion): the last try's end was taken though its answer was lost"))
+                booted = true
+                return
+            }
             do throws(TryFailure) {
                 if !offered.contains(SiliconLabsOTAChannel.data.rawValue) {
                     recorder.enter(.enterBootloader)
@@ -96,42 +93,38 @@ public struct SiliconLabsOTAUpdater: ProtocolHost {
                 let began = clock.now
                 defer { transferTime += clock.now - began }
                 try await upload(image, on: link, pace: pace, resend: attempt > 1, statistics: &statistics)
-                break tries
-            } catch { failure = error }
-            await link.close()
-            switch failure {
-            case .final(var error):
-                if inAppLoader, error.outcome == nil { error.outcome = .inBootloader }
+            } catch {
+                await link.close()
+                if case .final(var failure) = error, inAppLoader, failure.outcome == nil {
+                    failure.outcome = .inBootloader
+                    throw .final(failure)
+                }
                 throw error
-            case .retry(let why, let verdictUnread):
-                guard attempt < tries else {
-                    var error = TransferError(.verificationFailed, step: .transfer, "the GBL file did not arrive whole in \(attempt) tries (\(why)): move closer to the device")
-                    error.outcome = verdictUnread ? .unknown : inAppLoader ? .inBootloader : .oldImage(versionBefore.map { "application version \($0)" } ?? "its old image")
-                    throw error
-                }
-                statistics.reconnects += 1
-                pace.slowDown()
-                context.onEvent(.note("\(why); beginning again from 0x00 with \(pace.window) writes between reads" + (pace.pipelined ? "" : ", each read answered before more go out")
-                                      + (pace.delay > .zero ? ", \(pace.delay) between writes" : "")))
-                recorder.enter(.reconnect)
-                do {
-                    link = try await context.connect(.resume, step: .reconnect)
-                    offered = try await context.channels(on: link, step: .reconnect)
-                } catch {
-                    var failure = error
-                    failure.outcome = inAppLoader ? .inBootloader : .unknown
-                    throw failure
-                }
-                // A power cut in the AppLoader boots an intact application: it must be asked again.
-                inAppLoader = offered.contains(SiliconLabsOTAChannel.data.rawValue)
-                // An end whose answer was lost: the device booted the file when the link closed.
-                if !offered.contains(SiliconLabsOTAChannel.data.rawValue), versionBefore != targetVersion,
-                   (try? await agreedApplicationVersion(on: link)) == targetVersion {
-                    context.onEvent(.note("\(device) runs application version \(targetVersion): the last try's end was taken though its answer was lost"))
-                    booted = true
-                    break tries
-                }
             }
+        } between: { (retry: TryFailure.Retry) async throws(TransferError) in
+            let why = retry.reason
+            statistics.reconnects += 1
+            pace.slowDown()
+            context.onEvent(
+                .note(
+                    "\(why); beginning again from 0x00 with \(pace.window) writes between reads" + (pace.pipelined ? "" : ", each read answered before more go out")
+                        + (pace.delay > .zero ? ", \(pace.delay) between writes" : "")))
+            recorder.enter(.reconnect)
+            do throws(TransferError) {
+                link = try await context.connect(.resume, step: .reconnect)
+                offered = try await context.channels(on: link, step: .reconnect)
+            } catch {
+                var failure = error
+                failure.outcome = inAppLoader ? .inBootloader : .unknown
+                throw failure
+            }
+            // A power cut in the AppLoader boots an intact application: it must be asked again.
+            inAppLoader = offered.contains(SiliconLabsOTAChannel.data.rawValue)
+        } exhausted: { retry, attempts in
+            let (why, verdictUnread) = (retry.reason, retry.mayHaveActivated)
+            var error = TransferError(.verificationFailed, step: .transfer, "the GBL file did not arrive whole in \(attempts) tries (\(why)): move closer to the device")
+            error.outcome = verdictUnread ? .unknown : inAppLoader ? .inBootloader : .oldImage(versionBefore.map { "application version \($0)" } ?? "its old image")
+            return error
         }
         recorder.enter(.activate)
         if booted {
@@ -166,8 +159,9 @@ public struct SiliconLabsOTAUpdater: ProtocolHost {
         tuning.packetSize = pace.packetSize
         tuning.window = pace.window
         tuning.interPacketDelay = pace.delay
-        return recorder.finish(bytes: image.count, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: pace.packetSize, elapsed: transferTime),
-                               statistics: statistics, tuning: tuning)
+        return recorder.finish(
+            bytes: image.count, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: pace.packetSize, elapsed: transferTime),
+            statistics: statistics, tuning: tuning)
     }
 
     /// OTA Control 0x00 in the application, its answer, the reset, and the AppLoader found at the same address.
@@ -175,8 +169,10 @@ public struct SiliconLabsOTAUpdater: ProtocolHost {
         do {
             try await control(.begin, on: link)
             if let code = try await writeResult(on: link), code != 0 {
-                throw TryFailure.final(TransferError(.deviceRefused, step: .enterBootloader,
-                                                     "\(device) refused the reset into its AppLoader (ATT error 0x\([code].hexString)): its OTA trigger needs a bonded or encrypted connection"))
+                throw TryFailure.final(
+                    TransferError(
+                        .deviceRefused, step: .enterBootloader,
+                        "\(device) refused the reset into its AppLoader (ATT error 0x\([code].hexString)): its OTA trigger needs a bonded or encrypted connection"))
             }
         } catch let failure as TryFailure {
             throw failure
@@ -284,20 +280,23 @@ public struct SiliconLabsOTAUpdater: ProtocolHost {
                 }
                 let taken = reads.removeFirst()
                 statistics.acknowledgements += 1
-                context.onEvent(.progress(TransferProgress(bytesAcknowledged: taken, totalBytes: image.count, packetsSent: statistics.packetsSent,
-                                                          packetsResent: statistics.packetsResent, packetsLost: statistics.packetsLost,
-                                                          elapsed: clock.now - began, window: pace.window, interPacketDelay: pace.delay)))
+                context.onEvent(
+                    .progress(
+                        TransferProgress(
+                            bytesAcknowledged: taken, totalBytes: image.count, packetsSent: statistics.packetsSent,
+                            packetsResent: statistics.packetsResent, packetsLost: statistics.packetsLost,
+                            elapsed: clock.now - began, window: pace.window, interPacketDelay: pace.delay)))
             }
             try await control(.end, on: link)
             // The AppLoader checks the whole file before it answers.
             guard let verdict = try await writeResult(on: link, timeout: timeouts.verify) else {
-                throw TryFailure.retry("\(device) did not answer the end (0x03)", verdictUnread: true)
+                throw TryFailure.retry("\(device) did not answer the end (0x03)", mayHaveActivated: true)
             }
             switch verdict {
             case 0:
                 return
             case SiliconLabsOTAError.crcError.rawValue, SiliconLabsOTAError.buffersFull.rawValue, SiliconLabsOTAError.wrongState.rawValue,
-                 SiliconLabsOTAError.notSupported.rawValue:
+                SiliconLabsOTAError.notSupported.rawValue:
                 // bleota parsed the file before sending it: a parse that fails on the device means
                 // the stream lost or spoiled a write, as a CRC error does; a device that refuses the
                 // file itself refuses it again on every try, and the last one says so.
@@ -306,7 +305,7 @@ public struct SiliconLabsOTAUpdater: ProtocolHost {
             case let code where SiliconLabsOTAError(rawValue: code) == nil:
                 // No code the AppLoader answers with: a damaged answer. Whether the file verified is
                 // seen after reconnecting (a verified file boots when the link closes).
-                throw TryFailure.retry("\(device) answered the end with an unknown code 0x\([code].hexString)", verdictUnread: true)
+                throw TryFailure.retry("\(device) answered the end with an unknown code 0x\([code].hexString)", mayHaveActivated: true)
             default:
                 throw TryFailure.final(TransferError(.deviceRefused, step: .verify, "\(device) refused the GBL file: \(SiliconLabsOTAError.name(verdict))"))
             }

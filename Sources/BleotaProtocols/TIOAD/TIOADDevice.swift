@@ -42,6 +42,8 @@ public actor TIOADDevice: DeviceHalf {
 
     public var mode: DeviceMode { .application }
 
+    public var firmware: FirmwareState { FirmwareState(running: running) }
+
     public var runningVersion: String { "\(running.count) bytes (SHA-256 \(SHA256Digest.hash(running).hexString))" }
 
     public func powerCycle() {

@@ -38,11 +38,13 @@ public enum TIOADStatus: UInt8, Sendable, Hashable, CustomStringConvertible {
     case cccdNotEnabled = 15, identifyTimeout = 16
 
     public var description: String {
-        let names = ["OAD_SUCCESS", "OAD_CRC_ERR", "OAD_FLASH_ERR", "OAD_BUFFER_OFL (a block of the wrong number or length)",
-                     "OAD_ALREADY_STARTED", "OAD_NOT_STARTED", "OAD_DL_NOT_COMPLETE", "OAD_NO_RESOURCES",
-                     "OAD_IMAGE_TOO_BIG", "OAD_INCOMPATIBLE_IMAGE (an image type the device cannot run)",
-                     "OAD_INVALID_FILE (the image is for another chip family)", "OAD_INCOMPATIBLE_FILE (another BIM or metadata version)",
-                     "OAD_AUTH_FAIL", "OAD_EXT_NOT_SUPPORTED", "OAD_DL_COMPLETE", "OAD_CCCD_NOT_ENABLED", "OAD_IMG_ID_TIMEOUT"]
+        let names = [
+            "OAD_SUCCESS", "OAD_CRC_ERR", "OAD_FLASH_ERR", "OAD_BUFFER_OFL (a block of the wrong number or length)",
+            "OAD_ALREADY_STARTED", "OAD_NOT_STARTED", "OAD_DL_NOT_COMPLETE", "OAD_NO_RESOURCES",
+            "OAD_IMAGE_TOO_BIG", "OAD_INCOMPATIBLE_IMAGE (an image type the device cannot run)",
+            "OAD_INVALID_FILE (the image is for another chip family)", "OAD_INCOMPATIBLE_FILE (another BIM or metadata version)",
+            "OAD_AUTH_FAIL", "OAD_EXT_NOT_SUPPORTED", "OAD_DL_COMPLETE", "OAD_CCCD_NOT_ENABLED", "OAD_IMG_ID_TIMEOUT",
+        ]
         return "\(names[Int(rawValue)]) (\(rawValue))"
     }
 
@@ -148,11 +150,14 @@ public struct TIOADImageHeader: Sendable, Hashable {
         image.replaceSubrange(0..<8, with: imageID.prefix(8))
         image[12] = bimVersion
         image[13] = metadataVersion
-        image[14] = 0xFE; image[15] = 0xFF          // tech type: BLE
-        image[16] = 0xFF; image[17] = 0xFF          // copy and CRC status: not yet
-        image[18] = 1                                // image type: application
+        image[14] = 0xFE
+        image[15] = 0xFF  // tech type: BLE
+        image[16] = 0xFF
+        image[17] = 0xFF  // copy and CRC status: not yet
+        image[18] = 1  // image type: application
         image.replaceSubrange(32..<36, with: Array(softwareVersion.utf8.prefix(4)))
-        image[40] = UInt8(size); image[41] = 0       // header length
+        image[40] = UInt8(size)
+        image[41] = 0  // header length
         // A contiguous-payload segment: type 1, BLE, its length, the start address.
         image += [0x01, 0xFE, 0xFF, 0xFF] + TIOADWire.u32(UInt32(12 + code.count)) + TIOADWire.u32(0)
         image += code

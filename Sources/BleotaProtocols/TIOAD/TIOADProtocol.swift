@@ -19,10 +19,11 @@ public struct TIOADProtocol: UpdateProtocol {
     public init() {}
 
     public var identity: ProtocolIdentity {
-        ProtocolIdentity(name: Self.name, displayName: "TI OAD",
-                         summary: "TI's OAD for SimpleLink BLE5-Stack (CC26x2, CC13x2): Image Identify, blocks the device requests one by one, Enable Image",
-                         gattServices: [Self.gattService], transports: [.ble, .simulator, .udp], transportsWhenNamed: [.udp],
-                         imageFormats: ["OAD image (.bin from TI's oad_image_tool)"])
+        ProtocolIdentity(
+            name: Self.name, displayName: "TI OAD",
+            summary: "TI's OAD for SimpleLink BLE5-Stack (CC26x2, CC13x2): Image Identify, blocks the device requests one by one, Enable Image",
+            gattServices: [Self.gattService], transports: [.ble, .simulator, .udp], transportsWhenNamed: [.udp],
+            imageFormats: ["OAD image (.bin from TI's oad_image_tool)"])
     }
 
     public var capabilities: ProtocolCapabilities { [.flash] }
@@ -51,7 +52,8 @@ public struct TIOADProtocol: UpdateProtocol {
     public func makeHost(_ context: HostContext) -> any ProtocolHost { TIOADUpdater(context: context) }
 
     public func makeDevice(_ configuration: DeviceConfiguration) throws(DeviceConfigurationError) -> any DeviceHalf {
-        TIOADDevice(slotSize: configuration.slotSize, maximumPacket: configuration.maximumPacket,
-                    initialImage: TIOADImageHeader.sample(Array("factory application".utf8), softwareVersion: "0001"))
+        TIOADDevice(
+            slotSize: configuration.slotSize, maximumPacket: configuration.maximumPacket,
+            initialImage: TIOADImageHeader.sample(Array("factory application".utf8), softwareVersion: "0001"))
     }
 }

@@ -12,20 +12,12 @@ import BleotaLink
 /// reset it, so bleota cancels and starts again from Image Identify, up to
 /// `retries` times. A refusal of the image (another chip family, BIM version,
 /// image type, too big) ends the update with the device's status name.
-public struct TIOADUpdater: ProtocolHost {
+public struct TIOADUpdater: ContextHost {
     public let context: HostContext
-    var clock: any BleotaClock { context.clock }
-    var timeouts: StepTimeouts { context.timeouts }
-    var device: String { context.connector.description }
 
     public init(context: HostContext) { self.context = context }
 
     var tries: Int { context.tries(default: 4) }
-
-    enum TryFailure: Error {
-        case retry(String)
-        case final(TransferError)
-    }
 
     public func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
         let image = prepared.bytes
@@ -34,37 +26,31 @@ public struct TIOADUpdater: ProtocolHost {
         recorder.enter(.connect)
         var statistics = TransferStatistics()
         var transferTime = Duration.zero
-        var blockSize = 0
-        var attempt = 0
         var link = try await context.connect(.initial, step: .connect)
         // The running image's software version, to tell the new image from the old one afterwards.
         let oldVersion = (try? await softwareVersion(on: link)) ?? nil
-        while true {
-            attempt += 1
-            try await recorder.enterTransfer(closing: link)
+        var tries = UpdateTries(limit: self.tries)
+        try await recorder.enterTransfer(closing: link)
+        let blockSize = try await tries.run { (_: Int) async throws(TryFailure) -> Int in
             let began = clock.now
+            defer { transferTime += clock.now - began }
             do throws(TryFailure) {
-                blockSize = try await download(image, on: link, statistics: &statistics)
-                transferTime += clock.now - began
-                break
+                return try await download(image, on: link, statistics: &statistics)
             } catch {
-                transferTime += clock.now - began
                 try? await send(.control, [TIOADCommand.cancelOAD.rawValue], on: link)
                 await link.close()
-                switch error {
-                case .final(let failure): throw failure
-                case .retry(let why):
-                    guard attempt < tries else {
-                        var failure = TransferError(.verificationFailed, step: .transfer, "the image did not arrive whole in \(attempt) tries (\(why)): move closer to the device")
-                        failure.outcome = .oldImage("its old image")
-                        throw failure
-                    }
-                    statistics.reconnects += 1
-                    context.onEvent(.note("\(why); starting again from Image Identify"))
-                    recorder.enter(.reconnect)
-                    link = try await context.connect(.resume, step: .reconnect)
-                }
+                throw error
             }
+        } between: { (retry: TryFailure.Retry) async throws(TransferError) in
+            let why = retry.reason
+            statistics.reconnects += 1
+            context.onEvent(.note("\(why); starting again from Image Identify"))
+            recorder.enter(.reconnect)
+            link = try await context.connect(.resume, step: .reconnect)
+            try await recorder.enterTransfer(closing: link)
+        } exhausted: { retry, attempts in
+            let why = retry.reason
+            return TransferError(.verificationFailed, step: .transfer, "the image did not arrive whole in \(attempts) tries (\(why)): move closer to the device")
         }
         recorder.enter(.activate)
         // Enable Image; its answer can be lost (or damaged) as the device resets, so what the device
@@ -112,8 +98,9 @@ public struct TIOADUpdater: ProtocolHost {
         var tuning = context.tuning
         tuning.packetSize = blockSize
         tuning.window = 1
-        return recorder.finish(bytes: image.count, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: blockSize, elapsed: transferTime),
-                               statistics: statistics, tuning: tuning)
+        return recorder.finish(
+            bytes: image.count, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: blockSize, elapsed: transferTime),
+            statistics: statistics, tuning: tuning)
     }
 
     func send(_ channel: TIOADChannel, _ bytes: [UInt8], on link: any Link) async throws(LinkError) {
@@ -150,8 +137,10 @@ public struct TIOADUpdater: ProtocolHost {
             }
             let blockSize = Int(answer[answer.startIndex + 1]) | Int(answer[answer.startIndex + 2]) << 8
             guard blockSize > 4, blockSize <= link.parameters.maximumPayload - 1 else {
-                throw TryFailure.final(TransferError(.protocolViolation, step: .transfer,
-                                                     "\(device) asks for blocks of \(blockSize) bytes, which its link (\(link.parameters.maximumPayload - 1)-byte writes) cannot carry"))
+                throw TryFailure.final(
+                    TransferError(
+                        .protocolViolation, step: .transfer,
+                        "\(device) asks for blocks of \(blockSize) bytes, which its link (\(link.parameters.maximumPayload - 1)-byte writes) cannot carry"))
             }
             // 22 bytes where they fit; the 18 TI's own app sends (without the software version) on a 23-byte MTU.
             try await send(.identify, Array(TIOADImageHeader.identify(image).prefix(max(18, link.parameters.maximumPayload - 1))), on: link)
@@ -166,7 +155,8 @@ public struct TIOADUpdater: ProtocolHost {
             var highest: UInt32 = 0
             while true {
                 guard let payload = try await notification(.control, on: link, { TIOADBlockRequest(decoding: $0) != nil }),
-                      let request = TIOADBlockRequest(decoding: payload) else {
+                    let request = TIOADBlockRequest(decoding: payload)
+                else {
                     statistics.ackTimeouts += 1
                     throw TryFailure.retry("\(device) asked for no block within \(timeouts.response) (a block or its request was lost)")
                 }
@@ -183,9 +173,12 @@ public struct TIOADUpdater: ProtocolHost {
                     highest = max(highest, request.block + 1)
                     statistics.bytesOnWire += bytes.count
                     statistics.acknowledgements += 1
-                    context.onEvent(.progress(TransferProgress(bytesAcknowledged: from, totalBytes: image.count, packetsSent: statistics.packetsSent,
-                                                              packetsResent: statistics.packetsResent, packetsLost: statistics.packetsLost,
-                                                              elapsed: .zero, window: 1, interPacketDelay: .zero)))
+                    context.onEvent(
+                        .progress(
+                            TransferProgress(
+                                bytesAcknowledged: from, totalBytes: image.count, packetsSent: statistics.packetsSent,
+                                packetsResent: statistics.packetsResent, packetsLost: statistics.packetsLost,
+                                elapsed: .zero, window: 1, interPacketDelay: .zero)))
                 case .downloadComplete?:
                     return blockSize
                 case .bufferOverflow?, .crcError?, .notStarted?, .flashError?:

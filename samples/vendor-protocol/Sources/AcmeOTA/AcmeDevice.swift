@@ -23,6 +23,7 @@ public actor AcmeDevice: DeviceHalf {
 
     public var mode: DeviceMode { .application }
     public var runningVersion: String { activeVersion }
+    public var firmware: FirmwareState { FirmwareState(running: activeImage, version: activeVersion) }
     public func powerCycle() { upload = nil }
 
     public func serve(_ link: any Link, environment: DeviceEnvironment) async {

@@ -20,14 +20,17 @@ public struct AcmeHost: ProtocolHost {
         let bytes = image.bytes
         let chunk = min(context.tuning.packetSize ?? .max, link.parameters.maximumPayload - AcmeWire().dataOverhead)
         guard chunk >= 1 else { throw TransferError(.deviceRefused, step: .transfer, "the link is too small for data packets") }
-        let start = AcmeMessage.start(length: UInt32(bytes.count), crc32: CRC32.checksum(bytes), chunk: UInt16(clamping: chunk),
-                                      version: image.version)
+        let start = AcmeMessage.start(
+            length: UInt32(bytes.count), crc32: CRC32.checksum(bytes), chunk: UInt16(clamping: chunk),
+            version: image.version)
         let accepted = try await request(start, on: link, step: .transfer) { if case .status(let status, _, _) = $0 { status } else { nil } }
         guard accepted == .ok else { throw TransferError(.deviceRefused, step: .transfer, "the device refused the image: \(accepted)") }
         let began = context.clock.now
         let onEvent = context.onEvent
-        let engine = TransferEngine(stream: bytes, packetSize: chunk, wire: AcmeWire(), tuning: context.tuning, clock: context.clock,
-                                    logger: context.logger) { onEvent(.progress($0)) }
+        let engine = TransferEngine(
+            stream: bytes, packetSize: chunk, wire: AcmeWire(), tuning: context.tuning, clock: context.clock,
+            logger: context.logger
+        ) { onEvent(.progress($0)) }
         do { try await engine.run(over: link) } catch let error as TransferError { throw error } catch {
             throw TransferError(.linkLost, step: .transfer, "\(error)")
         }
@@ -69,8 +72,10 @@ public struct AcmeHost: ProtocolHost {
     }
 
     /// Sends `message` and waits for the answer `match` recognises, trying again a few times.
-    private func request<T: Sendable>(_ message: AcmeMessage, on link: any Link, step: UpdateStep, timeout: Duration? = nil,
-                                      match: @escaping @Sendable (AcmeMessage) -> T?) async throws(TransferError) -> T {
+    private func request<T: Sendable>(
+        _ message: AcmeMessage, on link: any Link, step: UpdateStep, timeout: Duration? = nil,
+        match: @escaping @Sendable (AcmeMessage) -> T?
+    ) async throws(TransferError) -> T {
         let limit = timeout ?? context.timeouts.response
         for _ in 0..<max(1, context.timeouts.attempts) {
             do {

@@ -87,8 +87,9 @@ public enum AcmeMessage: Sendable, Hashable {
         case .poll: self = .poll
         case .status:
             let raw = try reader.readUInt8("status.code")
-            self = .status(AcmeStatus(rawValue: raw), next: try reader.readUInt16(.little, "status.next"),
-                           count: try reader.readUInt16(.little, "status.count"))
+            self = .status(
+                AcmeStatus(rawValue: raw), next: try reader.readUInt16(.little, "status.next"),
+                count: try reader.readUInt16(.little, "status.count"))
         case .version:
             let count = Int(try reader.readUInt8("version.length"))
             self = .version(String(decoding: try reader.readBytes(count, "version.text"), as: UTF8.self))

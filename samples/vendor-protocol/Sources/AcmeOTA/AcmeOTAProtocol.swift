@@ -1,4 +1,5 @@
 import BleotaATT
+import BleotaCodec
 import BleotaEngine
 
 /// ACME OTA as an ``UpdateProtocol``: its identity, what it can do, what the
@@ -14,15 +15,18 @@ public struct AcmeOTAProtocol: UpdateProtocol {
     public init() {}
 
     public var identity: ProtocolIdentity {
-        ProtocolIdentity(name: "acme-ota", displayName: "ACME OTA", summary: "ACME's private OTA: START with length and CRC-32, indexed chunks with CRC-16, END, status notifications",
-                         gattServices: [Self.gattService], transports: [.ble, .simulator], imageFormats: ["bin"])
+        ProtocolIdentity(
+            name: "acme-ota", displayName: "ACME OTA", summary: "ACME's private OTA: START with length and CRC-32, indexed chunks with CRC-16, END, status notifications",
+            gattServices: [Self.gattService], transports: [.ble, .simulator], imageFormats: ["bin"])
     }
 
     public var capabilities: ProtocolCapabilities { [.flash] }
 
     public var tuningKnobs: [TuningKnob: String] {
-        [.packetSize: "payload bytes per DATA packet", .window: "DATA packets in flight", .delay: "pause after each DATA packet",
-         .ackTimeout: "wait for a STATUS before polling"]
+        [
+            .packetSize: "payload bytes per DATA packet", .window: "DATA packets in flight", .delay: "pause after each DATA packet",
+            .ackTimeout: "wait for a STATUS before polling",
+        ]
     }
 
     /// Plain images only; the vendor's bootloader takes raw bytes.
@@ -34,8 +38,9 @@ public struct AcmeOTAProtocol: UpdateProtocol {
         }
         let bytes = try ImageFiles.read(request.path)
         guard !bytes.isEmpty else { throw TransferError(.badInput, step: .load, "\(request.path) is empty: nothing to flash") }
-        return PreparedImage(bytes: bytes, version: request.versionLabel ?? "crc32:" + String(CRC32Text.of(bytes)),
-                             summary: "ACME image, \(bytes.count) bytes")
+        return PreparedImage(
+            bytes: bytes, version: request.versionLabel ?? "crc32:" + String(CRC32Text.of(bytes)),
+            summary: "ACME image, \(bytes.count) bytes")
     }
 
     public func makeHost(_ context: HostContext) -> any ProtocolHost { AcmeHost(context: context) }
@@ -44,8 +49,6 @@ public struct AcmeOTAProtocol: UpdateProtocol {
         AcmeDevice(version: configuration.initialVersion, slotSize: configuration.slotSize)
     }
 }
-
-import BleotaCodec
 
 enum CRC32Text {
     static func of(_ bytes: [UInt8]) -> String { String(CRC32.checksum(bytes), radix: 16) }

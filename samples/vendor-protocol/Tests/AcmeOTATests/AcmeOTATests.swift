@@ -34,8 +34,9 @@ func simulateAcmeFlash(_ address: String, image: [UInt8]) async throws -> (Resul
         let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
         let device = AcmeDevice(version: "1.0", slotSize: 1 << 20)
         await world.add(SimulatedDevice(address: Simulation.deviceAddress, half: device, model: parsed.model))
-        let context = HostContext(protocolName: "acme-ota", connector: SimulatedConnector(world: world, address: Simulation.deviceAddress, description: address),
-                                  clock: world.clock)
+        let context = HostContext(
+            protocolName: "acme-ota", connector: SimulatedConnector(world: world, address: Simulation.deviceAddress, description: address),
+            clock: world.clock)
         let host = AcmeOTAProtocol().makeHost(context)
         let outcome: Result<UpdateReport, TransferError>
         do throws(TransferError) {

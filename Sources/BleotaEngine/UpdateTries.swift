@@ -1,0 +1,108 @@
+import BleotaLink
+
+/// Why one try of an update's transfer ended short: what a host half's try throws,
+/// and what ``UpdateTries`` decides on.
+public enum TryFailure: Error {
+    /// What a try that is worth another says about itself.
+    public struct Retry: Sendable {
+        /// One line: what went wrong.
+        public var reason: String
+        /// The link dropped (or the device stopped answering), rather than the image arriving damaged
+        /// or incomplete: what the error says if no try is left.
+        public var linkDropped: Bool
+        /// What this try sent may have made the device take the image (an END whose answer was
+        /// lost, the last sector of a device that restarts by itself): from then on a failure
+        /// cannot say the old image runs.
+        public var mayHaveActivated: Bool
+        /// A link already open to the device, for the next try.
+        public var connection: (any Link)?
+
+        public init(reason: String, linkDropped: Bool = false, mayHaveActivated: Bool = false, connection: (any Link)? = nil) {
+            self.reason = reason
+            self.linkDropped = linkDropped
+            self.mayHaveActivated = mayHaveActivated
+            self.connection = connection
+        }
+    }
+
+    /// Worth another try: the link dropped, or the image did not arrive whole.
+    case again(Retry)
+    /// No use trying again: the device refused, or something is wrong with the image.
+    case final(TransferError)
+
+    /// Worth another try, for `reason`.
+    public static func retry(_ reason: String, linkDropped: Bool = false, mayHaveActivated: Bool = false, connection: (any Link)? = nil) -> TryFailure {
+        .again(Retry(reason: reason, linkDropped: linkDropped, mayHaveActivated: mayHaveActivated, connection: connection))
+    }
+
+    /// The one-line reason of a retry, or the error's message.
+    public var reason: String {
+        switch self {
+        case .again(let retry): retry.reason
+        case .final(let error): error.message
+        }
+    }
+}
+
+/// The one retry policy of host halves: up to `limit` tries of a transfer, with the
+/// host getting ready again between them, and what the device runs named when they
+/// run out or one fails for good.
+///
+/// Each host used to write this loop again (count the try, run it, on a retryable
+/// failure check the count, note it, reconnect, go round); what differs between
+/// protocols is only what a try is, how the host gets ready for the next, and what
+/// running out means, which are the three closures of ``run(_:between:exhausted:)``.
+public struct UpdateTries {
+    /// How many tries at most.
+    public let limit: Int
+    /// The tries made so far (the one running included).
+    public private(set) var attempt = 0
+    /// Whether a try may have made the device take the image: sticky across tries.
+    public private(set) var mayHaveActivated = false
+
+    public init(limit: Int) {
+        self.limit = max(1, limit)
+    }
+
+    /// What the device runs when the tries end in failure: unknown once a try may have
+    /// activated the image, its old image otherwise.
+    public var outcomeAfterFailure: DeviceOutcome { mayHaveActivated ? .unknown : .oldImage("its old image") }
+
+    /// Runs `body` (given the try's number, from 1) until it returns.
+    ///
+    /// - On ``TryFailure/again(_:)`` with tries left, `between` gets the host ready for the
+    ///   next try (a note, a reconnect, a slower pace; the retry carries the link the failure
+    ///   came with, if any), then `body` runs again.
+    /// - With none left, `exhausted` makes the error thrown (given the last retry and the tries
+    ///   made); its outcome, if it sets none, is ``outcomeAfterFailure``.
+    /// - ``TryFailure/final(_:)`` is thrown as it is, its outcome unknown if an earlier try
+    ///   may have activated the image and it says nothing itself.
+    public mutating func run<Result>(
+        _ body: (_ attempt: Int) async throws(TryFailure) -> Result,
+        between: (_ retry: TryFailure.Retry) async throws(TransferError) -> Void,
+        exhausted: (_ retry: TryFailure.Retry, _ attempts: Int) async -> TransferError
+    ) async throws(TransferError) -> Result {
+        while true {
+            attempt += 1
+            let failure: TryFailure
+            do throws(TryFailure) {
+                return try await body(attempt)
+            } catch {
+                failure = error
+            }
+            switch failure {
+            case .final(var error):
+                if error.outcome == nil, mayHaveActivated { error.outcome = .unknown }
+                throw error
+            case .again(let retry):
+                if retry.mayHaveActivated { mayHaveActivated = true }
+                guard attempt < limit else {
+                    var error = await exhausted(retry, attempt)
+                    if error.outcome == nil { error.outcome = outcomeAfterFailure }
+                    throw error
+                }
+                try await between(retry)
+            }
+        }
+    }
+}
