@@ -42,6 +42,8 @@ public enum ProcessSignals {
         var observers: [Int32: [UInt64: @Sendable () -> Void]] = [:]
         var nextID: UInt64 = 0
         var interruptHandler: (@Sendable () -> Void)?
+        /// What to say when a second interrupt ends the process at once.
+        var endingAtOnce: (@Sendable () -> Void)?
         var terminationHooks: [@Sendable () -> Void] = []
     }
 
@@ -63,15 +65,28 @@ public enum ProcessSignals {
         return Observation(signal: signal, id: id)
     }
 
-    /// Makes the next SIGINT (Ctrl-C) call `handler` instead of ending the process; a second one
-    /// ends it as usual (termination hooks first). SIGTERM and SIGHUP still end it at once.
-    public static func interceptNextInterrupt(_ handler: @escaping @Sendable () -> Void) {
+    /// Signals a command may intercept to stop at a safe point: Ctrl-C, and SIGTERM (what
+    /// `kill`, systemd and CI runners send), which deserves the same care.
+    public static let interrupting: Set<Int32> = [SIGINT, SIGTERM]
+
+    /// Makes the next SIGINT (Ctrl-C) or SIGTERM call `handler` instead of ending the process; a
+    /// second one calls `endingAtOnce` (to say what is left unknown) and ends the process as usual
+    /// (termination hooks first). SIGHUP still ends it at once.
+    public static func interceptNextInterrupt(_ handler: @escaping @Sendable () -> Void, endingAtOnce: (@Sendable () -> Void)? = nil) {
         install(terminating)
-        state.withLock { $0.interruptHandler = handler }
+        state.withLock {
+            $0.interruptHandler = handler
+            $0.endingAtOnce = endingAtOnce
+        }
     }
 
-    /// Lets SIGINT end the process again.
-    public static func stopInterceptingInterrupts() { state.withLock { $0.interruptHandler = nil } }
+    /// Lets SIGINT and SIGTERM end the process again.
+    public static func stopInterceptingInterrupts() {
+        state.withLock {
+            $0.interruptHandler = nil
+            $0.endingAtOnce = nil
+        }
+    }
 
     /// Runs `hook` when a signal is about to end the process (on the signal thread, once).
     public static func onTermination(_ hook: @escaping @Sendable () -> Void) {
@@ -119,11 +134,16 @@ public enum ProcessSignals {
             if count < 0 && errno == EINTR { continue }
             guard count == 1 else { return }
             let number = Int32(byte)
-            let (observers, interrupt) = state.withLock { state -> ([@Sendable () -> Void], (@Sendable () -> Void)?) in
+            let (observers, interrupt, endingAtOnce) = state.withLock {
+                state -> ([@Sendable () -> Void], (@Sendable () -> Void)?, (@Sendable () -> Void)?) in
                 let observers = Array((state.observers[number] ?? [:]).values)
-                guard observers.isEmpty, number == SIGINT else { return (observers, nil) }
-                defer { state.interruptHandler = nil }
-                return ([], state.interruptHandler)
+                guard observers.isEmpty, interrupting.contains(number) else { return (observers, nil, nil) }
+                if let handler = state.interruptHandler {
+                    state.interruptHandler = nil
+                    return ([], handler, nil)
+                }
+                defer { state.endingAtOnce = nil }
+                return ([], nil, state.endingAtOnce)
             }
             if !observers.isEmpty {
                 for observer in observers { observer() }
@@ -133,6 +153,7 @@ public enum ProcessSignals {
                 interrupt()
                 continue
             }
+            endingAtOnce?()
             guard terminating.contains(number) else { continue }
             let hooks = state.withLock { state -> [@Sendable () -> Void] in
                 defer { state.terminationHooks = [] }

@@ -14,7 +14,7 @@ public final class TemporaryPaths: Sendable {
     private static let hooked = Mutex<Bool>(false)
 
     /// Makes the next SIGINT (Ctrl-C) call `handler` instead of ending the process
-    /// (``ProcessSignals/interceptNextInterrupt(_:)``; registered paths are still removed when a signal ends it).
+    /// (``ProcessSignals/interceptNextInterrupt(_:endingAtOnce:)``; registered paths are still removed when a signal ends it).
     public static func interceptNextInterrupt(_ handler: @escaping @Sendable () -> Void) {
         hookOnce()
         ProcessSignals.interceptNextInterrupt(handler)

@@ -29,7 +29,7 @@ public struct BleotaCommand: AsyncParsableCommand {
             10 (fleet) some devices run the image, others failed or were not started; 11 (fleet) none does; \
             12 (fleet campaign) the campaign database could not be reached or refused; \
             13 the link could not get the security the device demands (pairing failed or was refused); \
-            130 interrupted by Ctrl-C (the message says what the device runs).
+            130 interrupted by Ctrl-C or SIGTERM (the message says what the device runs).
             """,
         version: version,
         subcommands: [
@@ -53,7 +53,63 @@ public struct BleotaCommand: AsyncParsableCommand {
             }
             return ExitStatus.badInput.rawValue
         }
-        return await CommandContext.$registry.withValue(extended) { await run(parsing: arguments) }
+        return await CommandContext.$registry.withValue(extended) { await run(parsing: joiningNegativeValues(arguments)) }
+    }
+
+    /// `--delay -1` as `--delay=-1`: argument-parser takes a value that starts with a dash for an
+    /// option name ("Missing value for '--delay'"), but bleota has no option that looks like a
+    /// negative number, so such a value is the user's and its own check names what is wrong with it.
+    static func joiningNegativeValues(_ arguments: [String]) -> [String] {
+        var joined: [String] = []
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            if argument == "--" {
+                joined += arguments[index...]
+                break
+            }
+            if argument.hasPrefix("--"), !argument.contains("="), index + 1 < arguments.count, looksNegative(arguments[index + 1]) {
+                joined.append("\(argument)=\(arguments[index + 1])")
+                index += 2
+            } else {
+                joined.append(argument)
+                index += 1
+            }
+        }
+        return joined
+    }
+
+    private static func looksNegative(_ text: String) -> Bool {
+        guard text.hasPrefix("-"), text.count > 1 else { return false }
+        let rest = text.dropFirst()
+        return rest.first.map { $0.isNumber || $0 == "." } ?? false
+    }
+
+    /// The words naming the subcommand `arguments` call (`["fleet", "flash"]`), and its type.
+    static func subcommand(in arguments: [String]) -> (words: [String], type: ParsableCommand.Type) {
+        var current: ParsableCommand.Type = BleotaCommand.self
+        var words: [String] = []
+        for argument in arguments {
+            guard let next = current.configuration.subcommands.first(where: { $0._commandName == argument || $0.configuration.aliases.contains(argument) })
+            else { break }
+            words.append(argument)
+            current = next
+        }
+        return (words, current)
+    }
+
+    /// argument-parser's usage error as bleota words its own: one line `error: …`, then the
+    /// usage on a second line with where to read more.
+    static func usageError(_ error: Error, arguments: [String]) -> (message: String, usage: String) {
+        var message = message(for: error).split(separator: "\n").first.map(String.init) ?? String(describing: error)
+        if message.hasPrefix("Error: ") { message.removeFirst("Error: ".count) }
+        if let first = message.first, first.isUppercase, message.dropFirst().first?.isLowercase == true {
+            message = first.lowercased() + message.dropFirst()
+        }
+        let (words, type) = subcommand(in: arguments)
+        let usage = usageString(for: type).split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        let help = (["bleota"] + words + ["--help"]).joined(separator: " ")
+        return (message, "usage: \(usage) (see '\(help)')")
     }
 
     /// The registry with every protocol description the arguments name added:
@@ -113,8 +169,13 @@ public struct BleotaCommand: AsyncParsableCommand {
                 return ExitStatus.success.rawValue
             }
             if code == .validationFailure {
-                // argument-parser's usage errors: keep its text, but our exit code.
-                Terminal.standardError.writeLine(message)
+                // argument-parser's usage errors, in bleota's style and with its exit status.
+                let (line, usage) = usageError(error, arguments: arguments)
+                Terminal.standardError.writeLine("error: \(line)")
+                Terminal.standardError.writeLine(usage)
+                if arguments.contains("--json"), let json = try? JSONOutput.string(FailureReport(CommandFailure(.usage, line))) {
+                    Terminal.standardOutput.writeLine(json)
+                }
                 return ExitStatus.usage.rawValue
             }
             Terminal.standardError.writeLine("error: \(message.isEmpty ? String(describing: error) : message)")
@@ -202,11 +263,15 @@ public struct FailureDetails: Sendable, Codable {
 }
 
 /// The object `--json` prints on stdout when a command fails.
+///
+/// Every command's failure has the same keys (docs/commands.md, "JSON"): `error`, `code`,
+/// `step` (null outside an update's steps) and `exitStatus` always; `deviceState` and
+/// `deviceVersion` when known.
 struct FailureReport: Codable {
     var error: String
     var exitStatus: Int32
     var step: String?
-    var code: String?
+    var code: String
     var deviceState: String?
     var deviceVersion: String?
 
@@ -214,9 +279,21 @@ struct FailureReport: Codable {
         error = failure.message
         exitStatus = failure.status.rawValue
         step = failure.details?.step
-        code = failure.details?.code
+        code = failure.details?.code ?? String(describing: failure.status)
         deviceState = failure.details?.deviceState
         deviceVersion = failure.details?.deviceVersion
+    }
+
+    private enum CodingKeys: String, CodingKey { case error, exitStatus, step, code, deviceState, deviceVersion }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(error, forKey: .error)
+        try container.encode(code, forKey: .code)
+        try container.encode(step, forKey: .step)
+        try container.encode(exitStatus, forKey: .exitStatus)
+        try container.encodeIfPresent(deviceState, forKey: .deviceState)
+        try container.encodeIfPresent(deviceVersion, forKey: .deviceVersion)
     }
 }
 

@@ -15,7 +15,81 @@ struct BondCommand: AsyncParsableCommand {
             into the kernel before connecting. Keys are never printed. With bluetoothd, bonds are its own: \
             use bluetoothctl.
             """,
-        subcommands: [BondList.self, BondRemove.self])
+        subcommands: [BondList.self, BondRemove.self, BondPair.self])
+}
+
+/// `bleota bond pair`: pairs before anything is written, through bluetoothd's `Device1.Pair`.
+struct BondPair: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pair",
+        abstract: "Pair with a device now, through bluetoothd, and keep the bond (bluetoothctl devices Paired lists it).",
+        discussion: """
+            bluetoothd connects, pairs and keeps the bond; bleota is its pairing agent and answers with \
+            --passkey or --accept-pairing (or asks on a terminal). bluetoothd stays connected, and the \
+            next bleota command shares its link. Without bluetoothd there is no need: bleota pairs when a \
+            device demands it (flash --passkey N) and keeps the bond itself (bleota bond list).
+            """)
+    @OptionGroup var global: GlobalOptions
+    @Option(name: .long, help: "The device: ble://AA:BB:CC:DD:EE:FF[?type=random&adapter=hci0].") var device: DeviceAddress
+    @Option(name: .long, help: "Seconds bluetoothd may look for a device it does not know yet (0.1…600).") var discoverySeconds: Double = 10
+    @OptionGroup var pairing: PairingOptions
+
+    func validate() throws {
+        _ = try TimeValue.duration(discoverySeconds, option: "--discovery-seconds", unit: .seconds, range: 0.1...600)
+    }
+
+    func run() async throws {
+        guard case .ble(let target) = try device.kind() else {
+            throw CommandFailure(
+                .usage, "bond pair pairs a Bluetooth device: give --device ble://AA:BB:CC:DD:EE:FF (a \(device.text.prefix { $0 != ":" }):// device has no pairing)")
+        }
+        _ = try requireBluetooth(adapter: target.adapter)
+        guard BluetoothDaemon.isRunning else {
+            throw CommandFailure(
+                .usage,
+                "bond pair goes through bluetoothd, which does not run here: without it bleota pairs when a device demands it (flash --passkey N) and keeps the bond (bleota bond list)"
+            )
+        }
+        guard let adapter = target.adapter ?? BluetoothAvailability.probe(adapter: nil).adapterName else {
+            throw CommandFailure(.bluetoothUnavailable, BluetoothAvailability.noAdapter(nil).description)
+        }
+        let logger = global.makeLogger("bleota.bond")
+        // bluetoothd asks the default agent: bleota's, with the answers these options give.
+        let answerer = await PairingService.shared.answerer(adapter: adapter, policy: pairing.policy, logger: logger)
+        if let unavailable = answerer.unavailable {
+            await PairingService.shared.stopAll()
+            throw CommandFailure(.pairingFailed, unavailable)
+        }
+        let outcome: BluetoothDaemonPairing.Outcome
+        do {
+            outcome = try await BluetoothDaemonPairing.pair(
+                adapter: adapter, device: target.address, discovery: .milliseconds(Int64(discoverySeconds * 1000)), clock: SystemClock(), logger: logger)
+        } catch {
+            await PairingService.shared.stopAll()
+            switch error.kind {
+            case .notFound: throw CommandFailure(.linkLost, error.description)
+            case .authentication:
+                throw CommandFailure(
+                    .pairingFailed, "pairing with \(target.address) failed (\(error.description)): check the passkey (--passkey) or confirm the number on the device")
+            case .connection: throw CommandFailure(.linkLost, "bluetoothd could not pair with \(target.address): \(error.description)")
+            case .daemon: throw CommandFailure(.failure, error.description)
+            }
+        }
+        await PairingService.shared.stopAll()
+        if global.json {
+            struct Output: Codable {
+                var device: String
+                var adapter: String
+                var through = "bluetoothd"
+                var alreadyPaired: Bool
+            }
+            Terminal.standardOutput.writeLine(try JSONOutput.string(Output(device: target.address.description, adapter: adapter, alreadyPaired: outcome.alreadyPaired)))
+        } else if outcome.alreadyPaired {
+            Terminal.standardOutput.writeLine("\(target.address) is paired already (bluetoothd keeps the bond; bluetoothctl remove \(target.address) forgets it)")
+        } else {
+            Terminal.standardOutput.writeLine("paired with \(target.address) through bluetoothd on \(adapter); it keeps the bond (bluetoothctl devices Paired lists it)")
+        }
+    }
 }
 
 struct BondList: AsyncParsableCommand {

@@ -4,6 +4,7 @@ import BleotaBlueZ
 import BleotaEngine
 import BleotaLink
 import BleotaSimulator
+import Foundation
 import Logging
 
 /// The protocols the running commands know: bleota's built-in ones, or a
@@ -102,7 +103,9 @@ extension DeviceAddress {
         var source = ""
         switch try kind() {
         case .simulator(let address):
-            request.deviceProtocol = address.deviceProtocol ?? registry.defaultProtocol?.name
+            // A simulated device runs whatever protocol the command picks (the image's, or the
+            // default one) unless its address names one.
+            request.deviceProtocol = address.deviceProtocol
         case .ble(let target):
             let candidates = registry.protocols.filter { $0.identity.transports.contains(.ble) && $0.capabilities.isSuperset(of: needs) }
             if explicit == nil, candidates.count > 1 {
@@ -115,11 +118,17 @@ extension DeviceAddress {
                     source = " (from its GATT services)"
                 }
             }
+        case .network(.serial(let path, _)):
+            // A port that is not there is what to fix, whatever protocol would have spoken over it.
+            guard FileManager.default.fileExists(atPath: path) else {
+                throw CommandFailure(.linkLost, "\(text): there is no serial port \(path): check the device is plugged in and the path (ls /dev/ttyACM* /dev/ttyUSB*)")
+            }
         case .network:
             break
         }
         do {
             let chosen = try registry.resolve(request)
+            if source.isEmpty, explicit == nil, request.deviceProtocol == nil, let image, chosen.imageAffinity(image) == .owns { source = " (from the image)" }
             logger.info("\(text): speaking \(chosen.identity.displayName)\(source)")
             return chosen
         } catch {

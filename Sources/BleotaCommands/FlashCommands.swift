@@ -240,12 +240,15 @@ func withHost<T: Sendable>(
             return try await operation(updateProtocol.makeHost(context))
         }
     }
-    // The first Ctrl-C stops the operation and says where it was and what the device runs;
-    // a second one ends the process at once.
+    // The first Ctrl-C (or SIGTERM) stops the operation and says where it was and what the
+    // device runs; a second one ends the process at once, saying what is then unknown.
     let interrupted = Mutex(false)
     ProcessSignals.interceptNextInterrupt {
         interrupted.withLock { $0 = true }
         work.cancel()
+    } endingAtOnce: {
+        reporter.finish()
+        Terminal.standardError.writeLine("error: \(endedAtOnce(at: reporter.position, activates: activates))")
     }
     defer { ProcessSignals.stopInterceptingInterrupts() }
     do {
@@ -261,6 +264,18 @@ func withHost<T: Sendable>(
         if interrupted.withLock({ $0 }) { throw interruption(at: reporter.position, activates: activates) }
         throw error
     }
+}
+
+/// What a second Ctrl-C, which ends the process before the operation could stop, tells the user:
+/// the step it was in, and what that leaves unknown.
+func endedAtOnce(at position: (step: UpdateStep?, progress: TransferProgress?), activates: Bool) -> String {
+    let step = position.step ?? .connect
+    let said = "interrupted again while \(ProgressReporter.label(step)), so bleota ended at once"
+    guard activates else { return "\(said): nothing was stored or written; run the command again" }
+    if [.activate, .confirm].contains(step) {
+        return "\(said): whether the device runs the new image or the old one is unknown; `bleota image state` or a new `bleota flash` finds out"
+    }
+    return "\(said): nothing was activated, so the device keeps its old image (a transfer left halfway resumes or starts again); flash again to update it"
 }
 
 /// What a Ctrl-C during a transfer tells the user: the step and how far it got, and what the

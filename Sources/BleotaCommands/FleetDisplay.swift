@@ -83,7 +83,8 @@ final class FleetDisplay: Sendable {
                 }
                 return result
             case .stopping:
-                state.notes.append("stopping: no new device starts")
+                // Ctrl-C's own note says it already, with how to end at once.
+                if !state.notes.contains(where: { $0.hasPrefix("stopping:") }) { state.notes.append("stopping: no new device starts") }
             }
             return nil
         }
@@ -97,13 +98,16 @@ final class FleetDisplay: Sendable {
     /// A line outside the table (Ctrl-C's message).
     func note(_ text: String) {
         guard !json else { return }
+        state.withLock { $0.notes.append(text) }
         if live {
-            state.withLock { $0.notes.append(text) }
             redraw(force: true)
         } else {
             Terminal.standardError.writeLine(text)
         }
     }
+
+    /// The lines shown under the table, oldest first.
+    var notes: [String] { state.withLock { $0.notes } }
 
     func finish(_ summary: FleetSummary) {
         if json {
@@ -145,6 +149,9 @@ final class FleetDisplay: Sendable {
             state.lastDraw = now
             var lines: [String] = []
             let width = max(6, state.rows.map(\.label.count).max() ?? 6)
+            // The result column gets what the terminal has left; a cut cell ends with "…" (the whole
+            // text is in --report and --log-dir).
+            let resultWidth = max(20, (Terminal.standardError.columns ?? 160) - (width + 2 + 7 + 2 + 16 + 2 + 4 + 2 + 10 + 2 + 6 + 2) - 1)
             lines.append(
                 pad("device", width) + "  " + pad("adapter", 7) + "  " + pad("step", 16) + "  " + pad("done", 4) + "  "
                     + pad("rate", 10) + "  " + pad("resent", 6) + "  result")
@@ -153,7 +160,7 @@ final class FleetDisplay: Sendable {
                 let rate = row.rate > 0 ? formatBytes(Int(row.rate)) + "/s" : ""
                 lines.append(
                     pad(row.label, width) + "  " + pad(row.adapter, 7) + "  " + pad(row.step, 16) + "  " + pad(percent, 4) + "  "
-                        + pad(rate, 10) + "  " + pad(String(row.resends), 6) + "  " + String(row.result.prefix(80)))
+                        + pad(rate, 10) + "  " + pad(String(row.resends), 6) + "  " + Self.cut(row.result, to: resultWidth))
             }
             lines += state.notes.suffix(3)
             // Back up over what was drawn last time, then draw again.
@@ -162,6 +169,11 @@ final class FleetDisplay: Sendable {
             return up + lines.map { "\u{1B}[2K" + $0 }.joined(separator: "\n") + "\n"
         }
         if let text { Terminal.standardError.write(text) }
+    }
+
+    /// `text` in at most `width` characters, ending with "…" where it was cut.
+    static func cut(_ text: String, to width: Int) -> String {
+        text.count <= width ? text : String(text.prefix(max(0, width - 1))) + "…"
     }
 
     private func pad(_ text: String, _ width: Int) -> String {

@@ -56,6 +56,15 @@ struct ImageInputOptions: ParsableArguments {
     /// image whose flattened size is larger is refused (a raw .bin by its file
     /// size, before it is read).
     func load(_ path: String, limit: Int = .max) throws -> FirmwareImage {
+        // A .zip is no flat image: a protocol whose package it is says what it is, or what is
+        // wrong with it, in the words flash and image info use.
+        if inputFormat == nil, case let probe = ImageFiles.probe(path), probe.head.starts(with: [0x50, 0x4B, 0x03, 0x04]) {
+            for owner in CommandContext.registry.protocols where owner.imageAffinity(probe) == .owns {
+                do { _ = try owner.describeImage(ImageRequest(path: path)) } catch { throw error.commandFailure }
+                throw CommandFailure(
+                    .badInput, "\(path) is a \(owner.identity.displayName) package, not one image: bleota image info shows its parts, and bleota flash takes it whole")
+            }
+        }
         do {
             return try FirmwareImage.load(path: path, format: inputFormat, baseAddress: baseAddress, limit: limit)
         } catch {
@@ -112,6 +121,10 @@ struct ImageReport: Codable, Equatable {
     var fill: UInt8
     var crc32: String
     var sha256: String
+    /// The protocol whose bootloader's own format this is (the one `flash` picks for it), when one is.
+    var `protocol`: String?
+    /// That format, as the protocol names it ("ESP-IDF application (.bin)").
+    var madeFor: String?
     /// Present when the file is an MCUboot image.
     var mcuboot: MCUbootReport?
     /// Set when the image does not verify: the one-line error and the exit status (5).
@@ -167,6 +180,12 @@ struct ImageInfo: AsyncParsableCommand {
         }
         let image = try input.load(file)
         var report = ImageReport(file: file, image: image, fill: input.fill)
+        // What `flash` would pick for it: the protocol whose own format it is.
+        let probe = ImageFiles.probe(file)
+        if let owner = CommandContext.registry.protocols.first(where: { $0.imageAffinity(probe) == .owns }) {
+            report.protocol = owner.name
+            report.madeFor = owner.identity.imageFormats.first
+        }
         if MCUbootImage.startsWithMagic(image.prefix(4, fill: input.fill)) {
             var key: MCUbootPublicKey?
             if let keyPath = self.key {
@@ -201,8 +220,9 @@ struct ImageInfo: AsyncParsableCommand {
     func textLines(_ report: ImageReport, image: FirmwareImage) -> [String] {
         var lines = [
             "file:      \(file)",
-            "format:    \(image.format.displayName)",
+            "format:    \(image.format.displayName)" + (report.madeFor.map { ", \($0)" } ?? ""),
         ]
+        if let name = report.protocol { lines.append("protocol:  \(name) (what flash speaks to carry it)") }
         if let header = report.header { lines.append("header:    \(printable(header))") }
         lines.append("segments:  \(report.segments.count)")
         for segment in report.segments {

@@ -43,14 +43,18 @@ struct SimPresets: AsyncParsableCommand {
             Terminal.standardOutput.writeLine(try JSONOutput.string(Output(presets: presets, keys: keys)))
             return
         }
+        // Names are what a user types: the columns are as wide as the longest, never cut.
+        let keys = SimulatorAddress.keys(CommandContext.registry)
+        let presetWidth = max(16, (presets.map(\.name.count).max() ?? 0) + 1)
+        let keyWidth = max(16, (keys.map(\.key.count).max() ?? 0) + 1)
         var lines = ["presets (sim://NAME):"]
         for preset in presets {
-            lines.append("  \(preset.name.padding(toLength: 16, withPad: " ", startingAt: 0)) \(formatBytes(Int(preset.capacity)))/s  \(preset.summary)")
+            lines.append("  \(preset.name.padding(toLength: presetWidth, withPad: " ", startingAt: 0)) \(formatBytes(Int(preset.capacity)))/s  \(preset.summary)")
         }
         lines.append("")
         lines.append("keys (sim://NAME?key=value&…):")
-        for (key, meaning) in SimulatorAddress.keys(CommandContext.registry) {
-            lines.append("  \(key.padding(toLength: 16, withPad: " ", startingAt: 0)) \(meaning)")
+        for (key, meaning) in keys {
+            lines.append("  \(key.padding(toLength: keyWidth, withPad: " ", startingAt: 0)) \(meaning)")
         }
         Terminal.standardOutput.writeLine(lines.joined(separator: "\n"))
     }

@@ -25,7 +25,10 @@ struct SimServe: AsyncParsableCommand {
     @Option(name: .long, help: "Listen over UDP on HOST:PORT (default 127.0.0.1:1337 when --serial is not given; port 0: free ports, printed).") var udp: String?
     @Flag(name: .long, help: "Serve on a new pseudo-terminal with the protocol's serial framing; its path is printed.") var serial = false
     @Option(name: .long, help: "Also make this path a symlink to the pseudo-terminal (removed on exit, signals included).") var serialLink: String?
-    @Option(name: .customLong("version"), help: "Version of the factory image the device starts with.") var initialVersion = "1.0.0"
+    @Option(name: .customLong("firmware-version"), help: "Version of the factory image the device starts with (default 1.0.0).") var firmwareVersion: String?
+    /// The name `--firmware-version` had in 0.1.0, kept for one release: `--version` elsewhere shows bleota's own version.
+    @Option(name: .customLong("version"), help: .hidden) var deprecatedVersion: String?
+    var initialVersion: String { firmwareVersion ?? deprecatedVersion ?? "1.0.0" }
     @Option(name: .long, help: "The device's buffer size in bytes (MCUmgr's buf_size).") var buffer: Int?
     @Option(name: .long, help: "The device's buffer count (MCUmgr's buf_count).") var buffers: Int?
     @Option(name: .long, help: "Milliseconds a reset with a pending swap keeps the device away (default 1000).") var swapTime: Double?
@@ -64,6 +67,9 @@ struct SimServe: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if deprecatedVersion != nil {
+            Terminal.standardError.writeLine("warning: sim serve --version is now --firmware-version; the old name goes in the next release")
+        }
         let logger = global.makeLogger("bleota.sim.serve")
         let registry = CommandContext.registry
         let updateProtocol: any UpdateProtocol

@@ -12,6 +12,13 @@ public struct Terminal: Sendable {
 
     public var isInteractive: Bool { isatty(descriptor) == 1 }
 
+    /// The terminal's width in columns (`TIOCGWINSZ`, else `$COLUMNS`); nil when neither says.
+    public var columns: Int? {
+        var size = winsize()
+        if withUnsafeMutablePointer(to: &size, { ioctl(descriptor, UInt(TIOCGWINSZ), $0) }) == 0, size.ws_col > 0 { return Int(size.ws_col) }
+        return ProcessInfo.processInfo.environment["COLUMNS"].flatMap(Int.init)
+    }
+
     public func write(_ text: String) {
         var bytes = Array(text.utf8)
         var offset = 0

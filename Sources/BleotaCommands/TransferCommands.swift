@@ -15,7 +15,9 @@ struct TuningOptions: ParsableArguments {
     @Option(name: .long, help: "Packets in flight before waiting for an acknowledgement (1…250; over SMP, upload requests in flight). Lower it for devices with small buffers.")
     var window: Int?
 
-    @Option(name: .long, help: "Milliseconds to wait after each packet (default 0). Raise it when a slow device drops packets.")
+    @Option(
+        name: .long,
+        help: "Milliseconds to wait after each packet (default 0): where closed-loop pacing starts, fixed with --no-adaptive. Raise it when a slow device drops packets.")
     var delay: Double?
 
     @Option(name: .long, help: "The device acknowledges every N packets (capped at half the window).")
@@ -30,7 +32,7 @@ struct TuningOptions: ParsableArguments {
     @Flag(
         name: .long, inversion: .prefixedNo,
         help:
-            "Closed-loop pacing (default on): window and gap follow the delivery rate and round trip the acknowledgements show, within the buffer the device advertises. --window or --delay given alone turn it off (they are then used as given); with --adaptive they are where it starts."
+            "Closed-loop pacing (default on): window and gap follow the delivery rate and round trip the acknowledgements show, within the buffer the device advertises. --window and --delay are where it starts; --no-adaptive keeps them fixed."
     )
     var adaptive: Bool?
 
@@ -82,8 +84,9 @@ struct TuningOptions: ParsableArguments {
         if let ackInterval { tuning.ackInterval = ackInterval }
         if let ackTimeout { tuning.ackTimeout = .microseconds(Int64((ackTimeout * 1000).rounded())) }
         if let retries { tuning.maxRetries = retries }
-        // A window or delay given on the command line is meant as given, unless pacing is asked for too.
-        if let adaptive { tuning.adaptive = adaptive } else if window != nil || delay != nil { tuning.adaptive = false }
+        // A window or delay is where closed-loop pacing starts (so giving the default changes
+        // nothing); --no-adaptive keeps them fixed.
+        if let adaptive { tuning.adaptive = adaptive }
         if let compression { tuning.compression = compression }
         return tuning
     }
@@ -108,7 +111,9 @@ struct DeviceOptions: ParsableArguments {
     @Option(name: .long, help: "The device: sim://PRESET?key=value (built-in simulator), ble://AA:BB:CC:DD:EE:FF[?type=random], udp://HOST[:PORT], serial:///dev/ttyACM0.")
     var device: DeviceAddress
 
-    @Option(name: .long, help: "Seconds to wait for the device to connect or come back after a reboot (0.1…3600).")
+    @Option(
+        name: .long,
+        help: "Seconds to wait for the device to connect and answer (0.1…3600); the wait for it to come back after a reboot is this, and at least 30 (a swap takes time).")
     var connectTimeout: Double = 10
 
     @Flag(name: .long, help: "No progress output (errors still go to stderr).")

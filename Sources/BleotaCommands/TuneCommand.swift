@@ -23,7 +23,11 @@ struct TuneCommand: AsyncParsableCommand {
     @OptionGroup var deviceOptions: DeviceOptions
     @Flag(name: .long, help: "Measure every setting of the grid, not only the search's path.") var grid = false
     @Option(name: .long, help: "Bytes per trial transfer.") var trialBytes = 32 * 1024
-    @Option(name: .long, help: "Largest packet to try (default: the link's largest).") var maximumPacket: Int?
+    @Option(name: .long, help: "The largest packet size to try, in payload bytes as flash --packet-size counts them (default: the link's largest).")
+    var packetSize: Int?
+    /// `--packet-size`'s name in 0.1.0, kept for one release.
+    @Option(name: .customLong("maximum-packet"), help: .hidden) var deprecatedMaximumPacket: Int?
+    var maximumPacket: Int? { packetSize ?? deprecatedMaximumPacket }
     @Option(name: .long, help: "Write a heatmap of goodput over packet size × delay (loss shown, choice marked) to this SVG file.") var plot: String?
     @Flag(name: .long, help: "Measure and report, but do not save the choice.") var noSave = false
     @Option(
@@ -35,7 +39,7 @@ struct TuneCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard (1024...(16 << 20)).contains(trialBytes) else { throw ValidationError("--trial-bytes \(trialBytes) is out of range: use 1024…16777216") }
-        if let maximumPacket, maximumPacket < 16 { throw ValidationError("--maximum-packet must be at least 16") }
+        if let maximumPacket, maximumPacket < 16 { throw ValidationError("--packet-size \(maximumPacket) is out of range: tune tries 16 bytes or more") }
     }
 
     struct Report: Codable {
@@ -55,6 +59,9 @@ struct TuneCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = global.makeLogger("bleota.tune")
+        if deprecatedMaximumPacket != nil {
+            Terminal.standardError.writeLine("warning: tune --maximum-packet is now --packet-size, as in flash; the old name goes in the next release")
+        }
         if let plot { try checkOutputPath(plot) }
         // Tuning measures test transfers the device checks and discards: a protocol without
         // them could only be measured by changing the device.

@@ -76,6 +76,51 @@ public struct TransferTuning: Sendable, Hashable, Codable {
         self.maxReconnects = maxReconnects
     }
 
+    private enum CodingKeys: String, CodingKey {
+        case packetSize, window, interPacketDelay, ackInterval, ackTimeout, maxRetries, adaptive, compression, maxReconnects
+    }
+
+    /// JSON's convention (docs/commands.md): durations are numbers of seconds, not `Duration`'s
+    /// own `[seconds, attoseconds]` pair.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encodeIfPresent(packetSize, forKey: .packetSize)
+        try container.encode(window, forKey: .window)
+        try container.encode(Self.seconds(interPacketDelay), forKey: .interPacketDelay)
+        try container.encode(ackInterval, forKey: .ackInterval)
+        try container.encode(Self.seconds(ackTimeout), forKey: .ackTimeout)
+        try container.encode(maxRetries, forKey: .maxRetries)
+        try container.encode(adaptive, forKey: .adaptive)
+        try container.encode(compression, forKey: .compression)
+        try container.encode(maxReconnects, forKey: .maxReconnects)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let defaults = TransferTuning()
+        func duration(_ key: CodingKeys, _ fallback: Duration) throws -> Duration {
+            guard let seconds = try container.decodeIfPresent(Double.self, forKey: key) else { return fallback }
+            guard seconds.isFinite, seconds >= 0, seconds < 1e9 else {
+                throw DecodingError.dataCorruptedError(forKey: key, in: container, debugDescription: "\(seconds) is not a duration in seconds")
+            }
+            return .microseconds(Int64((seconds * 1_000_000).rounded()))
+        }
+        self.init(
+            packetSize: try container.decodeIfPresent(Int.self, forKey: .packetSize),
+            window: try container.decodeIfPresent(Int.self, forKey: .window) ?? defaults.window,
+            interPacketDelay: try duration(.interPacketDelay, defaults.interPacketDelay),
+            ackInterval: try container.decodeIfPresent(Int.self, forKey: .ackInterval) ?? defaults.ackInterval,
+            ackTimeout: try duration(.ackTimeout, defaults.ackTimeout),
+            maxRetries: try container.decodeIfPresent(Int.self, forKey: .maxRetries) ?? defaults.maxRetries,
+            adaptive: try container.decodeIfPresent(Bool.self, forKey: .adaptive) ?? defaults.adaptive,
+            compression: try container.decodeIfPresent(Compression.self, forKey: .compression) ?? defaults.compression,
+            maxReconnects: try container.decodeIfPresent(Int.self, forKey: .maxReconnects) ?? defaults.maxReconnects)
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
     /// The acknowledgement interval actually requested when the receiver's buffer is unknown.
     public var effectiveAckInterval: Int { ackInterval(receiverBuffer: nil) }
 

@@ -27,6 +27,31 @@ public struct TuningPoint: Sendable, Hashable, Codable, CustomStringConvertible 
         "packet \(packetSize), window \(window), delay \(Double(delayMicroseconds) / 1000) ms"
     }
 
+    private enum CodingKeys: String, CodingKey { case packetSize, window, delayMilliseconds, delayMicroseconds }
+
+    /// The delay in milliseconds, as the command line's `--delay` takes it (tuning.json). Files
+    /// saved by 0.1.0 hold `delayMicroseconds`, which is still read.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(packetSize, forKey: .packetSize)
+        try container.encode(window, forKey: .window)
+        try container.encode(Double(delayMicroseconds) / 1000, forKey: .delayMilliseconds)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        packetSize = try container.decode(Int.self, forKey: .packetSize)
+        window = try container.decode(Int.self, forKey: .window)
+        if let milliseconds = try container.decodeIfPresent(Double.self, forKey: .delayMilliseconds) {
+            guard milliseconds.isFinite, (0...60_000).contains(milliseconds) else {
+                throw DecodingError.dataCorruptedError(forKey: .delayMilliseconds, in: container, debugDescription: "\(milliseconds) is not 0…60000 ms")
+            }
+            delayMicroseconds = Int((milliseconds * 1000).rounded())
+        } else {
+            delayMicroseconds = try container.decode(Int.self, forKey: .delayMicroseconds)
+        }
+    }
+
     /// `base` with this point's three settings.
     public func apply(to base: TransferTuning) -> TransferTuning {
         var tuning = base

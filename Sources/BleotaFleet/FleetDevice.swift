@@ -13,6 +13,22 @@ public struct FleetDevice: Sendable, Hashable, Codable {
     public var protocolOptions: [String: String]
     /// A label for tables and reports (the address when none is given).
     public var label: String
+    /// Where the device list gives it ("line 3", "entry 2"), for messages about it; not part of
+    /// what the device is (equality and hashing leave it out).
+    public var listedAt: String?
+
+    public static func == (lhs: FleetDevice, rhs: FleetDevice) -> Bool {
+        lhs.address == rhs.address && lhs.adapter == rhs.adapter && lhs.protocolName == rhs.protocolName
+            && lhs.protocolOptions == rhs.protocolOptions && lhs.label == rhs.label
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(address)
+        hasher.combine(adapter)
+        hasher.combine(protocolName)
+        hasher.combine(protocolOptions)
+        hasher.combine(label)
+    }
 
     public init(address: String, adapter: String? = nil, protocolName: String? = nil, protocolOptions: [String: String] = [:], label: String? = nil) {
         self.address = address
@@ -73,7 +89,9 @@ public enum FleetDeviceList {
             guard !address.contains(" "), !address.contains(",") else {
                 throw FleetListError(file: file, line: number + 1, "'\(address)' is not one address: write one a line, or a CSV with a header line naming a 'device' column")
             }
-            devices.append(FleetDevice(address: address))
+            var device = FleetDevice(address: address)
+            device.listedAt = "line \(number + 1)"
+            devices.append(device)
         }
         return devices
     }
@@ -103,6 +121,7 @@ public enum FleetDeviceList {
             }
             guard !device.address.isEmpty else { throw FleetListError(file: file, line: index + 1, "no device address in the 'device' column") }
             device.label = label ?? device.address
+            device.listedAt = "line \(index + 1)"
             devices.append(device)
         }
         return devices
@@ -117,7 +136,9 @@ public enum FleetDeviceList {
         var devices: [FleetDevice] = []
         for (index, entry) in array.enumerated() {
             if let address = entry as? String {
-                devices.append(FleetDevice(address: address))
+                var device = FleetDevice(address: address)
+                device.listedAt = "entry \(index + 1)"
+                devices.append(device)
                 continue
             }
             guard let object = entry as? [String: Any], let address = object["device"] as? String else {
@@ -130,10 +151,11 @@ public enum FleetDeviceList {
                 }
                 for (key, value) in table { options[key] = "\(value)" }
             }
-            devices.append(
-                FleetDevice(
-                    address: address, adapter: object["adapter"] as? String, protocolName: object["protocol"] as? String,
-                    protocolOptions: options, label: object["label"] as? String))
+            var device = FleetDevice(
+                address: address, adapter: object["adapter"] as? String, protocolName: object["protocol"] as? String,
+                protocolOptions: options, label: object["label"] as? String)
+            device.listedAt = "entry \(index + 1)"
+            devices.append(device)
         }
         return devices
     }

@@ -111,6 +111,13 @@ public struct SimulatorAddress: Sendable {
             try apply(key: key, value: String(keyValue[1]), registry: registry)
         }
         try model.validate()
+        // Keys only one protocol's device takes name that protocol (swap-time: SMP's).
+        if deviceProtocol == nil, !deviceOptions.isEmpty {
+            let owners = registry.protocols.filter { item in
+                item.identity.transports.contains(.simulator) && deviceOptions.keys.allSatisfy { key in item.deviceOptions.contains { $0.key == key } }
+            }
+            if owners.count == 1 { deviceProtocol = owners[0].name }
+        }
         // The device half checks its own keys.
         guard !deviceOptions.isEmpty, let chosen = updateProtocol(in: registry) else { return }
         for key in deviceOptions.keys.sorted() where !chosen.deviceOptions.contains(where: { $0.key == key }) {

@@ -64,7 +64,63 @@ struct BleotaProcess {
     @Test func unknownOptionIsAUsageErrorWithExitCode2() throws {
         let result = try BleotaProcess.run(["--no-such-option"])
         #expect(result.status == 2)
-        #expect(result.stderr.contains("Unknown option '--no-such-option'"))
+        #expect(result.stderr.hasPrefix("error: unknown option '--no-such-option'\nusage: bleota "), "\(result.stderr)")
+    }
+
+    /// A value that looks like a negative number belongs to the option before it.
+    @Test func negativeNumbersAreOptionValues() {
+        #expect(BleotaCommand.joiningNegativeValues(["flash", "--delay", "-1", "x"]) == ["flash", "--delay=-1", "x"])
+        #expect(BleotaCommand.joiningNegativeValues(["--backoff", "-.5"]) == ["--backoff=-.5"])
+        #expect(BleotaCommand.joiningNegativeValues(["--window", "-x"]) == ["--window", "-x"])
+        #expect(BleotaCommand.joiningNegativeValues(["--", "--delay", "-1"]) == ["--", "--delay", "-1"])
+    }
+
+    /// Giving a default changes nothing: `--delay 0` and `--window N` are where closed-loop
+    /// pacing starts, and only `--no-adaptive` keeps them fixed.
+    @Test func aWindowOrDelayStartsTheClosedLoop() throws {
+        let defaults = try TuningOptions.parse([]).tuning()
+        let zero = try TuningOptions.parse(["--delay", "0"]).tuning()
+        #expect(zero.adaptive && defaults.adaptive)
+        #expect(zero.interPacketDelay == defaults.interPacketDelay && zero.window == defaults.window)
+        let window = try TuningOptions.parse(["--window", "8"]).tuning()
+        #expect(window.adaptive && window.window == 8)
+        let fixed = try TuningOptions.parse(["--window", "8", "--no-adaptive"]).tuning()
+        #expect(!fixed.adaptive && fixed.window == 8)
+    }
+
+    /// The README's first command with the documented default given explicitly: the seeded
+    /// simulation sends exactly the same packets.
+    @Test func theDefaultDelayGivenExplicitlyChangesNothing() throws {
+        let device = "sim://slow-flash?loss=0.02&seed=7"
+        let plain = try BleotaProcess.run(["flash", "samples/firmware/blinky.hex", "--device", device, "--json", "--no-saved-tuning"])
+        let explicit = try BleotaProcess.run(["flash", "samples/firmware/blinky.hex", "--device", device, "--json", "--no-saved-tuning", "--delay", "0"])
+        #expect(plain.status == 0 && explicit.status == 0, "\(plain.stderr)\(explicit.stderr)")
+        func packets(_ run: BleotaProcess) throws -> [Int] {
+            let document = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])
+            let statistics = try #require(document["statistics"] as? [String: Any], "\(document.keys)")
+            return [statistics["packetsSent"] as? Int ?? -1, statistics["packetsResent"] as? Int ?? -1]
+        }
+        #expect(try packets(plain) == packets(explicit))
+    }
+
+    /// A listing never cuts what a user must type: every key `sim presets` lists is whole, and the
+    /// address it names parses.
+    @Test func simPresetsListsEveryKeyWhole() throws {
+        let result = try BleotaProcess.run(["sim", "presets"])
+        #expect(result.status == 0)
+        let keys = result.stdout.components(separatedBy: "keys (sim://NAME?key=value&…):\n").last ?? ""
+        let listed = keys.split(separator: "\n").compactMap { $0.split(separator: " ").first.map(String.init) }
+        #expect(listed.contains("nordic-save-progress"), "\(listed)")
+        let document = try #require(try JSONSerialization.jsonObject(with: Data(try BleotaProcess.run(["sim", "presets", "--json"]).stdout.utf8)) as? [String: Any])
+        let known = Set(((document["keys"] as? [String: Any]) ?? [:]).keys)
+        #expect(Set(listed) == known)
+    }
+
+    /// `sim serve` names the firmware version `--firmware-version`; `--version` is bleota's own.
+    @Test func simServeTakesTheFirmwareVersionByItsName() throws {
+        let help = try BleotaProcess.run(["sim", "serve", "--help"])
+        #expect(help.stdout.contains("--firmware-version <firmware-version>"))
+        #expect(!help.stdout.contains("--version <"))
     }
 
     @Test func inProcessRunMapsFailuresToExitStatus() async {

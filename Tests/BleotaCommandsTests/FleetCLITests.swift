@@ -65,6 +65,20 @@ import Testing
                 == "error: \(list.path):2: 'sim://2m-dle?seed=2 sim://2m-dle?seed=3' is not one address: write one a line, or a CSV with a header line naming a 'device' column\n")
     }
 
+    /// An address that does not parse is named with its file and line (not as a `--device` the user never gave).
+    @Test func aBadAddressInAListNamesItsLine() throws {
+        let list = try temporaryFile("bad-address.txt", "sim://2m-dle?seed=1\n# a comment\nnonsense\n")
+        let result = try BleotaProcess.run(["fleet", "flash", "samples/firmware/app-v2.bin", "--devices", list.path])
+        #expect(result.status == 3)
+        #expect(
+            result.stderr
+                == "error: \(list.path):3: 'nonsense' is not a device address: use sim://PRESET, ble://AA:BB:CC:DD:EE:FF, udp://HOST[:PORT] or serial:///dev/ttyACM0\n")
+        let json = try temporaryFile("bad-address.json", #"["sim://2m-dle?seed=1", "ble://zz"]"#)
+        let second = try BleotaProcess.run(["fleet", "flash", "samples/firmware/app-v2.bin", "--devices", json.path])
+        #expect(second.status == 3)
+        #expect(second.stderr.hasPrefix("error: \(json.path), entry 2: 'zz' is not a Bluetooth address"), "\(second.stderr)")
+    }
+
     /// `--log-dir`: one file per device, named by its label (a second device with the same label gets
     /// `-2`), with its steps, its progress and how it ended, including the failing one's reason.
     @Test func logDirHoldsOneLogPerDeviceWithItsStepsAndEnding() throws {

@@ -15,20 +15,44 @@ import Testing
 
     @Test(
         arguments: [
-            (["flash", image, "--device", "sim://2m-dle", "--delay", "nan"], "Error: --delay nan is out of range: use 0…60000 ms"),
-            (["flash", image, "--device", "sim://2m-dle", "--delay=-inf"], "Error: --delay -inf is out of range: use 0…60000 ms"),
-            (["flash", image, "--device", "sim://2m-dle", "--ack-timeout", "inf"], "Error: --ack-timeout inf is out of range: use 1…600000 ms"),
-            (["flash", image, "--device", "sim://2m-dle", "--connect-timeout", "1e300"], "Error: --connect-timeout 1e+300 is out of range: use 0.1…3600 s"),
+            (["flash", image, "--device", "sim://2m-dle", "--delay", "nan"], "error: --delay nan is out of range: use 0…60000 ms"),
+            (["flash", image, "--device", "sim://2m-dle", "--delay=-inf"], "error: --delay -inf is out of range: use 0…60000 ms"),
+            (["flash", image, "--device", "sim://2m-dle", "--ack-timeout", "inf"], "error: --ack-timeout inf is out of range: use 1…600000 ms"),
+            (["flash", image, "--device", "sim://2m-dle", "--connect-timeout", "1e300"], "error: --connect-timeout 1e+300 is out of range: use 0.1…3600 s"),
             (["flash", image, "--device", "sim://2m-dle?erase=1e300"], "error: sim:// key 'erase' is out of range: use 0…86400000 ms, got 1e300"),
             (["flash", image, "--device", "sim://2m-dle?erase=nan"], "error: sim:// key 'erase' needs a number, got 'nan'"),
-            (["sim", "serve", "--swap-time", "nan"], "Error: --swap-time nan is out of range: use 0…3600000 ms"),
-            (["pull", "notes.txt", "--device", "sim://2m-dle", "-o", ""], "Error: -o/--output is empty: give the file to write, e.g. -o hello.txt"),
+            (["sim", "serve", "--swap-time", "nan"], "error: --swap-time nan is out of range: use 0…3600000 ms"),
+            (["pull", "notes.txt", "--device", "sim://2m-dle", "-o", ""], "error: -o/--output is empty: give the file to write, e.g. -o hello.txt"),
+            // A negative number is the option's value, not an option: its own check answers.
+            (["flash", image, "--device", "sim://2m-dle", "--delay", "-1"], "error: --delay cannot be negative: use 0 or more milliseconds"),
+            (["flash", image, "--device", "sim://2m-dle", "--connect-timeout", "-.5"], "error: --connect-timeout -0.5 is out of range: use 0.1…3600 s"),
         ] as [([String], String)])
     func nonsenseNumbersAndEmptyPathsAreUsageErrors(arguments: [String], message: String) throws {
         let result = try BleotaProcess.run(arguments)
         #expect(result.status == 2, "\(arguments): \(result.stderr)")
         #expect(Self.firstLine(result) == message)
         #expect(result.stdout.isEmpty)
+    }
+
+    /// argument-parser's own usage errors speak as bleota's do: `error: …` on one line, the usage
+    /// and where to read more on a second, exit 2; with `--json`, one failure document on stdout
+    /// with the keys every failure has.
+    @Test func argumentParserErrorsAreOneLineAndAUsage() throws {
+        let result = try BleotaProcess.run(["flash", Self.image, "--json"])
+        #expect(result.status == 2)
+        let lines = result.stderr.split(separator: "\n").map(String.init)
+        #expect(lines.count == 2, "\(result.stderr)")
+        #expect(lines.first == "error: missing expected argument '--device <device>'")
+        #expect(lines.last?.hasPrefix("usage: bleota flash [<options>] --device <device>") == true, "\(lines)")
+        #expect(lines.last?.hasSuffix("(see 'bleota flash --help')") == true, "\(lines)")
+        let document = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+        #expect(document["error"] as? String == "missing expected argument '--device <device>'")
+        #expect(document["code"] as? String == "usage")
+        #expect(document["exitStatus"] as? Int == 2)
+        #expect(document.keys.contains("step") && document["step"] is NSNull)
+        let nested = try BleotaProcess.run(["fleet", "flash", "--bogus"])
+        #expect(nested.status == 2)
+        #expect(nested.stderr.hasSuffix("(see 'bleota fleet flash --help')\n"), "\(nested.stderr)")
     }
 
     /// 70 000 characters cannot be echoed (the device's buffer is a few KiB):

@@ -40,6 +40,29 @@ import Testing
         #expect(result.stdout.contains("crc32:     \(try Self.expected().crc32)"))
     }
 
+    /// An image in a bootloader's own format is not just "raw binary": info names the format and
+    /// the protocol flash picks for it (the same hook), in text and in JSON.
+    @Test(
+        arguments: [
+            ("samples/espressif/esp-app-sample.bin", "espressif-ota", "ESP-IDF application (.bin)"),
+            ("samples/suota/da1469x-app-sample.img", "suota", "DA1469x mkimage image (.img, .bin)"),
+            ("samples/ti-oad/cc26x2-app-sample_oad.bin", "ti-oad", "OAD image (.bin from TI's oad_image_tool)"),
+            ("samples/silabs/efr32-app-sample.gbl", "silabs-ota", "Gecko Bootloader image (.gbl)"),
+            ("samples/mcuboot/imgtool-2.5.0/app-1.1.0-ecdsa-p256.bin", "smp", "MCUboot (.bin signed by imgtool)"),
+        ] as [(String, String, String)])
+    func infoNamesTheProtocolAnImageIsMadeFor(file: String, protocolName: String, format: String) throws {
+        let text = try BleotaProcess.run(["image", "info", file, "--input-format", "bin"])
+        #expect(text.status == 0, "\(text.stderr)")
+        #expect(text.stdout.contains("format:    raw binary, \(format)\n"), "\(text.stdout)")
+        #expect(text.stdout.contains("protocol:  \(protocolName) (what flash speaks to carry it)"))
+        let json = try BleotaProcess.run(["image", "info", file, "--input-format", "bin", "--json"])
+        let report = try JSONDecoder().decode(ImageReport.self, from: Data(json.stdout.utf8))
+        #expect(report.protocol == protocolName)
+        #expect(report.madeFor == format)
+        let plain = try BleotaProcess.run(["image", "info", "samples/firmware/blinky.bin", "--json"])
+        #expect(try JSONDecoder().decode(ImageReport.self, from: Data(plain.stdout.utf8)).protocol == nil)
+    }
+
     @Test func hexToBinToHexRoundTrip() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-cli-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

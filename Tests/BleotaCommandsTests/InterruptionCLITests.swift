@@ -19,7 +19,9 @@ import Testing
         return text
     }
 
-    @Test func ctrlCDuringTheTransferSaysTheDeviceKeepsItsOldImage() throws {
+    /// Ctrl-C, and SIGTERM (what kill, systemd and CI runners send), stop alike.
+    @Test(arguments: [SIGINT, SIGTERM])
+    func anInterruptDuringTheTransferSaysTheDeviceKeepsItsOldImage(signal: Int32) throws {
         // A device in real time behind a slow link (2.6 KiB/s), so the transfer lasts seconds.
         let server = Process()
         server.executableURL = BleotaProcess.executable
@@ -52,7 +54,7 @@ import Testing
         // Not a terminal: a line per step, and per tenth of the transfer. Ctrl-C once a tenth is through.
         let before = Self.read(err.fileHandleForReading) { $0.hasPrefix("progress: transfer [") }
         try #require(before.contains("progress: transfer ["), "\(before)")
-        flash.interrupt()
+        kill(flash.processIdentifier, signal)
         let stderr = before + String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         _ = out.fileHandleForReading.readDataToEndOfFile()
         flash.waitUntilExit()
@@ -62,6 +64,16 @@ import Testing
         #expect(line.hasSuffix("sent): nothing was activated, so the device keeps its old image; flash again to update it"), "\(line)")
         // One line, nothing after it: the step lines before it each ended.
         #expect(stderr.hasSuffix(line + "\n"))
+    }
+
+    /// A second interrupt ends at once; the line it leaves says what is then unknown, by step.
+    @Test func aSecondInterruptSaysWhatIsUnknown() {
+        let transfer = endedAtOnce(at: (.transfer, nil), activates: true)
+        #expect(transfer.hasPrefix("interrupted again while transferring, so bleota ended at once: nothing was activated"), "\(transfer)")
+        let activate = endedAtOnce(at: (.activate, nil), activates: true)
+        #expect(activate.contains("whether the device runs the new image or the old one is unknown"), "\(activate)")
+        let pull = endedAtOnce(at: (.transfer, nil), activates: false)
+        #expect(pull.hasSuffix("nothing was stored or written; run the command again"))
     }
 
     /// What --json carries for an interruption, at each point of an update.

@@ -67,4 +67,11 @@ import Testing
         let bad = try BleotaProcess.run(["bond", "remove", "C0:FF:EE"], environment: ["XDG_STATE_HOME": state.path])
         #expect(bad.status == 2)
     }
+
+    /// `bond pair` pairs Bluetooth devices only, and says so for any other address.
+    @Test func bondPairTakesABluetoothDevice() throws {
+        let run = try BleotaProcess.run(["bond", "pair", "--device", "sim://2m-dle"])
+        #expect(run.status == 2)
+        #expect(run.stderr == "error: bond pair pairs a Bluetooth device: give --device ble://AA:BB:CC:DD:EE:FF (a sim:// device has no pairing)\n")
+    }
 }

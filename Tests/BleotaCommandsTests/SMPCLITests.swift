@@ -108,9 +108,14 @@ import Testing
     }
 
     @Test func transportsAndProtocolsThatDoNotFitAreUsageErrors() throws {
-        let native = try BleotaProcess.run(["echo", "x", "--device", "sim://2m-dle"])
+        // An address that names a protocol which cannot echo says which can…
+        let native = try BleotaProcess.run(["echo", "x", "--device", "sim://2m-dle?protocol=native"])
         #expect(native.status == 2)
         #expect(native.stderr.contains("add protocol=smp"))
+        // …one that names none runs the device the command needs.
+        let plain = try BleotaProcess.run(["echo", "hello", "--device", "sim://2m-dle"])
+        #expect(plain.status == 0, "\(plain.stderr)")
+        #expect(plain.stdout == "hello\n")
         let udpNative = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", "udp://127.0.0.1:9", "--protocol", "nordic-dfu"])
         #expect(udpNative.status == 2)
         let badUDP = try BleotaProcess.run(["echo", "x", "--device", "udp://127.0.0.1:99999"])

@@ -135,7 +135,7 @@ public struct MCUbootImage: Sendable, Equatable {
         var reader = ByteReader(bytes)
         let magic = try reader.readUInt32(.little, "MCUboot magic")
         guard magic == Self.magic else {
-            throw reader.invalid("MCUboot magic", "0x\(String(magic, radix: 16)) is not 0x96f3b83d: not an MCUboot image (sign it with imgtool)", at: 0)
+            throw reader.invalid("MCUboot magic", "0x\(String(magic, radix: 16)) is not 0x96f3b83d", at: 0)
         }
         loadAddress = try reader.readUInt32(.little, "load address")
         headerSize = Int(try reader.readUInt16(.little, "header size"))

@@ -49,6 +49,7 @@ public struct ProtocolRegistry: Sendable {
                 throw ProtocolResolutionError("--protocol '\(explicit)' is not a protocol bleota knows: use one of \(names)", usage: true)
             }
             try check(chosen, fits: request)
+            try check(chosen, carries: request, instead: "leave out --protocol \(explicit)")
             return chosen
         }
         if let spoken = request.deviceProtocol {
@@ -56,7 +57,14 @@ public struct ProtocolRegistry: Sendable {
                 throw ProtocolResolutionError("the device speaks '\(spoken)', which bleota does not know: use one of \(names)", usage: true)
             }
             try check(chosen, fits: request)
+            try check(chosen, carries: request, instead: "remove protocol=\(spoken) from the address")
             return chosen
+        }
+        // The image decides wherever the address does not: a protocol whose own format it is
+        // (its bootloader's), among every protocol that runs over this transport and, when known,
+        // that the device offers — before the protocols a transport speaks by default.
+        if let probe = request.image, let owner = imageOwner(probe, for: request) {
+            return owner
         }
         var candidates = protocols.filter { $0.identity.isDefault(over: request.transport) }
         if let services = request.offeredServices {
@@ -83,6 +91,26 @@ public struct ProtocolRegistry: Sendable {
             return best.0
         }
         return able[0]
+    }
+
+    /// The protocol whose own format `probe` is, among those that can serve `request`; nil when the
+    /// image is plain bytes any of them could carry.
+    public func imageOwner(_ probe: ImageProbe, for request: ProtocolRequest) -> (any UpdateProtocol)? {
+        var able = protocols.filter { $0.identity.transports.contains(request.transport) && $0.capabilities.isSuperset(of: request.needs) }
+        if let services = request.offeredServices { able = able.filter { $0.recognises(services: services) } }
+        return able.first { $0.imageAffinity(probe) == .owns }
+    }
+
+    /// Refuses a protocol the user or the address named when the image is another protocol's own
+    /// format and the named one cannot carry it: the message names both, and the way out.
+    private func check(_ chosen: any UpdateProtocol, carries request: ProtocolRequest, instead: String) throws(ProtocolResolutionError) {
+        guard let probe = request.image, chosen.imageAffinity(probe) == .refuses,
+            let owner = protocols.first(where: { $0.name != chosen.name && $0.imageAffinity(probe) == .owns })
+        else { return }
+        throw ProtocolResolutionError(
+            "\(probe.path) is made for \(owner.identity.displayName), but \(request.device) is to speak \(chosen.identity.displayName): "
+                + "\(instead) to flash it with \(owner.name), or give an image made for \(chosen.name)",
+            usage: true)
     }
 
     private func check(_ chosen: any UpdateProtocol, fits request: ProtocolRequest) throws(ProtocolResolutionError) {

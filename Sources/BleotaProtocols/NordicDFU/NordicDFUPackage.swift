@@ -55,6 +55,10 @@ public struct NordicDFUPackage: Sendable {
     /// Whether a file's first bytes are a zip's (a local file header, "PK\u{3}\u{4}").
     public static func startsLikePackage(_ head: [UInt8]) -> Bool { head.starts(with: [0x50, 0x4B, 0x03, 0x04]) }
 
+    /// What a .zip without `manifest.json` is told.
+    public static let notAPackage =
+        "is a .zip without manifest.json, so not a Nordic DFU package: give the package nrfutil or adafruit-nrfutil made, or the image itself (.bin, .hex)"
+
     /// The flavour of the package at `path` when it is one that reads; nil otherwise
     /// (how the two Nordic protocols tell whose image a zip is).
     public static func flavour(ofPackageAt path: String, head: [UInt8]) -> Flavour? {
@@ -109,6 +113,9 @@ public struct NordicDFUPackage: Sendable {
             }
         }
 
+        // A zip without a manifest is some other archive, not a damaged package: say so, in the
+        // one message flash, image info and image convert all give.
+        guard entries["manifest.json"] != nil else { throw NordicPackageError(message: "\(path) \(Self.notAPackage)") }
         let manifestBytes = try read("manifest.json")
         let manifest: [String: Any]
         do {

@@ -84,9 +84,9 @@ public struct NordicSecureDFUProtocol: UpdateProtocol {
 
     /// `app.bin` → `app.dat`.
     static func initPacketPath(beside path: String) -> String? {
-        let url = URL(fileURLWithPath: path)
-        guard ["bin", "hex", "ihex"].contains(url.pathExtension.lowercased()) else { return nil }
-        return url.deletingPathExtension().appendingPathExtension("dat").path
+        // As the user wrote the image's path (relative stays relative): messages name it.
+        guard ["bin", "hex", "ihex"].contains((path as NSString).pathExtension.lowercased()) else { return nil }
+        return (path as NSString).deletingPathExtension + ".dat"
     }
 
     public func prepareImage(_ request: ImageRequest) throws(TransferError) -> PreparedImage {
@@ -182,6 +182,12 @@ public struct NordicSecureDFUProtocol: UpdateProtocol {
         } else {
             guard let datPath = Self.initPacketPath(beside: path) else {
                 throw TransferError(.badInput, step: .load, "\(path) is neither an nrfutil package (.zip) nor a .bin or .hex with its .dat beside it")
+            }
+            guard FileManager.default.fileExists(atPath: datPath) else {
+                // The .dat is a file bleota looked for, not one the user named: say so.
+                throw TransferError(
+                    .badInput, step: .load,
+                    "no init packet for \(path): a Nordic Secure DFU image needs its nrfutil package (.zip), or its .dat beside it (looked for \(datPath))")
             }
             let initBytes = try ImageFiles.read(datPath, limit: 4096)
             let packet: NordicInitPacket

@@ -188,7 +188,7 @@ public final class SMPConnection: Sendable {
                 }
             }
         }
-        throw stray ?? .timeout("\(what) after \(max(1, attempts)) tries")
+        throw stray ?? .timeout("\(what) after \(max(1, attempts)) \(attempts > 1 ? "tries" : "try")")
     }
 
     /// The raw form with a group and command number, for tools and tests.

@@ -56,6 +56,14 @@ public struct SMPUpdater: ContextHost {
     /// span a dozen notifications on a 23-byte MTU, and one lost notification loses
     /// the answer; the tries are cheap (each waits a few round trips), a failed update is not.
     var patience: Int { timeouts.attempts * 6 }
+
+    /// The first request on a new connection is how bleota learns the device is there (over UDP
+    /// and serial nothing comes before it), so `--connect-timeout` bounds it: tries of at most
+    /// half a second, as many as fit in the connect timeout (and no more than `patience`).
+    static func firstContact(connect: Duration, response: Duration, patience: Int) -> (timeout: Duration, attempts: Int) {
+        let tries = max(1, min(patience, Int((connect / .milliseconds(500)).rounded(.down))))
+        return (min(response, connect / tries), tries)
+    }
     var chunkSize: Int? { explicitKnobs.contains(.packetSize) ? context.tuning.packetSize : nil }
 
     /// What an upload did, for reports and the benchmark.
@@ -340,7 +348,10 @@ public struct SMPUpdater: ContextHost {
                 case .readState:
                     let slots: [SMPImageSlot]
                     do {
-                        if parameters == nil { parameters = try await connection!.parameters(timeout: timeouts.response, attempts: patience) }
+                        if parameters == nil {
+                            let first = Self.firstContact(connect: timeouts.connect, response: timeouts.response, patience: patience)
+                            parameters = try await connection!.parameters(timeout: first.timeout, attempts: first.attempts)
+                        }
                         slots = try await connection!.imageState(timeout: timeouts.response, attempts: patience)
                     } catch { throw fail(machine.step, error) }
                     event = .stateRead(slots)
@@ -421,7 +432,9 @@ public struct SMPUpdater: ContextHost {
         do {
             return try await reconnectAndEcho()
         } catch {
-            throw TransferError(.timeout, step: .reconnect, "the device did not come back within \(timeouts.reboot) after the reset: \(error)")
+            throw TransferError(
+                .timeout, step: .reconnect,
+                "the device did not come back within \(timeouts.reboot) after the reset (raise --connect-timeout if its swap takes longer): \(error)")
         }
     }
 
