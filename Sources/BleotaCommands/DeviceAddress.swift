@@ -28,7 +28,13 @@ public struct DeviceAddress: ExpressibleByArgument, Sendable, CustomStringConver
     public let text: String
     private let parsed: Result<Kind, AddressError>
 
-    struct AddressError: Error, Sendable { var message: String }
+    struct AddressError: Error, Sendable {
+        /// What is wrong, without naming where the address came from.
+        var problem: String
+        /// Whether `problem` starts with the address itself, so `--device` goes before it on the command line.
+        var quotesAddress = false
+        var message: String { quotesAddress ? "--device \(problem)" : problem }
+    }
 
     static let schemes = "sim://PRESET, ble://AA:BB:CC:DD:EE:FF, udp://HOST[:PORT] or serial:///dev/ttyACM0"
 
@@ -40,21 +46,27 @@ public struct DeviceAddress: ExpressibleByArgument, Sendable, CustomStringConver
     private static func parse(_ text: String, registry: ProtocolRegistry) -> Result<Kind, AddressError> {
         if text.hasPrefix("sim://") {
             do { return .success(.simulator(try SimulatorAddress(parsing: text, registry: registry))) } catch {
-                return .failure(AddressError(message: error.description))
+                return .failure(AddressError(problem: error.description))
             }
         }
         if text.hasPrefix("ble://") {
-            return BLEDeviceAddress.parse(text).map(Kind.ble).mapError { AddressError(message: $0.description) }
+            return BLEDeviceAddress.parse(text).map(Kind.ble).mapError { AddressError(problem: $0.description) }
         }
         if text.hasPrefix("udp://") || text.hasPrefix("serial://") {
             do { return .success(.network(try NetworkAddress(parsing: text))) } catch {
-                return .failure(AddressError(message: error.description))
+                return .failure(AddressError(problem: error.description))
             }
         }
-        return .failure(AddressError(message: "--device '\(text)' is not a device address: use \(schemes)"))
+        return .failure(AddressError(problem: "'\(text)' is not a device address: use \(schemes)", quotesAddress: true))
     }
 
     public var description: String { text }
+
+    /// What is wrong with the address, worded for any source (a device list names its line); nil when it parses.
+    var problem: String? {
+        if case .failure(let error) = parsed { return error.problem }
+        return nil
+    }
 
     /// The parsed address, or the usage error that names what is wrong with it.
     func kind() throws -> Kind {

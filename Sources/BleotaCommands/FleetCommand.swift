@@ -125,18 +125,9 @@ struct FleetFlashCommand: AsyncParsableCommand {
         let devices = source
         let addresses = try list.map { device throws -> DeviceAddress in
             // A bad address is named with the line of the list that gives it, not as a --device.
-            let at =
-                switch device.listedAt {
-                case let line? where line.hasPrefix("line "): "\(devices):\(line.dropFirst("line ".count))"
-                case let entry?: "\(devices), \(entry)"
-                case nil: devices
-                }
-            guard let address = DeviceAddress(argument: device.address) else {
-                throw CommandFailure(.badInput, "\(at): '\(device.address)' is not a device address: use sim://, ble://, udp:// or serial://")
-            }
-            do { _ = try address.kind() } catch let failure as CommandFailure {
-                let problem = failure.message.hasPrefix("--device ") ? String(failure.message.dropFirst("--device ".count)) : failure.message
-                throw CommandFailure(.badInput, "\(at): \(problem)")
+            guard let address = DeviceAddress(argument: device.address), address.problem == nil else {
+                let problem = DeviceAddress(argument: device.address)?.problem ?? "'\(device.address)' is not a device address: use sim://, ble://, udp:// or serial://"
+                throw CommandFailure(.badInput, FleetListError(file: devices, at: device.listedAt, problem).description)
             }
             return address
         }

@@ -13,9 +13,15 @@ public struct FleetDevice: Sendable, Hashable, Codable {
     public var protocolOptions: [String: String]
     /// A label for tables and reports (the address when none is given).
     public var label: String
-    /// Where the device list gives it ("line 3", "entry 2"), for messages about it; not part of
-    /// what the device is (equality and hashing leave it out).
-    public var listedAt: String?
+    /// Where the device list gives it, for messages about it; not part of what the device is
+    /// (equality and hashing leave it out).
+    public var listedAt: ListPosition?
+
+    /// A line of a text or CSV list, or an entry of a JSON array (both counted from 1).
+    public enum ListPosition: Sendable, Hashable, Codable {
+        case line(Int)
+        case entry(Int)
+    }
 
     public static func == (lhs: FleetDevice, rhs: FleetDevice) -> Bool {
         lhs.address == rhs.address && lhs.adapter == rhs.adapter && lhs.protocolName == rhs.protocolName
@@ -50,6 +56,15 @@ public struct FleetListError: Error, Sendable, Equatable, CustomStringConvertibl
         self.problem = problem
     }
     public var description: String { "\(file)\(line.map { ":\($0)" } ?? ""): \(problem)" }
+
+    /// `problem` about the device at `position` of `file`: `file:3: …` or `file: entry 2: …`.
+    public init(file: String, at position: FleetDevice.ListPosition?, _ problem: String) {
+        switch position {
+        case .line(let line)?: self.init(file: file, line: line, problem)
+        case .entry(let entry)?: self.init(file: file, line: nil, "entry \(entry): \(problem)")
+        case nil: self.init(file: file, line: nil, problem)
+        }
+    }
 }
 
 /// Reads the devices of a fleet from a file: addresses one a line (`#` starts a
@@ -90,7 +105,7 @@ public enum FleetDeviceList {
                 throw FleetListError(file: file, line: number + 1, "'\(address)' is not one address: write one a line, or a CSV with a header line naming a 'device' column")
             }
             var device = FleetDevice(address: address)
-            device.listedAt = "line \(number + 1)"
+            device.listedAt = .line(number + 1)
             devices.append(device)
         }
         return devices
@@ -121,7 +136,7 @@ public enum FleetDeviceList {
             }
             guard !device.address.isEmpty else { throw FleetListError(file: file, line: index + 1, "no device address in the 'device' column") }
             device.label = label ?? device.address
-            device.listedAt = "line \(index + 1)"
+            device.listedAt = .line(index + 1)
             devices.append(device)
         }
         return devices
@@ -137,7 +152,7 @@ public enum FleetDeviceList {
         for (index, entry) in array.enumerated() {
             if let address = entry as? String {
                 var device = FleetDevice(address: address)
-                device.listedAt = "entry \(index + 1)"
+                device.listedAt = .entry(index + 1)
                 devices.append(device)
                 continue
             }
@@ -154,7 +169,7 @@ public enum FleetDeviceList {
             var device = FleetDevice(
                 address: address, adapter: object["adapter"] as? String, protocolName: object["protocol"] as? String,
                 protocolOptions: options, label: object["label"] as? String)
-            device.listedAt = "entry \(index + 1)"
+            device.listedAt = .entry(index + 1)
             devices.append(device)
         }
         return devices

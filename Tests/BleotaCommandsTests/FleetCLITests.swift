@@ -76,7 +76,7 @@ import Testing
         let json = try temporaryFile("bad-address.json", #"["sim://2m-dle?seed=1", "ble://zz"]"#)
         let second = try BleotaProcess.run(["fleet", "flash", "samples/firmware/app-v2.bin", "--devices", json.path])
         #expect(second.status == 3)
-        #expect(second.stderr.hasPrefix("error: \(json.path), entry 2: 'zz' is not a Bluetooth address"), "\(second.stderr)")
+        #expect(second.stderr.hasPrefix("error: \(json.path): entry 2: 'zz' is not a Bluetooth address"), "\(second.stderr)")
     }
 
     /// `--log-dir`: one file per device, named by its label (a second device with the same label gets

@@ -15,7 +15,7 @@ import Testing
             """, file: "devices.txt")
         #expect(devices.map(\.address) == ["ble://AA:BB:CC:DD:EE:01", "ble://AA:BB:CC:DD:EE:02", "sim://2m-dle?seed=3"])
         #expect(devices[1].label == "ble://AA:BB:CC:DD:EE:02" && devices[1].adapter == nil)
-        #expect(devices.map(\.listedAt) == ["line 2", "line 3", "line 5"], "the lines the addresses are on, for messages")
+        #expect(devices.map(\.listedAt) == [.line(2), .line(3), .line(5)], "the lines the addresses are on, for messages")
     }
 
     @Test func csvCarriesAdapterProtocolLabelAndOptions() throws {
@@ -32,7 +32,7 @@ import Testing
                     address: "ble://AA:BB:CC:DD:EE:01", adapter: "hci1", protocolName: "nordic-dfu",
                     protocolOptions: ["bootloader-name": "DfuNew"], label: "door"))
         #expect(devices[1] == FleetDevice(address: "ble://AA:BB:CC:DD:EE:02"))
-        #expect(devices.map(\.listedAt) == ["line 2", "line 3"])
+        #expect(devices.map(\.listedAt) == [.line(2), .line(3)])
     }
 
     @Test func jsonTakesAddressesOrObjects() throws {
