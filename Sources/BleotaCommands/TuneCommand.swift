@@ -13,10 +13,11 @@ struct TuneCommand: AsyncParsableCommand {
         abstract: "Find the packet size, window and inter-packet delay that suit a device, by measuring them.",
         discussion: """
             Runs short test transfers (the device checks and discards them: its firmware and files are not touched), \
-            searching from the default setting for the best goodput among settings that lose under 1 % of packets. \
-            --grid measures every setting instead. The choice is saved for the device in \
-            $XDG_CONFIG_HOME/bleota/tuning.json (~/.config/bleota/…), and flash, push and pull use it unless told \
-            --no-saved-tuning or given settings on the command line.
+            searching from the default setting, held fixed, for the best goodput among settings that lose under 1 % \
+            of packets. --grid measures every setting instead. flash, push and pull start their closed-loop pacing \
+            from a saved setting, so tune then measures that against the default closed loop, and saves the choice \
+            only when it is faster: in $XDG_CONFIG_HOME/bleota/tuning.json (~/.config/bleota/…), for this device. \
+            flash, push and pull use it unless told --no-saved-tuning or given settings on the command line.
             """)
 
     @OptionGroup var global: GlobalOptions
@@ -50,9 +51,18 @@ struct TuneCommand: AsyncParsableCommand {
         var trials: [TuningTrial]
         var gridSize: Int
         var chosen: TuningTrial
+        /// The search's start: the default setting held fixed.
         var reference: TuningTrial?
+        /// What flash does with no options and nothing saved: closed-loop pacing from the default setting.
+        var defaultClosedLoop: TuningTrial
+        /// Closed-loop pacing from the choice: what flash would do with it saved.
+        var chosenClosedLoop: TuningTrial
+        /// Whether the choice was saved: only when its closed loop beats the default's (and not --no-save).
+        var saved: Bool
         var reasons: [String]
         var savedTo: String?
+        /// A setting saved before that this run removed, because the default closed loop was faster.
+        var removedEarlier: Bool
     }
 
     @OptionGroup var protocolOption: ProtocolOption
@@ -106,10 +116,13 @@ struct TuneCommand: AsyncParsableCommand {
             trialTuning.adaptive = false
             let base = trialTuning
             let seed = SeedCounter()
-            @Sendable func measure(_ point: TuningPoint) async -> TuningTrial {
+            /// One test transfer at `point`: held there, or (`closedLoop`) with pacing starting there, as flash paces.
+            @Sendable func measure(_ point: TuningPoint, closedLoop: Bool = false) async -> TuningTrial {
                 let bytes = pseudoRandomBytes(trialBytes, seed: seed.next())
+                var tuning = point.apply(to: base)
+                tuning.adaptive = closedLoop
                 do {
-                    let trialHost = host(point.apply(to: base))
+                    let trialHost = host(tuning)
                     let report =
                         if let measuredImage {
                             try await trialHost.testTransfer(image: measuredImage)
@@ -121,11 +134,11 @@ struct TuneCommand: AsyncParsableCommand {
                     let trial = TuningTrial(
                         point: point, goodput: report.goodput, loss: loss, packetsSent: statistics.packetsSent,
                         packetsResent: statistics.packetsResent)
-                    if !quiet { Terminal.standardError.writeLine(Self.row(trial)) }
+                    if !quiet { Terminal.standardError.writeLine(Self.row(trial, closedLoop: closedLoop)) }
                     return trial
                 } catch {
                     let trial = TuningTrial(point: point, goodput: 0, loss: 1, packetsSent: 0, packetsResent: 0, failure: error.message)
-                    if !quiet { Terminal.standardError.writeLine(Self.row(trial)) }
+                    if !quiet { Terminal.standardError.writeLine(Self.row(trial, closedLoop: closedLoop)) }
                     return trial
                 }
             }
@@ -151,28 +164,56 @@ struct TuneCommand: AsyncParsableCommand {
             let start = reference.point
             let trials: [TuningTrial]
             if useGrid {
-                trials = await TuningSearch.grid(space, measure: measure)
+                trials = await TuningSearch.grid(space) { point in await measure(point) }
             } else {
                 trials = await TuningSearch.search(space, from: start) { point in
                     point == reference.point ? reference : await measure(point)
                 }
             }
-            return (space, trials, reference)
+            guard let (chosen, reasons) = TuningSearch.choose(trials, reference: reference) else {
+                throw CommandFailure(.deviceError, "every trial failed: the device could not take any setting (see the table above)")
+            }
+            // What the choice is worth to flash, which paces in a closed loop from where it starts: the default
+            // start against the choice as the start, each measured as flash runs it.
+            let defaultClosedLoop = await measure(reference.point, closedLoop: true)
+            let chosenClosedLoop = chosen.point == reference.point ? defaultClosedLoop : await measure(chosen.point, closedLoop: true)
+            return (space, trials, reference, chosen, reasons, defaultClosedLoop, chosenClosedLoop)
         }
-        let (space, trials, reference) = outcome.value
-        guard let (chosen, reasons) = TuningSearch.choose(trials, reference: reference) else {
-            throw CommandFailure(.deviceError, "every trial failed: the device could not take any setting (see the table above)")
+        let (space, trials, reference, chosen, searchReasons, defaultClosedLoop, chosenClosedLoop) = outcome.value
+        var reasons = searchReasons
+        // A saved setting must never make flash slower than the default: saved only when its closed loop is faster.
+        let beatsDefault =
+            chosenClosedLoop.failure == nil && chosen.point != reference.point
+            && (defaultClosedLoop.failure != nil || chosenClosedLoop.goodput > defaultClosedLoop.goodput)
+        if chosen.point == reference.point {
+            reasons.append("flash paces from the default setting already: nothing to save")
+        } else if defaultClosedLoop.failure != nil {
+            reasons.append("as flash's starting point it finished where the default closed loop failed (\(defaultClosedLoop.failure!))")
+        } else {
+            let gain = defaultClosedLoop.goodput > 0 ? (chosenClosedLoop.goodput / defaultClosedLoop.goodput - 1) * 100 : 0
+            reasons.append(
+                String(
+                    format: "as flash's starting point: %@/s with closed-loop pacing, %+.0f %% against the default closed loop's %@/s%@",
+                    formatBytes(Int(chosenClosedLoop.goodput)), gain, formatBytes(Int(defaultClosedLoop.goodput)),
+                    beatsDefault ? "" : ", so it is not saved"))
         }
         let identity = DeviceIdentity(deviceOptions.device.text)
+        let store = TuningStore()
         var savedTo: String?
+        var removedEarlier = false
         if !noSave {
             do {
-                savedTo = try TuningStore().save(
-                    SavedTuning(
-                        point: chosen.point, goodput: chosen.goodput, loss: chosen.loss,
-                        trials: trials.count, savedAt: Date()), for: identity)
+                if beatsDefault {
+                    savedTo = try store.save(
+                        SavedTuning(
+                            point: chosen.point, goodput: chosenClosedLoop.goodput, loss: chosen.loss,
+                            trials: trials.count, savedAt: Date()), for: identity)
+                } else {
+                    // An earlier choice is no faster than the default this run measured: flash goes back to the default.
+                    removedEarlier = try store.remove(identity)
+                }
             } catch {
-                throw CommandFailure(.failure, "cannot save the tuning: \(error.localizedDescription)")
+                throw CommandFailure(.failure, "cannot save the tuning in \(store.path): \(error.localizedDescription)")
             }
         }
         if let plot {
@@ -181,7 +222,8 @@ struct TuneCommand: AsyncParsableCommand {
         }
         let report = Report(
             device: deviceOptions.device.text, identity: identity.key, mode: grid ? "grid" : "search", space: space,
-            trials: trials, gridSize: space.count, chosen: chosen, reference: reference, reasons: reasons, savedTo: savedTo)
+            trials: trials, gridSize: space.count, chosen: chosen, reference: reference, defaultClosedLoop: defaultClosedLoop,
+            chosenClosedLoop: chosenClosedLoop, saved: savedTo != nil, reasons: reasons, savedTo: savedTo, removedEarlier: removedEarlier)
         if global.json {
             Terminal.standardOutput.writeLine(try JSONOutput.string(report))
             return
@@ -191,21 +233,29 @@ struct TuneCommand: AsyncParsableCommand {
             String(format: "  %@/s, loss %.1f %%, %d resent", formatBytes(Int(chosen.goodput)), chosen.loss * 100, chosen.packetsResent),
         ]
         lines += reasons.map { "  - " + $0 }
-        if let savedTo { lines.append("saved for \(identity.key) in \(savedTo); flash, push and pull will use it") }
+        if let savedTo {
+            lines.append("saved for \(identity.key) in \(savedTo); flash, push and pull will start from it")
+        } else if removedEarlier {
+            lines.append("removed the setting saved earlier for \(identity.key) from \(store.path): flash, push and pull use the default")
+        } else if !noSave {
+            lines.append("nothing saved: flash, push and pull use the default")
+        }
         if let plot { lines.append("heatmap written to \(plot)") }
         Terminal.standardOutput.writeLine(lines.joined(separator: "\n"))
     }
 
     static let header = "packet  window  delay ms   goodput/s   loss %  resent"
-    static func row(_ trial: TuningTrial) -> String {
+    /// A trial's line; a closed-loop one is marked, since its window and delay are only where pacing started.
+    static func row(_ trial: TuningTrial, closedLoop: Bool = false) -> String {
+        let mark = closedLoop ? "  (closed loop from here)" : ""
         if let failure = trial.failure {
             return String(
-                format: "%6d  %6d  %8.1f   failed: %@", trial.point.packetSize, trial.point.window,
-                Double(trial.point.delayMicroseconds) / 1000, failure)
+                format: "%6d  %6d  %8.1f   failed: %@%@", trial.point.packetSize, trial.point.window,
+                Double(trial.point.delayMicroseconds) / 1000, failure, mark)
         }
         return String(
-            format: "%6d  %6d  %8.1f  %10@  %7.1f  %6d", trial.point.packetSize, trial.point.window,
-            Double(trial.point.delayMicroseconds) / 1000, formatBytes(Int(trial.goodput)), trial.loss * 100, trial.packetsResent)
+            format: "%6d  %6d  %8.1f  %10@  %7.1f  %6d%@", trial.point.packetSize, trial.point.window,
+            Double(trial.point.delayMicroseconds) / 1000, formatBytes(Int(trial.goodput)), trial.loss * 100, trial.packetsResent, mark)
     }
 }
 
@@ -286,16 +336,28 @@ struct TuningStore {
 
     func saved(for identity: DeviceIdentity) -> SavedTuning? { load().devices[identity.key] }
 
+    /// Removes the setting saved for `identity` (atomically); false when there was none.
+    func remove(_ identity: DeviceIdentity) throws -> Bool {
+        var file = load()
+        guard file.devices.removeValue(forKey: identity.key) != nil else { return false }
+        try write(file)
+        return true
+    }
+
     /// Saves atomically; returns the file's path.
     func save(_ tuning: SavedTuning, for identity: DeviceIdentity) throws -> String {
         var file = load()
         file.devices[identity.key] = tuning
+        try write(file)
+        return path
+    }
+
+    private func write(_ file: File) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         encoder.dateEncodingStrategy = .iso8601
         try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         try AtomicFile.write(Array(try encoder.encode(file)), to: path)
-        return path
     }
 }
 

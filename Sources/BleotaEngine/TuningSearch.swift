@@ -236,13 +236,13 @@ public enum TuningSearch {
                 reasons.append("the default setting failed (\(reference.failure!))")
             } else {
                 let gain = reference.goodput > 0 ? (best.goodput / reference.goodput - 1) * 100 : 0
-                reasons.append(String(format: "%+.0f %% goodput over the default (%@)", gain, reference.point.description))
+                reasons.append(String(format: "%+.0f %% goodput over the default setting held fixed (%@)", gain, reference.point.description))
                 if reference.loss >= acceptableLoss {
                     reasons.append(String(format: "loss %.1f %% instead of the default's %.1f %%", best.loss * 100, reference.loss * 100))
                 }
             }
         } else if reference?.point == best.point {
-            reasons.append("the default setting is already the best found")
+            reasons.append("the default setting held fixed is already the best found")
         }
         return (best, reasons)
     }

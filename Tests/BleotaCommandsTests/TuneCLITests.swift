@@ -4,38 +4,80 @@ import Testing
 @testable import BleotaCommands
 
 @Suite struct TuneCLITests {
-    @Test func tuneOnTheSlowDevicePicksACleanSettingThatBeatsTheDefaultAndFlashUsesIt() throws {
+    @Test func tunePicksACleanSettingSavedOnlyBecauseItsClosedLoopBeatsTheDefaultAndFlashStartsFromIt() throws {
         let config = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-tune-\(UUID())")
         let plot = config.appendingPathComponent("tune.svg")
         try FileManager.default.createDirectory(at: config, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: config) }
-        let tune = try BleotaProcess.run(["tune", "--device", "sim://slow-flash?seed=3", "--json", "--plot", plot.path], configHome: config)
+        let tune = try BleotaProcess.run(["tune", "--device", "sim://linux-bluez?seed=3", "--json", "--plot", plot.path], configHome: config)
         #expect(tune.status == 0, "\(tune.stderr)")
         let report = try #require(try JSONSerialization.jsonObject(with: Data(tune.stdout.utf8)) as? [String: Any])
         let chosen = try #require(report["chosen"] as? [String: Any])
         let reference = try #require(report["reference"] as? [String: Any])
+        let defaultLoop = try #require(report["defaultClosedLoop"] as? [String: Any])
+        let chosenLoop = try #require(report["chosenClosedLoop"] as? [String: Any])
         let trials = try #require(report["trials"] as? [[String: Any]])
         #expect((chosen["loss"] as? Double ?? 1) < 0.01, "the choice loses under 1 %")
-        #expect((chosen["goodput"] as? Double ?? 0) > (reference["goodput"] as? Double ?? .infinity), "and beats the default")
+        #expect((chosen["goodput"] as? Double ?? 0) > (reference["goodput"] as? Double ?? .infinity), "and beats the default held fixed")
+        // Saved because flash, pacing from it, is faster than flash pacing from the default.
+        #expect((chosenLoop["goodput"] as? Double ?? 0) > (defaultLoop["goodput"] as? Double ?? .infinity))
+        #expect(report["saved"] as? Bool == true)
         #expect(trials.count * 4 <= (report["gridSize"] as? Int ?? 0), "in at most a quarter of the grid's trials")
         // Saved under the device's identity (the seed is not part of it)…
         let saved = try String(contentsOf: config.appendingPathComponent("bleota/tuning.json"), encoding: .utf8)
-        #expect(saved.contains("sim:\\/\\/slow-flash"))
-        // …and a later flash of the same device uses it and says so; --no-saved-tuning does not.
-        let flash = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", "sim://slow-flash?seed=8", "--json"], configHome: config)
+        #expect(saved.contains("sim:\\/\\/linux-bluez"))
+        // …and a later flash of the same device starts from it and says so; --no-saved-tuning does not.
+        let flash = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", "sim://linux-bluez?seed=8", "--json"], configHome: config)
         #expect(flash.status == 0, "\(flash.stderr)")
         let flashed = try #require(try JSONSerialization.jsonObject(with: Data(flash.stdout.utf8)) as? [String: Any])
-        let window = ((flashed["tuning"] as? [String: Any])?["window"]) as? Int
-        #expect(window == (chosen["point"] as? [String: Any])?["window"] as? Int)
-        let said = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", "sim://slow-flash?seed=8"], configHome: config)
+        let packetSize = ((flashed["tuning"] as? [String: Any])?["packetSize"]) as? Int
+        #expect(packetSize == (chosen["point"] as? [String: Any])?["packetSize"] as? Int)
+        let said = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", "sim://linux-bluez?seed=8"], configHome: config)
         #expect(said.stderr.contains("using the tuning saved for this device"))
-        let ignored = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", "sim://slow-flash?seed=8", "--no-saved-tuning"], configHome: config)
+        let ignored = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", "sim://linux-bluez?seed=8", "--no-saved-tuning"], configHome: config)
         #expect(!ignored.stderr.contains("using the tuning saved"))
         // The heatmap is an SVG with every measured setting and the choice outlined.
         let svg = try String(contentsOf: plot, encoding: .utf8)
         #expect(svg.hasPrefix("<svg"))
         #expect(svg.contains("stroke-width=\"4\""))
         #expect(svg.contains("not tried"))
+    }
+
+    /// On the slow device the closed loop reaches the same goodput from either start: the choice is not
+    /// saved, and a slower setting saved before is removed, so flash goes back to the default.
+    @Test func tuneSavesNothingThatIsNoFasterThanTheDefaultClosedLoopAndRemovesAnEarlierSetting() throws {
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-tune-\(UUID())")
+        try FileManager.default.createDirectory(at: config.appendingPathComponent("bleota"), withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: config) }
+        let earlier =
+            #"{"devices":{"sim://slow-flash":{"goodput":1000,"loss":0,"point":{"delayMilliseconds":20,"packetSize":64,"window":1},"savedAt":"2026-01-01T00:00:00Z","trials":3}}}"#
+        try Data(earlier.utf8).write(to: config.appendingPathComponent("bleota/tuning.json"))
+        let before = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", "sim://slow-flash"], configHome: config)
+        #expect(before.stderr.contains("using the tuning saved for this device: packet 64"), "\(before.stderr)")
+        let tune = try BleotaProcess.run(["tune", "--device", "sim://slow-flash?seed=3"], configHome: config)
+        #expect(tune.status == 0, "\(tune.stderr)")
+        #expect(tune.stdout.contains("against the default closed loop's"), "\(tune.stdout)")
+        #expect(tune.stdout.contains("so it is not saved"))
+        #expect(tune.stdout.contains("removed the setting saved earlier for sim://slow-flash"))
+        #expect(tune.stderr.contains("(closed loop from here)"))
+        let after = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", "sim://slow-flash"], configHome: config)
+        #expect(after.status == 0, "\(after.stderr)")
+        #expect(!after.stderr.contains("using the tuning saved"))
+    }
+
+    /// On a link without data length extension the native protocol sends compact data headers, and tune
+    /// measures packets that full headers could not carry; a flash with that size saved starts and ends.
+    @Test func aPacketSizeThatFitsOnlyWithCompactHeadersIsTakenByFlash() throws {
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-tune-\(UUID())")
+        try FileManager.default.createDirectory(at: config, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: config) }
+        let flash = try BleotaProcess.run(
+            ["flash", "samples/firmware/blinky.bin", "--device", "sim://1m-no-dle-30ms", "--packet-size", "19", "--json"], configHome: config)
+        #expect(flash.status == 0, "\(flash.stderr)")
+        #expect(flash.stdout.contains("\"packetSize\" : 19"), "\(flash.stdout)")
+        let tooLarge = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", "sim://1m-no-dle-30ms", "--packet-size", "20"], configHome: config)
+        #expect(tooLarge.status != 0)
+        #expect(tooLarge.stderr.contains("packet size 20 is out of range for this link and device: use 1…19"), "\(tooLarge.stderr)")
     }
 
     @Test func tuneRefusesSMPDevicesAndBadOptions() throws {

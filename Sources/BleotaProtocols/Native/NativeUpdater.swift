@@ -332,20 +332,37 @@ struct Session {
         throw TransferError(.deviceRefused, step: step, "the device does not accept compressed transfers: use --compression off")
     }
 
+    /// Whether a transfer on `link` goes with compact data headers: the device takes them, the link's
+    /// packets are small enough for the header to matter, and no compact transfer has failed VERIFY.
+    func sendsCompactData(on link: any Link, hello: NativeMessage.HelloResponse) -> Bool {
+        !fullHeadersOnly && hello.capabilities.contains(.compactData)
+            && link.parameters.maximumPayload <= NativeUpdater.compactDataLinkPayload
+    }
+
     /// The payload per data packet: the tuning's if it fits, else the most the link and device allow.
+    ///
+    /// A size counts payload bytes, and a compact header leaves more of a packet for them. A size that
+    /// fits only with compact headers (what `tune` measures on such a link) is taken wherever the device
+    /// takes compact headers, and sent with as many payload bytes as a full header leaves when a
+    /// transfer goes without them (a pull, or a resend after a failed VERIFY): the same packets on the
+    /// air, so a saved tuning never fails a transfer that a default one would finish.
     func packetSize(link: any Link, hello: NativeMessage.HelloResponse, step: UpdateStep = .transfer, compact: Bool = false) throws(TransferError) -> Int {
+        let onTheAir = min(link.parameters.maximumPayload, Int(hello.maximumPacket))
         let header = compact ? NativeMessage.CompactData.headerSize : NativeMessage.dataHeaderSize
-        let maximum = min(link.parameters.maximumPayload, Int(hello.maximumPacket)) - header
+        let maximum = onTheAir - header
         guard maximum >= 1 else {
             throw TransferError(.deviceRefused, step: step, "the link carries only \(link.parameters.maximumPayload) bytes per packet, too few for data")
         }
         guard let wanted = updater.tuning.packetSize else { return maximum }
-        guard wanted >= 1 && wanted <= maximum else {
+        let takesCompact =
+            hello.capabilities.contains(.compactData) && link.parameters.maximumPayload <= NativeUpdater.compactDataLinkPayload
+        let accepted = takesCompact ? max(maximum, onTheAir - NativeMessage.CompactData.headerSize) : maximum
+        guard wanted >= 1 && wanted <= accepted else {
             throw TransferError(
                 .invalidTuning, step: step,
-                "packet size \(wanted) is out of range for this link and device: use 1…\(maximum)")
+                "packet size \(wanted) is out of range for this link and device: use 1…\(accepted)")
         }
-        return wanted
+        return min(wanted, maximum)
     }
 
     /// Sends `message` and waits for the reply `match` recognises, skipping
@@ -428,9 +445,7 @@ struct Session {
         guard let hello = lastHello, let current = link else {
             throw TransferError(.protocolViolation, step: .transfer, "transfer without a connection")
         }
-        let compact =
-            !fullHeadersOnly && hello.capabilities.contains(.compactData)
-            && current.parameters.maximumPayload <= NativeUpdater.compactDataLinkPayload
+        let compact = sendsCompactData(on: current, hello: hello)
         let packetSize = try packetSize(link: current, hello: hello, compact: compact)
         lastTransferCompact = compact
         // The device's receive queue, as HELLO announced it (0 from a device that does not say).
