@@ -88,13 +88,17 @@ struct CampaignCreateCommand: AsyncParsableCommand {
         help: ArgumentHelp("The devices: one address a line, CSV with a 'device' column (and adapter, protocol, label, option:KEY), or a JSON array.", valueName: "FILE"))
     var devices: String
 
-    @Option(name: .long, help: "Seconds a worker's claim on a device lasts unless renewed (5…3600); a dead worker's devices go to others after it.")
-    var lease: Double = 60
+    @Option(
+        name: .customLong("lease"),
+        help: "How long a worker's claim on a device lasts unless renewed, in seconds or with a unit (5…3600 s, default 60 s); a dead worker's devices go to others after it.",
+        transform: TimeArgument.parse)
+    var leaseTime = TimeArgument(seconds: 60)
+    var lease: Double { leaseTime.seconds() }
 
     @Argument(help: "The image every device gets.") var image: String
 
     func validate() throws {
-        _ = try TimeValue.duration(lease, option: "--lease", unit: .seconds, range: 5...3600)
+        _ = try leaseTime.checkedSeconds(option: "--lease", range: 5...3600)
     }
 
     func run() async throws {
@@ -179,11 +183,14 @@ struct FleetWorkerCommand: AsyncParsableCommand {
     @Option(name: .customLong("worker-name"), help: "This worker's name in the campaign (default HOST:PID); unique among its workers.")
     var workerName: String?
 
-    @Option(name: .long, help: "Seconds between looks for claimable devices while none is (0.1…60).")
-    var poll: Double = 2
+    @Option(
+        name: .customLong("poll"), help: "Time between looks for claimable devices while none is, in seconds or with a unit (500ms; 0.1…60 s, default 2 s).",
+        transform: TimeArgument.parse)
+    var pollTime = TimeArgument(seconds: 2)
+    var poll: Double { pollTime.seconds() }
 
     func validate() throws {
-        _ = try TimeValue.duration(poll, option: "--poll", unit: .seconds, range: 0.1...60)
+        _ = try pollTime.checkedSeconds(option: "--poll", range: 0.1...60)
         if Set(adapters).count != adapters.count { throw ValidationError("--adapter names an adapter twice: give each once") }
         if let workerName, workerName.isEmpty { throw ValidationError("--worker-name is empty: give a name, or leave it out for HOST:PID") }
     }

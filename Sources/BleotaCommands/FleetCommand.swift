@@ -271,8 +271,11 @@ struct FleetUpdateOptions: ParsableArguments {
     var attempts: Int = 3
 
     // Unconditional, so `--backoff -1` is reported as out of range rather than as a missing value.
-    @Option(name: .long, parsing: .unconditional, help: "Seconds before a device's second try; doubled for each try after (0…3600).")
-    var backoff: Double = 5
+    @Option(
+        name: .customLong("backoff"), parsing: .unconditional,
+        help: "Time before a device's second try, in seconds or with a unit (500ms; 0…3600 s, default 5 s); doubled for each try after.", transform: TimeArgument.parse)
+    var backoffTime = TimeArgument(seconds: 5)
+    var backoff: Double { backoffTime.seconds() }
 
     @Flag(name: .long, help: "Update devices that already run the image's version too.")
     var force = false
@@ -285,7 +288,7 @@ struct FleetUpdateOptions: ParsableArguments {
 
     func validate() throws {
         guard (1...10).contains(attempts) else { throw ValidationError("--attempts \(attempts) is out of range: use 1…10") }
-        _ = try TimeValue.duration(backoff, option: "--backoff", unit: .seconds, range: 0...3600)
+        _ = try backoffTime.checkedSeconds(option: "--backoff", range: 0...3600)
     }
 }
 
@@ -301,8 +304,11 @@ struct FleetRunOptions: ParsableArguments {
     )
     var transfers: Int = FleetOptions.defaultTransfersPerAdapter
 
-    @Option(name: .long, help: "Seconds to wait for a device to connect or come back after a reboot (0.1…3600).")
-    var connectTimeout: Double = 10
+    @Option(
+        name: .customLong("connect-timeout"),
+        help: "Time to wait for a device to connect or come back after a reboot, in seconds or with a unit (500ms; 0.1…3600 s, default 10 s).", transform: TimeArgument.parse)
+    var connectTime = TimeArgument(seconds: 10)
+    var connectTimeout: Double { connectTime.seconds() }
 
     @Flag(name: .long, help: "No live table (the summary and errors still print).")
     var quiet = false
@@ -317,7 +323,7 @@ struct FleetRunOptions: ParsableArguments {
     func validate() throws {
         guard (1...16).contains(connections) else { throw ValidationError("--connections \(connections) is out of range: use 1…16") }
         guard (1...16).contains(transfers) else { throw ValidationError("--transfers \(transfers) is out of range: use 1…16") }
-        _ = try TimeValue.duration(connectTimeout, option: "--connect-timeout", unit: .seconds, range: 0.1...3600)
+        _ = try connectTime.checkedSeconds(option: "--connect-timeout", range: 0.1...3600)
     }
 
     /// A device gets --connect-timeout to connect, and at least 30 s to come back after a reboot.

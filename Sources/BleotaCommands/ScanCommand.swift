@@ -12,14 +12,18 @@ struct ScanCommand: AsyncParsableCommand {
 
     @OptionGroup var global: GlobalOptions
     @Option(name: .long, help: "The adapter to scan with (default: the first).") var adapter: String?
-    @Option(name: .long, help: "Seconds to scan.") var duration: Double = 5
+    @Option(name: .customLong("duration"), help: "How long to scan, in seconds or with a unit (500ms; at most 600 s, default 5 s).", transform: TimeArgument.parse) var scanTime =
+        TimeArgument(seconds: 5)
+    var duration: Double { scanTime.seconds() }
     @Option(name: .long, help: "Only devices whose name contains this.") var name: String?
     @Option(name: .long, help: "Only this address.") var address: String?
     @Option(name: .long, help: "Only devices advertising this service UUID (16- or 128-bit).") var service: String?
     @Flag(name: .long, help: "Passive scan: do not ask for scan responses.") var passive = false
 
     func validate() throws {
-        guard duration > 0, duration <= 600 else { throw ValidationError("--duration \(duration) is out of range: use more than 0 and at most 600 seconds") }
+        guard scanTime.seconds() > 0, scanTime.seconds() <= 600 else {
+            throw ValidationError("--duration \(scanTime) is out of range: use more than 0 and at most 600 s (or write a unit: ms, us)")
+        }
         if let service, BluetoothUUID(service) == nil {
             throw ValidationError("--service '\(service)' is not a UUID: use 4 hex digits (180D) or a full 128-bit UUID")
         }

@@ -24,7 +24,9 @@ struct ServeCommand: AsyncParsableCommand {
 
     @OptionGroup var global: GlobalOptions
     @Option(name: .long, help: "The adapter to serve from (hci0, hci1, …).") var adapter: String = "hci0"
-    @Option(name: .long, help: "Stop after this many seconds (default: run until interrupted).") var duration: Double?
+    @Option(name: .customLong("duration"), help: "Stop after this long, in seconds or with a unit (default: run until interrupted).", transform: TimeArgument.parse)
+    var runTime: TimeArgument?
+    var duration: Double? { runTime?.seconds() }
     @Option(name: .long, help: "The firmware version the served device starts with.") var version: String = "1.0.0"
     @Option(name: .long, help: "Bytes the served device's image slot holds.") var slot: Int = 1 << 20
     @Option(
@@ -59,7 +61,7 @@ struct ServeCommand: AsyncParsableCommand {
     var advertise = false
 
     func validate() throws {
-        if let duration { _ = try TimeValue.duration(duration, option: "--duration", unit: .seconds, range: 0...31_536_000) }
+        if let runTime { _ = try runTime.checkedSeconds(option: "--duration", range: 0...31_536_000) }
         guard slot > 0 else { throw ValidationError("--slot \(slot) is out of range: use 1 or more bytes") }
     }
 
@@ -274,7 +276,10 @@ struct GattCommand: AsyncParsableCommand {
 
 struct GattDevice: ParsableArguments {
     @Option(name: .long, help: "The device: ble://AA:BB:CC:DD:EE:FF[?type=random&adapter=hci0&security=medium&phy=2m&interval=7.5-15].") var device: String
-    @Option(name: .long, help: "Seconds to wait for the connection (0.1…3600).") var connectTimeout: Double = 10
+    @Option(
+        name: .customLong("connect-timeout"), help: "Time to wait for the connection, in seconds or with a unit (500ms; 0.1…3600 s, default 10 s).", transform: TimeArgument.parse)
+    var connectTime = TimeArgument(seconds: 10)
+    var connectTimeout: Double { connectTime.seconds() }
     @OptionGroup var pairing: PairingOptions
 
     /// What an operation's failure exits with: a pairing that failed is the pairing's status, anything else `status`.
@@ -294,7 +299,7 @@ struct GattDevice: ParsableArguments {
     }
 
     func validate() throws {
-        _ = try TimeValue.duration(connectTimeout, option: "--connect-timeout", unit: .seconds, range: 0.1...3600)
+        _ = try connectTime.checkedSeconds(option: "--connect-timeout", range: 0.1...3600)
     }
 
     func connect() async throws -> ATTConnection {
@@ -431,7 +436,9 @@ struct GattSubscribe: AsyncParsableCommand {
     @OptionGroup var target: GattDevice
     @Option(name: .long, help: "The characteristic's value handle (decimal or 0x-hex).", transform: parseHandle) var handle: UInt16
     @Flag(name: .long, help: "Ask for indications instead of notifications.") var indications = false
-    @Option(name: .long, help: "Stop after this many seconds.") var duration: Double = 10
+    @Option(name: .customLong("duration"), help: "Stop after this long, in seconds or with a unit (at most 86400 s, default 10 s).", transform: TimeArgument.parse) var runTime =
+        TimeArgument(seconds: 10)
+    var duration: Double { runTime.seconds() }
     @Option(name: .long, help: "Stop after this many values.") var count: Int?
     @Option(
         name: .customLong("write-handle"), help: "After subscribing, write --write-hex here without response (to send a request and watch its answer).",
@@ -439,7 +446,7 @@ struct GattSubscribe: AsyncParsableCommand {
     @Option(name: .customLong("write-hex"), help: "The value to write to --write-handle, as hex.") var writeHex: String?
 
     func validate() throws {
-        _ = try TimeValue.duration(duration, option: "--duration", unit: .seconds, range: 0...86_400)
+        _ = try runTime.checkedSeconds(option: "--duration", range: 0...86_400)
         if let count, count < 1 { throw ValidationError("--count \(count) is out of range: use 1 or more") }
         if (writeHandle == nil) != (writeHex == nil) {
             throw ValidationError("--write-handle and --write-hex go together: give both or neither")

@@ -31,8 +31,14 @@ struct SimServe: AsyncParsableCommand {
     var initialVersion: String { firmwareVersion ?? deprecatedVersion ?? "1.0.0" }
     @Option(name: .long, help: "The device's buffer size in bytes (MCUmgr's buf_size).") var buffer: Int?
     @Option(name: .long, help: "The device's buffer count (MCUmgr's buf_count).") var buffers: Int?
-    @Option(name: .long, help: "Milliseconds a reset with a pending swap keeps the device away (default 1000).") var swapTime: Double?
-    @Option(name: .long, help: "Stop after this many seconds (default: run until interrupted).") var duration: Double?
+    @Option(
+        name: .long,
+        help: "How long a reset with a pending swap keeps the device away, with its unit (300ms; default 1s). A bare number is milliseconds until the next release, then seconds.",
+        transform: TimeArgument.parse)
+    var swapTime: TimeArgument?
+    @Option(name: .customLong("duration"), help: "Stop after this long, in seconds or with a unit (default: run until interrupted).", transform: TimeArgument.parse)
+    var runTime: TimeArgument?
+    var duration: Double? { runTime?.seconds() }
     @Option(name: .long, help: "Bytes the device's image slot holds (default 1 MiB).") var slot: Int?
     @Option(
         name: .long,
@@ -50,17 +56,19 @@ struct SimServe: AsyncParsableCommand {
 
     func validate() throws {
         if let swapTime {
-            guard swapTime >= 0 || !swapTime.isFinite else { throw ValidationError("--swap-time cannot be negative") }
-            _ = try TimeValue.duration(swapTime, option: "--swap-time", unit: .milliseconds, range: 0...3_600_000)
+            guard swapTime.value >= 0 || !swapTime.value.isFinite else { throw ValidationError("--swap-time cannot be negative: use 0 or more, e.g. --swap-time 300ms") }
+            _ = try swapTime.checkedSeconds(option: "--swap-time", range: 0...3600, bare: .milliseconds)
+            if let warning = swapTime.legacyMillisecondsWarning(option: "--swap-time") { Terminal.standardError.writeLine(warning) }
         }
-        if let duration { _ = try TimeValue.duration(duration, option: "--duration", unit: .seconds, range: 0...31_536_000) }
+        if let runTime { _ = try runTime.checkedSeconds(option: "--duration", range: 0...31_536_000) }
         guard (1...1000).contains(devices) else { throw ValidationError("--devices \(devices) is out of range: use 1…1000") }
         if devices > 1 && serial { throw ValidationError("--serial serves one device: drop --devices, or serve the fleet over UDP") }
     }
 
     /// The protocol-neutral options, by the name a protocol's device option gives for them.
     var serveOptions: [String: String] {
-        var options: [String: String] = ["swap-time": String(swapTime ?? 1000)]
+        // The device option counts milliseconds, as sim://…?swap-time= does.
+        var options: [String: String] = ["swap-time": String((swapTime?.seconds(bare: .milliseconds) ?? 1) * 1000)]
         if let buffer { options["buffer"] = String(buffer) }
         if let buffers { options["buffers"] = String(buffers) }
         return options

@@ -17,14 +17,19 @@ struct TuningOptions: ParsableArguments {
 
     @Option(
         name: .long,
-        help: "Milliseconds to wait after each packet (default 0): where closed-loop pacing starts, fixed with --no-adaptive. Raise it when a slow device drops packets.")
-    var delay: Double?
+        help:
+            "Time to wait after each packet, with its unit (2ms; default 0): where closed-loop pacing starts, fixed with --no-adaptive. Raise it when a slow device drops packets. A bare number is milliseconds until the next release, then seconds.",
+        transform: TimeArgument.parse)
+    var delay: TimeArgument?
 
     @Option(name: .long, help: "The device acknowledges every N packets (capped at half the window).")
     var ackInterval: Int?
 
-    @Option(name: .long, help: "Milliseconds to wait for an acknowledgement before asking again.")
-    var ackTimeout: Double?
+    @Option(
+        name: .long,
+        help: "Time to wait for an acknowledgement before asking again, with its unit (750ms). A bare number is milliseconds until the next release, then seconds.",
+        transform: TimeArgument.parse)
+    var ackTimeout: TimeArgument?
 
     @Option(name: .long, help: "Acknowledgement timeouts in a row before giving up.")
     var retries: Int?
@@ -64,14 +69,18 @@ struct TuningOptions: ParsableArguments {
             throw ValidationError("--window \(window) is out of range: use 1…\(TransferTuning.maximumWindow)")
         }
         if let delay {
-            guard delay >= 0 || !delay.isFinite else { throw ValidationError("--delay cannot be negative: use 0 or more milliseconds") }
-            _ = try TimeValue.duration(delay, option: "--delay", unit: .milliseconds, range: 0...60_000)
+            guard delay.value >= 0 || !delay.value.isFinite else { throw ValidationError("--delay cannot be negative: use 0 or more, e.g. --delay 2ms") }
+            _ = try delay.checkedSeconds(option: "--delay", range: 0...60, bare: .milliseconds)
+            if let warning = delay.legacyMillisecondsWarning(option: "--delay") { Terminal.standardError.writeLine(warning) }
         }
         if let packetSize, packetSize < 1 { throw ValidationError("--packet-size \(packetSize) is out of range: use 1 or more (the link sets the maximum)") }
         if let ackInterval, !(1...TransferTuning.maximumWindow).contains(ackInterval) {
             throw ValidationError("--ack-interval \(ackInterval) is out of range: use 1…\(TransferTuning.maximumWindow)")
         }
-        if let ackTimeout { _ = try TimeValue.duration(ackTimeout, option: "--ack-timeout", unit: .milliseconds, range: 1...600_000) }
+        if let ackTimeout {
+            _ = try ackTimeout.checkedSeconds(option: "--ack-timeout", range: 0.001...600, bare: .milliseconds)
+            if let warning = ackTimeout.legacyMillisecondsWarning(option: "--ack-timeout") { Terminal.standardError.writeLine(warning) }
+        }
         if let retries, !(0...10_000).contains(retries) { throw ValidationError("--retries \(retries) is out of range: use 0…10000") }
     }
 
@@ -80,9 +89,9 @@ struct TuningOptions: ParsableArguments {
         var tuning = base
         if let packetSize { tuning.packetSize = packetSize }
         if let window { tuning.window = window }
-        if let delay { tuning.interPacketDelay = .microseconds(Int64((delay * 1000).rounded())) }
+        if let delay { tuning.interPacketDelay = delay.duration(bare: .milliseconds) }
         if let ackInterval { tuning.ackInterval = ackInterval }
-        if let ackTimeout { tuning.ackTimeout = .microseconds(Int64((ackTimeout * 1000).rounded())) }
+        if let ackTimeout { tuning.ackTimeout = ackTimeout.duration(bare: .milliseconds) }
         if let retries { tuning.maxRetries = retries }
         // A window or delay is where closed-loop pacing starts (so giving the default changes
         // nothing); --no-adaptive keeps them fixed.
@@ -112,9 +121,12 @@ struct DeviceOptions: ParsableArguments {
     var device: DeviceAddress
 
     @Option(
-        name: .long,
-        help: "Seconds to wait for the device to connect and answer (0.1…3600); the wait for it to come back after a reboot is this, and at least 30 (a swap takes time).")
-    var connectTimeout: Double = 10
+        name: .customLong("connect-timeout"),
+        help:
+            "Time to wait for the device to connect and answer, in seconds or with a unit (500ms; 0.1…3600 s, default 10 s); the wait for it to come back after a reboot is this, and at least 30 s (a swap takes time).",
+        transform: TimeArgument.parse)
+    var connectTime = TimeArgument(seconds: 10)
+    var connectTimeout: Double { connectTime.seconds() }
 
     @Flag(name: .long, help: "No progress output (errors still go to stderr).")
     var quiet = false
@@ -122,7 +134,7 @@ struct DeviceOptions: ParsableArguments {
     @OptionGroup var pairing: PairingOptions
 
     func validate() throws {
-        _ = try TimeValue.duration(connectTimeout, option: "--connect-timeout", unit: .seconds, range: 0.1...3600)
+        _ = try connectTime.checkedSeconds(option: "--connect-timeout", range: 0.1...3600)
     }
 
     var timeouts: StepTimeouts {

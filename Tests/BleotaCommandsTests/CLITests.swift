@@ -88,6 +88,32 @@ struct BleotaProcess {
         #expect(!fixed.adaptive && fixed.window == 8)
     }
 
+    /// One rule for times: seconds, or a number with its unit. `--delay`, `--ack-timeout` and
+    /// `--swap-time` took bare milliseconds in 0.1.0, which they still do for one release, with a warning.
+    @Test func timesAreSecondsOrCarryTheirUnit() throws {
+        let written = try TuningOptions.parse(["--delay", "2ms", "--ack-timeout", "0.75s"])
+        #expect(written.tuning().interPacketDelay == .milliseconds(2))
+        #expect(written.tuning().ackTimeout == .milliseconds(750))
+        #expect(written.delay?.legacyMillisecondsWarning(option: "--delay") == nil)
+        let bare = try TuningOptions.parse(["--delay", "2", "--ack-timeout", "750"])
+        #expect(bare.tuning().interPacketDelay == .milliseconds(2) && bare.tuning().ackTimeout == .milliseconds(750))
+        #expect(
+            bare.delay?.legacyMillisecondsWarning(option: "--delay")
+                == "warning: --delay 2 is read as 2 ms, as in 0.1.0; write --delay 2ms (from the next release a bare number means seconds, as in every time option)")
+        #expect(try TuningOptions.parse(["--delay", "1500us"]).tuning().interPacketDelay == .microseconds(1500))
+        // Options that always took seconds take a unit too; a bare number stays seconds.
+        #expect(try DeviceOptions.parse(["--device", "sim://2m-dle", "--connect-timeout", "500ms"]).timeouts.connect == .milliseconds(500))
+        #expect(try DeviceOptions.parse(["--device", "sim://2m-dle", "--connect-timeout", "2.5"]).timeouts.connect == .milliseconds(2500))
+        #expect(try DeviceOptions.parse(["--device", "sim://2m-dle"]).timeouts.connect == .seconds(10))
+        #expect(try FleetUpdateOptions.parse(["--backoff", "250ms"]).backoff == 0.25)
+        // The old bare milliseconds warn on stderr from the real binary, and the transfer still runs.
+        let legacy = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", "sim://2m-dle", "--delay", "1"])
+        #expect(legacy.status == 0, "\(legacy.stderr)")
+        #expect(legacy.stderr.contains("warning: --delay 1 is read as 1 ms"))
+        let serve = try BleotaProcess.run(["sim", "serve", "--swap-time", "300", "--duration", "0"])
+        #expect(serve.stderr.contains("warning: --swap-time 300 is read as 300 ms"), "\(serve.stderr)")
+    }
+
     /// The README's first command with the documented default given explicitly: the seeded
     /// simulation sends exactly the same packets.
     @Test func theDefaultDelayGivenExplicitlyChangesNothing() throws {

@@ -30,7 +30,7 @@ import Testing
         let ledger = "\(directory)/ledger.jsonl", served = "\(directory)/served.txt"
         let devices = try SpawnedProcess(
             [
-                bleota, "sim", "serve", "--devices", "12", "--udp", "127.0.0.1:0", "--swap-time", "200",
+                bleota, "sim", "serve", "--devices", "12", "--udp", "127.0.0.1:0", "--swap-time", "200ms",
                 "--link", "2m-dle", "--ledger", ledger, "--duration", "300",
             ],
             output: served, errors: "\(directory)/served.err")

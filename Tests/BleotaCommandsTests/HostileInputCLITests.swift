@@ -15,17 +15,24 @@ import Testing
 
     @Test(
         arguments: [
-            (["flash", image, "--device", "sim://2m-dle", "--delay", "nan"], "error: --delay nan is out of range: use 0…60000 ms"),
-            (["flash", image, "--device", "sim://2m-dle", "--delay=-inf"], "error: --delay -inf is out of range: use 0…60000 ms"),
-            (["flash", image, "--device", "sim://2m-dle", "--ack-timeout", "inf"], "error: --ack-timeout inf is out of range: use 1…600000 ms"),
-            (["flash", image, "--device", "sim://2m-dle", "--connect-timeout", "1e300"], "error: --connect-timeout 1e+300 is out of range: use 0.1…3600 s"),
+            (["flash", image, "--device", "sim://2m-dle", "--delay", "nan"], "error: --delay nan is out of range: use 0…60 s (or write a unit: ms, us)"),
+            (["flash", image, "--device", "sim://2m-dle", "--delay=-inf"], "error: --delay -inf is out of range: use 0…60 s (or write a unit: ms, us)"),
+            (["flash", image, "--device", "sim://2m-dle", "--ack-timeout", "inf"], "error: --ack-timeout inf is out of range: use 0.001…600 s (or write a unit: ms, us)"),
+            (
+                ["flash", image, "--device", "sim://2m-dle", "--connect-timeout", "1e300"],
+                "error: --connect-timeout 1e300 is out of range: use 0.1…3600 s (or write a unit: ms, us)"
+            ),
             (["flash", image, "--device", "sim://2m-dle?erase=1e300"], "error: sim:// key 'erase' is out of range: use 0…86400000 ms, got 1e300"),
             (["flash", image, "--device", "sim://2m-dle?erase=nan"], "error: sim:// key 'erase' needs a number, got 'nan'"),
-            (["sim", "serve", "--swap-time", "nan"], "error: --swap-time nan is out of range: use 0…3600000 ms"),
+            (["sim", "serve", "--swap-time", "nan"], "error: --swap-time nan is out of range: use 0…3600 s (or write a unit: ms, us)"),
             (["pull", "notes.txt", "--device", "sim://2m-dle", "-o", ""], "error: -o/--output is empty: give the file to write, e.g. -o hello.txt"),
             // A negative number is the option's value, not an option: its own check answers.
-            (["flash", image, "--device", "sim://2m-dle", "--delay", "-1"], "error: --delay cannot be negative: use 0 or more milliseconds"),
-            (["flash", image, "--device", "sim://2m-dle", "--connect-timeout", "-.5"], "error: --connect-timeout -0.5 is out of range: use 0.1…3600 s"),
+            (["flash", image, "--device", "sim://2m-dle", "--delay", "-1"], "error: --delay cannot be negative: use 0 or more, e.g. --delay 2ms"),
+            (
+                ["flash", image, "--device", "sim://2m-dle", "--connect-timeout", "90min"],
+                "error: the value '90min' is invalid for '--connect-timeout <connect-timeout>': write seconds, or a number with its unit (500ms, 2s, 1500us)"
+            ),
+            (["flash", image, "--device", "sim://2m-dle", "--connect-timeout", "-.5"], "error: --connect-timeout -.5 is out of range: use 0.1…3600 s (or write a unit: ms, us)"),
         ] as [([String], String)])
     func nonsenseNumbersAndEmptyPathsAreUsageErrors(arguments: [String], message: String) throws {
         let result = try BleotaProcess.run(arguments)
