@@ -105,8 +105,66 @@ public struct CampaignDeviceState: Sendable, Codable, Equatable {
     public var resends: Int
     /// The last failure (of the last try, or why it failed for good).
     public var error: String?
-    public var errorStep: String?
+    /// The step it happened in. In JSON also as `errorStep`, its name in 0.1.0, for one release.
+    public var step: String?
     public var deviceState: String?
+
+    public init(
+        device: String, label: String, state: State, tries: Int, worker: String?, versionBefore: String?, versionAfter: String?,
+        seconds: Double, bytes: Int, resends: Int, error: String?, step: String?, deviceState: String?
+    ) {
+        self.device = device
+        self.label = label
+        self.state = state
+        self.tries = tries
+        self.worker = worker
+        self.versionBefore = versionBefore
+        self.versionAfter = versionAfter
+        self.seconds = seconds
+        self.bytes = bytes
+        self.resends = resends
+        self.error = error
+        self.step = step
+        self.deviceState = deviceState
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case device, label, state, tries, worker, versionBefore, versionAfter, seconds, bytes, resends, error, step, deviceState
+        case errorStep
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            device: try container.decode(String.self, forKey: .device), label: try container.decode(String.self, forKey: .label),
+            state: try container.decode(State.self, forKey: .state), tries: try container.decode(Int.self, forKey: .tries),
+            worker: try container.decodeIfPresent(String.self, forKey: .worker),
+            versionBefore: try container.decodeIfPresent(String.self, forKey: .versionBefore),
+            versionAfter: try container.decodeIfPresent(String.self, forKey: .versionAfter),
+            seconds: try container.decode(Double.self, forKey: .seconds), bytes: try container.decode(Int.self, forKey: .bytes),
+            resends: try container.decode(Int.self, forKey: .resends), error: try container.decodeIfPresent(String.self, forKey: .error),
+            step: try container.decodeIfPresent(String.self, forKey: .step) ?? container.decodeIfPresent(String.self, forKey: .errorStep),
+            deviceState: try container.decodeIfPresent(String.self, forKey: .deviceState))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(device, forKey: .device)
+        try container.encode(label, forKey: .label)
+        try container.encode(state, forKey: .state)
+        try container.encode(tries, forKey: .tries)
+        try container.encodeIfPresent(worker, forKey: .worker)
+        try container.encodeIfPresent(versionBefore, forKey: .versionBefore)
+        try container.encodeIfPresent(versionAfter, forKey: .versionAfter)
+        try container.encode(seconds, forKey: .seconds)
+        try container.encode(bytes, forKey: .bytes)
+        try container.encode(resends, forKey: .resends)
+        try container.encodeIfPresent(error, forKey: .error)
+        try container.encodeIfPresent(step, forKey: .step)
+        // 0.1.0's name, kept one release for scripts that read it.
+        try container.encodeIfPresent(step, forKey: .errorStep)
+        try container.encodeIfPresent(deviceState, forKey: .deviceState)
+    }
 }
 
 /// A campaign and where each of its devices stands.

@@ -420,7 +420,7 @@ public final class CampaignStore: Sendable {
                     CampaignDeviceState(
                         device: address, label: label, state: .init(rawValue: state) ?? .pending, tries: tries, worker: worker,
                         versionBefore: before, versionAfter: after, seconds: seconds, bytes: bytes, resends: resends,
-                        error: error, errorStep: step, deviceState: deviceState))
+                        error: error, step: step, deviceState: deviceState))
             }
             return CampaignStatus(campaign: campaign, devices: devices)
         }

@@ -284,7 +284,7 @@ public struct CampaignWorker: Sendable {
         case .failed(let error, let step, let deviceState, let seconds, _, _, _):
             var result = DeviceResult(device: claimed.device, adapter: adapter, outcome: .failed, seconds: seconds, attempts: claimed.tryNumber)
             result.error = error
-            result.errorStep = step
+            result.step = step
             result.deviceState = deviceState
             return result
         }

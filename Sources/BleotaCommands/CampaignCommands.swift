@@ -296,7 +296,7 @@ struct FleetStatusCommand: AsyncParsableCommand {
         lines.append(pad("device", width) + "  " + pad("state", 8) + "  tries  " + pad("worker", 20) + "  " + pad("version", 17) + "  result")
         for device in status.devices {
             let versions = device.versionBefore.map { before in "\(before) → \(device.versionAfter ?? "?")" } ?? ""
-            let result = device.error.map { "\(device.errorStep ?? "?"): \($0)" } ?? (device.state.isFinal ? String(format: "%.1f s, %d bytes", device.seconds, device.bytes) : "")
+            let result = device.error.map { "\(device.step ?? "?"): \($0)" } ?? (device.state.isFinal ? String(format: "%.1f s, %d bytes", device.seconds, device.bytes) : "")
             lines.append(
                 pad(device.label, width) + "  " + pad(device.state.rawValue, 8) + "  " + pad(String(device.tries), 5) + "  "
                     + pad(device.worker ?? "", 20) + "  " + pad(versions, 17) + "  " + result)

@@ -130,7 +130,7 @@ final class FleetDisplay: Sendable {
         case .skipped:
             return "already runs \(result.versionAfter ?? "the image")"
         case .failed:
-            return "failed at \(result.errorStep ?? "?"): \(result.error ?? "")" + (result.deviceState.map { " [\($0)]" } ?? "")
+            return "failed at \(result.step ?? "?"): \(result.error ?? "")" + (result.deviceState.map { " [\($0)]" } ?? "")
         case .notStarted:
             return "not started"
         }

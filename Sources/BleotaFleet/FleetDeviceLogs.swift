@@ -119,7 +119,7 @@ public final class FleetDeviceLogs: Sendable {
             var text = "finished: \(result.outcome.rawValue)"
             if let before = result.versionBefore, let after = result.versionAfter { text += ", \(before) → \(after)" }
             text += String(format: ", %.1f s, ", result.seconds) + "\(result.bytes) bytes, \(result.resends) resent, \(result.attempts) tries"
-            if let error = result.error { text += "; failed at \(result.errorStep ?? "?"): \(error)" }
+            if let error = result.error { text += "; failed at \(result.step ?? "?"): \(error)" }
             if let state = result.deviceState { text += " (device: \(state))" }
             write(address: result.device, label: result.label, text)
         case .stopping:

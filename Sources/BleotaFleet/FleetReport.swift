@@ -34,7 +34,7 @@ public enum FleetReport {
                 [
                     result.device, result.label, result.adapter, result.outcome.rawValue, result.versionBefore, result.versionAfter,
                     String(format: "%.3f", result.seconds), String(result.bytes), String(result.resends), String(result.attempts),
-                    result.errorStep, result.error, result.deviceState,
+                    result.step, result.error, result.deviceState,
                 ].map(field).joined(separator: ","))
         }
         return lines.joined(separator: "\n") + "\n"

@@ -23,8 +23,13 @@ public struct DeviceResult: Sendable, Codable, Equatable {
     public var bytes: Int
     public var resends: Int
     public var attempts: Int
+    /// A failure's keys are those of every command's failure (README, "JSON and units"): `error`,
+    /// `code`, `step`, `deviceState`. The run's exit status is the fleet's.
     public var error: String?
-    public var errorStep: String?
+    /// The failure's kind (``/BleotaEngine/TransferError/Code``), as `code` in a command's failure.
+    public var code: String?
+    /// The step the failure happened in. In JSON also as `errorStep`, its name in 0.1.0, for one release.
+    public var step: String?
     /// After a failure: what the device runs (old-image, in-bootloader, unknown, …), when known.
     public var deviceState: String?
 
@@ -43,8 +48,53 @@ public struct DeviceResult: Sendable, Codable, Equatable {
         self.resends = resends
         self.attempts = attempts
         self.error = error?.message
-        errorStep = error?.step.rawValue
+        code = error?.code.rawValue
+        step = error?.step.rawValue
         deviceState = error?.outcome?.name
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case device, label, adapter, outcome, versionBefore, versionAfter, seconds, bytes, resends, attempts
+        case error, code, step, deviceState
+        case errorStep
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        device = try container.decode(String.self, forKey: .device)
+        label = try container.decode(String.self, forKey: .label)
+        adapter = try container.decodeIfPresent(String.self, forKey: .adapter)
+        outcome = try container.decode(Outcome.self, forKey: .outcome)
+        versionBefore = try container.decodeIfPresent(String.self, forKey: .versionBefore)
+        versionAfter = try container.decodeIfPresent(String.self, forKey: .versionAfter)
+        seconds = try container.decode(Double.self, forKey: .seconds)
+        bytes = try container.decode(Int.self, forKey: .bytes)
+        resends = try container.decode(Int.self, forKey: .resends)
+        attempts = try container.decode(Int.self, forKey: .attempts)
+        error = try container.decodeIfPresent(String.self, forKey: .error)
+        code = try container.decodeIfPresent(String.self, forKey: .code)
+        step = try container.decodeIfPresent(String.self, forKey: .step) ?? container.decodeIfPresent(String.self, forKey: .errorStep)
+        deviceState = try container.decodeIfPresent(String.self, forKey: .deviceState)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(device, forKey: .device)
+        try container.encode(label, forKey: .label)
+        try container.encodeIfPresent(adapter, forKey: .adapter)
+        try container.encode(outcome, forKey: .outcome)
+        try container.encodeIfPresent(versionBefore, forKey: .versionBefore)
+        try container.encodeIfPresent(versionAfter, forKey: .versionAfter)
+        try container.encode(seconds, forKey: .seconds)
+        try container.encode(bytes, forKey: .bytes)
+        try container.encode(resends, forKey: .resends)
+        try container.encode(attempts, forKey: .attempts)
+        try container.encodeIfPresent(error, forKey: .error)
+        try container.encodeIfPresent(code, forKey: .code)
+        try container.encodeIfPresent(step, forKey: .step)
+        // 0.1.0's name, kept one release for scripts that read it.
+        try container.encodeIfPresent(step, forKey: .errorStep)
+        try container.encodeIfPresent(deviceState, forKey: .deviceState)
     }
 
     /// Updated or already current: the device runs the target.

@@ -112,7 +112,7 @@ import Testing
             #expect(try await store.claim(info, worker: "w2", limit: 1, adapters: []).isEmpty)
             let device = try #require(try await store.status(info.name).devices.first)
             #expect(device.state == .failed)
-            #expect(device.errorStep == "lease")
+            #expect(device.step == "lease")
             #expect(device.error == "the lease of worker w-killed ran out during try 1 (the worker stopped: killed, crashed or cut off from the database), and it was the last try")
         }
     }
@@ -132,7 +132,7 @@ import Testing
             #expect(try await store.claim(info, worker: "w2", limit: 2, adapters: []).isEmpty, "the failed device waits out its back-off")
             let status = try await store.status(info.name)
             #expect(status.devices.map(\.state) == [.pending, .skipped])
-            #expect(status.devices[0].error == "link lost" && status.devices[0].errorStep == "transfer")
+            #expect(status.devices[0].error == "link lost" && status.devices[0].step == "transfer")
             try await Task.sleep(for: .milliseconds(700))
             let retry = try await store.claim(info, worker: "w2", limit: 2, adapters: [])
             #expect(retry.map(\.tryNumber) == [2])

@@ -52,7 +52,9 @@ import Testing
         let devices = try #require(document["devices"] as? [[String: Any]])
         #expect(devices.map { $0["label"] as? String } == ["good", "too-small"])
         #expect(devices[0]["outcome"] as? String == "updated")
-        #expect(devices[1]["outcome"] as? String == "failed" && devices[1]["errorStep"] as? String != nil, "\(devices[1])")
+        #expect(devices[1]["outcome"] as? String == "failed" && devices[1]["step"] as? String != nil, "\(devices[1])")
+        // A failure's keys are every command's (code, step), and 0.1.0's errorStep is kept for one release.
+        #expect(devices[1]["code"] as? String != nil && devices[1]["errorStep"] as? String == devices[1]["step"] as? String, "\(devices[1])")
         #expect(devices[1]["attempts"] as? Int == 1, "a refusal is not tried again")
     }
 

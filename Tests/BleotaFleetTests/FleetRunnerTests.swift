@@ -110,7 +110,7 @@ import Testing
         // flaky: at 0, then 1 + 5, then 7 + 10 (the back-off doubles).
         #expect(starts["flaky"] == [.seconds(0), .seconds(6), .seconds(17)])
         #expect(results[0].outcome == .updated && results[0].attempts == 3)
-        #expect(results[1].outcome == .failed && results[1].attempts == 1 && results[1].errorStep == "verify", "a refusal is final")
+        #expect(results[1].outcome == .failed && results[1].attempts == 1 && results[1].step == "verify", "a refusal is final")
         #expect(results[2].outcome == .failed && results[2].attempts == 3 && results[2].error == "not there")
         #expect(!summary.allSucceeded && !summary.noneSucceeded && summary.failed == 2)
         #expect(summary.sentence == "1 of 3 devices run the target (1 updated, 0 already did), 2 failed, in 18 s")
