@@ -29,8 +29,15 @@ struct SimServe: AsyncParsableCommand {
     /// The name `--firmware-version` had in 0.1.0, kept for one release: `--version` elsewhere shows bleota's own version.
     @Option(name: .customLong("version"), help: .hidden) var deprecatedVersion: String?
     var initialVersion: String { firmwareVersion ?? deprecatedVersion ?? "1.0.0" }
-    @Option(name: .long, help: "The device's buffer size in bytes (MCUmgr's buf_size).") var buffer: Int?
-    @Option(name: .long, help: "The device's buffer count (MCUmgr's buf_count).") var buffers: Int?
+    @Option(name: .customLong("smp-buffer"), help: "An SMP device's buffer size in bytes (MCUmgr's buf_size), as sim://…?smp-buffer=.")
+    var smpBuffer: Int?
+    @Option(name: .customLong("smp-buffers"), help: "An SMP device's buffer count (MCUmgr's buf_count), as sim://…?smp-buffers=.")
+    var smpBuffers: Int?
+    /// 0.1.0's names, kept for one release: `buffer=` in a sim:// address counts packets of the link model, not bytes.
+    @Option(name: .customLong("buffer"), help: .hidden) var deprecatedBuffer: Int?
+    @Option(name: .customLong("buffers"), help: .hidden) var deprecatedBuffers: Int?
+    var buffer: Int? { smpBuffer ?? deprecatedBuffer }
+    var buffers: Int? { smpBuffers ?? deprecatedBuffers }
     @Option(
         name: .long,
         help: "How long a reset with a pending swap keeps the device away, with its unit (300ms; default 1s). A bare number is milliseconds until the next release, then seconds.",
@@ -69,14 +76,19 @@ struct SimServe: AsyncParsableCommand {
     var serveOptions: [String: String] {
         // The device option counts milliseconds, as sim://…?swap-time= does.
         var options: [String: String] = ["swap-time": String((swapTime?.seconds(bare: .milliseconds) ?? 1) * 1000)]
-        if let buffer { options["buffer"] = String(buffer) }
-        if let buffers { options["buffers"] = String(buffers) }
+        if let buffer { options["smp-buffer"] = String(buffer) }
+        if let buffers { options["smp-buffers"] = String(buffers) }
         return options
     }
 
     func run() async throws {
         if deprecatedVersion != nil {
             Terminal.standardError.writeLine("warning: sim serve --version is now --firmware-version; the old name goes in the next release")
+        }
+        if deprecatedBuffer != nil || deprecatedBuffers != nil {
+            Terminal.standardError.writeLine(
+                "warning: sim serve --buffer and --buffers are now --smp-buffer and --smp-buffers, as the sim:// keys (buffer= there counts packets); the old names go in the next release"
+            )
         }
         let logger = global.makeLogger("bleota.sim.serve")
         let registry = CommandContext.registry

@@ -30,7 +30,11 @@ struct TuneCommand: AsyncParsableCommand {
     @Option(name: .customLong("maximum-packet"), help: .hidden) var deprecatedMaximumPacket: Int?
     var maximumPacket: Int? { packetSize ?? deprecatedMaximumPacket }
     @Option(name: .long, help: "Write a heatmap of goodput over packet size × delay (loss shown, choice marked) to this SVG file.") var plot: String?
-    @Flag(name: .long, help: "Measure and report, but do not save the choice.") var noSave = false
+    @Flag(name: .customLong("no-saved-tuning"), help: "Measure and report, and leave the saved tuning as it is (as flash's --no-saved-tuning leaves it unused).")
+    var leavesSavedTuning = false
+    /// `--no-saved-tuning`'s name in 0.1.0, kept for one release.
+    @Flag(name: .customLong("no-save"), help: .hidden) var deprecatedNoSave = false
+    var noSave: Bool { leavesSavedTuning || deprecatedNoSave }
     @Option(
         name: .long,
         help:
@@ -71,6 +75,9 @@ struct TuneCommand: AsyncParsableCommand {
         let logger = global.makeLogger("bleota.tune")
         if deprecatedMaximumPacket != nil {
             Terminal.standardError.writeLine("warning: tune --maximum-packet is now --packet-size, as in flash; the old name goes in the next release")
+        }
+        if deprecatedNoSave {
+            Terminal.standardError.writeLine("warning: tune --no-save is now --no-saved-tuning, as in flash; the old name goes in the next release")
         }
         if let plot { try checkOutputPath(plot) }
         // Tuning measures test transfers the device checks and discards: a protocol without

@@ -45,7 +45,7 @@ import Testing
         // The end activates, so a measurement would update the device: no tune.
         let tune = try BleotaProcess.run([
             "tune", "--protocol-file", Self.telink, "--device", "sim://2m-dle?protocol-file=\(Self.telink)",
-            "--no-save", "--image", "samples/telink/telink-app-sample.bin",
+            "--no-saved-tuning", "--image", "samples/telink/telink-app-sample.bin",
         ])
         #expect(tune.status == 2, "\(tune.stderr)")
         #expect(tune.stderr.contains("cannot tune"), "\(tune.stderr)")

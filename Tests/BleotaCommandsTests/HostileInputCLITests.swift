@@ -90,7 +90,7 @@ import Testing
     /// (no transfer, no tuning run wasted on a typo).
     @Test func unwritableOutputsAreRefusedBeforeConnecting() throws {
         let missing = "/nonexistent-\(UUID().uuidString)"
-        let plot = try BleotaProcess.run(["tune", "--device", "sim://2m-dle", "--plot", "\(missing)/x.svg", "--no-save"])
+        let plot = try BleotaProcess.run(["tune", "--device", "sim://2m-dle", "--plot", "\(missing)/x.svg", "--no-saved-tuning"])
         #expect(plot.status == 3)
         #expect(plot.stdout.isEmpty, "tuning ran before the plot path was checked: \(plot.stdout)")
         #expect(Self.firstLine(plot) == "error: \(missing)/x.svg: the directory \(missing) does not exist: create it first")

@@ -41,11 +41,11 @@ import Testing
         ])
         #expect(flash.status == 0, "\(flash.stderr)")
         #expect(flash.stdout.contains("\"versionAfter\" : \"2\"") && flash.stdout.contains("\"protocolName\" : \"nordic-legacy\""))
-        let untuned = try BleotaProcess.run(["tune", "--device", "sim://2m-dle?protocol=nordic-dfu", "--no-save"])
+        let untuned = try BleotaProcess.run(["tune", "--device", "sim://2m-dle?protocol=nordic-dfu", "--no-saved-tuning"])
         #expect(untuned.status == 2)
         #expect(untuned.stderr.contains("Nordic Secure DFU devices take only real images: give the package to measure with, --image FILE"))
         let tuned = try BleotaProcess.run([
-            "tune", "--device", "sim://slow-flash?protocol=nordic-dfu", "--no-save", "--json",
+            "tune", "--device", "sim://slow-flash?protocol=nordic-dfu", "--no-saved-tuning", "--json",
             "--image", "\(Self.fixtures)/nrfutil-6.1.7-app-unsigned.zip",
         ])
         #expect(tuned.status == 0, "\(tuned.stderr)")
@@ -78,7 +78,7 @@ import Testing
             "error: --protocol-option bootloader-name is not a key bleota's native protocol takes: it takes none"
         ),
         (
-            ["tune", "--device", "sim://2m-dle", "--no-save", "--image", "samples/firmware/blinky.bin"],
+            ["tune", "--device", "sim://2m-dle", "--no-saved-tuning", "--image", "samples/firmware/blinky.bin"],
             "error: --image: bleota's native protocol measures with test bytes the device discards: drop --image"
         ),
     ])

@@ -127,7 +127,8 @@ import Testing
 @Suite struct SMPBadInputTests {
     @Test(arguments: [
         (["image", "state", "--device", "sim://2m-dle?protocol=smp", "--test", "abc"], Int32(2), "'abc' is not a SHA-256: write 64 hex digits"),
-        (["sim", "serve", "--buffer", "10"], 2, "--buffer 10 is out of range: use 128…65535"),
+        (["sim", "serve", "--smp-buffer", "10"], 2, "--smp-buffer 10 is out of range: use 128…65535"),
+        (["sim", "serve", "--buffer", "10"], 2, "--smp-buffer and --smp-buffers, as the sim:// keys"),
         (["sim", "serve", "--slot", "0"], 2, "--slot 0 is out of range: use 1…4294967295 bytes"),
         (["sim", "serve", "--link", "nonsense"], 2, "--link 'nonsense': unknown simulator preset 'nonsense': use one of"),
         (["sim", "serve", "--link", "2m-dle?loss=2"], 2, "sim:// key 'loss' is a probability: use 0…1, got 2"),

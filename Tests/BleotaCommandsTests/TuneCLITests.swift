@@ -80,6 +80,21 @@ import Testing
         #expect(tooLarge.stderr.contains("packet size 20 is out of range for this link and device: use 1…19"), "\(tooLarge.stderr)")
     }
 
+    /// `--no-saved-tuning` is one idea under one name: flash leaves the saved setting unused, tune leaves it
+    /// unwritten. 0.1.0's `tune --no-save` still works for one release, with a warning.
+    @Test func noSavedTuningLeavesTheFileAloneUnderEitherName() throws {
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-tune-\(UUID())")
+        try FileManager.default.createDirectory(at: config, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: config) }
+        let saved = config.appendingPathComponent("bleota/tuning.json")
+        for flag in ["--no-saved-tuning", "--no-save"] {
+            let tune = try BleotaProcess.run(["tune", "--device", "sim://linux-bluez", flag], configHome: config)
+            #expect(tune.status == 0, "\(tune.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: saved.path), "\(flag) saved nothing")
+            #expect(tune.stderr.contains("warning: tune --no-save is now --no-saved-tuning") == (flag == "--no-save"), "\(tune.stderr)")
+        }
+    }
+
     @Test func tuneRefusesSMPDevicesAndBadOptions() throws {
         let smp = try BleotaProcess.run(["tune", "--device", "sim://2m-dle?protocol=smp"])
         #expect(smp.status == 2)

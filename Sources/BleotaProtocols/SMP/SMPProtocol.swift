@@ -40,8 +40,8 @@ public struct SMPProtocol: UpdateProtocol {
 
     public var deviceOptions: [DeviceOptionSpec] {
         [
-            DeviceOptionSpec(key: "smp-buffer", meaning: "SMP device's buffer size in bytes (its MCUmgr buf_size, 128…65535)", serveOption: "buffer"),
-            DeviceOptionSpec(key: "smp-buffers", meaning: "SMP device's buffer count (its MCUmgr buf_count, 1…64)", serveOption: "buffers"),
+            DeviceOptionSpec(key: "smp-buffer", meaning: "SMP device's buffer size in bytes (its MCUmgr buf_size, 128…65535)", serveOption: "smp-buffer"),
+            DeviceOptionSpec(key: "smp-buffers", meaning: "SMP device's buffer count (its MCUmgr buf_count, 1…64)", serveOption: "smp-buffers"),
             DeviceOptionSpec(key: "swap-time", meaning: "MCUboot swap time in ms after a reset with an update pending", serveOption: "swap-time"),
         ]
     }
