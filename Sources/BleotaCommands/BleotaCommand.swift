@@ -86,6 +86,15 @@ public struct BleotaCommand: AsyncParsableCommand {
     }
 
     /// The words naming the subcommand `arguments` call (`["fleet", "flash"]`), and its type.
+    /// The failure as `--json` prints it: one document, or, for a command whose output is a stream of JSON
+    /// Lines, one more line of that stream (`"event": "failure"`), so the stream stays one object a line.
+    static func failureJSON(_ failure: CommandFailure, arguments: [String]) -> String? {
+        var report = FailureReport(failure)
+        guard subcommand(in: arguments).type is any StreamsJSONLines.Type else { return try? JSONOutput.string(report) }
+        report.event = "failure"
+        return try? JSONOutput.string(report, pretty: false)
+    }
+
     static func subcommand(in arguments: [String]) -> (words: [String], type: ParsableCommand.Type) {
         var current: ParsableCommand.Type = BleotaCommand.self
         var words: [String] = []
@@ -157,7 +166,7 @@ public struct BleotaCommand: AsyncParsableCommand {
             return ExitStatus.success.rawValue
         } catch let failure as CommandFailure {
             Terminal.standardError.writeLine("error: \(failure.message)")
-            if arguments.contains("--json"), !failure.reportedInJSON, let json = try? JSONOutput.string(FailureReport(failure)) {
+            if arguments.contains("--json"), !failure.reportedInJSON, let json = failureJSON(failure, arguments: arguments) {
                 Terminal.standardOutput.writeLine(json)
             }
             return failure.status.rawValue
@@ -173,7 +182,7 @@ public struct BleotaCommand: AsyncParsableCommand {
                 let (line, usage) = usageError(error, arguments: arguments)
                 Terminal.standardError.writeLine("error: \(line)")
                 Terminal.standardError.writeLine(usage)
-                if arguments.contains("--json"), let json = try? JSONOutput.string(FailureReport(CommandFailure(.usage, line))) {
+                if arguments.contains("--json"), let json = failureJSON(CommandFailure(.usage, line), arguments: arguments) {
                     Terminal.standardOutput.writeLine(json)
                 }
                 return ExitStatus.usage.rawValue
@@ -268,6 +277,8 @@ public struct FailureDetails: Sendable, Codable {
 /// `step` (null outside an update's steps) and `exitStatus` always; `deviceState` and
 /// `deviceVersion` when known.
 struct FailureReport: Codable {
+    /// Set in a JSON Lines stream, whose lines each say what they are.
+    var event: String?
     var error: String
     var exitStatus: Int32
     var step: String?
@@ -284,10 +295,11 @@ struct FailureReport: Codable {
         deviceVersion = failure.details?.deviceVersion
     }
 
-    private enum CodingKeys: String, CodingKey { case error, exitStatus, step, code, deviceState, deviceVersion }
+    private enum CodingKeys: String, CodingKey { case event, error, exitStatus, step, code, deviceState, deviceVersion }
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encodeIfPresent(event, forKey: .event)
         try container.encode(error, forKey: .error)
         try container.encode(code, forKey: .code)
         try container.encode(step, forKey: .step)
@@ -296,6 +308,10 @@ struct FailureReport: Codable {
         try container.encodeIfPresent(deviceVersion, forKey: .deviceVersion)
     }
 }
+
+/// A command whose `--json` output is a stream of JSON Lines (README, "JSON and units"): its failure is
+/// one more line of the stream.
+protocol StreamsJSONLines {}
 
 /// Options every command shares.
 public struct GlobalOptions: ParsableArguments, Sendable {

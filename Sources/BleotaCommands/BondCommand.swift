@@ -138,16 +138,23 @@ struct BondRemove: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "remove", abstract: "Forget a device's bond: here and, when bleota manages the adapter, in the kernel.")
     @OptionGroup var global: GlobalOptions
     @Option(name: .long, help: "Only the bond made through this adapter (hci0, …).") var adapter: String?
-    @Argument(help: "The device's identity address, AA:BB:CC:DD:EE:FF.") var address: String
+    @Argument(help: "The device's identity address: AA:BB:CC:DD:EE:FF, or ble://AA:BB:CC:DD:EE:FF as other commands' --device takes it.")
+    var address: String
+
+    /// The address without a `ble://` scheme and its query, so the form every --device takes works here too.
+    var identity: BluetoothAddress? {
+        guard address.hasPrefix("ble://") else { return BluetoothAddress(address) }
+        return BluetoothAddress(String(address.dropFirst("ble://".count).prefix { $0 != "?" }))
+    }
 
     func validate() throws {
-        guard BluetoothAddress(address) != nil else {
+        guard identity != nil else {
             throw ValidationError("'\(address)' is not a Bluetooth address: write six hex bytes like C0:FF:EE:00:00:01")
         }
     }
 
     func run() async throws {
-        let device = BluetoothAddress(address)!
+        let device = identity!
         let store = BondStore()
         let adapterAddress = adapter.flatMap { BluetoothAvailability.address(of: $0) }
         let bonds: [BondStore.Bond]

@@ -157,7 +157,7 @@ struct CampaignCreateCommand: AsyncParsableCommand {
 }
 
 /// `bleota fleet worker --campaign URL`: this host's part of a campaign.
-struct FleetWorkerCommand: AsyncParsableCommand {
+struct FleetWorkerCommand: AsyncParsableCommand, StreamsJSONLines {
     static let configuration = CommandConfiguration(
         commandName: "worker",
         abstract: "Carry out a campaign with this host's adapters, beside workers on other hosts, until every device is done.",

@@ -20,7 +20,7 @@ struct FleetCommand: AsyncParsableCommand {
 }
 
 /// `bleota fleet flash IMAGE --devices FILE`: every listed device updated, several at a time per adapter.
-struct FleetFlashCommand: AsyncParsableCommand {
+struct FleetFlashCommand: AsyncParsableCommand, StreamsJSONLines {
     static let configuration = CommandConfiguration(
         commandName: "flash",
         abstract: "Flash one image to every device of a list, several at a time on each adapter.",

@@ -292,6 +292,8 @@ struct ImageConvert: AsyncParsableCommand {
     @Argument(help: "The file to write.") var outputFile: String
 
     func run() async throws {
+        // A path that could never be written is named before anything is read, as every command does.
+        try checkOutputPath(outputFile)
         let image = try input.load(inputFile)
         guard let outputFormat = format ?? ImageFormat(pathExtension: outputFile) else {
             throw CommandFailure(.usage, "cannot tell the output format of '\(outputFile)' from its extension: add --format bin, hex or srec")
@@ -299,7 +301,8 @@ struct ImageConvert: AsyncParsableCommand {
         do {
             try image.write(to: outputFile, format: outputFormat, fill: input.fill)
         } catch {
-            throw CommandFailure(.failure, "cannot write '\(outputFile)': \(error)")
+            // The error names the file and says nothing was changed.
+            throw CommandFailure(.failure, "\(error)")
         }
         if global.json {
             struct Converted: Codable {

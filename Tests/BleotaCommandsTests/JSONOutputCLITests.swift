@@ -26,6 +26,17 @@ import Testing
             (["protocols"], 0),
             (["bond", "pair", "--device", "sim://2m-dle"], 2),
             (["gatt", "discover", "--device", "sim://2m-dle"], 2),
+            (["tune", "--device", "sim://2m-dle", "--no-saved-tuning"], 0),
+            (["tune", "--device", "sim://2m-dle", "--trial-bytes", "10"], 2),
+            (["echo", "hi", "--device", "sim://2m-dle?protocol=smp"], 0),
+            (["echo", "hi", "--device", "sim://2m-dle?protocol=nordic-dfu"], 2),
+            (["reset", "--device", "sim://2m-dle?protocol=smp"], 0),
+            (["image", "erase", "--device", "sim://2m-dle?protocol=smp"], 0),
+            (["image", "convert", "samples/firmware/blinky.hex", "/nonexistent-dir/x.bin"], 3),
+            (["image", "state", "--device", "sim://2m-dle?protocol=smp", "--test", "abc"], 2),
+            (["bond", "remove", "C0:FF:EE:12:34:56"], 3),
+            (["fleet", "status", "--campaign", "postgres://nobody@127.0.0.1:1/x", "--name", "y"], 12),
+            (["sim", "presets", "--nonsense"], 2),
         ] as [([String], Int32)])
     func oneDocumentPerCommand(arguments: [String], status: Int32) throws {
         let run = try BleotaProcess.run(arguments + ["--json"])
@@ -35,6 +46,54 @@ import Testing
         let failure = try #require(parsed as? [String: Any], "\(arguments): a failure is one object: \(run.stdout)")
         #expect(Self.failureKeys.isSubset(of: Set(failure.keys)), "\(arguments): \(failure.keys.sorted())")
         #expect(failure["exitStatus"] as? Int == Int(status))
+    }
+
+    /// The commands that need a Bluetooth adapter answer with one document either way: their result where
+    /// the machine has one, exit 7 and the failure's keys where it has none (as on CI).
+    @Test(arguments: [
+        ["scan", "--duration", "100ms"],
+        ["gatt", "read", "--device", "ble://C0:FF:EE:00:00:01", "--handle", "3", "--connect-timeout", "500ms"],
+        ["serve", "--adapter", "hci0", "--duration", "100ms"],
+    ])
+    func oneDocumentWithOrWithoutBluetooth(arguments: [String]) throws {
+        let run = try BleotaProcess.run(arguments + ["--json"])
+        let parsed = try Self.document(run.stdout)
+        guard run.status != 0 else { return }
+        let failure = try #require(parsed as? [String: Any], "\(arguments): a failure is one object: \(run.stdout)")
+        #expect(Self.failureKeys.isSubset(of: Set(failure.keys)), "\(arguments): \(failure.keys.sorted())")
+        #expect(failure["exitStatus"] as? Int == Int(run.status))
+    }
+
+    /// A fleet in which some or all devices fail still streams one object a line, and exits 10 or 11.
+    @Test(arguments: [("sim://2m-dle?seed=1\nsim://2m-dle?seed=2&slot=1024\n", Int32(10)), ("sim://2m-dle?slot=1024\n", 11)])
+    func aFailingFleetStreamIsJSONLinesToo(list: String, status: Int32) throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-jsonl-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("devices.txt")
+        try list.write(to: file, atomically: true, encoding: .utf8)
+        let run = try BleotaProcess.run(["fleet", "flash", "samples/firmware/app-v2.bin", "--devices", file.path, "--attempts", "1", "--json"])
+        #expect(run.status == status, "\(run.stderr)")
+        let lines = run.stdout.split(separator: "\n")
+        for line in lines { #expect((try? Self.document(String(line))) is [String: Any], "not one object: \(line)") }
+        // The summary, then the failure as the stream's last line, with every failure's keys.
+        let summary = try #require(try Self.document(String(lines.dropLast().last ?? "")) as? [String: Any])
+        #expect(summary["event"] as? String == "summary")
+        let failure = try #require(try Self.document(String(lines.last ?? "")) as? [String: Any])
+        #expect(failure["event"] as? String == "failure")
+        #expect(Self.failureKeys.isSubset(of: Set(failure.keys)) && failure["exitStatus"] as? Int == Int(status), "\(failure)")
+    }
+
+    /// A fleet that cannot start (a usage error, a bad device list) answers in its stream's form too: one line.
+    @Test func aFleetThatCannotStartFailsInOneLine() throws {
+        let run = try BleotaProcess.run(["fleet", "flash", "samples/firmware/app-v2.bin", "--devices", "/nonexistent.txt", "--json"])
+        #expect(run.status == 3, "\(run.stderr)")
+        let lines = run.stdout.split(separator: "\n")
+        #expect(lines.count == 1, "\(run.stdout)")
+        let failure = try #require(try Self.document(String(lines.first ?? "")) as? [String: Any])
+        #expect(failure["event"] as? String == "failure" && failure["exitStatus"] as? Int == 3)
+        let usage = try BleotaProcess.run(["fleet", "flash", "--json"])
+        #expect(usage.status == 2 && usage.stdout.split(separator: "\n").count == 1, "\(usage.stdout)")
     }
 
     /// `fleet flash --json` is JSON Lines: every line one object, the summary last, on one line too.

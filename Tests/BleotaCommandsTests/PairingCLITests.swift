@@ -64,6 +64,10 @@ import Testing
         let remove = try BleotaProcess.run(["bond", "remove", "C0:FF:EE:00:00:01"], environment: ["XDG_STATE_HOME": state.path])
         #expect(remove.status == 3)
         #expect(remove.stderr.contains("no bond with C0:FF:EE:00:00:01"))
+        // The address as every --device gives it names the same bond.
+        let scheme = try BleotaProcess.run(["bond", "remove", "ble://C0:FF:EE:00:00:01?adapter=hci0"], environment: ["XDG_STATE_HOME": state.path])
+        #expect(scheme.status == 3)
+        #expect(scheme.stderr.contains("no bond with C0:FF:EE:00:00:01"), "\(scheme.stderr)")
         let bad = try BleotaProcess.run(["bond", "remove", "C0:FF:EE"], environment: ["XDG_STATE_HOME": state.path])
         #expect(bad.status == 2)
     }

@@ -233,7 +233,7 @@ extension FirmwareImage {
                 }
             }
         } catch {
-            throw ImageError(file: (path as NSString).lastPathComponent, kind: .unwritable(String(cString: strerror(error.code))))
+            throw ImageError(file: path, kind: .unwritable(String(cString: strerror(error.code))))
         }
     }
 }
