@@ -114,6 +114,7 @@ let package = Package(
                                                         "BleotaLink", "BleotaCodec"]),
         .testTarget(name: "BleotaCampaignTests", dependencies: ["BleotaTestSupport", "BleotaCampaign", "BleotaFleet", "BleotaEngine", "BleotaLink",
                                                            .product(name: "PostgresNIO", package: "postgres-nio")]),
-        .testTarget(name: "BleotaCommandsTests", dependencies: ["BleotaTestSupport", "BleotaCommands", "BleotaCodec", "BleotaLink", "BleotaProtocols", .product(name: "Crypto", package: "swift-crypto")]),
+        .testTarget(name: "BleotaCommandsTests", dependencies: ["BleotaTestSupport", "BleotaCommands", "BleotaCodec", "BleotaLink", "BleotaProtocols", .product(name: "Crypto", package: "swift-crypto")],
+            exclude: ["Golden"]),
     ]
 )
