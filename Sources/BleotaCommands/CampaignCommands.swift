@@ -105,7 +105,7 @@ struct CampaignCreateCommand: AsyncParsableCommand {
         let logger = global.makeLogger("bleota.campaign")
         let text: String
         do { text = String(decoding: try InputFile.read(devices, limit: 16 << 20), as: UTF8.self) } catch {
-            throw CommandFailure(.badInput, "\(devices): \(error)")
+            throw CommandFailure(.badInput, error.description)  // it names the file
         }
         let list: [FleetDevice]
         do { list = try FleetDeviceList.parse(text, file: devices) } catch { throw CommandFailure(.badInput, error.description) }
@@ -121,7 +121,7 @@ struct CampaignCreateCommand: AsyncParsableCommand {
             }
         }
         let bytes: [UInt8]
-        do { bytes = try InputFile.read(image, limit: 1 << 30) } catch { throw CommandFailure(.badInput, "\(image): \(error)") }
+        do { bytes = try InputFile.read(image, limit: 1 << 30) } catch { throw CommandFailure(.badInput, error.description) }
         let registry = CommandContext.registry
         var pairs: [String: String] = [:]
         if let name = protocolOption.name {

@@ -115,7 +115,7 @@ struct FleetFlashCommand: AsyncParsableCommand, StreamsJSONLines {
             source = devices
             let text: String
             do { text = String(decoding: try InputFile.read(devices, limit: 16 << 20), as: UTF8.self) } catch {
-                throw CommandFailure(.badInput, "\(devices): \(error)")
+                throw CommandFailure(.badInput, error.description)  // it names the file
             }
             do { list = try FleetDeviceList.parse(text, file: devices) } catch { throw CommandFailure(.badInput, error.description) }
         } else {
