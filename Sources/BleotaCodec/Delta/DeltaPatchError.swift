@@ -1,0 +1,40 @@
+/// Why a delta patch could not be read or applied: the field and the byte offset (in the patch
+/// file, or in the decompressed stream after its header) where reading stopped.
+public struct DeltaPatchError: Error, Sendable, Hashable, CustomStringConvertible {
+    public enum Kind: Sendable, Hashable {
+        /// The patch ends before `field` is complete.
+        case truncated
+        /// `field` holds a value the format does not allow.
+        case invalid(String)
+        /// Bytes follow the patch's last chunk.
+        case trailingData
+        /// A format feature this reader does not apply (in-place or hdiffpatch patches, data-format
+        /// pre-processing, compressions other than none and heatshrink).
+        case unsupported(String)
+        /// The base the patch was made for is not the one given (the ESP header's SHA-256).
+        case wrongBase(expected: String, got: String)
+    }
+
+    public var kind: Kind
+    /// The part of the patch being read: "header", "to-size", "diff size", "heatshrink stream", …
+    public var field: String
+    /// Where: an offset in the patch file for the header, in the decompressed stream after it.
+    public var offset: Int
+
+    public init(_ kind: Kind, field: String, offset: Int) {
+        self.kind = kind
+        self.field = field
+        self.offset = offset
+    }
+
+    public var description: String {
+        switch kind {
+        case .truncated: "the patch ends inside its \(field) (at byte \(offset)): it is truncated"
+        case .invalid(let why): "the patch's \(field) at byte \(offset) is invalid: \(why)"
+        case .trailingData: "the patch goes on after its last chunk (at byte \(offset) of its data): it is damaged or not one patch"
+        case .unsupported(let what): "the patch uses \(what) (\(field), byte \(offset)), which bleota does not apply: make it with compression heatshrink or none, sequential"
+        case .wrongBase(let expected, let got):
+            "the patch was made for a base with SHA-256 \(expected), but the base given has \(got): give the image the device runs"
+        }
+    }
+}
