@@ -43,6 +43,7 @@ let fuzzers: [(name: String, dependencies: [Target.Dependency])] = [
     ("FuzzProtocolDescription", [codec, protocols]),
     ("FuzzVendorMessages", [codec, protocols]),
     ("FuzzManagementEvent", [codec, bluez]),
+    ("FuzzDeltaPatch", [codec]),
 ]
 
 let package = Package(

@@ -340,6 +340,41 @@ def gbl(program):
 seed("FuzzVendorMessages", "silabs-gbl", gbl(bytes(range(32))))
 
 
+def delta_size(value):
+    """detools' variable-length size (protocols/delta.md)."""
+    if value == 0:
+        return b"\x00"
+    magnitude = abs(value)
+    out = [(0x40 if value < 0 else 0) | (magnitude & 0x3F)]
+    magnitude >>= 6
+    while magnitude:
+        out[-1] |= 0x80
+        out.append(magnitude & 0x7F)
+        magnitude >>= 7
+    return bytes(out)
+
+
+def delta_case(base, chunks, new_size, compression=0):
+    """A FuzzDeltaPatch input: the base's length, the base, then a sequential patch of `chunks`
+    (diff, extra, adjustment), uncompressed or as heatshrink literals only."""
+    body = delta_size(0)
+    for diff, extra, adjustment in chunks:
+        body += delta_size(len(diff)) + diff + delta_size(len(extra)) + extra + delta_size(adjustment)
+    if compression == 4:
+        bits = "".join("1" + format(byte, "08b") for byte in body)
+        bits += "0" * (-len(bits) % 8)
+        body = b"\x44" + bytes(int(bits[i:i + 8], 2) for i in range(0, len(bits), 8))
+    return struct.pack(">H", len(base)) + base + bytes([compression]) + delta_size(new_size) + body
+
+
+seed("FuzzDeltaPatch", "none-one-change", delta_case(b"hello world", [(bytes(6), b"there", 0)], 11))
+seed("FuzzDeltaPatch", "heatshrink-literals", delta_case(b"abcdefgh", [(bytes(4), b"XY", 2), (bytes(2), b"", 0)], 8, 4))
+seed("FuzzDeltaPatch", "backwards", delta_case(bytes(range(32)), [(bytes(8), b"", -8), (bytes(8), b"!", 0)], 17))
+seed("FuzzDeltaPatch", "empty-new", b"\x00\x02ab\x04\x00")
+seed("FuzzDeltaPatch", "esp-header", b"\x00\x01z" + (0xFCCDDE10).to_bytes(4, "little") + hashlib.sha256(b"z").digest() + bytes(28)
+     + b"\x00" + delta_size(1) + delta_size(0) + delta_size(1) + b"\x01" + delta_size(0) + delta_size(0))
+
+
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         sys.exit("usage: make-seeds.py OUTDIR")

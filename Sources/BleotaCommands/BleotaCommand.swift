@@ -34,7 +34,7 @@ public struct BleotaCommand: AsyncParsableCommand {
         version: version,
         subcommands: [
             FlashCommand.self, FleetCommand.self, PushCommand.self, PullCommand.self, TuneCommand.self, ImageCommand.self, EchoCommand.self, ResetCommand.self,
-            ProtocolsCommand.self, SimCommand.self, ServeCommand.self, GattCommand.self, ScanCommand.self, BondCommand.self,
+            ProtocolsCommand.self, SimCommand.self, ServeCommand.self, GattCommand.self, ScanCommand.self, BondCommand.self, DeltaCommand.self,
         ]
     )
 

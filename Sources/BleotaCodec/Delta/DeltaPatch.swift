@@ -238,3 +238,17 @@ public struct DeltaPatchApplier: Sendable {
         }
     }
 }
+
+extension DeltaPatch {
+    /// The SHA-256 an ESP32 reports for the image it runs (`esp_partition_get_sha256`), which
+    /// `esp_delta_ota` compares with a patch's header: for an ESP-IDF application image that carries
+    /// its SHA-256 appended (magic 0xE9, `hash_appended` = 1 at offset 23, and the last 32 bytes the
+    /// SHA-256 of the rest), that appended hash; for any other file, the SHA-256 of its bytes.
+    public static func espBaseSHA256(of base: [UInt8]) -> [UInt8] {
+        if base.count >= 24 + 32, base[0] == 0xE9, base[23] == 1 {
+            let appended = Array(base[(base.count - 32)...])
+            if sha256(Array(base[..<(base.count - 32)])) == appended { return appended }
+        }
+        return sha256(base)
+    }
+}

@@ -1,0 +1,169 @@
+import ArgumentParser
+import BleotaCodec
+import Foundation
+
+/// `bleota delta`: make, apply and describe delta patches (detools' sequential format).
+struct DeltaCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "delta",
+        abstract: "Make, apply and describe delta patches: detools' sequential format, heatshrink-compressed, optionally behind esp_delta_ota's header.",
+        discussion: """
+            A patch carries only what changed between two images, so a small change sends a small fraction of the \
+            image. detools 0.53.0 applies bleota's patches and bleota applies detools' (sequential, compression \
+            heatshrink or none). protocols/delta.md describes the format.
+            """,
+        subcommands: [DeltaCreate.self, DeltaApply.self, DeltaInfo.self])
+}
+
+struct DeltaCreate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "create", abstract: "Make a patch that turns OLD into NEW; the patch file is written atomically.")
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The image the device runs (the base).") var old: String
+    @Argument(help: "The image to send.") var new: String
+    @Option(name: [.short, .customLong("output")], help: "The patch file to write.") var output: String
+    @Option(name: .long, help: "heatshrink (window 2^8, lookahead 2^7, as detools and esp_delta_ota default to) or none.")
+    var compression: DeltaPatchHeader.Compression = .heatshrink
+    @Flag(name: .customLong("esp-header"), help: "Put esp_delta_ota's 64-byte header first: magic 0xfccdde10 and the SHA-256 the ESP32 reports for OLD.")
+    var espHeader = false
+
+    func run() async throws {
+        try checkOutputPath(output)
+        let oldBytes = try readInputFile(old)
+        let newBytes = try readInputFile(new)
+        let started = ContinuousClock.now
+        let baseHash = espHeader ? DeltaPatch.espBaseSHA256(of: oldBytes) : nil
+        let patch = DeltaPatch.create(from: oldBytes, to: newBytes, compression: compression, espBaseSHA256: baseHash)
+        let seconds = (ContinuousClock.now - started).seconds
+        try writeFileAtomically(patch, to: output)
+        let ratio = newBytes.isEmpty ? 0 : Double(patch.count) / Double(newBytes.count)
+        if global.json {
+            struct Created: Codable {
+                var patch: String
+                var format = "detools sequential"
+                var compression: String
+                var oldSize: Int
+                var newSize: Int
+                var patchSize: Int
+                var ratio: Double
+                var baseSHA256: String
+                var newSHA256: String
+                var espHeader: Bool
+                var seconds: Double
+            }
+            let created = Created(
+                patch: output, compression: compression.description, oldSize: oldBytes.count, newSize: newBytes.count, patchSize: patch.count,
+                ratio: ratio, baseSHA256: hex(baseHash ?? DeltaPatch.sha256(oldBytes)), newSHA256: hex(DeltaPatch.sha256(newBytes)),
+                espHeader: espHeader, seconds: seconds)
+            Terminal.standardOutput.writeLine(try JSONOutput.string(created))
+        } else {
+            Terminal.standardOutput.writeLine(
+                String(
+                    format: "wrote %@: %d bytes, %.1f %% of %@'s %d (%@%@), in %@", output, patch.count, ratio * 100, new, newBytes.count,
+                    compression.description, espHeader ? ", esp_delta_ota header" : "", formatDuration(seconds)))
+        }
+    }
+}
+
+struct DeltaApply: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apply",
+        abstract: "Rebuild the new image from OLD and PATCH; written atomically, and only when the patch applies whole.",
+        discussion: "Exit 3 when the patch is damaged, truncated or not one bleota applies; 5 when its esp_delta_ota header names another base.")
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The image the patch was made from.") var old: String
+    @Argument(help: "The patch.") var patch: String
+    @Option(name: [.short, .customLong("output")], help: "The image to write.") var output: String
+
+    func run() async throws {
+        try checkOutputPath(output)
+        let oldBytes = try readInputFile(old)
+        let patchBytes = try readInputFile(patch)
+        let header: DeltaPatchHeader
+        do { header = try DeltaPatchHeader(reading: patchBytes) } catch { throw CommandFailure(.badInput, "\(patch): \(error)") }
+        if let expected = header.espBaseSHA256 {
+            let actual = DeltaPatch.espBaseSHA256(of: oldBytes)
+            guard actual == expected else {
+                throw CommandFailure(
+                    .verificationFailed,
+                    "\(patch) was made for a base with SHA-256 \(hex(expected)), but \(old) has \(hex(actual)): give the image the patch was made from; nothing was written")
+            }
+        }
+        let rebuilt: [UInt8]
+        do { rebuilt = try DeltaPatch.apply(patchBytes, to: oldBytes) } catch {
+            throw CommandFailure(.badInput, "\(patch): \(error); nothing was written")
+        }
+        try writeFileAtomically(rebuilt, to: output)
+        if global.json {
+            struct Applied: Codable {
+                var output: String
+                var size: Int
+                var sha256: String
+            }
+            Terminal.standardOutput.writeLine(try JSONOutput.string(Applied(output: output, size: rebuilt.count, sha256: hex(DeltaPatch.sha256(rebuilt)))))
+        } else {
+            Terminal.standardOutput.writeLine("wrote \(output): \(rebuilt.count) bytes, sha256 \(hex(DeltaPatch.sha256(rebuilt)))")
+        }
+    }
+}
+
+struct DeltaInfo: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "info", abstract: "Describe a patch: format, compression, sizes, and the base's SHA-256 when its header names one.")
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The patch.") var patch: String
+
+    struct Described: Codable {
+        var patch: String
+        var format: String
+        var compression: String
+        var heatshrinkWindowBits: Int?
+        var heatshrinkLookaheadBits: Int?
+        var newSize: Int
+        var patchSize: Int
+        var espHeader: Bool
+        var baseSHA256: String?
+    }
+
+    func run() async throws {
+        let bytes = try readInputFile(patch)
+        let header: DeltaPatchHeader
+        do { header = try DeltaPatchHeader(reading: bytes) } catch { throw CommandFailure(.badInput, "\(patch): \(error)") }
+        var parameters: Heatshrink.Parameters?
+        if header.compression == .heatshrink, header.newSize > 0 {
+            guard header.size < bytes.count, let read = Heatshrink.Parameters(headerByte: bytes[header.size]) else {
+                throw CommandFailure(.badInput, "\(patch): its heatshrink stream is missing or names no valid window and lookahead")
+            }
+            parameters = read
+        }
+        let described = Described(
+            patch: patch, format: "detools sequential", compression: header.compression.description, heatshrinkWindowBits: parameters?.windowBits,
+            heatshrinkLookaheadBits: parameters?.lookaheadBits, newSize: header.newSize, patchSize: bytes.count,
+            espHeader: header.espBaseSHA256 != nil, baseSHA256: header.espBaseSHA256.map(hex))
+        if global.json {
+            Terminal.standardOutput.writeLine(try JSONOutput.string(described))
+            return
+        }
+        var lines = [
+            "patch:       \(patch) (\(bytes.count) bytes)",
+            "format:      detools sequential\(header.espBaseSHA256 != nil ? ", behind esp_delta_ota's header" : "")",
+            "compression: \(header.compression)\(parameters.map { " (\($0))" } ?? "")",
+            "new image:   \(header.newSize) bytes",
+        ]
+        if let base = header.espBaseSHA256 { lines.append("base:        sha256 \(hex(base))") }
+        Terminal.standardOutput.writeLine(lines.joined(separator: "\n"))
+    }
+}
+
+extension DeltaPatchHeader.Compression: ExpressibleByArgument {
+    public init?(argument: String) {
+        switch argument {
+        case "heatshrink": self = .heatshrink
+        case "none": self = .none
+        default: return nil
+        }
+    }
+    public static var allValueStrings: [String] { ["heatshrink", "none"] }
+}
+
+private func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
