@@ -30,10 +30,12 @@ public func fuzzDeltaPatch(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 
         do {
             while index < patch.count {
                 let end = min(patch.count, index + piece)
-                try applier.consume(patch[index..<end], base: { offset in
-                    invariant(offset >= 0 && offset < base.count, "the base read at \(offset) of \(base.count)")
-                    return base[offset]
-                }, into: &output)
+                try applier.consume(
+                    patch[index..<end],
+                    base: { offset in
+                        invariant(offset >= 0 && offset < base.count, "the base read at \(offset) of \(base.count)")
+                        return base[offset]
+                    }, into: &output)
                 index = end
             }
             try applier.finish()
