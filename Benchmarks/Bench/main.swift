@@ -14,7 +14,7 @@ import Synchronization
 //
 //     swift run -c release bleota-bench
 //
-// `--only GROUP,…` (native, smp, tune, pacing, fleet, engine, memory) and `--preset NAME,…`
+// `--only GROUP,…` (native, smp, tune, pacing, fleet, engine, memory, delta) and `--preset NAME,…`
 // run part of it; `--fixed-pacing` measures the native figures with closed-loop
 // pacing off; `--trace sim://…` prints one flash acknowledgement by acknowledgement.
 // `--memory-probe FILE` is used internally: the benchmark re-runs itself in a
@@ -244,7 +244,27 @@ if let index = arguments.firstIndex(of: "--memory-probe"), arguments.indices.con
     exit(0)
 }
 
-/// `--only GROUP[,GROUP…]` (native, smp, tune, engine, memory) and `--preset NAME[,NAME…]` run part of the benchmark.
+/// A 1 MiB image pair a release apart: bytes over 64 values (as dense as code), ten changed, 100 inserted.
+func deltaPair() -> (old: [UInt8], new: [UInt8]) {
+    let old = pseudoRandom(1 << 20, seed: 32).map { $0 & 0x3F }
+    var new = old
+    var random = SeededRandom(seed: 33)
+    for _ in 0..<10 { new[Int(random.next() % UInt64(new.count))] &+= 1 }
+    new.insert(contentsOf: pseudoRandom(100, seed: 34), at: 500_000)
+    return (old, new)
+}
+
+if arguments.contains("--delta-probe") {
+    // Child process: diff the pair alone, so its peak memory is the diff's; print seconds, peak RSS, patch size.
+    let (old, new) = deltaPair()
+    let started = DispatchTime.now().uptimeNanoseconds
+    let patch = DeltaPatch.create(from: old, to: new)
+    let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+    print("\(seconds) \(peakResidentBytes()) \(patch.count)")
+    exit(0)
+}
+
+/// `--only GROUP[,GROUP…]` (native, smp, tune, engine, memory, delta) and `--preset NAME[,NAME…]` run part of the benchmark.
 func listArgument(_ name: String) -> Set<String>? {
     guard let index = arguments.firstIndex(of: name), arguments.indices.contains(index + 1) else { return nil }
     return Set(arguments[index + 1].split(separator: ",").map(String.init))
@@ -583,6 +603,30 @@ if runs("memory") {
     if let peak = Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) {
         record("memory", "host peak memory hashing and sending a 256 MiB image from its file", Double(peak) / 1e6, "MB", target: "≤ 64 MB")
     }
+}
+
+// 4. Delta patches: the diff of a 1 MiB pair, in a child process for its peak memory.
+if runs("delta") {
+    print("\n== delta")
+    let child = Process()
+    child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+    child.arguments = ["--delta-probe"]
+    let pipe = Pipe()
+    child.standardOutput = pipe
+    try child.run()
+    let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    child.waitUntilExit()
+    let fields = output.split(whereSeparator: \.isWhitespace).compactMap { Double($0) }
+    if fields.count == 3 {
+        record("delta", "diff and heatshrink of a 1 MiB image pair (SA-IS, bsdiff)", fields[0], "s", target: "≤ 2 s")
+        record("delta", "peak memory of that diff (the whole process)", fields[1] / 1e6, "MB", target: "≤ 64 MB")
+        record("delta", "its patch for ten changed bytes and 100 inserted", fields[2] / 1024, "KiB", target: "≈ 1.6 % of the image")
+    }
+    let (old, new) = deltaPair()
+    let patch = DeltaPatch.create(from: old, to: new)
+    let started = DispatchTime.now().uptimeNanoseconds
+    _ = try DeltaPatch.apply(patch, to: old)
+    record("delta", "applying that patch whole", Double(DispatchTime.now().uptimeNanoseconds - started) / 1e6, "ms")
 }
 
 let encoder = JSONEncoder()
