@@ -155,6 +155,8 @@ import Testing
         } catch {
             #expect(error.description.contains("the base is not the one the patch was made for"), "\(error)")
         }
+        // A header claiming a huge image is not trusted with memory (FuzzDeltaPatch found a 144 GB allocation).
+        #expect(throws: DeltaPatchError.self) { _ = try DeltaPatch.apply([0x00] + DeltaSize.encode(1 << 40) + [0x00], to: old) }
         // Formats bleota does not apply are named.
         #expect(throws: DeltaPatchError(.unsupported("lzma compression"), field: "type byte", offset: 0)) { _ = try DeltaPatchHeader(reading: [0x01, 0x05]) }
         #expect(throws: DeltaPatchError(.unsupported("an in-place patch"), field: "type byte", offset: 0)) { _ = try DeltaPatchHeader(reading: [0x14]) }

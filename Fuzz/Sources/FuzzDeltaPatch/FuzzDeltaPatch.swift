@@ -52,3 +52,8 @@ public func fuzzDeltaPatch(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 
     }
     return 0
 }
+
+@main
+enum Main {
+    static func main() { Fuzzer.main { fuzzDeltaPatch($0, $1) } }
+}
