@@ -82,6 +82,40 @@ func keyValueOptions(_ pairs: [String], option: String, example: String, accepte
 extension FlashMode: ExpressibleByArgument {}
 
 /// `bleota flash`: the main job.
+/// `flash --base OLD [--delta auto|always|never]`: a delta patch instead of the whole image.
+struct DeltaOptions: ParsableArguments {
+    @Option(
+        name: .customLong("base"),
+        help: ArgumentHelp(
+            "The image the device runs, read as the image is (.bin, .hex, …): a protocol that can sends a delta patch against it when the device runs it (protocols/delta.md).",
+            valueName: "FILE"))
+    var basePath: String?
+    @Option(name: .customLong("delta"), help: "With --base: auto (a patch when the device takes it and it saves 10 % or more), always (a patch or an error), never.")
+    var policy: DeltaPolicy = .auto
+
+    /// The base, read like the image; nil without --base. Refused for a protocol that cannot send patches.
+    func base(for updateProtocol: any UpdateProtocol, request: ImageRequest) throws -> DeltaBase? {
+        guard let basePath else {
+            if policy == .always { throw CommandFailure(.usage, "--delta always needs --base FILE, the image the device runs") }
+            return nil
+        }
+        guard updateProtocol.capabilities.contains(.deltaFlash) else {
+            throw CommandFailure(.usage, "--base: \(updateProtocol.identity.displayName) sends whole images only: drop --base")
+        }
+        var baseRequest = request
+        baseRequest.path = basePath
+        baseRequest.keyPath = nil
+        let prepared: PreparedImage
+        do { prepared = try updateProtocol.prepareImage(baseRequest) } catch { throw error.commandFailure }
+        guard prepared.parts.count == 1, prepared.parts[0].streamed == nil else {
+            throw CommandFailure(.usage, "--base \(basePath): a base is one image held in memory (under 16 MiB)")
+        }
+        return DeltaBase(bytes: prepared.bytes, policy: policy, source: "--base \(basePath)")
+    }
+}
+
+extension DeltaPolicy: ExpressibleByArgument {}
+
 struct FlashCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "flash",
@@ -101,6 +135,7 @@ struct FlashCommand: AsyncParsableCommand {
     @OptionGroup var input: ImageInputOptions
     @OptionGroup var protocolOption: ProtocolOption
     @OptionGroup var flashOptions: FlashOptions
+    @OptionGroup(title: "Delta patches") var deltaOptions: DeltaOptions
 
     @Option(name: .customLong("version-label"), help: "The version the device must report after the update, when the image carries none (default: the image's SHA-256 prefix).")
     var versionLabel: String?
@@ -122,9 +157,11 @@ struct FlashCommand: AsyncParsableCommand {
         let request = ImageRequest(
             path: image, keyPath: flashOptions.key, versionLabel: versionLabel,
             inputFormat: input.inputFormat?.rawValue, baseAddress: input.baseAddress, fill: input.fill)
-        let prepared: PreparedImage
-        do { prepared = try updateProtocol.prepareImage(request) } catch { throw error.commandFailure }
-        logger.info("\(prepared.summary)")
+        var preparing: PreparedImage
+        do { preparing = try updateProtocol.prepareImage(request) } catch { throw error.commandFailure }
+        logger.info("\(preparing.summary)")
+        preparing.deltaBase = try deltaOptions.base(for: updateProtocol, request: request)
+        let prepared = preparing
         let hostOptions = try flashOptions.hostOptions(for: updateProtocol)
         let outcome = try await withHost(
             updateProtocol, global: global, device: deviceOptions, tuning: tuningOptions, options: hostOptions,
@@ -342,6 +379,7 @@ func summary(_ report: UpdateReport) -> String {
     parts.append("\(report.statistics.packetsSent) packets, \(report.statistics.packetsResent) resent")
     if report.statistics.reconnects > 0 { parts.append("\(report.statistics.reconnects) reconnects") }
     if report.compressed { parts.append("compressed to \(formatBytes(report.streamBytes))") }
+    if report.delta == true { parts.append("sent as a \(formatBytes(report.streamBytes)) delta patch") }
     return parts.joined(separator: ", ")
 }
 

@@ -127,6 +127,7 @@ public struct OperationRecorder: Sendable {
             packetSize: transfer?.packetSize ?? 0, transferSeconds: transfer?.elapsed.seconds ?? 0,
             totalSeconds: (clock.now - started).seconds, statistics: statistics,
             stepSeconds: stepSeconds, tuning: tuning)
+        report.delta = transfer?.delta == true ? true : nil
         report.protocolName = protocolName
         report.versionBefore = versionBefore
         report.versionAfter = versionAfter
@@ -138,11 +139,14 @@ public struct OperationRecorder: Sendable {
 public struct TransferSummary: Sendable, Hashable {
     public var streamBytes: Int
     public var compressed: Bool
+    /// The stream was a delta patch against the image the device ran.
+    public var delta: Bool
     public var packetSize: Int
     public var elapsed: Duration
-    public init(streamBytes: Int, compressed: Bool = false, packetSize: Int, elapsed: Duration) {
+    public init(streamBytes: Int, compressed: Bool = false, delta: Bool = false, packetSize: Int, elapsed: Duration) {
         self.streamBytes = streamBytes
         self.compressed = compressed
+        self.delta = delta
         self.packetSize = packetSize
         self.elapsed = elapsed
     }

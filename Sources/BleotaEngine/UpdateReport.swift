@@ -41,6 +41,8 @@ public struct UpdateReport: Sendable, Codable, Equatable {
     public var bytes: Int
     public var streamBytes: Int
     public var compressed: Bool
+    /// True when the stream was a delta patch against the image the device ran (absent otherwise).
+    public var delta: Bool?
     public var packetSize: Int
     /// Link time of the transfer step alone, seconds.
     public var transferSeconds: Double

@@ -18,6 +18,64 @@ import Testing
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
+    /// A served device that keeps its image from one flash to the next, and its UDP port.
+    static func serve(_ arguments: [String] = []) throws -> (Process, Int) {
+        let server = Process()
+        server.executableURL = BleotaProcess.executable
+        server.arguments = ["sim", "serve", "--protocol", "native", "--udp", "127.0.0.1:\(try Self.freePort())", "--duration", "60"] + arguments
+        let out = Pipe()
+        server.standardOutput = out
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        var line = Data()
+        while !line.contains(UInt8(ascii: "\n")) {
+            let chunk = out.fileHandleForReading.availableData
+            guard !chunk.isEmpty else { break }
+            line.append(chunk)
+        }
+        let text = String(decoding: line, as: UTF8.self)
+        let port = try #require(text.split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }, "\(text)")
+        return (server, port)
+    }
+
+    /// `flash --base`: the device runs the base, so a delta patch goes instead of the image, the
+    /// device rebuilds and verifies the new image before activating it; a base the device does not run
+    /// is refused at the first connection with --delta always, and sent whole with auto, saying why.
+    @Test func flashSendsADeltaPatchWhenTheDeviceRunsTheBase() throws {
+        let (server, port) = try Self.serve()
+        defer {
+            server.terminate()
+            server.waitUntilExit()
+        }
+        let firmware = "samples/cortex-m/gcc-arm-none-eabi-12.2.1"
+        let device = ["--device", "udp://127.0.0.1:\(port)", "--protocol", "native"]
+        let first = try BleotaProcess.run(["flash", "\(firmware)/sensor-hub-2.0.0.bin", "--version-label", "2.0.0", "--quiet"] + device)
+        #expect(first.status == 0, "\(first.stderr)")
+        let patched = try BleotaProcess.run(
+            ["flash", "\(firmware)/delta/sensor-hub-2.0.1.bin", "--base", "\(firmware)/sensor-hub-2.0.0.bin", "--version-label", "2.0.1", "--json"] + device)
+        #expect(patched.status == 0, "\(patched.stderr)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(patched.stdout.utf8)) as? [String: Any])
+        #expect(report["delta"] as? Bool == true && report["versionAfter"] as? String == "2.0.1", "\(report)")
+        let sent = try #require(report["streamBytes"] as? Int)
+        #expect(sent * 20 < 146_736, "\(sent) bytes sent for a 146 736-byte image")
+        // The device now runs 2.0.1, not the base: always refuses before anything is sent…
+        let always = try BleotaProcess.run(
+            ["flash", "\(firmware)/delta/sensor-hub-2.1.0.bin", "--base", "\(firmware)/sensor-hub-2.0.0.bin", "--delta", "always", "--version-label", "2.1.0"]
+                + device)
+        #expect(always.status == 4)
+        #expect(always.stderr.contains("error: connect failed: the device runs sha256:") && always.stderr.contains("give --base the image it runs"), "\(always.stderr)")
+        // …and auto sends the whole image, saying why.
+        let auto = try BleotaProcess.run(
+            ["flash", "\(firmware)/delta/sensor-hub-2.1.0.bin", "--base", "\(firmware)/sensor-hub-2.0.0.bin", "--version-label", "2.1.0", "-v"] + device)
+        #expect(auto.status == 0, "\(auto.stderr)")
+        #expect(auto.stderr.contains("sending the whole image: the device runs sha256:"), "\(auto.stderr)")
+        #expect(auto.stdout.contains("device now runs '2.1.0'") && !auto.stdout.contains("delta patch"))
+        // A protocol that sends whole images only says so.
+        let smp = try BleotaProcess.run(
+            ["flash", "samples/mcuboot/imgtool-2.5.0/app-1.1.0-ecdsa-p256.bin", "--device", "sim://2m-dle", "--base", "samples/firmware/blinky.bin"])
+        #expect(smp.status == 2 && smp.stderr.contains("--base: SMP (MCUmgr) sends whole images only: drop --base"), "\(smp.stderr)")
+    }
+
     @Test func flashOverUDPToASimServeDevice() throws {
         let server = Process()
         server.executableURL = BleotaProcess.executable

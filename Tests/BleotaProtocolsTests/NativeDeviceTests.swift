@@ -148,6 +148,62 @@ struct DeviceHarness {
         #expect(device.storage.snapshot.staging.isEmpty)
     }
 
+    /// A delta patch is rebuilt against the running image and checked like any image: a damaged patch
+    /// (here one whose diff bytes are wrong, so the result's hash differs) fails VERIFY and is never activated.
+    @Test func aDamagedDeltaPatchFailsVerificationAndIsNeverActivated() async throws {
+        let device = DeviceHarness(capabilities: [.resume, .delta])
+        let running: [UInt8] = [1, 2, 3]
+        let intended: [UInt8] = [1, 2, 4, 5]
+        var patch = DeltaPatch.create(from: running, to: intended, compression: .none)
+        patch[patch.count - 4] ^= 0x01  // a diff or extra byte, not the structure
+        let start = NativeMessage.Start(
+            target: .firmware, compressed: false, imageSize: UInt32(intended.count), streamSize: UInt32(patch.count),
+            crc32: CRC32.checksum(intended), sha256: SHA256Digest.hash(intended), packetSize: UInt16(patch.count), ackInterval: 1,
+            label: "2", deltaBaseSHA256: SHA256Digest.hash(running))
+        try await device.send(.start(start))
+        guard case .startResponse(let response) = try await device.reply() else {
+            Issue.record("expected start response")
+            return
+        }
+        #expect(response.status == .ok)
+        try await device.send(.data(.init(sequence: 0, payload: patch)))
+        _ = try await device.reply()  // ACK
+        try await device.send(.verify)
+        guard case .verifyResponse(let result) = try await device.reply() else {
+            Issue.record("expected verify")
+            return
+        }
+        #expect(result.status == .verifyFailed)
+        try await device.send(.activate)
+        guard case .error = try await device.reply() else {
+            Issue.record("expected refusal")
+            return
+        }
+        #expect(device.storage.snapshot.activeImage == running)
+    }
+
+    /// A patch for another base is refused at START, before any byte of it is sent.
+    @Test func aDeltaPatchForAnotherBaseIsRefusedAtStart() async throws {
+        let device = DeviceHarness(capabilities: [.delta])
+        let start = NativeMessage.Start(
+            target: .firmware, compressed: false, imageSize: 4, streamSize: 20, crc32: 0, sha256: Array(repeating: 1, count: 32),
+            packetSize: 20, ackInterval: 1, label: "2", deltaBaseSHA256: SHA256Digest.hash([9, 9, 9]))
+        try await device.send(.start(start))
+        guard case .error(let error) = try await device.reply() else {
+            Issue.record("expected a refusal")
+            return
+        }
+        #expect(error.status == .wrongBase)
+        #expect(error.message.hasPrefix("the patch was made for sha256:"), "\(error.message)")
+        // HELLO names the running image, so a host could have known.
+        try await device.send(.hello(.init(minimumVersion: 1, maximumVersion: NativeMessage.version)))
+        guard case .helloResponse(let hello) = try await device.reply() else {
+            Issue.record("expected HELLO's answer")
+            return
+        }
+        #expect(hello.capabilities.contains(.delta) && hello.runningSHA256 == SHA256Digest.hash([1, 2, 3]))
+    }
+
     @Test func wrongLengthPacketIsRejected() async throws {
         let device = DeviceHarness()
         let start = NativeMessage.Start(

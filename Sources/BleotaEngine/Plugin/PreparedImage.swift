@@ -60,6 +60,30 @@ public struct ImageRequest: Sendable, Hashable {
     }
 }
 
+/// Whether a delta patch may go instead of the whole image (`flash --delta`).
+public enum DeltaPolicy: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    /// When the device can apply one, runs the base, and the patch saves 10 % or more.
+    case auto
+    /// A patch or nothing: an error when the device cannot take one.
+    case always
+    /// The whole image.
+    case never
+    public var description: String { rawValue }
+}
+
+/// The base of a delta patch: the bytes of the image the device runs, and whether to use it.
+public struct DeltaBase: Sendable, Hashable {
+    public var bytes: [UInt8]
+    public var policy: DeltaPolicy
+    /// Where the base came from, for messages ("--base app-1.0.bin").
+    public var source: String
+    public init(bytes: [UInt8], policy: DeltaPolicy, source: String) {
+        self.bytes = bytes
+        self.policy = policy
+        self.source = source
+    }
+}
+
 /// An image checked and ready to send: one part, or several that go in order
 /// (a Nordic package's SoftDevice and bootloader, then its application).
 public struct PreparedImage: Sendable, Hashable {
@@ -106,6 +130,9 @@ public struct PreparedImage: Sendable, Hashable {
     }
 
     public var parts: [Part]
+    /// The image the device is believed to run, from which a protocol that can may send a delta patch
+    /// instead of the whole image (`flash --base`); nil: send the image.
+    public var deltaBase: DeltaBase?
     /// What the device must report running afterwards.
     public var version: String
     /// One line for logs: "MCUboot image 1.2.0, hash 3f2a…".

@@ -142,10 +142,13 @@ public struct ProtocolCapabilities: OptionSet, Sendable, Hashable {
     public static let reset = ProtocolCapabilities(rawValue: 1 << 6)
     /// Erase the staging slot (`image erase`).
     public static let eraseStaging = ProtocolCapabilities(rawValue: 1 << 7)
+    /// Send a delta patch against the image the device runs (``PreparedImage/deltaBase``, `flash --base`).
+    public static let deltaFlash = ProtocolCapabilities(rawValue: 1 << 8)
 
     static let names: [(ProtocolCapabilities, String)] = [
         (.flash, "flash"), (.push, "push files"), (.pull, "pull files"), (.testTransfer, "tune"),
         (.imageState, "show and change image state"), (.echo, "echo"), (.reset, "reset"), (.eraseStaging, "erase its staging slot"),
+        (.deltaFlash, "flash delta patches"),
     ]
 
     /// "flash, push files and tune".

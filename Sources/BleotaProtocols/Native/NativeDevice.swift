@@ -30,7 +30,7 @@ public actor NativeDevice: DeviceHalf {
 
     public init(
         name: String, storage: DeviceStorage, bufferCount: Int, maximumPacket: Int,
-        capabilities: NativeMessage.Capabilities = [.deflate, .testTransfer, .files, .resume, .compactData, .ackIntervalChange]
+        capabilities: NativeMessage.Capabilities = [.deflate, .testTransfer, .files, .resume, .compactData, .ackIntervalChange, .delta]
     ) {
         self.name = name
         self.storage = storage
@@ -129,7 +129,8 @@ public actor NativeDevice: DeviceHalf {
                     .init(
                         version: min(hello.maximumVersion, NativeMessage.version), mode: currentMode, capabilities: capabilities,
                         maximumPacket: UInt16(clamping: maximumPacket), bufferCount: UInt16(clamping: bufferCount),
-                        slotSize: UInt32(clamping: state.slotSize), firmwareVersion: state.activeVersion, name: name)), on: link)
+                        slotSize: UInt32(clamping: state.slotSize), firmwareVersion: state.activeVersion, name: name,
+                        runningSHA256: capabilities.contains(.delta) ? SHA256Digest.hash(state.activeImage) : nil)), on: link)
 
         case .enterBootloader:
             if currentMode == .bootloader {
@@ -181,9 +182,9 @@ public actor NativeDevice: DeviceHalf {
 
         case .verify:
             let result = verify()
-            if let current = transfer, current.start.compressed {
-                // Inflating what arrived costs the device's CPU: ~300 ns an output byte
-                // (a streaming inflater on a 64 MHz Cortex-M4, about 3 MB/s).
+            if let current = transfer, current.start.compressed || current.start.deltaBaseSHA256 != nil {
+                // Inflating or patching what arrived costs the device's CPU: ~300 ns an output byte
+                // (a streaming inflater or patcher on a 64 MHz Cortex-M4, about 3 MB/s).
                 let cost = Self.inflateTimePerByte * Int(current.start.imageSize)
                 try? await environment.clock.sleep(for: cost)
             }
@@ -192,7 +193,7 @@ public actor NativeDevice: DeviceHalf {
         case .activate:
             let activated = storage.withState { state -> Bool in
                 guard let staging = state.staging[.firmware], staging.verified,
-                    let image = Self.image(of: staging)
+                    let image = Self.image(of: staging, runningImage: state.activeImage)
                 else { return false }
                 state.activeImage = image
                 state.activeVersion = staging.start.label
@@ -263,6 +264,21 @@ public actor NativeDevice: DeviceHalf {
             try await fail(opcode, .badParameter, "this device does not accept compressed transfers", on: link)
             return
         }
+        if let base = start.deltaBaseSHA256 {
+            guard capabilities.contains(.delta), start.target == .firmware else {
+                try await fail(opcode, .badParameter, "this device applies delta patches to its firmware only, if at all", on: link)
+                return
+            }
+            let running = storage.withState { SHA256Digest.hash($0.activeImage) }
+            guard running == base else {
+                // Refused before any byte is sent: a patch only rebuilds the image from the base it was made for.
+                try await fail(
+                    opcode, .wrongBase,
+                    "the patch was made for sha256:\(base.prefix(6).hexString), but this device runs sha256:\(running.prefix(6).hexString)",
+                    on: link)
+                return
+            }
+        }
         if start.target == .file && start.label.isEmpty {
             try await fail(opcode, .badParameter, "a file transfer needs a file name", on: link)
             return
@@ -270,6 +286,7 @@ public actor NativeDevice: DeviceHalf {
         let held: RangeSet = storage.withState { state in
             if let existing = state.staging[start.target], existing.start.sha256 == start.sha256,
                 existing.start.compressed == start.compressed, existing.start.streamSize == start.streamSize,
+                existing.start.deltaBaseSHA256 == start.deltaBaseSHA256,
                 existing.start.label == start.label, capabilities.contains(.resume)
             {
                 state.staging[start.target]?.start = start
@@ -354,8 +371,14 @@ public actor NativeDevice: DeviceHalf {
     /// What inflating costs the simulated device per byte of image (about 3 MB/s).
     public static let inflateTimePerByte = Duration.nanoseconds(300)
 
-    /// The image a staging slot holds, inflated if it was sent compressed; nil if it will not inflate.
-    static func image(of staging: DeviceStorage.Staging) -> [UInt8]? {
+    /// The image a staging slot holds: inflated if it was sent compressed, rebuilt from `runningImage`
+    /// if it was sent as a delta patch; nil if it will not inflate or the patch does not apply.
+    static func image(of staging: DeviceStorage.Staging, runningImage: [UInt8]) -> [UInt8]? {
+        if staging.start.deltaBaseSHA256 != nil {
+            // The base was checked at START; a damaged patch fails here, and VERIFY then refuses.
+            guard let header = try? DeltaPatchHeader(reading: staging.bytes), header.newSize == Int(staging.start.imageSize) else { return nil }
+            return try? DeltaPatch.apply(staging.bytes, to: runningImage)
+        }
         guard staging.start.compressed else { return staging.bytes }
         guard let inflater = try? Inflater(format: .raw),
             let image = try? inflater.update(staging.bytes, limit: Int(staging.start.imageSize)),
@@ -373,7 +396,7 @@ public actor NativeDevice: DeviceHalf {
         }
         return storage.withState { state -> NativeMessage.VerifyResult in
             guard let staging = state.staging[current.target] else { return .init(status: .invalidState, crc32: 0, sha256: []) }
-            guard let image = Self.image(of: staging) else {
+            guard let image = Self.image(of: staging, runningImage: state.activeImage) else {
                 state.staging[current.target]?.verified = false
                 return .init(status: .verifyFailed, crc32: 0, sha256: [])
             }

@@ -247,6 +247,8 @@ public struct NativeStatus: RawRepresentable, Sendable, Hashable, WireCodable, C
     public static let busy = NativeStatus(rawValue: 7)
     public static let unknownOpcode = NativeStatus(rawValue: 8)
     public static let malformed = NativeStatus(rawValue: 9)
+    /// A delta patch's base is not the image the device runs.
+    public static let wrongBase = NativeStatus(rawValue: 10)
 
     public var description: String {
         switch self {
@@ -260,6 +262,7 @@ public struct NativeStatus: RawRepresentable, Sendable, Hashable, WireCodable, C
         case .busy: "device busy"
         case .unknownOpcode: "unknown request"
         case .malformed: "malformed request"
+        case .wrongBase: "the patch's base is not the image the device runs"
         default: "status 0x\([rawValue].hexString)"
         }
     }
@@ -331,6 +334,10 @@ extension NativeMessage {
         /// acknowledgements less often once it knows the link, not the device,
         /// sets the pace (see ``NativeMessage/ackInterval(_:)``).
         public static let ackIntervalChange = Capabilities(rawValue: 1 << 5)
+        /// Applies delta patches (START flag bit 2, protocols/delta.md) against the image it runs, and
+        /// names that image's SHA-256 at the end of HELLO's answer so a host can tell whether it holds
+        /// the patch's base.
+        public static let delta = Capabilities(rawValue: 1 << 6)
     }
 
     public struct HelloResponse: Sendable, Hashable, WireCodable {
@@ -346,10 +353,12 @@ extension NativeMessage {
         public var slotSize: UInt32
         public var firmwareVersion: String
         public var name: String
+        /// The SHA-256 of the image the device runs: sent (after `name`) when it applies delta patches.
+        public var runningSHA256: [UInt8]?
 
         public init(
             version: UInt8, mode: DeviceMode, capabilities: Capabilities, maximumPacket: UInt16,
-            bufferCount: UInt16, slotSize: UInt32, firmwareVersion: String, name: String
+            bufferCount: UInt16, slotSize: UInt32, firmwareVersion: String, name: String, runningSHA256: [UInt8]? = nil
         ) {
             self.version = version
             self.mode = mode
@@ -359,6 +368,7 @@ extension NativeMessage {
             self.slotSize = slotSize
             self.firmwareVersion = firmwareVersion
             self.name = name
+            self.runningSHA256 = capabilities.contains(.delta) ? NativeMessage.fixed(runningSHA256 ?? [], 32) : nil
         }
 
         public init(decoding reader: inout ByteReader) throws(DecodingError) {
@@ -375,6 +385,7 @@ extension NativeMessage {
             slotSize = try reader.readUInt32(.little, "hello.slotSize")
             firmwareVersion = try reader.readString8("hello.firmwareVersion")
             name = try reader.readString8("hello.name")
+            runningSHA256 = capabilities.contains(.delta) ? try reader.readBytes(32, "hello.runningSHA256") : nil
         }
 
         public func encode(into writer: inout ByteWriter) {
@@ -386,6 +397,7 @@ extension NativeMessage {
             writer.write(slotSize)
             writer.writeString8(firmwareVersion)
             writer.writeString8(name)
+            if capabilities.contains(.delta) { writer.write(contentsOf: NativeMessage.fixed(runningSHA256 ?? [], 32)) }
         }
     }
 
@@ -405,6 +417,9 @@ extension NativeMessage {
         public var compressed: Bool
         /// Bit 1: data packets are compact (``NativeMessage/CompactData``).
         public var compact: Bool
+        /// Bit 2: the stream is a delta patch (protocols/delta.md) against the image with this SHA-256,
+        /// which the device must be running; sent after `label`.
+        public var deltaBaseSHA256: [UInt8]?
         /// Size of the image (after inflating).
         public var imageSize: UInt32
         /// Size of the bytes sent (the compressed stream, or the image).
@@ -422,11 +437,12 @@ extension NativeMessage {
 
         public init(
             target: Target, compressed: Bool, compact: Bool = false, imageSize: UInt32, streamSize: UInt32, crc32: UInt32,
-            sha256: [UInt8], packetSize: UInt16, ackInterval: UInt16, label: String
+            sha256: [UInt8], packetSize: UInt16, ackInterval: UInt16, label: String, deltaBaseSHA256: [UInt8]? = nil
         ) {
             self.target = target
             self.compressed = compressed
             self.compact = compact
+            self.deltaBaseSHA256 = deltaBaseSHA256.map { NativeMessage.fixed($0, 32) }
             self.imageSize = imageSize
             self.streamSize = streamSize
             self.crc32 = crc32
@@ -445,7 +461,8 @@ extension NativeMessage {
             self.target = target
             let flagsOffset = reader.offset
             let flags = try reader.readUInt8("start.flags")
-            guard flags & ~3 == 0 else { throw reader.invalid("start.flags", "unknown flag bits 0x\([flags].hexString)", at: flagsOffset) }
+            guard flags & ~7 == 0 else { throw reader.invalid("start.flags", "unknown flag bits 0x\([flags].hexString)", at: flagsOffset) }
+            guard flags & 5 != 5 else { throw reader.invalid("start.flags", "a stream is deflated or a delta patch, not both", at: flagsOffset) }
             compressed = flags & 1 != 0
             compact = flags & 2 != 0
             imageSize = try reader.readUInt32(.little, "start.imageSize")
@@ -459,11 +476,12 @@ extension NativeMessage {
             ackInterval = try reader.readUInt16(.little, "start.ackInterval")
             guard ackInterval > 0 else { throw reader.invalid("start.ackInterval", "must be at least 1", at: intervalOffset) }
             label = try reader.readString8("start.label")
+            deltaBaseSHA256 = flags & 4 != 0 ? try reader.readBytes(32, "start.deltaBaseSHA256") : nil
         }
 
         public func encode(into writer: inout ByteWriter) {
             writer.write(target.rawValue)
-            writer.write(UInt8((compressed ? 1 : 0) | (compact ? 2 : 0)))
+            writer.write(UInt8((compressed ? 1 : 0) | (compact ? 2 : 0) | (deltaBaseSHA256 != nil ? 4 : 0)))
             writer.write(imageSize)
             writer.write(streamSize)
             writer.write(crc32)
@@ -471,6 +489,7 @@ extension NativeMessage {
             writer.write(packetSize)
             writer.write(ackInterval)
             writer.writeString8(label)
+            if let deltaBaseSHA256 { writer.write(contentsOf: NativeMessage.fixed(deltaBaseSHA256, 32)) }
         }
     }
 

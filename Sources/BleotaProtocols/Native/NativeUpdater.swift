@@ -35,9 +35,9 @@ public struct NativeUpdater: ContextHost {
 
     public func flash(_ image: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
         if let part = image.parts.first, let streamed = part.streamed {
-            return try await flash(source: streamed.file, digests: (streamed.crc32, streamed.sha256), version: image.version)
+            return try await flash(source: streamed.file, digests: (streamed.crc32, streamed.sha256), version: image.version, deltaBase: image.deltaBase)
         }
-        return try await flash(image: image.bytes, version: image.version)
+        return try await flash(source: image.bytes, digests: nil, version: image.version, deltaBase: image.deltaBase)
     }
 
     /// A test transfer of a prepared image; one streamed from its file (16 MiB and more) is refused,
@@ -70,13 +70,14 @@ public struct NativeUpdater: ContextHost {
     /// Updates the device's firmware to the bytes of `source` (read as they are sent;
     /// `digests`, its CRC-32 and SHA-256 when already known), which it must then report as `version`.
     public func flash(
-        source image: any ByteSource, digests: (crc32: UInt32, sha256: [UInt8])?, version: String
+        source image: any ByteSource, digests: (crc32: UInt32, sha256: [UInt8])?, version: String, deltaBase: DeltaBase? = nil
     )
         async throws(TransferError) -> UpdateReport
     {
         try tuning.validate()
         var machine = UpdateStateMachine(expectedVersion: version)
         var session = Session(updater: self, operation: "flash")
+        session.deltaBase = deltaBase
         var action = machine.handle(.start)
         var link: (any Link)?
         var versionBefore: String?
@@ -99,6 +100,7 @@ public struct NativeUpdater: ContextHost {
                     // to its bootloader: a refusal after the switch would leave it there.
                     _ = try session.packetSize(link: newLink, hello: hello, step: .connect)
                     try session.checkCompression(hello, step: .connect)
+                    try session.checkDelta(hello, step: .connect)
                     event = .connected(hello.mode == .bootloader ? .bootloader : .application)
                 case .enterBootloader:
                     // A device may reset before its answer gets out; the reconnect step
@@ -273,6 +275,8 @@ struct Session {
     var lastTransferCompact = false
     /// Set after a compact transfer failed VERIFY: every later transfer carries a CRC per packet.
     var fullHeadersOnly = false
+    /// The image the device is believed to run, when a delta patch may be sent instead of the image.
+    var deltaBase: DeltaBase?
 
     init(updater: NativeUpdater, operation: String) {
         self.updater = updater
@@ -324,6 +328,49 @@ struct Session {
                 .deviceRefused, step: step,
                 "the image is \(size) bytes but the device's slot holds \(hello.slotSize): nothing was sent; build a smaller image")
         }
+    }
+
+    /// `--delta always` needs a device that applies patches and runs the base: refused at the first
+    /// connection, before the device is sent to its bootloader or any byte of the image goes.
+    func checkDelta(_ hello: NativeMessage.HelloResponse, step: UpdateStep) throws(TransferError) {
+        guard let base = deltaBase, base.policy == .always else { return }
+        guard hello.capabilities.contains(.delta), let running = hello.runningSHA256 else {
+            throw TransferError(.deviceRefused, step: step, "the device does not apply delta patches: use --delta auto or never")
+        }
+        let expected = SHA256Digest.hash(base.bytes)
+        guard running == expected else {
+            throw TransferError(
+                .deviceRefused, step: step,
+                "the device runs sha256:\(running.prefix(6).hexString), not \(base.source) (sha256:\(expected.prefix(6).hexString)): give --base the image it runs, or use --delta auto"
+            )
+        }
+    }
+
+    /// The patch to send instead of `image`, when `deltaBase` allows one and it is worth it; says why not.
+    func deltaPatch(for image: any ByteSource, hello: NativeMessage.HelloResponse) throws(TransferError) -> (patch: [UInt8], base: [UInt8])? {
+        guard let base = deltaBase, base.policy != .never else { return nil }
+        func whole(_ why: String) -> (patch: [UInt8], base: [UInt8])? {
+            updater.onEvent(.note("sending the whole image: \(why)"))
+            return nil
+        }
+        guard hello.capabilities.contains(.delta), let running = hello.runningSHA256 else {
+            return whole("the device does not apply delta patches")
+        }
+        let baseHash = SHA256Digest.hash(base.bytes)
+        guard running == baseHash else {
+            return whole("the device runs sha256:\(running.prefix(6).hexString), not \(base.source) (sha256:\(baseHash.prefix(6).hexString))")
+        }
+        guard let bytes = image as? [UInt8] else { return whole("an image sent from its file is not diffed") }
+        let patch = DeltaPatch.create(from: base.bytes, to: bytes)
+        guard base.policy == .always || patch.count * 10 < bytes.count * 9 else {
+            return whole("a patch of \(patch.count) bytes would save under 10 % of \(bytes.count)")
+        }
+        updater.onEvent(
+            .note(
+                String(
+                    format: "sending a delta patch: %d bytes for the %d-byte image (%.1f %%), against %@", patch.count, bytes.count,
+                    100 * Double(patch.count) / Double(max(1, bytes.count)), base.source)))
+        return (patch, baseHash)
     }
 
     /// `--compression on` needs a device that inflates.
@@ -454,7 +501,10 @@ struct Session {
         var compressed = false
         // An image in memory is deflated whole; one sent from its file is too large to hold, let alone twice.
         let inMemory = image as? [UInt8]
-        if tuning.compression != .off {
+        // A delta patch goes instead of the image (and is not deflated: heatshrink already compressed it).
+        let delta = target == .firmware ? try deltaPatch(for: image, hello: hello) : nil
+        if let delta { stream = delta.patch }
+        if delta == nil, tuning.compression != .off {
             if !hello.capabilities.contains(.deflate) {
                 if tuning.compression == .on {
                     throw TransferError(.deviceRefused, step: .transfer, "the device does not accept compressed transfers: use --compression off")
@@ -476,7 +526,7 @@ struct Session {
         let start = NativeMessage.Start(
             target: target, compressed: compressed, compact: compact, imageSize: UInt32(image.count), streamSize: UInt32(stream.count),
             crc32: digests.crc32, sha256: digests.sha256, packetSize: UInt16(packetSize),
-            ackInterval: UInt16(tuning.ackInterval(receiverBuffer: receiverBuffer)), label: label)
+            ackInterval: UInt16(tuning.ackInterval(receiverBuffer: receiverBuffer)), label: label, deltaBaseSHA256: delta?.base)
         let onEvent = updater.onEvent
         let engine = TransferEngine(
             source: stream, packetSize: packetSize, wire: NativeWire(compact: compact, ackIntervalChanges: hello.capabilities.contains(.ackIntervalChange)), tuning: tuning,
@@ -519,7 +569,7 @@ struct Session {
         statistics = engine.statistics
         statistics.reconnects = reconnects
         return TransferSummary(
-            streamBytes: stream.count, compressed: compressed, packetSize: packetSize,
+            streamBytes: stream.count, compressed: compressed, delta: delta != nil, packetSize: packetSize,
             elapsed: updater.clock.now - began)
     }
 
