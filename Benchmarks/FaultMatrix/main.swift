@@ -24,7 +24,8 @@ import Foundation
 struct Options {
     var runs = 2000
     var seed: UInt64 = 1
-    var protocols = ["native", "smp", "nordic-dfu", "nordic-legacy", "espressif-ota", "suota", "ti-oad", "silabs-ota", "telink-ota"]
+    /// "native-delta": bleota's protocol sending a delta patch against the image the device runs (`flash --base`).
+    var protocols = ["native", "native-delta", "smp", "nordic-dfu", "nordic-legacy", "espressif-ota", "suota", "ti-oad", "silabs-ota", "telink-ota"]
     var jobs = 2
     var json = false
     var verbose = false
@@ -41,7 +42,7 @@ struct Options {
             case "--verbose": verbose = true
             case "--help", "-h":
                 print(
-                    "usage: bleota-fault-matrix [--runs N] [--seed S] [--protocol native|smp|nordic-dfu|nordic-legacy|espressif-ota|suota|ti-oad|silabs-ota|telink-ota] [--jobs J] [--json] [--verbose]"
+                    "usage: bleota-fault-matrix [--runs N] [--seed S] [--protocol native|native-delta|smp|nordic-dfu|nordic-legacy|espressif-ota|suota|ti-oad|silabs-ota|telink-ota] [--jobs J] [--json] [--verbose]"
                 )
                 exit(0)
             default:
@@ -102,6 +103,8 @@ enum DeviceState: Equatable { case old, newConfirmed, newUnconfirmed, inBootload
 func runOne(index: Int, options: Options) async -> RunResult {
     var random = SeededRandom(seed: options.seed &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(index))
     let protocolName = options.protocols[index % options.protocols.count]
+    let delta = protocolName == "native-delta"
+    let registryName = delta ? "native" : protocolName
     let corruptible = protocolName != "suota"
     let classes = corruptible ? FaultClass.allCases : FaultClass.allCases.filter { $0 != .corruption }
     let fault = classes[Int(random.next() % UInt64(classes.count))]
@@ -112,8 +115,8 @@ func runOne(index: Int, options: Options) async -> RunResult {
     // Telink's protocol as shipped: from its description (run from the repository's root).
     let telink = try? DescribedProtocol(contentsOf: "protocols/telink-ota.yaml")
     let registry = telink.map { ProtocolRegistry.builtIn.registering($0) } ?? .builtIn
-    guard let chosen = registry.named(protocolName),
-        let parsed = try? SimulatorAddress(parsing: address + "&protocol=\(protocolName)", registry: registry)
+    guard let chosen = registry.named(registryName),
+        let parsed = try? SimulatorAddress(parsing: address + "&protocol=\(registryName)", registry: registry)
     else {
         return RunResult(protocolName: protocolName, fault: fault, outcome: .simulationError, address: address, detail: "bad address")
     }
@@ -165,13 +168,25 @@ func runOne(index: Int, options: Options) async -> RunResult {
                     channelTagged: chosen.identity.gattServices.contains { !$0.channels.isEmpty },
                     creditChannels: Set(chosen.identity.gattServices.compactMap { $0.creditChannel?.channel })))
             let connector = SimulatedConnector(world: world, address: Simulation.deviceAddress, description: address)
-            let host = chosen.makeHost(HostContext(protocolName: protocolName, connector: connector, clock: world.clock))
+            let host = chosen.makeHost(HostContext(protocolName: registryName, connector: connector, clock: world.clock))
+            // A delta update: the running image with a few bytes changed and the run's firmware appended,
+            // sent as a patch against what the device runs.
+            var sent = image
+            var expected = newBytes
+            if delta {
+                var edited = old
+                var editing = SeededRandom(seed: UInt64(index) &+ 0xDE17A)
+                for _ in 0..<3 where !edited.isEmpty { edited[Int(editing.next() % UInt64(edited.count))] &+= 1 }
+                expected = edited + firmware.prefix(2_000)
+                sent = PreparedImage(bytes: expected, version: "2.0.0", summary: "")
+                sent.deltaBase = DeltaBase(bytes: old, policy: .always, source: "the running image")
+            }
             let outcome: Result<UpdateReport, TransferError>
             let mode = chosen.flashModes.contains(.testAndConfirm) ? FlashMode.testAndConfirm : chosen.flashModes[0]
-            do throws(TransferError) { outcome = .success(try await host.flash(image, mode: mode)) } catch { outcome = .failure(error) }
+            do throws(TransferError) { outcome = .success(try await host.flash(sent, mode: mode)) } catch { outcome = .failure(error) }
             // A reset under way finishes before the device is looked at.
             try? await world.clock.sleep(for: .seconds(2))
-            return (outcome, deviceState(await half.firmware, old: old, new: newBytes, version: image.version))
+            return (outcome, deviceState(await half.firmware, old: old, new: expected, version: sent.version))
         }
         let (class_, detail) = classify(report, state)
         return RunResult(protocolName: protocolName, fault: fault, outcome: class_, address: address, detail: detail)
