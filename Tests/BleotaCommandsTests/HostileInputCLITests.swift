@@ -1,3 +1,4 @@
+import BleotaCommands
 import Foundation
 import Testing
 
@@ -34,11 +35,12 @@ import Testing
             ),
             (["flash", image, "--device", "sim://2m-dle", "--connect-timeout", "-.5"], "error: --connect-timeout -.5 is out of range: use 0.1…3600 s (or write a unit: ms, us)"),
         ] as [([String], String)])
-    func nonsenseNumbersAndEmptyPathsAreUsageErrors(arguments: [String], message: String) throws {
-        let result = try BleotaProcess.run(arguments)
-        #expect(result.status == 2, "\(arguments): \(result.stderr)")
-        #expect(Self.firstLine(result) == message)
-        #expect(result.stdout.isEmpty)
+    func nonsenseNumbersAndEmptyPathsAreUsageErrors(arguments: [String], message: String) async throws {
+        // In-process, the error exactly as the binary prints it (its first line; the second is the usage).
+        let (status, output) = await Terminal.capturing { await BleotaCommand.run(arguments: arguments) }
+        #expect(status == 2, "\(arguments): \(output.standardError.contents)")
+        #expect(output.standardError.contents.split(separator: "\n").first.map(String.init) == message)
+        #expect(output.standardOutput.contents.isEmpty)
     }
 
     /// argument-parser's own usage errors speak as bleota's do: `error: …` on one line, the usage

@@ -1,7 +1,8 @@
+import BleotaCommands
 import Foundation
 import Testing
 
-/// `--json` documents whose every byte is fixed by their input, against the text kept in
+/// `--json` documents whose every byte is fixed by their input, run in-process, against the text kept in
 /// `Golden/json/`: a renamed key, a changed unit or a second document shows up in review as a change
 /// to these files. Regenerate after an intended change with `BLEOTA_UPDATE_GOLDEN=1 swift test
 /// --filter JSONGoldenTests` and read the diff.
@@ -21,9 +22,16 @@ import Testing
             ("error-unreadable-time", ["flash", "samples/firmware/blinky.bin", "--device", "sim://2m-dle", "--connect-timeout", "soon"], 2),
             ("error-fleet-stream", ["fleet", "flash", "samples/firmware/app-v2.bin", "--devices", "/nonexistent.txt"], 3),
         ] as [(String, [String], Int32)])
-    func documentMatchesItsGoldenText(name: String, arguments: [String], status: Int32) throws {
-        let run = try BleotaProcess.run(arguments + ["--json"])
+    func documentMatchesItsGoldenText(name: String, arguments: [String], status: Int32) async throws {
+        // In-process: the command runs in this task, its stdout and stderr captured (Terminal.capturing).
+        let (exitStatus, output) = await Terminal.capturing { await BleotaCommand.run(arguments: arguments + ["--json"]) }
+        let run = (status: exitStatus, stdout: output.standardOutput.contents, stderr: output.standardError.contents)
         #expect(run.status == status, "\(arguments): \(run.stderr)")
+        if status != 0 {
+            // A failure is also one line on stderr, the same message as the document's.
+            let lines = run.stderr.split(separator: "\n").filter { $0.hasPrefix("error: ") }
+            #expect(lines.count == 1, "\(run.stderr)")
+        }
         let file = Self.directory.appendingPathComponent(name + ".json")
         if ProcessInfo.processInfo.environment["BLEOTA_UPDATE_GOLDEN"] == "1" {
             try FileManager.default.createDirectory(at: Self.directory, withIntermediateDirectories: true)

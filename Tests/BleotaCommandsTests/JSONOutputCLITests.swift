@@ -37,6 +37,11 @@ import Testing
             (["bond", "remove", "C0:FF:EE:12:34:56"], 3),
             (["fleet", "status", "--campaign", "postgres://nobody@127.0.0.1:1/x", "--name", "y"], 12),
             (["sim", "presets", "--nonsense"], 2),
+            // Every failing status a flash can end with before its activation: refused, link lost, pairing failed.
+            (["flash", "samples/firmware/app-v2.bin", "--device", "sim://2m-dle?slot=1024"], 4),
+            (["flash", "samples/firmware/blinky.bin", "--device", "sim://2m-dle?disconnect-prob=1"], 6),
+            (["flash", "samples/firmware/blinky.bin", "--device", "sim://2m-dle?security=high&device-io=yesno"], 13),
+            (["delta", "info", "samples/firmware/blinky.hex"], 3),
         ] as [([String], Int32)])
     func oneDocumentPerCommand(arguments: [String], status: Int32) throws {
         let run = try BleotaProcess.run(arguments + ["--json"])
