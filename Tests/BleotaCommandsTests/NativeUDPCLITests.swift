@@ -77,26 +77,11 @@ import Testing
     }
 
     @Test func flashOverUDPToASimServeDevice() throws {
-        let server = Process()
-        server.executableURL = BleotaProcess.executable
-        server.arguments = ["sim", "serve", "--protocol", "native", "--udp", "127.0.0.1:\(try Self.freePort())", "--duration", "60"]
-        let out = Pipe()
-        server.standardOutput = out
-        server.standardError = FileHandle.nullDevice
-        try server.run()
+        let (server, port) = try Self.serve()
         defer {
             server.terminate()
             server.waitUntilExit()
         }
-        // "serving native over udp at 127.0.0.1:PORT"
-        var line = Data()
-        while !line.contains(UInt8(ascii: "\n")) {
-            let chunk = out.fileHandleForReading.availableData
-            guard !chunk.isEmpty else { break }
-            line.append(chunk)
-        }
-        let text = String(decoding: line, as: UTF8.self)
-        let port = try #require(text.split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }, "\(text)")
         let flash = try BleotaProcess.run([
             "flash", "samples/firmware/blinky.bin", "--device", "udp://127.0.0.1:\(port)",
             "--protocol", "native", "--version-label", "2.0.0", "--quiet",
