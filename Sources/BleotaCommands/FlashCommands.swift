@@ -81,7 +81,6 @@ func keyValueOptions(_ pairs: [String], option: String, example: String, accepte
 
 extension FlashMode: ExpressibleByArgument {}
 
-/// `bleota flash`: the main job.
 /// `flash --base OLD [--delta auto|always|never]`: a delta patch instead of the whole image.
 struct DeltaOptions: ParsableArguments {
     @Option(
@@ -116,6 +115,7 @@ struct DeltaOptions: ParsableArguments {
 
 extension DeltaPolicy: ExpressibleByArgument {}
 
+/// `bleota flash`: the main job.
 struct FlashCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "flash",
