@@ -53,7 +53,7 @@ struct DeltaCreate: AsyncParsableCommand {
             }
             let created = Created(
                 patch: output, compression: compression.description, oldSize: oldBytes.count, newSize: newBytes.count, patchSize: patch.count,
-                ratio: ratio, baseSHA256: hex(baseHash ?? DeltaPatch.sha256(oldBytes)), newSHA256: hex(DeltaPatch.sha256(newBytes)),
+                ratio: ratio, baseSHA256: (baseHash ?? SHA256Digest.hash(oldBytes)).hexString, newSHA256: SHA256Digest.hash(newBytes).hexString,
                 espHeader: espHeader, seconds: seconds)
             Terminal.standardOutput.writeLine(try JSONOutput.string(created))
         } else {
@@ -86,7 +86,8 @@ struct DeltaApply: AsyncParsableCommand {
             guard actual == expected else {
                 throw CommandFailure(
                     .verificationFailed,
-                    "\(patch) was made for a base with SHA-256 \(hex(expected)), but \(old) has \(hex(actual)): give the image the patch was made from; nothing was written")
+                    "\(patch) was made for a base with SHA-256 \(expected.hexString), but \(old) has \(actual.hexString): give the image the patch was made from; nothing was written"
+                )
             }
         }
         let rebuilt: [UInt8]
@@ -100,9 +101,9 @@ struct DeltaApply: AsyncParsableCommand {
                 var size: Int
                 var sha256: String
             }
-            Terminal.standardOutput.writeLine(try JSONOutput.string(Applied(output: output, size: rebuilt.count, sha256: hex(DeltaPatch.sha256(rebuilt)))))
+            Terminal.standardOutput.writeLine(try JSONOutput.string(Applied(output: output, size: rebuilt.count, sha256: SHA256Digest.hash(rebuilt).hexString)))
         } else {
-            Terminal.standardOutput.writeLine("wrote \(output): \(rebuilt.count) bytes, sha256 \(hex(DeltaPatch.sha256(rebuilt)))")
+            Terminal.standardOutput.writeLine("wrote \(output): \(rebuilt.count) bytes, sha256 \(SHA256Digest.hash(rebuilt).hexString)")
         }
     }
 }
@@ -139,7 +140,7 @@ struct DeltaInfo: AsyncParsableCommand {
         let described = Described(
             patch: patch, format: "detools sequential", compression: header.compression.description, heatshrinkWindowBits: parameters?.windowBits,
             heatshrinkLookaheadBits: parameters?.lookaheadBits, newSize: header.newSize, patchSize: bytes.count,
-            espHeader: header.espBaseSHA256 != nil, baseSHA256: header.espBaseSHA256.map(hex))
+            espHeader: header.espBaseSHA256 != nil, baseSHA256: header.espBaseSHA256.map(\.hexString))
         if global.json {
             Terminal.standardOutput.writeLine(try JSONOutput.string(described))
             return
@@ -150,7 +151,7 @@ struct DeltaInfo: AsyncParsableCommand {
             "compression: \(header.compression)\(parameters.map { " (\($0))" } ?? "")",
             "new image:   \(header.newSize) bytes",
         ]
-        if let base = header.espBaseSHA256 { lines.append("base:        sha256 \(hex(base))") }
+        if let base = header.espBaseSHA256 { lines.append("base:        sha256 \(base.hexString)") }
         Terminal.standardOutput.writeLine(lines.joined(separator: "\n"))
     }
 }
@@ -165,5 +166,3 @@ extension DeltaPatchHeader.Compression: ExpressibleByArgument {
     }
     public static var allValueStrings: [String] { ["heatshrink", "none"] }
 }
-
-private func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }

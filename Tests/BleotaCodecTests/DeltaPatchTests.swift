@@ -117,7 +117,7 @@ import Testing
         var generator = seededGenerator("esp header")
         let old = Self.randomBytes(4000, &generator)
         let new = Self.edited(old, &generator)
-        let hash = DeltaPatch.sha256(old)
+        let hash = SHA256Digest.hash(old)
         let patch = DeltaPatch.create(from: old, to: new, espBaseSHA256: hash)
         #expect(Array(patch[0..<4]) == [0x10, 0xDE, 0xCD, 0xFC])
         #expect(Array(patch[4..<36]) == hash && patch[36..<64].allSatisfy { $0 == 0 })

@@ -1,5 +1,3 @@
-import Crypto
-
 /// A detools sequential patch (detools 0.53.0, `create_patch --type sequential`), optionally behind
 /// the 64-byte header Espressif's `esp_delta_ota_patch_gen.py` writes.
 ///
@@ -118,9 +116,6 @@ public enum DeltaPatch {
         try applier.finish()
         return output
     }
-
-    /// The SHA-256 of `bytes`, as the ESP header carries it.
-    public static func sha256(_ bytes: [UInt8]) -> [UInt8] { Array(SHA256.hash(data: bytes)) }
 }
 
 /// Applies a sequential patch as its bytes arrive, in bounded memory: the heatshrink window (2^window
@@ -249,8 +244,8 @@ extension DeltaPatch {
     public static func espBaseSHA256(of base: [UInt8]) -> [UInt8] {
         if base.count >= 24 + 32, base[0] == 0xE9, base[23] == 1 {
             let appended = Array(base[(base.count - 32)...])
-            if sha256(Array(base[..<(base.count - 32)])) == appended { return appended }
+            if SHA256Digest.hash(base[..<(base.count - 32)]) == appended { return appended }
         }
-        return sha256(base)
+        return SHA256Digest.hash(base)
     }
 }
