@@ -42,6 +42,10 @@ import Testing
             (["flash", "samples/firmware/blinky.bin", "--device", "sim://2m-dle?disconnect-prob=1"], 6),
             (["flash", "samples/firmware/blinky.bin", "--device", "sim://2m-dle?security=high&device-io=yesno"], 13),
             (["delta", "info", "samples/firmware/blinky.hex"], 3),
+            // And the two it can end with after: the device runs the new image unconfirmed (its confirm
+            // fails every time), and the device did not come back within --connect-timeout (a 60 s swap).
+            (["flash", "samples/mcuboot/imgtool-2.5.0/app-1.1.0-ecdsa-p256.bin", "--device", "sim://2m-dle?confirm-fails=1000"], 8),
+            (["flash", "samples/mcuboot/imgtool-2.5.0/app-1.1.0-ecdsa-p256.bin", "--device", "sim://2m-dle?swap-time=60000", "--connect-timeout", "5"], 9),
         ] as [([String], Int32)])
     func oneDocumentPerCommand(arguments: [String], status: Int32) throws {
         let run = try BleotaProcess.run(arguments + ["--json"])
@@ -51,6 +55,28 @@ import Testing
         let failure = try #require(parsed as? [String: Any], "\(arguments): a failure is one object: \(run.stdout)")
         #expect(Self.failureKeys.isSubset(of: Set(failure.keys)), "\(arguments): \(failure.keys.sorted())")
         #expect(failure["exitStatus"] as? Int == Int(status))
+    }
+
+    /// A failure after the activation says what the device runs, and where it failed: the new image
+    /// unconfirmed when the confirm cannot be written (exit 8), unknown when the device stays away (exit 9).
+    @Test(
+        arguments: [
+            ("confirm-fails=1000", [], 8, "new-image-unconfirmed", "confirm"),
+            ("confirm-fails=1", [], 0, nil, nil),
+            ("swap-time=60000", ["--connect-timeout", "5"], 9, "unknown", "reconnect"),
+        ] as [(String, [String], Int32, String?, String?)])
+    func aLateFailureNamesWhatTheDeviceRuns(faults: String, options: [String], status: Int32, deviceState: String?, step: String?) throws {
+        let image = "samples/mcuboot/imgtool-2.5.0/app-1.1.0-ecdsa-p256.bin"
+        let run = try BleotaProcess.run(["flash", image, "--device", "sim://2m-dle?\(faults)", "--json"] + options)
+        #expect(run.status == status, "\(faults): \(run.stderr)")
+        let document = try #require(try Self.document(run.stdout) as? [String: Any], "\(faults): \(run.stdout)")
+        guard status != 0 else {
+            // One failed confirm is repeated after reading the slots: the update ends confirmed.
+            #expect(document["versionAfter"] as? String == "1.1.0", "\(document)")
+            return
+        }
+        #expect(document["deviceState"] as? String == deviceState, "\(document)")
+        #expect(document["step"] as? String == step, "\(document)")
     }
 
     /// The commands that need a Bluetooth adapter answer with one document either way: their result where

@@ -19,6 +19,10 @@ public actor SMPDevice: DeviceHalf {
     /// How long an MCUboot swap (or revert) keeps the device away after a reset.
     public nonisolated let swapTime: Duration
 
+    /// How many more confirms of a test boot fail to write the trailer: a fault
+    /// kept across resets, as a worn flash sector is (`confirm-fails`).
+    private var confirmFailuresLeft: Int
+
     /// Zephyr's BLE reassembly buffer: one for the transport, no timeout; see ``collect(_:)``.
     private var partial: (bytes: [UInt8], remaining: Int)?
     /// `fs_mgmt`'s one transfer context: the file being uploaded and the offset it expects next.
@@ -26,12 +30,14 @@ public actor SMPDevice: DeviceHalf {
 
     public init(
         name: String = "bleota-smp", storage: SMPDeviceStorage,
-        parameters: MCUmgrParameters = MCUmgrParameters(bufferSize: 2475, bufferCount: 4), swapTime: Duration = .seconds(2)
+        parameters: MCUmgrParameters = MCUmgrParameters(bufferSize: 2475, bufferCount: 4), swapTime: Duration = .seconds(2),
+        confirmFailures: Int = 0
     ) {
         self.name = name
         self.storage = storage
         self.parameters = parameters
         self.swapTime = swapTime
+        self.confirmFailuresLeft = confirmFailures
     }
 
     public var mode: DeviceMode { .application }
@@ -253,7 +259,13 @@ public actor SMPDevice: DeviceHalf {
             // A test boot: confirming the running image makes it stay; confirming the
             // previous one is accepted and changes nothing; a new test must wait.
             guard request.confirm else { throw SMPDeviceError(.image(.imageAlreadyPending)) }
-            if target.active { storage.withState { $0.primaryConfirmed = true } }
+            guard target.active else { return }
+            if confirmFailuresLeft > 0 {
+                // `boot_set_next` failing with BOOT_EFLASH, which img_mgmt reports as a flash write error.
+                confirmFailuresLeft -= 1
+                throw SMPDeviceError(.image(.flashWriteFailed))
+            }
+            storage.withState { $0.primaryConfirmed = true }
         case .none:
             if target.active { return }  // confirming what already runs confirmed
             storage.withState { $0.pendingSwap = request.confirm ? .permanent : .test }

@@ -43,6 +43,9 @@ public struct SMPProtocol: UpdateProtocol {
             DeviceOptionSpec(key: "smp-buffer", meaning: "SMP device's buffer size in bytes (its MCUmgr buf_size, 128…65535)", serveOption: "smp-buffer"),
             DeviceOptionSpec(key: "smp-buffers", meaning: "SMP device's buffer count (its MCUmgr buf_count, 1…64)", serveOption: "smp-buffers"),
             DeviceOptionSpec(key: "swap-time", meaning: "MCUboot swap time in ms after a reset with an update pending", serveOption: "swap-time"),
+            DeviceOptionSpec(
+                key: "confirm-fails",
+                meaning: "this many confirms of a test image fail to write MCUboot's trailer (img_mgmt's flash write error), 0…1000"),
         ]
     }
 
@@ -97,6 +100,7 @@ public struct SMPProtocol: UpdateProtocol {
         }
         let bufferSize = try integer("smp-buffer", 128...65_535, default: 2475)
         let bufferCount = try integer("smp-buffers", 1...64, default: 4)
+        let confirmFailures = try integer("confirm-fails", 0...1000, default: 0)
         var swapTime = Duration.seconds(2)
         if let text = configuration.options["swap-time"] {
             guard let milliseconds = Double(text), milliseconds.isFinite, (0...3_600_000).contains(milliseconds) else {
@@ -112,6 +116,7 @@ public struct SMPProtocol: UpdateProtocol {
         }
         return SMPDevice(
             name: configuration.name, storage: storage,
-            parameters: MCUmgrParameters(bufferSize: bufferSize, bufferCount: bufferCount), swapTime: swapTime)
+            parameters: MCUmgrParameters(bufferSize: bufferSize, bufferCount: bufferCount), swapTime: swapTime,
+            confirmFailures: confirmFailures)
     }
 }
