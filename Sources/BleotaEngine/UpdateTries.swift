@@ -16,12 +16,19 @@ public enum TryFailure: Error {
         public var mayHaveActivated: Bool
         /// A link already open to the device, for the next try.
         public var connection: (any Link)?
+        /// Whether this try counts towards the limit. A try the host can make better by
+        /// itself (fewer packets between receipts after packets were lost) does not, so long
+        /// as the host has such a change left to make.
+        public var counts: Bool
 
-        public init(reason: String, linkDropped: Bool = false, mayHaveActivated: Bool = false, connection: (any Link)? = nil) {
+        public init(
+            reason: String, linkDropped: Bool = false, mayHaveActivated: Bool = false, connection: (any Link)? = nil, counts: Bool = true
+        ) {
             self.reason = reason
             self.linkDropped = linkDropped
             self.mayHaveActivated = mayHaveActivated
             self.connection = connection
+            self.counts = counts
         }
     }
 
@@ -31,8 +38,10 @@ public enum TryFailure: Error {
     case final(TransferError)
 
     /// Worth another try, for `reason`.
-    public static func retry(_ reason: String, linkDropped: Bool = false, mayHaveActivated: Bool = false, connection: (any Link)? = nil) -> TryFailure {
-        .again(Retry(reason: reason, linkDropped: linkDropped, mayHaveActivated: mayHaveActivated, connection: connection))
+    public static func retry(
+        _ reason: String, linkDropped: Bool = false, mayHaveActivated: Bool = false, connection: (any Link)? = nil, counts: Bool = true
+    ) -> TryFailure {
+        .again(Retry(reason: reason, linkDropped: linkDropped, mayHaveActivated: mayHaveActivated, connection: connection, counts: counts))
     }
 
     /// The one-line reason of a retry, or the error's message.
@@ -55,26 +64,35 @@ public enum TryFailure: Error {
 public struct UpdateTries {
     /// How many tries at most.
     public let limit: Int
-    /// The tries made so far (the one running included).
+    /// The tries counted so far (the one running included); see ``TryFailure/Retry/counts``.
     public private(set) var attempt = 0
     /// Whether a try may have made the device take the image: sticky across tries.
     public private(set) var mayHaveActivated = false
 
-    public init(limit: Int) {
+    /// Whether tries that run out leave the old image running, as they do on a device
+    /// that keeps it until the new one is whole. A bootloader that boots whatever its bank
+    /// holds after a reset (Nordic's legacy DFU, after an earlier part of a package was
+    /// applied) leaves that unknown to the host, which then says nothing.
+    public let exhaustionKeepsTheOldImage: Bool
+
+    public init(limit: Int, exhaustionKeepsTheOldImage: Bool = true) {
         self.limit = max(1, limit)
+        self.exhaustionKeepsTheOldImage = exhaustionKeepsTheOldImage
     }
 
     /// What the device runs when the tries end in failure: unknown once a try may have
     /// activated the image, its old image otherwise.
     public var outcomeAfterFailure: DeviceOutcome { mayHaveActivated ? .unknown : .oldImage("its old image") }
 
-    /// Runs `body` (given the try's number, from 1) until it returns.
+    /// Runs `body` (given the try's number, from 1; a try that did not count gives its
+    /// number to the next) until it returns.
     ///
     /// - On ``TryFailure/again(_:)`` with tries left, `between` gets the host ready for the
     ///   next try (a note, a reconnect, a slower pace; the retry carries the link the failure
     ///   came with, if any), then `body` runs again.
     /// - With none left, `exhausted` makes the error thrown (given the last retry and the tries
-    ///   made); its outcome, if it sets none, is ``outcomeAfterFailure``.
+    ///   made); its outcome, if it sets none, is ``outcomeAfterFailure`` (none when the
+    ///   old image may not be kept: see ``exhaustionKeepsTheOldImage``).
     /// - ``TryFailure/final(_:)`` is thrown as it is, its outcome unknown if an earlier try
     ///   may have activated the image and it says nothing itself.
     public mutating func run<Result>(
@@ -96,9 +114,10 @@ public struct UpdateTries {
                 throw error
             case .again(let retry):
                 if retry.mayHaveActivated { mayHaveActivated = true }
+                if !retry.counts { attempt -= 1 }
                 guard attempt < limit else {
                     var error = await exhausted(retry, attempt)
-                    if error.outcome == nil { error.outcome = outcomeAfterFailure }
+                    if error.outcome == nil, mayHaveActivated || exhaustionKeepsTheOldImage { error.outcome = outcomeAfterFailure }
                     throw error
                 }
                 try await between(retry)

@@ -9,10 +9,12 @@ import Testing
     static func run(limit: Int, _ endings: [TryFailure?]) async -> (result: Result<Int, TransferError>, log: [String]) {
         var tries = UpdateTries(limit: limit)
         var log: [String] = []
+        var ran = 0
         do throws(TransferError) {
             let value = try await tries.run { (attempt: Int) async throws(TryFailure) -> Int in
                 log.append("try \(attempt)")
-                if let ending = endings[attempt - 1] { throw ending }
+                ran += 1
+                if let ending = endings[ran - 1] { throw ending }
                 return attempt
             } between: { (retry: TryFailure.Retry) async throws(TransferError) in
                 log.append("between: \(retry.reason)")
@@ -41,6 +43,40 @@ import Testing
         }
         #expect(error.code == .linkLost && error.message == "second")
         #expect(error.outcome == .oldImage("its old image"))
+    }
+
+    /// A try the host made better by itself (fewer packets between receipts) is not counted:
+    /// with a limit of 2, two such tries and two counted ones run before the tries run out.
+    @Test func aTryThatDoesNotCountLeavesTheLimitWhereItWas() async {
+        let (result, log) = await Self.run(
+            limit: 2, [.retry("lost 1", counts: false), .retry("lost 2", counts: false), .retry("third"), .retry("fourth"), nil])
+        #expect(
+            log == [
+                "try 1", "between: lost 1", "try 1", "between: lost 2", "try 1", "between: third", "try 2", "exhausted after 2: fourth",
+            ])
+        guard case .failure(let error) = result else {
+            Issue.record("expected a failure")
+            return
+        }
+        #expect(error.message == "fourth")
+    }
+
+    /// A device whose bootloader boots what its banks hold after a failed try: running out of
+    /// tries names nothing, unless a try may have activated the image (then it is unknown).
+    @Test(arguments: [(false, DeviceOutcome?.none), (true, DeviceOutcome.unknown)])
+    func triesThatMayNotKeepTheOldImageNameNoneOfIt(mayHaveActivated: Bool, outcome: DeviceOutcome?) async {
+        var tries = UpdateTries(limit: 2, exhaustionKeepsTheOldImage: false)
+        do throws(TransferError) {
+            try await tries.run { (_: Int) async throws(TryFailure) in
+                throw .retry("lost", mayHaveActivated: mayHaveActivated)
+            } between: { (_: TryFailure.Retry) async throws(TransferError) in
+            } exhausted: { retry, _ in
+                TransferError(.verificationFailed, step: .transfer, retry.reason)
+            }
+            Issue.record("expected a failure")
+        } catch {
+            #expect(error.outcome == outcome && error.message == "lost")
+        }
     }
 
     /// Once a try may have activated the image, no later failure says the old image runs.

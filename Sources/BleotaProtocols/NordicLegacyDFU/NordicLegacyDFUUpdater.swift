@@ -120,29 +120,35 @@ public struct NordicLegacyDFUUpdater: ContextHost {
             guard let imageType = NordicLegacyDFUProtocol.imageType(part.name) else {
                 throw TransferError(.badInput, step: .load, "the package's part '\(part.name)' is not one legacy DFU sends")
             }
-            var attempt = 0
-            while true {
-                attempt += 1
-                var (connection, revision) =
-                    if let link = firstLink {
-                        try await identify(link, step: .connect)
-                    } else {
-                        try await connect(.bootloader, step: .reconnect)
+            // The bootloader's reset after a failed part boots what its banks hold: the host cannot name it.
+            var partTries = UpdateTries(limit: tries, exhaustionKeepsTheOldImage: false)
+            // What to report if no try is left: a refusal that may have come from a lost write.
+            var refusal: TransferError?
+            try await partTries.run { (_: Int) async throws(TryFailure) in
+                var (connection, revision): (link: any Link, revision: UInt16)
+                do throws(TransferError) {
+                    (connection, revision) =
+                        if let link = firstLink {
+                            try await identify(link, step: .connect)
+                        } else {
+                            try await connect(.bootloader, step: .reconnect)
+                        }
+                    firstLink = nil
+                    if revision == NordicLegacyDFUDevice.applicationRevision {
+                        recorder.enter(.enterBootloader)
+                        // The application jumps at once, without an answer (Adafruit's BLEDfu, Nordic's libraries write 01 04).
+                        try? await connection.send(ChannelPacket.tag(NordicLegacyChannel.controlPoint.rawValue, [0x01, 0x04]))
+                        await awaitDisconnect(connection, clock: clock, timeout: timeouts.response)
+                        recorder.enter(.reconnect)
+                        (connection, revision) = try await connect(.bootloader, step: .reconnect)
+                        guard revision != NordicLegacyDFUDevice.applicationRevision else {
+                            await connection.close()
+                            throw TransferError(
+                                .deviceRefused, step: .enterBootloader, "\(connector.description) stayed in its application after the DFU jump")
+                        }
                     }
-                firstLink = nil
-                if revision == NordicLegacyDFUDevice.applicationRevision {
-                    recorder.enter(.enterBootloader)
-                    // The application jumps at once, without an answer (Adafruit's BLEDfu, Nordic's libraries write 01 04).
-                    try? await connection.send(ChannelPacket.tag(NordicLegacyChannel.controlPoint.rawValue, [0x01, 0x04]))
-                    await awaitDisconnect(connection, clock: clock, timeout: timeouts.response)
-                    recorder.enter(.reconnect)
-                    (connection, revision) = try await connect(.bootloader, step: .reconnect)
-                    guard revision != NordicLegacyDFUDevice.applicationRevision else {
-                        await connection.close()
-                        throw TransferError(.deviceRefused, step: .enterBootloader, "\(connector.description) stayed in its application after the DFU jump")
-                    }
-                }
-                try await recorder.enterTransfer(closing: connection)
+                    try await recorder.enterTransfer(closing: connection)
+                } catch { throw .final(error) }
                 let began = clock.now
                 let failure: PartFailure
                 do throws(PartFailure) {
@@ -151,32 +157,32 @@ public struct NordicLegacyDFUUpdater: ContextHost {
                         total: total, statistics: &statistics, activate: activate)
                     transferTime += clock.now - began
                     await connection.close()
-                    break
+                    return
                 } catch { failure = error }
                 switch failure {
                 case .final(let error):
                     await connection.close()
-                    throw error
-                case .retry(let why, let refusal, let lostPackets):
+                    throw .final(error)
+                case .retry(let why, let refused, let lostPackets):
                     transferTime += clock.now - began
                     statistics.packetsResent += 1
+                    refusal = refused
                     // Start the part again from a clean bootloader (the old application is still in bank 0).
                     try? await connection.send(ChannelPacket.tag(NordicLegacyChannel.controlPoint.rawValue, [NordicLegacyOperation.reset.rawValue]))
                     await awaitDisconnect(connection, clock: clock, timeout: timeouts.response)
-                    if lostPackets, interval > 1 {
-                        // Packets were dropped: fewer between receipts, and this try does not count.
-                        interval = max(1, interval / 2)
-                        attempt -= 1
-                        onEvent(.note("packets were lost: a receipt every \(interval) packets from now on"))
-                    }
-                    guard attempt < tries else {
-                        if let refusal { throw refusal }
-                        throw TransferError(
-                            .verificationFailed, step: .transfer,
-                            "the \(part.name) did not arrive whole in \(attempt) tries (\(why)): try a smaller --window, or move closer to the device")
-                    }
-                    onEvent(.note("\(why); sending the \(part.name) again from its start"))
+                    guard lostPackets, interval > 1 else { throw .retry(why) }
+                    // Packets were dropped: fewer between receipts, and this try does not count.
+                    interval = max(1, interval / 2)
+                    onEvent(.note("packets were lost: a receipt every \(interval) packets from now on"))
+                    throw .retry(why, counts: false)
                 }
+            } between: { (retry: TryFailure.Retry) async throws(TransferError) in
+                onEvent(.note("\(retry.reason); sending the \(part.name) again from its start"))
+            } exhausted: { retry, attempts in
+                if let refusal { return refusal }
+                return TransferError(
+                    .verificationFailed, step: .transfer,
+                    "the \(part.name) did not arrive whole in \(attempts) tries (\(retry.reason)): try a smaller --window, or move closer to the device")
             }
             done += part.data.count
         }
