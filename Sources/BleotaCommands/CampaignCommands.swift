@@ -189,6 +189,12 @@ struct FleetWorkerCommand: AsyncParsableCommand, StreamsJSONLines {
     var pollTime = TimeArgument(seconds: 2)
     var poll: Double { pollTime.seconds() }
 
+    @Flag(
+        name: .customLong("no-image-store"),
+        help: "Send every device the whole image: no delta patch against an image bleota flashed before on this host, and no copy kept.")
+    var noImageStore = false
+    var imageStore: ImageStore? { noImageStore ? nil : ImageStore() }
+
     func validate() throws {
         _ = try pollTime.checkedSeconds(option: "--poll", range: 0.1...60)
         if Set(adapters).count != adapters.count { throw ValidationError("--adapter names an adapter twice: give each once") }
@@ -223,14 +229,16 @@ struct FleetWorkerCommand: AsyncParsableCommand, StreamsJSONLines {
             let planner = FleetPlanner(
                 image: image.path, versionLabel: campaign.versionLabel,
                 protocolOptions: campaign.protocolOptions.map { "\($0.key)=\($0.value)" }.sorted(),
-                explicit: campaign.protocolName, timeout: timeouts.connect, logger: logger)
+                explicit: campaign.protocolName, timeout: timeouts.connect, imageStore: imageStore, logger: logger)
             logger.notice("worker \(name) joins campaign '\(campaign.name)' with \(adapterNames.joined(separator: ", "))")
             let logs = try runOptions.deviceLogs(devices: [], clock: SystemClock())
             let worker = CampaignWorker(
                 store: store, campaign: campaign, options: options, stop: stop, logger: logger,
                 onEvent: runOptions.handler(display, logs),
                 update: planner.realDeviceUpdate(timeouts: timeouts, force: campaign.force, logs: logs))
-            return try await worker.run()
+            let summary = try await worker.run()
+            if summary.updated > 0 { await planner.keepImages() }
+            return summary
         }
         if json {
             struct Line: Codable {

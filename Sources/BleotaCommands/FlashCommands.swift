@@ -86,17 +86,36 @@ struct DeltaOptions: ParsableArguments {
     @Option(
         name: .customLong("base"),
         help: ArgumentHelp(
-            "The image the device runs, read as the image is (.bin, .hex, …): a protocol that can sends a delta patch against it when the device runs it (protocols/delta.md).",
+            "The image the device runs, read as the image is (.bin, .hex, …): a protocol that can sends a delta patch against it when the device runs it (default: the copy bleota kept when it flashed that image; protocols/delta.md).",
             valueName: "FILE"))
     var basePath: String?
-    @Option(name: .customLong("delta"), help: "With --base: auto (a patch when the device takes it and it saves 10 % or more), always (a patch or an error), never.")
+    @Option(
+        name: .customLong("delta"),
+        help: "auto (a patch when the device takes one, bleota holds the image it runs, and the patch saves 10 % or more), always (a patch or an error), never.")
     var policy: DeltaPolicy = .auto
+    @Flag(
+        name: .customLong("no-image-store"),
+        help: "Neither look for the base among the images bleota flashed before nor keep a copy of this one ($XDG_DATA_HOME/bleota/images).")
+    var noImageStore = false
 
-    /// The base, read like the image; nil without --base. Refused for a protocol that cannot send patches.
+    /// The images kept by earlier flashes; nil with --no-image-store.
+    var store: ImageStore? { noImageStore ? nil : ImageStore() }
+
+    /// The base: --base read like the image, else the store of flashed images; nil for a protocol
+    /// that cannot send patches (refused with --base or --delta always) or with --delta never.
     func base(for updateProtocol: any UpdateProtocol, request: ImageRequest) throws -> DeltaBase? {
         guard let basePath else {
-            if policy == .always { throw CommandFailure(.usage, "--delta always needs --base FILE, the image the device runs") }
-            return nil
+            guard updateProtocol.capabilities.contains(.deltaFlash), policy != .never else {
+                if policy == .always {
+                    throw CommandFailure(.usage, "--delta always: \(updateProtocol.identity.displayName) sends whole images only: drop --delta")
+                }
+                return nil
+            }
+            guard let store else {
+                if policy == .always { throw CommandFailure(.usage, "--delta always with --no-image-store needs --base FILE, the image the device runs") }
+                return nil
+            }
+            return DeltaBase(origin: .store(store), policy: policy)
         }
         guard updateProtocol.capabilities.contains(.deltaFlash) else {
             throw CommandFailure(.usage, "--base: \(updateProtocol.identity.displayName) sends whole images only: drop --base")
@@ -110,6 +129,20 @@ struct DeltaOptions: ParsableArguments {
             throw CommandFailure(.usage, "--base \(basePath): a base is one image held in memory (under 16 MiB)")
         }
         return DeltaBase(bytes: prepared.bytes, policy: policy, source: "--base \(basePath)")
+    }
+
+    /// After a flash that took: a copy of the image for the next flash's patch, when the protocol
+    /// sends patches and the image is one part held in memory. A copy that cannot be kept is a
+    /// warning, never a failure: the device has its image.
+    func keep(_ image: PreparedImage, for updateProtocol: any UpdateProtocol, logger: Logger) {
+        guard let store, updateProtocol.capabilities.contains(.deltaFlash), image.parts.count == 1, image.parts[0].streamed == nil
+        else { return }
+        do {
+            let removed = try store.add(image.bytes)
+            logger.debug("kept a copy of the image in \(store.directory) for delta patches; removed \(removed.count) older")
+        } catch {
+            Terminal.standardError.writeLine("warning: \(error): the next flash of this device sends the whole image unless given --base")
+        }
     }
 }
 
@@ -169,6 +202,7 @@ struct FlashCommand: AsyncParsableCommand {
         ) {
             try await $0.flash(prepared, mode: mode)
         }
+        if mode != .upload { deltaOptions.keep(prepared, for: updateProtocol, logger: logger) }
         let via = updateProtocol.flashModes.count > 1 ? " over \(updateProtocol.identity.displayName) (\(mode.rawValue))" : ""
         try printReport(outcome, json: global.json) { report in
             var line = "\(mode == .upload ? "uploaded" : "flashed") \(formatBytes(report.bytes)) to \(report.device)\(via): \(summary(report))"

@@ -40,6 +40,11 @@ struct FleetFlashCommand: AsyncParsableCommand, StreamsJSONLines {
     @OptionGroup var update: FleetUpdateOptions
     @OptionGroup var runOptions: FleetRunOptions
 
+    @Flag(
+        name: .customLong("no-image-store"),
+        help: "Send every device the whole image: no delta patch against an image bleota flashed before ($XDG_DATA_HOME/bleota/images), and no copy kept.")
+    var noImageStore = false
+
     @Option(
         name: .long,
         help: ArgumentHelp("The devices: one address a line, CSV with a 'device' column (and adapter, protocol, label, option:KEY), or a JSON array.", valueName: "FILE"))
@@ -156,7 +161,7 @@ struct FleetFlashCommand: AsyncParsableCommand, StreamsJSONLines {
         // (and is retried) instead of stopping the fleet before it starts.
         let planner = FleetPlanner(
             image: image, versionLabel: update.versionLabel, protocolOptions: update.protocolOptions, explicit: protocolOption.name,
-            timeout: runOptions.timeouts.connect, logger: logger)
+            timeout: runOptions.timeouts.connect, imageStore: noImageStore ? nil : ImageStore(), logger: logger)
         for (device, address) in zip(list, addresses) where simulated[0] || (device.protocolName ?? protocolOption.name) != nil {
             _ = try await planner.plan(device, address: address)
         }
@@ -216,6 +221,7 @@ struct FleetFlashCommand: AsyncParsableCommand, StreamsJSONLines {
             outcome = await runner.run()
         }
         display.finish(outcome.summary)
+        if outcome.summary.updated > 0 { await planner.keepImages() }
         if let report {
             let text: String
             switch FleetReport.Format(path: report)! {
@@ -362,17 +368,35 @@ actor FleetPlanner {
     let protocolOptions: [String]
     let explicit: String?
     let timeout: Duration
+    /// The images flashed before: each device gets a delta patch against the one it runs, where its
+    /// protocol sends patches and the store holds that image (protocols/delta.md).
+    let imageStore: ImageStore?
     let logger: Logger
     private var plans: [String: FleetPlan] = [:]
     private var prepared: [String: PreparedImage] = [:]
 
-    init(image: String, versionLabel: String?, protocolOptions: [String], explicit: String?, timeout: Duration, logger: Logger) {
+    init(
+        image: String, versionLabel: String?, protocolOptions: [String], explicit: String?, timeout: Duration, imageStore: ImageStore? = nil,
+        logger: Logger
+    ) {
         self.image = image
         self.versionLabel = versionLabel
         self.protocolOptions = protocolOptions
         self.explicit = explicit
         self.timeout = timeout
+        self.imageStore = imageStore
         self.logger = logger
+    }
+
+    /// After devices were updated: a copy of each image prepared for a protocol that sends patches,
+    /// for the next fleet's. A copy that cannot be kept is a warning.
+    func keepImages() {
+        guard let imageStore else { return }
+        for image in prepared.values where image.deltaBase != nil && image.parts.count == 1 && image.parts[0].streamed == nil {
+            do { try imageStore.add(image.bytes) } catch {
+                Terminal.standardError.writeLine("warning: \(error): the next fleet sends whole images")
+            }
+        }
     }
 
     /// One try at a real device (ble://, udp://, serial://) through `adapter`: its plan (found out, if need be,
@@ -412,9 +436,14 @@ actor FleetPlanner {
             explicit: device.protocolName ?? explicit, image: ImageFiles.probe(image), needs: .flash,
             timeout: timeout, logger: logger)
         if prepared[updateProtocol.name] == nil {
-            do { prepared[updateProtocol.name] = try updateProtocol.prepareImage(ImageRequest(path: image, keyPath: nil, versionLabel: versionLabel)) } catch {
+            var image: PreparedImage
+            do { image = try updateProtocol.prepareImage(ImageRequest(path: self.image, keyPath: nil, versionLabel: versionLabel)) } catch {
                 throw error.commandFailure
             }
+            if let imageStore, updateProtocol.capabilities.contains(.deltaFlash) {
+                image.deltaBase = DeltaBase(origin: .store(imageStore), policy: .auto)
+            }
+            prepared[updateProtocol.name] = image
         }
         let pairs = protocolOptions + device.protocolOptions.map { "\($0.key)=\($0.value)" }
         let hostOptions = try keyValueOptions(

@@ -21,17 +21,22 @@ struct BleotaProcess {
 
     static let configHome = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-tests-\(UUID())")
 
+    /// Runs bleota. Saved tunings go to `configHome`, a directory of this test run, never the user's
+    /// own; the images `flash` keeps for delta patches go to `dataHome`, by default one of this run
+    /// alone (removed after it), so that no test's flash is patched against another test's image.
     static func run(
-        _ arguments: [String], currentDirectory: URL? = nil, configHome: URL = BleotaProcess.configHome,
+        _ arguments: [String], currentDirectory: URL? = nil, configHome: URL = BleotaProcess.configHome, dataHome: URL? = nil,
         environment extra: [String: String] = [:]
     ) throws -> BleotaProcess {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
         process.currentDirectoryURL = currentDirectory ?? repositoryRoot
-        // Saved tunings go to a directory of this test run, never the user's own.
         var environment = ProcessInfo.processInfo.environment
         environment["XDG_CONFIG_HOME"] = configHome.path
+        let ownData = configHome.appendingPathComponent("data-\(UUID().uuidString)")
+        defer { if dataHome == nil { try? FileManager.default.removeItem(at: ownData) } }
+        environment["XDG_DATA_HOME"] = (dataHome ?? ownData).path
         for (key, value) in extra { environment[key] = value }
         process.environment = environment
         let out = Pipe(), err = Pipe()

@@ -54,6 +54,7 @@ struct GuardedRun {
         defer { argv.forEach { free($0) } }
         var environment = ProcessInfo.processInfo.environment
         environment["XDG_CONFIG_HOME"] = BleotaProcess.configHome.path
+        environment["XDG_DATA_HOME"] = BleotaProcess.configHome.appendingPathComponent("data-measured").path
         let envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { envp.forEach { free($0) } }
         var pid: pid_t = 0

@@ -46,7 +46,9 @@ import Testing
             "--version-label", "2.0.0",
         ]
         flash.currentDirectoryURL = BleotaProcess.repositoryRoot
-        flash.environment = ProcessInfo.processInfo.environment.merging(["XDG_CONFIG_HOME": BleotaProcess.configHome.path]) { $1 }
+        flash.environment = ProcessInfo.processInfo.environment.merging([
+            "XDG_CONFIG_HOME": BleotaProcess.configHome.path, "XDG_DATA_HOME": BleotaProcess.configHome.appendingPathComponent("data-interrupted").path,
+        ]) { $1 }
         let out = Pipe(), err = Pipe()
         flash.standardOutput = out
         flash.standardError = err

@@ -1,3 +1,4 @@
+import BleotaCodec
 import Foundation
 import Testing
 
@@ -74,6 +75,93 @@ import Testing
         let smp = try BleotaProcess.run(
             ["flash", "samples/mcuboot/imgtool-2.5.0/app-1.1.0-ecdsa-p256.bin", "--device", "sim://2m-dle", "--base", "samples/firmware/blinky.bin"])
         #expect(smp.status == 2 && smp.stderr.contains("--base: SMP (MCUmgr) sends whole images only: drop --base"), "\(smp.stderr)")
+    }
+
+    /// Without --base, the base is the copy bleota kept when it flashed the image the device runs:
+    /// the first flash sends the whole image and keeps it, the next sends a patch against it. With
+    /// --no-image-store nothing is looked up or kept, and a damaged copy is never a base.
+    @Test func flashFindsTheBaseAmongTheImagesItFlashedBefore() throws {
+        let (server, port) = try Self.serve()
+        defer {
+            server.terminate()
+            server.waitUntilExit()
+        }
+        let home = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-store-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: home) }
+        let store = home.appendingPathComponent("data/bleota/images")
+        func flash(_ image: String, _ label: String, _ extra: [String] = []) throws -> (BleotaProcess, [String: Any]) {
+            let run = try BleotaProcess.run(
+                ["flash", image, "--device", "udp://127.0.0.1:\(port)", "--protocol", "native", "--version-label", label, "--json", "-v"] + extra,
+                dataHome: home.appendingPathComponent("data"))
+            #expect(run.status == 0, "\(run.stderr)")
+            return (run, try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any], "\(run.stdout)"))
+        }
+        let firmware = "samples/cortex-m/gcc-arm-none-eabi-12.2.1"
+        let old = try Array(Data(contentsOf: BleotaProcess.repositoryRoot.appendingPathComponent("\(firmware)/sensor-hub-2.0.0.bin")))
+        let oldName = SHA256Digest.hash(old).hexString + ".bin"
+
+        let (first, firstReport) = try flash("\(firmware)/sensor-hub-2.0.0.bin", "2.0.0")
+        #expect(firstReport["delta"] as? Bool != true, "\(first.stderr)")
+        let kept = try FileManager.default.contentsOfDirectory(atPath: store.path)
+        #expect(kept == [oldName], "the store holds the image flashed, by its hash: \(kept)")
+        #expect(try Array(Data(contentsOf: store.appendingPathComponent(oldName))) == old)
+
+        let (second, secondReport) = try flash("\(firmware)/delta/sensor-hub-2.0.1.bin", "2.0.1")
+        #expect(secondReport["delta"] as? Bool == true && secondReport["versionAfter"] as? String == "2.0.1", "\(second.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: store.path).count == 2)
+
+        // --no-image-store: the whole image, and nothing added.
+        let (third, thirdReport) = try flash("\(firmware)/delta/sensor-hub-2.1.0.bin", "2.1.0", ["--no-image-store"])
+        #expect(thirdReport["delta"] as? Bool != true, "\(third.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: store.path).count == 2)
+
+        // The device runs 2.1.0, which the store lacks: the whole image (said at info level), then kept.
+        let (fourth, fourthReport) = try flash("\(firmware)/sensor-hub-2.0.0.bin", "2.0.0")
+        #expect(fourthReport["delta"] as? Bool != true)
+        #expect(fourth.stderr.contains("sending the whole image: bleota holds no copy of the image the device runs"), "\(fourth.stderr)")
+
+        // A copy edited on disk no longer matches its name: never a base, so the whole image goes.
+        let copy = store.appendingPathComponent(oldName)
+        var damaged = old
+        damaged[100] ^= 0xFF
+        try Data(damaged).write(to: copy)
+        let (fifth, fifthReport) = try flash("\(firmware)/delta/sensor-hub-2.0.1.bin", "2.0.1")
+        #expect(fifthReport["delta"] as? Bool != true && fifthReport["versionAfter"] as? String == "2.0.1", "\(fifth.stderr)")
+    }
+
+    /// A fleet sends each device a patch against the image it runs, when bleota flashed that image
+    /// before: the first fleet sends whole images and keeps a copy, the second patches.
+    @Test func aFleetPatchesEachDeviceAgainstTheImageItRuns() throws {
+        let (first, firstPort) = try Self.serve()
+        let (second, secondPort) = try Self.serve()
+        defer {
+            for server in [first, second] {
+                server.terminate()
+                server.waitUntilExit()
+            }
+        }
+        let home = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-fleet-store-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: home) }
+        try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
+        let list = home.appendingPathComponent("devices.txt")
+        try "udp://127.0.0.1:\(firstPort)\nudp://127.0.0.1:\(secondPort)\n".write(to: list, atomically: true, encoding: .utf8)
+        let firmware = "samples/cortex-m/gcc-arm-none-eabi-12.2.1"
+        func fleet(_ image: String, _ label: String) throws -> [String] {
+            let logs = home.appendingPathComponent("logs-\(label)")
+            let run = try BleotaProcess.run(
+                ["fleet", "flash", image, "--devices", list.path, "--protocol", "native", "--version-label", label, "--log-dir", logs.path],
+                dataHome: home.appendingPathComponent("data"))
+            #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
+            return try FileManager.default.contentsOfDirectory(atPath: logs.path).sorted().map {
+                try String(contentsOf: logs.appendingPathComponent($0), encoding: .utf8)
+            }
+        }
+        let whole = try fleet("\(firmware)/sensor-hub-2.0.0.bin", "2.0.0")
+        #expect(whole.count == 2 && whole.allSatisfy { !$0.contains("sending a delta patch") }, "\(whole)")
+        let patched = try fleet("\(firmware)/delta/sensor-hub-2.0.1.bin", "2.0.1")
+        #expect(
+            patched.count == 2 && patched.allSatisfy { $0.contains("sending a delta patch") && $0.contains("against the image bleota sent before (sha256:") },
+            "\(patched)")
     }
 
     @Test func flashOverUDPToASimServeDevice() throws {

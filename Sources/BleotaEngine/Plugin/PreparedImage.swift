@@ -71,17 +71,83 @@ public enum DeltaPolicy: String, Sendable, Hashable, CaseIterable, CustomStringC
     public var description: String { rawValue }
 }
 
-/// The base of a delta patch: the bytes of the image the device runs, and whether to use it.
+/// Images bleota has sent before, found by their SHA-256: where a delta patch finds its base
+/// when none is given (`flash` keeps a store under the XDG data directory).
+public protocol DeltaBaseStore: Sendable {
+    /// The image whose SHA-256 is `sha256`, its bytes checked against it; nil when none is held.
+    func image(sha256: [UInt8]) -> [UInt8]?
+    /// Where the images are kept, for messages.
+    var location: String { get }
+}
+
+/// The base of a delta patch: the image the device runs, given (`--base FILE`) or looked
+/// up by the hash the device reports, and whether to use it.
 public struct DeltaBase: Sendable, Hashable {
-    public var bytes: [UInt8]
-    public var policy: DeltaPolicy
-    /// Where the base came from, for messages ("--base app-1.0.bin").
-    public var source: String
-    public init(bytes: [UInt8], policy: DeltaPolicy, source: String) {
-        self.bytes = bytes
-        self.policy = policy
-        self.source = source
+    /// Where the base comes from.
+    public enum Origin: Sendable {
+        /// A given image; `source` names it in messages ("--base app-1.0.bin").
+        case image(bytes: [UInt8], source: String)
+        /// Whatever the store holds for the running image's hash.
+        case store(any DeltaBaseStore)
     }
+
+    public var origin: Origin
+    public var policy: DeltaPolicy
+
+    public init(bytes: [UInt8], policy: DeltaPolicy, source: String) {
+        self.init(origin: .image(bytes: bytes, source: source), policy: policy)
+    }
+
+    public init(origin: Origin, policy: DeltaPolicy) {
+        self.origin = origin
+        self.policy = policy
+    }
+
+    /// The base for a device running the image whose SHA-256 is `running`, and how to name it;
+    /// or why there is none, in words that end "…: sending the whole image" well.
+    public func resolve(running: [UInt8]) -> Result<(bytes: [UInt8], source: String), DeltaBaseMismatch> {
+        switch origin {
+        case .image(let bytes, let source):
+            let hash = SHA256Digest.hash(bytes)
+            guard hash == running else {
+                return .failure(
+                    DeltaBaseMismatch(
+                        "the device runs sha256:\(running.prefix(6).hexString), not \(source) (sha256:\(hash.prefix(6).hexString))"))
+            }
+            return .success((bytes, source))
+        case .store(let store):
+            guard let bytes = store.image(sha256: running) else {
+                return .failure(
+                    DeltaBaseMismatch("bleota holds no copy of the image the device runs (sha256:\(running.prefix(6).hexString)) in \(store.location)"))
+            }
+            return .success((bytes, "the image bleota sent before (sha256:\(running.prefix(6).hexString))"))
+        }
+    }
+
+    public static func == (left: DeltaBase, right: DeltaBase) -> Bool {
+        guard left.policy == right.policy else { return false }
+        switch (left.origin, right.origin) {
+        case (.image(let a, let x), .image(let b, let y)): return a == b && x == y
+        case (.store(let a), .store(let b)): return a.location == b.location
+        default: return false
+        }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(policy)
+        switch origin {
+        case .image(let bytes, let source):
+            hasher.combine(bytes)
+            hasher.combine(source)
+        case .store(let store): hasher.combine(store.location)
+        }
+    }
+}
+
+/// Why a delta base does not fit the device: one line.
+public struct DeltaBaseMismatch: Error, Sendable, Hashable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
 }
 
 /// An image checked and ready to send: one part, or several that go in order

@@ -337,31 +337,35 @@ struct Session {
         guard hello.capabilities.contains(.delta), let running = hello.runningSHA256 else {
             throw TransferError(.deviceRefused, step: step, "the device does not apply delta patches: use --delta auto or never")
         }
-        let expected = SHA256Digest.hash(base.bytes)
-        guard running == expected else {
-            throw TransferError(
-                .deviceRefused, step: step,
-                "the device runs sha256:\(running.prefix(6).hexString), not \(base.source) (sha256:\(expected.prefix(6).hexString)): give --base the image it runs, or use --delta auto"
-            )
+        if case .failure(let mismatch) = base.resolve(running: running) {
+            throw TransferError(.deviceRefused, step: step, "\(mismatch): give --base the image it runs, or use --delta auto")
         }
     }
 
     /// The patch to send instead of `image`, when `deltaBase` allows one and it is worth it; says why not.
     func deltaPatch(for image: any ByteSource, hello: NativeMessage.HelloResponse) throws(TransferError) -> (patch: [UInt8], base: [UInt8])? {
         guard let base = deltaBase, base.policy != .never else { return nil }
+        // Why the whole image goes: a note when the user gave the base, at info level when it is
+        // the store of flashed images (which lacking the image is the usual case for a device
+        // bleota has not flashed before, and not worth a line on every flash).
         func whole(_ why: String) -> (patch: [UInt8], base: [UInt8])? {
-            updater.onEvent(.note("sending the whole image: \(why)"))
+            if case .image = base.origin {
+                updater.onEvent(.note("sending the whole image: \(why)"))
+            } else {
+                updater.logger.info("sending the whole image: \(why)")
+            }
             return nil
         }
         guard hello.capabilities.contains(.delta), let running = hello.runningSHA256 else {
             return whole("the device does not apply delta patches")
         }
-        let baseHash = SHA256Digest.hash(base.bytes)
-        guard running == baseHash else {
-            return whole("the device runs sha256:\(running.prefix(6).hexString), not \(base.source) (sha256:\(baseHash.prefix(6).hexString))")
+        let found: (bytes: [UInt8], source: String)
+        switch base.resolve(running: running) {
+        case .success(let resolved): found = resolved
+        case .failure(let mismatch): return whole(mismatch.description)
         }
         guard let bytes = image as? [UInt8] else { return whole("an image sent from its file is not diffed") }
-        let patch = DeltaPatch.create(from: base.bytes, to: bytes)
+        let patch = DeltaPatch.create(from: found.bytes, to: bytes)
         guard base.policy == .always || patch.count * 10 < bytes.count * 9 else {
             return whole("a patch of \(patch.count) bytes would save under 10 % of \(bytes.count)")
         }
@@ -369,8 +373,8 @@ struct Session {
             .note(
                 String(
                     format: "sending a delta patch: %d bytes for the %d-byte image (%.1f %%), against %@", patch.count, bytes.count,
-                    100 * Double(patch.count) / Double(max(1, bytes.count)), base.source)))
-        return (patch, baseHash)
+                    100 * Double(patch.count) / Double(max(1, bytes.count)), found.source)))
+        return (patch, running)
     }
 
     /// `--compression on` needs a device that inflates.
