@@ -24,8 +24,9 @@ import Foundation
 struct Options {
     var runs = 2000
     var seed: UInt64 = 1
-    /// "native-delta": bleota's protocol sending a delta patch against the image the device runs (`flash --base`).
-    var protocols = ["native", "native-delta", "smp", "nordic-dfu", "nordic-legacy", "espressif-ota", "suota", "ti-oad", "silabs-ota", "telink-ota"]
+    /// "native-delta": bleota's protocol sending a delta patch against the image the device runs (`flash --base`);
+    /// "espressif-ota-delta": an esp_delta_ota patch through Espressif's BLE OTA, applied by the device as it arrives.
+    var protocols = ["native", "native-delta", "espressif-ota-delta", "smp", "nordic-dfu", "nordic-legacy", "espressif-ota", "suota", "ti-oad", "silabs-ota", "telink-ota"]
     var jobs = 2
     var json = false
     var verbose = false
@@ -42,7 +43,7 @@ struct Options {
             case "--verbose": verbose = true
             case "--help", "-h":
                 print(
-                    "usage: bleota-fault-matrix [--runs N] [--seed S] [--protocol native|native-delta|smp|nordic-dfu|nordic-legacy|espressif-ota|suota|ti-oad|silabs-ota|telink-ota] [--jobs J] [--json] [--verbose]"
+                    "usage: bleota-fault-matrix [--runs N] [--seed S] [--protocol native|native-delta|espressif-ota-delta|smp|nordic-dfu|nordic-legacy|espressif-ota|suota|ti-oad|silabs-ota|telink-ota] [--jobs J] [--json] [--verbose]"
                 )
                 exit(0)
             default:
@@ -103,8 +104,8 @@ enum DeviceState: Equatable { case old, newConfirmed, newUnconfirmed, inBootload
 func runOne(index: Int, options: Options) async -> RunResult {
     var random = SeededRandom(seed: options.seed &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(index))
     let protocolName = options.protocols[index % options.protocols.count]
-    let delta = protocolName == "native-delta"
-    let registryName = delta ? "native" : protocolName
+    let delta = protocolName.hasSuffix("-delta")
+    let registryName = delta ? String(protocolName.dropLast("-delta".count)) : protocolName
     let corruptible = protocolName != "suota"
     let classes = corruptible ? FaultClass.allCases : FaultClass.allCases.filter { $0 != .corruption }
     let fault = classes[Int(random.next() % UInt64(classes.count))]
@@ -138,7 +139,7 @@ func runOne(index: Int, options: Options) async -> RunResult {
         newBytes = firmware
         let packet = NordicLegacyInitPacket(applicationVersion: 2, softDeviceRequirements: [0x00B6], imageCRC: NordicLegacyInitPacket.crc(of: firmware))
         image = PreparedImage(parts: [.init(name: "application", data: firmware, metadata: packet.encode())], version: "2", summary: "")
-    } else if protocolName == "espressif-ota" {
+    } else if registryName == "espressif-ota" {
         newBytes = ESPAppImage.sample(firmware)
         image = PreparedImage(bytes: newBytes, version: "2", summary: "")
     } else if protocolName == "ti-oad" {
@@ -178,6 +179,8 @@ func runOne(index: Int, options: Options) async -> RunResult {
                 var editing = SeededRandom(seed: UInt64(index) &+ 0xDE17A)
                 for _ in 0..<3 where !edited.isEmpty { edited[Int(editing.next() % UInt64(edited.count))] &+= 1 }
                 expected = edited + firmware.prefix(2_000)
+                // An ESP32 validates what it rebuilds: the new image is an application image too.
+                if registryName == "espressif-ota" { expected = ESPAppImage.sample(expected) }
                 sent = PreparedImage(bytes: expected, version: "2.0.0", summary: "")
                 sent.deltaBase = DeltaBase(bytes: old, policy: .always, source: "the running image")
             }

@@ -42,13 +42,90 @@ import Testing
         }
     }
 
-    func simulate(_ address: String, image: [UInt8], window: UInt8 = 3) async throws -> VendorRun {
+    func simulate(
+        _ address: String, image: [UInt8], window: UInt8 = 3, factory: [UInt8] = ESPAppImage.sample(Array("factory".utf8)),
+        deltaBase: DeltaBase? = nil
+    ) async throws -> VendorRun {
         try await simulateVendorUpdate(
-            address, image: image,
+            address, image: image, deltaBase: deltaBase,
             makeDevice: { _ in
-                let factory = ESPAppImage.sample(Array("factory".utf8))
-                return (EspressifOTADevice(partitionSize: 1 << 20, window: window, initialImage: factory), factory)
+                (EspressifOTADevice(partitionSize: 1 << 20, window: window, initialImage: factory), factory)
             }, running: { await $0.running }, makeHost: { EspressifOTAUpdater(context: $0) })
+    }
+
+    /// Two releases of one application: the second changes a few bytes of the first's code.
+    static func releases(seed: UInt64) -> (old: [UInt8], new: [UInt8]) {
+        var random = SeededRandom(seed: seed)
+        let code = (0..<60_000).map { _ in UInt8.random(in: 0...255, using: &random) }
+        var changed = code
+        for offset in [1_000, 20_000, 45_000] { changed[offset] ^= 0x5A }
+        return (ESPAppImage.sample(code), ESPAppImage.sample(changed + Array("v2".utf8)))
+    }
+
+    /// With --base the device runs, an esp_delta_ota patch goes instead of the image: the device feeds
+    /// it to its patcher sector by sector and restarts into the exact new image.
+    @Test(arguments: ["sim://2m-dle", "sim://1m-no-dle-30ms"])
+    func aPatchAgainstTheRunningImageRebuildsTheExactNewOne(_ address: String) async throws {
+        let (old, new) = Self.releases(seed: 11)
+        let run = try await simulate(address, image: new, factory: old, deltaBase: DeltaBase(bytes: old, policy: .auto, source: "--base old.bin"))
+        let report = try run.outcome.get()
+        #expect(run.running == new)
+        #expect(report.delta == true && report.bytes == new.count, "\(run.notes)")
+        #expect(report.streamBytes * 10 < new.count, "\(report.streamBytes) bytes on the air for a \(new.count)-byte image")
+        #expect(run.notes.contains { $0.hasPrefix("sending an esp_delta_ota patch:") && $0.hasSuffix("against --base old.bin") }, "\(run.notes)")
+        print("espressif delta \(address): \(report.streamBytes) bytes on the air for \(new.count), transfer \(report.transferSeconds) s")
+    }
+
+    /// A device that runs another image than --base refuses the patch by its header and keeps its image:
+    /// auto then sends the whole image, always fails naming the base, and the old image runs.
+    @Test(arguments: [DeltaPolicy.auto, .always])
+    func aPatchForAnotherBaseNeverActivates(policy: DeltaPolicy) async throws {
+        let (old, new) = Self.releases(seed: 12)
+        let other = ESPAppImage.sample(Array("another release".utf8))
+        let run = try await simulate("sim://2m-dle", image: new, factory: other, deltaBase: DeltaBase(bytes: old, policy: policy, source: "--base old.bin"))
+        switch (policy, run.outcome) {
+        case (.auto, .success(let report)):
+            #expect(run.running == new && report.delta == nil)
+            #expect(run.notes.contains { $0.contains("did not restart after the patch against --base old.bin: sending the whole image") }, "\(run.notes)")
+        case (.always, .failure(let error)):
+            #expect(run.running == other)
+            #expect(error.outcome == .oldImage("its old image") && error.message.contains("runs another image than --base old.bin"), "\(error)")
+        default:
+            Issue.record("\(policy): \(run.outcome)")
+        }
+    }
+
+    /// The patcher as the device runs it: a patch damaged or cut short, or made for another base,
+    /// gives no image to activate, and a sound one gives the exact image whatever the pieces it arrives in.
+    @Test func theDevicesPatcherTakesPiecesAndRefusesWhatIsNotWhole() throws {
+        let (old, new) = Self.releases(seed: 13)
+        let patch = DeltaPatch.create(from: old, to: new, espBaseSHA256: DeltaPatch.espBaseSHA256(of: old))
+        func rebuild(_ patch: [UInt8], running: [UInt8] = old, pieces: Int = 4096) -> (image: [UInt8]?, refusal: String?) {
+            var receiver = EspressifOTADevice.PatchReceiver()
+            #expect(EspressifOTADevice.PatchReceiver.starts(patch))
+            var offset = 0
+            while offset < patch.count {
+                receiver.feed(Array(patch[offset..<min(patch.count, offset + pieces)]), running: running)
+                offset += pieces
+            }
+            let image = receiver.finish()
+            return (image, receiver.refusal)
+        }
+        #expect(rebuild(patch).image == new)
+        #expect(rebuild(patch, pieces: 7).image == new)
+        #expect(rebuild(Array(patch.dropLast(3))).image == nil)
+        let wrongBase = rebuild(patch, running: ESPAppImage.sample(Array("other".utf8)))
+        #expect(wrongBase.image == nil && wrongBase.refusal == "the patch is for another base than the running image")
+        // A flipped byte in the body: the patch no longer parses to the end, or rebuilds an image whose
+        // appended SHA-256 does not match (which the device's esp_ota_end check refuses).
+        var random = seededGenerator("espressif-damaged-patch")
+        for _ in 0..<20 {
+            var damaged = patch
+            damaged[Int.random(in: 70..<patch.count, using: &random)] ^= UInt8.random(in: 1...255, using: &random)
+            let result = rebuild(damaged)
+            if let image = result.image { #expect(ESPAppImage.problem(image) != nil || image == new) }
+        }
+        #expect(!EspressifOTADevice.PatchReceiver.starts(new))
     }
 
     static func image(_ count: Int, seed: UInt64) -> [UInt8] {

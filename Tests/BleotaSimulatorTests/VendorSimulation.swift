@@ -18,7 +18,7 @@ struct VendorRun: Sendable {
 /// half for the link model (with its factory image), `running` reads what it runs afterwards.
 func simulateVendorUpdate<Device: DeviceHalf>(
     _ address: String, image: [UInt8], tuning: TransferTuning = TransferTuning(), knobs: Set<TuningKnob> = [],
-    options: [String: String] = [:], creditChannels: Set<UInt8> = [],
+    options: [String: String] = [:], creditChannels: Set<UInt8> = [], deltaBase: DeltaBase? = nil,
     makeDevice: @escaping @Sendable (LinkModel) -> (Device, factory: [UInt8]),
     running: @escaping @Sendable (Device) async -> [UInt8],
     makeHost: @escaping @Sendable (HostContext) -> any ProtocolHost
@@ -40,7 +40,9 @@ func simulateVendorUpdate<Device: DeviceHalf>(
             ) { events.append($0) })
         let outcome: Result<UpdateReport, TransferError>
         do throws(TransferError) {
-            outcome = .success(try await host.flash(PreparedImage(bytes: image, version: "2", summary: "test"), mode: .confirm))
+            var prepared = PreparedImage(bytes: image, version: "2", summary: "test")
+            prepared.deltaBase = deltaBase
+            outcome = .success(try await host.flash(prepared, mode: .confirm))
         } catch { outcome = .failure(error) }
         // A reset under way finishes before the device is looked at.
         try? await world.clock.sleep(for: .seconds(2))

@@ -17,6 +17,17 @@ import BleotaLink
 /// and the device restarts 200 ms later; a bad image is dropped silently —
 /// the real firmware reports nothing over BLE either — and the old one keeps
 /// running. A disconnect ends the upload.
+///
+/// An upload that starts with `esp_delta_ota`'s header (magic 0xfccdde10, then
+/// the base's SHA-256) is a patch, as an application built on `esp_delta_ota`
+/// treats it: the header's hash must be the running image's
+/// (`esp_partition_get_sha256`), each sector is fed to the patcher as it is
+/// acknowledged, which reads the running image and writes the new one into
+/// the OTA partition, and at the end the rebuilt image is validated as a sent
+/// one is. A patch for another base, damaged or cut short never activates:
+/// the device stays silent and keeps its image. RAM for a patch, besides the
+/// 4 KiB sector buffer: the patcher's heatshrink window (256 bytes) and a few
+/// counters; the base is read from the running partition a byte at a time.
 public actor EspressifOTADevice: DeviceHalf {
     public static let sectorSize = 4096
 
@@ -27,11 +38,67 @@ public actor EspressifOTADevice: DeviceHalf {
 
     struct Upload {
         var length: Int
+        /// What has arrived so far: the image, or for a patch, its bytes counted (the patcher takes them).
         var received: [UInt8] = []
+        var receivedCount = 0
         var sector: UInt16 = 0
         var nextSequence: UInt8 = 0
         var sectorBytes: [UInt8] = []
         var sequenceBroken = false
+        /// Set by the first sector when it starts with esp_delta_ota's magic.
+        var patch: PatchReceiver?
+    }
+
+    /// An `esp_delta_ota`-style patcher: the header gathered, then the body applied as it arrives.
+    struct PatchReceiver {
+        var header: [UInt8] = []
+        var applier: DeltaPatchApplier?
+        /// The OTA partition being written.
+        var rebuilt: [UInt8] = []
+        /// Why the patch will not be activated, once known (the real application logs it and aborts).
+        var refusal: String?
+
+        /// Whether `bytes` (the upload's start) are a patch.
+        static func starts(_ bytes: [UInt8]) -> Bool {
+            let magic = DeltaPatchHeader.espMagic
+            return bytes.count >= 4 && bytes.prefix(4).elementsEqual([UInt8(magic & 0xFF), UInt8(magic >> 8 & 0xFF), UInt8(magic >> 16 & 0xFF), UInt8(magic >> 24)])
+        }
+
+        mutating func feed(_ bytes: [UInt8], running: [UInt8]) {
+            guard refusal == nil else { return }
+            var body = bytes[...]
+            if applier == nil {
+                header += bytes
+                let parsed: DeltaPatchHeader
+                do { parsed = try DeltaPatchHeader(reading: header) } catch {
+                    // Not all of the header yet (the new image's size ends a few bytes past the 64): wait.
+                    if error.kind != .truncated { refusal = "\(error)" }
+                    return
+                }
+                guard parsed.espBaseSHA256 == DeltaPatch.espBaseSHA256(of: running) else {
+                    refusal = "the patch is for another base than the running image"
+                    return
+                }
+                applier = DeltaPatchApplier(header: parsed, baseSize: running.count)
+                body = header[parsed.size...]
+                header = []
+            }
+            do { try applier?.consume(body, base: { running[$0] }, into: &rebuilt) } catch { refusal = "\(error)" }
+        }
+
+        /// The rebuilt image once the whole patch has been fed, or nil (with `refusal` set).
+        mutating func finish() -> [UInt8]? {
+            guard refusal == nil else { return nil }
+            guard let applier else {
+                refusal = "the patch ended inside its header"
+                return nil
+            }
+            do { try applier.finish() } catch {
+                refusal = "\(error)"
+                return nil
+            }
+            return rebuilt
+        }
     }
 
     public init(partitionSize: Int, window: UInt8 = 3, initialImage: [UInt8]) {
@@ -160,14 +227,28 @@ public actor EspressifOTADevice: DeviceHalf {
         if environment.writeTimePerByte > .zero {
             try? await environment.clock.sleep(for: environment.writeTimePerByte * sector.count)
         }
-        current.received += sector
+        let wanted = Array(sector.prefix(current.length - current.receivedCount))
+        if current.receivedCount == 0, PatchReceiver.starts(wanted) { current.patch = PatchReceiver() }
+        if current.patch != nil {
+            current.patch?.feed(wanted, running: running)
+        } else {
+            current.received += wanted
+        }
+        current.receivedCount += wanted.count
         current.sector &+= 1
         try await answer(EspressifSectorAck(sector: packet.sector, status: .success, expected: current.sector), link: link)
-        guard current.received.count >= current.length else { return false }
-        // The example's OTA task: esp_ota_end validates, then the boot partition changes.
-        let image = Array(current.received.prefix(current.length))
+        guard current.receivedCount >= current.length else { return false }
         finished = true
-        guard ESPAppImage.problem(image) == nil else { return false }
+        // The example's OTA task: esp_delta_ota_finalize for a patch, then esp_ota_end validates,
+        // and the boot partition changes.
+        let image: [UInt8]
+        if current.patch != nil {
+            guard let rebuilt = current.patch?.finish() else { return false }
+            image = rebuilt
+        } else {
+            image = current.received
+        }
+        guard image.count <= partitionSize, ESPAppImage.problem(image) == nil else { return false }
         running = image
         return true
     }

@@ -26,7 +26,8 @@ public struct EspressifOTAProtocol: UpdateProtocol {
     }
 
     /// The device activates an image as soon as its last byte arrives: no test boot, no upload without activation.
-    public var capabilities: ProtocolCapabilities { [.flash] }
+    /// Delta patches with `--base`: the device applies `esp_delta_ota` patches (protocols/delta.md).
+    public var capabilities: ProtocolCapabilities { [.flash, .deltaFlash] }
     public var flashModes: [FlashMode] { [.confirm] }
 
     public var tuningKnobs: [TuningKnob: String] {

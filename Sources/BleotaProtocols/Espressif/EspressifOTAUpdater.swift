@@ -19,7 +19,51 @@ public struct EspressifOTAUpdater: ContextHost {
     var tries: Int { context.tries(default: 4) }
 
     public func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
+        guard let (patch, source) = try deltaPatch(for: prepared) else { return try await update(prepared, sending: prepared.bytes) }
+        do throws(TransferError) {
+            return try await update(prepared, sending: patch, patchBase: source)
+        } catch {
+            // The device takes a patch silently or not at all: no restart after it means the
+            // device runs another image than the base (or does not apply patches). It still runs
+            // its old image, so auto sends the whole image; always reports it.
+            guard error.code == .verificationFailed, error.step == .activate, prepared.deltaBase?.policy == .auto else { throw error }
+            context.onEvent(.note("\(device) did not restart after the patch against \(source): sending the whole image"))
+            return try await update(prepared, sending: prepared.bytes)
+        }
+    }
+
+    /// The `esp_delta_ota` patch to send instead of the image (the header naming the base's SHA-256 as
+    /// the device computes it), when a base is given and the patch saves 10 % or more; nil otherwise,
+    /// saying why. Espressif's BLE OTA does not say what a device runs, so the base is only `--base`'s:
+    /// a device that runs another image refuses the patch by its header and keeps its own.
+    func deltaPatch(for prepared: PreparedImage) throws(TransferError) -> (patch: [UInt8], source: String)? {
+        guard let base = prepared.deltaBase, base.policy != .never else { return nil }
+        guard case .image(let baseBytes, let source) = base.origin else {
+            guard base.policy == .auto else {
+                throw TransferError(
+                    .unsupported, step: .load,
+                    "--delta always: Espressif's BLE OTA does not report the image a device runs, so bleota cannot look it up: give --base the image it runs")
+            }
+            context.logger.info("sending the whole image: Espressif's BLE OTA does not report the image a device runs; --base names one")
+            return nil
+        }
         let image = prepared.bytes
+        let patch = DeltaPatch.create(from: baseBytes, to: image, espBaseSHA256: DeltaPatch.espBaseSHA256(of: baseBytes))
+        guard base.policy == .always || patch.count * 10 < image.count * 9 else {
+            context.onEvent(.note("sending the whole image: a patch of \(patch.count) bytes would save under 10 % of \(image.count)"))
+            return nil
+        }
+        context.onEvent(
+            .note(
+                String(
+                    format: "sending an esp_delta_ota patch: %d bytes for the %d-byte image (%.1f %%), against %@", patch.count, image.count,
+                    100 * Double(patch.count) / Double(max(1, image.count)), source)))
+        return (patch, source)
+    }
+
+    /// Sends `payload` (the image, or a patch that rebuilds it on the device) and waits for the restart.
+    func update(_ prepared: PreparedImage, sending payload: [UInt8], patchBase: String? = nil) async throws(TransferError) -> UpdateReport {
+        let image = payload
         var recorder = context.recorder("flash")
         recorder.beginQuietly(.load)
         recorder.enter(.connect)
@@ -56,10 +100,18 @@ public struct EspressifOTAUpdater: ContextHost {
         let restarted = await waitForRestart(link, within: timeouts.verify)
         guard restarted else {
             await link.close()
-            var error = TransferError(
-                .verificationFailed, step: .activate,
-                "\(device) took every sector but did not restart: its esp_ota_end refused the image (it reports nothing over BLE); check the image with esptool.py image_info")
-            error.outcome = .oldImage("its old image")
+            let why =
+                if let patchBase {
+                    "\(device) took every sector of the patch but did not restart: it runs another image than \(patchBase), or does not apply esp_delta_ota patches (it reports nothing over BLE); give --base the image it runs, or use --delta auto"
+                } else {
+                    "\(device) took every sector but did not restart: its esp_ota_end refused the image (it reports nothing over BLE); check the image with esptool.py image_info"
+                }
+            // After a try that may have been taken (its last answers lost, the device restarted into the
+            // image), a patch sent again no longer fits what runs, and nobody can say which image that is.
+            let earlier =
+                tries.mayHaveActivated ? " (an earlier try may have been taken: the device may run the new image already)" : ""
+            var error = TransferError(.verificationFailed, step: .activate, why + earlier)
+            error.outcome = tries.outcomeAfterFailure
             throw error
         }
         recorder.enter(.confirm)
@@ -70,7 +122,8 @@ public struct EspressifOTAUpdater: ContextHost {
         tuning.window = window
         tuning.packetSize = packetData
         return recorder.finish(
-            bytes: image.count, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: packetData, elapsed: transferTime),
+            bytes: prepared.bytes.count,
+            transfer: TransferSummary(streamBytes: statistics.bytesOnWire, delta: patchBase != nil, packetSize: packetData, elapsed: transferTime),
             statistics: statistics, tuning: tuning)
     }
 
