@@ -126,6 +126,46 @@ import Testing
         #expect(summaries.count == 2)
     }
 
+    /// A worker sends each device a patch against the image it runs when the host kept that image:
+    /// the first campaign's worker flashes whole images and keeps one, the second's patches.
+    @Test func aWorkerPatchesDevicesThatRunAnImageItsHostFlashed() throws {
+        let server = try PostgresTestServer.start()
+        defer { server.stop() }
+        let home = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-campaign-delta-\(UUID())")
+        try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: home) }
+        let (first, firstPort) = try NativeUDPCLITests.serve()
+        let (second, secondPort) = try NativeUDPCLITests.serve()
+        defer {
+            for served in [first, second] {
+                served.terminate()
+                served.waitUntilExit()
+            }
+        }
+        let list = home.appendingPathComponent("devices.txt")
+        try "udp://127.0.0.1:\(firstPort)\nudp://127.0.0.1:\(secondPort)\n".write(to: list, atomically: true, encoding: .utf8)
+        let firmware = "samples/cortex-m/gcc-arm-none-eabi-12.2.1"
+        func campaign(_ name: String, _ image: String, _ label: String) throws -> [String] {
+            let create = try BleotaProcess.run([
+                "fleet", "campaign", "create", image, "--devices", list.path, "--protocol", "native", "--version-label", label,
+                "--campaign", server.url, "--name", name,
+            ])
+            #expect(create.status == 0, "\(create.stderr)")
+            let logs = home.appendingPathComponent("logs-\(name)")
+            let worker = try BleotaProcess.run(
+                ["fleet", "worker", "--campaign", server.url, "--name", name, "--adapter", "a0", "--poll", "0.2", "--log-dir", logs.path],
+                dataHome: home.appendingPathComponent("data"))
+            #expect(worker.status == 0, "\(worker.stderr)")
+            return try FileManager.default.contentsOfDirectory(atPath: logs.path).sorted().map {
+                try String(contentsOf: logs.appendingPathComponent($0), encoding: .utf8)
+            }
+        }
+        let whole = try campaign("release-1", "\(firmware)/sensor-hub-2.0.0.bin", "2.0.0")
+        #expect(whole.count == 2 && whole.allSatisfy { !$0.contains("sending a delta patch") }, "\(whole)")
+        let patched = try campaign("release-2", "\(firmware)/delta/sensor-hub-2.0.1.bin", "2.0.1")
+        #expect(patched.count == 2 && patched.allSatisfy { $0.contains("sending a delta patch") }, "\(patched)")
+    }
+
     @Test func mistakesAreOneLineWithTheirExitStatus() throws {
         let unreachable = try BleotaProcess.run(["fleet", "status", "--campaign", "postgresql://bleota@/postgres?host=/nonexistent-bleota&port=5"])
         #expect(unreachable.status == 12)
