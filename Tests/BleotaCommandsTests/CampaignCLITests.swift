@@ -132,18 +132,9 @@ import Testing
         let server = try PostgresTestServer.start()
         defer { server.stop() }
         let home = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-campaign-delta-\(UUID())")
-        try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: home) }
-        let (first, firstPort) = try NativeUDPCLITests.serve()
-        let (second, secondPort) = try NativeUDPCLITests.serve()
-        defer {
-            for served in [first, second] {
-                served.terminate()
-                served.waitUntilExit()
-            }
-        }
-        let list = home.appendingPathComponent("devices.txt")
-        try "udp://127.0.0.1:\(firstPort)\nudp://127.0.0.1:\(secondPort)\n".write(to: list, atomically: true, encoding: .utf8)
+        let (list, stop) = try NativeUDPCLITests.twoServedDevices(listedIn: home)
+        defer { stop() }
         let firmware = "samples/cortex-m/gcc-arm-none-eabi-12.2.1"
         func campaign(_ name: String, _ image: String, _ label: String) throws -> [String] {
             let create = try BleotaProcess.run([
@@ -156,9 +147,7 @@ import Testing
                 ["fleet", "worker", "--campaign", server.url, "--name", name, "--adapter", "a0", "--poll", "0.2", "--log-dir", logs.path],
                 dataHome: home.appendingPathComponent("data"))
             #expect(worker.status == 0, "\(worker.stderr)")
-            return try FileManager.default.contentsOfDirectory(atPath: logs.path).sorted().map {
-                try String(contentsOf: logs.appendingPathComponent($0), encoding: .utf8)
-            }
+            return try NativeUDPCLITests.logs(in: logs)
         }
         let whole = try campaign("release-1", "\(firmware)/sensor-hub-2.0.0.bin", "2.0.0")
         #expect(whole.count == 2 && whole.allSatisfy { !$0.contains("sending a delta patch") }, "\(whole)")

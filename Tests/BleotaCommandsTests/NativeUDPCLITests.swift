@@ -39,6 +39,34 @@ import Testing
         return (server, port)
     }
 
+    /// Two served devices and a device list naming both, written in `directory` (created); `stop` ends them.
+    static func twoServedDevices(listedIn directory: URL) throws -> (list: URL, stop: () -> Void) {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let (first, firstPort) = try serve()
+        let (second, secondPort) = try serve()
+        let stop = {
+            for server in [first, second] {
+                server.terminate()
+                server.waitUntilExit()
+            }
+        }
+        let list = directory.appendingPathComponent("devices.txt")
+        do {
+            try "udp://127.0.0.1:\(firstPort)\nudp://127.0.0.1:\(secondPort)\n".write(to: list, atomically: true, encoding: .utf8)
+        } catch {
+            stop()
+            throw error
+        }
+        return (list, stop)
+    }
+
+    /// The text of each file in `directory` (a fleet's --log-dir), in name order.
+    static func logs(in directory: URL) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted().map {
+            try String(contentsOf: directory.appendingPathComponent($0), encoding: .utf8)
+        }
+    }
+
     /// `flash --base`: the device runs the base, so a delta patch goes instead of the image, the
     /// device rebuilds and verifies the new image before activating it; a base the device does not run
     /// is refused at the first connection with --delta always, and sent whole with auto, saying why.
@@ -132,19 +160,10 @@ import Testing
     /// A fleet sends each device a patch against the image it runs, when bleota flashed that image
     /// before: the first fleet sends whole images and keeps a copy, the second patches.
     @Test func aFleetPatchesEachDeviceAgainstTheImageItRuns() throws {
-        let (first, firstPort) = try Self.serve()
-        let (second, secondPort) = try Self.serve()
-        defer {
-            for server in [first, second] {
-                server.terminate()
-                server.waitUntilExit()
-            }
-        }
         let home = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-fleet-store-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: home) }
-        try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
-        let list = home.appendingPathComponent("devices.txt")
-        try "udp://127.0.0.1:\(firstPort)\nudp://127.0.0.1:\(secondPort)\n".write(to: list, atomically: true, encoding: .utf8)
+        let (list, stop) = try Self.twoServedDevices(listedIn: home)
+        defer { stop() }
         let firmware = "samples/cortex-m/gcc-arm-none-eabi-12.2.1"
         func fleet(_ image: String, _ label: String) throws -> [String] {
             let logs = home.appendingPathComponent("logs-\(label)")
@@ -152,9 +171,7 @@ import Testing
                 ["fleet", "flash", image, "--devices", list.path, "--protocol", "native", "--version-label", label, "--log-dir", logs.path],
                 dataHome: home.appendingPathComponent("data"))
             #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
-            return try FileManager.default.contentsOfDirectory(atPath: logs.path).sorted().map {
-                try String(contentsOf: logs.appendingPathComponent($0), encoding: .utf8)
-            }
+            return try Self.logs(in: logs)
         }
         let whole = try fleet("\(firmware)/sensor-hub-2.0.0.bin", "2.0.0")
         #expect(whole.count == 2 && whole.allSatisfy { !$0.contains("sending a delta patch") }, "\(whole)")
