@@ -189,11 +189,7 @@ struct FleetWorkerCommand: AsyncParsableCommand, StreamsJSONLines {
     var pollTime = TimeArgument(seconds: 2)
     var poll: Double { pollTime.seconds() }
 
-    @Flag(
-        name: .customLong("no-image-store"),
-        help: "Send every device the whole image: no delta patch against an image bleota flashed before on this host, and no copy kept.")
-    var noImageStore = false
-    var imageStore: ImageStore? { noImageStore ? nil : ImageStore() }
+    @OptionGroup var imageStoreOption: ImageStoreOption
 
     func validate() throws {
         _ = try pollTime.checkedSeconds(option: "--poll", range: 0.1...60)
@@ -229,7 +225,7 @@ struct FleetWorkerCommand: AsyncParsableCommand, StreamsJSONLines {
             let planner = FleetPlanner(
                 image: image.path, versionLabel: campaign.versionLabel,
                 protocolOptions: campaign.protocolOptions.map { "\($0.key)=\($0.value)" }.sorted(),
-                explicit: campaign.protocolName, timeout: timeouts.connect, imageStore: imageStore, logger: logger)
+                explicit: campaign.protocolName, timeout: timeouts.connect, imageStore: imageStoreOption.store, logger: logger)
             logger.notice("worker \(name) joins campaign '\(campaign.name)' with \(adapterNames.joined(separator: ", "))")
             let logs = try runOptions.deviceLogs(devices: [], clock: SystemClock())
             let worker = CampaignWorker(

@@ -93,13 +93,10 @@ struct DeltaOptions: ParsableArguments {
         name: .customLong("delta"),
         help: "auto (a patch when the device takes one, bleota holds the image it runs, and the patch saves 10 % or more), always (a patch or an error), never.")
     var policy: DeltaPolicy = .auto
-    @Flag(
-        name: .customLong("no-image-store"),
-        help: "Neither look for the base among the images bleota flashed before nor keep a copy of this one ($XDG_DATA_HOME/bleota/images).")
-    var noImageStore = false
+    @OptionGroup var imageStore: ImageStoreOption
 
     /// The images kept by earlier flashes; nil with --no-image-store.
-    var store: ImageStore? { noImageStore ? nil : ImageStore() }
+    var store: ImageStore? { imageStore.store }
 
     /// The base: --base read like the image, else the store of flashed images; nil for a protocol
     /// that cannot send patches (refused with --base or --delta always) or with --delta never.

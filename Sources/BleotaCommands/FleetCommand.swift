@@ -39,11 +39,7 @@ struct FleetFlashCommand: AsyncParsableCommand, StreamsJSONLines {
     @OptionGroup var protocolOption: ProtocolOption
     @OptionGroup var update: FleetUpdateOptions
     @OptionGroup var runOptions: FleetRunOptions
-
-    @Flag(
-        name: .customLong("no-image-store"),
-        help: "Send every device the whole image: no delta patch against an image bleota flashed before ($XDG_DATA_HOME/bleota/images), and no copy kept.")
-    var noImageStore = false
+    @OptionGroup var imageStore: ImageStoreOption
 
     @Option(
         name: .long,
@@ -161,7 +157,7 @@ struct FleetFlashCommand: AsyncParsableCommand, StreamsJSONLines {
         // (and is retried) instead of stopping the fleet before it starts.
         let planner = FleetPlanner(
             image: image, versionLabel: update.versionLabel, protocolOptions: update.protocolOptions, explicit: protocolOption.name,
-            timeout: runOptions.timeouts.connect, imageStore: noImageStore ? nil : ImageStore(), logger: logger)
+            timeout: runOptions.timeouts.connect, imageStore: imageStore.store, logger: logger)
         for (device, address) in zip(list, addresses) where simulated[0] || (device.protocolName ?? protocolOption.name) != nil {
             _ = try await planner.plan(device, address: address)
         }

@@ -1,6 +1,18 @@
+import ArgumentParser
 import BleotaCodec
 import BleotaEngine
 import Foundation
+
+/// `--no-image-store`, as `flash`, `fleet flash` and `fleet worker` take it.
+struct ImageStoreOption: ParsableArguments {
+    @Flag(
+        name: .customLong("no-image-store"),
+        help: "Neither look for a delta base among the images bleota flashed before ($XDG_DATA_HOME/bleota/images) nor keep a copy of this one.")
+    var disabled = false
+
+    /// The store of the user running bleota; nil with --no-image-store.
+    var store: ImageStore? { disabled ? nil : ImageStore() }
+}
 
 /// The images `flash` has sent, kept by SHA-256, so that the next flash to a device that runs
 /// one of them can send a delta patch without `--base` (protocols/delta.md, "Where the base
