@@ -34,6 +34,19 @@ import Testing
                 "error: the value '90min' is invalid for '--connect-timeout <connect-timeout>': write seconds, or a number with its unit (500ms, 2s, 1500us)"
             ),
             (["flash", image, "--device", "sim://2m-dle", "--connect-timeout", "-.5"], "error: --connect-timeout -.5 is out of range: use 0.1…3600 s (or write a unit: ms, us)"),
+            // --delta always where no patch can go: said before anything is sent.
+            (
+                ["flash", "samples/mcuboot/imgtool-2.5.0/app-1.1.0-ecdsa-p256.bin", "--device", "sim://2m-dle", "--delta", "always"],
+                "error: --delta always: SMP (MCUmgr) sends whole images only: drop --delta"
+            ),
+            (
+                ["flash", image, "--device", "sim://2m-dle", "--delta", "always", "--no-image-store"],
+                "error: --delta always with --no-image-store needs --base FILE, the image the device runs"
+            ),
+            (
+                ["flash", "samples/espressif/esp-app-sample.bin", "--device", "sim://2m-dle", "--delta", "always"],
+                "error: --delta always: Espressif's BLE OTA does not report the image a device runs, so bleota cannot look it up: give --base the image it runs"
+            ),
         ] as [([String], String)])
     func nonsenseNumbersAndEmptyPathsAreUsageErrors(arguments: [String], message: String) async throws {
         // In-process, the error exactly as the binary prints it (its first line; the second is the usage).

@@ -73,6 +73,20 @@ import Testing
         #expect(ImageStore(environment: ["XDG_DATA_HOME": "", "HOME": "/home/u"]).directory == "/home/u/.local/share/bleota/images")
     }
 
+    /// flash with a store it cannot write: the update succeeds, and one warning says what that costs.
+    @Test func flashWarnsOnceWhenItCannotKeepACopy() throws {
+        let run = try BleotaProcess.run(
+            ["flash", "samples/firmware/blinky.bin", "--device", "sim://2m-dle", "--no-saved-tuning"],
+            environment: ["XDG_DATA_HOME": "/proc/bleota-cannot-be-here"])
+        #expect(run.status == 0, "\(run.stderr)")
+        let warnings = run.stderr.split(separator: "\n").filter { $0.hasPrefix("warning: ") }
+        #expect(warnings.count == 1, "\(run.stderr)")
+        #expect(
+            warnings.first?.hasPrefix("warning: cannot create /proc/bleota-cannot-be-here/bleota/images") == true
+                && warnings.first?.hasSuffix(": the next flash of this device sends the whole image unless given --base") == true,
+            "\(run.stderr)")
+    }
+
     /// A store that cannot be written is an error naming the path, which flash turns into a warning.
     @Test func aStoreThatCannotBeWrittenSaysWhere() {
         let store = ImageStore(directory: "/proc/bleota-cannot-be-here")
