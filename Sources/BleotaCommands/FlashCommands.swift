@@ -122,20 +122,19 @@ struct DeltaOptions: ParsableArguments {
         baseRequest.keyPath = nil
         let prepared: PreparedImage
         do { prepared = try updateProtocol.prepareImage(baseRequest) } catch { throw error.commandFailure }
-        guard prepared.parts.count == 1, prepared.parts[0].streamed == nil else {
+        guard let bytes = prepared.wholeInMemory else {
             throw CommandFailure(.usage, "--base \(basePath): a base is one image held in memory (under 16 MiB)")
         }
-        return DeltaBase(bytes: prepared.bytes, policy: policy, source: "--base \(basePath)")
+        return DeltaBase(bytes: bytes, policy: policy, source: "--base \(basePath)")
     }
 
     /// After a flash that took: a copy of the image for the next flash's patch, when the protocol
     /// sends patches and the image is one part held in memory. A copy that cannot be kept is a
     /// warning, never a failure: the device has its image.
     func keep(_ image: PreparedImage, for updateProtocol: any UpdateProtocol, logger: Logger) {
-        guard let store, updateProtocol.capabilities.contains(.deltaFlash), image.parts.count == 1, image.parts[0].streamed == nil
-        else { return }
+        guard let store, updateProtocol.capabilities.contains(.deltaFlash), let bytes = image.wholeInMemory else { return }
         do {
-            let removed = try store.add(image.bytes)
+            let removed = try store.add(bytes)
             logger.debug("kept a copy of the image in \(store.directory) for delta patches; removed \(removed.count) older")
         } catch {
             Terminal.standardError.writeLine("warning: \(error): the next flash of this device sends the whole image unless given --base")

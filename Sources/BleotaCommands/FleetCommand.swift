@@ -388,8 +388,9 @@ actor FleetPlanner {
     /// for the next fleet's. A copy that cannot be kept is a warning.
     func keepImages() {
         guard let imageStore else { return }
-        for image in prepared.values where image.deltaBase != nil && image.parts.count == 1 && image.parts[0].streamed == nil {
-            do { try imageStore.add(image.bytes) } catch {
+        for image in prepared.values where image.deltaBase != nil {
+            guard let bytes = image.wholeInMemory else { continue }
+            do { try imageStore.add(bytes) } catch {
                 Terminal.standardError.writeLine("warning: \(error): the next fleet sends whole images")
             }
         }

@@ -199,6 +199,10 @@ public struct PreparedImage: Sendable, Hashable {
     /// The image the device is believed to run, from which a protocol that can may send a delta patch
     /// instead of the whole image (`flash --base`); nil: send the image.
     public var deltaBase: DeltaBase?
+
+    /// The one image held in memory, or nil for several parts or one read from its file as it is
+    /// sent: what a delta patch can be made from or against, and what the store of flashed images keeps.
+    public var wholeInMemory: [UInt8]? { parts.count == 1 && parts[0].streamed == nil ? parts[0].data : nil }
     /// What the device must report running afterwards.
     public var version: String
     /// One line for logs: "MCUboot image 1.2.0, hash 3f2a…".
