@@ -1,4 +1,4 @@
-// swift-tools-version: 6.0
+// swift-tools-version: 6.1
 //
 // bleota: reliable file transfer and OTA/DFU firmware updates to Bluetooth Low
 // Energy devices, from Linux. See README.md for the layer diagram; dependencies
@@ -20,6 +20,13 @@ let package = Package(
         .library(name: "BleotaFleet", targets: ["BleotaFleet"]),
         .library(name: "BleotaCampaign", targets: ["BleotaCampaign"]),
         .library(name: "BleotaCommands", targets: ["BleotaCommands"]),
+    ],
+    // Fleet campaigns need PostgreSQL's client (swift-nio, swift-nio-ssl and a second BoringSSL),
+    // most of a first build: only a build that asks for them compiles it, `swift build --traits
+    // Campaigns` (scripts/test does). Without the trait `bleota fleet campaign`, `worker` and
+    // `status` say how to get them, and exit 12.
+    traits: [
+        .trait(name: "Campaigns", description: "Fleet campaigns kept in PostgreSQL: bleota fleet campaign, worker and status.")
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
@@ -67,9 +74,10 @@ let package = Package(
             dependencies: ["BleotaProtocols", "BleotaEngine", "BleotaATT", "BleotaLink", "BleotaCodec"]),
         .target(name: "BleotaFleet", dependencies: ["BleotaEngine", "BleotaLink", "BleotaCodec", .product(name: "Logging", package: "swift-log")]),
         // A fleet campaign shared by workers on many hosts, kept in PostgreSQL.
+        // Without the Campaigns trait it holds a campaign's types, address and schema; the store and the worker need the trait.
         .target(name: "BleotaCampaign", dependencies: ["BleotaFleet", "BleotaEngine",
-                                                       .product(name: "PostgresNIO", package: "postgres-nio"),
-                                                       .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                                                       .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Campaigns"])),
+                                                       .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(traits: ["Campaigns"])),
                                                        .product(name: "Crypto", package: "swift-crypto"),
                                                        .product(name: "Logging", package: "swift-log")]),
         .target(name: "BleotaBlueZ", dependencies: ["CBlueZ", "CSDBus", "BleotaEngine", "BleotaLink", "BleotaATT",
@@ -113,7 +121,7 @@ let package = Package(
         .testTarget(name: "BleotaFleetTests", dependencies: ["BleotaTestSupport", "BleotaFleet", "BleotaSimulator", "BleotaProtocols", "BleotaEngine",
                                                         "BleotaLink", "BleotaCodec"]),
         .testTarget(name: "BleotaCampaignTests", dependencies: ["BleotaTestSupport", "BleotaCampaign", "BleotaFleet", "BleotaEngine", "BleotaLink",
-                                                           .product(name: "PostgresNIO", package: "postgres-nio")]),
+                                                           .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Campaigns"]))]),
         .testTarget(name: "BleotaCommandsTests", dependencies: ["BleotaTestSupport", "BleotaCommands", "BleotaCodec", "BleotaLink", "BleotaProtocols", .product(name: "Crypto", package: "swift-crypto")],
             exclude: ["Golden"]),
     ]

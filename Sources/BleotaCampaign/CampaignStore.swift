@@ -1,9 +1,12 @@
+// Built with the Campaigns trait only (Package.swift): it needs PostgreSQL's client.
+#if Campaigns
 import BleotaFleet
 import Crypto
 import Foundation
 import Logging
 import NIOSSL
 import PostgresNIO
+import Synchronization
 
 /// A campaign database: the one place workers on many hosts agree on which
 /// device is whose.
@@ -20,6 +23,16 @@ public final class CampaignStore: Sendable {
     let client: PostgresClient
     let logger: Logger
     public let address: CampaignAddress
+
+    /// How far the store's clock runs ahead of the server's `now()`, in seconds: zero in use.
+    /// Leases, back-offs and try times are all read on this clock, so the tests move it
+    /// forward (``advanceClock(by:)``) instead of sleeping through a lease.
+    let clockOffset = Mutex<Double>(0)
+    /// The offset now, which every query adds to `now()`.
+    var shift: Double { clockOffset.withLock { $0 } }
+
+    /// Moves the store's clock forward: what tests do instead of waiting for leases to run out.
+    func advanceClock(by seconds: Double) { clockOffset.withLock { $0 += seconds } }
 
     /// What postgres-nio itself logs (its queries, its pool): errors only, unless the user asked
     /// for debug or trace. (Its one warning in normal use is a race of our own making: the first
@@ -255,18 +268,18 @@ public final class CampaignStore: Sendable {
         guard limit > 0 else { return [] }
         return try await run("claiming devices of '\(campaign.name)'") { [self] in
             try await client.withTransaction(logger: databaseLogger) { connection in
-                try await Self.expireLeases(campaign, connection: connection, logger: databaseLogger, notices: logger)
+                try await Self.expireLeases(campaign, connection: connection, shift: shift, logger: databaseLogger, notices: logger)
                 let rows = try await connection.query(
                     """
                     WITH next AS (
                         SELECT address FROM bleota.devices
-                        WHERE campaign = \(campaign.name) AND state = 'pending' AND not_before <= now()
+                        WHERE campaign = \(campaign.name) AND state = 'pending' AND not_before <= now() + make_interval(secs => \(shift))
                           AND (adapter IS NULL OR adapter = ANY(\(adapters)))
                         ORDER BY position LIMIT \(limit)
                         FOR UPDATE SKIP LOCKED)
                     UPDATE bleota.devices d
                     SET state = 'running', worker = \(worker), tries = d.tries + 1,
-                        lease_expires = now() + make_interval(secs => \(campaign.leaseSeconds))
+                        lease_expires = now() + make_interval(secs => \(shift)) + make_interval(secs => \(campaign.leaseSeconds))
                     FROM next WHERE d.campaign = \(campaign.name) AND d.address = next.address
                     RETURNING d.address, d.label, d.adapter, d.protocol, d.options::text, d.tries, d.position
                     """, logger: databaseLogger)
@@ -284,7 +297,8 @@ public final class CampaignStore: Sendable {
                 for (var device, _) in claimed {
                     let ids = try await connection.query(
                         """
-                        INSERT INTO bleota.tries (campaign, address, try, worker) VALUES (\(campaign.name), \(device.device.address), \(device.tryNumber), \(worker))
+                        INSERT INTO bleota.tries (campaign, address, try, worker, started_at)
+                        VALUES (\(campaign.name), \(device.device.address), \(device.tryNumber), \(worker), now() + make_interval(secs => \(shift)))
                         RETURNING id
                         """, logger: databaseLogger)
                     for try await id in ids.decode(Int64.self) { device.tryID = id }
@@ -297,21 +311,21 @@ public final class CampaignStore: Sendable {
 
     /// Ends every expired lease of `campaign`: the try is recorded as lost, the device goes
     /// back to pending at once, or fails when that was its last try.
-    static func expireLeases(_ campaign: CampaignInfo, connection: PostgresConnection, logger: Logger, notices: Logger) async throws {
+    static func expireLeases(_ campaign: CampaignInfo, connection: PostgresConnection, shift: Double, logger: Logger, notices: Logger) async throws {
         let expired = try await connection.query(
             """
             WITH lost AS (
                 SELECT address FROM bleota.devices
-                WHERE campaign = \(campaign.name) AND state = 'running' AND lease_expires < now()
+                WHERE campaign = \(campaign.name) AND state = 'running' AND lease_expires < now() + make_interval(secs => \(shift))
                 FOR UPDATE SKIP LOCKED)
             UPDATE bleota.devices d
             SET state = CASE WHEN d.tries >= \(campaign.attempts) THEN 'failed' ELSE 'pending' END,
-                not_before = now(),
+                not_before = now() + make_interval(secs => \(shift)),
                 error = 'the lease of worker ' || d.worker || ' ran out during try ' || d.tries
                         || ' (the worker stopped: killed, crashed or cut off from the database)'
                         || CASE WHEN d.tries >= \(campaign.attempts) THEN ', and it was the last try' ELSE '' END,
                 error_step = 'lease',
-                finished_at = CASE WHEN d.tries >= \(campaign.attempts) THEN now() ELSE NULL END
+                finished_at = CASE WHEN d.tries >= \(campaign.attempts) THEN now() + make_interval(secs => \(shift)) ELSE NULL END
             FROM lost WHERE d.campaign = \(campaign.name) AND d.address = lost.address
             RETURNING d.address, d.worker, d.lease_expires
             """, logger: logger)
@@ -331,7 +345,7 @@ public final class CampaignStore: Sendable {
         return try await run("renewing leases in '\(campaign.name)'") { [self] in
             let rows = try await client.query(
                 """
-                UPDATE bleota.devices SET lease_expires = now() + make_interval(secs => \(campaign.leaseSeconds))
+                UPDATE bleota.devices SET lease_expires = now() + make_interval(secs => \(shift)) + make_interval(secs => \(campaign.leaseSeconds))
                 WHERE campaign = \(campaign.name) AND address = ANY(\(addresses)) AND worker = \(worker) AND state = 'running'
                 RETURNING address
                 """, logger: databaseLogger)
@@ -360,7 +374,7 @@ public final class CampaignStore: Sendable {
                         """
                         UPDATE bleota.devices SET state = 'updated', version_before = coalesce(version_before, \(before)), version_after = \(after),
                             seconds = seconds + \(took), bytes = bytes + \(sent), resends = resends + \(resent),
-                            error = NULL, error_step = NULL, device_state = NULL, lease_expires = NULL, finished_at = now()
+                            error = NULL, error_step = NULL, device_state = NULL, lease_expires = NULL, finished_at = now() + make_interval(secs => \(shift))
                         WHERE campaign = \(campaign.name) AND address = \(address) AND worker = \(worker) AND state = 'running'
                         RETURNING address
                         """, logger: databaseLogger)
@@ -370,7 +384,7 @@ public final class CampaignStore: Sendable {
                     rows = try await connection.query(
                         """
                         UPDATE bleota.devices SET state = 'skipped', version_before = coalesce(version_before, \(version)), version_after = \(version),
-                            seconds = seconds + \(took), error = NULL, error_step = NULL, device_state = NULL, lease_expires = NULL, finished_at = now()
+                            seconds = seconds + \(took), error = NULL, error_step = NULL, device_state = NULL, lease_expires = NULL, finished_at = now() + make_interval(secs => \(shift))
                         WHERE campaign = \(campaign.name) AND address = \(address) AND worker = \(worker) AND state = 'running'
                         RETURNING address
                         """, logger: databaseLogger)
@@ -381,10 +395,10 @@ public final class CampaignStore: Sendable {
                     rows = try await connection.query(
                         """
                         UPDATE bleota.devices SET state = \(final ? "failed" : "pending"),
-                            not_before = now() + make_interval(secs => \(retryAfter ?? 0)),
+                            not_before = now() + make_interval(secs => \(shift)) + make_interval(secs => \(retryAfter ?? 0)),
                             seconds = seconds + \(took), bytes = bytes + \(sent), resends = resends + \(resent),
                             error = \(message), error_step = \(failedStep), device_state = \(deviceState), lease_expires = NULL,
-                            finished_at = CASE WHEN \(final) THEN now() ELSE NULL END
+                            finished_at = CASE WHEN \(final) THEN now() + make_interval(secs => \(shift)) ELSE NULL END
                         WHERE campaign = \(campaign.name) AND address = \(address) AND worker = \(worker) AND state = 'running'
                         RETURNING address
                         """, logger: databaseLogger)
@@ -394,7 +408,7 @@ public final class CampaignStore: Sendable {
                 guard held else { return false }
                 try await connection.query(
                     """
-                    UPDATE bleota.tries SET ended_at = now(), outcome = \(outcome), error = \(error), error_step = \(step),
+                    UPDATE bleota.tries SET ended_at = now() + make_interval(secs => \(shift)), outcome = \(outcome), error = \(error), error_step = \(step),
                         seconds = \(seconds), bytes = \(bytes), resends = \(resends)
                     WHERE id = \(claimed.tryID)
                     """, logger: databaseLogger)
@@ -528,3 +542,4 @@ public struct TryRecord: Sendable, Codable, Equatable {
     public var outcome: String?
     public var error: String?
 }
+#endif

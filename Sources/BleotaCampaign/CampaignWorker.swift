@@ -1,3 +1,5 @@
+// Built with the Campaigns trait only (Package.swift): it needs PostgreSQL's client.
+#if Campaigns
 import BleotaEngine
 import BleotaFleet
 import BleotaLink
@@ -294,3 +296,4 @@ public struct CampaignWorker: Sendable {
         FleetRunner.adapter(for: device, among: options.adapters, busy: busy, limit: options.connectionsPerAdapter)
     }
 }
+#endif

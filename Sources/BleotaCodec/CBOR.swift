@@ -154,18 +154,18 @@ extension CBOR {
         let single = Float(value)
         if Double(single) == value {
             #if arch(arm64)
-                let half = Float16(single)
-                if Float(half) == single {
-                    writer.write(UInt8(0xF9))
-                    writer.write(half.bitPattern, .big)
-                    return
-                }
+            let half = Float16(single)
+            if Float(half) == single {
+                writer.write(UInt8(0xF9))
+                writer.write(half.bitPattern, .big)
+                return
+            }
             #else
-                if let half = halfBits(single) {
-                    writer.write(UInt8(0xF9))
-                    writer.write(half, .big)
-                    return
-                }
+            if let half = halfBits(single) {
+                writer.write(UInt8(0xF9))
+                writer.write(half, .big)
+                return
+            }
             #endif
             writer.write(UInt8(0xFA))
             writer.write(single.bitPattern, .big)

@@ -1,3 +1,5 @@
+// Built with the Campaigns trait only (Package.swift): it needs PostgreSQL's client.
+#if Campaigns
 import BleotaEngine
 import BleotaFleet
 import BleotaLink
@@ -85,11 +87,11 @@ import Testing
     }
 
     @Test func anExpiredLeaseGoesToAnotherWorkerAndTheFirstCannotRecord() async throws {
-        try await withCampaign(1, lease: 0.3) { store, info, _ in
+        try await withCampaign(1, lease: 60) { store, info, _ in
             let first = try #require(try await store.claim(info, worker: "dead", limit: 5, adapters: []).first)
             #expect(first.tryNumber == 1)
             #expect(try await store.claim(info, worker: "alive", limit: 5, adapters: []).isEmpty, "a leased device is not claimable")
-            try await Task.sleep(for: .milliseconds(500))
+            store.advanceClock(by: 61)
             let second = try #require(try await store.claim(info, worker: "alive", limit: 5, adapters: []).first)
             #expect(second.device.address == first.device.address && second.tryNumber == 2)
             #expect(
@@ -106,9 +108,10 @@ import Testing
     }
 
     @Test func aLeaseRunningOutOnTheLastTryFailsTheDeviceWithTheReason() async throws {
-        try await withCampaign(1, attempts: 1, lease: 0.2) { store, info, _ in
+        try await withCampaign(1, attempts: 1, lease: 60) { store, info, _ in
             _ = try await store.claim(info, worker: "w-killed", limit: 1, adapters: [])
-            try await Task.sleep(for: .milliseconds(400))
+            #expect(try await store.claim(info, worker: "w2", limit: 1, adapters: []).isEmpty)
+            store.advanceClock(by: 61)
             #expect(try await store.claim(info, worker: "w2", limit: 1, adapters: []).isEmpty)
             let device = try #require(try await store.status(info.name).devices.first)
             #expect(device.state == .failed)
@@ -118,22 +121,24 @@ import Testing
     }
 
     @Test func aRenewedLeaseIsKeptAndAFailedTryWaitsForItsBackOff() async throws {
-        try await withCampaign(2, lease: 0.6) { store, info, _ in
+        try await withCampaign(2, lease: 60) { store, info, _ in
             let claimed = try await store.claim(info, worker: "w1", limit: 2, adapters: [])
             #expect(claimed.count == 2)
             for _ in 0..<3 {
-                try await Task.sleep(for: .milliseconds(250))
+                store.advanceClock(by: 25)
                 #expect(try await store.renew(info, worker: "w1", addresses: claimed.map(\.device.address)) == Set(claimed.map(\.device.address)))
             }
-            #expect(try await store.claim(info, worker: "w2", limit: 2, adapters: []).isEmpty, "renewed leases are still held after 750 ms")
-            let failed = TryEnding.failed(error: "link lost", step: "transfer", deviceState: "old-image", seconds: 1, bytes: 0, resends: 0, retryAfter: 0.5)
+            #expect(try await store.claim(info, worker: "w2", limit: 2, adapters: []).isEmpty, "renewed leases are still held after 75 s")
+            let failed = TryEnding.failed(error: "link lost", step: "transfer", deviceState: "old-image", seconds: 1, bytes: 0, resends: 0, retryAfter: 30)
             #expect(try await store.record(info, worker: "w1", claimed: claimed[0], ending: failed))
             #expect(try await store.record(info, worker: "w1", claimed: claimed[1], ending: .alreadyCurrent(version: "2.0.0", seconds: 0.1)))
             #expect(try await store.claim(info, worker: "w2", limit: 2, adapters: []).isEmpty, "the failed device waits out its back-off")
             let status = try await store.status(info.name)
             #expect(status.devices.map(\.state) == [.pending, .skipped])
             #expect(status.devices[0].error == "link lost" && status.devices[0].step == "transfer")
-            try await Task.sleep(for: .milliseconds(700))
+            store.advanceClock(by: 29)
+            #expect(try await store.claim(info, worker: "w2", limit: 2, adapters: []).isEmpty, "29 s into a 30 s back-off")
+            store.advanceClock(by: 2)
             let retry = try await store.claim(info, worker: "w2", limit: 2, adapters: [])
             #expect(retry.map(\.tryNumber) == [2])
         }
@@ -341,3 +346,4 @@ final class Shared<Value: Sendable>: Sendable {
     let value: Mutex<Value>
     init(_ initial: Value) { value = Mutex(initial) }
 }
+#endif

@@ -1,3 +1,5 @@
+// Built with the Campaigns trait only (Package.swift): it needs PostgreSQL's client.
+#if Campaigns
 import BleotaTestSupport
 import Foundation
 import Testing
@@ -188,3 +190,4 @@ import Testing
         #expect(badPair.stderr == "error: --protocol-option 'window' is not KEY=VALUE: write e.g. --protocol-option bootloader-name=DfuNew\n", "\(badPair.stderr)")
     }
 }
+#endif

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #endif
 
 /// A real PostgreSQL server of this test's own: Debian's binaries (`postgresql`,

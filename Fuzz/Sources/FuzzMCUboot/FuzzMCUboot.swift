@@ -2,7 +2,7 @@ import BleotaCodec
 import FuzzSupport
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #endif
 
 /// MCUboot images, as `bleota image info`, `flash` and the simulated MCUboot

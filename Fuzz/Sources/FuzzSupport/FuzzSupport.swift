@@ -4,7 +4,7 @@ import Dispatch
 import Synchronization
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #endif
 
 /// What every fuzz target shares: the libFuzzer driver, invariant checks,

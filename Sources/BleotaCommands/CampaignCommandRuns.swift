@@ -1,0 +1,215 @@
+// The commands' work, which needs the campaign store: built with the Campaigns trait
+// (Package.swift). Without it each command says how to get it, and fails with exit 12.
+#if Campaigns
+import ArgumentParser
+import BleotaCampaign
+import BleotaCodec
+import BleotaEngine
+import BleotaFleet
+import BleotaLink
+import Foundation
+import Logging
+
+extension CampaignLocation {
+    /// The campaign to use: --name, or the database's only one.
+    func resolveName(_ store: CampaignStore) async throws -> String {
+        if let name { return name }
+        let names = try await store.campaignNames()
+        guard names.count == 1 else {
+            throw CommandFailure(
+                .usage,
+                names.isEmpty
+                    ? "the database holds no campaign: create one with bleota fleet campaign create"
+                    : "the database holds \(names.count) campaigns (\(names.joined(separator: ", "))): pick one with --name")
+        }
+        return names[0]
+    }
+}
+
+/// Runs `body` with the campaign database open; its errors become one-line failures.
+func withCampaignStore<Result: Sendable>(
+    _ location: CampaignLocation, logger: Logger,
+    _ body: @Sendable (CampaignStore) async throws -> Result
+) async throws -> Result {
+    let address = try location.address()
+    do { return try await CampaignStore.withStore(address, logger: logger, body) } catch let error as CampaignError { throw error.commandFailure }
+}
+
+extension CampaignCreateCommand {
+    func run() async throws {
+        let logger = global.makeLogger("bleota.campaign")
+        let text: String
+        do { text = String(decoding: try InputFile.read(devices, limit: 16 << 20), as: UTF8.self) } catch {
+            throw CommandFailure(.badInput, error.description)  // it names the file
+        }
+        let list: [FleetDevice]
+        do { list = try FleetDeviceList.parse(text, file: devices) } catch { throw CommandFailure(.badInput, error.description) }
+        for device in list {
+            guard let address = DeviceAddress(argument: device.address) else {
+                throw CommandFailure(.badInput, "\(devices): '\(device.address)' is not a device address: use ble://, udp:// or serial://")
+            }
+            if case .simulator = try address.kind() {
+                throw CommandFailure(
+                    .badInput,
+                    "\(devices): \(device.address) is a sim:// device, which lives inside one process: serve simulated devices to every worker with bleota sim serve --devices N and list them as udp://HOST:PORT"
+                )
+            }
+        }
+        let bytes: [UInt8]
+        do { bytes = try InputFile.read(image, limit: 1 << 30) } catch { throw CommandFailure(.badInput, error.description) }
+        let registry = CommandContext.registry
+        var pairs: [String: String] = [:]
+        if let name = protocolOption.name {
+            guard let updateProtocol = registry.named(name) else {
+                throw CommandFailure(.usage, "--protocol '\(name)' is not a protocol bleota knows: use one of \(registry.names.joined(separator: ", "))")
+            }
+            // The image must be one this protocol takes, before any worker finds out.
+            do { _ = try updateProtocol.prepareImage(ImageRequest(path: image, keyPath: nil, versionLabel: update.versionLabel)) } catch {
+                throw error.commandFailure
+            }
+            pairs = try keyValueOptions(
+                update.protocolOptions, option: "--protocol-option", example: "bootloader-name=DfuNew",
+                accepted: updateProtocol.hostOptions.map(\.key), owner: updateProtocol.identity.displayName)
+        } else {
+            // Each device's protocol is found by its worker, which checks the keys then.
+            pairs = try keyValueOptions(
+                update.protocolOptions, option: "--protocol-option", example: "bootloader-name=DfuNew",
+                accepted: nil, owner: "the devices' protocol")
+        }
+        let definition = CampaignDefinition(
+            name: location.name ?? "default", imageName: (image as NSString).lastPathComponent, image: bytes,
+            devices: list, protocolName: protocolOption.name, protocolOptions: pairs, versionLabel: update.versionLabel,
+            force: update.force, attempts: update.attempts, backoffSeconds: update.backoff, leaseSeconds: lease)
+        let info = try await withCampaignStore(location, logger: logger) { store in try await store.create(definition) }
+        if global.json {
+            Terminal.standardOutput.writeLine(try JSONOutput.string(info))
+        } else {
+            Terminal.standardOutput.writeLine(
+                "campaign '\(info.name)': \(list.count) devices, image \(info.imageName) (\(info.imageSize) bytes, sha256 \(info.imageSHA256.prefix(16))…)")
+            Terminal.standardOutput.writeLine("start a worker on each host: bleota fleet worker --campaign URL --name \(info.name) --adapter hci0")
+        }
+    }
+}
+
+extension FleetWorkerCommand {
+    func run() async throws {
+        let logger = global.makeLogger("bleota.worker")
+        let name = workerName ?? "\(ProcessInfo.processInfo.hostName):\(getpid())"
+        let adapterNames = adapters.isEmpty ? ["hci0"] : adapters
+        let display = runOptions.display(devices: [], json: global.json)
+        let stop = FleetStopSignal()
+        TemporaryPaths.interceptNextInterrupt {
+            stop.stop()
+            display.note("stopping: no new device is claimed; running ones finish (Ctrl-C again ends at once)")
+        }
+        defer { TemporaryPaths.stopInterceptingInterrupts() }
+        let timeouts = runOptions.timeouts
+        let options = CampaignWorkerOptions(
+            adapters: adapterNames, connectionsPerAdapter: runOptions.connections,
+            transfersPerAdapter: runOptions.transfers, name: name,
+            poll: .milliseconds(Int64(poll * 1000)))
+        let location = self.location
+        let json = global.json
+        let summary = try await withCampaignStore(location, logger: logger) { store in
+            let campaign = try await store.info(try await location.resolveName(store))
+            let bytes = try await store.image(of: campaign)
+            // The image as a file of this process (the protocols prepare images from files), under
+            // its own name so it is read as the same kind of file; removed at exit, signals included.
+            let image = try ImageSpool(bytes: bytes, name: campaign.imageName)
+            defer { image.remove() }
+            let planner = FleetPlanner(
+                image: image.path, versionLabel: campaign.versionLabel,
+                protocolOptions: campaign.protocolOptions.map { "\($0.key)=\($0.value)" }.sorted(),
+                explicit: campaign.protocolName, timeout: timeouts.connect, imageStore: imageStoreOption.store, logger: logger)
+            logger.notice("worker \(name) joins campaign '\(campaign.name)' with \(adapterNames.joined(separator: ", "))")
+            let logs = try runOptions.deviceLogs(devices: [], clock: SystemClock())
+            let worker = CampaignWorker(
+                store: store, campaign: campaign, options: options, stop: stop, logger: logger,
+                onEvent: runOptions.handler(display, logs),
+                update: planner.realDeviceUpdate(timeouts: timeouts, force: campaign.force, logs: logs))
+            let summary = try await worker.run()
+            if summary.updated > 0 { await planner.keepImages() }
+            return summary
+        }
+        if json {
+            struct Line: Codable {
+                var event = "summary"
+                var worker: CampaignWorkerSummary
+            }
+            Terminal.standardOutput.writeLine(try JSONOutput.string(Line(worker: summary), pretty: false))
+        }
+        guard let status = summary.status else { return }
+        let mine =
+            "worker \(summary.worker): \(summary.updated) updated, \(summary.skipped) already current, \(summary.failed) failed, \(summary.retried) left for another try"
+            + (summary.lostLeases > 0 ? ", \(summary.lostLeases) lost their lease" : "") + " in \(Int(summary.seconds.rounded())) s"
+        if !json { Terminal.standardError.writeLine(mine) }
+        guard status.isFinished else {
+            if !json { Terminal.standardOutput.writeLine("stopped; campaign '\(status.campaign.name)': \(status.sentence)") }
+            return
+        }
+        let succeeded = status.count(.updated) + status.count(.skipped)
+        if succeeded == status.devices.count {
+            if !json { Terminal.standardOutput.writeLine("campaign '\(status.campaign.name)' done: \(status.sentence)") }
+            return
+        }
+        throw CommandFailure(succeeded == 0 ? .fleetNone : .fleetPartial, "campaign '\(status.campaign.name)' done: \(status.sentence)")
+    }
+}
+
+extension FleetStatusCommand {
+    func run() async throws {
+        let logger = global.makeLogger("bleota.campaign")
+        let location = self.location
+        let withTries = tries
+        let (status, records) = try await withCampaignStore(location, logger: logger) { store in
+            let name = try await location.resolveName(store)
+            return (try await store.status(name), withTries ? try await store.tries(name) : [])
+        }
+        if global.json {
+            struct Document: Codable {
+                var campaign: CampaignInfo
+                var devices: [CampaignDeviceState]
+                var tries: [TryRecord]?
+            }
+            Terminal.standardOutput.writeLine(try JSONOutput.string(Document(campaign: status.campaign, devices: status.devices, tries: withTries ? records : nil)))
+            return
+        }
+        let info = status.campaign
+        var lines = [
+            "campaign '\(info.name)': image \(info.imageName) (sha256 \(info.imageSHA256.prefix(16))…), \(info.attempts) tries per device, lease \(Int(info.leaseSeconds)) s"
+        ]
+        let width = max(6, status.devices.map(\.label.count).max() ?? 6)
+        func pad(_ text: String, _ count: Int) -> String { text.count >= count ? text : text + String(repeating: " ", count: count - text.count) }
+        lines.append(pad("device", width) + "  " + pad("state", 8) + "  tries  " + pad("worker", 20) + "  " + pad("version", 17) + "  result")
+        for device in status.devices {
+            let versions = device.versionBefore.map { before in "\(before) → \(device.versionAfter ?? "?")" } ?? ""
+            let result = device.error.map { "\(device.step ?? "?"): \($0)" } ?? (device.state.isFinal ? String(format: "%.1f s, %d bytes", device.seconds, device.bytes) : "")
+            lines.append(
+                pad(device.label, width) + "  " + pad(device.state.rawValue, 8) + "  " + pad(String(device.tries), 5) + "  "
+                    + pad(device.worker ?? "", 20) + "  " + pad(versions, 17) + "  " + result)
+        }
+        for record in records {
+            lines.append("try \(record.tryNumber) of \(record.device) by \(record.worker): \(record.outcome ?? "running")" + (record.error.map { " (\($0))" } ?? ""))
+        }
+        lines.append(status.sentence)
+        for line in lines { Terminal.standardOutput.writeLine(line) }
+    }
+}
+#else
+/// Why a campaign command cannot run in this build, and how to get one that can.
+let campaignsNotBuilt = CommandFailure(
+    .campaignDatabase,
+    "this bleota was built without fleet campaigns (they need PostgreSQL's client): rebuild with swift build --traits Campaigns")
+
+extension CampaignCreateCommand {
+    func run() async throws { throw campaignsNotBuilt }
+}
+
+extension FleetWorkerCommand {
+    func run() async throws { throw campaignsNotBuilt }
+}
+
+extension FleetStatusCommand {
+    func run() async throws { throw campaignsNotBuilt }
+}
+#endif
