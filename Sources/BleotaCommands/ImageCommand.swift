@@ -106,7 +106,7 @@ func parseByte(_ text: String) throws -> UInt8 {
 }
 
 /// What `image info --json` prints; field names are part of the CLI's contract.
-struct ImageReport: Codable, Equatable {
+struct ImageReport: Encodable, Equatable {
     struct Segment: Codable, Equatable {
         var address: UInt32
         var length: Int
@@ -125,8 +125,8 @@ struct ImageReport: Codable, Equatable {
     var `protocol`: String?
     /// That format, as the protocol names it ("ESP-IDF application (.bin)").
     var madeFor: String?
-    /// Present when the file is an MCUboot image.
-    var mcuboot: MCUbootReport?
+    /// What a protocol finds inside the image (an MCUboot header and TLVs), under its own key ("mcuboot").
+    var embedded: ImageDescription.Embedded?
     /// Set when the image does not verify: the one-line error and the exit status (5).
     var error: String?
     var exitStatus: Int32?
@@ -145,6 +145,27 @@ struct ImageReport: Codable, Equatable {
         crc32 = hex32(checksums.crc32)
         sha256 = checksums.sha256.hexString
     }
+
+    /// The report's fields, then the embedded description under its own key.
+    func encode(to encoder: any Encoder) throws {
+        typealias Key = ImageDescription.FieldKey
+        var container = encoder.container(keyedBy: Key.self)
+        try container.encode(file, forKey: Key("file"))
+        try container.encode(format, forKey: Key("format"))
+        try container.encode(segments, forKey: Key("segments"))
+        try container.encode(baseAddress, forKey: Key("baseAddress"))
+        try container.encode(size, forKey: Key("size"))
+        try container.encodeIfPresent(startAddress, forKey: Key("startAddress"))
+        try container.encodeIfPresent(header, forKey: Key("header"))
+        try container.encode(fill, forKey: Key("fill"))
+        try container.encode(crc32, forKey: Key("crc32"))
+        try container.encode(sha256, forKey: Key("sha256"))
+        try container.encodeIfPresent(`protocol`, forKey: Key("protocol"))
+        try container.encodeIfPresent(madeFor, forKey: Key("madeFor"))
+        try container.encodeIfPresent(error, forKey: Key("error"))
+        try container.encodeIfPresent(exitStatus, forKey: Key("exitStatus"))
+        if let embedded { try container.encode(embedded, forKey: Key(embedded.key)) }
+    }
 }
 
 struct ImageInfo: AsyncParsableCommand {
@@ -160,12 +181,19 @@ struct ImageInfo: AsyncParsableCommand {
     @Argument(help: "The image file.") var file: String
 
     func run() async throws {
-        // An image in a protocol's own format (a Nordic package) is described by that protocol.
+        // Every protocol is asked: one whose own format the file is (a Nordic package) describes
+        // it instead of the plain report; one that finds its metadata inside a plain image (an
+        // MCUboot header) adds to the report.
         let request = ImageRequest(path: file, keyPath: key, inputFormat: input.inputFormat?.rawValue, baseAddress: input.baseAddress, fill: input.fill)
-        for candidate in CommandContext.registry.protocols where candidate.imageAffinity(ImageFiles.probe(file)) == .owns {
+        var embedded: ImageDescription?
+        for candidate in CommandContext.registry.protocols {
             let described: ImageDescription?
             do { described = try candidate.describeImage(request) } catch { throw error.commandFailure }
             guard let description = described else { continue }
+            if description.embedded != nil {
+                embedded = embedded ?? description
+                continue
+            }
             let failure = description.problem.map { CommandFailure(.verificationFailed, $0, reportedInJSON: global.json) }
             if global.json {
                 let report = ProtocolImageReport(
@@ -186,26 +214,15 @@ struct ImageInfo: AsyncParsableCommand {
             report.protocol = owner.name
             report.madeFor = owner.identity.imageFormats.first
         }
-        if MCUbootImage.startsWithMagic(image.prefix(4, fill: input.fill)) {
-            var key: MCUbootPublicKey?
-            if let keyPath = self.key {
-                do { key = try MCUbootPublicKey(try readInputFile(keyPath)) } catch let error as ImageVerificationError {
-                    throw CommandFailure(.badInput, "\(keyPath): \(error)")
-                }
-            }
-            do {
-                report.mcuboot = MCUbootReport(try MCUbootImage(decoding: image, fill: input.fill), key: key)
-            } catch {
-                throw CommandFailure(.badInput, "\(file) starts like an MCUboot image but does not parse: \(error)")
-            }
-        } else if key != nil {
+        if embedded == nil, key != nil {
             throw CommandFailure(.badInput, "\(file) is not an MCUboot image, so --key has nothing to verify")
         }
+        report.embedded = embedded?.embedded
         // A damaged or unverifiable image is reported, and the exit status says so:
         // with --json in the one document printed, as `error` and `exitStatus`.
         var failure: CommandFailure?
-        if let mcuboot = report.mcuboot, !mcuboot.hashValid || mcuboot.signatureVerified == false {
-            failure = CommandFailure(.verificationFailed, "\(file): \(mcuboot.problem ?? "the image does not verify")", reportedInJSON: global.json)
+        if let problem = embedded?.problem {
+            failure = CommandFailure(.verificationFailed, problem, reportedInJSON: global.json)
             report.error = failure?.message
             report.exitStatus = failure?.status.rawValue
         }
@@ -233,7 +250,7 @@ struct ImageInfo: AsyncParsableCommand {
         lines.append("size:      \(report.size) bytes flattened from \(hex32(report.baseAddress)), gaps filled with 0x\(String(format: "%02X", input.fill))")
         lines.append("crc32:     \(report.crc32)")
         lines.append("sha256:    \(report.sha256)")
-        if let mcuboot = report.mcuboot { lines += mcuboot.lines }
+        if let embedded = report.embedded { lines += embedded.lines }
         return lines
     }
 }

@@ -22,7 +22,7 @@ import Testing
     func infoJSONMatchesIndependentChecksums(file: String) throws {
         let result = try BleotaProcess.run(["image", "info", "samples/firmware/\(file)", "--json"])
         #expect(result.status == 0)
-        let report = try JSONDecoder().decode(ImageReport.self, from: Data(result.stdout.utf8))
+        let report = try JSONDecoder().decode(ImageInfoDocument.self, from: Data(result.stdout.utf8))
         let expected = try Self.expected()
         #expect(report.crc32 == expected.crc32)
         #expect(report.sha256 == expected.sha256)
@@ -56,11 +56,11 @@ import Testing
         #expect(text.stdout.contains("format:    raw binary, \(format)\n"), "\(text.stdout)")
         #expect(text.stdout.contains("protocol:  \(protocolName) (what flash speaks to carry it)"))
         let json = try BleotaProcess.run(["image", "info", file, "--input-format", "bin", "--json"])
-        let report = try JSONDecoder().decode(ImageReport.self, from: Data(json.stdout.utf8))
+        let report = try JSONDecoder().decode(ImageInfoDocument.self, from: Data(json.stdout.utf8))
         #expect(report.protocol == protocolName)
         #expect(report.madeFor == format)
         let plain = try BleotaProcess.run(["image", "info", "samples/firmware/blinky.bin", "--json"])
-        #expect(try JSONDecoder().decode(ImageReport.self, from: Data(plain.stdout.utf8)).protocol == nil)
+        #expect(try JSONDecoder().decode(ImageInfoDocument.self, from: Data(plain.stdout.utf8)).protocol == nil)
     }
 
     @Test func hexToBinToHexRoundTrip() throws {
@@ -74,8 +74,8 @@ import Testing
         #expect(convert.stdout.hasPrefix("wrote \(hex) (Intel HEX"))
         let original = try BleotaProcess.run(["image", "info", "samples/firmware/blinky.hex", "--json"])
         let again = try BleotaProcess.run(["image", "info", hex, "--json"])
-        let a = try JSONDecoder().decode(ImageReport.self, from: Data(original.stdout.utf8))
-        let b = try JSONDecoder().decode(ImageReport.self, from: Data(again.stdout.utf8))
+        let a = try JSONDecoder().decode(ImageInfoDocument.self, from: Data(original.stdout.utf8))
+        let b = try JSONDecoder().decode(ImageInfoDocument.self, from: Data(again.stdout.utf8))
         #expect(a.sha256 == b.sha256)
         #expect(a.baseAddress == b.baseAddress)
         #expect(a.size == b.size)

@@ -27,7 +27,7 @@ import Testing
         let (directory, part) = try Self.unpacked("\(Self.fixtures)/adafruit-nrfutil-0.5.3.post16-app.zip")
         let result = try BleotaProcess.run(["image", "info", directory + "/" + part.imageName, "--json"])
         #expect(result.status == 0, "\(result.stderr)")
-        let report = try JSONDecoder().decode(ImageReport.self, from: Data(result.stdout.utf8))
+        let report = try JSONDecoder().decode(ImageInfoDocument.self, from: Data(result.stdout.utf8))
         #expect(report.size == part.image.count)
         #expect(report.sha256 == SHA256Digest.hash(part.image).hexString)
         #expect(report.crc32 == hex32(CRC32.checksum(part.image)))

@@ -146,7 +146,7 @@ func scratchDirectory() throws -> String {
         try text.write(toFile: path, atomically: true, encoding: .utf8)
         let result = try GuardedRun.run(["image", "info", path, "--json"])
         #expect(result.status == 0, "\(result.stderr)")
-        let report = try JSONDecoder().decode(ImageReport.self, from: Data(result.stdout.utf8))
+        let report = try JSONDecoder().decode(ImageInfoDocument.self, from: Data(result.stdout.utf8))
         #expect(report.size == 1 << 30)
         #expect(report.segments == [.init(address: 0, length: 4), .init(address: 0x3FFF_FFFC, length: 4)])
         // The library's streaming checksums are checked against independent arithmetic in
@@ -189,7 +189,7 @@ func scratchDirectory() throws -> String {
         #expect(srecLines.last.map(String.init) == termination)
         #expect(try BleotaProcess.run(["image", "convert", srec, hex]).status == 0)
         let info = try BleotaProcess.run(["image", "info", hex, "--json"])
-        let report = try JSONDecoder().decode(ImageReport.self, from: Data(info.stdout.utf8))
+        let report = try JSONDecoder().decode(ImageInfoDocument.self, from: Data(info.stdout.utf8))
         #expect(report.startAddress == 0x8101)
         #expect(try String(contentsOfFile: hex, encoding: .utf8).contains(":0400000500008101"))
     }
@@ -208,7 +208,7 @@ func scratchDirectory() throws -> String {
         let hexText = try String(contentsOfFile: hex, encoding: .utf8)
         #expect(!hexText.split(separator: "\n").contains { $0.count >= 9 && ["03", "05"].contains($0.dropFirst(7).prefix(2)) })
         let info = try BleotaProcess.run(["image", "info", hex, "--json"])
-        let report = try JSONDecoder().decode(ImageReport.self, from: Data(info.stdout.utf8))
+        let report = try JSONDecoder().decode(ImageInfoDocument.self, from: Data(info.stdout.utf8))
         #expect(report.startAddress == nil)
         #expect(report.baseAddress == 0x20000)
         #expect(report.crc32 == "0x5309b2db")
@@ -275,7 +275,7 @@ func scratchDirectory() throws -> String {
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("signature: ECDSA P-256 (verified with the given key)"))
         let json = try BleotaProcess.run(["image", "info", image, "--key", keyPath, "--json"])
-        let report = try JSONDecoder().decode(ImageReport.self, from: Data(json.stdout.utf8))
+        let report = try JSONDecoder().decode(ImageInfoDocument.self, from: Data(json.stdout.utf8))
         #expect(report.mcuboot?.signatureVerified == true)
         #expect(report.mcuboot?.keyHash == Array(SHA256.hash(data: key.publicKey.derRepresentation)).map { String(format: "%02x", $0) }.joined())
     }

@@ -34,7 +34,7 @@ import Testing
         for file in ["sensor-hub-2.0.0.hex", "sensor-hub-2.0.0.bin"] {
             let result = try BleotaProcess.run(["image", "info", "\(Self.directory)/\(file)", "--json"])
             #expect(result.status == 0, "\(result.stderr)")
-            let report = try JSONDecoder().decode(ImageReport.self, from: Data(result.stdout.utf8))
+            let report = try JSONDecoder().decode(ImageInfoDocument.self, from: Data(result.stdout.utf8))
             #expect(report.sha256 == bin.sha256 && report.crc32 == bin.crc32 && report.size == bin.size, "\(file)")
         }
     }

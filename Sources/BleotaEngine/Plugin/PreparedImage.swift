@@ -267,19 +267,53 @@ public struct ImageDescription: Sendable, Hashable, Encodable {
         case integer(Int64)
         case flag(Bool)
         case list([Value])
+        /// A nested object (an MCUboot TLV entry): its keys in camelCase.
+        case object([Field.TypedValue])
         /// Absent from the input (a field the metadata should have had): `null`.
         case missing
 
         public func encode(to encoder: any Encoder) throws {
+            if case .object(let entries) = self { return try ObjectValue(entries: entries).encode(to: encoder) }
             var container = encoder.singleValueContainer()
             switch self {
             case .text(let text): try container.encode(text)
             case .integer(let number): try container.encode(number)
             case .flag(let flag): try container.encode(flag)
             case .list(let values): try container.encode(values)
+            case .object: break  // above
             case .missing: try container.encodeNil()
             }
         }
+    }
+
+    /// A list of typed values encoded as one JSON object; an entry whose value is
+    /// `.missing` is left out, as an optional is.
+    struct ObjectValue: Encodable {
+        var entries: [Field.TypedValue]
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: FieldKey.self)
+            for entry in entries where entry.value != .missing { try container.encode(entry.value, forKey: FieldKey(entry.key)) }
+        }
+    }
+
+    /// Metadata inside one plain image (an MCUboot header and its TLVs), as opposed to a
+    /// package of parts: `image info` shows the image's own report (format, segments,
+    /// size, checksums) and then this, where a package is shown instead of it.
+    public struct Embedded: Sendable, Hashable, Encodable {
+        /// Its key in `image info --json` ("mcuboot").
+        public var key: String
+        /// Shown after the image's own lines.
+        public var lines: [String]
+        /// Its object in `--json`; entries whose value is `.missing` are left out.
+        public var entries: [Field.TypedValue]
+
+        public init(key: String, lines: [String], entries: [Field.TypedValue]) {
+            self.key = key
+            self.lines = lines
+            self.entries = entries
+        }
+
+        public func encode(to encoder: any Encoder) throws { try ObjectValue(entries: entries).encode(to: encoder) }
     }
 
     public struct Field: Sendable, Hashable {
@@ -341,12 +375,13 @@ public struct ImageDescription: Sendable, Hashable, Encodable {
         }
     }
 
-    struct FieldKey: CodingKey {
-        var stringValue: String
-        var intValue: Int? { nil }
-        init(_ key: String) { stringValue = key }
-        init?(stringValue: String) { self.stringValue = stringValue }
-        init?(intValue: Int) { nil }
+    /// A JSON key named at run time (a field's camelCase name, an embedded description's key).
+    public struct FieldKey: CodingKey {
+        public var stringValue: String
+        public var intValue: Int? { nil }
+        public init(_ key: String) { stringValue = key }
+        public init?(stringValue: String) { self.stringValue = stringValue }
+        public init?(intValue: Int) { nil }
     }
 
     /// "Nordic Secure DFU package".
@@ -354,11 +389,19 @@ public struct ImageDescription: Sendable, Hashable, Encodable {
     public var parts: [Part]
     /// Set when something did not verify: one line naming the part and what to do.
     public var problem: String?
+    /// Set for metadata inside a plain image (then `parts` is empty): see ``Embedded``.
+    public var embedded: Embedded?
 
     public init(format: String, parts: [Part], problem: String? = nil) {
         self.format = format
         self.parts = parts
         self.problem = problem
+    }
+
+    /// A description of metadata inside a plain image, which `image info` shows after the image's own report.
+    public init(format: String, embedded: Embedded, problem: String? = nil) {
+        self.init(format: format, parts: [], problem: problem)
+        self.embedded = embedded
     }
 
     /// The description as text, one field a line.

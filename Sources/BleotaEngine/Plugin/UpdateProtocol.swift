@@ -51,7 +51,11 @@ public protocol UpdateProtocol: Sendable {
     /// What `bleota image info` shows of an image in this protocol's own format
     /// (a package's parts, versions, hashes, signatures, checked against
     /// `request.keyPath` when given); nil for an image that is not (the command
-    /// then shows it as a plain image). Unreadable input throws, as for `flash`.
+    /// then shows it as a plain image). A description with
+    /// ``ImageDescription/embedded`` set is metadata inside a plain image (an
+    /// MCUboot header and TLVs), shown after the plain report. Every protocol is
+    /// asked, so an implementation checks cheaply first that the file is its own.
+    /// Unreadable input throws, as for `flash`.
     func describeImage(_ request: ImageRequest) throws(TransferError) -> ImageDescription?
     /// Puts this protocol's framing on a raw transport link (a serial port's
     /// lines, say); both halves use it. Links that carry whole messages as they
