@@ -35,6 +35,26 @@ import Testing
         #expect(json["bytes"] as? Int == image.bytes.count)
     }
 
+    /// The version a description's commands carry is a number: text that is not one is refused
+    /// before anything is sent, where it once went out as 0.
+    @Test func aVersionOptionThatIsNoNumberIsRefused() throws {
+        let image = try Self.telinkImage(seed: 14)
+        defer { try? FileManager.default.removeItem(atPath: image.path) }
+        let result = try BleotaProcess.run([
+            "flash", image.path, "--protocol-file", Self.telink, "--device", "sim://2m-dle?protocol-file=\(Self.telink)",
+            "--protocol-option", "version=2.0",
+        ])
+        #expect(result.status == 2, "\(result.stderr)")
+        #expect(
+            result.stderr.hasSuffix("error: --protocol-option version=2.0: '2.0' is not a number of 64 bits: use a decimal or 0x-prefixed value\n"),
+            "\(result.stderr)")
+        let good = try BleotaProcess.run([
+            "flash", image.path, "--protocol-file", Self.telink, "--device", "sim://2m-dle?protocol-file=\(Self.telink)",
+            "--protocol-option", "version=0x0200",
+        ])
+        #expect(good.status == 0, "\(good.stderr)")
+    }
+
     @Test func protocolsListsADescribedProtocolWithWhatItCanDo() throws {
         let result = try BleotaProcess.run(["protocols", "--protocol-file", "protocols/stm32wb-ota.yaml", "--json"])
         #expect(result.status == 0, "\(result.stderr)")

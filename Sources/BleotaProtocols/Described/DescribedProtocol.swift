@@ -63,9 +63,13 @@ public struct DescribedProtocol: UpdateProtocol {
         return knobs
     }
 
-    public var hostOptions: [HostOptionSpec] {
-        [HostOptionSpec(key: "version", meaning: "the number sent as the image's version where the description's commands carry one (default 0)")]
+    /// The host's options.
+    enum HostOptions {
+        static let version = ProtocolOption<UInt64>.number(
+            "version", meaning: "the number sent as the image's version where the description's commands carry one (default 0)", default: 0)
     }
+
+    public var hostOptions: [HostOptionSpec] { [HostOptions.version.hostSpec] }
 
     public func imageAffinity(_ probe: ImageProbe) -> ImageAffinity {
         let formats = Set(description.image.formats)

@@ -67,6 +67,7 @@ public struct DescribedUpdater: ContextHost {
         var recorder = context.recorder(activate ? "flash" : "test-transfer")
         recorder.beginQuietly(.load)
         let bytes = try prepare(image)
+        let versionNumber = try context.value(of: DescribedProtocol.HostOptions.version)
         recorder.enter(.connect)
         var link = try await context.connect(.initial, step: .connect)
         var statistics = TransferStatistics()
@@ -101,7 +102,7 @@ public struct DescribedUpdater: ContextHost {
             var endSent = false
             do throws(TryFailure) {
                 let variables: [String: UInt64]
-                (payloadSize, variables) = try await upload(bytes, on: link, pace: pace, statistics: &statistics)
+                (payloadSize, variables) = try await upload(bytes, version: versionNumber, on: link, pace: pace, statistics: &statistics)
                 recorder.enter(.verify)
                 endSent = true
                 // The end's answer comes once the device has taken every packet: the transfer lasts until then.
@@ -264,8 +265,9 @@ public struct DescribedUpdater: ContextHost {
         return linkFailure(error as? LinkError ?? .cancelled)
     }
 
-    /// Start, then the packets; returns the payload size used.
-    func upload(_ bytes: [UInt8], on link: any Link, pace: Pace, statistics: inout TransferStatistics) async throws(TryFailure) -> (Int, [String: UInt64]) {
+    /// Start, then the packets; returns the payload size used. `version` is the number
+    /// the description's commands carry as the image's version (`--protocol-option version`).
+    func upload(_ bytes: [UInt8], version: UInt64, on link: any Link, pace: Pace, statistics: inout TransferStatistics) async throws(TryFailure) -> (Int, [String: UInt64]) {
         let packet = description.message(description.transfer.packet)
         var size = description.transfer.payloadSize ?? (link.parameters.maximumPayload - 1 - packet.overhead)
         if description.transfer.payloadSize == nil, context.explicitKnobs.contains(.packetSize), let chosen = context.tuning.packetSize { size = min(size, chosen) }
@@ -284,7 +286,7 @@ public struct DescribedUpdater: ContextHost {
                 return UInt64(crc.value)
             }(),
             "packet-count": UInt64(count), "last-index": UInt64(count - 1), "payload-size": UInt64(size),
-            "version": UInt64(context.options["version"].flatMap { UInt64($0) } ?? 0),
+            "version": version,
         ]
         var first = 0
         // A device that keeps its progress answers a repeated start with the index it expects next.

@@ -39,13 +39,15 @@ public struct EspressifOTAProtocol: UpdateProtocol {
         ]
     }
 
-    public var deviceOptions: [DeviceOptionSpec] {
-        [
-            DeviceOptionSpec(
-                key: "esp-window",
-                meaning: "Espressif device's sector send window announced in START's acknowledgement (1…64, default 3; 0 for a legacy device that announces none)")
-        ]
+    /// The simulated device's options.
+    enum DeviceOptions {
+        static let window = ProtocolOption<UInt8>.number(
+            "esp-window",
+            meaning: "Espressif device's sector send window announced in START's acknowledgement (1…64, default 3; 0 for a legacy device that announces none)",
+            default: 3, range: 0...64)
     }
+
+    public var deviceOptions: [DeviceOptionSpec] { [DeviceOptions.window.deviceSpec] }
 
     public func imageAffinity(_ probe: ImageProbe) -> ImageAffinity {
         probe.pathExtension == "bin" && probe.head.first == ESPAppImage.magic && probe.head.count > 23 ? .owns : .refuses
@@ -66,8 +68,7 @@ public struct EspressifOTAProtocol: UpdateProtocol {
     public func makeHost(_ context: HostContext) -> any ProtocolHost { EspressifOTAUpdater(context: context) }
 
     public func makeDevice(_ configuration: DeviceConfiguration) throws(DeviceConfigurationError) -> any DeviceHalf {
-        let window = try configuration.numberOption("esp-window", default: UInt8(3))
-        guard window <= 64 else { throw DeviceConfigurationError(key: "esp-window", "\(window) is out of range: use 0…64") }
+        let window = try configuration.value(of: DeviceOptions.window)
         return EspressifOTADevice(
             partitionSize: configuration.slotSize, window: window,
             initialImage: ESPAppImage.sample(Array("factory application \(configuration.initialVersion)".utf8)))

@@ -46,18 +46,37 @@ public struct NordicSecureDFUProtocol: UpdateProtocol {
         ]
     }
 
+    /// The simulated device's options.
+    enum DeviceOptions {
+        static let hardwareVersion = ProtocolOption<UInt32>.number(
+            "nordic-hw", meaning: "Nordic device's hardware version (NRF_DFU_HW_VERSION, default 52)", default: 52)
+        static let softDevice = ProtocolOption<UInt16?>.softDevice(
+            "nordic-sd", meaning: "Nordic device's SoftDevice firmware ID (default 0x0101, S132 7.2.0; 'none' for no SoftDevice)", default: 0x0101)
+        /// A path: the key is read from it when the device is made.
+        static let keyFile = ProtocolOption.text(
+            "nordic-key",
+            meaning: "public key file (PEM or DER, or the private key) the Nordic bootloader requires signatures from; without it signatures are not checked")
+        static let bootloaderVersion = ProtocolOption<UInt32>.number("nordic-bootloader", meaning: "Nordic bootloader's version (default 1)", default: 1)
+        static let buttonless = ProtocolOption.choice(
+            "nordic-buttonless", meaning: "Nordic application's buttonless service: unbonded (default), bonded, experimental (SDK 12) or none",
+            ["unbonded": NordicSecureDFUDevice.Buttonless.unbonded, "bonded": .bonded, "experimental": .experimental, "none": .none], default: .unbonded,
+            noun: "a buttonless kind")
+        static let startInBootloader = ProtocolOption.choice(
+            "nordic-start", meaning: "where the Nordic device starts: application (default) or bootloader", ["application": false, "bootloader": true],
+            default: false)
+        static let savesProgress = ProtocolOption.choice(
+            "nordic-save-progress",
+            meaning: "1: the Nordic bootloader keeps data progress across disconnects (NRF_DFU_SAVE_PROGRESS_IN_FLASH; default 0)", ["0": false, "1": true],
+            default: false)
+        static let serialMTU = ProtocolOption<UInt32>.number(
+            "nordic-serial-mtu", meaning: "Nordic serial bootloader's MTU (Get MTU; default 131, UART; 2051 for USB CDC)", default: 131, range: 16...4096)
+    }
+
     public var deviceOptions: [DeviceOptionSpec] {
         [
-            DeviceOptionSpec(key: "nordic-hw", meaning: "Nordic device's hardware version (NRF_DFU_HW_VERSION, default 52)"),
-            DeviceOptionSpec(key: "nordic-sd", meaning: "Nordic device's SoftDevice firmware ID (default 0x0101, S132 7.2.0; 'none' for no SoftDevice)"),
-            DeviceOptionSpec(
-                key: "nordic-key", meaning: "public key file (PEM or DER, or the private key) the Nordic bootloader requires signatures from; without it signatures are not checked"
-            ),
-            DeviceOptionSpec(key: "nordic-bootloader", meaning: "Nordic bootloader's version (default 1)"),
-            DeviceOptionSpec(key: "nordic-buttonless", meaning: "Nordic application's buttonless service: unbonded (default), bonded, experimental (SDK 12) or none"),
-            DeviceOptionSpec(key: "nordic-start", meaning: "where the Nordic device starts: application (default) or bootloader"),
-            DeviceOptionSpec(key: "nordic-save-progress", meaning: "1: the Nordic bootloader keeps data progress across disconnects (NRF_DFU_SAVE_PROGRESS_IN_FLASH; default 0)"),
-            DeviceOptionSpec(key: "nordic-serial-mtu", meaning: "Nordic serial bootloader's MTU (Get MTU; default 131, UART; 2051 for USB CDC)"),
+            DeviceOptions.hardwareVersion.deviceSpec, DeviceOptions.softDevice.deviceSpec, DeviceOptions.keyFile.deviceSpec,
+            DeviceOptions.bootloaderVersion.deviceSpec, DeviceOptions.buttonless.deviceSpec, DeviceOptions.startInBootloader.deviceSpec,
+            DeviceOptions.savesProgress.deviceSpec, DeviceOptions.serialMTU.deviceSpec,
         ]
     }
 
@@ -269,50 +288,31 @@ public struct NordicSecureDFUProtocol: UpdateProtocol {
         return NordicSerialLink(lines: lines)
     }
 
-    public var hostOptions: [HostOptionSpec] {
-        [
-            HostOptionSpec(
-                key: "bootloader-name", meaning: "the name the bootloader advertises after an unbonded buttonless jump (1–20 characters); bleota then finds it by that name")
-        ]
+    /// The host's options.
+    enum HostOptions {
+        static let bootloaderName = ProtocolOption.text(
+            "bootloader-name", meaning: "the name the bootloader advertises after an unbonded buttonless jump (1–20 characters); bleota then finds it by that name")
     }
 
+    public var hostOptions: [HostOptionSpec] { [HostOptions.bootloaderName.hostSpec] }
+
     public func makeHost(_ context: HostContext) -> any ProtocolHost {
-        NordicSecureDFUUpdater(context: context, bootloaderName: context.options["bootloader-name"])
+        // Any text is a value of it: the updater checks its length where it sends it.
+        NordicSecureDFUUpdater(context: context, bootloaderName: context.options[HostOptions.bootloaderName.key])
     }
 
     public func makeDevice(_ configuration: DeviceConfiguration) throws(DeviceConfigurationError) -> any DeviceHalf {
-        let options = configuration.options
         var flash = NordicBootloader.Flash()
-        flash.hardwareVersion = try configuration.numberOption("nordic-hw", default: UInt32(52))
-        flash.softDeviceID = try configuration.softDeviceOption("nordic-sd", default: 0x0101)
-        flash.bootloaderVersion = try configuration.numberOption("nordic-bootloader", default: UInt32(1))
-        if let path = options["nordic-key"] {
-            do { flash.publicKey = try Self.publicKey(at: path) } catch {
-                throw DeviceConfigurationError(key: "nordic-key", error.message)
-            }
+        flash.hardwareVersion = try configuration.value(of: DeviceOptions.hardwareVersion)
+        flash.softDeviceID = try configuration.value(of: DeviceOptions.softDevice)
+        flash.bootloaderVersion = try configuration.value(of: DeviceOptions.bootloaderVersion)
+        if let path = try configuration.value(of: DeviceOptions.keyFile) {
+            do { flash.publicKey = try Self.publicKey(at: path) } catch { throw DeviceConfigurationError(key: DeviceOptions.keyFile.key, error.message) }
         }
-        switch options["nordic-save-progress"] {
-        case nil, "0": flash.savesDataProgress = false
-        case "1": flash.savesDataProgress = true
-        case let other?: throw DeviceConfigurationError(key: "nordic-save-progress", "'\(other)' is neither 0 nor 1")
-        }
-        let buttonless: NordicSecureDFUDevice.Buttonless
-        if let text = options["nordic-buttonless"] {
-            guard let kind = NordicSecureDFUDevice.Buttonless(rawValue: text) else {
-                throw DeviceConfigurationError(key: "nordic-buttonless", "'\(text)' is not a buttonless kind: use unbonded, bonded, experimental or none")
-            }
-            buttonless = kind
-        } else {
-            buttonless = .unbonded
-        }
-        let startInBootloader: Bool
-        switch options["nordic-start"] {
-        case nil, "application": startInBootloader = false
-        case "bootloader": startInBootloader = true
-        case let other?: throw DeviceConfigurationError(key: "nordic-start", "'\(other)' is neither application nor bootloader")
-        }
-        let mtu = try configuration.numberOption("nordic-serial-mtu", default: UInt32(131))
-        guard (16...4096).contains(mtu) else { throw DeviceConfigurationError(key: "nordic-serial-mtu", "\(mtu) is out of range: use 16…4096") }
+        flash.savesDataProgress = try configuration.value(of: DeviceOptions.savesProgress)
+        let buttonless = try configuration.value(of: DeviceOptions.buttonless)
+        let startInBootloader = try configuration.value(of: DeviceOptions.startInBootloader)
+        let mtu = try configuration.value(of: DeviceOptions.serialMTU)
         // The application's version: the number the version starts with ("3" or "3.0.0" → 3).
         flash.applicationVersion = UInt32(configuration.initialVersion.prefix { $0.isNumber }) ?? 1
         flash.application = Array("factory application \(flash.applicationVersion)".utf8)

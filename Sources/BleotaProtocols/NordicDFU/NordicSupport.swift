@@ -36,19 +36,12 @@ func nordicRunningVersion(inBootloader: Bool, version: UInt32, application: [UIn
     return "\(version) (application SHA-256 \(SHA256Digest.hash(application).hexString))"
 }
 
-extension DeviceConfiguration {
-    /// A whole-number device option, decimal or 0x-prefixed; `value` when absent.
-    func numberOption<T: FixedWidthInteger & UnsignedInteger>(_ key: String, default value: T) throws(DeviceConfigurationError) -> T {
-        guard let text = options[key] else { return value }
-        let parsed = text.lowercased().hasPrefix("0x") ? T(text.dropFirst(2), radix: 16) : T(text)
-        guard let parsed else {
-            throw DeviceConfigurationError(key: key, "'\(text)' is not a number of \(T.bitWidth) bits: use a decimal or 0x-prefixed value")
+extension ProtocolOption where Value == UInt16? {
+    /// A Nordic SoftDevice's firmware ID: 16 bits, or `none` for no SoftDevice (nil).
+    static func softDevice(_ key: String, meaning: String, default value: UInt16) -> Self {
+        Self(key, meaning: meaning, default: value) { text throws(ProtocolOptionRefusal) in
+            if text.lowercased() == "none" { return nil }
+            return try ProtocolOption<UInt16>.parseNumber(text)
         }
-        return parsed
-    }
-
-    /// The installed SoftDevice's firmware ID: 16 bits, or `none` for no SoftDevice (nil).
-    func softDeviceOption(_ key: String, default value: UInt16) throws(DeviceConfigurationError) -> UInt16? {
-        options[key]?.lowercased() == "none" ? nil : try numberOption(key, default: value)
     }
 }

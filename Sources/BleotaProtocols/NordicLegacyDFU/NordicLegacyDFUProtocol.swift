@@ -49,12 +49,16 @@ public struct NordicLegacyDFUProtocol: UpdateProtocol {
         ]
     }
 
-    public var deviceOptions: [DeviceOptionSpec] {
-        [
-            DeviceOptionSpec(key: "legacy-sd", meaning: "legacy bootloader's SoftDevice firmware ID (default 0x00B6, S140 6.1.1; 'none' for no SoftDevice)"),
-            DeviceOptionSpec(key: "legacy-start", meaning: "where the legacy device starts: application (default) or bootloader"),
-        ]
+    /// The simulated device's options.
+    enum DeviceOptions {
+        static let softDevice = ProtocolOption<UInt16?>.softDevice(
+            "legacy-sd", meaning: "legacy bootloader's SoftDevice firmware ID (default 0x00B6, S140 6.1.1; 'none' for no SoftDevice)", default: 0x00B6)
+        static let startInBootloader = ProtocolOption.choice(
+            "legacy-start", meaning: "where the legacy device starts: application (default) or bootloader", ["application": false, "bootloader": true],
+            default: false)
     }
+
+    public var deviceOptions: [DeviceOptionSpec] { [DeviceOptions.softDevice.deviceSpec, DeviceOptions.startInBootloader.deviceSpec] }
 
     /// A zip is its own only when its manifest says legacy (dfu_version); that needs the file read.
     public func imageAffinity(_ probe: ImageProbe) -> ImageAffinity {
@@ -146,13 +150,8 @@ public struct NordicLegacyDFUProtocol: UpdateProtocol {
 
     public func makeDevice(_ configuration: DeviceConfiguration) throws(DeviceConfigurationError) -> any DeviceHalf {
         var flash = NordicLegacyBootloader.Flash()
-        flash.softDeviceID = try configuration.softDeviceOption("legacy-sd", default: 0x00B6)
-        let start: Bool
-        switch configuration.options["legacy-start"] {
-        case nil, "application": start = false
-        case "bootloader": start = true
-        case let other?: throw DeviceConfigurationError(key: "legacy-start", "'\(other)' is neither application nor bootloader")
-        }
+        flash.softDeviceID = try configuration.value(of: DeviceOptions.softDevice)
+        let start = try configuration.value(of: DeviceOptions.startInBootloader)
         flash.applicationVersion = UInt32(configuration.initialVersion.prefix { $0.isNumber }) ?? 1
         flash.application = Array("factory application \(flash.applicationVersion)".utf8)
         flash.slotSize = configuration.slotSize

@@ -38,15 +38,23 @@ public struct SMPProtocol: UpdateProtocol {
         ]
     }
 
+    /// The simulated device's options.
+    enum DeviceOptions {
+        static let bufferSize = ProtocolOption.integer(
+            "smp-buffer", meaning: "SMP device's buffer size in bytes (its MCUmgr buf_size, 128…65535)", range: 128...65_535, default: 2475,
+            serveOption: "smp-buffer")
+        static let bufferCount = ProtocolOption.integer(
+            "smp-buffers", meaning: "SMP device's buffer count (its MCUmgr buf_count, 1…64)", range: 1...64, default: 4, serveOption: "smp-buffers")
+        static let swapTime = ProtocolOption.milliseconds(
+            "swap-time", meaning: "MCUboot swap time in ms after a reset with an update pending", range: 0...3_600_000, default: .seconds(2),
+            serveOption: "swap-time")
+        static let confirmFailures = ProtocolOption.integer(
+            "confirm-fails", meaning: "this many confirms of a test image fail to write MCUboot's trailer (img_mgmt's flash write error), 0…1000",
+            range: 0...1000, default: 0)
+    }
+
     public var deviceOptions: [DeviceOptionSpec] {
-        [
-            DeviceOptionSpec(key: "smp-buffer", meaning: "SMP device's buffer size in bytes (its MCUmgr buf_size, 128…65535)", serveOption: "smp-buffer"),
-            DeviceOptionSpec(key: "smp-buffers", meaning: "SMP device's buffer count (its MCUmgr buf_count, 1…64)", serveOption: "smp-buffers"),
-            DeviceOptionSpec(key: "swap-time", meaning: "MCUboot swap time in ms after a reset with an update pending", serveOption: "swap-time"),
-            DeviceOptionSpec(
-                key: "confirm-fails",
-                meaning: "this many confirms of a test image fail to write MCUboot's trailer (img_mgmt's flash write error), 0…1000"),
-        ]
+        [DeviceOptions.bufferSize.deviceSpec, DeviceOptions.bufferCount.deviceSpec, DeviceOptions.swapTime.deviceSpec, DeviceOptions.confirmFailures.deviceSpec]
     }
 
     public func imageAffinity(_ probe: ImageProbe) -> ImageAffinity {
@@ -91,23 +99,10 @@ public struct SMPProtocol: UpdateProtocol {
     }
 
     public func makeDevice(_ configuration: DeviceConfiguration) throws(DeviceConfigurationError) -> any DeviceHalf {
-        func integer(_ key: String, _ range: ClosedRange<Int>, default value: Int) throws(DeviceConfigurationError) -> Int {
-            guard let text = configuration.options[key] else { return value }
-            guard let number = Int(text), range.contains(number) else {
-                throw DeviceConfigurationError(key: key, "\(text) is out of range: use \(range.lowerBound)…\(range.upperBound)")
-            }
-            return number
-        }
-        let bufferSize = try integer("smp-buffer", 128...65_535, default: 2475)
-        let bufferCount = try integer("smp-buffers", 1...64, default: 4)
-        let confirmFailures = try integer("confirm-fails", 0...1000, default: 0)
-        var swapTime = Duration.seconds(2)
-        if let text = configuration.options["swap-time"] {
-            guard let milliseconds = Double(text), milliseconds.isFinite, (0...3_600_000).contains(milliseconds) else {
-                throw DeviceConfigurationError(key: "swap-time", "'\(text)' is out of range: use 0…3600000 ms")
-            }
-            swapTime = .microseconds(Int64((milliseconds * 1000).rounded()))
-        }
+        let bufferSize = try configuration.value(of: DeviceOptions.bufferSize)
+        let bufferCount = try configuration.value(of: DeviceOptions.bufferCount)
+        let confirmFailures = try configuration.value(of: DeviceOptions.confirmFailures)
+        let swapTime = try configuration.value(of: DeviceOptions.swapTime)
         let storage = SMPDeviceStorage(
             primary: SMPDevice.factoryImage(version: MCUbootImage.Version(parsing: configuration.initialVersion)),
             slotSize: configuration.slotSize)

@@ -39,13 +39,16 @@ public struct SUOTAProtocol: UpdateProtocol {
         ]
     }
 
-    public var hostOptions: [HostOptionSpec] {
-        [
-            HostOptionSpec(
-                key: "suota-transport",
-                meaning: "gatt to send the image in PATCH_DATA writes even where the device publishes an L2CAP PSM (default: its credit-based channel when it does)")
-        ]
+    /// The host's options.
+    enum HostOptions {
+        /// Where the image goes; nil: the credit-based channel when the device publishes one.
+        static let transport = ProtocolOption<TransportKind?>.choice(
+            "suota-transport",
+            meaning: "gatt to send the image in PATCH_DATA writes even where the device publishes an L2CAP PSM (default: its credit-based channel when it does)",
+            ["gatt": .ble, "l2cap": .creditChannel], default: nil, noun: "a transport")
     }
+
+    public var hostOptions: [HostOptionSpec] { [HostOptions.transport.hostSpec] }
 
     public func imageAffinity(_ probe: ImageProbe) -> ImageAffinity {
         probe.head.starts(with: SUOTAImageHeader.signature) && ["img", "bin"].contains(probe.pathExtension) ? .owns : .refuses

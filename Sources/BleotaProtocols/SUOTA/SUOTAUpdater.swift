@@ -27,9 +27,7 @@ public struct SUOTAUpdater: ContextHost {
     }
 
     public func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
-        if let transport = context.options["suota-transport"], !["gatt", "l2cap"].contains(transport) {
-            throw TransferError(.invalidTuning, step: .load, "--protocol-option suota-transport=\(transport) is not a transport: use gatt or l2cap")
-        }
+        let transport = try context.value(of: SUOTAProtocol.HostOptions.transport)
         let file = prepared.bytes
         // SuotaLib's habit, kept: one byte, the XOR of the file, follows it (DA1458x checks it; later chips ignore it).
         let image = file + [file.reduce(UInt8(0), ^)]
@@ -45,7 +43,7 @@ public struct SUOTAUpdater: ContextHost {
         var endSent = false
         var link = try await context.connect(.initial, step: .connect)
         // The credit-based channel where the device publishes one and this host can open it, unless told otherwise.
-        if context.options["suota-transport"] != "gatt" {
+        if transport != .ble {
             pace.overCreditChannel = try await context.channels(on: link, step: .connect).contains(SUOTAChannel.creditData)
         }
         var tries = UpdateTries(limit: self.tries)
