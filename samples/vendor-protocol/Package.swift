@@ -1,4 +1,4 @@
-// swift-tools-version: 6.0
+// swift-tools-version: 6.1
 //
 // A vendor's own OTA protocol ("ACME OTA") added to bleota without touching
 // bleota's sources: it depends on bleota's library products, implements the
@@ -13,8 +13,13 @@ let package = Package(
         .library(name: "AcmeOTA", targets: ["AcmeOTA"]),
         .executable(name: "acme-bleota", targets: ["acme-bleota"]),
     ],
+    // bleota's fleet campaigns (PostgreSQL) only when asked for: bleota's own scripts/test builds
+    // this sample with --traits Campaigns so that it shares bleota's build; a vendor need not.
+    traits: [
+        .trait(name: "Campaigns", description: "bleota with its fleet campaigns kept in PostgreSQL (bleota's Campaigns trait).")
+    ],
     dependencies: [
-        .package(name: "bleota", path: "../.."),
+        .package(name: "bleota", path: "../..", traits: [.trait(name: "Campaigns", condition: .when(traits: ["Campaigns"]))]),
     ],
     targets: [
         .target(name: "AcmeOTA", dependencies: [
