@@ -12,6 +12,7 @@ let package = Package(
         .executable(name: "bleota", targets: ["bleota"]),
         .library(name: "BleotaCodec", targets: ["BleotaCodec"]),
         .library(name: "BleotaLink", targets: ["BleotaLink"]),
+        .library(name: "BleotaSystem", targets: ["BleotaSystem"]),
         .library(name: "BleotaATT", targets: ["BleotaATT"]),
         .library(name: "BleotaEngine", targets: ["BleotaEngine"]),
         .library(name: "BleotaProtocols", targets: ["BleotaProtocols"]),
@@ -58,7 +59,11 @@ let package = Package(
         .target(
             name: "BleotaCodec",
             dependencies: ["BleotaZlib", .product(name: "Crypto", package: "swift-crypto")]),
-        .target(name: "BleotaLink", dependencies: ["BleotaCodec", "CEpoll"]),
+        .target(name: "BleotaLink", dependencies: ["BleotaCodec"]),
+        // What only Linux has: the epoll reactor and its descriptors, UDP and serial links,
+        // signals, temporary paths and atomic files. The layers below the CLI but BlueZ use
+        // none of it (scripts/check-portable), so they build for another platform's Bluetooth API.
+        .target(name: "BleotaSystem", dependencies: ["BleotaLink", "BleotaCodec", "CEpoll"]),
         .target(name: "BleotaATT", dependencies: ["BleotaLink", "BleotaCodec"]),
         .target(
             name: "BleotaEngine",
@@ -80,14 +85,14 @@ let package = Package(
                                                        .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(traits: ["Campaigns"])),
                                                        .product(name: "Crypto", package: "swift-crypto"),
                                                        .product(name: "Logging", package: "swift-log")]),
-        .target(name: "BleotaBlueZ", dependencies: ["CBlueZ", "CSDBus", "BleotaEngine", "BleotaLink", "BleotaATT",
+        .target(name: "BleotaBlueZ", dependencies: ["CBlueZ", "CSDBus", "BleotaEngine", "BleotaLink", "BleotaSystem", "BleotaATT",
                                                    .product(name: "Logging", package: "swift-log"),
                                                    // AES-128 for resolving private addresses (ah, Core Vol 3 Part H 2.2.2).
                                                    .product(name: "_CryptoExtras", package: "swift-crypto")]),
         .target(
             name: "BleotaCommands",
             dependencies: [
-                "BleotaCodec", "BleotaLink", "BleotaEngine", "BleotaProtocols", "BleotaSimulator", "BleotaBlueZ", "BleotaFleet", "BleotaCampaign",
+                "BleotaCodec", "BleotaLink", "BleotaSystem", "BleotaEngine", "BleotaProtocols", "BleotaSimulator", "BleotaBlueZ", "BleotaFleet", "BleotaCampaign",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
@@ -104,17 +109,18 @@ let package = Package(
 
         // Seeded random inputs whose seed is printed, for every test target.
         .target(name: "BleotaTestSupport", dependencies: ["BleotaLink", "BleotaATT"], path: "Tests/BleotaTestSupport"),
-        .testTarget(name: "BleotaCodecTests", dependencies: ["BleotaTestSupport", "BleotaCodec", "BleotaZlib", .product(name: "Crypto", package: "swift-crypto")],
+        .testTarget(name: "BleotaCodecTests", dependencies: ["BleotaTestSupport", "BleotaCodec", "BleotaSystem", "BleotaZlib", .product(name: "Crypto", package: "swift-crypto")],
                     resources: [.copy("Fixtures")]),
         .testTarget(name: "BleotaLinkTests", dependencies: ["BleotaTestSupport", "BleotaLink", "BleotaCodec"]),
+        .testTarget(name: "BleotaSystemTests", dependencies: ["BleotaTestSupport", "BleotaSystem", "BleotaLink", "BleotaCodec"]),
         .testTarget(name: "BleotaATTTests", dependencies: ["BleotaTestSupport", "BleotaATT", "BleotaLink", "BleotaCodec"]),
-        .testTarget(name: "BleotaBlueZTests", dependencies: ["BleotaTestSupport", "BleotaBlueZ", "BleotaATT", "BleotaLink", "BleotaCodec",
+        .testTarget(name: "BleotaBlueZTests", dependencies: ["BleotaTestSupport", "BleotaBlueZ", "BleotaATT", "BleotaLink", "BleotaSystem", "BleotaCodec",
                                                          .product(name: "Logging", package: "swift-log")],
                     resources: [.copy("Fixtures")]),
         .testTarget(name: "BleotaEngineTests", dependencies: ["BleotaTestSupport", "BleotaEngine", "BleotaLink", "BleotaCodec"]),
         .testTarget(name: "BleotaSimulatorTests", dependencies: ["BleotaTestSupport", "BleotaSimulator", "BleotaProtocols", "BleotaEngine", "BleotaLink", "BleotaCodec",
                                                             .product(name: "Crypto", package: "swift-crypto")]),
-        .testTarget(name: "BleotaProtocolsTests", dependencies: ["BleotaTestSupport", "BleotaProtocols", "BleotaEngine", "BleotaCodec", "BleotaLink", "BleotaATT",
+        .testTarget(name: "BleotaProtocolsTests", dependencies: ["BleotaTestSupport", "BleotaProtocols", "BleotaEngine", "BleotaCodec", "BleotaLink", "BleotaSystem", "BleotaATT",
                                                             .product(name: "Crypto", package: "swift-crypto"),
                                                             .product(name: "ZIPFoundation", package: "ZIPFoundation")],
                     resources: [.copy("Fixtures")]),

@@ -1,4 +1,5 @@
 import BleotaLink
+import BleotaSystem
 import CSDBus
 import Glibc
 import Logging

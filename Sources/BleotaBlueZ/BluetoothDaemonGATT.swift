@@ -1,5 +1,6 @@
 import BleotaATT
 import BleotaLink
+import BleotaSystem
 import CSDBus
 import Glibc
 import Logging

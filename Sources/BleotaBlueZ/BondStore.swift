@@ -1,5 +1,6 @@
 import BleotaCodec
 import BleotaLink
+import BleotaSystem
 import Foundation
 
 /// The keys of the devices this machine paired with, kept by bleota so a

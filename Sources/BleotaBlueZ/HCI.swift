@@ -1,5 +1,6 @@
 import BleotaCodec
 import BleotaLink
+import BleotaSystem
 import CBlueZ
 import Glibc
 

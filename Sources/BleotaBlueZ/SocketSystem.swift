@@ -1,4 +1,5 @@
 import BleotaLink
+import BleotaSystem
 import CBlueZ
 import Glibc
 
@@ -55,7 +56,7 @@ public protocol SocketSystem: Sendable {
 }
 
 /// The real system calls, non-blocking, waited on through the process's one
-/// epoll loop (BleotaLink's ``/BleotaLink/DescriptorReactor``), which the UDP and serial
+/// epoll loop (BleotaSystem's ``/BleotaSystem/DescriptorReactor``), which the UDP and serial
 /// links share.
 public final class LinuxSocketSystem: SocketSystem {
     public static let shared = LinuxSocketSystem()

@@ -140,7 +140,7 @@ public enum InputFile {
             while done < count {
                 let got =
                     position.map { pread(descriptor, buffer.baseAddress! + done, count - done, off_t($0 + done)) }
-                    ?? Glibc.read(descriptor, buffer.baseAddress! + done, count - done)
+                    ?? systemRead(descriptor, buffer.baseAddress! + done, count - done)
                 if got < 0 {
                     if errno == EINTR { continue }
                     code = errno
@@ -162,4 +162,13 @@ public enum InputFile {
         default: InputFileError(path: path, kind: .unreadable(String(cString: strerror(code))))
         }
     }
+}
+
+/// read(2), under a name apart from `InputFile.read`: the C library's module differs by platform.
+private func systemRead(_ descriptor: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int {
+    #if canImport(Darwin)
+    Darwin.read(descriptor, buffer, count)
+    #else
+    Glibc.read(descriptor, buffer, count)
+    #endif
 }

@@ -4,6 +4,7 @@ import BleotaCodec
 import BleotaEngine
 import BleotaFleet
 import BleotaLink
+import BleotaSystem
 import Foundation
 import Logging
 

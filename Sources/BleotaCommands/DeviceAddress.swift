@@ -4,6 +4,7 @@ import BleotaBlueZ
 import BleotaEngine
 import BleotaLink
 import BleotaSimulator
+import BleotaSystem
 import Foundation
 import Logging
 
@@ -214,8 +215,8 @@ extension DeviceAddress {
                 await PairingService.shared.stopAll()
                 return SessionOutcome(value: value, connection: connector.settings.latest, security: connector.security.latest)
             case .network(let address):
-                let transport = try transport()
-                let connector = NetworkConnector(address: address, description: text) { updateProtocol.frame($0, over: transport) }
+                _ = try transport()  // the protocol must run over it
+                let connector = NetworkConnector(address: address, description: text) { updateProtocol.frame(serial: $0) }
                 return SessionOutcome(value: try await body(connector, SystemClock()))
             }
         } catch let error as PairingError {

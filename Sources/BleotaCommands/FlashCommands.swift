@@ -3,6 +3,7 @@ import BleotaCodec
 import BleotaEngine
 import BleotaLink
 import BleotaProtocols
+import BleotaSystem
 import Foundation
 import Logging
 import Synchronization

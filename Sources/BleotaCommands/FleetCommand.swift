@@ -6,6 +6,7 @@ import BleotaEngine
 import BleotaFleet
 import BleotaLink
 import BleotaSimulator
+import BleotaSystem
 import Foundation
 import Logging
 import Synchronization

@@ -1,6 +1,7 @@
 import ArgumentParser
 import BleotaCodec
 import BleotaEngine
+import BleotaSystem
 import Foundation
 
 /// `bleota image …`: look inside firmware files and convert between formats.

@@ -1,6 +1,7 @@
 import ArgumentParser
 import BleotaCodec
 import BleotaEngine
+import BleotaSystem
 import Foundation
 
 /// `--no-image-store`, as `flash`, `fleet flash` and `fleet worker` take it.

@@ -3,6 +3,7 @@ import BleotaCodec
 import BleotaEngine
 import BleotaLink
 import BleotaSimulator
+import BleotaSystem
 import Foundation
 import Logging
 import Synchronization
@@ -305,10 +306,9 @@ struct SimServe: AsyncParsableCommand {
                 }
             }
             if let terminal {
-                let transport = TransportKind.serial
                 group.addTask {
                     let lines = SerialLineLink(fd: terminal.master, description: terminal.path, ownsDescriptor: true, isPseudoTerminalMaster: true)
-                    let link = updateProtocol.frame(lines, over: transport)
+                    let link = updateProtocol.frame(serial: lines)
                     let environment = environment { request in await reboot(request) }
                     await serving(link) { client in
                         while !Task.isCancelled {

@@ -2,6 +2,7 @@ import ArgumentParser
 import BleotaCodec
 import BleotaEngine
 import BleotaProtocols
+import BleotaSystem
 import Foundation
 
 /// Transfer tunables as command-line options; each maps to a field of

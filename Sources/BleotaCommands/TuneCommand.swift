@@ -3,6 +3,7 @@ import BleotaCodec
 import BleotaEngine
 import BleotaLink
 import BleotaSimulator
+import BleotaSystem
 import Foundation
 import Logging
 

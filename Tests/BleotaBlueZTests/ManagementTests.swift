@@ -1,5 +1,6 @@
 import BleotaCodec
 import BleotaLink
+import BleotaSystem
 import BleotaTestSupport
 import Foundation
 import Glibc

@@ -1,3 +1,4 @@
+import BleotaSystem
 import Foundation
 import Testing
 

@@ -1,5 +1,6 @@
 import BleotaCodec
 import BleotaEngine
+import BleotaSystem
 import Foundation
 import Testing
 

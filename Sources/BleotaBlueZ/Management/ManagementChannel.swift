@@ -1,4 +1,5 @@
 import BleotaLink
+import BleotaSystem
 import CBlueZ
 import Glibc
 import Synchronization
@@ -15,7 +16,7 @@ public struct ManagementChannelError: Error, Sendable, Equatable, CustomStringCo
 /// pairings and sets a controller up, as bluetoothd does.
 ///
 /// One task reads the socket (waiting through the process's
-/// ``/BleotaLink/DescriptorReactor``); a command's reply (Command Complete or
+/// ``/BleotaSystem/DescriptorReactor``); a command's reply (Command Complete or
 /// Command Status for its opcode and controller) goes to the task that sent
 /// it, every other event to each subscriber. Commands and events need
 /// `CAP_NET_ADMIN`: without it the kernel answers Permission Denied and sends

@@ -57,10 +57,11 @@ public protocol UpdateProtocol: Sendable {
     /// asked, so an implementation checks cheaply first that the file is its own.
     /// Unreadable input throws, as for `flash`.
     func describeImage(_ request: ImageRequest) throws(TransferError) -> ImageDescription?
-    /// Puts this protocol's framing on a raw transport link (a serial port's
-    /// lines, say); both halves use it. Links that carry whole messages as they
-    /// are (GATT, UDP, the simulator) are returned unchanged by default.
-    func frame(_ link: any Link, over transport: TransportKind) -> any Link
+    /// Puts this protocol's framing on a serial port's byte stream (SMP's console
+    /// lines, Nordic's SLIP frames); both halves use it. Only serial transports
+    /// ask: links that carry whole messages (GATT, UDP, the simulator) carry a
+    /// protocol's messages as they are. By default a line is a message.
+    func frame(serial lines: any DelimitedByteStream) -> any Link
     func makeHost(_ context: HostContext) -> any ProtocolHost
     func makeDevice(_ configuration: DeviceConfiguration) throws(DeviceConfigurationError) -> any DeviceHalf
 }
@@ -71,7 +72,7 @@ extension UpdateProtocol {
     public var testTransferNeedsImage: Bool { false }
     public var hostOptions: [HostOptionSpec] { [] }
     public var flashModes: [FlashMode] { [.testAndConfirm] }
-    public func frame(_ link: any Link, over transport: TransportKind) -> any Link { link }
+    public func frame(serial lines: any DelimitedByteStream) -> any Link { lines }
     public func describeImage(_ request: ImageRequest) throws(TransferError) -> ImageDescription? { nil }
 
     /// Whether the device whose GATT database lists `services` speaks this protocol.

@@ -283,10 +283,7 @@ public struct NordicSecureDFUProtocol: UpdateProtocol {
         }
     }
 
-    public func frame(_ link: any Link, over transport: TransportKind) -> any Link {
-        guard transport == .serial, let lines = link as? SerialLineLink else { return link }
-        return NordicSerialLink(lines: lines)
-    }
+    public func frame(serial lines: any DelimitedByteStream) -> any Link { NordicSerialLink(lines: lines) }
 
     /// The host's options.
     enum HostOptions {

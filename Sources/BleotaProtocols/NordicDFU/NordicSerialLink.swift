@@ -13,12 +13,12 @@ import Logging
 /// comes up on the control point channel, so the device half sees data as
 /// `08 …` requests, the way `nrf_dfu_serial.c` does.
 public final class NordicSerialLink: Link {
-    public let lines: SerialLineLink
+    public let lines: any DelimitedByteStream
     public let parameters: LinkParameters
     private let logger: Logger
     private let answers = Mailbox<[UInt8]>()
 
-    public init(lines: SerialLineLink, logger: Logger = Logger(label: "bleota.nordic.serial")) {
+    public init(lines: any DelimitedByteStream, logger: Logger = Logger(label: "bleota.nordic.serial")) {
         self.lines = lines
         self.logger = logger
         // One SLIP frame may carry a write of any length the bootloader's MTU allows;

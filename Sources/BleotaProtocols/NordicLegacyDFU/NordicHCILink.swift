@@ -26,7 +26,7 @@ public final class NordicHCILink: Link {
         case initPacket = 1, start = 3, data = 4, stop = 5
     }
 
-    public let lines: SerialLineLink
+    public let lines: any DelimitedByteStream
     public let parameters: LinkParameters
     private let logger: Logger
     private struct State {
@@ -36,7 +36,7 @@ public final class NordicHCILink: Link {
     }
     private let state = Mutex(State())
 
-    public init(lines: SerialLineLink, logger: Logger = Logger(label: "bleota.nordic.hci")) {
+    public init(lines: any DelimitedByteStream, logger: Logger = Logger(label: "bleota.nordic.hci")) {
         self.lines = lines
         self.logger = logger
         parameters = LinkParameters(maximumPayload: 4096, description: lines.parameters.description)

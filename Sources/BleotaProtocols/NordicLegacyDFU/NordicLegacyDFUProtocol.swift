@@ -141,10 +141,7 @@ public struct NordicLegacyDFUProtocol: UpdateProtocol {
         return (parts, problem)
     }
 
-    public func frame(_ link: any Link, over transport: TransportKind) -> any Link {
-        guard transport == .serial, let lines = link as? SerialLineLink else { return link }
-        return NordicHCILink(lines: lines)
-    }
+    public func frame(serial lines: any DelimitedByteStream) -> any Link { NordicHCILink(lines: lines) }
 
     public func makeHost(_ context: HostContext) -> any ProtocolHost { NordicLegacyDFUUpdater(context: context) }
 

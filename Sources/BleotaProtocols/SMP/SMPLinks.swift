@@ -6,12 +6,12 @@ import Logging
 /// into console lines (``SMPSerialFraming``); each ``receive()`` one whole
 /// message rebuilt from them. Console output between frames is skipped.
 public final class SMPSerialLink: Link {
-    public let lines: SerialLineLink
+    public let lines: any DelimitedByteStream
     public let lineLength: Int
     public let parameters: LinkParameters
     private let logger: Logger
 
-    public init(lines: SerialLineLink, lineLength: Int = 128, logger: Logger = Logger(label: "bleota.smp.serial")) {
+    public init(lines: any DelimitedByteStream, lineLength: Int = 128, logger: Logger = Logger(label: "bleota.smp.serial")) {
         self.lines = lines
         self.lineLength = lineLength
         self.logger = logger

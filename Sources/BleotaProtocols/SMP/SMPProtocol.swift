@@ -89,10 +89,7 @@ public struct SMPProtocol: UpdateProtocol {
             summary: "MCUboot image \(image.version), hash \(image.hashTLV?.hexString ?? "?")")
     }
 
-    public func frame(_ link: any Link, over transport: TransportKind) -> any Link {
-        guard transport == .serial, let lines = link as? SerialLineLink else { return link }
-        return SMPSerialLink(lines: lines)
-    }
+    public func frame(serial lines: any DelimitedByteStream) -> any Link { SMPSerialLink(lines: lines) }
 
     public func makeHost(_ context: HostContext) -> any ProtocolHost {
         SMPUpdater(context: context, explicitKnobs: context.explicitKnobs)

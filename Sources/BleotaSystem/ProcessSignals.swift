@@ -1,3 +1,4 @@
+import BleotaLink
 import Foundation
 import Glibc
 import Synchronization

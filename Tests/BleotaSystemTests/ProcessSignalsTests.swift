@@ -1,8 +1,10 @@
-import BleotaCodec
+import BleotaLink
 import Foundation
 import Glibc
 import Synchronization
 import Testing
+
+@testable import BleotaSystem
 
 /// The one signal path: an observer is called on the signal thread for each
 /// delivery, and not after it is cancelled. (Termination, Ctrl-C and the removal

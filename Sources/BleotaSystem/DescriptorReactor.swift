@@ -1,3 +1,4 @@
+import BleotaLink
 import CEpoll
 import Foundation
 import Glibc

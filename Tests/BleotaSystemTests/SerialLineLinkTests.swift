@@ -1,7 +1,8 @@
+import BleotaLink
 import Glibc
 import Testing
 
-@testable import BleotaLink
+@testable import BleotaSystem
 
 /// A pseudo-terminal whose master is a ``SerialLineLink``, and the client's side:
 /// the slave, opened with open(2) as smpmgr or a terminal program would.

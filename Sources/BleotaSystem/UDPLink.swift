@@ -1,3 +1,4 @@
+import BleotaLink
 import Glibc
 
 /// A UDP "connection" to one peer: each ``send(_:)`` is a datagram, each
@@ -6,7 +7,7 @@ import Glibc
 /// The socket is non-blocking and read by the task that awaits ``receive()``
 /// once the ``DescriptorReactor`` says a datagram is there: no reader thread.
 /// ``close()`` ends a waiting ``receive()`` at once with
-/// ``LinkError/disconnected(_:)``.
+/// ``/BleotaLink/LinkError/disconnected(_:)``.
 public final class UDPLink: Link {
     public let parameters: LinkParameters
     let fd: Int32
@@ -62,6 +63,6 @@ public final class UDPLink: Link {
     }
 
     /// Closes the socket (once; later calls do nothing). A task waiting in
-    /// ``receive()`` or ``send(_:)`` gets ``LinkError/disconnected(_:)`` at once.
+    /// ``receive()`` or ``send(_:)`` gets ``/BleotaLink/LinkError/disconnected(_:)`` at once.
     public func close() async { descriptor.close() }
 }

@@ -1,3 +1,4 @@
+import BleotaLink
 import Glibc
 import Synchronization
 
@@ -68,8 +69,8 @@ final class LinkDescriptor: Sendable {
 
     /// Waits on the reactor for `descriptor` (`fd` or a companion); only inside
     /// `use`. Once the link is closed — even if the close came just before the wait
-    /// began — it ends with ``LinkError/disconnected(_:)`` saying `closed`; a
-    /// cancelled task gets ``LinkError/cancelled``.
+    /// began — it ends with ``/BleotaLink/LinkError/disconnected(_:)`` saying `closed`; a
+    /// cancelled task gets ``/BleotaLink/LinkError/cancelled``.
     func wait(_ descriptor: Int32? = nil, writable: Bool, closed: String) async throws(LinkError) {
         do {
             try await reactor.wait(descriptor ?? fd, writable: writable, unless: { self.isClosed })

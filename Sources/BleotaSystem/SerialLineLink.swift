@@ -1,3 +1,4 @@
+import BleotaLink
 import Glibc
 import Synchronization
 
@@ -21,7 +22,7 @@ import Synchronization
 /// the watch cannot be set up (inotify unavailable or out of watches) does it fall
 /// back to looking again every 50 ms of wall-clock time — while hung up
 /// only, never while a client is connected.
-public final class SerialLineLink: Link {
+public final class SerialLineLink: DelimitedByteStream {
     public let parameters: LinkParameters
     let fd: Int32
     let ownsDescriptor: Bool
@@ -132,7 +133,7 @@ public final class SerialLineLink: Link {
     }
 
     /// Closes the port (once; later calls do nothing). A task waiting in
-    /// ``receive()`` or ``send(_:)`` gets ``LinkError/disconnected(_:)`` at once.
+    /// ``receive()`` or ``send(_:)`` gets ``/BleotaLink/LinkError/disconnected(_:)`` at once.
     public func close() async { descriptor.close() }
 
     /// Reads what is there, waiting on the reactor until something is.

@@ -1,3 +1,4 @@
+import BleotaLink
 import Glibc
 
 /// A bound UDP socket answering whoever writes to it: the server side of

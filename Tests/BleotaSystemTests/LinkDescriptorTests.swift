@@ -1,8 +1,9 @@
+import BleotaLink
 import Glibc
 import Synchronization
 import Testing
 
-@testable import BleotaLink
+@testable import BleotaSystem
 
 /// What happened to a ``LinkDescriptor``, in order.
 final class EventLog: Sendable {

@@ -1,7 +1,8 @@
+import BleotaLink
 import Glibc
 import Testing
 
-@testable import BleotaLink
+@testable import BleotaSystem
 
 /// Runs `body` with a time limit, so a regression that hangs fails the test
 /// instead of hanging the suite; `body` must honour cancellation (link calls

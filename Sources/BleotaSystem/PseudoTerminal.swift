@@ -1,3 +1,4 @@
+import BleotaLink
 import Glibc
 
 /// A pseudo-terminal pair: the master side for the simulated device, the

@@ -1,6 +1,7 @@
+import BleotaLink
 import Synchronization
 
-/// One peer of a ``UDPServerSocket`` as a ``Link``: the datagrams it sends
+/// One peer of a ``UDPServerSocket`` as a ``/BleotaLink/Link``: the datagrams it sends
 /// arrive here, and what is sent here goes back to it. This is how a device
 /// half that serves links (the same code that serves a BLE connection) serves
 /// each UDP client of `bleota sim serve`.

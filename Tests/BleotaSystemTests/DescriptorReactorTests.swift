@@ -1,7 +1,8 @@
+import BleotaLink
 import Glibc
 import Testing
 
-@testable import BleotaLink
+@testable import BleotaSystem
 
 /// A connected pair of non-blocking AF_UNIX datagram sockets, closed at the end.
 func withSocketPair<T>(_ body: (Int32, Int32) async throws -> T) async throws -> T {
