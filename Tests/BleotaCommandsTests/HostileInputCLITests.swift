@@ -47,6 +47,11 @@ import Testing
                 ["flash", "samples/espressif/esp-app-sample.bin", "--device", "sim://2m-dle", "--delta", "always"],
                 "error: --delta always: Espressif's BLE OTA does not report the image a device runs, so bleota cannot look it up: give --base the image it runs"
             ),
+            // A plain image for an address whose protocol bleota only assumes: said before connecting.
+            (
+                ["flash", image, "--device", "udp://127.0.0.1:9"],
+                "error: samples/firmware/blinky.bin is not an image that SMP (MCUmgr) takes, and that is what bleota assumes udp://127.0.0.1:9 speaks: name the device's protocol with --protocol (bleota protocols lists them)"
+            ),
         ] as [([String], String)])
     func nonsenseNumbersAndEmptyPathsAreUsageErrors(arguments: [String], message: String) async throws {
         // In-process, the error exactly as the binary prints it (its first line; the second is the usage).

@@ -86,7 +86,10 @@ public struct ProtocolRegistry: Sendable {
         if let probe = request.image {
             let ranked = able.map { ($0, $0.imageAffinity(probe)) }.filter { $0.1 > .refuses }
             guard let best = ranked.max(by: { $0.1 < $1.1 }) else {
-                throw ProtocolResolutionError("no protocol \(request.device) speaks can carry \(probe.path): give --protocol", usage: true)
+                let spoken = able.map { $0.identity.displayName }.joined(separator: " or ")
+                throw ProtocolResolutionError(
+                    "\(probe.path) is not an image that \(spoken) takes, and that is what bleota assumes \(request.device) speaks: name the device's protocol with --protocol (bleota protocols lists them)",
+                    usage: true)
             }
             return best.0
         }
