@@ -9,11 +9,11 @@ import Logging
 public struct CampaignWorkerOptions: Sendable {
     /// The adapters this host updates through.
     public var adapters: [String]
-    /// Updates at once on each adapter (as ``FleetOptions/connectionsPerAdapter``).
+    /// Updates at once on each adapter (as ``/BleotaFleet/FleetOptions/connectionsPerAdapter``).
     public var connectionsPerAdapter: Int
-    /// Transfers at once on each adapter (as ``FleetOptions/transfersPerAdapter``).
+    /// Transfers at once on each adapter (as ``/BleotaFleet/FleetOptions/transfersPerAdapter``).
     public var transfersPerAdapter: Int?
-    /// The longest a ready device waits for a transfer place (as ``FleetOptions/maximumTransferWait``).
+    /// The longest a ready device waits for a transfer place (as ``/BleotaFleet/FleetOptions/maximumTransferWait``).
     public var maximumTransferWait: Duration = FleetOptions.defaultMaximumTransferWait
     /// This worker's name in the database: unique among the campaign's workers (host:pid by default).
     public var name: String
@@ -50,7 +50,7 @@ public struct CampaignWorkerSummary: Sendable, Codable {
 }
 
 /// One host's part of a campaign: claims devices while it has free connections,
-/// runs each device's update (the caller's `update`, as for ``FleetRunner``),
+/// runs each device's update (the caller's `update`, as for ``/BleotaFleet/FleetRunner``),
 /// renews its leases every third of the lease while they run, records each try's
 /// end, and stops when every device of the campaign is final (waiting, while other
 /// workers still hold devices, in case their leases run out).

@@ -448,7 +448,7 @@ public final class SimulatedConnection: Sendable {
     // MARK: Ends
 
     /// The host's end: what the engine gets. Its security is raised by pairing with the
-    /// world's ``SimulatedWorld/pairingAgent`` answering (``LinkSecurityControl``).
+    /// world's ``SimulatedWorld/pairingAgent`` answering (``/BleotaLink/LinkSecurityControl``).
     public final class HostEnd: ConnectionIntervalControl, LinkSecurityControl, @unchecked Sendable {
         public let parameters: LinkParameters
         var connection: SimulatedConnection?

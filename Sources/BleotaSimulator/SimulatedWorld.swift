@@ -136,7 +136,7 @@ public final class SimulatedWorld: Sendable {
         }
     }
 
-    /// Answers what pairing asks of the host's user (``PairingPolicy/justWorks`` until set).
+    /// Answers what pairing asks of the host's user (``/BleotaLink/PairingPolicy/justWorks`` until set).
     public var pairingAgent: any PairingAgent { state.withLock { $0.pairingAgent } }
     public func setPairingAgent(_ agent: any PairingAgent) { state.withLock { $0.pairingAgent = agent } }
 

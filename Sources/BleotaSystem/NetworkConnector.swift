@@ -6,7 +6,7 @@ public struct NetworkConnector: DeviceConnector {
     public let address: NetworkAddress
     public let description: String
     /// Puts the protocol's framing on a freshly opened serial port
-    /// (``/BleotaEngine/UpdateProtocol/frame(serial:)``); a datagram is a message as it is.
+    /// (`UpdateProtocol.frame(serial:)`); a datagram is a message as it is.
     public let frameSerial: @Sendable (any DelimitedByteStream) -> any Link
 
     public init(address: NetworkAddress, description: String, frameSerial: @escaping @Sendable (any DelimitedByteStream) -> any Link = { $0 }) {

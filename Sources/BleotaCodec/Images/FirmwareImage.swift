@@ -44,7 +44,7 @@ public struct ImageSegment: Sendable, Hashable {
 /// default, what erased NOR flash reads as, so a gap costs no flash writes.
 ///
 /// The image stays sparse until a caller flattens it: ``size``, ``crc32(fill:)``,
-/// ``sha256(fill:)`` and ``write(to:format:fill:)`` stream over the segments and
+/// ``sha256(fill:)`` and `write(to:format:fill:)` (BleotaSystem) stream over the segments and
 /// never materialise a gap, so a 74-byte HEX file whose two records sit 4 GiB
 /// apart costs a few bytes of memory. A caller that needs the bytes checks
 /// ``size`` first (against a slot, say) and flattens with a limit.

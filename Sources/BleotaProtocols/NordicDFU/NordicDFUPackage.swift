@@ -4,7 +4,7 @@ import Foundation
 /// A Nordic DFU package: the `.zip` that `nrfutil pkg generate` (Secure DFU)
 /// or `adafruit-nrfutil dfu genpkg` (legacy DFU) writes, holding a
 /// `manifest.json` and, per part, an image (`.bin`) and its init packet
-/// (`.dat`). Read with ``ZipArchive``, member by member, with limits: a
+/// (`.dat`). Read with ``/BleotaCodec/ZipArchive``, member by member, with limits: a
 /// package comes from outside and may be hostile (paths that climb out, a
 /// zip bomb, a deflate stream that never ends, members the manifest names
 /// but the archive lacks).

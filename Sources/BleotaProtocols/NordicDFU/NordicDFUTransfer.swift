@@ -24,7 +24,7 @@ public struct NordicDFUTransfer: Sendable {
     public enum Action: Sendable, Equatable {
         /// Write this request to the control point and wait for its answer.
         case send(NordicDFURequest)
-        /// Write these bytes of the init packet (command) or image (data) as packets, then call ``streamed()``.
+        /// Write these bytes of the init packet (command) or image (data) as packets, then call `streamed()`.
         case stream(NordicDFUObjectType, Range<Int>)
         /// Wait this long, then call ``paused()`` (SDK 15–17 bootloaders prepare flash before the first data object).
         case pause(Duration)

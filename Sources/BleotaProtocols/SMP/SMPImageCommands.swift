@@ -2,7 +2,7 @@ import BleotaCodec
 import BleotaEngine
 
 /// One slot in the image group's state list: the protocol-independent
-/// ``ImageSlotState`` `image state` prints, with SMP's encoding added below.
+/// ``/BleotaEngine/ImageSlotState`` `image state` prints, with SMP's encoding added below.
 public typealias SMPImageSlot = ImageSlotState
 
 extension ImageSlotState {

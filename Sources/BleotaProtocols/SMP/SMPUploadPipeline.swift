@@ -129,7 +129,7 @@ public struct SMPUploadPipeline: Sendable {
     /// Whether the first chunk (with length and hash) has been answered.
     public private(set) var announced = false
     /// Requests in flight: the configured window, through loss too — but one
-    /// where even the smallest requests span packets and keep being lost (see ``adaptToLoss()``).
+    /// where even the smallest requests span packets and keep being lost (see `adaptToLoss()`).
     public private(set) var window: Int
     /// Data bytes per request now: halved by each loss, doubled again by clean runs.
     public private(set) var chunkLimit: Int
@@ -392,7 +392,7 @@ public struct SMPUploadPipeline: Sendable {
     /// and 5 % loss): 0.85 lost at 5 % on `1m-dle-7.5ms`, 0.93 lost at 5 % everywhere.
     static let wholeRequestShare = 0.9
 
-    /// The most data per request that arrives whole ``wholeRequestShare`` of the time at the
+    /// The most data per request that arrives whole `wholeRequestShare` of the time at the
     /// loss rate the answers showed lately; the configured chunk when none was lost.
     public var sizedForLoss: Int {
         let rate = min(0.5, packetsLost / max(1, packetsSent))
