@@ -2,19 +2,20 @@ import BleotaLink
 import Synchronization
 
 /// A protocol's several characteristics (``GATTChannel``) as one
-/// ``/BleotaLink/ChannelPacket`` link on the host side: a packet's first byte
-/// picks the characteristic, written with or without response as the channel
-/// says; notifications and indications come back tagged with their channel; an
+/// ``/BleotaLink/ChannelLink`` on the host side: a packet's channel picks the
+/// characteristic, written with or without response as the channel says;
+/// notifications and indications come back as packets of their channel; an
 /// empty packet on a readable channel reads it; the directory query is
-/// answered from what discovery found.
-public final class GATTChannelLink: Link {
+/// answered from what discovery found. As a byte ``/BleotaLink/Link`` it
+/// takes and gives ``/BleotaLink/ChannelFrame``s.
+public final class GATTChannelLink: Link, ChannelLink {
     public let client: GATTClient
     public let parameters: LinkParameters
     /// Channel number → the characteristic found for it.
     let handles: [UInt8: (channel: GATTChannel, valueHandle: UInt16)]
     let runner: Task<Void, Never>?
     /// Answers made on this side (directory, write results), returned before what the bearer brings.
-    private let local = Mailbox<[UInt8]>()
+    private let local = Mailbox<ChannelMessage>()
     /// Reads under way in the background.
     private let reads = BackgroundTasks()
     /// The protocol's credit-based channel, when it has one and this host can open it.
@@ -95,12 +96,24 @@ public final class GATTChannelLink: Link {
         try await link!.send(Array(payload))
     }
 
+    public var channelLink: any ChannelLink { self }
+
     public func send(_ packet: [UInt8]) async throws(LinkError) {
-        if packet == ChannelPacket.directoryQuery {
-            local.put(ChannelPacket.directory(offeredChannels))
+        guard let message = ChannelFrame.decode(packet) else { return }
+        try await send(message)
+    }
+
+    public func send(_ message: ChannelMessage) async throws(LinkError) {
+        let number: UInt8
+        let payload: ArraySlice<UInt8>
+        switch message {
+        case .directoryQuery:
+            local.put(.directory(offeredChannels))
             return
+        case .packet(let channel, let bytes): (number, payload) = (channel, bytes)
+        // Answers are the device's to give: nothing to write.
+        case .directory, .writeResult: return
         }
-        guard let (number, payload) = ChannelPacket.split(packet) else { return }
         if let route = creditRoute, number == route.channel {
             try await sendOnCreditChannel(payload, route: route)
             return
@@ -131,10 +144,10 @@ public final class GATTChannelLink: Link {
                 // The Write Response, or the Error Response's code, is the device's answer.
                 do {
                     try await client.write(handle, Array(payload))
-                    local.put(ChannelPacket.writeResult(channel: number, code: 0))
+                    local.put(.writeResult(channel: number, code: 0))
                 } catch {
                     guard case .peer(let code, _, _) = error else { throw error }
-                    local.put(ChannelPacket.writeResult(channel: number, code: code.rawValue))
+                    local.put(.writeResult(channel: number, code: code.rawValue))
                 }
             case .command: try await client.writeWithoutResponse(handle, Array(payload))
             case .none: throw LinkError.disconnected("channel \(number) (\(channel.characteristic)) is not writable")
@@ -147,6 +160,10 @@ public final class GATTChannelLink: Link {
     }
 
     public func receive() async throws(LinkError) -> [UInt8] {
+        ChannelFrame.encode(try await receiveMessage())
+    }
+
+    public func receiveMessage() async throws(LinkError) -> ChannelMessage {
         while true {
             if let answer = local.poll() { return answer }
             let pdu: ATTPDU?
@@ -154,10 +171,10 @@ public final class GATTChannelLink: Link {
             guard let pdu else { throw .disconnected(await client.bearer.closeReason ?? "ATT bearer closed") }
             switch pdu {
             case .handleValueNotification(let handle, let value), .handleValueIndication(let handle, let value):
-                if let number = channel(of: handle) { return ChannelPacket.tag(number, value) }
+                if let number = channel(of: handle) { return .packet(number, value) }
             case .multipleHandleValueNotification(let entries):
                 for entry in entries {
-                    if let number = channel(of: entry.handle) { return ChannelPacket.tag(number, entry.value) }
+                    if let number = channel(of: entry.handle) { return .packet(number, entry.value) }
                 }
             default:
                 continue
@@ -182,17 +199,17 @@ public final class GATTChannelLink: Link {
 }
 
 /// The device side of ``GATTChannelLink`` for `bleota serve`: each channel a
-/// characteristic of the GATT server; writes arrive tagged with their
+/// characteristic of the GATT server; writes arrive as packets of their
 /// channel, and a packet sent on a channel is notified or indicated (as the
 /// client subscribed) on its characteristic.
-public final class GATTPeripheralChannelLink: Link {
+public final class GATTPeripheralChannelLink: Link, ChannelLink {
     public let server: GATTServer
     public let bearer: ATTBearer
     let valueHandles: [UInt8: UInt16]
-    let inbox: Mailbox<[UInt8]>
+    let inbox: Mailbox<ChannelMessage>
     let answers: WriteAnswers
 
-    init(server: GATTServer, bearer: ATTBearer, valueHandles: [UInt8: UInt16], inbox: Mailbox<[UInt8]>, answers: WriteAnswers) {
+    init(server: GATTServer, bearer: ATTBearer, valueHandles: [UInt8: UInt16], inbox: Mailbox<ChannelMessage>, answers: WriteAnswers) {
         self.server = server
         self.bearer = bearer
         self.valueHandles = valueHandles
@@ -211,7 +228,7 @@ public final class GATTPeripheralChannelLink: Link {
         _ channels: [GATTChannel], to server: GATTServer, values: [UInt8: [UInt8]] = [:],
         liveValue: (@Sendable (UInt8) async -> [UInt8]?)? = nil
     ) -> @Sendable (ATTBearer) async -> GATTPeripheralChannelLink {
-        let inbox = Mailbox<[UInt8]>()
+        let inbox = Mailbox<ChannelMessage>()
         let answers = WriteAnswers()
         var valueHandles: [UInt8: UInt16] = [:]
         var services: [BluetoothUUID] = []
@@ -245,13 +262,13 @@ public final class GATTPeripheralChannelLink: Link {
                     return CharacteristicDefinition(
                         uuid: channel.characteristic, properties: properties, value: values[number] ?? [],
                         onWriteRequest: { value in
-                            inbox.put(ChannelPacket.tag(number, value))
+                            inbox.put(.packet(number, value))
                             return await answers.next(for: number)
                         }, onRead: reader)
                 }
                 return CharacteristicDefinition(
                     uuid: channel.characteristic, properties: properties, value: values[number] ?? [],
-                    onWrite: { value in inbox.put(ChannelPacket.tag(number, value)) }, onRead: reader)
+                    onWrite: { value in inbox.put(.packet(number, value)) }, onRead: reader)
             }
             let handles = server.addService(service, characteristics: definitions)
             for (channel, handle) in zip(members, handles) { valueHandles[channel.number] = handle }
@@ -260,14 +277,25 @@ public final class GATTPeripheralChannelLink: Link {
         return { bearer in GATTPeripheralChannelLink(server: server, bearer: bearer, valueHandles: found, inbox: inbox, answers: answers) }
     }
 
+    public var channelLink: any ChannelLink { self }
+
     public func send(_ packet: [UInt8]) async throws(LinkError) {
-        // A write's answer becomes its Write Response (or Error Response).
-        if let (channel, code) = ChannelPacket.writeResult(in: packet) {
+        guard let message = ChannelFrame.decode(packet) else { return }
+        try await send(message)
+    }
+
+    public func send(_ message: ChannelMessage) async throws(LinkError) {
+        let number: UInt8
+        let payload: ArraySlice<UInt8>
+        switch message {
+        case .writeResult(let channel, let code):
+            // A write's answer becomes its Write Response (or Error Response).
             answers.put(code, for: channel)
             return
-        }
+        case .packet(let channel, let bytes): (number, payload) = (channel, bytes)
         // The directory is the GATT database itself: the client discovers it.
-        guard let (number, payload) = ChannelPacket.split(packet), number != ChannelPacket.directoryMarker else { return }
+        case .directoryQuery, .directory: return
+        }
         guard let handle = valueHandles[number] else { return }
         do {
             guard try await server.notify(handle, value: Array(payload), on: bearer) else {
@@ -276,11 +304,18 @@ public final class GATTPeripheralChannelLink: Link {
         } catch let error as LinkError { throw error } catch { throw .disconnected("\(error)") }
     }
 
-    public func receive() async throws(LinkError) -> [UInt8] { try await inbox.nextWrite() }
+    public func receive() async throws(LinkError) -> [UInt8] { ChannelFrame.encode(try await receiveMessage()) }
+
+    public func receiveMessage() async throws(LinkError) -> ChannelMessage {
+        do {
+            guard let message = try await inbox.take() else { throw LinkError.disconnected("GATT server closed") }
+            return message
+        } catch let error as LinkError { throw error } catch { throw .cancelled }
+    }
 
     /// Hands the device half a packet that arrived outside GATT: an SDU of the protocol's
-    /// credit-based channel (``CreditChannelRoute``), tagged with its channel.
-    public func deliver(_ packet: [UInt8]) { inbox.put(packet) }
+    /// credit-based channel (``CreditChannelRoute``), on `channel`.
+    public func deliver(_ sdu: [UInt8], on channel: UInt8) { inbox.put(.packet(channel, sdu)) }
 
     public func close() async {
         inbox.close()
@@ -312,7 +347,7 @@ final class WriteAnswers: Sendable {
 }
 
 extension Mailbox<[UInt8]> {
-    /// The next value a client wrote to a GATT server's characteristic (both server links read their writes so).
+    /// The next value a client wrote to a GATT server's characteristic (how ``GATTPeripheralLink`` reads its writes).
     func nextWrite() async throws(LinkError) -> [UInt8] {
         do {
             guard let packet = try await take() else { throw LinkError.disconnected("GATT server closed") }

@@ -17,7 +17,7 @@ public struct GATTPacketService: Sendable, Hashable {
 
     /// For a protocol that spans several characteristics (Nordic DFU's control
     /// point, packet and buttonless ones): each as a channel of a
-    /// ``/BleotaLink/ChannelPacket`` link. Empty for the classic pair above.
+    /// ``/BleotaLink/ChannelLink``. Empty for the classic pair above.
     public var channels: [GATTChannel]
     /// A channel carried on an LE credit-based channel instead of a characteristic, if the protocol has one.
     public var creditChannel: CreditChannelRoute?
@@ -62,7 +62,7 @@ public struct GATTChannel: Sendable, Hashable {
         /// ATT Write Request whose answer the device half decides and the host
         /// reads: taken, or refused with an application error code (Silicon
         /// Labs' OTA Control). Each write comes back as a
-        /// ``/BleotaLink/ChannelPacket/writeResult(channel:code:)`` packet.
+        /// ``/BleotaLink/ChannelMessage/writeResult(channel:code:)``.
         case answeredRequest
         /// ATT Write Command: no confirmation (data streams).
         case command
@@ -74,7 +74,7 @@ public struct GATTChannel: Sendable, Hashable {
         case none, notify, indicate
     }
 
-    /// The byte that tags this channel's packets.
+    /// The number of this channel's packets (below ``/BleotaLink/ChannelFrame/firstReservedChannel``).
     public var number: UInt8
     /// The service it belongs to (a protocol's channels may span services, as Nordic's SDK 12 buttonless one does).
     public var service: BluetoothUUID

@@ -80,7 +80,7 @@ public enum BLEPeripheralHost {
                         { bearer in
                             let link = await make(bearer)
                             if let route, let router {
-                                router.register(peer: peer) { sdu in link.deliver(ChannelPacket.tag(route.channel, sdu)) }
+                                router.register(peer: peer) { sdu in link.deliver(sdu, on: route.channel) }
                             }
                             return link
                         }

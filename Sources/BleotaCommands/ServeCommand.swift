@@ -263,6 +263,7 @@ final class FaultyLink: Link {
         return packet
     }
     func close() async { await inner.close() }
+    func deviceBooted() { inner.deviceBooted() }
 }
 
 /// `bleota gatt …`: poke at a device's GATT database by hand.

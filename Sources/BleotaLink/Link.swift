@@ -29,6 +29,21 @@ public protocol Link: AnyObject, Sendable {
 
     /// Closes the link; pending and later calls throw ``LinkError/disconnected(_:)``.
     func close() async
+
+    /// This link as a ``ChannelLink``, for protocols that span several characteristics.
+    /// By default each message is framed (``FramedChannelLink``); a link that knows the
+    /// characteristics (GATT) or has a framing of its own carries them itself.
+    var channelLink: any ChannelLink { get }
+
+    /// Called by a device half when it starts serving after a boot: a link whose framing
+    /// keeps state per boot (legacy DFU's serial sequence numbers) starts afresh, as the
+    /// device's transport does. A link that wraps another passes it on; most keep nothing.
+    func deviceBooted()
+}
+
+extension Link {
+    public var channelLink: any ChannelLink { FramedChannelLink(self) }
+    public func deviceBooted() {}
 }
 
 /// What a link tells the engine about itself.

@@ -103,6 +103,8 @@ public final class ShapedLink: Link, @unchecked Sendable {
         await inner.close()
     }
 
+    public func deviceBooted() { inner.deviceBooted() }
+
     private func shutDown() {
         state.withLock { $0.closed = true }
         toDevice.close()

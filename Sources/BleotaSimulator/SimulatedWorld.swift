@@ -13,7 +13,7 @@ public protocol SimulatedPeripheral: AnyObject, Sendable {
     /// Power was cut or the device rebooted: RAM is lost, flash is kept.
     func powerCycle() async
     /// Bytes at the front of each packet that name a characteristic (a
-    /// ``/BleotaLink/ChannelPacket`` tag) rather than travel on air: 1 for a
+    /// ``/BleotaLink/ChannelFrame``'s channel) rather than travel on air: 1 for a
     /// protocol of several characteristics, 0 otherwise.
     var channelTagBytes: Int { get }
     /// Channels whose packets travel on an LE credit-based channel (SUOTA's image data): they

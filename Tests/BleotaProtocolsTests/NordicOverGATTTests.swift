@@ -37,26 +37,26 @@ import Testing
             #expect(host.parameters.maximumPayload == 245, "MTU − 3 bytes of payload after the channel byte")
             let deviceLink = await box.withLock { $0 }!(serverBearer)
             let clock = client.bearer.clock
-            return try await withThrowingTaskGroup(of: [[UInt8]]?.self) { group in
+            return try await withThrowingTaskGroup(of: [ChannelMessage]?.self) { group in
                 group.addTask {
                     await device.serve(deviceLink, environment: DeviceEnvironment(clock: clock) { _ in })
                     return nil
                 }
-                var answers: [[UInt8]] = []
-                try await host.send(ChannelPacket.directoryQuery)
-                answers.append(try await host.receive())
+                var answers: [ChannelMessage] = []
+                try await host.send(message: .directoryQuery)
+                answers.append(try await host.receiveMessage())
                 func request(_ request: NordicDFURequest) async throws {
-                    try await host.send(ChannelPacket.tag(0, request.encode()))
-                    answers.append(try await host.receive())
+                    try await host.send(channel: 0, request.encode())
+                    answers.append(try await host.receiveMessage())
                 }
                 try await request(.setReceiptNotification(packets: 0))
                 try await request(.create(.command, size: UInt32(packet.count)))
-                try await host.send(ChannelPacket.tag(1, packet))
+                try await host.send(channel: 1, packet)
                 try await request(.calculateChecksum)
                 try await request(.execute)
                 try await request(.create(.data, size: 4096))
                 for start in stride(from: 0, to: 4096, by: 244) {
-                    try await host.send(ChannelPacket.tag(1, image[start..<min(start + 244, 4096)]))
+                    try await host.send(channel: 1, image[start..<min(start + 244, 4096)])
                 }
                 try await request(.calculateChecksum)
                 try await request(.execute)
@@ -65,13 +65,13 @@ import Testing
                 return (answers, await device.flash)
             }
         }
-        #expect(answers[0] == ChannelPacket.directory([0, 1]), "the directory is what discovery found")
-        #expect(answers[1] == [0, 0x60, 0x02, 0x01])
-        #expect(answers[2] == [0, 0x60, 0x01, 0x01])
-        #expect(answers[3] == [0, 0x60, 0x03, 0x01] + le(UInt32(packet.count)) + le(CRC32.checksum(packet)))
-        #expect(answers[4] == [0, 0x60, 0x04, 0x01])
-        #expect(answers[6] == [0, 0x60, 0x03, 0x01] + le(4096) + le(CRC32.checksum(image)))
-        #expect(answers[7] == [0, 0x60, 0x04, 0x01])
+        #expect(answers[0] == .directory([0, 1]), "the directory is what discovery found")
+        #expect(answers[1] == .packet(0, [0x60, 0x02, 0x01]))
+        #expect(answers[2] == .packet(0, [0x60, 0x01, 0x01]))
+        #expect(answers[3] == .packet(0, [0x60, 0x03, 0x01] + le(UInt32(packet.count)) + le(CRC32.checksum(packet))))
+        #expect(answers[4] == .packet(0, [0x60, 0x04, 0x01]))
+        #expect(answers[6] == .packet(0, [0x60, 0x03, 0x01] + le(4096) + le(CRC32.checksum(image))))
+        #expect(answers[7] == .packet(0, [0x60, 0x04, 0x01]))
         #expect(flashAfter.application == image, "the last Execute activated exactly the image")
     }
 

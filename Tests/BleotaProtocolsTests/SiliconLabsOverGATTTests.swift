@@ -25,7 +25,7 @@ import Testing
         let channels = SiliconLabsOTAProtocol.gattService.channels
         let box = Mutex<(@Sendable (ATTBearer) async -> GATTPeripheralChannelLink)?>(nil)
         let reboots = Mailbox<Bool>()
-        let (results, rawError): ([[UInt8]], ATTBearerError?) = try await withGATT(
+        let (results, rawError): ([ChannelMessage], ATTBearerError?) = try await withGATT(
             mtu: 247,
             setup: { server in
                 let make = GATTPeripheralChannelLink.addChannels(channels, to: server)
@@ -40,14 +40,14 @@ import Testing
                 group.addTask {
                     await device.serve(deviceLink, environment: DeviceEnvironment(clock: clock) { _ in reboots.put(true) })
                 }
-                var results: [[UInt8]] = []
+                var results: [ChannelMessage] = []
                 func control(_ value: UInt8) async throws {
-                    try await host.send(ChannelPacket.tag(0, [value]))
-                    results.append(try await host.receive())
+                    try await host.send(channel: 0, [value])
+                    results.append(try await host.receiveMessage())
                 }
                 func send(_ bytes: [UInt8]) async throws {
                     for start in stride(from: 0, to: bytes.count, by: 244) {
-                        try await host.send(ChannelPacket.tag(1, bytes[start..<min(start + 244, bytes.count)]))
+                        try await host.send(channel: 1, bytes[start..<min(start + 244, bytes.count)])
                     }
                 }
                 try await control(0x03)  // end before begin: WRONG_STATE
@@ -72,9 +72,9 @@ import Testing
         }
         #expect(
             results == [
-                ChannelPacket.writeResult(channel: 0, code: 0x81), ChannelPacket.writeResult(channel: 0, code: 0),
-                ChannelPacket.writeResult(channel: 0, code: 0x80), ChannelPacket.writeResult(channel: 0, code: 0),
-                ChannelPacket.writeResult(channel: 0, code: 0), ChannelPacket.writeResult(channel: 0, code: 0),
+                .writeResult(channel: 0, code: 0x81), .writeResult(channel: 0, code: 0),
+                .writeResult(channel: 0, code: 0x80), .writeResult(channel: 0, code: 0),
+                .writeResult(channel: 0, code: 0), .writeResult(channel: 0, code: 0),
             ])
         if case .peer(let code, .writeRequest, _)? = rawError {
             #expect(code.rawValue == 0x81, "a reserved value is refused with WRONG_STATE")

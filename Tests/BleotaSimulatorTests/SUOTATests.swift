@@ -88,16 +88,16 @@ import Testing
                 }
                 return nil
             }
-            try await link.send(ChannelPacket.tag(SUOTAChannel.memoryDevice.rawValue, SUOTAMemoryCommand.spiFlash(bank: 0).encode()))
+            try await link.send(channel: SUOTAChannel.memoryDevice.rawValue, SUOTAMemoryCommand.spiFlash(bank: 0).encode())
             #expect(try await status() == SUOTAStatus.imageStarted.rawValue)
-            try await link.send(ChannelPacket.tag(SUOTAChannel.patchLength.rawValue, SUOTAWire.u16(UInt16(image.count))))
+            try await link.send(channel: SUOTAChannel.patchLength.rawValue, SUOTAWire.u16(UInt16(image.count)))
             for start in stride(from: 0, to: image.count, by: 200) {
-                try await link.send(ChannelPacket.tag(SUOTAChannel.patchData.rawValue, image[start..<min(image.count, start + 200)]))
+                try await link.send(channel: SUOTAChannel.patchData.rawValue, image[start..<min(image.count, start + 200)])
             }
             #expect(try await status() == SUOTAStatus.completeOK.rawValue)
-            try await link.send(ChannelPacket.tag(SUOTAChannel.memoryDevice.rawValue, SUOTAMemoryCommand.end.encode()))
+            try await link.send(channel: SUOTAChannel.memoryDevice.rawValue, SUOTAMemoryCommand.end.encode())
             #expect(try await status() == SUOTAStatus.completeOK.rawValue)
-            try await link.send(ChannelPacket.tag(SUOTAChannel.memoryDevice.rawValue, SUOTAMemoryCommand.reboot.encode()))
+            try await link.send(channel: SUOTAChannel.memoryDevice.rawValue, SUOTAMemoryCommand.reboot.encode())
             try? await world.clock.sleep(for: .seconds(2))
             let running = await device.running
             await world.shutDown()

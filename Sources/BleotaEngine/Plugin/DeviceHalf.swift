@@ -91,20 +91,23 @@ public struct DeviceEnvironment: Sendable {
         self.reboot = reboot
     }
 
-    /// The next packet of a protocol spread over characteristics (a ``/BleotaLink/ChannelPacket``
-    /// link), once the device has spent its processing time on it; a directory query is
-    /// answered with `channels` on the way. Nil once the link is gone.
+    /// The next packet of a protocol spread over characteristics (a ``/BleotaLink/ChannelLink``),
+    /// once the device has spent its processing time on it; a directory query is answered with
+    /// `channels` on the way. Nil once the link is gone.
     public func nextChannelPacket(from link: any Link, channels: @Sendable () async -> [UInt8]) async -> (channel: UInt8, payload: ArraySlice<UInt8>)? {
+        let channelLink = link.channelLink
         while true {
-            let packet: [UInt8]
-            do { packet = try await link.receive() } catch { return nil }
-            let cost = processingTime(packet.count)
+            let message: ChannelMessage
+            do { message = try await channelLink.receiveMessage() } catch { return nil }
+            let cost = processingTime(message.framedSize)
             if cost > .zero { try? await clock.sleep(for: cost) }
-            if packet == ChannelPacket.directoryQuery {
-                do { try await link.send(ChannelPacket.directory(await channels())) } catch { return nil }
-                continue
+            switch message {
+            case .packet(let channel, let payload): return (channel, payload)
+            case .directoryQuery:
+                do { try await channelLink.send(.directory(await channels())) } catch { return nil }
+            // Answers are a host's to receive: a device ignores them.
+            case .directory, .writeResult: continue
             }
-            if let split = ChannelPacket.split(packet) { return split }
         }
     }
 

@@ -78,28 +78,28 @@ public actor DescribedDevice: DeviceHalf {
 
     public func serve(_ link: any Link, environment: DeviceEnvironment) async {
         if !description.transfer.resume { upload = nil }
-        if let pending = pendingRequest() { try? await link.send(pending) }
+        if let pending = pendingRequest() { try? await link.send(message: pending) }
         while true {
-            let packet: [UInt8]
+            let packet: ChannelMessage
             do {
                 // Requests are repeated when nothing arrives for a while (a lost packet or request).
                 if case .requested = description.transfer.flow, upload != nil {
-                    guard let next = try await link.receive(within: .milliseconds(300), clock: environment.clock) else {
-                        if let pending = pendingRequest(again: true) { try await link.send(pending) }
+                    guard let next = try await link.receiveMessage(within: .milliseconds(300), clock: environment.clock) else {
+                        if let pending = pendingRequest(again: true) { try await link.send(message: pending) }
                         continue
                     }
                     packet = next
                 } else {
-                    packet = try await link.receive()
+                    packet = try await link.receiveMessage()
                 }
             } catch { return }
-            let cost = environment.processingTime(packet.count)
+            let cost = environment.processingTime(packet.framedSize)
             if cost > .zero { try? await environment.clock.sleep(for: cost) }
-            if packet == ChannelPacket.directoryQuery {
-                do { try await link.send(ChannelPacket.directory(offeredChannels ?? description.characteristics.indices.map { UInt8($0) })) } catch { return }
+            if packet == .directoryQuery {
+                do { try await link.send(message: .directory(offeredChannels ?? description.characteristics.indices.map { UInt8($0) })) } catch { return }
                 continue
             }
-            guard let (channel, payload) = ChannelPacket.split(packet) else { continue }
+            guard case .packet(let channel, let payload) = packet else { continue }
             let reboot: RebootRequest?
             do throws(LinkError) {
                 reboot = try await received(payload, channel: channel, link: link, environment: environment)
@@ -111,9 +111,9 @@ public actor DescribedDevice: DeviceHalf {
         }
     }
 
-    private func answer(_ name: String, _ variables: [String: UInt64]) -> [UInt8] {
+    private func answer(_ name: String, _ variables: [String: UInt64]) -> ChannelMessage {
         let template = description.message(name)
-        return ChannelPacket.tag(template.channel, template.encode(variables))
+        return .packet(template.channel, template.encode(variables))
     }
 
     private func status(_ meaning: ProtocolDescription.StatusMeaning?) -> UInt64 {
@@ -124,14 +124,14 @@ public actor DescribedDevice: DeviceHalf {
     private func received(_ payload: ArraySlice<UInt8>, channel: UInt8, link: any Link, environment: DeviceEnvironment) async throws(LinkError) -> RebootRequest? {
         // A read of a readable characteristic: the value is empty (Telink's hosts read only to pace themselves).
         if payload.isEmpty, description.characteristics.indices.contains(Int(channel)), description.characteristics[Int(channel)].readable {
-            try await link.send(ChannelPacket.tag(channel, []))
+            try await link.send(channel: channel, [])
             return nil
         }
         let update = description.update
         if let jump = update.enterBootloader, !inBootloader {
             let template = description.message(jump.send)
             if template.channel == channel, case .matched = template.decode(payload) {
-                if let answer = jump.answer { try await link.send(self.answer(answer, ["status": status(nil)])) }
+                if let answer = jump.answer { try await link.send(message: self.answer(answer, ["status": status(nil)])) }
                 enterBootloaderAtBoot = true
                 if description.update.bootloaderErasesApplication { running = [] }
                 return RebootRequest(toBootloader: true)
@@ -152,8 +152,8 @@ public actor DescribedDevice: DeviceHalf {
             if let current = upload {
                 reply["next-index"] = Self.wrapped(UInt64(current.packets), like: description.message(description.transfer.packet), variable: "index")
             }
-            if let answer = start.answer { try await link.send(self.answer(answer, reply)) }
-            if let pending = pendingRequest() { try await link.send(pending) }
+            if let answer = start.answer { try await link.send(message: self.answer(answer, reply)) }
+            if let pending = pendingRequest() { try await link.send(message: pending) }
             return nil
         }
         if case .matched(let variables, _) = description.message(update.end.send).decode(payload), description.message(update.end.send).channel == channel {
@@ -163,10 +163,10 @@ public actor DescribedDevice: DeviceHalf {
             case .matched = description.message(activate.send).decode(payload)
         {
             guard let image = verified else {
-                if let answer = activate.answer { try await link.send(self.answer(answer, ["status": status(.notStarted)])) }
+                if let answer = activate.answer { try await link.send(message: self.answer(answer, ["status": status(.notStarted)])) }
                 return nil
             }
-            if let answer = activate.answer { try await link.send(self.answer(answer, ["status": status(nil)])) }
+            if let answer = activate.answer { try await link.send(message: self.answer(answer, ["status": status(nil)])) }
             return install(image)
         }
         guard packet.channel == channel else { return nil }
@@ -176,7 +176,7 @@ public actor DescribedDevice: DeviceHalf {
         guard let failure = upload?.failure, description.transfer.failureReboots else { return nil }
         // Reported at once, and the device restarts into the image it had.
         upload = nil
-        if let answer = update.end.answer { try await link.send(self.answer(answer, ["status": status(failure)])) }
+        if let answer = update.end.answer { try await link.send(message: self.answer(answer, ["status": status(failure)])) }
         return RebootRequest(toBootloader: false)
     }
 
@@ -219,12 +219,12 @@ public actor DescribedDevice: DeviceHalf {
                 let complete = current.variables["image-size"].map { UInt64(current.received.count) >= $0 } ?? false
                 if current.sinceAcknowledged >= every || complete {
                     current.sinceAcknowledged = 0
-                    try await link.send(answer(ack, acknowledgement(current, status: nil)))
+                    try await link.send(message: answer(ack, acknowledgement(current, status: nil)))
                 }
             case .requested:
                 if current.packets >= current.requestedUpTo {
                     upload = current
-                    if let pending = pendingRequest() { try await link.send(pending) }
+                    if let pending = pendingRequest() { try await link.send(message: pending) }
                     current = upload!
                 }
             case .none:
@@ -249,7 +249,7 @@ public actor DescribedDevice: DeviceHalf {
             guard current.gapAnswered != current.packets else { return }
             current.gapAnswered = current.packets
             current.sinceAcknowledged = 0
-            try await link.send(answer(ack, acknowledgement(current, status: .gap)))
+            try await link.send(message: answer(ack, acknowledgement(current, status: .gap)))
         case .requested, .none:
             break
         }
@@ -264,7 +264,7 @@ public actor DescribedDevice: DeviceHalf {
     }
 
     /// The next block request, when the flow asks for packets and some are still missing.
-    private func pendingRequest(again: Bool = false) -> [UInt8]? {
+    private func pendingRequest(again: Bool = false) -> ChannelMessage? {
         guard case .requested(let request) = description.transfer.flow, var current = upload, current.failure == nil else { return nil }
         let template = description.message(request)
         let total = current.variables["image-size"].map { Int($0) }
@@ -286,7 +286,7 @@ public actor DescribedDevice: DeviceHalf {
     private func end(_ variables: [String: UInt64], link: any Link, environment: DeviceEnvironment) async throws(LinkError) -> RebootRequest? {
         let step = description.update.end
         func reply(_ meaning: ProtocolDescription.StatusMeaning?) async throws(LinkError) {
-            if let answer = step.answer { try await link.send(self.answer(answer, ["status": status(meaning)])) }
+            if let answer = step.answer { try await link.send(message: self.answer(answer, ["status": status(meaning)])) }
         }
         guard var current = upload else {
             try await reply(.notStarted)

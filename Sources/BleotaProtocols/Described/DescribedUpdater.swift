@@ -47,15 +47,15 @@ public struct DescribedUpdater: ContextHost {
 
     func send(_ name: String, _ variables: [String: UInt64], on link: any Link) async throws(LinkError) {
         let template = description.message(name)
-        try await link.send(ChannelPacket.tag(template.channel, template.encode(variables)))
+        try await link.send(channel: template.channel, template.encode(variables))
     }
 
     /// Waits for `name` and returns what it carried; other packets (late acknowledgements) are skipped.
     func await(_ name: String, on link: any Link, timeout: Duration) async throws(LinkError) -> [String: UInt64]? {
         let template = description.message(name)
         let deadline = clock.now + timeout
-        while deadline > clock.now, let packet = try await link.receive(within: deadline - clock.now, clock: clock) {
-            guard let (channel, payload) = ChannelPacket.split(packet), channel == template.channel,
+        while deadline > clock.now, let packet = try await link.receiveMessage(within: deadline - clock.now, clock: clock) {
+            guard case .packet(let channel, let payload) = packet, channel == template.channel,
                 case .matched(let variables, _) = template.decode(payload)
             else { continue }
             return variables
@@ -318,7 +318,7 @@ public struct DescribedUpdater: ContextHost {
                 throw tryFailure(error)
             }
         }
-        func packetBytes(_ index: Int) -> [UInt8] {
+        func packetMessage(_ index: Int) -> ChannelMessage {
             let from = index * size
             var payload = bytes[from..<min(bytes.count, from + size)]
             if let pad = description.transfer.padLastPacket, payload.count < size {
@@ -327,7 +327,7 @@ public struct DescribedUpdater: ContextHost {
             var values = variables
             values["index"] = UInt64(index)
             values["offset"] = UInt64(from)
-            return ChannelPacket.tag(packet.channel, packet.encode(values, payload: payload))
+            return .packet(packet.channel, packet.encode(values, payload: payload))
         }
         let onEvent = context.onEvent
         let total = bytes.count
@@ -348,13 +348,13 @@ public struct DescribedUpdater: ContextHost {
             switch description.transfer.flow {
             case .none(_, let read):
                 for index in 0..<count {
-                    let data = packetBytes(index)
-                    try await link.send(data)
+                    let data = packetMessage(index)
+                    try await link.send(message: data)
                     statistics.packetsSent += 1
-                    statistics.bytesOnWire += data.count - 1
+                    statistics.bytesOnWire += data.framedSize - 1
                     if pace.delay > .zero { try? await clock.sleep(for: pace.delay) }
                     if let every = pace.readEvery, let read, (index + 1) % every == 0 || index == count - 1 {
-                        try await link.send(ChannelPacket.tag(UInt8(read), []))
+                        try await link.send(channel: UInt8(read), [])
                         reported = try await awaitRead(UInt8(read), on: link)
                         if reported != nil { break }
                         report(index + 1, statistics)
@@ -364,11 +364,11 @@ public struct DescribedUpdater: ContextHost {
                 }
             case .acknowledged(let ack, _):
                 try await sendAcknowledged(
-                    count: count, start: first, ack: ack, pace: pace, packetBytes: packetBytes, on: link,
+                    count: count, start: first, ack: ack, pace: pace, packetMessage: packetMessage, on: link,
                     statistics: &statistics, report: report)
             case .requested(let request):
                 try await serveRequests(
-                    count: count, request: request, pace: pace, packetBytes: packetBytes, on: link,
+                    count: count, request: request, pace: pace, packetMessage: packetMessage, on: link,
                     statistics: &statistics, report: report)
             }
         } catch {
@@ -384,8 +384,8 @@ public struct DescribedUpdater: ContextHost {
     func awaitRead(_ channel: UInt8, on link: any Link) async throws(LinkError) -> UInt64? {
         let answer = description.update.end.answer.map { description.message($0) }
         let deadline = clock.now + timeouts.response
-        while deadline > clock.now, let packet = try await link.receive(within: deadline - clock.now, clock: clock) {
-            guard let (from, payload) = ChannelPacket.split(packet) else { continue }
+        while deadline > clock.now, let packet = try await link.receiveMessage(within: deadline - clock.now, clock: clock) {
+            guard case .packet(let from, let payload) = packet else { continue }
             if let answer, from == answer.channel, case .matched(let variables, _) = answer.decode(payload),
                 let status = variables["status"], status != description.statuses.success
             {
@@ -399,7 +399,7 @@ public struct DescribedUpdater: ContextHost {
     /// Go-back-N under the device's acknowledgements: up to `window` packets beyond the last one acknowledged;
     /// an acknowledgement that reports a gap (or repeats itself) sends again from the index it names.
     func sendAcknowledged(
-        count: Int, start: Int, ack: String, pace: Pace, packetBytes: (Int) -> [UInt8], on link: any Link,
+        count: Int, start: Int, ack: String, pace: Pace, packetMessage: (Int) -> ChannelMessage, on link: any Link,
         statistics: inout TransferStatistics, report: (Int, TransferStatistics) -> Void
     ) async throws(LinkError) {
         let template = description.message(ack)
@@ -411,23 +411,24 @@ public struct DescribedUpdater: ContextHost {
         var highest = 0
         while base < count {
             while next < min(count, base + pace.window) {
-                let data = packetBytes(next)
-                try await link.send(data)
+                let data = packetMessage(next)
+                try await link.send(message: data)
                 statistics.packetsSent += 1
                 if next < highest { statistics.packetsResent += 1 }
-                statistics.bytesOnWire += data.count - 1
+                statistics.bytesOnWire += data.framedSize - 1
                 next += 1
                 highest = max(highest, next)
                 if pace.delay > .zero { try? await clock.sleep(for: pace.delay) }
             }
-            guard let packet = try await link.receive(within: context.explicitKnobs.contains(.ackTimeout) ? context.tuning.ackTimeout : timeouts.response, clock: clock) else {
+            guard let packet = try await link.receiveMessage(within: context.explicitKnobs.contains(.ackTimeout) ? context.tuning.ackTimeout : timeouts.response, clock: clock)
+            else {
                 statistics.ackTimeouts += 1
                 silentRounds += 1
                 guard silentRounds < max(2, timeouts.attempts) else { throw LinkError.disconnected("no acknowledgement in \(silentRounds) rounds") }
                 next = base
                 continue
             }
-            guard let (channel, payload) = ChannelPacket.split(packet), channel == template.channel,
+            guard case .packet(let channel, let payload) = packet, channel == template.channel,
                 case .matched(let variables, _) = template.decode(payload), let raw = variables["next-index"]
             else { continue }
             silentRounds = 0
@@ -450,7 +451,7 @@ public struct DescribedUpdater: ContextHost {
 
     /// Answers the device's block requests until it asks for nothing more.
     func serveRequests(
-        count: Int, request: String, pace: Pace, packetBytes: (Int) -> [UInt8], on link: any Link,
+        count: Int, request: String, pace: Pace, packetMessage: (Int) -> ChannelMessage, on link: any Link,
         statistics: inout TransferStatistics, report: (Int, TransferStatistics) -> Void
     ) async throws(LinkError) {
         let template = description.message(request)
@@ -459,13 +460,13 @@ public struct DescribedUpdater: ContextHost {
         var quiet = 0
         while true {
             let wait = highest >= count ? Duration.milliseconds(600) : timeouts.response
-            guard let packet = try await link.receive(within: wait, clock: clock) else {
+            guard let packet = try await link.receiveMessage(within: wait, clock: clock) else {
                 if highest >= count { return }
                 quiet += 1
                 guard quiet < max(2, timeouts.attempts) else { throw LinkError.disconnected("no block request in \(quiet) waits") }
                 continue
             }
-            guard let (channel, payload) = ChannelPacket.split(packet), channel == template.channel,
+            guard case .packet(let channel, let payload) = packet, channel == template.channel,
                 case .matched(let variables, _) = template.decode(payload), let raw = variables["index"]
             else { continue }
             quiet = 0
@@ -476,11 +477,11 @@ public struct DescribedUpdater: ContextHost {
             }
             let wanted = Int(variables["count"] ?? 1)
             for index in first..<min(count, first + max(1, wanted)) {
-                let data = packetBytes(index)
-                try await link.send(data)
+                let data = packetMessage(index)
+                try await link.send(message: data)
                 statistics.packetsSent += 1
                 if index < highest { statistics.packetsResent += 1 }
-                statistics.bytesOnWire += data.count - 1
+                statistics.bytesOnWire += data.framedSize - 1
                 highest = max(highest, index + 1)
                 if pace.delay > .zero { try? await clock.sleep(for: pace.delay) }
             }

@@ -134,7 +134,7 @@ public actor EspressifOTADevice: DeviceHalf {
                         return
                     }
                 case .progress:
-                    if payload.isEmpty { try await link.send(ChannelPacket.tag(number, [0, 0])) }
+                    if payload.isEmpty { try await link.send(channel: number, [0, 0]) }
                 case .customer:
                     break
                 }
@@ -166,11 +166,11 @@ public actor EspressifOTADevice: DeviceHalf {
     }
 
     private func answer(_ ack: EspressifCommandAck, link: any Link) async throws(LinkError) {
-        try await link.send(ChannelPacket.tag(EspressifOTAChannel.command.rawValue, ack.encode()))
+        try await link.send(channel: EspressifOTAChannel.command.rawValue, ack.encode())
     }
 
     private func answer(_ ack: EspressifSectorAck, link: any Link) async throws(LinkError) {
-        try await link.send(ChannelPacket.tag(EspressifOTAChannel.firmware.rawValue, ack.encode()))
+        try await link.send(channel: EspressifOTAChannel.firmware.rawValue, ack.encode())
     }
 
     /// One firmware packet; true once the whole image arrived and verified (the device then restarts).

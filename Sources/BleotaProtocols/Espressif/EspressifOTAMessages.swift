@@ -2,7 +2,7 @@ import BleotaATT
 import BleotaCodec
 
 /// The characteristics of Espressif's BLE OTA service (0x8018, esp-iot-solution
-/// `ble_ota` and `ble_ota_raw`) as channels of a ``/BleotaLink/ChannelPacket`` link.
+/// `ble_ota` and `ble_ota_raw`) as channels of a ``/BleotaLink/ChannelLink``.
 public enum EspressifOTAChannel: UInt8, Sendable, Hashable, CaseIterable {
     /// 0x8020 RECV_FW: firmware packets in, sector acknowledgements notified out.
     case firmware = 0

@@ -96,7 +96,7 @@ public struct EspressifOTAUpdater: ContextHost {
         }
         // The device validates and restarts by itself 200 ms after its last sector; STOP is a courtesy.
         recorder.enter(.activate)
-        try? await link.send(ChannelPacket.tag(EspressifOTAChannel.command.rawValue, EspressifCommand.stop.encode()))
+        try? await link.send(channel: EspressifOTAChannel.command.rawValue, EspressifCommand.stop.encode())
         let restarted = await waitForRestart(link, within: timeouts.verify)
         guard restarted else {
             await link.close()
@@ -132,7 +132,7 @@ public struct EspressifOTAUpdater: ContextHost {
         let deadline = clock.now + timeout
         while deadline > clock.now {
             do {
-                guard try await link.receive(within: deadline - clock.now, clock: clock) != nil else { return false }
+                guard try await link.receiveMessage(within: deadline - clock.now, clock: clock) != nil else { return false }
             } catch { return true }
         }
         return false
@@ -141,8 +141,8 @@ public struct EspressifOTAUpdater: ContextHost {
     /// The next command acknowledgement for `command`, or nil after the response time.
     func commandAck(_ command: UInt16, on link: any Link) async throws(LinkError) -> EspressifCommandAck? {
         let deadline = clock.now + timeouts.response
-        while deadline > clock.now, let packet = try await link.receive(within: deadline - clock.now, clock: clock) {
-            guard let (channel, payload) = ChannelPacket.split(packet), channel == EspressifOTAChannel.command.rawValue,
+        while deadline > clock.now, let packet = try await link.receiveMessage(within: deadline - clock.now, clock: clock) {
+            guard case .packet(let channel, let payload) = packet, channel == EspressifOTAChannel.command.rawValue,
                 let ack = try? EspressifCommandAck(decoding: payload), ack.command == command
             else { continue }
             return ack
@@ -164,13 +164,13 @@ public struct EspressifOTAUpdater: ContextHost {
         do {
             var ack: EspressifCommandAck?
             for _ in 0..<max(1, timeouts.attempts) {
-                try await link.send(ChannelPacket.tag(EspressifOTAChannel.command.rawValue, EspressifCommand.start(length: UInt32(image.count)).encode()))
+                try await link.send(channel: EspressifOTAChannel.command.rawValue, EspressifCommand.start(length: UInt32(image.count)).encode())
                 ack = try await commandAck(EspressifCommand.startID, on: link)
                 if ack?.accepted == true { break }
                 if ack != nil {
                     // Refused: a START of ours may have arrived after all (its answer lost) or been damaged
                     // on the way; STOP clears an upload in progress, then START again.
-                    try await link.send(ChannelPacket.tag(EspressifOTAChannel.command.rawValue, EspressifCommand.stop.encode()))
+                    try await link.send(channel: EspressifOTAChannel.command.rawValue, EspressifCommand.stop.encode())
                     _ = try await commandAck(EspressifCommand.stopID, on: link)
                 }
             }
@@ -201,7 +201,8 @@ public struct EspressifOTAUpdater: ContextHost {
                 // Answers that move nothing on, however many, end the try.
                 stalled += 1
                 guard stalled < 64 else { throw TryFailure.retry("\(device) made no progress in 64 answers and waits", mayHaveActivated: highest >= sectors) }
-                guard let packet = try await link.receive(within: context.explicitKnobs.contains(.ackTimeout) ? context.tuning.ackTimeout : timeouts.response, clock: clock) else {
+                guard let packet = try await link.receiveMessage(within: context.explicitKnobs.contains(.ackTimeout) ? context.tuning.ackTimeout : timeouts.response, clock: clock)
+                else {
                     statistics.ackTimeouts += 1
                     silent += 1
                     guard silent < max(2, timeouts.attempts) else {
@@ -210,7 +211,7 @@ public struct EspressifOTAUpdater: ContextHost {
                     next = base
                     continue
                 }
-                guard let (channel, payload) = ChannelPacket.split(packet), channel == EspressifOTAChannel.firmware.rawValue,
+                guard case .packet(let channel, let payload) = packet, channel == EspressifOTAChannel.firmware.rawValue,
                     let sectorAck = try? EspressifSectorAck(decoding: payload)
                 else { continue }
                 silent = 0
@@ -275,7 +276,7 @@ public struct EspressifOTAUpdater: ContextHost {
                 sector: UInt16(sector), sequence: last ? EspressifFirmwarePacket.lastSequence : sequence,
                 data: bytes[offset..<end], sectorCRC: last ? crc : nil)
             let encoded = packet.encode()
-            try await link.send(ChannelPacket.tag(EspressifOTAChannel.firmware.rawValue, encoded))
+            try await link.send(channel: EspressifOTAChannel.firmware.rawValue, encoded)
             statistics.packetsSent += 1
             if resend { statistics.packetsResent += 1 }
             statistics.bytesOnWire += encoded.count

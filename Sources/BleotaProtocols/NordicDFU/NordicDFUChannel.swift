@@ -2,7 +2,7 @@ import BleotaATT
 import BleotaLink
 
 /// The characteristics of Nordic's DFU service (0xFE59) as the channels of a
-/// ``/BleotaLink/ChannelPacket`` link: the bootloader offers the control point
+/// ``/BleotaLink/ChannelLink``: the bootloader offers the control point
 /// and the packet characteristic, the application one of the buttonless ones.
 public enum NordicDFUChannel: UInt8, Sendable, Hashable, CaseIterable, CustomStringConvertible {
     /// 8EC90001-…: requests written with response, answers notified.

@@ -78,15 +78,15 @@ public actor NordicSecureDFUDevice: DeviceHalf {
         // A connection starts from the settings page (nrf_bootloader.c reloads it on every disconnect).
         if inBootloader { bootloader.restoreFromFlash() }
         while true {
-            let packet: [UInt8]
-            do { packet = try await link.receive() } catch { return }
-            let cost = environment.processingTime(packet.count)
+            let packet: ChannelMessage
+            do { packet = try await link.receiveMessage() } catch { return }
+            let cost = environment.processingTime(packet.framedSize)
             if cost > .zero { try? await environment.clock.sleep(for: cost) }
-            if packet == ChannelPacket.directoryQuery {
-                do { try await link.send(ChannelPacket.directory(channels)) } catch { return }
+            if packet == .directoryQuery {
+                do { try await link.send(message: .directory(channels)) } catch { return }
                 continue
             }
-            guard let (channel, payload) = ChannelPacket.split(packet), let kind = NordicDFUChannel(rawValue: channel) else { continue }
+            guard case .packet(let channel, let payload) = packet, let kind = NordicDFUChannel(rawValue: channel) else { continue }
             let reboot: RebootRequest?
             do throws(LinkError) {
                 reboot =
@@ -112,7 +112,7 @@ public actor NordicSecureDFUDevice: DeviceHalf {
     private func applicationReceived(_ payload: [UInt8], on channel: NordicDFUChannel, link: any Link) async throws(LinkError) -> RebootRequest? {
         guard channel == buttonless.channel, let operation = payload.first else { return nil }
         func answer(_ status: NordicButtonless.Status) async throws(LinkError) {
-            try await link.send(ChannelPacket.tag(channel.rawValue, NordicButtonless.response(to: operation, status)))
+            try await link.send(channel: channel.rawValue, NordicButtonless.response(to: operation, status))
         }
         switch operation {
         case NordicButtonless.enterBootloader:
@@ -152,7 +152,7 @@ public actor NordicSecureDFUDevice: DeviceHalf {
                 let response = NordicDFUResponse(operation: known ?? .response, result: known == nil ? .operationNotSupported : .invalidParameter)
                 var bytes = response.encode()
                 bytes[1] = code
-                try await link.send(ChannelPacket.tag(channel.rawValue, bytes))
+                try await link.send(channel: channel.rawValue, bytes)
                 return nil
             }
             if case .create(.data, let size) = request {
@@ -172,7 +172,7 @@ public actor NordicSecureDFUDevice: DeviceHalf {
         for action in actions {
             switch action {
             case .respond(let response):
-                try await link.send(ChannelPacket.tag(NordicDFUChannel.controlPoint.rawValue, response.encode()))
+                try await link.send(channel: NordicDFUChannel.controlPoint.rawValue, response.encode())
             case .activate(let activation):
                 // The SoftDevice continuation: after a SoftDevice update the bootloader
                 // waits for the application that goes with it.

@@ -70,9 +70,9 @@ public struct NordicSecureDFUUpdater: ContextHost {
         // What GATT discovery tells a real host: which characteristics are there.
         for _ in 0..<max(1, timeouts.attempts) {
             do {
-                try await link.send(ChannelPacket.directoryQuery)
-                while let packet = try await link.receive(within: timeouts.response, clock: clock) {
-                    if let channels = ChannelPacket.channels(inDirectory: packet) { return Connection(link: link, channels: channels) }
+                try await link.send(message: .directoryQuery)
+                while let packet = try await link.receiveMessage(within: timeouts.response, clock: clock) {
+                    if case .directory(let channels) = packet { return Connection(link: link, channels: Set(channels)) }
                 }
             } catch {
                 await link.close()
@@ -88,11 +88,11 @@ public struct NordicSecureDFUUpdater: ContextHost {
         let deadline = clock.now + timeout
         while true {
             let left = deadline - clock.now
-            guard left > .zero, let packet = try await link.receive(within: left, clock: clock) else { return nil }
-            guard let (channel, payload) = ChannelPacket.split(packet), channel == NordicDFUChannel.controlPoint.rawValue,
+            guard left > .zero, let packet = try await link.receiveMessage(within: left, clock: clock) else { return nil }
+            guard case .packet(let channel, let payload) = packet, channel == NordicDFUChannel.controlPoint.rawValue,
                 let response = try? NordicDFUResponse(decoding: Array(payload))
             else {
-                context.logger.debug("skipping a packet that is not a control point answer: \(Array(packet.prefix(8)).hexString)")
+                context.logger.debug("skipping what is not a control point answer: \(packet)")
                 continue
             }
             return response
@@ -110,10 +110,10 @@ public struct NordicSecureDFUUpdater: ContextHost {
         func request(_ bytes: [UInt8]) async throws(TransferError) -> NordicButtonless.Status {
             for _ in 0..<max(1, timeouts.attempts) {
                 do {
-                    try await link.send(ChannelPacket.tag(kind.rawValue, bytes))
+                    try await link.send(channel: kind.rawValue, bytes)
                     let deadline = clock.now + timeouts.response
-                    while deadline > clock.now, let packet = try await link.receive(within: deadline - clock.now, clock: clock) {
-                        guard let (channel, payload) = ChannelPacket.split(packet), channel == kind.rawValue, payload.count == 3,
+                    while deadline > clock.now, let packet = try await link.receiveMessage(within: deadline - clock.now, clock: clock) {
+                        guard case .packet(let channel, let payload) = packet, channel == kind.rawValue, payload.count == 3,
                             payload[payload.startIndex] == NordicButtonless.responseCode,
                             payload[payload.startIndex + 1] == bytes[0]
                         else { continue }
@@ -291,7 +291,7 @@ public struct NordicSecureDFUUpdater: ContextHost {
                     report()
                     if !activate {
                         // Nothing was activated: Abort, and the device resets into what it ran.
-                        try? await connection.link.send(ChannelPacket.tag(NordicDFUChannel.controlPoint.rawValue, NordicDFURequest.abort.encode()))
+                        try? await connection.link.send(channel: NordicDFUChannel.controlPoint.rawValue, NordicDFURequest.abort.encode())
                         await awaitDisconnect(connection.link, clock: clock, timeout: timeouts.response)
                     }
                     return outcome
@@ -302,7 +302,7 @@ public struct NordicSecureDFUUpdater: ContextHost {
                     try? await clock.sleep(for: delay)
                     action = machine.paused()
                 case .send(let request):
-                    try await connection.link.send(ChannelPacket.tag(NordicDFUChannel.controlPoint.rawValue, request.encode()))
+                    try await connection.link.send(channel: NordicDFUChannel.controlPoint.rawValue, request.encode())
                     action = try await awaitAnswer(&machine, connection.link)
                     if case .send(.create(.data, _)) = action { report() }
                     if case .finished = action { report() }
@@ -314,7 +314,7 @@ public struct NordicSecureDFUUpdater: ContextHost {
                     var lastReceipt: (offset: UInt32, crc: UInt32)?
                     while offset < range.upperBound {
                         let end = min(offset + packet, range.upperBound)
-                        try await connection.link.send(ChannelPacket.tag(NordicDFUChannel.packet.rawValue, bytes[offset..<end]))
+                        try await connection.link.send(channel: NordicDFUChannel.packet.rawValue, bytes[offset..<end])
                         statistics.packetsSent += 1
                         statistics.bytesOnWire += end - offset
                         outcome.bytesOnWire += end - offset
@@ -400,7 +400,7 @@ public struct NordicSecureDFUUpdater: ContextHost {
             var mtu: UInt16?
             for _ in 0..<max(1, timeouts.attempts) where mtu == nil {
                 do {
-                    try await connection.link.send(ChannelPacket.tag(NordicDFUChannel.controlPoint.rawValue, NordicDFURequest.getSerialMTU.encode()))
+                    try await connection.link.send(channel: NordicDFUChannel.controlPoint.rawValue, NordicDFURequest.getSerialMTU.encode())
                     if let answer = try await nextAnswer(connection.link, timeout: timeouts.response), answer.operation == .getSerialMTU {
                         guard case .serialMTU(let value) = answer.payload else {
                             throw TransferError(.deviceRefused, step: .transfer, "the serial bootloader refused Get MTU: \(answer.result)")

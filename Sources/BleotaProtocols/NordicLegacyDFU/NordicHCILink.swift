@@ -4,8 +4,8 @@ import Logging
 import Synchronization
 
 /// The HCI/SLIP serial transport of legacy DFU (`adafruit-nrfutil dfu
-/// serial`, SDK 11's `hci_transport.c`) under a ``/BleotaLink/ChannelPacket``
-/// link, for the device half.
+/// serial`, SDK 11's `hci_transport.c`) as a ``/BleotaLink/ChannelLink``, for
+/// both halves.
 ///
 /// A frame is `C0 SLIP(header[4] payload crc16) C0`: header byte 0 holds the
 /// sequence number (bits 0–2), the next expected (3–5), "CRC present" (6) and
@@ -21,7 +21,13 @@ import Synchronization
 /// The payload is a little-endian operation (3 start, 1 init, 4 data, 5
 /// stop) and its body; this link turns each into the control point and
 /// packet writes a BLE host would make, so one bootloader model serves both.
-public final class NordicHCILink: Link {
+///
+/// The host sees one channel, ``frameChannel``, the only one in the
+/// directory: each packet it sends there is one frame's payload, and each
+/// acknowledgement comes back as a ``/BleotaLink/ChannelMessage/writeResult(channel:code:)``
+/// on it, 0 when it acknowledged that frame. Nothing else comes back, which is
+/// how a host tells this transport from the BLE one.
+public final class NordicHCILink: Link, ChannelLink {
     public enum PacketType: UInt32, Sendable {
         case initPacket = 1, start = 3, data = 4, stop = 5
     }
@@ -29,9 +35,15 @@ public final class NordicHCILink: Link {
     public let lines: any DelimitedByteStream
     public let parameters: LinkParameters
     private let logger: Logger
+    /// The channel of HCI frames: a number no BLE characteristic of legacy DFU has.
+    public static let frameChannel: UInt8 = 0x10
+
     private struct State {
+        /// The device's next expected sequence number; on the host's side, the next one to send.
         var expected: UInt8 = 1
-        var pending: [[UInt8]] = []
+        /// On the host's side: the sequence number of the frame last sent.
+        var lastSent: UInt8?
+        var pending: [ChannelMessage] = []
         var receivingData = false
     }
     private let state = Mutex(State())
@@ -42,41 +54,44 @@ public final class NordicHCILink: Link {
         parameters = LinkParameters(maximumPayload: 4096, description: lines.parameters.description)
     }
 
-    /// The host's side: sends `payload` as the next frame and waits up to
-    /// `timeout` for the device's acknowledgement; true when it acknowledged
-    /// this frame (it expects the next sequence number).
-    public func sendFrame(_ payload: [UInt8], clock: any BleotaClock, timeout: Duration) async throws(LinkError) -> Bool {
-        let sequence = state.withLock { state -> UInt8 in
-            defer { state.expected = (state.expected + 1) % 8 }
-            return state.expected
-        }
-        try await lines.send(Self.frame(payload, sequence: sequence))
-        let lines = self.lines
-        while true {
-            let body: [UInt8]
-            do {
-                body = try await withDeadline(timeout, clock: clock) { try await lines.receive(until: SLIP.end) }
-            } catch is DeadlineExceeded {
-                return false
-            } catch let error as LinkError {
-                throw error
-            } catch {
-                throw .cancelled
-            }
-            guard !body.isEmpty, let ack = try? SLIP.decode(body), ack.count == 4, ack.reduce(UInt8(0), &+) == 0 else { continue }
-            return (ack[0] >> 3) & 7 == (sequence + 1) % 8
-        }
-    }
+    public var channelLink: any ChannelLink { self }
 
-    /// After a reset the bootloader expects sequence number 1 again.
-    public func restartSequence() {
+    /// The device booted again: it expects sequence number 1.
+    public func deviceBooted() {
         state.withLock { $0 = State() }
     }
 
-    /// Answers go nowhere: the serial transport reports nothing back.
-    public func send(_ packet: [UInt8]) async throws(LinkError) {}
+    public func send(_ packet: [UInt8]) async throws(LinkError) {
+        guard let message = ChannelFrame.decode(packet) else { return }
+        try await send(message)
+    }
 
-    public func receive() async throws(LinkError) -> [UInt8] {
+    /// The host's side: a packet on ``frameChannel`` goes out as the next frame (a START
+    /// frame opens a session, which the bootloader, reset before it, numbers from 1);
+    /// the directory query is answered here. The device's side sends nothing: the
+    /// serial transport reports nothing back, so what it would notify is dropped.
+    public func send(_ message: ChannelMessage) async throws(LinkError) {
+        switch message {
+        case .directoryQuery:
+            state.withLock { $0.pending.append(.directory([Self.frameChannel])) }
+        case .packet(Self.frameChannel, let payload):
+            let opensSession = payload.first == UInt8(PacketType.start.rawValue) && payload.dropFirst().prefix(3).allSatisfy { $0 == 0 }
+            let sequence = state.withLock { state -> UInt8 in
+                if opensSession { state.expected = 1 }
+                defer { state.expected = (state.expected + 1) % 8 }
+                state.lastSent = state.expected
+                return state.expected
+            }
+            try await lines.send(Self.frame(Array(payload), sequence: sequence))
+        case .packet, .directory, .writeResult: return
+        }
+    }
+
+    public func receive() async throws(LinkError) -> [UInt8] { ChannelFrame.encode(try await receiveMessage()) }
+
+    /// The host's side gets each acknowledgement as a write result on ``frameChannel``; the
+    /// device's side gets each frame in sequence as the control point and packet writes it stands for.
+    public func receiveMessage() async throws(LinkError) -> ChannelMessage {
         while true {
             if let next = state.withLock({ $0.pending.isEmpty ? nil : $0.pending.removeFirst() }) { return next }
             let body = try await lines.receive(until: SLIP.end)
@@ -85,6 +100,12 @@ public final class NordicHCILink: Link {
             do { frame = try SLIP.decode(body) } catch {
                 logger.debug("dropping a damaged HCI frame: \(error)")
                 continue
+            }
+            if frame.count == 4 {
+                // An acknowledgement, which only a host receives: is it of the frame last sent?
+                guard frame.reduce(UInt8(0), &+) == 0, let sent = state.withLock({ $0.lastSent }) else { continue }
+                let acknowledged = (frame[0] >> 3) & 7 == (sent + 1) % 8
+                return .writeResult(channel: Self.frameChannel, code: acknowledged ? 0 : 1)
             }
             guard let (sequence, payload) = Self.parse(frame) else {
                 logger.debug("dropping an HCI frame that does not check: \(Array(frame.prefix(8)).hexString)")
@@ -140,29 +161,29 @@ public final class NordicHCILink: Link {
         let body = reader.readRemaining()
         let control = NordicLegacyChannel.controlPoint.rawValue
         let packet = NordicLegacyChannel.packet.rawValue
-        var writes: [[UInt8]] = []
+        var writes: [ChannelMessage] = []
         switch type {
         case .start:
             // mode:u32, then the three sizes.
             guard body.count >= 16 else { return }
-            writes = [[control, NordicLegacyOperation.startDFU.rawValue, body[0]], [packet] + Array(body[4..<16])]
+            writes = [.packet(control, [NordicLegacyOperation.startDFU.rawValue, body[0]]), .packet(packet, body[4..<16])]
             state.withLock { $0.receivingData = false }
         case .initPacket:
             // The device takes whole words and completes the init packet at once.
             let words = body.count / 4 * 4
             writes = [
-                [control, NordicLegacyOperation.initParameters.rawValue, 0], [packet] + Array(body[..<words]),
-                [control, NordicLegacyOperation.initParameters.rawValue, 1],
+                .packet(control, [NordicLegacyOperation.initParameters.rawValue, 0]), .packet(packet, body[..<words]),
+                .packet(control, [NordicLegacyOperation.initParameters.rawValue, 1]),
             ]
         case .data:
             let first = state.withLock { state -> Bool in
                 defer { state.receivingData = true }
                 return !state.receivingData
             }
-            if first { writes.append([control, NordicLegacyOperation.receiveFirmware.rawValue]) }
-            writes.append([packet] + body)
+            if first { writes.append(.packet(control, [NordicLegacyOperation.receiveFirmware.rawValue])) }
+            writes.append(.packet(packet, body))
         case .stop:
-            writes = [[control, NordicLegacyOperation.validate.rawValue], [control, NordicLegacyOperation.activateAndReset.rawValue]]
+            writes = [.packet(control, [NordicLegacyOperation.validate.rawValue]), .packet(control, [NordicLegacyOperation.activateAndReset.rawValue])]
             state.withLock { $0.receivingData = false }
         }
         state.withLock { $0.pending += writes }

@@ -58,22 +58,22 @@ public actor NordicLegacyDFUDevice: DeviceHalf {
     }
 
     public func serve(_ link: any Link, environment: DeviceEnvironment) async {
-        (link as? NordicHCILink)?.restartSequence()
+        link.deviceBooted()
         while true {
-            let packet: [UInt8]
-            do { packet = try await link.receive() } catch { return }
-            let cost = environment.processingTime(packet.count)
+            let packet: ChannelMessage
+            do { packet = try await link.receiveMessage() } catch { return }
+            let cost = environment.processingTime(packet.framedSize)
             if cost > .zero { try? await environment.clock.sleep(for: cost) }
             do {
-                if packet == ChannelPacket.directoryQuery {
-                    try await link.send(ChannelPacket.directory(NordicLegacyChannel.allCases.map(\.rawValue)))
+                if packet == .directoryQuery {
+                    try await link.send(message: .directory(NordicLegacyChannel.allCases.map(\.rawValue)))
                     continue
                 }
-                guard let (channel, payload) = ChannelPacket.split(packet), let kind = NordicLegacyChannel(rawValue: channel) else { continue }
+                guard case .packet(let channel, let payload) = packet, let kind = NordicLegacyChannel(rawValue: channel) else { continue }
                 switch kind {
                 case .revision:
                     let revision = inBootloader ? Self.bootloaderRevision : Self.applicationRevision
-                    try await link.send(ChannelPacket.tag(channel, [UInt8(revision & 0xFF), UInt8(revision >> 8)]))
+                    try await link.send(channel: channel, [UInt8(revision & 0xFF), UInt8(revision >> 8)])
                 case .controlPoint where !inBootloader:
                     // The application's jump: no answer; the bootloader keeps the address (it has the peer's data).
                     if payload.first == NordicLegacyOperation.startDFU.rawValue {
@@ -102,7 +102,7 @@ public actor NordicLegacyDFUDevice: DeviceHalf {
         for action in actions {
             switch action {
             case .notify(let notification):
-                try await link.send(ChannelPacket.tag(NordicLegacyChannel.controlPoint.rawValue, notification.encode()))
+                try await link.send(channel: NordicLegacyChannel.controlPoint.rawValue, notification.encode())
             case .activate, .reset:
                 await reboot(into: false, environment)
                 return true
@@ -112,7 +112,7 @@ public actor NordicLegacyDFUDevice: DeviceHalf {
     }
 }
 
-/// The legacy DFU service's characteristics as channels of a ``/BleotaLink/ChannelPacket`` link.
+/// The legacy DFU service's characteristics as channels of a ``/BleotaLink/ChannelLink``.
 public enum NordicLegacyChannel: UInt8, Sendable, Hashable, CaseIterable {
     /// 00001531-1212-EFDE-1523-785FEABCD123: written with response, notifying.
     case controlPoint = 0

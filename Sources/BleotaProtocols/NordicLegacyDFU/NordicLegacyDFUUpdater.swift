@@ -44,10 +44,10 @@ public struct NordicLegacyDFUUpdater: ContextHost {
     func identify(_ link: any Link, step: UpdateStep) async throws(TransferError) -> (link: any Link, revision: UInt16) {
         for _ in 0..<max(1, timeouts.attempts) {
             do {
-                try await link.send(ChannelPacket.tag(NordicLegacyChannel.revision.rawValue, []))
+                try await link.send(channel: NordicLegacyChannel.revision.rawValue, [])
                 let deadline = clock.now + timeouts.response
-                while deadline > clock.now, let packet = try await link.receive(within: deadline - clock.now, clock: clock) {
-                    if let (channel, value) = ChannelPacket.split(packet), channel == NordicLegacyChannel.revision.rawValue, value.count == 2 {
+                while deadline > clock.now, let packet = try await link.receiveMessage(within: deadline - clock.now, clock: clock) {
+                    if case .packet(let channel, let value) = packet, channel == NordicLegacyChannel.revision.rawValue, value.count == 2 {
                         return (link, UInt16(value[value.startIndex]) | UInt16(value[value.startIndex + 1]) << 8)
                     }
                 }
@@ -64,8 +64,8 @@ public struct NordicLegacyDFUUpdater: ContextHost {
     func notification(_ link: any Link, timeout: Duration) async throws(LinkError) -> NordicLegacyNotification? {
         let deadline = clock.now + timeout
         while deadline > clock.now {
-            guard let packet = try await link.receive(within: deadline - clock.now, clock: clock) else { return nil }
-            guard let (channel, payload) = ChannelPacket.split(packet), channel == NordicLegacyChannel.controlPoint.rawValue,
+            guard let packet = try await link.receiveMessage(within: deadline - clock.now, clock: clock) else { return nil }
+            guard case .packet(let channel, let payload) = packet, channel == NordicLegacyChannel.controlPoint.rawValue,
                 let decoded = try? NordicLegacyNotification(decoding: Array(payload))
             else { continue }
             return decoded
@@ -93,7 +93,14 @@ public struct NordicLegacyDFUUpdater: ContextHost {
         do { first = try await connector.connect(for: .initial, timeout: timeouts.connect) } catch {
             throw TransferError(.linkLost, step: .connect, "cannot reach \(connector.description): \(error)")
         }
-        if let serial = first as? NordicHCILink {
+        // Over the serial transport the one channel is HCI frames: nothing comes back but their acknowledgements.
+        let offered: Set<UInt8>
+        do { offered = try await context.channels(on: first, step: .connect) } catch {
+            await first.close()
+            throw error
+        }
+        if offered == [NordicHCILink.frameChannel] {
+            let serial = first
             guard activate else {
                 await serial.close()
                 throw TransferError(.unsupported, step: .connect, "legacy serial DFU reports nothing back, so there is nothing to measure: tune over BLE")
@@ -137,7 +144,7 @@ public struct NordicLegacyDFUUpdater: ContextHost {
                     if revision == NordicLegacyDFUDevice.applicationRevision {
                         recorder.enter(.enterBootloader)
                         // The application jumps at once, without an answer (Adafruit's BLEDfu, Nordic's libraries write 01 04).
-                        try? await connection.send(ChannelPacket.tag(NordicLegacyChannel.controlPoint.rawValue, [0x01, 0x04]))
+                        try? await connection.send(channel: NordicLegacyChannel.controlPoint.rawValue, [0x01, 0x04])
                         await awaitDisconnect(connection, clock: clock, timeout: timeouts.response)
                         recorder.enter(.reconnect)
                         (connection, revision) = try await connect(.bootloader, step: .reconnect)
@@ -168,7 +175,7 @@ public struct NordicLegacyDFUUpdater: ContextHost {
                     statistics.packetsResent += 1
                     refusal = refused
                     // Start the part again from a clean bootloader (the old application is still in bank 0).
-                    try? await connection.send(ChannelPacket.tag(NordicLegacyChannel.controlPoint.rawValue, [NordicLegacyOperation.reset.rawValue]))
+                    try? await connection.send(channel: NordicLegacyChannel.controlPoint.rawValue, [NordicLegacyOperation.reset.rawValue])
                     await awaitDisconnect(connection, clock: clock, timeout: timeouts.response)
                     guard lostPackets, interval > 1 else { throw .retry(why) }
                     // Packets were dropped: fewer between receipts, and this try does not count.
@@ -214,7 +221,7 @@ public struct NordicLegacyDFUUpdater: ContextHost {
     /// Asks how many image bytes the bootloader holds (after a lost receipt).
     func receivedSize(_ link: any Link) async throws(PartFailure) -> NordicLegacyNotification? {
         do {
-            try await link.send(ChannelPacket.tag(NordicLegacyChannel.controlPoint.rawValue, [NordicLegacyOperation.reportReceivedSize.rawValue]))
+            try await link.send(channel: NordicLegacyChannel.controlPoint.rawValue, [NordicLegacyOperation.reportReceivedSize.rawValue])
             return try await notification(link, timeout: timeouts.response)
         } catch { throw .retry("the link dropped (\(error))") }
     }
@@ -230,7 +237,7 @@ public struct NordicLegacyDFUUpdater: ContextHost {
         var packet = (link.parameters.maximumPayload - 1) / 4 * 4
         if context.explicitKnobs.contains(.packetSize), let chosen = context.tuning.packetSize { packet = min(packet, max(4, chosen / 4 * 4)) }
         func write(_ channel: UInt8, _ bytes: some Collection<UInt8>) async throws(PartFailure) {
-            do { try await link.send(ChannelPacket.tag(channel, bytes)) } catch { throw .retry("the link dropped (\(error))") }
+            do { try await link.send(channel: channel, bytes) } catch { throw .retry("the link dropped (\(error))") }
         }
         func expect(_ operation: NordicLegacyOperation, timeout: Duration) async throws(PartFailure) {
             let answer: NordicLegacyNotification?
@@ -335,11 +342,20 @@ public struct NordicLegacyDFUUpdater: ContextHost {
     /// times (nRF52832: 89.7 ms a page erase, 102.4 ms a page write), as
     /// adafruit-nrfutil does, and the device's own checks (init packet, CRC)
     /// decide silently whether the image is activated.
-    func flashOverSerial(_ prepared: PreparedImage, link: NordicHCILink, recorder: inout OperationRecorder) async throws(TransferError) -> UpdateReport {
+    func flashOverSerial(_ prepared: PreparedImage, link: any Link, recorder: inout OperationRecorder) async throws(TransferError) -> UpdateReport {
         var statistics = TransferStatistics()
         let total = prepared.totalBytes
         let began = clock.now
         var done = 0
+        /// Sends one frame; true when the bootloader acknowledged it before the response time ran out.
+        func acknowledged(_ payload: [UInt8]) async throws(LinkError) -> Bool {
+            try await link.send(channel: NordicHCILink.frameChannel, payload)
+            let deadline = clock.now + timeouts.response
+            while deadline > clock.now, let message = try await link.receiveMessage(within: deadline - clock.now, clock: clock) {
+                if case .writeResult(NordicHCILink.frameChannel, let code) = message { return code == 0 }
+            }
+            return false
+        }
         func send(_ type: NordicHCILink.PacketType, _ body: [UInt8], step: UpdateStep) async throws(TransferError) {
             var payload = ByteWriter()
             payload.write(type.rawValue, .little)
@@ -347,7 +363,7 @@ public struct NordicLegacyDFUUpdater: ContextHost {
             do {
                 statistics.packetsSent += 1
                 statistics.bytesOnWire += payload.bytes.count
-                if try await link.sendFrame(payload.bytes, clock: clock, timeout: timeouts.response) {
+                if try await acknowledged(payload.bytes) {
                     statistics.acknowledgements += 1
                     return
                 }
@@ -369,7 +385,6 @@ public struct NordicLegacyDFUUpdater: ContextHost {
             guard let type = NordicLegacyDFUProtocol.imageType(part.name) else {
                 throw TransferError(.badInput, step: .load, "the package's part '\(part.name)' is not one legacy DFU sends")
             }
-            link.restartSequence()
             let softDevice = type == .softDeviceAndBootloader ? min(part.data.count, part.attributes["softdevice-size"] ?? part.data.count / 2) : 0
             var start = ByteWriter()
             start.write(UInt32(type.rawValue), .little)

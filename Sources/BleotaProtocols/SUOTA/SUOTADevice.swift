@@ -86,7 +86,7 @@ public actor SUOTADevice: DeviceHalf {
             guard let channel = SUOTAChannel(rawValue: number) else { continue }
             do throws(LinkError) {
                 if payload.isEmpty, channel.gattChannel.readable {
-                    try await link.send(ChannelPacket.tag(number, read(channel)))
+                    try await link.send(channel: number, read(channel))
                     continue
                 }
                 switch channel {
@@ -110,7 +110,7 @@ public actor SUOTADevice: DeviceHalf {
     private func read(_ channel: SUOTAChannel) -> [UInt8] { readableValues[channel.rawValue] ?? [] }
 
     private func notify(_ status: SUOTAStatus, _ link: any Link) async throws(LinkError) {
-        try await link.send(ChannelPacket.tag(SUOTAChannel.status.rawValue, [status.rawValue]))
+        try await link.send(channel: SUOTAChannel.status.rawValue, [status.rawValue])
     }
 
     private func memoryDevice(_ payload: ArraySlice<UInt8>, link: any Link) async throws(LinkError) -> RebootRequest? {

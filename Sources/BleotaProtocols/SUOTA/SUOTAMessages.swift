@@ -2,7 +2,7 @@ import BleotaATT
 import BleotaCodec
 
 /// The characteristics of Dialog/Renesas SUOTA (service 0xFEF5, SUOTA 1.3) as
-/// channels of a ``/BleotaLink/ChannelPacket`` link.
+/// channels of a ``/BleotaLink/ChannelLink``.
 public enum SUOTAChannel: UInt8, Sendable, Hashable, CaseIterable {
     /// MEM_DEV: the memory type to write and the commands (end, reboot, abort), u32 LE.
     case memoryDevice = 0

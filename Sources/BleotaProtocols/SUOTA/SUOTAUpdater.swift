@@ -93,7 +93,7 @@ public struct SUOTAUpdater: ContextHost {
                 .verificationFailed, step: .transfer, "the image did not arrive whole in \(attempts) tries (\(why)): try --delay 10ms or move closer to the device")
         }
         recorder.enter(.activate)
-        try? await link.send(ChannelPacket.tag(SUOTAChannel.memoryDevice.rawValue, SUOTAMemoryCommand.reboot.encode()))
+        try? await link.send(channel: SUOTAChannel.memoryDevice.rawValue, SUOTAMemoryCommand.reboot.encode())
         await awaitDisconnect(link, clock: clock, timeout: timeouts.response)
         recorder.enter(.confirm)
         let back: any Link
@@ -115,16 +115,16 @@ public struct SUOTAUpdater: ContextHost {
 
     /// MEM_DEV 0xFF000000, then the link closed: the device leaves SUOTA (or restarts, having lost the link).
     func abort(_ link: any Link) async {
-        try? await link.send(ChannelPacket.tag(SUOTAChannel.memoryDevice.rawValue, SUOTAMemoryCommand.abort.encode()))
+        try? await link.send(channel: SUOTAChannel.memoryDevice.rawValue, SUOTAMemoryCommand.abort.encode())
         await link.close()
     }
 
     /// Reads a readable characteristic; nil when the device lacks it or does not answer.
     func read(_ channel: SUOTAChannel, on link: any Link) async throws(LinkError) -> [UInt8]? {
-        try await link.send(ChannelPacket.tag(channel.rawValue, []))
+        try await link.send(channel: channel.rawValue, [])
         let deadline = clock.now + timeouts.response
-        while deadline > clock.now, let packet = try await link.receive(within: deadline - clock.now, clock: clock) {
-            if let (number, value) = ChannelPacket.split(packet), number == channel.rawValue { return Array(value) }
+        while deadline > clock.now, let packet = try await link.receiveMessage(within: deadline - clock.now, clock: clock) {
+            if case .packet(let number, let value) = packet, number == channel.rawValue { return Array(value) }
         }
         return nil
     }
@@ -132,8 +132,8 @@ public struct SUOTAUpdater: ContextHost {
     /// The next SERV_STATUS notification, or nil after `timeout`.
     func status(on link: any Link, within timeout: Duration) async throws(LinkError) -> UInt8? {
         let deadline = clock.now + timeout
-        while deadline > clock.now, let packet = try await link.receive(within: deadline - clock.now, clock: clock) {
-            if let (number, value) = ChannelPacket.split(packet), number == SUOTAChannel.status.rawValue, value.count == 1 { return value.first }
+        while deadline > clock.now, let packet = try await link.receiveMessage(within: deadline - clock.now, clock: clock) {
+            if case .packet(let number, let value) = packet, number == SUOTAChannel.status.rawValue, value.count == 1 { return value.first }
         }
         return nil
     }
@@ -144,7 +144,7 @@ public struct SUOTAUpdater: ContextHost {
         within timeout: Duration
     ) async throws(TryFailure) {
         do {
-            try await link.send(ChannelPacket.tag(SUOTAChannel.memoryDevice.rawValue, command.encode()))
+            try await link.send(channel: SUOTAChannel.memoryDevice.rawValue, command.encode())
             guard let status = try await status(on: link, within: timeout) else {
                 throw TryFailure.retry("\(device) did not answer MEM_DEV 0x\(String(command.value, radix: 16, uppercase: true))")
             }
@@ -191,13 +191,13 @@ public struct SUOTAUpdater: ContextHost {
             while offset < image.count {
                 let length = min(block, image.count - offset)
                 if length != currentLength {
-                    try await link.send(ChannelPacket.tag(SUOTAChannel.patchLength.rawValue, SUOTAWire.u16(UInt16(length))))
+                    try await link.send(channel: SUOTAChannel.patchLength.rawValue, SUOTAWire.u16(UInt16(length)))
                     currentLength = length
                 }
                 var sent = 0
                 while sent < length {
                     let size = min(chunk, length - sent)
-                    try await link.send(ChannelPacket.tag(SUOTAChannel.patchData.rawValue, image[(offset + sent)..<(offset + sent + size)]))
+                    try await link.send(channel: SUOTAChannel.patchData.rawValue, image[(offset + sent)..<(offset + sent + size)])
                     statistics.packetsSent += 1
                     statistics.bytesOnWire += size
                     sent += size
@@ -241,7 +241,7 @@ public struct SUOTAUpdater: ContextHost {
             var offset = 0
             while offset < image.count {
                 let end = min(image.count, offset + sdu)
-                try await link.send(ChannelPacket.tag(SUOTAChannel.creditData, image[offset..<end]))
+                try await link.send(channel: SUOTAChannel.creditData, image[offset..<end])
                 statistics.packetsSent += 1
                 statistics.bytesOnWire += end - offset
                 offset = end

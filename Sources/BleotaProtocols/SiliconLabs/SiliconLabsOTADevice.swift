@@ -104,7 +104,7 @@ public actor SiliconLabsOTADevice: DeviceHalf {
             guard let channel = SiliconLabsOTAChannel(rawValue: number), (offeredChannels ?? []).contains(number) else { continue }
             do throws(LinkError) {
                 if payload.isEmpty, channel.gattChannel.readable {
-                    try await link.send(ChannelPacket.tag(number, readableValues[number] ?? []))
+                    try await link.send(channel: number, readableValues[number] ?? [])
                     continue
                 }
                 switch channel {
@@ -123,7 +123,7 @@ public actor SiliconLabsOTADevice: DeviceHalf {
     }
 
     private func answer(_ error: SiliconLabsOTAError?, _ link: any Link) async throws(LinkError) {
-        try await link.send(ChannelPacket.writeResult(channel: SiliconLabsOTAChannel.control.rawValue, code: error?.rawValue ?? 0))
+        try await link.send(message: .writeResult(channel: SiliconLabsOTAChannel.control.rawValue, code: error?.rawValue ?? 0))
     }
 
     private func control(_ payload: ArraySlice<UInt8>, link: any Link) async throws(LinkError) -> RebootRequest? {

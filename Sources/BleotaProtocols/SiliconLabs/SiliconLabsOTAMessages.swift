@@ -3,7 +3,7 @@ import BleotaCodec
 
 /// The characteristics of Silicon Labs' OTA DFU service (AppLoader and the
 /// application's in-place trigger, Gecko SDK; service 1d14d6ee-…) as channels
-/// of a ``/BleotaLink/ChannelPacket`` link.
+/// of a ``/BleotaLink/ChannelLink``.
 ///
 /// An application offers OTA Control (and, optionally, the version
 /// characteristics); the AppLoader offers OTA Control, OTA Data and all four

@@ -199,14 +199,14 @@ public struct SiliconLabsOTAUpdater: ContextHost {
     }
 
     func control(_ value: SiliconLabsOTAControl, on link: any Link) async throws(LinkError) {
-        try await link.send(ChannelPacket.tag(SiliconLabsOTAChannel.control.rawValue, [value.rawValue]))
+        try await link.send(channel: SiliconLabsOTAChannel.control.rawValue, [value.rawValue])
     }
 
     /// The answer to the last OTA Control write (0 taken, else the error code), or nil after the response time.
     func writeResult(on link: any Link, timeout: Duration? = nil) async throws(LinkError) -> UInt8? {
         let deadline = clock.now + (timeout ?? timeouts.response)
-        while deadline > clock.now, let packet = try await link.receive(within: deadline - clock.now, clock: clock) {
-            if let (channel, code) = ChannelPacket.writeResult(in: packet), channel == SiliconLabsOTAChannel.control.rawValue { return code }
+        while deadline > clock.now, let packet = try await link.receiveMessage(within: deadline - clock.now, clock: clock) {
+            if case .writeResult(let channel, let code) = packet, channel == SiliconLabsOTAChannel.control.rawValue { return code }
         }
         return nil
     }
@@ -230,15 +230,15 @@ public struct SiliconLabsOTAUpdater: ContextHost {
     }
 
     func read(_ channel: SiliconLabsOTAChannel, on link: any Link) async throws(LinkError) -> [UInt8]? {
-        try await link.send(ChannelPacket.tag(channel.rawValue, []))
+        try await link.send(channel: channel.rawValue, [])
         return try await readAnswer(channel, on: link)
     }
 
     /// The value a read of `channel` returns, or nil after the response time.
     func readAnswer(_ channel: SiliconLabsOTAChannel, on link: any Link) async throws(LinkError) -> [UInt8]? {
         let deadline = clock.now + timeouts.response
-        while deadline > clock.now, let packet = try await link.receive(within: deadline - clock.now, clock: clock) {
-            if let (number, payload) = ChannelPacket.split(packet), number == channel.rawValue { return Array(payload) }
+        while deadline > clock.now, let packet = try await link.receiveMessage(within: deadline - clock.now, clock: clock) {
+            if case .packet(let number, let payload) = packet, number == channel.rawValue { return Array(payload) }
         }
         return nil
     }
@@ -260,7 +260,7 @@ public struct SiliconLabsOTAUpdater: ContextHost {
             while offset < image.count || !reads.isEmpty {
                 if offset < image.count {
                     let end = min(image.count, offset + pace.packetSize)
-                    try await link.send(ChannelPacket.tag(SiliconLabsOTAChannel.data.rawValue, image[offset..<end]))
+                    try await link.send(channel: SiliconLabsOTAChannel.data.rawValue, image[offset..<end])
                     statistics.packetsSent += 1
                     if resend { statistics.packetsResent += 1 }
                     statistics.bytesOnWire += end - offset
@@ -269,7 +269,7 @@ public struct SiliconLabsOTAUpdater: ContextHost {
                     if pace.delay > .zero { try? await clock.sleep(for: pace.delay) }
                     guard sinceRead >= pace.window || offset == image.count else { continue }
                     sinceRead = 0
-                    try await link.send(ChannelPacket.tag(SiliconLabsOTAChannel.otaVersion.rawValue, []))
+                    try await link.send(channel: SiliconLabsOTAChannel.otaVersion.rawValue, [])
                     reads.append(offset)
                     if offset < image.count, pace.pipelined, reads.count < 2 { continue }
                 }

@@ -54,21 +54,21 @@ public actor TIOADDevice: DeviceHalf {
     public func serve(_ link: any Link, environment: DeviceEnvironment) async {
         state = .idle
         while true {
-            let packet: [UInt8]
+            let packet: ChannelMessage
             do {
-                guard let next = try await link.receive(within: Self.inactivityTimeout, clock: environment.clock) else {
+                guard let next = try await link.receiveMessage(within: Self.inactivityTimeout, clock: environment.clock) else {
                     state = .idle
                     continue
                 }
                 packet = next
             } catch { return }
-            let cost = environment.processingTime(packet.count)
+            let cost = environment.processingTime(packet.framedSize)
             if cost > .zero { try? await environment.clock.sleep(for: cost) }
-            if packet == ChannelPacket.directoryQuery {
-                do { try await link.send(ChannelPacket.directory(TIOADChannel.allCases.map(\.rawValue))) } catch { return }
+            if packet == .directoryQuery {
+                do { try await link.send(message: .directory(TIOADChannel.allCases.map(\.rawValue))) } catch { return }
                 continue
             }
-            guard let (number, payload) = ChannelPacket.split(packet), let channel = TIOADChannel(rawValue: number) else { continue }
+            guard case .packet(let number, let payload) = packet, let channel = TIOADChannel(rawValue: number) else { continue }
             do throws(LinkError) {
                 switch channel {
                 case .identify: try await identify(payload, link: link)
@@ -84,7 +84,7 @@ public actor TIOADDevice: DeviceHalf {
     }
 
     private func notify(_ channel: TIOADChannel, _ bytes: [UInt8], _ link: any Link) async throws(LinkError) {
-        try await link.send(ChannelPacket.tag(channel.rawValue, bytes))
+        try await link.send(channel: channel.rawValue, bytes)
     }
 
     private func request(_ status: TIOADStatus, block: UInt32, _ link: any Link) async throws(LinkError) {

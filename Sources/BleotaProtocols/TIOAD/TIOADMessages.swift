@@ -2,7 +2,7 @@ import BleotaATT
 import BleotaCodec
 
 /// The characteristics of TI's OAD service (F000FFC0-0451-4000-B000-000000000000,
-/// SimpleLink BLE5-Stack `oad.c`) as channels of a ``/BleotaLink/ChannelPacket`` link.
+/// SimpleLink BLE5-Stack `oad.c`) as channels of a ``/BleotaLink/ChannelLink``.
 public enum TIOADChannel: UInt8, Sendable, Hashable, CaseIterable {
     /// FFC1 Image Identify: the image's identity in, a one-byte status notified back.
     case identify = 0

@@ -104,14 +104,14 @@ public struct TIOADUpdater: ContextHost {
     }
 
     func send(_ channel: TIOADChannel, _ bytes: [UInt8], on link: any Link) async throws(LinkError) {
-        try await link.send(ChannelPacket.tag(channel.rawValue, bytes))
+        try await link.send(channel: channel.rawValue, bytes)
     }
 
     /// The next notification on `channel` that `accept` takes, or nil after the response time.
     func notification(_ channel: TIOADChannel, on link: any Link, _ accept: (ArraySlice<UInt8>) -> Bool) async throws(LinkError) -> ArraySlice<UInt8>? {
         let deadline = clock.now + timeouts.response
-        while deadline > clock.now, let packet = try await link.receive(within: deadline - clock.now, clock: clock) {
-            guard let (number, payload) = ChannelPacket.split(packet), number == channel.rawValue, accept(payload) else { continue }
+        while deadline > clock.now, let packet = try await link.receiveMessage(within: deadline - clock.now, clock: clock) {
+            guard case .packet(let number, let payload) = packet, number == channel.rawValue, accept(payload) else { continue }
             return payload
         }
         return nil
