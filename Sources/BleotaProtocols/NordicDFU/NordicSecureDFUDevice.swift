@@ -74,7 +74,6 @@ public actor NordicSecureDFUDevice: DeviceHalf {
     }
 
     public func serve(_ link: any Link, environment: DeviceEnvironment) async {
-        let serial = link is NordicSerialLink
         // A connection starts from the settings page (nrf_bootloader.c reloads it on every disconnect).
         if inBootloader { bootloader.restoreFromFlash() }
         while true {
@@ -86,7 +85,10 @@ public actor NordicSecureDFUDevice: DeviceHalf {
                 do { try await link.send(message: .directory(channels)) } catch { return }
                 continue
             }
-            guard case .packet(let channel, let payload) = packet, let kind = NordicDFUChannel(rawValue: channel) else { continue }
+            guard case .packet(let channel, let payload) = packet else { continue }
+            // Requests on a serial line are the control point's, answered on the line.
+            let serial = channel == NordicSerialLink.controlPointChannel
+            guard let kind = serial ? .controlPoint : NordicDFUChannel(rawValue: channel) else { continue }
             let reboot: RebootRequest?
             do throws(LinkError) {
                 reboot =
@@ -141,6 +143,8 @@ public actor NordicSecureDFUDevice: DeviceHalf {
         _ payload: [UInt8], on channel: NordicDFUChannel, link: any Link, serial: Bool,
         environment: DeviceEnvironment
     ) async throws(LinkError) -> RebootRequest? {
+        // Answers go back where requests came from: the control point, or the serial line.
+        let answers = serial ? NordicSerialLink.controlPointChannel : NordicDFUChannel.controlPoint.rawValue
         let actions: [NordicBootloader.Action]
         switch channel {
         case .controlPoint:
@@ -152,7 +156,7 @@ public actor NordicSecureDFUDevice: DeviceHalf {
                 let response = NordicDFUResponse(operation: known ?? .response, result: known == nil ? .operationNotSupported : .invalidParameter)
                 var bytes = response.encode()
                 bytes[1] = code
-                try await link.send(channel: channel.rawValue, bytes)
+                try await link.send(channel: answers, bytes)
                 return nil
             }
             if case .create(.data, let size) = request {
@@ -172,7 +176,7 @@ public actor NordicSecureDFUDevice: DeviceHalf {
         for action in actions {
             switch action {
             case .respond(let response):
-                try await link.send(channel: NordicDFUChannel.controlPoint.rawValue, response.encode())
+                try await link.send(channel: answers, response.encode())
             case .activate(let activation):
                 // The SoftDevice continuation: after a SoftDevice update the bootloader
                 // waits for the application that goes with it.

@@ -51,9 +51,25 @@ public struct NordicSecureDFUUpdater: ContextHost {
     struct Connection: Sendable {
         let link: any Link
         let channels: Set<UInt8>
-        var inBootloader: Bool { channels.contains(NordicDFUChannel.controlPoint.rawValue) }
+        var inBootloader: Bool { channels.contains(NordicDFUChannel.controlPoint.rawValue) || isSerial }
         var buttonless: NordicDFUChannel? { NordicDFUChannel.buttonlessKinds.first { channels.contains($0.rawValue) } }
-        var isSerial: Bool { link is NordicSerialLink }
+        /// A serial bootloader lists only its control point over the line (``NordicSerialLink/controlPointChannel``).
+        var isSerial: Bool { channels.contains(NordicSerialLink.controlPointChannel) }
+        /// Where requests go: the control point characteristic, or the serial line's.
+        var controlChannel: UInt8 { isSerial ? NordicSerialLink.controlPointChannel : NordicDFUChannel.controlPoint.rawValue }
+
+        func send(_ request: NordicDFURequest) async throws(LinkError) {
+            try await link.send(channel: controlChannel, request.encode())
+        }
+
+        /// Object data: on the packet characteristic, or as a Write request (0x08) on a serial line.
+        func send(data: ArraySlice<UInt8>) async throws(LinkError) {
+            if isSerial {
+                try await link.send(channel: controlChannel, CollectionOfOne(NordicDFUOperation.write.rawValue) + data)
+            } else {
+                try await link.send(channel: NordicDFUChannel.packet.rawValue, data)
+            }
+        }
     }
 
     func connect(_ purpose: ConnectPurpose, step: UpdateStep, timeout: Duration? = nil, advertisedName: String? = nil) async throws(TransferError) -> Connection {
@@ -89,7 +105,8 @@ public struct NordicSecureDFUUpdater: ContextHost {
         while true {
             let left = deadline - clock.now
             guard left > .zero, let packet = try await link.receiveMessage(within: left, clock: clock) else { return nil }
-            guard case .packet(let channel, let payload) = packet, channel == NordicDFUChannel.controlPoint.rawValue,
+            guard case .packet(let channel, let payload) = packet,
+                channel == NordicDFUChannel.controlPoint.rawValue || channel == NordicSerialLink.controlPointChannel,
                 let response = try? NordicDFUResponse(decoding: Array(payload))
             else {
                 context.logger.debug("skipping what is not a control point answer: \(packet)")
@@ -291,7 +308,7 @@ public struct NordicSecureDFUUpdater: ContextHost {
                     report()
                     if !activate {
                         // Nothing was activated: Abort, and the device resets into what it ran.
-                        try? await connection.link.send(channel: NordicDFUChannel.controlPoint.rawValue, NordicDFURequest.abort.encode())
+                        try? await connection.send(NordicDFURequest.abort)
                         await awaitDisconnect(connection.link, clock: clock, timeout: timeouts.response)
                     }
                     return outcome
@@ -302,7 +319,7 @@ public struct NordicSecureDFUUpdater: ContextHost {
                     try? await clock.sleep(for: delay)
                     action = machine.paused()
                 case .send(let request):
-                    try await connection.link.send(channel: NordicDFUChannel.controlPoint.rawValue, request.encode())
+                    try await connection.send(request)
                     action = try await awaitAnswer(&machine, connection.link)
                     if case .send(.create(.data, _)) = action { report() }
                     if case .finished = action { report() }
@@ -314,7 +331,7 @@ public struct NordicSecureDFUUpdater: ContextHost {
                     var lastReceipt: (offset: UInt32, crc: UInt32)?
                     while offset < range.upperBound {
                         let end = min(offset + packet, range.upperBound)
-                        try await connection.link.send(channel: NordicDFUChannel.packet.rawValue, bytes[offset..<end])
+                        try await connection.send(data: bytes[offset..<end])
                         statistics.packetsSent += 1
                         statistics.bytesOnWire += end - offset
                         outcome.bytesOnWire += end - offset
@@ -400,7 +417,7 @@ public struct NordicSecureDFUUpdater: ContextHost {
             var mtu: UInt16?
             for _ in 0..<max(1, timeouts.attempts) where mtu == nil {
                 do {
-                    try await connection.link.send(channel: NordicDFUChannel.controlPoint.rawValue, NordicDFURequest.getSerialMTU.encode())
+                    try await connection.send(NordicDFURequest.getSerialMTU)
                     if let answer = try await nextAnswer(connection.link, timeout: timeouts.response), answer.operation == .getSerialMTU {
                         guard case .serialMTU(let value) = answer.payload else {
                             throw TransferError(.deviceRefused, step: .transfer, "the serial bootloader refused Get MTU: \(answer.result)")

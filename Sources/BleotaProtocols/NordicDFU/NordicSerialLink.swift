@@ -3,15 +3,15 @@ import BleotaLink
 import Logging
 
 /// Nordic's serial DFU transport (UART and USB CDC bootloaders, `nrfutil dfu
-/// serial`) as a ``/BleotaLink/ChannelLink``: each control point
-/// request or answer is one SLIP frame; object data, which BLE carries on the
-/// packet characteristic, travels as a Write request (0x08) on the same line.
+/// serial`) as a ``/BleotaLink/ChannelLink``: the line is one channel,
+/// ``controlPointChannel``, and each packet on it one SLIP frame — a control
+/// point request or answer, or object data as a Write request (0x08), which
+/// BLE carries on the packet characteristic instead.
 ///
-/// Both halves use it. The host writes ``NordicDFUChannel/controlPoint`` and
-/// ``NordicDFUChannel/packet`` packets and asks the directory (answered here:
-/// a serial bootloader has both and no buttonless jump); every frame received
-/// comes up on the control point channel, so the device half sees data as
-/// `08 …` requests, the way `nrf_dfu_serial.c` does.
+/// Both halves use it. The directory, answered here, lists that one channel,
+/// which is how a host and a device half tell the serial transport, whose
+/// bootloader answers the serial-only requests (Get MTU, Ping, Write) and no
+/// buttonless jump: `nrf_dfu_serial.c`.
 public final class NordicSerialLink: Link, ChannelLink {
     public let lines: any DelimitedByteStream
     public let parameters: LinkParameters
@@ -33,17 +33,18 @@ public final class NordicSerialLink: Link, ChannelLink {
         try await send(message)
     }
 
+    /// The control point as a serial line carries it: not a BLE characteristic's number.
+    public static let controlPointChannel: UInt8 = 0x20
+
     public func send(_ message: ChannelMessage) async throws(LinkError) {
         switch message {
         case .directoryQuery:
-            answers.put(.directory([NordicDFUChannel.controlPoint.rawValue, NordicDFUChannel.packet.rawValue]))
-        case .packet(let channel, let payload):
-            switch NordicDFUChannel(rawValue: channel) {
-            case .controlPoint?: try await lines.send(SLIP.encode(payload))
-            case .packet?: try await lines.send(SLIP.encode(CollectionOfOne(NordicDFUOperation.write.rawValue) + payload))
-            default: throw .disconnected("the serial DFU transport has no \(NordicDFUChannel(rawValue: channel)?.description ?? "channel \(channel)")")
-            }
-        // The line carries no directory (a serial bootloader has both channels) and no write results.
+            answers.put(.directory([Self.controlPointChannel]))
+        case .packet(Self.controlPointChannel, let payload):
+            try await lines.send(SLIP.encode(payload))
+        case .packet(let channel, _):
+            throw .disconnected("the serial DFU transport has no \(NordicDFUChannel(rawValue: channel)?.description ?? "channel \(channel)")")
+        // A serial bootloader has no other directory, and no write results.
         case .directory, .writeResult: return
         }
     }
@@ -56,7 +57,7 @@ public final class NordicSerialLink: Link, ChannelLink {
             let body = try await lines.receive(until: SLIP.end)
             guard !body.isEmpty else { continue }  // an END with nothing before it
             do {
-                return .packet(NordicDFUChannel.controlPoint.rawValue, try SLIP.decode(body))
+                return .packet(Self.controlPointChannel, try SLIP.decode(body))
             } catch {
                 // A frame damaged on the line is dropped; its request times out and is sent again.
                 logger.debug("dropping a damaged SLIP frame: \(error)")
