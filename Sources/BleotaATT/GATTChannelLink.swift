@@ -4,8 +4,8 @@ import Synchronization
 /// A protocol's several characteristics (``GATTChannel``) as one
 /// ``/BleotaLink/ChannelLink`` on the host side: a packet's channel picks the
 /// characteristic, written with or without response as the channel says;
-/// notifications and indications come back as packets of their channel; an
-/// empty packet on a readable channel reads it; the directory query is
+/// notifications and indications come back as packets of their channel, and
+/// so does the value of a read; the directory query is
 /// answered from what discovery found. As a byte ``/BleotaLink/Link`` it
 /// takes and gives ``/BleotaLink/ChannelFrame``s.
 public final class GATTChannelLink: Link, ChannelLink {
@@ -110,6 +110,9 @@ public final class GATTChannelLink: Link, ChannelLink {
         case .directoryQuery:
             local.put(.directory(offeredChannels))
             return
+        case .read(let channel):
+            try read(channel)
+            return
         case .packet(let channel, let bytes): (number, payload) = (channel, bytes)
         // Answers are the device's to give: nothing to write.
         case .directory, .writeResult: return
@@ -125,19 +128,6 @@ public final class GATTChannelLink: Link, ChannelLink {
             throw .payloadTooLarge(size: payload.count, maximum: parameters.maximumPayload - 1)
         }
         do {
-            if payload.isEmpty, channel.readable {
-                // Read in the background: ATT holds back requests, not commands, so writes without
-                // response go on while the read is outstanding, and its value arrives after them
-                // (a host pacing a stream by reads keeps one in flight). The value joins the
-                // notifications the bearer queues, as one of this characteristic, so receive()
-                // waits for both in order. A read that fails leaves no answer; a dropped bearer is
-                // what receive() reports.
-                let client = self.client
-                reads.start {
-                    if let value = try? await client.read(handle) { client.bearer.incoming.put(.handleValueNotification(handle: handle, value: value)) }
-                }
-                return
-            }
             switch channel.write {
             case .request: try await client.write(handle, Array(payload))
             case .answeredRequest:
@@ -156,6 +146,22 @@ public final class GATTChannelLink: Link, ChannelLink {
             throw error
         } catch {
             throw .disconnected("\(error)")
+        }
+    }
+
+    /// Reads `number` in the background: ATT holds back requests, not commands, so writes without
+    /// response go on while the read is outstanding, and its value arrives after them (a host
+    /// pacing a stream by reads keeps one in flight). The value joins the notifications the
+    /// bearer queues, as one of this characteristic, so ``receiveMessage()`` waits for both in
+    /// order. A read that fails leaves no answer; a dropped bearer is what receiving reports.
+    private func read(_ number: UInt8) throws(LinkError) {
+        guard let (channel, handle) = handles[number] else {
+            throw .disconnected("the device has no characteristic for channel \(number)")
+        }
+        guard channel.readable else { throw .disconnected("channel \(number) (\(channel.characteristic)) is not readable") }
+        let client = self.client
+        reads.start(on: client.bearer.clock.taskExecutor) {
+            if let value = try? await client.read(handle) { client.bearer.incoming.put(.handleValueNotification(handle: handle, value: value)) }
         }
     }
 
@@ -293,8 +299,8 @@ public final class GATTPeripheralChannelLink: Link, ChannelLink {
             answers.put(code, for: channel)
             return
         case .packet(let channel, let bytes): (number, payload) = (channel, bytes)
-        // The directory is the GATT database itself: the client discovers it.
-        case .directoryQuery, .directory: return
+        // The directory is the GATT database itself: the client discovers it; reads are the server's.
+        case .directoryQuery, .directory, .read: return
         }
         guard let handle = valueHandles[number] else { return }
         do {
@@ -366,11 +372,12 @@ final class BackgroundTasks: Sendable {
     }
     private let state = Mutex(State())
 
-    func start(_ work: @escaping @Sendable () async -> Void) {
+    /// Starts `work` on `executor` (the simulation's, under one; the global one otherwise).
+    func start(on executor: (any TaskExecutor)?, _ work: @escaping @Sendable () async -> Void) {
         state.withLock { state in
             state.next += 1
             let id = state.next
-            state.tasks[id] = Task { [weak self] in
+            state.tasks[id] = Task(executorPreference: executor) { [weak self] in
                 await work()
                 self?.state.withLock { _ = $0.tasks.removeValue(forKey: id) }
             }

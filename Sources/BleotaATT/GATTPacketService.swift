@@ -53,7 +53,7 @@ public struct CreditChannelRoute: Sendable, Hashable {
 
 /// One characteristic of a multi-characteristic protocol, as a numbered
 /// channel: how the host writes it (with response, without, or not at all —
-/// a read-only characteristic is read by sending it an empty packet), and
+/// a read-only characteristic is read instead), and
 /// whether the device notifies or indicates on it.
 public struct GATTChannel: Sendable, Hashable {
     public enum Write: Sendable, Hashable {
@@ -81,7 +81,7 @@ public struct GATTChannel: Sendable, Hashable {
     public var characteristic: BluetoothUUID
     public var write: Write
     public var update: Update
-    /// Readable: an empty packet on this channel reads it, and the value comes back tagged.
+    /// Readable: a ``/BleotaLink/ChannelMessage/read(channel:)`` reads it, and the value comes back as a packet on it.
     public var readable: Bool
 
     public init(number: UInt8, service: BluetoothUUID, characteristic: BluetoothUUID, write: Write, update: Update, readable: Bool = false) {

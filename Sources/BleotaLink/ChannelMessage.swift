@@ -10,9 +10,10 @@
 /// device (or the link, which knows its characteristics) answers
 /// ``directory(_:)``.
 public enum ChannelMessage: Sendable, Hashable {
-    /// A packet on `channel`: a write from the host, a notification or a read value from the device.
-    /// An empty packet on a readable channel reads it (``/BleotaLink/ChannelLink``).
+    /// A packet on `channel`: a write from the host, a notification or a read's value from the device.
     case packet(channel: UInt8, payload: ArraySlice<UInt8>)
+    /// A read of a readable channel, from the host; the value comes back as a packet on it.
+    case read(channel: UInt8)
     /// "Which channels does this connection have?"
     case directoryQuery
     /// The answer to ``directoryQuery``: each channel present.
@@ -33,6 +34,7 @@ public enum ChannelMessage: Sendable, Hashable {
         switch self {
         case .packet(_, let payload): 1 + payload.count
         case .directoryQuery: 1
+        case .read: 2
         case .directory(let channels): 1 + channels.count
         case .writeResult: 3
         }
@@ -53,6 +55,7 @@ extension ChannelMessage: CustomStringConvertible {
             let shown = payload.prefix(8).map { byte in String(byte, radix: 16).count == 1 ? "0" + String(byte, radix: 16) : String(byte, radix: 16) }.joined()
             return "a packet of \(payload.count) bytes on channel \(channel) (\(shown)\(payload.count > 8 ? "…" : ""))"
         case .directoryQuery: return "a directory query"
+        case .read(let channel): return "a read of channel \(channel)"
         case .directory(let channels): return "the directory \(channels)"
         case .writeResult(let channel, let code): return "a write result \(code) on channel \(channel)"
         }
@@ -66,12 +69,14 @@ extension ChannelMessage: CustomStringConvertible {
 public enum ChannelFrame {
     /// A directory query: this byte alone.
     static let directoryQueryMarker: UInt8 = 0xFF
+    /// The first byte of a read, then the channel.
+    static let readMarker: UInt8 = 0xFC
     /// The first byte of a directory, then each channel (none for a device that offers none).
     static let directoryMarker: UInt8 = 0xFE
     /// The first byte of a write result, then the channel and the code.
     static let writeResultMarker: UInt8 = 0xFD
     /// Channel numbers at or above this are the markers': no protocol may use them.
-    public static let firstReservedChannel: UInt8 = 0xFD
+    public static let firstReservedChannel: UInt8 = 0xFC
 
     /// The bytes of `message`.
     public static func encode(_ message: ChannelMessage) -> [UInt8] {
@@ -80,18 +85,20 @@ public enum ChannelFrame {
             precondition(channel < firstReservedChannel, "channel \(channel) is reserved for the channel frame's markers")
             return [channel] + payload
         case .directoryQuery: return [directoryQueryMarker]
+        case .read(let channel): return [readMarker, channel]
         case .directory(let channels): return [directoryMarker] + channels
         case .writeResult(let channel, let code): return [writeResultMarker, channel, code]
         }
     }
 
     /// The message `bytes` carry; nil for an empty packet, or one that starts with a marker
-    /// but is not that message whole (a query with bytes after it, a write result of
-    /// other than three bytes), which carry none.
+    /// but is not that message whole (a query with bytes after it, a read of other than
+    /// two bytes, a write result of other than three), which carry none.
     public static func decode(_ bytes: [UInt8]) -> ChannelMessage? {
         guard let first = bytes.first else { return nil }
         switch first {
         case directoryQueryMarker: return bytes.count == 1 ? .directoryQuery : nil
+        case readMarker: return bytes.count == 2 ? .read(channel: bytes[1]) : nil
         case directoryMarker: return .directory(Array(bytes.dropFirst()))
         case writeResultMarker: return bytes.count == 3 ? .writeResult(channel: bytes[1], code: bytes[2]) : nil
         default: return .packet(channel: first, payload: bytes.dropFirst())

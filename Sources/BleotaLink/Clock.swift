@@ -12,9 +12,16 @@ public protocol BleotaClock: Sendable {
     /// `CancellationError` when the task is cancelled, promptly and without
     /// leaving a timer behind.
     func sleep(until deadline: Duration) async throws
+
+    /// Where a task that code on this clock starts on its own (a link's background read) must
+    /// run: the simulation's executor, whose virtual time moves only when none of its jobs can;
+    /// nil, the default, for the system's.
+    var taskExecutor: (any TaskExecutor)? { get }
 }
 
 extension BleotaClock {
+    public var taskExecutor: (any TaskExecutor)? { nil }
+
     public func sleep(for duration: Duration) async throws {
         try await sleep(until: now + duration)
     }

@@ -194,6 +194,7 @@ public struct SimulationClock: BleotaClock {
     public func sleep(until deadline: Duration) async throws {
         try await runtime.sleep(until: deadline)
     }
+    public var taskExecutor: (any TaskExecutor)? { runtime }
 }
 
 /// The simulation itself failed (deadlock, runaway time).

@@ -94,6 +94,43 @@ import Testing
         #expect(result.2 == [7])
     }
 
+    /// A channel link reads a readable channel when asked to read it, and its value comes back as a
+    /// packet of that channel; an empty write is a write, which a read-only characteristic refuses.
+    @Test func aChannelLinkReadsWhatItIsAskedToReadAndNothingElse() async throws {
+        let counter = Mutex(0)
+        let channels = [
+            GATTChannel(number: 0, service: .bit16(0xFEF5), characteristic: .bit16(0x2001), write: .none, update: .none, readable: true),
+            GATTChannel(number: 1, service: .bit16(0xFEF5), characteristic: .bit16(0x2002), write: .request, update: .none),
+        ]
+        let (values, emptyWrite, unreadable) = try await withGATT(setup: { server in
+            _ = GATTPeripheralChannelLink.addChannels(
+                channels, to: server, values: [0: [0]],
+                liveValue: { number in
+                    guard number == 0 else { return nil }
+                    return [
+                        UInt8(
+                            counter.withLock { value in
+                                value += 1
+                                return value
+                            })
+                    ]
+                })
+        }) { client, _, _ in
+            let link = try await GATTChannelLink.open(client: client, channels: channels, mtu: 23, description: "gatt")
+            try await link.send(message: .read(channel: 0))
+            try await link.send(message: .read(channel: 0))
+            let values: [ChannelMessage] = [try await link.receiveMessage(), try await link.receiveMessage()]
+            var emptyWrite: LinkError?
+            do throws(LinkError) { try await link.send(channel: 0, []) } catch { emptyWrite = error }
+            var unreadable: LinkError?
+            do throws(LinkError) { try await link.send(message: .read(channel: 1)) } catch { unreadable = error }
+            return (values, emptyWrite, unreadable)
+        }
+        #expect(values == [.packet(0, [1]), .packet(0, [2])])
+        #expect(emptyWrite == .disconnected("channel 0 (\(BluetoothUUID.bit16(0x2001))) is not writable"))
+        #expect(unreadable == .disconnected("channel 1 (\(BluetoothUUID.bit16(0x2002))) is not readable"))
+    }
+
     @Test func writeErrorsComeBackTyped() async throws {
         let error = try await withGATT(setup: Self.deviceInformation) { client, _, _ in
             do {

@@ -8,7 +8,7 @@ import Testing
 @Suite struct ChannelLinkTests {
     static let everyKind: [ChannelMessage] = [
         .packet(0, [0x60, 0x01]), .packet(3, []), .packet(ChannelFrame.firstReservedChannel - 1, [0xFF, 0xFE, 0xFD]),
-        .directoryQuery, .directory([0, 1, 2]), .directory([]), .writeResult(channel: 0, code: 0x81), .writeResult(channel: 7, code: 0),
+        .read(channel: 2), .directoryQuery, .directory([0, 1, 2]), .directory([]), .writeResult(channel: 0, code: 0x81), .writeResult(channel: 7, code: 0),
     ]
 
     @Test(arguments: everyKind) func eachMessageIsItsFrameAndBack(_ message: ChannelMessage) {
@@ -29,7 +29,9 @@ import Testing
         #expect(ChannelFrame.decode([0xFF, 0x00]) == nil, "a query with a byte after it")
         #expect(ChannelFrame.decode([0xFD, 0x00]) == nil, "a write result cut short")
         #expect(ChannelFrame.decode([0xFD, 0x00, 0x00, 0x00]) == nil, "a write result with a byte too many")
-        #expect(ChannelFrame.decode([0x02]) == .packet(2, []), "a channel alone is an empty packet on it (a read)")
+        #expect(ChannelFrame.decode([0xFC]) == nil, "a read that names no channel")
+        #expect(ChannelFrame.decode([0xFC, 1, 2]) == nil, "a read of two channels")
+        #expect(ChannelFrame.decode([0x02]) == .packet(2, []), "a channel alone is an empty write, not a read")
     }
 
     /// Whatever the bytes, decoding never traps, and what decodes encodes to the same bytes.

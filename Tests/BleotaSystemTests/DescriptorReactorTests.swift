@@ -22,11 +22,15 @@ func withSocketPair<T>(_ body: (Int32, Int32) async throws -> T) async throws ->
 func waitUntilParked(_ fd: Int32, count: Int = 1, sourceLocation: SourceLocation = #_sourceLocation) async throws {
     // A liveness bound, not a timing assertion: while other suites run subprocesses the
     // cooperative pool (two threads here) can be busy for seconds before the task gets to park.
+    // One reading decides: reading again for the verdict raced a wake-up in between (a task woken
+    // by an event it then finds spurious is off the list until it parks again).
     let clock = SystemClock()
-    while DescriptorReactor.shared.waitingTasks(on: fd) < count, clock.now < .seconds(60) {
+    var waiting = DescriptorReactor.shared.waitingTasks(on: fd)
+    while waiting < count, clock.now < .seconds(60) {
         try await Task.sleep(for: .milliseconds(1))
+        waiting = DescriptorReactor.shared.waitingTasks(on: fd)
     }
-    try #require(DescriptorReactor.shared.waitingTasks(on: fd) == count, sourceLocation: sourceLocation)
+    try #require(waiting == count, sourceLocation: sourceLocation)
 }
 
 @Suite struct DescriptorReactorTests {

@@ -91,10 +91,10 @@ public struct DeviceEnvironment: Sendable {
         self.reboot = reboot
     }
 
-    /// The next packet of a protocol spread over characteristics (a ``/BleotaLink/ChannelLink``),
-    /// once the device has spent its processing time on it; a directory query is answered with
-    /// `channels` on the way. Nil once the link is gone.
-    public func nextChannelPacket(from link: any Link, channels: @Sendable () async -> [UInt8]) async -> (channel: UInt8, payload: ArraySlice<UInt8>)? {
+    /// The next request to a protocol spread over characteristics (a ``/BleotaLink/ChannelLink``),
+    /// once the device has spent its processing time on it: a packet written to a channel, or a
+    /// read of one. A directory query is answered with `channels` on the way. Nil once the link is gone.
+    public func nextChannelRequest(from link: any Link, channels: @Sendable () async -> [UInt8]) async -> ChannelMessage? {
         let channelLink = link.channelLink
         while true {
             let message: ChannelMessage
@@ -102,7 +102,7 @@ public struct DeviceEnvironment: Sendable {
             let cost = processingTime(message.framedSize)
             if cost > .zero { try? await clock.sleep(for: cost) }
             switch message {
-            case .packet(let channel, let payload): return (channel, payload)
+            case .packet, .read: return message
             case .directoryQuery:
                 do { try await channelLink.send(.directory(await channels())) } catch { return nil }
             // Answers are a host's to receive: a device ignores them.

@@ -99,6 +99,12 @@ public actor DescribedDevice: DeviceHalf {
                 do { try await link.send(message: .directory(offeredChannels ?? description.characteristics.indices.map { UInt8($0) })) } catch { return }
                 continue
             }
+            if case .read(let channel) = packet {
+                // A read of a readable characteristic: the value is empty (Telink's hosts read only to pace themselves).
+                guard description.characteristics.indices.contains(Int(channel)), description.characteristics[Int(channel)].readable else { continue }
+                do { try await link.send(channel: channel, []) } catch { return }
+                continue
+            }
             guard case .packet(let channel, let payload) = packet else { continue }
             let reboot: RebootRequest?
             do throws(LinkError) {
@@ -122,11 +128,6 @@ public actor DescribedDevice: DeviceHalf {
     }
 
     private func received(_ payload: ArraySlice<UInt8>, channel: UInt8, link: any Link, environment: DeviceEnvironment) async throws(LinkError) -> RebootRequest? {
-        // A read of a readable characteristic: the value is empty (Telink's hosts read only to pace themselves).
-        if payload.isEmpty, description.characteristics.indices.contains(Int(channel)), description.characteristics[Int(channel)].readable {
-            try await link.send(channel: channel, [])
-            return nil
-        }
         let update = description.update
         if let jump = update.enterBootloader, !inBootloader {
             let template = description.message(jump.send)

@@ -354,7 +354,7 @@ public struct DescribedUpdater: ContextHost {
                     statistics.bytesOnWire += data.framedSize - 1
                     if pace.delay > .zero { try? await clock.sleep(for: pace.delay) }
                     if let every = pace.readEvery, let read, (index + 1) % every == 0 || index == count - 1 {
-                        try await link.send(channel: UInt8(read), [])
+                        try await link.send(message: .read(channel: UInt8(read)))
                         reported = try await awaitRead(UInt8(read), on: link)
                         if reported != nil { break }
                         report(index + 1, statistics)

@@ -120,8 +120,13 @@ public actor EspressifOTADevice: DeviceHalf {
     public func serve(_ link: any Link, environment: DeviceEnvironment) async {
         upload = nil
         defer { upload = nil }
-        while let (number, payload) = await environment.nextChannelPacket(from: link, channels: { EspressifOTAChannel.allCases.map(\.rawValue) }) {
-            guard let channel = EspressifOTAChannel(rawValue: number) else { continue }
+        while let request = await environment.nextChannelRequest(from: link, channels: { EspressifOTAChannel.allCases.map(\.rawValue) }) {
+            if case .read(EspressifOTAChannel.progress.rawValue) = request {
+                // PROGRESS_BAR reads as no progress: bleota's device keeps none.
+                do throws(LinkError) { try await link.send(channel: EspressifOTAChannel.progress.rawValue, [0, 0]) } catch { return }
+                continue
+            }
+            guard case .packet(let number, let payload) = request, let channel = EspressifOTAChannel(rawValue: number) else { continue }
             do throws(LinkError) {
                 switch channel {
                 case .command:
@@ -133,9 +138,7 @@ public actor EspressifOTADevice: DeviceHalf {
                         await environment.reboot(RebootRequest())
                         return
                     }
-                case .progress:
-                    if payload.isEmpty { try await link.send(channel: number, [0, 0]) }
-                case .customer:
+                case .progress, .customer:
                     break
                 }
             } catch { return }

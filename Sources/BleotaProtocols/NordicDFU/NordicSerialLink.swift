@@ -42,7 +42,7 @@ public final class NordicSerialLink: Link, ChannelLink {
             answers.put(.directory([Self.controlPointChannel]))
         case .packet(Self.controlPointChannel, let payload):
             try await lines.send(SLIP.encode(payload))
-        case .packet(let channel, _):
+        case .packet(let channel, _), .read(let channel):
             throw .disconnected("the serial DFU transport has no \(NordicDFUChannel(rawValue: channel)?.description ?? "channel \(channel)")")
         // A serial bootloader has no other directory, and no write results.
         case .directory, .writeResult: return

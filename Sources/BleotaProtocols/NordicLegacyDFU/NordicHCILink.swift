@@ -83,7 +83,7 @@ public final class NordicHCILink: Link, ChannelLink {
                 return state.expected
             }
             try await lines.send(Self.frame(Array(payload), sequence: sequence))
-        case .packet, .directory, .writeResult: return
+        case .packet, .read, .directory, .writeResult: return
         }
     }
 

@@ -69,11 +69,16 @@ public actor NordicLegacyDFUDevice: DeviceHalf {
                     try await link.send(message: .directory(NordicLegacyChannel.allCases.map(\.rawValue)))
                     continue
                 }
+                if packet == .read(channel: NordicLegacyChannel.revision.rawValue) {
+                    let revision = inBootloader ? Self.bootloaderRevision : Self.applicationRevision
+                    try await link.send(channel: NordicLegacyChannel.revision.rawValue, [UInt8(revision & 0xFF), UInt8(revision >> 8)])
+                    continue
+                }
                 guard case .packet(let channel, let payload) = packet, let kind = NordicLegacyChannel(rawValue: channel) else { continue }
                 switch kind {
                 case .revision:
-                    let revision = inBootloader ? Self.bootloaderRevision : Self.applicationRevision
-                    try await link.send(channel: channel, [UInt8(revision & 0xFF), UInt8(revision >> 8)])
+                    // A read-only characteristic: a write to it is not the firmware's to see.
+                    continue
                 case .controlPoint where !inBootloader:
                     // The application's jump: no answer; the bootloader keeps the address (it has the peer's data).
                     if payload.first == NordicLegacyOperation.startDFU.rawValue {
@@ -118,6 +123,6 @@ public enum NordicLegacyChannel: UInt8, Sendable, Hashable, CaseIterable {
     case controlPoint = 0
     /// 00001532-…: written without response.
     case packet = 1
-    /// 00001534-…: read (an empty packet on this channel asks, the answer carries the value).
+    /// 00001534-…: read (the value comes back as a packet on this channel).
     case revision = 2
 }

@@ -44,7 +44,7 @@ public struct NordicLegacyDFUUpdater: ContextHost {
     func identify(_ link: any Link, step: UpdateStep) async throws(TransferError) -> (link: any Link, revision: UInt16) {
         for _ in 0..<max(1, timeouts.attempts) {
             do {
-                try await link.send(channel: NordicLegacyChannel.revision.rawValue, [])
+                try await link.send(message: .read(channel: NordicLegacyChannel.revision.rawValue))
                 let deadline = clock.now + timeouts.response
                 while deadline > clock.now, let packet = try await link.receiveMessage(within: deadline - clock.now, clock: clock) {
                     if case .packet(let channel, let value) = packet, channel == NordicLegacyChannel.revision.rawValue, value.count == 2 {

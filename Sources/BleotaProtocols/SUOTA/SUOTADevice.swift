@@ -71,7 +71,7 @@ public actor SUOTADevice: DeviceHalf {
     public func serve(_ link: any Link, environment: DeviceEnvironment) async {
         upload = nil
         while true {
-            guard let (number, payload) = await environment.nextChannelPacket(from: link, channels: { SUOTAChannel.allCases.map(\.rawValue) + [SUOTAChannel.creditData] }) else {
+            guard let request = await environment.nextChannelRequest(from: link, channels: { SUOTAChannel.allCases.map(\.rawValue) + [SUOTAChannel.creditData] }) else {
                 // A disconnect during an upload restarts the device (the bootloader then installs a committed image).
                 if upload != nil {
                     upload = nil
@@ -79,16 +79,18 @@ public actor SUOTADevice: DeviceHalf {
                 }
                 return
             }
+            if case .read(let number) = request {
+                guard let channel = SUOTAChannel(rawValue: number), channel.gattChannel.readable else { continue }
+                do throws(LinkError) { try await link.send(channel: number, read(channel)) } catch { return }
+                continue
+            }
+            guard case .packet(let number, let payload) = request else { continue }
             if number == SUOTAChannel.creditData {
                 do throws(LinkError) { try await creditData(payload, link: link, environment: environment) } catch { return }
                 continue
             }
             guard let channel = SUOTAChannel(rawValue: number) else { continue }
             do throws(LinkError) {
-                if payload.isEmpty, channel.gattChannel.readable {
-                    try await link.send(channel: number, read(channel))
-                    continue
-                }
                 switch channel {
                 case .memoryDevice:
                     if let reboot = try await memoryDevice(payload, link: link) {

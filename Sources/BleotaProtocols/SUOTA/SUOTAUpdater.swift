@@ -121,7 +121,7 @@ public struct SUOTAUpdater: ContextHost {
 
     /// Reads a readable characteristic; nil when the device lacks it or does not answer.
     func read(_ channel: SUOTAChannel, on link: any Link) async throws(LinkError) -> [UInt8]? {
-        try await link.send(channel: channel.rawValue, [])
+        try await link.send(message: .read(channel: channel.rawValue))
         let deadline = clock.now + timeouts.response
         while deadline > clock.now, let packet = try await link.receiveMessage(within: deadline - clock.now, clock: clock) {
             if case .packet(let number, let value) = packet, number == channel.rawValue { return Array(value) }

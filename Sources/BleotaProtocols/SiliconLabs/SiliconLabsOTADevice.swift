@@ -96,17 +96,20 @@ public actor SiliconLabsOTADevice: DeviceHalf {
     public func serve(_ link: any Link, environment: DeviceEnvironment) async {
         upload = nil
         while true {
-            guard let (number, payload) = await environment.nextChannelPacket(from: link, channels: { await self.offeredChannels ?? [] }) else {
+            guard let request = await environment.nextChannelRequest(from: link, channels: { await self.offeredChannels ?? [] }) else {
                 // The connection closed: the AppLoader boots a verified file.
                 if verified != nil { await environment.reboot(RebootRequest()) }
                 return
             }
-            guard let channel = SiliconLabsOTAChannel(rawValue: number), (offeredChannels ?? []).contains(number) else { continue }
+            if case .read(let number) = request {
+                guard let channel = SiliconLabsOTAChannel(rawValue: number), channel.gattChannel.readable, (offeredChannels ?? []).contains(number) else { continue }
+                do throws(LinkError) { try await link.send(channel: number, readableValues[number] ?? []) } catch { return }
+                continue
+            }
+            guard case .packet(let number, let payload) = request, let channel = SiliconLabsOTAChannel(rawValue: number), (offeredChannels ?? []).contains(number) else {
+                continue
+            }
             do throws(LinkError) {
-                if payload.isEmpty, channel.gattChannel.readable {
-                    try await link.send(channel: number, readableValues[number] ?? [])
-                    continue
-                }
                 switch channel {
                 case .control:
                     if let reboot = try await control(payload, link: link) {

@@ -230,7 +230,7 @@ public struct SiliconLabsOTAUpdater: ContextHost {
     }
 
     func read(_ channel: SiliconLabsOTAChannel, on link: any Link) async throws(LinkError) -> [UInt8]? {
-        try await link.send(channel: channel.rawValue, [])
+        try await link.send(message: .read(channel: channel.rawValue))
         return try await readAnswer(channel, on: link)
     }
 
@@ -269,7 +269,7 @@ public struct SiliconLabsOTAUpdater: ContextHost {
                     if pace.delay > .zero { try? await clock.sleep(for: pace.delay) }
                     guard sinceRead >= pace.window || offset == image.count else { continue }
                     sinceRead = 0
-                    try await link.send(channel: SiliconLabsOTAChannel.otaVersion.rawValue, [])
+                    try await link.send(message: .read(channel: SiliconLabsOTAChannel.otaVersion.rawValue))
                     reads.append(offset)
                     if offset < image.count, pace.pipelined, reads.count < 2 { continue }
                 }
