@@ -61,8 +61,9 @@ extension CampaignCreateCommand {
         let registry = CommandContext.registry
         var pairs: [String: String] = [:]
         if let name = protocolOption.name {
-            guard let updateProtocol = registry.named(name) else {
-                throw CommandFailure(.usage, "--protocol '\(name)' is not a protocol bleota knows: use one of \(registry.names.joined(separator: ", "))")
+            let updateProtocol: any UpdateProtocol
+            do { updateProtocol = try registry.named(name, orDefaultOver: []) } catch {
+                throw CommandFailure(.usage, error.description)
             }
             // The image must be one this protocol takes, before any worker finds out.
             do { _ = try updateProtocol.prepareImage(ImageRequest(path: image, keyPath: nil, versionLabel: update.versionLabel)) } catch {

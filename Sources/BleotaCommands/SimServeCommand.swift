@@ -94,16 +94,8 @@ struct SimServe: AsyncParsableCommand {
         let logger = global.makeLogger("bleota.sim.serve")
         let registry = CommandContext.registry
         let updateProtocol: any UpdateProtocol
-        if let name = protocolOption.name {
-            guard let named = registry.named(name) else {
-                throw CommandFailure(.usage, "--protocol '\(name)' is not a protocol bleota knows: use one of \(registry.names.joined(separator: ", "))")
-            }
-            updateProtocol = named
-        } else {
-            guard let first = registry.protocols.first(where: { $0.identity.isDefault(over: .udp) || $0.identity.isDefault(over: .serial) }) else {
-                throw CommandFailure(.usage, "no registered protocol runs over UDP or serial")
-            }
-            updateProtocol = first
+        do { updateProtocol = try registry.named(protocolOption.name, orDefaultOver: [.udp, .serial]) } catch {
+            throw CommandFailure(.usage, error.description)
         }
         // Map the neutral options onto the protocol's own keys; one it has no use for is refused.
         var options: [String: String] = [:]

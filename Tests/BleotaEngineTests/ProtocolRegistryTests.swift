@@ -47,6 +47,19 @@ struct FakeProtocol: UpdateProtocol {
         }
     }
 
+    /// `sim serve` and campaigns: the named protocol, or the default over the transports served.
+    @Test func aCommandWithoutADeviceGetsTheNamedProtocolOrTheTransportsDefault() throws {
+        #expect(try Self.registry.named("plain", orDefaultOver: [.udp]).name == "plain", "a name is taken as it is")
+        #expect(try Self.registry.named(nil, orDefaultOver: [.udp, .serial]).name == "managed")
+        #expect(try Self.registry.named(nil, orDefaultOver: [.simulator]).name == "plain")
+        #expect(throws: ProtocolResolutionError("--protocol 'nope' is not a protocol bleota knows: use one of plain, managed", usage: true)) {
+            try Self.registry.named("nope", orDefaultOver: [.udp])
+        }
+        #expect(throws: ProtocolResolutionError("no registered protocol runs over udp or serial: name one with --protocol (plain)", usage: true)) {
+            try ProtocolRegistry([Self.plain]).named(nil, orDefaultOver: [.udp, .serial])
+        }
+    }
+
     @Test func aSimulatedDeviceSpeaksWhatItsAddressSaysAndIsToldWhatWouldWork() throws {
         #expect(try resolve(ProtocolRequest(transport: .simulator, device: "sim://a", deviceProtocol: "managed", needs: .echo)) == "managed")
         #expect(throws: ProtocolResolutionError("sim://a speaks PLAIN, which cannot echo: add protocol=managed to the sim:// address for a device that can", usage: true)) {

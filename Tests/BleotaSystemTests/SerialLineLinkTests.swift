@@ -1,5 +1,6 @@
 import BleotaLink
 import Glibc
+import Synchronization
 import Testing
 
 @testable import BleotaSystem
@@ -74,8 +75,20 @@ struct PseudoTerminalFixture {
         let pty = try PseudoTerminalFixture()
         let slave = try pty.openSlave()
         let payload = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 % 251) }
-        let sender = Task { try await pty.link.send(payload) }
+        let ended = Mutex<String?>(nil)
+        let sender = Task {
+            do { try await pty.link.send(payload) } catch {
+                ended.withLock { $0 = "\(error)" }
+                throw error
+            }
+            ended.withLock { $0 = "sent every byte" }
+        }
         // The pseudo-terminal holds a few KiB: the send must now be waiting for writability.
+        let clock = SystemClock()
+        while DescriptorReactor.shared.waitingTasks(on: pty.terminal.master) < 1, ended.withLock({ $0 }) == nil, clock.now < .seconds(60) {
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        #expect(ended.withLock { $0 } == nil, "the send ended before the slave read anything")
         try await waitUntilParked(pty.terminal.master)
         let received = try await finishing {
             var received: [UInt8] = []

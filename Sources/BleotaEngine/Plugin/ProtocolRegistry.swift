@@ -39,6 +39,24 @@ public struct ProtocolRegistry: Sendable {
         protocols.flatMap { item in item.deviceOptions.map { (item.name, $0) } }
     }
 
+    /// The protocol a command names with `--protocol`, or without one the first that runs by
+    /// default over one of `transports`: for commands that serve or queue rather than connect
+    /// (`sim serve`, fleet campaigns), which have no device or image to decide by.
+    public func named(_ name: String?, orDefaultOver transports: [TransportKind]) throws(ProtocolResolutionError) -> any UpdateProtocol {
+        if let name {
+            guard let chosen = named(name) else {
+                throw ProtocolResolutionError("--protocol '\(name)' is not a protocol bleota knows: use one of \(names.joined(separator: ", "))", usage: true)
+            }
+            return chosen
+        }
+        guard let chosen = protocols.first(where: { item in transports.contains { item.identity.isDefault(over: $0) } }) else {
+            throw ProtocolResolutionError(
+                "no registered protocol runs over \(transports.map(\.rawValue).joined(separator: " or ")): name one with --protocol (\(names.joined(separator: ", ")))",
+                usage: true)
+        }
+        return chosen
+    }
+
     /// Picks the protocol for one command, once: from `--protocol`, from what
     /// the address says, from the image, or from what the device offers —
     /// in that order of authority. Every refusal says what would work.
