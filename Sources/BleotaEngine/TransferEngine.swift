@@ -1,6 +1,7 @@
 import BleotaCodec
 import BleotaLink
 import Logging
+import Synchronization
 
 /// How a protocol puts the engine's packets on the wire and reads the
 /// receiver's feedback — the only protocol-specific part of a reliable transfer.
@@ -107,6 +108,25 @@ public struct TransferStatistics: Sendable, Equatable, Codable {
 /// One engine value sends one stream; it survives disconnects, so a caller can
 /// reconnect, tell it what the device already holds (``resume(held:)``) and call
 /// ``run(over:)`` again — only what is missing is sent.
+///
+/// ## A value core in a class shell
+/// What the engine decides is decided by value types, each a pure state
+/// machine tested as a table without a link or a clock:
+/// ``SelectiveRepeatSender`` (which packet goes next, what an acknowledgement
+/// or a gap report settles, what is sent again), ``PacingController`` (the
+/// window and the gap between packets, from delivery-rate and round-trip
+/// samples), ``StallPredictor`` (where the receiver stops to erase flash),
+/// ``RoundTripEstimator``, ``ReceiverWindow`` (the receiving end) and
+/// ``SequenceNumber``. This class is the shell that does what they decide: it
+/// reads the stream, sends on the link, waits on the clock and feeds back what
+/// arrives.
+///
+/// The shell is a class rather than an actor because one task drives it at a
+/// time — ``run(over:)`` is awaited by the host half that owns the engine, and
+/// a second run while one is going is refused — so an actor's isolation would
+/// guard nothing, while every packet of the send loop would pay for a hop onto
+/// it. That exclusivity is what its `@unchecked Sendable` stands on; what it
+/// reports while running goes out through `onProgress`, never through shared state.
 public final class TransferEngine: @unchecked Sendable {
     /// What is sent: read packet by packet, so an image on disk is never held whole.
     public let source: any ByteSource
@@ -149,6 +169,8 @@ public final class TransferEngine: @unchecked Sendable {
     /// Transmission count when the last acknowledgement request went out.
     private var requestMark: UInt32?
     private let onProgress: @Sendable (TransferProgress) -> Void
+    /// Whether ``run(over:)`` is under way: a second, concurrent one is refused.
+    private let running = Mutex(false)
 
     /// `receiverBuffer` is the number of packets the receiver says it can queue
     /// (nil if it did not say); closed-loop pacing keeps the flight within it
@@ -273,6 +295,16 @@ public final class TransferEngine: @unchecked Sendable {
     /// link drops (call ``resume(held:)`` and run again) and ``TransferError``
     /// when the device fails the transfer or stops answering.
     public func run(over link: any Link) async throws {
+        let claimed = running.withLock { busy -> Bool in
+            guard !busy else { return false }
+            busy = true
+            return true
+        }
+        guard claimed else {
+            throw TransferError(
+                .protocolViolation, step: .transfer, "this transfer is already running: an engine sends over one link at a time, so wait for run(over:) to return")
+        }
+        defer { running.withLock { $0 = false } }
         if started == nil { started = clock.now }
         // Each (re)start of the transfer asks the receiver for the requested interval again.
         setAckInterval(requestedAckInterval)

@@ -91,6 +91,26 @@ final class DropFilter: Sendable {
         }
     }
 
+    /// One task drives an engine: a second run while one is going is refused, and the first is unharmed.
+    @Test func aSecondRunWhileOneIsGoingIsRefused() async throws {
+        let (received, second) = try await SimulationRuntime.run { runtime in
+            let (host, device) = LoopbackLink.pair(maximumPayload: 103)
+            let engine = TransferEngine(stream: Self.stream, packetSize: 100, wire: TestWire(), tuning: TransferTuning(), clock: runtime.clock)
+            let first = Task(executorPreference: runtime) { try await engine.run(over: host) }
+            // The first run is under way once it has sent something (this packet, taken here, is sent again).
+            _ = try await device.receive()
+            var second: (any Error)?
+            do { try await engine.run(over: host) } catch { second = error }
+            let receiver = Task(executorPreference: runtime) { await receive(device, total: Self.stream.count, packetSize: 100, every: 4) }
+            try await first.value
+            await host.close()
+            return (await receiver.value, second)
+        }
+        let refusal = try #require(second as? TransferError)
+        #expect(refusal.message.hasPrefix("this transfer is already running"))
+        #expect(received == Self.stream, "the first run still delivers every byte")
+    }
+
     @Test func aCleanLinkDeliversEveryByteOnceWithoutResends() async throws {
         let (received, statistics, error) = try await run()
         #expect(error == nil)
