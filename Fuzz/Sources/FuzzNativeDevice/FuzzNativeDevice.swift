@@ -1,7 +1,8 @@
 import BleotaCodec
 import BleotaLink
-import BleotaProtocols
 import FuzzSupport
+
+@testable import BleotaProtocols
 
 /// The native protocol's device half (``NativeDevice``, what the simulator and
 /// `bleota serve` run) reading one connection's packets from a hostile host.

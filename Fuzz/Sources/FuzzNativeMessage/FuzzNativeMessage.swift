@@ -1,6 +1,7 @@
 import BleotaCodec
-import BleotaProtocols
 import FuzzSupport
+
+@testable import BleotaProtocols
 
 /// bleota's native protocol messages, as the device half and the updater read
 /// every packet from the link.

@@ -1,6 +1,7 @@
 import BleotaCodec
-import BleotaProtocols
 import FuzzSupport
+
+@testable import BleotaProtocols
 
 /// The native protocol's segment reassembler (``NativeReassembler``) and its
 /// sending half (``NativeFraming``).

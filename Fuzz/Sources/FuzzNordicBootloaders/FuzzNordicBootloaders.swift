@@ -1,6 +1,7 @@
 import BleotaCodec
-import BleotaProtocols
 import FuzzSupport
+
+@testable import BleotaProtocols
 
 /// The simulated Nordic bootloaders (Secure DFU's ``NordicBootloader`` and
 /// legacy DFU's ``NordicLegacyBootloader``), fed a hostile host's writes.

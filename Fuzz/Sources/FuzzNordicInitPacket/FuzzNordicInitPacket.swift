@@ -1,7 +1,8 @@
 import BleotaCodec
-import BleotaProtocols
 import Crypto
 import FuzzSupport
+
+@testable import BleotaProtocols
 
 /// Nordic Secure DFU init packets (`.dat`), as `image info`, `flash` and the
 /// simulated bootloader read them, and the protobuf wire reader under them.

@@ -1,6 +1,7 @@
-import BleotaProtocols
 import FuzzSupport
 import Glibc
+
+@testable import BleotaProtocols
 
 /// Nordic DFU packages (`.zip`): the archive (ZIPFoundation), the manifest
 /// and every member it names, as `image info` and `flash` open them.

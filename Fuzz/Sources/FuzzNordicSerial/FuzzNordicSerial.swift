@@ -1,6 +1,7 @@
 import BleotaCodec
-import BleotaProtocols
 import FuzzSupport
+
+@testable import BleotaProtocols
 
 /// What arrives on a Nordic serial line or control point, from a hostile
 /// peer: SLIP frame bodies, legacy HCI frames, Secure DFU answers, legacy

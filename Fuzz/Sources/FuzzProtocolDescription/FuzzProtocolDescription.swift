@@ -1,6 +1,7 @@
 import BleotaCodec
-import BleotaProtocols
 import FuzzSupport
+
+@testable import BleotaProtocols
 
 /// Protocol descriptions (`--protocol-file`), as the command line reads them,
 /// and the templates of a description that reads, fed the input's bytes.

@@ -1,8 +1,9 @@
 import BleotaCodec
 import BleotaEngine
 import BleotaLink
-import BleotaProtocols
 import FuzzSupport
+
+@testable import BleotaProtocols
 
 /// The simulated MCUboot device's SMP server (``SMPDevice/respond(to:environment:)``,
 /// what `bleota sim serve` and the `sim://…?protocol=smp` devices answer with),

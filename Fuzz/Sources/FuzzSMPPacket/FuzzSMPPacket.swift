@@ -1,6 +1,7 @@
 import BleotaCodec
-import BleotaProtocols
 import FuzzSupport
+
+@testable import BleotaProtocols
 
 /// One SMP message (8-byte header + CBOR map), as the SMP client reads a
 /// device's answers and the simulated device reads requests; then the typed

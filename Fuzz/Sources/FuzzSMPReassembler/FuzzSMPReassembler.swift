@@ -1,6 +1,7 @@
 import BleotaCodec
-import BleotaProtocols
 import FuzzSupport
+
+@testable import BleotaProtocols
 
 /// The SMP reassembler that puts link packets (GATT notifications and
 /// writes, UDP datagrams) back into whole messages, on both halves.

@@ -1,6 +1,7 @@
 import BleotaCodec
-import BleotaProtocols
 import FuzzSupport
+
+@testable import BleotaProtocols
 
 /// SMP's serial line framing (0x06 0x09 / 0x04 0x14, base64, length,
 /// CRC-16/XMODEM), as `serial://` links and `bleota sim serve --serial` read

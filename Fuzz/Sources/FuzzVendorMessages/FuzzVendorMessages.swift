@@ -1,6 +1,7 @@
 import BleotaCodec
-import BleotaProtocols
 import FuzzSupport
+
+@testable import BleotaProtocols
 
 /// Espressif BLE OTA, Dialog SUOTA and TI OAD messages, as their simulated devices and
 /// bleota's host halves read them from the air, and their image checks.

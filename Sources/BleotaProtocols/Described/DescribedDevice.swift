@@ -15,11 +15,11 @@ import BleotaLink
 /// packet count, the CRC-32 and the image's own check before the new image is
 /// activated. A failed upload is answered with the status its description
 /// names and never activated: the old image keeps running.
-public actor DescribedDevice: DeviceHalf {
-    public nonisolated let description: ProtocolDescription
-    public nonisolated let slotSize: Int
+package actor DescribedDevice: DeviceHalf {
+    package nonisolated let description: ProtocolDescription
+    package nonisolated let slotSize: Int
     /// The image it runs (what survives a reboot).
-    public private(set) var running: [UInt8]
+    package private(set) var running: [UInt8]
     private var inBootloader = false
     private var enterBootloaderAtBoot = false
     private var upload: Upload?
@@ -39,36 +39,36 @@ public actor DescribedDevice: DeviceHalf {
         var requestedUpTo = 0
     }
 
-    public init(description: ProtocolDescription, slotSize: Int, initialImage: [UInt8]) {
+    package init(description: ProtocolDescription, slotSize: Int, initialImage: [UInt8]) {
         self.description = description
         self.slotSize = slotSize
         running = initialImage
     }
 
-    public var mode: DeviceMode { inBootloader ? .bootloader : .application }
+    package var mode: DeviceMode { inBootloader ? .bootloader : .application }
 
     /// A bootloader that erased the application holds none: it waits for one.
-    public var firmware: FirmwareState { running.isEmpty ? FirmwareState(running: nil, mode: .bootloader) : FirmwareState(running: running, mode: mode) }
+    package var firmware: FirmwareState { running.isEmpty ? FirmwareState(running: nil, mode: .bootloader) : FirmwareState(running: running, mode: mode) }
 
-    public var runningVersion: String {
+    package var runningVersion: String {
         inBootloader ? "bootloader" : "\(running.count) bytes (SHA-256 \(SHA256Digest.hash(running).hexString))"
     }
 
-    public var bootloaderKeepsAddress: Bool { description.update.bootloaderAddress == .same }
+    package var bootloaderKeepsAddress: Bool { description.update.bootloaderAddress == .same }
 
-    public var offeredChannels: [UInt8]? {
+    package var offeredChannels: [UInt8]? {
         guard description.update.enterBootloader != nil else { return nil }
         let role: ProtocolDescription.DeviceRole = inBootloader ? .bootloader : .application
         return description.characteristics.indices.filter { description.characteristics[$0].offeredIn.contains(role) }.map { UInt8($0) }
     }
 
-    public var readableValues: [UInt8: [UInt8]] {
+    package var readableValues: [UInt8: [UInt8]] {
         var values: [UInt8: [UInt8]] = [:]
         for (index, characteristic) in description.characteristics.enumerated() where characteristic.readable { values[UInt8(index)] = [] }
         return values
     }
 
-    public func powerCycle() {
+    package func powerCycle() {
         // A bootloader with no application to start stays (STM32WB's after its erase).
         inBootloader = enterBootloaderAtBoot || (description.update.enterBootloader != nil && running.isEmpty)
         enterBootloaderAtBoot = false
@@ -76,7 +76,7 @@ public actor DescribedDevice: DeviceHalf {
         verified = nil
     }
 
-    public func serve(_ link: any Link, environment: DeviceEnvironment) async {
+    package func serve(_ link: any Link, environment: DeviceEnvironment) async {
         if !description.transfer.resume { upload = nil }
         if let pending = pendingRequest() { try? await link.send(message: pending) }
         while true {

@@ -13,11 +13,11 @@ import BleotaLink
 /// `retries` times; with `transfer.resume`, a dropped link continues from the
 /// device's next index instead. A refusal the device names (too big, a bad
 /// command) ends the update with the device's own status name.
-public struct DescribedUpdater: ContextHost {
-    public let description: ProtocolDescription
-    public let context: HostContext
+package struct DescribedUpdater: ContextHost {
+    package let description: ProtocolDescription
+    package let context: HostContext
 
-    public init(description: ProtocolDescription, context: HostContext) {
+    package init(description: ProtocolDescription, context: HostContext) {
         self.description = description
         self.context = context
     }
@@ -31,15 +31,15 @@ public struct DescribedUpdater: ContextHost {
         var delay: Duration
     }
 
-    public func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
+    package func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
         try await run(prepared.bytes, version: prepared.version, activate: true)
     }
 
-    public func testTransfer(image: PreparedImage) async throws(TransferError) -> UpdateReport {
+    package func testTransfer(image: PreparedImage) async throws(TransferError) -> UpdateReport {
         try await run(image.bytes, version: image.version, activate: false)
     }
 
-    public func testTransfer(_ bytes: [UInt8]) async throws(TransferError) -> UpdateReport {
+    package func testTransfer(_ bytes: [UInt8]) async throws(TransferError) -> UpdateReport {
         throw TransferError(
             .unsupported, step: .connect,
             "\(description.displayName) devices take only real images: give tune an image (--image FILE), which is sent and verified but never activated")

@@ -28,12 +28,12 @@ import BleotaLink
 /// the device stays silent and keeps its image. RAM for a patch, besides the
 /// 4 KiB sector buffer: the patcher's heatshrink window (256 bytes) and a few
 /// counters; the base is read from the running partition a byte at a time.
-public actor EspressifOTADevice: DeviceHalf {
-    public static let sectorSize = 4096
+package actor EspressifOTADevice: DeviceHalf {
+    package static let sectorSize = 4096
 
-    public nonisolated let window: UInt8
-    public nonisolated let partitionSize: Int
-    public private(set) var running: [UInt8]
+    package nonisolated let window: UInt8
+    package nonisolated let partitionSize: Int
+    package private(set) var running: [UInt8]
     private var upload: Upload?
 
     struct Upload {
@@ -101,23 +101,23 @@ public actor EspressifOTADevice: DeviceHalf {
         }
     }
 
-    public init(partitionSize: Int, window: UInt8 = 3, initialImage: [UInt8]) {
+    package init(partitionSize: Int, window: UInt8 = 3, initialImage: [UInt8]) {
         self.partitionSize = partitionSize
         self.window = window
         running = initialImage
     }
 
-    public var mode: DeviceMode { .application }
+    package var mode: DeviceMode { .application }
 
-    public var firmware: FirmwareState { FirmwareState(running: running) }
+    package var firmware: FirmwareState { FirmwareState(running: running) }
 
-    public var runningVersion: String { "\(running.count) bytes (SHA-256 \(SHA256Digest.hash(running).hexString))" }
+    package var runningVersion: String { "\(running.count) bytes (SHA-256 \(SHA256Digest.hash(running).hexString))" }
 
-    public var readableValues: [UInt8: [UInt8]] { [EspressifOTAChannel.progress.rawValue: [0, 0]] }
+    package var readableValues: [UInt8: [UInt8]] { [EspressifOTAChannel.progress.rawValue: [0, 0]] }
 
-    public func powerCycle() { upload = nil }
+    package func powerCycle() { upload = nil }
 
-    public func serve(_ link: any Link, environment: DeviceEnvironment) async {
+    package func serve(_ link: any Link, environment: DeviceEnvironment) async {
         upload = nil
         defer { upload = nil }
         while let request = await environment.nextChannelRequest(from: link, channels: { EspressifOTAChannel.allCases.map(\.rawValue) }) {

@@ -3,7 +3,7 @@ import BleotaCodec
 
 /// The characteristics of Espressif's BLE OTA service (0x8018, esp-iot-solution
 /// `ble_ota` and `ble_ota_raw`) as channels of a ``/BleotaLink/ChannelLink``.
-public enum EspressifOTAChannel: UInt8, Sendable, Hashable, CaseIterable {
+package enum EspressifOTAChannel: UInt8, Sendable, Hashable, CaseIterable {
     /// 0x8020 RECV_FW: firmware packets in, sector acknowledgements notified out.
     case firmware = 0
     /// 0x8021 PROGRESS_BAR: read or notified progress, unused by bleota.
@@ -13,11 +13,11 @@ public enum EspressifOTAChannel: UInt8, Sendable, Hashable, CaseIterable {
     /// 0x8023 CUSTOMER: the vendor's own data, ignored by the OTA profile.
     case customer = 3
 
-    public static let service = BluetoothUUID.bit16(0x8018)
+    package static let service = BluetoothUUID.bit16(0x8018)
 
-    public var uuid: BluetoothUUID { .bit16(0x8020 + UInt16(rawValue)) }
+    package var uuid: BluetoothUUID { .bit16(0x8020 + UInt16(rawValue)) }
 
-    public var gattChannel: GATTChannel {
+    package var gattChannel: GATTChannel {
         switch self {
         case .firmware: GATTChannel(number: rawValue, service: Self.service, characteristic: uuid, write: .command, update: .notify)
         case .progress: GATTChannel(number: rawValue, service: Self.service, characteristic: uuid, write: .none, update: .notify, readable: true)
@@ -28,11 +28,11 @@ public enum EspressifOTAChannel: UInt8, Sendable, Hashable, CaseIterable {
 }
 
 /// A message that does not decode: which field, at which offset, and why.
-public struct EspressifOTAError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var field: String
-    public var offset: Int
-    public var problem: String
-    public var description: String { "\(field) at offset \(offset): \(problem)" }
+package struct EspressifOTAError: Error, Sendable, Equatable, CustomStringConvertible {
+    package var field: String
+    package var offset: Int
+    package var problem: String
+    package var description: String { "\(field) at offset \(offset): \(problem)" }
 }
 
 /// The CRC every Espressif OTA message carries: CRC-16/XMODEM (poly 0x1021, init 0,
@@ -59,23 +59,23 @@ enum EspressifCRC {
 }
 
 /// A command to 0x8022: 20 bytes, the id, a zero-padded payload and the CRC over bytes 0…17.
-public enum EspressifCommand: Sendable, Hashable {
+package enum EspressifCommand: Sendable, Hashable {
     /// 0x0001: begin, with the image's length.
     case start(length: UInt32)
     /// 0x0002: the host is done (the device resets its protocol state).
     case stop
 
-    public static let startID: UInt16 = 0x0001
-    public static let stopID: UInt16 = 0x0002
+    package static let startID: UInt16 = 0x0001
+    package static let stopID: UInt16 = 0x0002
 
-    public var id: UInt16 {
+    package var id: UInt16 {
         switch self {
         case .start: Self.startID
         case .stop: Self.stopID
         }
     }
 
-    public func encode() -> [UInt8] {
+    package func encode() -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: 18)
         bytes[0] = UInt8(id & 0xFF)
         bytes[1] = UInt8(id >> 8)
@@ -86,7 +86,7 @@ public enum EspressifCommand: Sendable, Hashable {
     }
 
     /// As `ble_ota_raw` reads it: exactly 20 bytes, a CRC that verifies, a known id.
-    public init(decoding bytes: ArraySlice<UInt8>) throws(EspressifOTAError) {
+    package init(decoding bytes: ArraySlice<UInt8>) throws(EspressifOTAError) {
         guard bytes.count == 20 else { throw EspressifOTAError(field: "command", offset: 0, problem: "is \(bytes.count) bytes, not 20") }
         guard EspressifCRC.verifies(bytes) else { throw EspressifOTAError(field: "crc", offset: 18, problem: "does not match bytes 0…17") }
         let base = bytes.startIndex
@@ -105,20 +105,20 @@ public enum EspressifCommand: Sendable, Hashable {
 
 /// The device's answer to a command, notified on 0x8022: `03 00`, the command's id,
 /// the status, and (ble_ota_raw, START accepted) the sector window at byte 6.
-public struct EspressifCommandAck: Sendable, Hashable {
-    public static let ackID: UInt16 = 0x0003
-    public var command: UInt16
-    public var accepted: Bool
+package struct EspressifCommandAck: Sendable, Hashable {
+    package static let ackID: UInt16 = 0x0003
+    package var command: UInt16
+    package var accepted: Bool
     /// Sectors the host may send before waiting for their acknowledgements (1…64); 0 when the device does not say.
-    public var window: UInt8
+    package var window: UInt8
 
-    public init(command: UInt16, accepted: Bool, window: UInt8 = 0) {
+    package init(command: UInt16, accepted: Bool, window: UInt8 = 0) {
         self.command = command
         self.accepted = accepted
         self.window = window
     }
 
-    public func encode() -> [UInt8] {
+    package func encode() -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: 18)
         bytes[0] = UInt8(Self.ackID & 0xFF)
         bytes[2] = UInt8(command & 0xFF)
@@ -128,7 +128,7 @@ public struct EspressifCommandAck: Sendable, Hashable {
         return EspressifCRC.appended(to: bytes)
     }
 
-    public init(decoding bytes: ArraySlice<UInt8>) throws(EspressifOTAError) {
+    package init(decoding bytes: ArraySlice<UInt8>) throws(EspressifOTAError) {
         guard bytes.count == 20 else { throw EspressifOTAError(field: "command ack", offset: 0, problem: "is \(bytes.count) bytes, not 20") }
         guard EspressifCRC.verifies(bytes) else { throw EspressifOTAError(field: "crc", offset: 18, problem: "does not match bytes 0…17") }
         let base = bytes.startIndex
@@ -143,31 +143,31 @@ public struct EspressifCommandAck: Sendable, Hashable {
 
 /// A firmware packet to 0x8020: sector index, sequence (0xFF for a sector's
 /// last packet), data, and on the last packet the CRC of the whole sector.
-public struct EspressifFirmwarePacket: Sendable, Hashable {
-    public static let lastSequence: UInt8 = 0xFF
-    public var sector: UInt16
-    public var sequence: UInt8
-    public var data: ArraySlice<UInt8>
+package struct EspressifFirmwarePacket: Sendable, Hashable {
+    package static let lastSequence: UInt8 = 0xFF
+    package var sector: UInt16
+    package var sequence: UInt8
+    package var data: ArraySlice<UInt8>
     /// The sector's CRC, on its last packet only.
-    public var sectorCRC: UInt16?
+    package var sectorCRC: UInt16?
 
-    public init(sector: UInt16, sequence: UInt8, data: ArraySlice<UInt8>, sectorCRC: UInt16? = nil) {
+    package init(sector: UInt16, sequence: UInt8, data: ArraySlice<UInt8>, sectorCRC: UInt16? = nil) {
         self.sector = sector
         self.sequence = sequence
         self.data = data
         self.sectorCRC = sectorCRC
     }
 
-    public var isLast: Bool { sequence == Self.lastSequence }
+    package var isLast: Bool { sequence == Self.lastSequence }
 
-    public func encode() -> [UInt8] {
+    package func encode() -> [UInt8] {
         var bytes = [UInt8(sector & 0xFF), UInt8(sector >> 8), sequence]
         bytes += data
         if let sectorCRC { bytes += [UInt8(sectorCRC & 0xFF), UInt8(sectorCRC >> 8)] }
         return bytes
     }
 
-    public init(decoding bytes: ArraySlice<UInt8>) throws(EspressifOTAError) {
+    package init(decoding bytes: ArraySlice<UInt8>) throws(EspressifOTAError) {
         guard bytes.count >= 3 else { throw EspressifOTAError(field: "firmware packet", offset: 0, problem: "is \(bytes.count) bytes, shorter than its 3-byte header") }
         let base = bytes.startIndex
         sector = UInt16(bytes[base]) | UInt16(bytes[base + 1]) << 8
@@ -184,14 +184,14 @@ public struct EspressifFirmwarePacket: Sendable, Hashable {
 }
 
 /// The device's answer to a sector, notified on 0x8020.
-public struct EspressifSectorAck: Sendable, Hashable {
-    public enum Status: UInt16, Sendable, Hashable, CustomStringConvertible {
+package struct EspressifSectorAck: Sendable, Hashable {
+    package enum Status: UInt16, Sendable, Hashable, CustomStringConvertible {
         case success = 0x0000
         case crcError = 0x0001
         case sectorIndexError = 0x0002
         case payloadLengthError = 0x0003
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .success: "success"
             case .crcError: "sector CRC error"
@@ -201,18 +201,18 @@ public struct EspressifSectorAck: Sendable, Hashable {
         }
     }
 
-    public var sector: UInt16
-    public var status: Status
+    package var sector: UInt16
+    package var status: Status
     /// The sector the device expects next (legacy NimBLE devices leave it 0 on success).
-    public var expected: UInt16
+    package var expected: UInt16
 
-    public init(sector: UInt16, status: Status, expected: UInt16) {
+    package init(sector: UInt16, status: Status, expected: UInt16) {
         self.sector = sector
         self.status = status
         self.expected = expected
     }
 
-    public func encode() -> [UInt8] {
+    package func encode() -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: 18)
         bytes[0] = UInt8(sector & 0xFF)
         bytes[1] = UInt8(sector >> 8)
@@ -223,7 +223,7 @@ public struct EspressifSectorAck: Sendable, Hashable {
         return EspressifCRC.appended(to: bytes)
     }
 
-    public init(decoding bytes: ArraySlice<UInt8>) throws(EspressifOTAError) {
+    package init(decoding bytes: ArraySlice<UInt8>) throws(EspressifOTAError) {
         guard bytes.count == 20 else { throw EspressifOTAError(field: "sector ack", offset: 0, problem: "is \(bytes.count) bytes, not 20") }
         guard EspressifCRC.verifies(bytes) else { throw EspressifOTAError(field: "crc", offset: 18, problem: "does not match bytes 0…17") }
         let base = bytes.startIndex
@@ -238,12 +238,12 @@ public struct EspressifSectorAck: Sendable, Hashable {
 /// What ESP-IDF's `esp_ota_end` checks of an application image, as far as bleota
 /// can check it too: the magic byte 0xE9, and the SHA-256 appended when the
 /// header's `hash_appended` byte (offset 23) is 1.
-public enum ESPAppImage {
-    public static let magic: UInt8 = 0xE9
-    public static let headerSize = 24
+package enum ESPAppImage {
+    package static let magic: UInt8 = 0xE9
+    package static let headerSize = 24
 
     /// Why the device would refuse `image`, or nil.
-    public static func problem(_ image: some Collection<UInt8>) -> String? {
+    package static func problem(_ image: some Collection<UInt8>) -> String? {
         let bytes = Array(image)
         guard bytes.count > headerSize, bytes[0] == magic else {
             return "it does not start with an ESP application header (magic byte 0xE9)"
@@ -258,7 +258,7 @@ public enum ESPAppImage {
     }
 
     /// `content` behind an ESP application header with its SHA-256 appended (for the simulator and tests).
-    public static func sample(_ content: [UInt8]) -> [UInt8] {
+    package static func sample(_ content: [UInt8]) -> [UInt8] {
         var header = [UInt8](repeating: 0, count: headerSize)
         header[0] = magic
         header[1] = 1

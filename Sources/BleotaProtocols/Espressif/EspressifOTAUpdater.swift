@@ -11,14 +11,14 @@ import BleotaLink
 /// STOP, and reports a failed validation to nobody: bleota checks the image
 /// (magic byte, appended SHA-256) before it sends anything, and takes a device
 /// that does not restart after its last sector as having refused the image.
-public struct EspressifOTAUpdater: ContextHost {
-    public let context: HostContext
+package struct EspressifOTAUpdater: ContextHost {
+    package let context: HostContext
 
-    public init(context: HostContext) { self.context = context }
+    package init(context: HostContext) { self.context = context }
 
     var tries: Int { context.tries(default: 4) }
 
-    public func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
+    package func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
         guard let (patch, source) = try deltaPatch(for: prepared) else { return try await update(prepared, sending: prepared.bytes) }
         do throws(TransferError) {
             return try await update(prepared, sending: patch, patchBase: source)

@@ -9,40 +9,40 @@ import Synchronization
 /// received byte ranges, keyed by the image hash, so a later connection
 /// resumes; and a small file store. The simulator's devices and `bleota serve`
 /// keep one of these per device.
-public final class DeviceStorage: Sendable {
-    public struct Staging: Sendable {
-        public var start: NativeMessage.Start
-        public var bytes: [UInt8]
-        public var held: RangeSet
+package final class DeviceStorage: Sendable {
+    package struct Staging: Sendable {
+        package var start: NativeMessage.Start
+        package var bytes: [UInt8]
+        package var held: RangeSet
         /// Pages a test transfer has "erased": it is paced like a firmware write but writes nothing.
-        public var testPages: Set<Int> = []
+        package var testPages: Set<Int> = []
         /// Set only by a successful verify of exactly these bytes; cleared by any write.
-        public var verified = false
+        package var verified = false
     }
 
-    public struct State: Sendable {
-        public var activeImage: [UInt8]
-        public var activeVersion: String
-        public var slotSize: Int
+    package struct State: Sendable {
+        package var activeImage: [UInt8]
+        package var activeVersion: String
+        package var slotSize: Int
         /// Partial or complete uploads, one per target (firmware, file), kept for resume.
-        public var staging: [NativeMessage.Target: Staging] = [:]
-        public var files: [String: [UInt8]] = [:]
+        package var staging: [NativeMessage.Target: Staging] = [:]
+        package var files: [String: [UInt8]] = [:]
         /// Set by ENTER_BOOTLOADER so the next boot stays in the bootloader.
-        public var bootToBootloader = false
+        package var bootToBootloader = false
         /// Flash pages of the staging slot erased since its transfer began.
-        public var erasedPages = Set<Int>()
-        public var activations = 0
+        package var erasedPages = Set<Int>()
+        package var activations = 0
     }
 
     private let state: Mutex<State>
 
-    public init(activeImage: [UInt8] = [], activeVersion: String = "1.0.0", slotSize: Int = 1 << 20) {
+    package init(activeImage: [UInt8] = [], activeVersion: String = "1.0.0", slotSize: Int = 1 << 20) {
         state = Mutex(State(activeImage: activeImage, activeVersion: activeVersion, slotSize: slotSize))
     }
 
-    public func withState<T: Sendable>(_ body: (inout State) throws -> T) rethrows -> T {
+    package func withState<T: Sendable>(_ body: (inout State) throws -> T) rethrows -> T {
         try state.withLock { try body(&$0) }
     }
 
-    public var snapshot: State { state.withLock { $0 } }
+    package var snapshot: State { state.withLock { $0 } }
 }

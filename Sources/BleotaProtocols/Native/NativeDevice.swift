@@ -5,7 +5,7 @@ import BleotaZlib
 import Logging
 
 /// The environment the native device half runs in: the shared one.
-public typealias NativeDeviceEnvironment = DeviceEnvironment
+package typealias NativeDeviceEnvironment = DeviceEnvironment
 
 /// The device half of bleota's native protocol: the reference a firmware
 /// implementation can be checked against, served by the simulator and by
@@ -15,20 +15,20 @@ public typealias NativeDeviceEnvironment = DeviceEnvironment
 /// successful VERIFY of exactly the bytes held; a transfer interrupted by a
 /// disconnect or power loss keeps what reached flash, keyed by the image hash;
 /// anything malformed gets an ERROR reply, never a crash.
-public actor NativeDevice: DeviceHalf {
-    public nonisolated let storage: DeviceStorage
-    public nonisolated let name: String
-    public let capabilities: NativeMessage.Capabilities
-    public let bufferCount: Int
-    public let maximumPacket: Int
+package actor NativeDevice: DeviceHalf {
+    package nonisolated let storage: DeviceStorage
+    package nonisolated let name: String
+    package let capabilities: NativeMessage.Capabilities
+    package let bufferCount: Int
+    package let maximumPacket: Int
     /// Application or bootloader, as HELLO reports it.
-    public private(set) var currentMode: NativeMessage.DeviceMode = .application
+    package private(set) var currentMode: NativeMessage.DeviceMode = .application
     private var logger = Logger(label: "bleota.device")
 
     /// RAM: the transfer in progress on this boot.
     private var transfer: (target: NativeMessage.Target, start: NativeMessage.Start, receiver: ReceiverWindow)?
 
-    public init(
+    package init(
         name: String, storage: DeviceStorage, bufferCount: Int, maximumPacket: Int,
         capabilities: NativeMessage.Capabilities = [.deflate, .testTransfer, .files, .resume, .compactData, .ackIntervalChange, .delta]
     ) {
@@ -41,26 +41,26 @@ public actor NativeDevice: DeviceHalf {
     }
 
     /// Power-up: RAM is gone, flash decides the mode.
-    public func boot() {
+    package func boot() {
         transfer = nil
         currentMode = storage.withState { $0.bootToBootloader } ? .bootloader : .application
     }
 
-    public func powerCycle() { boot() }
+    package func powerCycle() { boot() }
 
-    public var mode: DeviceMode { currentMode == .bootloader ? .bootloader : .application }
+    package var mode: DeviceMode { currentMode == .bootloader ? .bootloader : .application }
 
-    public var runningVersion: String { firmwareVersion }
+    package var runningVersion: String { firmwareVersion }
 
-    public var firmware: FirmwareState {
+    package var firmware: FirmwareState {
         let state = storage.snapshot
         return FirmwareState(running: state.activeImage, version: state.activeVersion, mode: state.bootToBootloader ? .bootloader : .application)
     }
 
-    public var firmwareVersion: String { storage.withState { $0.activeVersion } }
+    package var firmwareVersion: String { storage.withState { $0.activeVersion } }
 
     /// Serves one connection until the link drops.
-    public func serve(_ link: any Link, environment: NativeDeviceEnvironment) async {
+    package func serve(_ link: any Link, environment: NativeDeviceEnvironment) async {
         var reassembler = NativeReassembler()
         while true {
             let received: [UInt8]
@@ -369,7 +369,7 @@ public actor NativeDevice: DeviceHalf {
     }
 
     /// What inflating costs the simulated device per byte of image (about 3 MB/s).
-    public static let inflateTimePerByte = Duration.nanoseconds(300)
+    package static let inflateTimePerByte = Duration.nanoseconds(300)
 
     /// The image a staging slot holds: inflated if it was sent compressed, rebuilt from `runningImage`
     /// if it was sent as a delta patch; nil if it will not inflate or the patch does not apply.

@@ -4,12 +4,12 @@ import BleotaLink
 /// Fits native messages to the link: a message longer than the link carries
 /// (a HELLO answer over a 20-byte ATT link, say) goes as SEGMENT packets that
 /// the receiver joins back together.
-public enum NativeFraming {
+package enum NativeFraming {
     /// Opcode, index, count and CRC-16 of a segment packet.
     static let segmentOverhead = 5
 
     /// The packets that carry `message` over a link of `maximumPayload` bytes.
-    public static func packets(for message: NativeMessage, maximumPayload: Int) -> [[UInt8]] {
+    package static func packets(for message: NativeMessage, maximumPayload: Int) -> [[UInt8]] {
         let bytes = message.encode()
         guard bytes.count > maximumPayload else { return [bytes] }
         let chunkSize = max(1, maximumPayload - segmentOverhead)
@@ -21,7 +21,7 @@ public enum NativeFraming {
     }
 
     /// Sends `message` over `link`, segmenting it when needed.
-    public static func send(_ message: NativeMessage, on link: any Link) async throws(LinkError) {
+    package static func send(_ message: NativeMessage, on link: any Link) async throws(LinkError) {
         for packet in packets(for: message, maximumPayload: link.parameters.maximumPayload) {
             try await link.send(packet)
         }
@@ -29,15 +29,15 @@ public enum NativeFraming {
 }
 
 /// Joins SEGMENT packets back into messages; passes every other packet through.
-public struct NativeReassembler: Sendable {
+package struct NativeReassembler: Sendable {
     private var parts: [[UInt8]] = []
     private var expected = 0
 
-    public init() {}
+    package init() {}
 
     /// The complete message bytes this packet finishes (or is), or nil while a
     /// segmented message is still incomplete or the packet was a damaged segment.
-    public mutating func feed(_ packet: [UInt8]) -> [UInt8]? {
+    package mutating func feed(_ packet: [UInt8]) -> [UInt8]? {
         guard packet.first == NativeMessage.Opcode.segment.rawValue else { return packet }
         guard case .segment(let segment)? = try? NativeMessage(decoding: packet) else { return nil }
         if segment.index == 0 {

@@ -14,7 +14,7 @@ import BleotaEngine
 /// `flash`/`push`, device → host for `pull`), `0x14` carries a segment of a
 /// message too long for the link (see ``NativeFraming``), and `0xFF` is an
 /// error reply to anything the receiver could not accept.
-public enum NativeMessage: Sendable, Hashable, WireCodable {
+package enum NativeMessage: Sendable, Hashable, WireCodable {
     case hello(Hello)
     case helloResponse(HelloResponse)
     case enterBootloader
@@ -41,20 +41,20 @@ public enum NativeMessage: Sendable, Hashable, WireCodable {
     case ackInterval(UInt16)
     case error(ErrorReply)
 
-    public enum Opcode: UInt8, Sendable, Hashable, CaseIterable {
+    package enum Opcode: UInt8, Sendable, Hashable, CaseIterable {
         case hello = 0x01, enterBootloader = 0x02, start = 0x03, status = 0x04, verify = 0x05
         case activate = 0x06, reboot = 0x07, abort = 0x08, getFile = 0x09
         case data = 0x10, ack = 0x11, nack = 0x12, ackRequest = 0x13, segment = 0x14, ackInterval = 0x15
         case error = 0xFF
 
-        public var responseCode: UInt8 { rawValue | 0x80 }
-        public var name: String { String(describing: self) }
+        package var responseCode: UInt8 { rawValue | 0x80 }
+        package var name: String { String(describing: self) }
     }
 
     /// The highest protocol version this implementation speaks.
-    public static let version: UInt8 = 1
+    package static let version: UInt8 = 1
     /// Bytes a data packet spends besides its payload: opcode, sequence number, CRC-16.
-    public static let dataHeaderSize = 5
+    package static let dataHeaderSize = 5
     /// A compact DATA packet: one byte, `0x20 + sequence mod 96`, then the payload.
     ///
     /// On a 23-byte ATT MTU a write carries 20 bytes, and the full DATA header
@@ -67,20 +67,20 @@ public enum NativeMessage: Sendable, Hashable, WireCodable {
     /// headers). The sequence number is the packet index modulo 96, so the
     /// sender keeps every packet it sends within ``spanLimit`` of the receiver's
     /// cumulative point, and the receiver unwraps it against its own.
-    public enum CompactData {
-        public static let firstByte: UInt8 = 0x20
-        public static let modulus = 96
-        public static let headerSize = 1
+    package enum CompactData {
+        package static let firstByte: UInt8 = 0x20
+        package static let modulus = 96
+        package static let headerSize = 1
         /// Packets the sender may have beyond the receiver's cumulative point:
         /// under half the modulus, so every one unwraps to itself.
-        public static let spanLimit = 40
+        package static let spanLimit = 40
 
-        public static func isCompactData(_ packet: [UInt8]) -> Bool {
+        package static func isCompactData(_ packet: [UInt8]) -> Bool {
             guard let first = packet.first else { return false }
             return first >= firstByte && Int(first) < Int(firstByte) + modulus
         }
 
-        public static func encode(index: Int, payload: ArraySlice<UInt8>) -> [UInt8] {
+        package static func encode(index: Int, payload: ArraySlice<UInt8>) -> [UInt8] {
             var packet = [UInt8]()
             packet.reserveCapacity(payload.count + headerSize)
             packet.append(firstByte + UInt8(index % modulus))
@@ -89,16 +89,16 @@ public enum NativeMessage: Sendable, Hashable, WireCodable {
         }
 
         /// The absolute packet index of a compact packet, nearest `reference`.
-        public static func index(of packet: [UInt8], near reference: Int) -> Int? {
+        package static func index(of packet: [UInt8], near reference: Int) -> Int? {
             guard isCompactData(packet) else { return nil }
             return SequenceNumber.unwrap(Int(packet[0] - firstByte), modulus: modulus, near: reference)
         }
     }
 
     /// The field name a checksum failure is reported under.
-    public static let checksumField = "crc16"
+    package static let checksumField = "crc16"
 
-    public init(decoding outer: inout ByteReader) throws(DecodingError) {
+    package init(decoding outer: inout ByteReader) throws(DecodingError) {
         let start = outer.offset
         let all = outer.readRemaining()
         guard all.count >= 3 else {
@@ -158,7 +158,7 @@ public enum NativeMessage: Sendable, Hashable, WireCodable {
         }
     }
 
-    public func encode(into writer: inout ByteWriter) {
+    package func encode(into writer: inout ByteWriter) {
         var body = ByteWriter()
         encodeBody(into: &body)
         writer.write(contentsOf: body.bytes)
@@ -233,24 +233,24 @@ public enum NativeMessage: Sendable, Hashable, WireCodable {
 }
 
 /// A result code carried by responses and error replies.
-public struct NativeStatus: RawRepresentable, Sendable, Hashable, WireCodable, CustomStringConvertible {
-    public var rawValue: UInt8
-    public init(rawValue: UInt8) { self.rawValue = rawValue }
+package struct NativeStatus: RawRepresentable, Sendable, Hashable, WireCodable, CustomStringConvertible {
+    package var rawValue: UInt8
+    package init(rawValue: UInt8) { self.rawValue = rawValue }
 
-    public static let ok = NativeStatus(rawValue: 0)
-    public static let unsupportedVersion = NativeStatus(rawValue: 1)
-    public static let invalidState = NativeStatus(rawValue: 2)
-    public static let noSpace = NativeStatus(rawValue: 3)
-    public static let badParameter = NativeStatus(rawValue: 4)
-    public static let notFound = NativeStatus(rawValue: 5)
-    public static let verifyFailed = NativeStatus(rawValue: 6)
-    public static let busy = NativeStatus(rawValue: 7)
-    public static let unknownOpcode = NativeStatus(rawValue: 8)
-    public static let malformed = NativeStatus(rawValue: 9)
+    package static let ok = NativeStatus(rawValue: 0)
+    package static let unsupportedVersion = NativeStatus(rawValue: 1)
+    package static let invalidState = NativeStatus(rawValue: 2)
+    package static let noSpace = NativeStatus(rawValue: 3)
+    package static let badParameter = NativeStatus(rawValue: 4)
+    package static let notFound = NativeStatus(rawValue: 5)
+    package static let verifyFailed = NativeStatus(rawValue: 6)
+    package static let busy = NativeStatus(rawValue: 7)
+    package static let unknownOpcode = NativeStatus(rawValue: 8)
+    package static let malformed = NativeStatus(rawValue: 9)
     /// A delta patch's base is not the image the device runs.
-    public static let wrongBase = NativeStatus(rawValue: 10)
+    package static let wrongBase = NativeStatus(rawValue: 10)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .ok: "ok"
         case .unsupportedVersion: "unsupported protocol version"
@@ -267,10 +267,10 @@ public struct NativeStatus: RawRepresentable, Sendable, Hashable, WireCodable, C
         }
     }
 
-    public init(decoding reader: inout ByteReader) throws(DecodingError) {
+    package init(decoding reader: inout ByteReader) throws(DecodingError) {
         rawValue = try reader.readUInt8("status")
     }
-    public func encode(into writer: inout ByteWriter) { writer.write(rawValue) }
+    package func encode(into writer: inout ByteWriter) { writer.write(rawValue) }
 }
 
 extension ByteReader {
@@ -301,62 +301,62 @@ extension ByteWriter {
 }
 
 extension NativeMessage {
-    public struct Hello: Sendable, Hashable {
-        public var minimumVersion: UInt8
-        public var maximumVersion: UInt8
-        public init(minimumVersion: UInt8 = 1, maximumVersion: UInt8 = NativeMessage.version) {
+    package struct Hello: Sendable, Hashable {
+        package var minimumVersion: UInt8
+        package var maximumVersion: UInt8
+        package init(minimumVersion: UInt8 = 1, maximumVersion: UInt8 = NativeMessage.version) {
             self.minimumVersion = minimumVersion
             self.maximumVersion = maximumVersion
         }
     }
 
     /// Whether the device runs its application or its bootloader.
-    public enum DeviceMode: UInt8, Sendable, Hashable, Codable {
+    package enum DeviceMode: UInt8, Sendable, Hashable, Codable {
         case application = 0
         case bootloader = 1
     }
 
     /// What the device can do; bits of one byte so old hosts ignore new bits.
-    public struct Capabilities: OptionSet, Sendable, Hashable {
-        public var rawValue: UInt8
-        public init(rawValue: UInt8) { self.rawValue = rawValue }
+    package struct Capabilities: OptionSet, Sendable, Hashable {
+        package var rawValue: UInt8
+        package init(rawValue: UInt8) { self.rawValue = rawValue }
         /// Accepts raw-deflate-compressed streams (START flag bit 0).
-        public static let deflate = Capabilities(rawValue: 1 << 0)
+        package static let deflate = Capabilities(rawValue: 1 << 0)
         /// Accepts test transfers (target 2): checked and discarded, for `bleota tune`.
-        public static let testTransfer = Capabilities(rawValue: 1 << 1)
+        package static let testTransfer = Capabilities(rawValue: 1 << 1)
         /// Has a file store for `push`/`pull`.
-        public static let files = Capabilities(rawValue: 1 << 2)
+        package static let files = Capabilities(rawValue: 1 << 2)
         /// Keeps the ranges of an interrupted upload for a later START with the same hash.
-        public static let resume = Capabilities(rawValue: 1 << 3)
+        package static let resume = Capabilities(rawValue: 1 << 3)
         /// Takes compact DATA packets (START flag bit 1, see ``NativeMessage/CompactData``).
-        public static let compactData = Capabilities(rawValue: 1 << 4)
+        package static let compactData = Capabilities(rawValue: 1 << 4)
         /// Takes ACK_INTERVAL during a transfer: the sender may ask for
         /// acknowledgements less often once it knows the link, not the device,
         /// sets the pace (see ``NativeMessage/ackInterval(_:)``).
-        public static let ackIntervalChange = Capabilities(rawValue: 1 << 5)
+        package static let ackIntervalChange = Capabilities(rawValue: 1 << 5)
         /// Applies delta patches (START flag bit 2, protocols/delta.md) against the image it runs, and
         /// names that image's SHA-256 at the end of HELLO's answer so a host can tell whether it holds
         /// the patch's base.
-        public static let delta = Capabilities(rawValue: 1 << 6)
+        package static let delta = Capabilities(rawValue: 1 << 6)
     }
 
-    public struct HelloResponse: Sendable, Hashable, WireCodable {
+    package struct HelloResponse: Sendable, Hashable, WireCodable {
         /// The version both sides will speak (the highest in both ranges).
-        public var version: UInt8
-        public var mode: DeviceMode
-        public var capabilities: Capabilities
+        package var version: UInt8
+        package var mode: DeviceMode
+        package var capabilities: Capabilities
         /// The largest data packet (whole message, header included) the device accepts.
-        public var maximumPacket: UInt16
+        package var maximumPacket: UInt16
         /// How many packets the device can queue before it drops; windows above it cost resends.
-        public var bufferCount: UInt16
+        package var bufferCount: UInt16
         /// Bytes available for an image (the staging slot).
-        public var slotSize: UInt32
-        public var firmwareVersion: String
-        public var name: String
+        package var slotSize: UInt32
+        package var firmwareVersion: String
+        package var name: String
         /// The SHA-256 of the image the device runs: sent (after `name`) when it applies delta patches.
-        public var runningSHA256: [UInt8]?
+        package var runningSHA256: [UInt8]?
 
-        public init(
+        package init(
             version: UInt8, mode: DeviceMode, capabilities: Capabilities, maximumPacket: UInt16,
             bufferCount: UInt16, slotSize: UInt32, firmwareVersion: String, name: String, runningSHA256: [UInt8]? = nil
         ) {
@@ -371,7 +371,7 @@ extension NativeMessage {
             self.runningSHA256 = capabilities.contains(.delta) ? NativeMessage.fixed(runningSHA256 ?? [], 32) : nil
         }
 
-        public init(decoding reader: inout ByteReader) throws(DecodingError) {
+        package init(decoding reader: inout ByteReader) throws(DecodingError) {
             version = try reader.readUInt8("hello.version")
             let modeOffset = reader.offset
             let rawMode = try reader.readUInt8("hello.mode")
@@ -388,7 +388,7 @@ extension NativeMessage {
             runningSHA256 = capabilities.contains(.delta) ? try reader.readBytes(32, "hello.runningSHA256") : nil
         }
 
-        public func encode(into writer: inout ByteWriter) {
+        package func encode(into writer: inout ByteWriter) {
             writer.write(version)
             writer.write(mode.rawValue)
             writer.write(capabilities.rawValue)
@@ -402,7 +402,7 @@ extension NativeMessage {
     }
 
     /// What a transfer writes to.
-    public enum Target: UInt8, Sendable, Hashable, Codable {
+    package enum Target: UInt8, Sendable, Hashable, Codable {
         /// The staging slot; activated only after VERIFY succeeds.
         case firmware = 0
         /// A named file in the device's file store.
@@ -411,31 +411,31 @@ extension NativeMessage {
         case test = 2
     }
 
-    public struct Start: Sendable, Hashable, WireCodable {
-        public var target: Target
+    package struct Start: Sendable, Hashable, WireCodable {
+        package var target: Target
         /// Bit 0: the stream is raw deflate of the image.
-        public var compressed: Bool
+        package var compressed: Bool
         /// Bit 1: data packets are compact (``NativeMessage/CompactData``).
-        public var compact: Bool
+        package var compact: Bool
         /// Bit 2: the stream is a delta patch (protocols/delta.md) against the image with this SHA-256,
         /// which the device must be running; sent after `label`.
-        public var deltaBaseSHA256: [UInt8]?
+        package var deltaBaseSHA256: [UInt8]?
         /// Size of the image (after inflating).
-        public var imageSize: UInt32
+        package var imageSize: UInt32
         /// Size of the bytes sent (the compressed stream, or the image).
-        public var streamSize: UInt32
+        package var streamSize: UInt32
         /// CRC-32/ISO-HDLC of the image.
-        public var crc32: UInt32
+        package var crc32: UInt32
         /// SHA-256 of the image: also the key under which a device keeps a partial upload.
-        public var sha256: [UInt8]
+        package var sha256: [UInt8]
         /// Payload bytes per data packet; packet `n` carries stream bytes `n*packetSize ..< (n+1)*packetSize`.
-        public var packetSize: UInt16
+        package var packetSize: UInt16
         /// The device sends an ACK after this many packets.
-        public var ackInterval: UInt16
+        package var ackInterval: UInt16
         /// The version label the device reports once the image runs (firmware), or the file name (file).
-        public var label: String
+        package var label: String
 
-        public init(
+        package init(
             target: Target, compressed: Bool, compact: Bool = false, imageSize: UInt32, streamSize: UInt32, crc32: UInt32,
             sha256: [UInt8], packetSize: UInt16, ackInterval: UInt16, label: String, deltaBaseSHA256: [UInt8]? = nil
         ) {
@@ -452,7 +452,7 @@ extension NativeMessage {
             self.label = label
         }
 
-        public init(decoding reader: inout ByteReader) throws(DecodingError) {
+        package init(decoding reader: inout ByteReader) throws(DecodingError) {
             let targetOffset = reader.offset
             let rawTarget = try reader.readUInt8("start.target")
             guard let target = Target(rawValue: rawTarget) else {
@@ -479,7 +479,7 @@ extension NativeMessage {
             deltaBaseSHA256 = flags & 4 != 0 ? try reader.readBytes(32, "start.deltaBaseSHA256") : nil
         }
 
-        public func encode(into writer: inout ByteWriter) {
+        package func encode(into writer: inout ByteWriter) {
             writer.write(target.rawValue)
             writer.write(UInt8((compressed ? 1 : 0) | (compact ? 2 : 0) | (deltaBaseSHA256 != nil ? 4 : 0)))
             writer.write(imageSize)
@@ -495,16 +495,16 @@ extension NativeMessage {
 
     /// A status and the byte ranges of the stream the device already holds
     /// (answers START and STATUS; what makes resume resend only what is missing).
-    public struct RangesResponse: Sendable, Hashable, WireCodable {
-        public var status: NativeStatus
-        public var ranges: [Range<UInt32>]
+    package struct RangesResponse: Sendable, Hashable, WireCodable {
+        package var status: NativeStatus
+        package var ranges: [Range<UInt32>]
 
-        public init(status: NativeStatus, ranges: [Range<UInt32>] = []) {
+        package init(status: NativeStatus, ranges: [Range<UInt32>] = []) {
             self.status = status
             self.ranges = Array(ranges.prefix(255))
         }
 
-        public init(decoding reader: inout ByteReader) throws(DecodingError) {
+        package init(decoding reader: inout ByteReader) throws(DecodingError) {
             status = try NativeStatus(decoding: &reader)
             let count = Int(try reader.readUInt8("ranges.count"))
             var ranges: [Range<UInt32>] = []
@@ -518,7 +518,7 @@ extension NativeMessage {
             self.ranges = ranges
         }
 
-        public func encode(into writer: inout ByteWriter) {
+        package func encode(into writer: inout ByteWriter) {
             status.encode(into: &writer)
             // The fields are public and mutable: cut here too, as the initialiser does,
             // so a long list can never overflow the count byte.
@@ -531,45 +531,45 @@ extension NativeMessage {
         }
     }
 
-    public struct VerifyResult: Sendable, Hashable, WireCodable {
-        public var status: NativeStatus
+    package struct VerifyResult: Sendable, Hashable, WireCodable {
+        package var status: NativeStatus
         /// What the device computed over what it holds, so a mismatch can be reported with both values.
-        public var crc32: UInt32
-        public var sha256: [UInt8]
+        package var crc32: UInt32
+        package var sha256: [UInt8]
 
-        public init(status: NativeStatus, crc32: UInt32, sha256: [UInt8]) {
+        package init(status: NativeStatus, crc32: UInt32, sha256: [UInt8]) {
             self.status = status
             self.crc32 = crc32
             self.sha256 = NativeMessage.fixed(sha256, 32)
         }
 
-        public init(decoding reader: inout ByteReader) throws(DecodingError) {
+        package init(decoding reader: inout ByteReader) throws(DecodingError) {
             status = try NativeStatus(decoding: &reader)
             crc32 = try reader.readUInt32(.little, "verify.crc32")
             sha256 = try reader.readBytes(32, "verify.sha256")
         }
 
-        public func encode(into writer: inout ByteWriter) {
+        package func encode(into writer: inout ByteWriter) {
             status.encode(into: &writer)
             writer.write(crc32)
             writer.write(contentsOf: NativeMessage.fixed(sha256, 32))
         }
     }
 
-    public struct GetFile: Sendable, Hashable, WireCodable {
-        public var name: String
-        public var packetSize: UInt16
-        public var ackInterval: UInt16
-        public var window: UInt16
+    package struct GetFile: Sendable, Hashable, WireCodable {
+        package var name: String
+        package var packetSize: UInt16
+        package var ackInterval: UInt16
+        package var window: UInt16
 
-        public init(name: String, packetSize: UInt16, ackInterval: UInt16, window: UInt16) {
+        package init(name: String, packetSize: UInt16, ackInterval: UInt16, window: UInt16) {
             self.name = name
             self.packetSize = packetSize
             self.ackInterval = ackInterval
             self.window = window
         }
 
-        public init(decoding reader: inout ByteReader) throws(DecodingError) {
+        package init(decoding reader: inout ByteReader) throws(DecodingError) {
             name = try reader.readString8("getFile.name")
             let at = reader.offset
             packetSize = try reader.readUInt16(.little, "getFile.packetSize")
@@ -583,7 +583,7 @@ extension NativeMessage {
             guard window > 0 else { throw reader.invalid("getFile.window", "must be at least 1", at: windowAt) }
         }
 
-        public func encode(into writer: inout ByteWriter) {
+        package func encode(into writer: inout ByteWriter) {
             writer.writeString8(name)
             writer.write(packetSize)
             writer.write(ackInterval)
@@ -591,27 +591,27 @@ extension NativeMessage {
         }
     }
 
-    public struct FileInfo: Sendable, Hashable, WireCodable {
-        public var status: NativeStatus
-        public var size: UInt32
-        public var crc32: UInt32
-        public var sha256: [UInt8]
+    package struct FileInfo: Sendable, Hashable, WireCodable {
+        package var status: NativeStatus
+        package var size: UInt32
+        package var crc32: UInt32
+        package var sha256: [UInt8]
 
-        public init(status: NativeStatus, size: UInt32, crc32: UInt32, sha256: [UInt8]) {
+        package init(status: NativeStatus, size: UInt32, crc32: UInt32, sha256: [UInt8]) {
             self.status = status
             self.size = size
             self.crc32 = crc32
             self.sha256 = NativeMessage.fixed(sha256, 32)
         }
 
-        public init(decoding reader: inout ByteReader) throws(DecodingError) {
+        package init(decoding reader: inout ByteReader) throws(DecodingError) {
             status = try NativeStatus(decoding: &reader)
             size = try reader.readUInt32(.little, "file.size")
             crc32 = try reader.readUInt32(.little, "file.crc32")
             sha256 = try reader.readBytes(32, "file.sha256")
         }
 
-        public func encode(into writer: inout ByteWriter) {
+        package func encode(into writer: inout ByteWriter) {
             status.encode(into: &writer)
             writer.write(size)
             writer.write(crc32)
@@ -621,22 +621,22 @@ extension NativeMessage {
 
     /// One packet of the stream: its sequence number and payload (the message
     /// CRC covers both, so a damaged sequence number is caught too).
-    public struct DataPacket: Sendable, Hashable, WireCodable {
+    package struct DataPacket: Sendable, Hashable, WireCodable {
         /// Packet index modulo 2¹⁶; receivers unwrap it against their window.
-        public var sequence: UInt16
-        public var payload: [UInt8]
+        package var sequence: UInt16
+        package var payload: [UInt8]
 
-        public init(sequence: UInt16, payload: [UInt8]) {
+        package init(sequence: UInt16, payload: [UInt8]) {
             self.sequence = sequence
             self.payload = payload
         }
 
-        public init(decoding reader: inout ByteReader) throws(DecodingError) {
+        package init(decoding reader: inout ByteReader) throws(DecodingError) {
             sequence = try reader.readUInt16(.little, "data.sequence")
             payload = reader.readRemaining()
         }
 
-        public func encode(into writer: inout ByteWriter) {
+        package func encode(into writer: inout ByteWriter) {
             writer.write(sequence)
             writer.write(contentsOf: payload)
         }
@@ -644,18 +644,18 @@ extension NativeMessage {
 
     /// Part `index` of `count` of a message too long for the link: the chunks,
     /// concatenated, are the whole message's bytes (its own CRC included).
-    public struct Segment: Sendable, Hashable, WireCodable {
-        public var index: UInt8
-        public var count: UInt8
-        public var chunk: [UInt8]
+    package struct Segment: Sendable, Hashable, WireCodable {
+        package var index: UInt8
+        package var count: UInt8
+        package var chunk: [UInt8]
 
-        public init(index: UInt8, count: UInt8, chunk: [UInt8]) {
+        package init(index: UInt8, count: UInt8, chunk: [UInt8]) {
             self.index = index
             self.count = count
             self.chunk = chunk
         }
 
-        public init(decoding reader: inout ByteReader) throws(DecodingError) {
+        package init(decoding reader: inout ByteReader) throws(DecodingError) {
             let at = reader.offset
             index = try reader.readUInt8("segment.index")
             count = try reader.readUInt8("segment.count")
@@ -665,7 +665,7 @@ extension NativeMessage {
             chunk = reader.readRemaining()
         }
 
-        public func encode(into writer: inout ByteWriter) {
+        package func encode(into writer: inout ByteWriter) {
             writer.write(index)
             writer.write(count)
             writer.write(contentsOf: chunk)
@@ -675,16 +675,16 @@ extension NativeMessage {
     /// Cumulative plus selective acknowledgement: every packet before
     /// `nextExpected` arrived, and bit `i` of `bitmap` (LSB of byte 0 first) says
     /// packet `nextExpected + 1 + i` arrived too.
-    public struct Acknowledgement: Sendable, Hashable, WireCodable {
-        public var nextExpected: UInt16
-        public var bitmap: [UInt8]
+    package struct Acknowledgement: Sendable, Hashable, WireCodable {
+        package var nextExpected: UInt16
+        package var bitmap: [UInt8]
 
-        public init(nextExpected: UInt16, bitmap: [UInt8] = []) {
+        package init(nextExpected: UInt16, bitmap: [UInt8] = []) {
             self.nextExpected = nextExpected
             self.bitmap = Array(bitmap.prefix(32))
         }
 
-        public init(decoding reader: inout ByteReader) throws(DecodingError) {
+        package init(decoding reader: inout ByteReader) throws(DecodingError) {
             nextExpected = try reader.readUInt16(.little, "ack.nextExpected")
             let at = reader.offset
             let length = Int(try reader.readUInt8("ack.bitmapLength"))
@@ -692,7 +692,7 @@ extension NativeMessage {
             bitmap = try reader.readBytes(length, "ack.bitmap")
         }
 
-        public func encode(into writer: inout ByteWriter) {
+        package func encode(into writer: inout ByteWriter) {
             writer.write(nextExpected)
             let bitmap = self.bitmap.prefix(32)
             writer.write(UInt8(bitmap.count))
@@ -700,13 +700,13 @@ extension NativeMessage {
         }
 
         /// Whether the bitmap reports packet `nextExpected + 1 + index` received.
-        public func isSet(_ index: Int) -> Bool {
+        package func isSet(_ index: Int) -> Bool {
             guard index >= 0, index / 8 < bitmap.count else { return false }
             return bitmap[index / 8] & (1 << (index % 8)) != 0
         }
     }
 
-    public enum NackReason: UInt8, Sendable, Hashable {
+    package enum NackReason: UInt8, Sendable, Hashable {
         /// Packets are missing: a later one arrived first.
         case gap = 1
         /// A packet arrived damaged (its CRC-16 did not match).
@@ -714,18 +714,18 @@ extension NativeMessage {
     }
 
     /// "Resend these now": `count` packets from `first` are missing.
-    public struct NegativeAcknowledgement: Sendable, Hashable, WireCodable {
-        public var first: UInt16
-        public var count: UInt16
-        public var reason: NackReason
+    package struct NegativeAcknowledgement: Sendable, Hashable, WireCodable {
+        package var first: UInt16
+        package var count: UInt16
+        package var reason: NackReason
 
-        public init(first: UInt16, count: UInt16, reason: NackReason) {
+        package init(first: UInt16, count: UInt16, reason: NackReason) {
             self.first = first
             self.count = count
             self.reason = reason
         }
 
-        public init(decoding reader: inout ByteReader) throws(DecodingError) {
+        package init(decoding reader: inout ByteReader) throws(DecodingError) {
             first = try reader.readUInt16(.little, "nack.first")
             count = try reader.readUInt16(.little, "nack.count")
             let at = reader.offset
@@ -734,7 +734,7 @@ extension NativeMessage {
             self.reason = reason
         }
 
-        public func encode(into writer: inout ByteWriter) {
+        package func encode(into writer: inout ByteWriter) {
             writer.write(first)
             writer.write(count)
             writer.write(reason.rawValue)
@@ -742,26 +742,26 @@ extension NativeMessage {
     }
 
     /// The reply to a request the receiver could not carry out or parse.
-    public struct ErrorReply: Sendable, Hashable, WireCodable {
+    package struct ErrorReply: Sendable, Hashable, WireCodable {
         /// The opcode of the offending message (0 if it had none).
-        public var request: UInt8
-        public var status: NativeStatus
+        package var request: UInt8
+        package var status: NativeStatus
         /// Human-readable detail for logs and the CLI's error line.
-        public var message: String
+        package var message: String
 
-        public init(request: UInt8, status: NativeStatus, message: String) {
+        package init(request: UInt8, status: NativeStatus, message: String) {
             self.request = request
             self.status = status
             self.message = message
         }
 
-        public init(decoding reader: inout ByteReader) throws(DecodingError) {
+        package init(decoding reader: inout ByteReader) throws(DecodingError) {
             request = try reader.readUInt8("error.request")
             status = try NativeStatus(decoding: &reader)
             message = try reader.readString8("error.message")
         }
 
-        public func encode(into writer: inout ByteWriter) {
+        package func encode(into writer: inout ByteWriter) {
             writer.write(request)
             status.encode(into: &writer)
             writer.writeString8(message)

@@ -10,19 +10,19 @@ import Logging
 /// the actions the state machine asks for, turns replies into events, and
 /// reconnects and resumes when a link drops mid-transfer. Every knob of
 /// ``/BleotaEngine/TransferTuning`` means what its documentation says.
-public struct NativeUpdater: ContextHost {
-    public var context: HostContext
-    public var tuning: TransferTuning { context.tuning }
+package struct NativeUpdater: ContextHost {
+    package var context: HostContext
+    package var tuning: TransferTuning { context.tuning }
 
-    public init(context: HostContext) { self.context = context }
+    package init(context: HostContext) { self.context = context }
 
     /// Links whose packets carry at most this many bytes get compact data
     /// headers when the device takes them: on a 20-byte ATT payload the full
     /// header costs a quarter of every packet, on a 244-byte one 2 %, not worth
     /// giving up the per-packet CRC for.
-    public static let compactDataLinkPayload = 64
+    package static let compactDataLinkPayload = 64
 
-    public init(
+    package init(
         connector: any DeviceConnector, clock: any BleotaClock, tuning: TransferTuning = TransferTuning(),
         timeouts: StepTimeouts = StepTimeouts(), logger: Logger = Logger(label: "bleota.native"),
         onEvent: @escaping @Sendable (UpdateEvent) -> Void = { _ in }
@@ -33,7 +33,7 @@ public struct NativeUpdater: ContextHost {
                 timeouts: timeouts, logger: logger, onEvent: onEvent))
     }
 
-    public func flash(_ image: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
+    package func flash(_ image: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
         if let part = image.parts.first, let streamed = part.streamed {
             return try await flash(source: streamed.file, digests: (streamed.crc32, streamed.sha256), version: image.version, deltaBase: image.deltaBase)
         }
@@ -42,7 +42,7 @@ public struct NativeUpdater: ContextHost {
 
     /// A test transfer of a prepared image; one streamed from its file (16 MiB and more) is refused,
     /// as each trial would take as long as flashing it.
-    public func testTransfer(image: PreparedImage) async throws(TransferError) -> UpdateReport {
+    package func testTransfer(image: PreparedImage) async throws(TransferError) -> UpdateReport {
         if let part = image.parts.first, part.streamed != nil {
             throw TransferError(
                 .badInput, step: .load,
@@ -51,11 +51,11 @@ public struct NativeUpdater: ContextHost {
         return try await testTransfer(image.bytes)
     }
 
-    public func push(_ file: [UInt8], name: String) async throws(TransferError) -> UpdateReport {
+    package func push(_ file: [UInt8], name: String) async throws(TransferError) -> UpdateReport {
         try await push(file: file, name: name)
     }
 
-    public func pull(_ name: String) async throws(TransferError) -> PulledFile {
+    package func pull(_ name: String) async throws(TransferError) -> PulledFile {
         let (file, report) = try await pull(name: name)
         return PulledFile(bytes: file, report: report)
     }
@@ -63,13 +63,13 @@ public struct NativeUpdater: ContextHost {
     // MARK: - Flash
 
     /// Updates the device's firmware to `image`, which it must then report as `version`.
-    public func flash(image: [UInt8], version: String) async throws(TransferError) -> UpdateReport {
+    package func flash(image: [UInt8], version: String) async throws(TransferError) -> UpdateReport {
         try await flash(source: image, digests: nil, version: version)
     }
 
     /// Updates the device's firmware to the bytes of `source` (read as they are sent;
     /// `digests`, its CRC-32 and SHA-256 when already known), which it must then report as `version`.
-    public func flash(
+    package func flash(
         source image: any ByteSource, digests: (crc32: UInt32, sha256: [UInt8])?, version: String, deltaBase: DeltaBase? = nil
     )
         async throws(TransferError) -> UpdateReport
@@ -160,7 +160,7 @@ public struct NativeUpdater: ContextHost {
     /// Sends `bytes` as a test transfer (target 2): the device checks every
     /// packet and the whole stream's hash, then discards it. Firmware and files
     /// are untouched, so `bleota tune` can try settings on a device in use.
-    public func testTransfer(_ bytes: [UInt8]) async throws(TransferError) -> UpdateReport {
+    package func testTransfer(_ bytes: [UInt8]) async throws(TransferError) -> UpdateReport {
         try await sendVerified(bytes, target: .test, label: "tune", operation: "test") { hello, _ throws(TransferError) in
             guard hello.capabilities.contains(.testTransfer) else {
                 throw TransferError(.deviceRefused, step: .connect, "\(connector.description) does not accept test transfers, so it cannot be tuned without changing its firmware")
@@ -173,7 +173,7 @@ public struct NativeUpdater: ContextHost {
     // MARK: - Files
 
     /// Stores `file` on the device under `name`; it is kept only if it verifies.
-    public func push(file: [UInt8], name: String) async throws(TransferError) -> UpdateReport {
+    package func push(file: [UInt8], name: String) async throws(TransferError) -> UpdateReport {
         try await sendVerified(file, target: .file, label: name, operation: "push") { hello, session throws(TransferError) in
             guard hello.capabilities.contains(.files) else {
                 throw TransferError(.deviceRefused, step: .connect, "\(connector.description) has no file store")
@@ -213,7 +213,7 @@ public struct NativeUpdater: ContextHost {
 
     /// Fetches file `name` from the device and checks it against the device's
     /// SHA-256 before returning it; the caller writes it atomically.
-    public func pull(name: String) async throws(TransferError) -> (file: [UInt8], report: UpdateReport) {
+    package func pull(name: String) async throws(TransferError) -> (file: [UInt8], report: UpdateReport) {
         try tuning.validate()
         var session = Session(updater: self, operation: "pull")
         session.enter(.connect)

@@ -2,22 +2,22 @@ import BleotaCodec
 import BleotaEngine
 
 /// The native protocol's framing of the engine's transfer packets.
-public struct NativeWire: TransferWire {
+package struct NativeWire: TransferWire {
     /// Data packets go with the one-byte header of ``NativeMessage/CompactData``.
-    public let compact: Bool
+    package let compact: Bool
     /// The receiver takes ACK_INTERVAL (its HELLO announced ``NativeMessage/Capabilities/ackIntervalChange``).
-    public let ackIntervalChanges: Bool
+    package let ackIntervalChanges: Bool
 
-    public init(compact: Bool = false, ackIntervalChanges: Bool = false) {
+    package init(compact: Bool = false, ackIntervalChanges: Bool = false) {
         self.compact = compact
         self.ackIntervalChanges = ackIntervalChanges
     }
 
-    public var dataOverhead: Int { compact ? NativeMessage.CompactData.headerSize : NativeMessage.dataHeaderSize }
+    package var dataOverhead: Int { compact ? NativeMessage.CompactData.headerSize : NativeMessage.dataHeaderSize }
 
     /// The same bytes as `NativeMessage.data(…).encode()`, built in one buffer: this runs
     /// once per packet, and the general encoder's intermediate arrays cost more than the CRC.
-    public func encodeData(index: Int, payload: ArraySlice<UInt8>) -> [UInt8] {
+    package func encodeData(index: Int, payload: ArraySlice<UInt8>) -> [UInt8] {
         compact
             ? NativeMessage.CompactData.encode(index: index, payload: payload)
             : encodeData(sequence: SequenceNumber.wrap(index), payload: payload)
@@ -25,9 +25,9 @@ public struct NativeWire: TransferWire {
 
     /// How far past the receiver's cumulative point packets may go: compact
     /// sequence numbers wrap at 96.
-    public var sequenceSpan: Int? { compact ? NativeMessage.CompactData.spanLimit : nil }
+    package var sequenceSpan: Int? { compact ? NativeMessage.CompactData.spanLimit : nil }
 
-    public func encodeData(sequence: UInt16, payload: ArraySlice<UInt8>) -> [UInt8] {
+    package func encodeData(sequence: UInt16, payload: ArraySlice<UInt8>) -> [UInt8] {
         var packet = [UInt8]()
         packet.reserveCapacity(payload.count + NativeMessage.dataHeaderSize)
         packet.append(NativeMessage.Opcode.data.rawValue)
@@ -40,22 +40,22 @@ public struct NativeWire: TransferWire {
         return packet
     }
 
-    public func encodeAckRequest() -> [UInt8] { NativeMessage.ackRequest.encode() }
+    package func encodeAckRequest() -> [UInt8] { NativeMessage.ackRequest.encode() }
 
-    public func encodeAckInterval(_ interval: Int) -> [UInt8]? {
+    package func encodeAckInterval(_ interval: Int) -> [UInt8]? {
         guard ackIntervalChanges, (1...Int(UInt16.max)).contains(interval) else { return nil }
         return NativeMessage.ackInterval(UInt16(interval)).encode()
     }
 
-    public func encodeAcknowledgement(nextExpected: UInt16, bitmap: [UInt8]) -> [UInt8] {
+    package func encodeAcknowledgement(nextExpected: UInt16, bitmap: [UInt8]) -> [UInt8] {
         NativeMessage.ack(.init(nextExpected: nextExpected, bitmap: bitmap)).encode()
     }
 
-    public func encodeNegativeAcknowledgement(first: UInt16, count: UInt16, corrupt: Bool) -> [UInt8] {
+    package func encodeNegativeAcknowledgement(first: UInt16, count: UInt16, corrupt: Bool) -> [UInt8] {
         NativeMessage.nack(.init(first: first, count: count, reason: corrupt ? .corrupt : .gap)).encode()
     }
 
-    public func decodeTransferPacket(_ packet: [UInt8]) -> TransferPacket {
+    package func decodeTransferPacket(_ packet: [UInt8]) -> TransferPacket {
         // Data packets, the bulk of a transfer, straight from the bytes (same checks as the general decoder).
         if packet.count >= NativeMessage.dataHeaderSize, packet[0] == NativeMessage.Opcode.data.rawValue {
             let end = packet.count - 2

@@ -16,42 +16,42 @@ import Crypto
 /// requirement, version rules, sizes, space) and the image's SHA-256 at the
 /// last data Execute, after which — and only after which — the image is
 /// activated. Data writes are never answered except by receipt notifications.
-public struct NordicBootloader: Sendable {
+package struct NordicBootloader: Sendable {
     /// What survives a reset: the settings page and the banks.
-    public struct Flash: Sendable {
+    package struct Flash: Sendable {
         /// `NRF_DFU_HW_VERSION`: init packets must name exactly this.
-        public var hardwareVersion: UInt32 = 52
+        package var hardwareVersion: UInt32 = 52
         /// The installed SoftDevice's firmware ID, nil without one.
-        public var softDeviceID: UInt16? = 0x0101
+        package var softDeviceID: UInt16? = 0x0101
         /// The public key init packets are checked against; nil: signatures are not checked
         /// (a bootloader built without `NRF_DFU_REQUIRE_SIGNED_APP_UPDATE` and without a key).
-        public var publicKey: P256.Signing.PublicKey? {
+        package var publicKey: P256.Signing.PublicKey? {
             get { publicKeyDER.flatMap { try? P256.Signing.PublicKey(derRepresentation: $0) } }
             set { publicKeyDER = newValue.map { Array($0.derRepresentation) } }
         }
         /// The key as DER SubjectPublicKeyInfo (Crypto's key type is not Sendable).
         private var publicKeyDER: [UInt8]?
-        public var applicationVersion: UInt32 = 1
-        public var bootloaderVersion: UInt32 = 1
+        package var applicationVersion: UInt32 = 1
+        package var bootloaderVersion: UInt32 = 1
         /// The application in bank 0, nil when none is valid (the device then stays in its bootloader).
-        public var application: [UInt8]?
+        package var application: [UInt8]?
         /// The last SoftDevice and bootloader images installed, for inspection.
-        public var softDevice: [UInt8] = []
-        public var bootloader: [UInt8] = []
+        package var softDevice: [UInt8] = []
+        package var bootloader: [UInt8] = []
         /// Bytes an update may occupy (bank 1).
-        public var slotSize = 1 << 20
+        package var slotSize = 1 << 20
         /// `NRF_DFU_SAVE_PROGRESS_IN_FLASH`: data progress survives a reset (off in the SDK's examples).
-        public var savesDataProgress = false
+        package var savesDataProgress = false
         /// The executed init command (written to flash at its Execute, so it survives a disconnect).
         var validInit: (packet: NordicInitPacket, bytes: [UInt8])?
         /// Data progress written to flash (with ``savesDataProgress``): offset and the image so far.
         var savedData: [UInt8] = []
 
-        public init() {}
+        package init() {}
     }
 
     /// What an activation installed.
-    public enum Activation: Sendable, Hashable {
+    package enum Activation: Sendable, Hashable {
         case application(version: UInt32)
         case softDevice
         case bootloader(version: UInt32)
@@ -59,7 +59,7 @@ public struct NordicBootloader: Sendable {
     }
 
     /// What the host half of a transport does with a request's outcome.
-    public enum Action: Sendable, Hashable {
+    package enum Action: Sendable, Hashable {
         /// Notify this on the control point (or send it as a SLIP frame).
         case respond(NordicDFUResponse)
         /// The last object executed and the image verified: reset into it after answering.
@@ -68,17 +68,17 @@ public struct NordicBootloader: Sendable {
         case reset
     }
 
-    public static let commandObjectMaximum = 512
-    public static let dataObjectMaximum = 4096
+    package static let commandObjectMaximum = 512
+    package static let dataObjectMaximum = 4096
 
-    public var flash: Flash
+    package var flash: Flash
     /// The type the last Select or Create named: Write, Calculate Checksum and Execute act on it.
-    public private(set) var currentObject: NordicDFUObjectType = .command
+    package private(set) var currentObject: NordicDFUObjectType = .command
     /// The command object being received.
-    public private(set) var command: [UInt8] = []
+    package private(set) var command: [UInt8] = []
     private var commandSize = 0
     /// The image received so far (bank 1), its CRC, and the executed part.
-    public private(set) var image: [UInt8] = []
+    package private(set) var image: [UInt8] = []
     private var imageCRC = CRC32()
     private var executedOffset = 0
     private var executedCRC: UInt32 = 0
@@ -86,13 +86,13 @@ public struct NordicBootloader: Sendable {
     private var receiptInterval: UInt16 = 0
     private var receiptCountdown: UInt16 = 0
 
-    public init(flash: Flash) {
+    package init(flash: Flash) {
         self.flash = flash
         restoreFromFlash()
     }
 
     /// A reset or reconnection: RAM is reloaded from the settings page.
-    public mutating func restoreFromFlash() {
+    package mutating func restoreFromFlash() {
         currentObject = .command
         receiptInterval = 0
         receiptCountdown = 0
@@ -112,14 +112,14 @@ public struct NordicBootloader: Sendable {
     }
 
     /// The init packet executed and valid, if any.
-    public var validInitPacket: NordicInitPacket? { flash.validInit?.packet }
+    package var validInitPacket: NordicInitPacket? { flash.validInit?.packet }
 
     // MARK: Requests
 
     /// Handles one control point request. `serial`: the transport is serial,
     /// where the full operation set is compiled in; BLE bootloaders are built
     /// with `NRF_DFU_PROTOCOL_REDUCED` and refuse version, MTU, ping and write.
-    public mutating func handle(_ request: NordicDFURequest, serial: Bool, serialMTU: UInt16 = 131) -> [Action] {
+    package mutating func handle(_ request: NordicDFURequest, serial: Bool, serialMTU: UInt16 = 131) -> [Action] {
         let operation = request.operation
         func answer(_ result: NordicDFUResult, _ payload: NordicDFUResponse.Payload = .none) -> [Action] {
             [.respond(NordicDFUResponse(operation: operation, result: result, payload: payload))]
@@ -183,7 +183,7 @@ public struct NordicBootloader: Sendable {
 
     /// Data written to the packet characteristic: appended to the current
     /// object; answered only when a receipt notification falls due.
-    public mutating func receiveData(_ bytes: [UInt8]) -> [Action] {
+    package mutating func receiveData(_ bytes: [UInt8]) -> [Action] {
         receive(bytes)
     }
 

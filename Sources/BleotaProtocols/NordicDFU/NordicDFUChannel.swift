@@ -4,7 +4,7 @@ import BleotaLink
 /// The characteristics of Nordic's DFU service (0xFE59) as the channels of a
 /// ``/BleotaLink/ChannelLink``: the bootloader offers the control point
 /// and the packet characteristic, the application one of the buttonless ones.
-public enum NordicDFUChannel: UInt8, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+package enum NordicDFUChannel: UInt8, Sendable, Hashable, CaseIterable, CustomStringConvertible {
     /// 8EC90001-…: requests written with response, answers notified.
     case controlPoint = 0
     /// 8EC90002-…: object data written without response, never answered.
@@ -16,10 +16,10 @@ public enum NordicDFUChannel: UInt8, Sendable, Hashable, CaseIterable, CustomStr
     /// 8E400001-… (SDK 12, "experimental"): its own service and characteristic, answers notified.
     case experimentalButtonless = 4
 
-    public static let service = BluetoothUUID.bit16(0xFE59)
-    public static let experimentalService = BluetoothUUID("8E400001-F315-4F60-9FB8-838830DAEA50")!
+    package static let service = BluetoothUUID.bit16(0xFE59)
+    package static let experimentalService = BluetoothUUID("8E400001-F315-4F60-9FB8-838830DAEA50")!
 
-    public var uuid: BluetoothUUID {
+    package var uuid: BluetoothUUID {
         switch self {
         case .controlPoint: BluetoothUUID("8EC90001-F315-4F60-9FB8-838830DAEA50")!
         case .packet: BluetoothUUID("8EC90002-F315-4F60-9FB8-838830DAEA50")!
@@ -29,7 +29,7 @@ public enum NordicDFUChannel: UInt8, Sendable, Hashable, CaseIterable, CustomStr
         }
     }
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .controlPoint: "DFU control point"
         case .packet: "DFU packet"
@@ -40,7 +40,7 @@ public enum NordicDFUChannel: UInt8, Sendable, Hashable, CaseIterable, CustomStr
     }
 
     /// The characteristic as a GATT channel: how it is written and how it answers.
-    public var gattChannel: GATTChannel {
+    package var gattChannel: GATTChannel {
         switch self {
         case .controlPoint: GATTChannel(number: rawValue, service: Self.service, characteristic: uuid, write: .request, update: .notify)
         case .packet: GATTChannel(number: rawValue, service: Self.service, characteristic: uuid, write: .command, update: .none)
@@ -52,21 +52,21 @@ public enum NordicDFUChannel: UInt8, Sendable, Hashable, CaseIterable, CustomStr
     }
 
     /// The buttonless characteristics, in the order a host prefers them.
-    public static let buttonlessKinds: [NordicDFUChannel] = [.buttonless, .bondedButtonless, .experimentalButtonless]
+    package static let buttonlessKinds: [NordicDFUChannel] = [.buttonless, .bondedButtonless, .experimentalButtonless]
 }
 
 /// Requests and answers of the buttonless DFU characteristics (`ble_dfu.h`):
 /// the application's way into its bootloader.
-public enum NordicButtonless {
+package enum NordicButtonless {
     /// Enter bootloader.
-    public static let enterBootloader: UInt8 = 0x01
+    package static let enterBootloader: UInt8 = 0x01
     /// Set the name the bootloader advertises (unbonded, SDK 14+): `02 len name`.
-    public static let setAdvertisingName: UInt8 = 0x02
+    package static let setAdvertisingName: UInt8 = 0x02
     /// The first byte of every answer.
-    public static let responseCode: UInt8 = 0x20
+    package static let responseCode: UInt8 = 0x20
 
     /// `ble_dfu_buttonless_rsp_code_t`.
-    public enum Status: UInt8, Sendable, Hashable, CustomStringConvertible {
+    package enum Status: UInt8, Sendable, Hashable, CustomStringConvertible {
         case success = 0x01
         case operationNotSupported = 0x02
         case operationFailed = 0x04
@@ -74,7 +74,7 @@ public enum NordicButtonless {
         case busy = 0x06
         case notBonded = 0x07
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .success: "success"
             case .operationNotSupported: "operation not supported"
@@ -87,11 +87,11 @@ public enum NordicButtonless {
     }
 
     /// `02 len name`: the name must be 1…20 bytes.
-    public static func setName(_ name: String) -> [UInt8] {
+    package static func setName(_ name: String) -> [UInt8] {
         let bytes = Array(name.utf8)
         return [setAdvertisingName, UInt8(truncatingIfNeeded: bytes.count)] + bytes
     }
 
     /// An answer: `20 op status`.
-    public static func response(to operation: UInt8, _ status: Status) -> [UInt8] { [responseCode, operation, status.rawValue] }
+    package static func response(to operation: UInt8, _ status: Status) -> [UInt8] { [responseCode, operation, status.rawValue] }
 }

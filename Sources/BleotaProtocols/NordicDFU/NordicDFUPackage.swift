@@ -8,17 +8,17 @@ import Foundation
 /// package comes from outside and may be hostile (paths that climb out, a
 /// zip bomb, a deflate stream that never ends, members the manifest names
 /// but the archive lacks).
-public struct NordicDFUPackage: Sendable {
+package struct NordicDFUPackage: Sendable {
     /// The parts a manifest may name, in the order they are sent: the
     /// SoftDevice and bootloader (one image, or each alone) before the
     /// application, each in a connection of its own.
-    public enum PartKind: String, Sendable, CaseIterable, CustomStringConvertible {
+    package enum PartKind: String, Sendable, CaseIterable, CustomStringConvertible {
         case softDeviceBootloader = "softdevice_bootloader"
         case softDevice = "softdevice"
         case bootloader = "bootloader"
         case application = "application"
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .softDeviceBootloader: "SoftDevice and bootloader"
             case .softDevice: "SoftDevice"
@@ -28,55 +28,55 @@ public struct NordicDFUPackage: Sendable {
         }
     }
 
-    public struct Part: Sendable {
-        public var kind: PartKind
-        public var imageName: String
-        public var initPacketName: String
-        public var image: [UInt8]
+    package struct Part: Sendable {
+        package var kind: PartKind
+        package var imageName: String
+        package var initPacketName: String
+        package var image: [UInt8]
         /// The `.dat` as stored: a protobuf ``NordicInitPacket`` for Secure DFU,
         /// a fixed little-endian record for legacy DFU.
-        public var initPacketBytes: [UInt8]
+        package var initPacketBytes: [UInt8]
         /// Decoded for a Secure DFU package; nil for legacy.
-        public var initPacket: NordicInitPacket?
+        package var initPacket: NordicInitPacket?
         /// For a SoftDevice+bootloader image: the sizes of each half (`info_read_only_metadata`).
-        public var softDeviceSize: Int?
-        public var bootloaderSize: Int?
+        package var softDeviceSize: Int?
+        package var bootloaderSize: Int?
     }
 
     /// Which DFU the package is for: `dfu_version` in the manifest marks a legacy package.
-    public enum Flavour: Sendable, Equatable {
+    package enum Flavour: Sendable, Equatable {
         case secure
         case legacy(dfuVersion: Double)
     }
 
-    public var parts: [Part]
-    public var flavour: Flavour
+    package var parts: [Part]
+    package var flavour: Flavour
 
     /// Whether a file's first bytes are a zip's (a local file header, "PK\u{3}\u{4}").
-    public static func startsLikePackage(_ head: [UInt8]) -> Bool { head.starts(with: [0x50, 0x4B, 0x03, 0x04]) }
+    package static func startsLikePackage(_ head: [UInt8]) -> Bool { head.starts(with: [0x50, 0x4B, 0x03, 0x04]) }
 
     /// What a .zip without `manifest.json` is told.
-    public static let notAPackage =
+    package static let notAPackage =
         "is a .zip without manifest.json, so not a Nordic DFU package: give the package nrfutil or adafruit-nrfutil made, or the image itself (.bin, .hex)"
 
     /// The flavour of the package at `path` when it is one that reads; nil otherwise
     /// (how the two Nordic protocols tell whose image a zip is).
-    public static func flavour(ofPackageAt path: String, head: [UInt8]) -> Flavour? {
+    package static func flavour(ofPackageAt path: String, head: [UInt8]) -> Flavour? {
         guard startsLikePackage(head) else { return nil }
         return (try? NordicDFUPackage(contentsOf: path))?.flavour
     }
 
     /// The largest member read: Nordic's largest flash is 1 MiB (nRF52840), so
     /// 16 MiB leaves room for any real image and none for a bomb.
-    public static let maximumMemberSize = 16 << 20
+    package static let maximumMemberSize = 16 << 20
     /// The most members an archive may list.
-    public static let maximumMembers = 64
+    package static let maximumMembers = 64
     /// The largest package file read: a few members of at most 16 MiB, compressed.
-    public static let maximumArchiveSize = 64 << 20
+    package static let maximumArchiveSize = 64 << 20
 
     /// Reads and checks the package at `path`: the manifest, every member it
     /// names, and for Secure DFU each init packet's encoding.
-    public init(contentsOf path: String) throws(NordicPackageError) {
+    package init(contentsOf path: String) throws(NordicPackageError) {
         // Only a regular file is read (a FIFO would hang, a device read forever), and only a small one.
         let file: [UInt8]
         do { file = try InputFile.read(path, limit: UInt64(Self.maximumArchiveSize)) } catch { throw NordicPackageError(message: error.description) }
@@ -190,12 +190,12 @@ public struct NordicDFUPackage: Sendable {
 }
 
 /// Why a package cannot be used: one line naming the file, the problem and the fix.
-public struct NordicPackageError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var description: String
+package struct NordicPackageError: Error, Sendable, Equatable, CustomStringConvertible {
+    package var description: String
 
     /// "`path`: `problem`".
-    public init(_ path: String, _ problem: String) { description = "\(path): \(problem)" }
+    package init(_ path: String, _ problem: String) { description = "\(path): \(problem)" }
 
     /// A message that names the file itself.
-    public init(message: String) { description = message }
+    package init(message: String) { description = message }
 }

@@ -3,7 +3,7 @@ import BleotaCodec
 /// A request written to the Secure DFU control point (8EC90001-…): an
 /// operation byte and its little-endian parameters. The host half encodes
 /// them; the simulated bootloader decodes them from untrusted bytes.
-public enum NordicDFURequest: Sendable, Hashable {
+package enum NordicDFURequest: Sendable, Hashable {
     case protocolVersion
     /// Creates (and so erases) an object of `size` bytes.
     case create(NordicDFUObjectType, size: UInt32)
@@ -21,7 +21,7 @@ public enum NordicDFURequest: Sendable, Hashable {
     case firmwareVersion(image: UInt8)
     case abort
 
-    public var operation: NordicDFUOperation {
+    package var operation: NordicDFUOperation {
         switch self {
         case .protocolVersion: .protocolVersion
         case .create: .create
@@ -38,7 +38,7 @@ public enum NordicDFURequest: Sendable, Hashable {
         }
     }
 
-    public func encode() -> [UInt8] {
+    package func encode() -> [UInt8] {
         var writer = ByteWriter()
         writer.write(operation.rawValue)
         switch self {
@@ -57,7 +57,7 @@ public enum NordicDFURequest: Sendable, Hashable {
 
     /// Decodes one control point write; parameters must fill it exactly
     /// (a `write` takes the rest, whatever its length).
-    public init(decoding bytes: [UInt8]) throws(DecodingError) {
+    package init(decoding bytes: [UInt8]) throws(DecodingError) {
         var reader = ByteReader(bytes)
         let code = try reader.readUInt8("DFU operation")
         guard let operation = NordicDFUOperation(rawValue: code), operation != .response else {

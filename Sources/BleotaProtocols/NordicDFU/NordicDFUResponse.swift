@@ -4,9 +4,9 @@ import BleotaCodec
 /// operation, a ``NordicDFUResult``, then the operation's values (on success)
 /// or an ``NordicDFUExtendedError`` (on result 0x0B). A receipt notification
 /// is a checksum answer the bootloader sends unasked.
-public struct NordicDFUResponse: Sendable, Hashable {
+package struct NordicDFUResponse: Sendable, Hashable {
     /// What a successful answer carries, by operation.
-    public enum Payload: Sendable, Hashable {
+    package enum Payload: Sendable, Hashable {
         case none
         case protocolVersion(UInt8)
         /// Select: the largest object of that type, and the current one's offset and CRC-32.
@@ -19,13 +19,13 @@ public struct NordicDFUResponse: Sendable, Hashable {
         case raw([UInt8])
     }
 
-    public var operation: NordicDFUOperation
-    public var result: NordicDFUResult
+    package var operation: NordicDFUOperation
+    package var result: NordicDFUResult
     /// Set when `result` is ``NordicDFUResult/extendedError``.
-    public var extendedError: NordicDFUExtendedError?
-    public var payload: Payload
+    package var extendedError: NordicDFUExtendedError?
+    package var payload: Payload
 
-    public init(
+    package init(
         operation: NordicDFUOperation, result: NordicDFUResult = .success,
         extendedError: NordicDFUExtendedError? = nil, payload: Payload = .none
     ) {
@@ -36,13 +36,13 @@ public struct NordicDFUResponse: Sendable, Hashable {
     }
 
     /// A failure, as a line for the user: what the bootloader said and what to do.
-    public var failureDescription: String? {
+    package var failureDescription: String? {
         guard result != .success else { return nil }
         if result == .extendedError, let extendedError { return "\(operation) refused: \(extendedError)" }
         return "\(operation) refused: \(result)"
     }
 
-    public func encode() -> [UInt8] {
+    package func encode() -> [UInt8] {
         var writer = ByteWriter()
         writer.write(NordicDFUOperation.response.rawValue)
         writer.write(operation.rawValue)
@@ -71,7 +71,7 @@ public struct NordicDFUResponse: Sendable, Hashable {
     /// Decodes a notification from the bootloader (untrusted): the values a
     /// successful answer must carry are required in full, nothing may follow
     /// them, and unknown operations or results are errors naming the byte.
-    public init(decoding bytes: [UInt8]) throws(DecodingError) {
+    package init(decoding bytes: [UInt8]) throws(DecodingError) {
         var reader = ByteReader(bytes)
         let marker = try reader.readUInt8("DFU response code")
         guard marker == NordicDFUOperation.response.rawValue else {

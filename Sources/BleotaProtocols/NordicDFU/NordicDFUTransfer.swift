@@ -20,8 +20,8 @@ import BleotaEngine
 /// - **Lost answers**: a request is sent again after a timeout; an Execute
 ///   whose answer is lost is followed by a Select, and the last one by a
 ///   probe of whether the device activated the image.
-public struct NordicDFUTransfer: Sendable {
-    public enum Action: Sendable, Equatable {
+package struct NordicDFUTransfer: Sendable {
+    package enum Action: Sendable, Equatable {
         /// Write this request to the control point and wait for its answer.
         case send(NordicDFURequest)
         /// Write these bytes of the init packet (command) or image (data) as packets, then call `streamed()`.
@@ -42,29 +42,29 @@ public struct NordicDFUTransfer: Sendable {
         case probing, done
     }
 
-    public let initPacket: [UInt8]
-    public let image: [UInt8]
+    package let initPacket: [UInt8]
+    package let image: [UInt8]
     /// Receipt notifications every this many data packets (0: none). Halved, down
     /// to 1, each time an object arrives damaged: receipts pace the sending, and a
     /// device that drops packets when flooded gets fewer at a time.
-    public private(set) var receiptInterval: UInt16
+    package private(set) var receiptInterval: UInt16
     /// Delay before the first data object of a connection.
-    public let firstObjectDelay: Duration
+    package let firstObjectDelay: Duration
     /// Tries of an object whose CRC disagrees (3, as Nordic's libraries do).
-    public let objectRetries: Int
+    package let objectRetries: Int
     /// Timeouts in a row before giving up.
-    public let timeoutLimit: Int
+    package let timeoutLimit: Int
     /// False for a test transfer (`tune`): a fresh init packet, every object but
     /// the last executed, the last one checked but never executed, so nothing is activated.
-    public let activates: Bool
+    package let activates: Bool
 
     private(set) var phase: Phase = .commandReceipts
     /// The refusal of the last Execute, kept while the probe finds out whether it was one: a damaged
     /// answer reads as a refusal while the device resets into the image.
     private var refusalOfLastExecute: TransferError?
     /// The data object being sent.
-    public private(set) var objectStart = 0
-    public private(set) var objectEnd = 0
+    package private(set) var objectStart = 0
+    package private(set) var objectEnd = 0
     private var maximumObject = NordicBootloader.dataObjectMaximum
     private var attempts = 0
     private var timeoutsInARow = 0
@@ -72,14 +72,14 @@ public struct NordicDFUTransfer: Sendable {
     private var pendingAfterPause: Action?
     private var staleAnswerSkipped = false
     /// Objects sent again after a CRC mismatch, and their bytes.
-    public private(set) var objectsResent = 0
-    public private(set) var bytesResent = 0
+    package private(set) var objectsResent = 0
+    package private(set) var bytesResent = 0
     /// Bytes of the image the bootloader has executed.
-    public private(set) var executedBytes = 0
+    package private(set) var executedBytes = 0
     /// Bytes the device already held when this transfer began (a resumed update).
-    public private(set) var resumedFrom = 0
+    package private(set) var resumedFrom = 0
 
-    public init(
+    package init(
         initPacket: [UInt8], image: [UInt8], receiptInterval: UInt16 = 0, firstObjectDelay: Duration = .zero,
         objectRetries: Int = 3, timeoutLimit: Int = 6, activates: Bool = true
     ) {
@@ -93,7 +93,7 @@ public struct NordicDFUTransfer: Sendable {
     }
 
     /// Starts (or, after a reconnection, restarts) from the bootloader's own account.
-    public mutating func start() -> Action {
+    package mutating func start() -> Action {
         pausedThisConnection = false
         timeoutsInARow = 0
         phase = .commandReceipts
@@ -102,7 +102,7 @@ public struct NordicDFUTransfer: Sendable {
     }
 
     /// Restarts with the data, for a connection made after the init packet was executed.
-    public mutating func restartWithData() -> Action {
+    package mutating func restartWithData() -> Action {
         pausedThisConnection = false
         timeoutsInARow = 0
         phase = .dataReceipts
@@ -128,7 +128,7 @@ public struct NordicDFUTransfer: Sendable {
 
     /// An answer on the control point; nil when it answers nothing awaited
     /// (a late receipt, an answer to a request sent twice): keep waiting.
-    public mutating func answered(_ response: NordicDFUResponse) -> Action? {
+    package mutating func answered(_ response: NordicDFUResponse) -> Action? {
         guard response.operation == expectedOperation else { return nil }
         timeoutsInARow = 0
         if response.result != .success {
@@ -299,7 +299,7 @@ public struct NordicDFUTransfer: Sendable {
     }
 
     /// The pause is over.
-    public mutating func paused() -> Action {
+    package mutating func paused() -> Action {
         defer { pendingAfterPause = nil }
         return pendingAfterPause ?? .send(.select(.data))
     }
@@ -308,7 +308,7 @@ public struct NordicDFUTransfer: Sendable {
     /// receipt notification that came with the last packet, if one did; when it
     /// accounts for the whole object it is the checksum, and no Calculate
     /// Checksum is needed (one round trip less per object).
-    public mutating func streamed(receipt: (offset: UInt32, crc: UInt32)? = nil) -> Action {
+    package mutating func streamed(receipt: (offset: UInt32, crc: UInt32)? = nil) -> Action {
         switch phase {
         case .streamCommand:
             phase = .checkCommand
@@ -324,7 +324,7 @@ public struct NordicDFUTransfer: Sendable {
     }
 
     /// No answer came in time: ask again, or find out where things stand.
-    public mutating func timedOut() -> Action {
+    package mutating func timedOut() -> Action {
         timeoutsInARow += 1
         guard timeoutsInARow <= timeoutLimit else {
             return failure(.timeout, .transfer, "the bootloader stopped answering (\(timeoutsInARow) requests in a row)")
@@ -354,7 +354,7 @@ public struct NordicDFUTransfer: Sendable {
     }
 
     /// After ``Action/probeActivation``: where the device came back.
-    public mutating func activationProbed(inApplication: Bool) -> Action {
+    package mutating func activationProbed(inApplication: Bool) -> Action {
         guard inApplication else {
             if let refused = refusalOfLastExecute { return .failed(refused) }
             return failure(

@@ -2,7 +2,7 @@
 /// secure bootloader, `nrf_dfu_req_handler.h`): operations, object types,
 /// result codes and the extended errors behind result 0x0B. Call sites use
 /// these names, never the numbers.
-public enum NordicDFUOperation: UInt8, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+package enum NordicDFUOperation: UInt8, Sendable, Hashable, CaseIterable, CustomStringConvertible {
     case protocolVersion = 0x00
     case create = 0x01
     case setReceiptNotification = 0x02
@@ -20,7 +20,7 @@ public enum NordicDFUOperation: UInt8, Sendable, Hashable, CaseIterable, CustomS
     /// Prefixes every answer and receipt notification.
     case response = 0x60
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .protocolVersion: "protocol version"
         case .create: "create"
@@ -41,15 +41,15 @@ public enum NordicDFUOperation: UInt8, Sendable, Hashable, CaseIterable, CustomS
 
 /// The two objects a Secure DFU transfer creates: the init packet (command)
 /// and the image, in data objects of at most the size Select reports (4 KiB).
-public enum NordicDFUObjectType: UInt8, Sendable, Hashable, CustomStringConvertible {
+package enum NordicDFUObjectType: UInt8, Sendable, Hashable, CustomStringConvertible {
     case command = 0x01
     case data = 0x02
 
-    public var description: String { self == .command ? "command object" : "data object" }
+    package var description: String { self == .command ? "command object" : "data object" }
 }
 
 /// A control point answer's result.
-public enum NordicDFUResult: UInt8, Sendable, Hashable, CustomStringConvertible {
+package enum NordicDFUResult: UInt8, Sendable, Hashable, CustomStringConvertible {
     case invalidCode = 0x00
     case success = 0x01
     case operationNotSupported = 0x02
@@ -62,7 +62,7 @@ public enum NordicDFUResult: UInt8, Sendable, Hashable, CustomStringConvertible 
     /// The answer carries a ``NordicDFUExtendedError`` byte.
     case extendedError = 0x0B
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .invalidCode: "invalid operation code"
         case .success: "success"
@@ -79,7 +79,7 @@ public enum NordicDFUResult: UInt8, Sendable, Hashable, CustomStringConvertible 
 }
 
 /// Why the bootloader refused, behind result 0x0B: each says what to do.
-public enum NordicDFUExtendedError: UInt8, Sendable, Hashable, CustomStringConvertible {
+package enum NordicDFUExtendedError: UInt8, Sendable, Hashable, CustomStringConvertible {
     case noError = 0x00
     case invalidErrorCode = 0x01
     case wrongCommandFormat = 0x02
@@ -95,7 +95,7 @@ public enum NordicDFUExtendedError: UInt8, Sendable, Hashable, CustomStringConve
     case verificationFailed = 0x0C
     case insufficientSpace = 0x0D
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .noError: "no error"
         case .invalidErrorCode: "the bootloader reported an invalid error code"

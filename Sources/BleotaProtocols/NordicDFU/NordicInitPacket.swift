@@ -7,12 +7,12 @@ import Foundation
 /// image is (application, SoftDevice, bootloader), which versions it needs
 /// and replaces, its hash, and, when signed, an ECDSA P-256 signature over
 /// the command. Schema: `protocols/nordic-dfu/init-packet.proto`.
-public struct NordicInitPacket: Sendable, Hashable {
+package struct NordicInitPacket: Sendable, Hashable {
     /// `FwType`.
-    public enum FirmwareType: UInt32, Sendable, Hashable, CustomStringConvertible {
+    package enum FirmwareType: UInt32, Sendable, Hashable, CustomStringConvertible {
         case application = 0, softDevice = 1, bootloader = 2, softDeviceAndBootloader = 3, externalApplication = 4
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .application: "application"
             case .softDevice: "SoftDevice"
@@ -24,10 +24,10 @@ public struct NordicInitPacket: Sendable, Hashable {
     }
 
     /// `HashType`.
-    public enum HashType: UInt32, Sendable, Hashable, CustomStringConvertible {
+    package enum HashType: UInt32, Sendable, Hashable, CustomStringConvertible {
         case none = 0, crc = 1, sha128 = 2, sha256 = 3, sha512 = 4
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .none: "none"
             case .crc: "CRC-32"
@@ -39,43 +39,43 @@ public struct NordicInitPacket: Sendable, Hashable {
     }
 
     /// `ValidationType`: how the bootloader checks the image at each boot (SDK 15.1+).
-    public enum BootValidationType: UInt32, Sendable, Hashable {
+    package enum BootValidationType: UInt32, Sendable, Hashable {
         case none = 0, generatedCRC = 1, sha256 = 2, ecdsaP256SHA256 = 3
     }
 
     /// `SignatureType`.
-    public enum SignatureType: UInt32, Sendable, Hashable {
+    package enum SignatureType: UInt32, Sendable, Hashable {
         case ecdsaP256SHA256 = 0, ed25519 = 1
     }
 
     /// The SoftDevice firmware ID meaning "any SoftDevice, or none" in `sd_req`.
-    public static let anySoftDevice: UInt32 = 0xFFFE
+    package static let anySoftDevice: UInt32 = 0xFFFE
 
-    public var firmwareVersion: UInt32?
-    public var hardwareVersion: UInt32?
+    package var firmwareVersion: UInt32?
+    package var hardwareVersion: UInt32?
     /// `sd_req`: the SoftDevice firmware IDs the image runs on.
-    public var softDeviceRequirements: [UInt32] = []
-    public var type: FirmwareType?
-    public var softDeviceSize: UInt32 = 0
-    public var bootloaderSize: UInt32 = 0
-    public var applicationSize: UInt32 = 0
-    public var hashType: HashType?
+    package var softDeviceRequirements: [UInt32] = []
+    package var type: FirmwareType?
+    package var softDeviceSize: UInt32 = 0
+    package var bootloaderSize: UInt32 = 0
+    package var applicationSize: UInt32 = 0
+    package var hashType: HashType?
     /// The image's digest in the usual order (the packet stores it reversed).
-    public var hash: [UInt8] = []
-    public var isDebug = false
-    public var bootValidation: [(type: BootValidationType, bytes: [UInt8])] = []
-    public var signatureType: SignatureType?
+    package var hash: [UInt8] = []
+    package var isDebug = false
+    package var bootValidation: [(type: BootValidationType, bytes: [UInt8])] = []
+    package var signatureType: SignatureType?
     /// As stored: for ECDSA P-256, r then s, each least significant byte first.
-    public var signature: [UInt8] = []
+    package var signature: [UInt8] = []
     /// The bytes the signature covers: the `InitCommand` exactly as it stood
     /// in the signed packet (the payload of `Command.init`, as the SDK's
     /// `nrf_dfu_validation.c` records it while decoding); nil when unsigned.
-    public private(set) var signedBytes: [UInt8]?
+    package private(set) var signedBytes: [UInt8]?
 
     /// The total image size the command announces (SoftDevice + bootloader + application).
-    public var imageSize: UInt64 { UInt64(softDeviceSize) + UInt64(bootloaderSize) + UInt64(applicationSize) }
+    package var imageSize: UInt64 { UInt64(softDeviceSize) + UInt64(bootloaderSize) + UInt64(applicationSize) }
 
-    public init(
+    package init(
         firmwareVersion: UInt32? = nil, hardwareVersion: UInt32? = nil, softDeviceRequirements: [UInt32] = [],
         type: FirmwareType, softDeviceSize: UInt32 = 0, bootloaderSize: UInt32 = 0, applicationSize: UInt32 = 0,
         hashType: HashType = .sha256, hash: [UInt8], isDebug: Bool = false
@@ -92,14 +92,14 @@ public struct NordicInitPacket: Sendable, Hashable {
         self.isDebug = isDebug
     }
 
-    public static func == (left: Self, right: Self) -> Bool { left.encode() == right.encode() }
-    public func hash(into hasher: inout Hasher) { hasher.combine(encode()) }
+    package static func == (left: Self, right: Self) -> Bool { left.encode() == right.encode() }
+    package func hash(into hasher: inout Hasher) { hasher.combine(encode()) }
 
     // MARK: Decoding
 
     /// Decodes a `.dat`. Unknown fields are skipped, as protobuf readers do;
     /// a packet without an init command, or with a reset command only, is refused.
-    public init(decoding bytes: [UInt8]) throws(DecodingError) {
+    package init(decoding bytes: [UInt8]) throws(DecodingError) {
         var packet = ProtobufReader(bytes, name: "init packet")
         var command: ProtobufField?
         var signedCommand: ProtobufField?
@@ -232,7 +232,7 @@ public struct NordicInitPacket: Sendable, Hashable {
     // MARK: Encoding
 
     /// The `InitCommand` message: the bytes a signature covers.
-    public func encodeInitCommand() -> [UInt8] {
+    package func encodeInitCommand() -> [UInt8] {
         var initCommand = ProtobufWriter()
         if let firmwareVersion { initCommand.varint(1, UInt64(firmwareVersion)) }
         if let hardwareVersion { initCommand.varint(2, UInt64(hardwareVersion)) }
@@ -266,7 +266,7 @@ public struct NordicInitPacket: Sendable, Hashable {
     }
 
     /// The whole packet: a signed command when a signature is present, a plain command otherwise.
-    public func encode() -> [UInt8] {
+    package func encode() -> [UInt8] {
         var packet = ProtobufWriter()
         if let signatureType {
             var signed = ProtobufWriter()
@@ -284,7 +284,7 @@ public struct NordicInitPacket: Sendable, Hashable {
 
     /// Whether `image` has the hash this packet names. nil when the hash type
     /// is one bleota does not compute (CRC, SHA-128, none: Nordic's bootloaders take SHA-256).
-    public func hashMatches(_ image: [UInt8]) -> Bool? {
+    package func hashMatches(_ image: [UInt8]) -> Bool? {
         switch hashType {
         case .sha256?: SHA256Digest.hash(image) == hash
         case .sha512?: Array(SHA512.hash(data: image)) == hash
@@ -293,7 +293,7 @@ public struct NordicInitPacket: Sendable, Hashable {
     }
 
     /// Signs the init command with `key` (ECDSA P-256, SHA-256), as `nrfutil pkg generate --key-file` does.
-    public mutating func sign(with key: P256.Signing.PrivateKey) throws {
+    package mutating func sign(with key: P256.Signing.PrivateKey) throws {
         let initCommand = encodeInitCommand()
         let raw = try key.signature(for: Data(initCommand)).rawRepresentation
         signedBytes = initCommand
@@ -303,7 +303,7 @@ public struct NordicInitPacket: Sendable, Hashable {
 
     /// Whether the signature verifies with `key`. nil for an unsigned packet
     /// or a signature type bleota does not check.
-    public func signatureVerifies(with key: P256.Signing.PublicKey) -> Bool? {
+    package func signatureVerifies(with key: P256.Signing.PublicKey) -> Bool? {
         guard let signedBytes, signatureType == .ecdsaP256SHA256 else { return nil }
         guard signature.count == 64 else { return false }
         let raw = Array(signature.prefix(32).reversed()) + Array(signature.suffix(32).reversed())

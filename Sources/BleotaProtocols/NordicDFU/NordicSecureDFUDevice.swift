@@ -14,9 +14,9 @@ import BleotaLink
 /// bonded jump) under "DfuTarg" or the name the host set; a completed update
 /// resets into the new application; an image that fails its hash is never
 /// activated, and the old application keeps running.
-public actor NordicSecureDFUDevice: DeviceHalf {
+package actor NordicSecureDFUDevice: DeviceHalf {
     /// The buttonless characteristic the application offers.
-    public enum Buttonless: String, Sendable, CaseIterable {
+    package enum Buttonless: String, Sendable, CaseIterable {
         case unbonded, bonded, experimental, none
 
         var channel: NordicDFUChannel? {
@@ -29,43 +29,43 @@ public actor NordicSecureDFUDevice: DeviceHalf {
         }
     }
 
-    public static let defaultBootloaderName = "DfuTarg"
+    package static let defaultBootloaderName = "DfuTarg"
 
-    public private(set) var bootloader: NordicBootloader
-    public nonisolated let buttonless: Buttonless
+    package private(set) var bootloader: NordicBootloader
+    package nonisolated let buttonless: Buttonless
     /// The serial bootloader's MTU (Get MTU): 131 for the UART transport, 2051 for USB CDC.
-    public nonisolated let serialMTU: UInt16
+    package nonisolated let serialMTU: UInt16
     private var inBootloader: Bool
     /// GPREGRET's "enter DFU" flag: set by a buttonless jump, read once at boot.
     private var enterBootloaderAtBoot = false
     private var bootloaderName = NordicSecureDFUDevice.defaultBootloaderName
     private var jumpedBonded = false
 
-    public init(flash: NordicBootloader.Flash, buttonless: Buttonless = .unbonded, startInBootloader: Bool = false, serialMTU: UInt16 = 131) {
+    package init(flash: NordicBootloader.Flash, buttonless: Buttonless = .unbonded, startInBootloader: Bool = false, serialMTU: UInt16 = 131) {
         bootloader = NordicBootloader(flash: flash)
         self.buttonless = buttonless
         self.serialMTU = serialMTU
         inBootloader = startInBootloader || flash.application == nil
     }
 
-    public var mode: DeviceMode { inBootloader ? .bootloader : .application }
+    package var mode: DeviceMode { inBootloader ? .bootloader : .application }
 
-    public var firmware: FirmwareState { FirmwareState(running: flash.application, mode: mode) }
+    package var firmware: FirmwareState { FirmwareState(running: flash.application, mode: mode) }
 
     /// The application's version and the SHA-256 of its bytes (Nordic devices have no way to
     /// read an image back, so `sim serve` logs this at every reset for scripts to check).
-    public var runningVersion: String {
+    package var runningVersion: String {
         nordicRunningVersion(inBootloader: inBootloader, version: bootloader.flash.applicationVersion, application: bootloader.flash.application)
     }
 
-    public var bootloaderKeepsAddress: Bool { jumpedBonded }
+    package var bootloaderKeepsAddress: Bool { jumpedBonded }
 
-    public var advertisedName: String? { inBootloader ? bootloaderName : nil }
+    package var advertisedName: String? { inBootloader ? bootloaderName : nil }
 
     /// What is in flash now, for tests and `serve`'s messages.
-    public var flash: NordicBootloader.Flash { bootloader.flash }
+    package var flash: NordicBootloader.Flash { bootloader.flash }
 
-    public func powerCycle() {
+    package func powerCycle() {
         inBootloader = enterBootloaderAtBoot || bootloader.flash.application == nil
         if !enterBootloaderAtBoot { jumpedBonded = false }
         enterBootloaderAtBoot = false
@@ -73,7 +73,7 @@ public actor NordicSecureDFUDevice: DeviceHalf {
         bootloader.restoreFromFlash()
     }
 
-    public func serve(_ link: any Link, environment: DeviceEnvironment) async {
+    package func serve(_ link: any Link, environment: DeviceEnvironment) async {
         // A connection starts from the settings page (nrf_bootloader.c reloads it on every disconnect).
         if inBootloader { bootloader.restoreFromFlash() }
         while true {
@@ -103,7 +103,7 @@ public actor NordicSecureDFUDevice: DeviceHalf {
         }
     }
 
-    public var offeredChannels: [UInt8]? { channels }
+    package var offeredChannels: [UInt8]? { channels }
 
     private var channels: [UInt8] {
         if inBootloader { return [NordicDFUChannel.controlPoint.rawValue, NordicDFUChannel.packet.rawValue] }

@@ -20,15 +20,15 @@ import Logging
 /// first data object of each connection (default 400 ms, which SDK 15–17
 /// bootloaders need to prepare flash; iOS's library waits the same), and
 /// `retries` the tries of an object whose CRC disagrees (default 3).
-public struct NordicSecureDFUUpdater: ContextHost {
-    public var context: HostContext
+package struct NordicSecureDFUUpdater: ContextHost {
+    package var context: HostContext
 
     /// The pause before the first data object when `delay` is not given.
-    public static let defaultFirstObjectDelay = Duration.milliseconds(400)
+    package static let defaultFirstObjectDelay = Duration.milliseconds(400)
     /// Name to give the bootloader through the unbonded buttonless service, if any.
-    public var bootloaderName: String?
+    package var bootloaderName: String?
 
-    public init(context: HostContext, bootloaderName: String? = nil) {
+    package init(context: HostContext, bootloaderName: String? = nil) {
         self.context = context
         self.bootloaderName = bootloaderName
     }
@@ -185,18 +185,18 @@ public struct NordicSecureDFUUpdater: ContextHost {
 
     // MARK: Flash
 
-    public func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
+    package func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
         try await run(prepared, activate: true)
     }
 
-    public func testTransfer(_ bytes: [UInt8]) async throws(TransferError) -> UpdateReport {
+    package func testTransfer(_ bytes: [UInt8]) async throws(TransferError) -> UpdateReport {
         throw realImageRequired("Nordic bootloaders")
     }
 
     /// The package's last part (the application) sent as flash sends it, with a fresh
     /// init packet, but its last object never executed: then Abort, and the device
     /// resets into what it ran before.
-    public func testTransfer(image: PreparedImage) async throws(TransferError) -> UpdateReport {
+    package func testTransfer(image: PreparedImage) async throws(TransferError) -> UpdateReport {
         try await run(try image.lastPartAlone(), activate: false)
     }
 

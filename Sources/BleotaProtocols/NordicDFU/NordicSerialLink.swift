@@ -12,13 +12,13 @@ import Logging
 /// which is how a host and a device half tell the serial transport, whose
 /// bootloader answers the serial-only requests (Get MTU, Ping, Write) and no
 /// buttonless jump: `nrf_dfu_serial.c`.
-public final class NordicSerialLink: Link, ChannelLink {
-    public let lines: any DelimitedByteStream
-    public let parameters: LinkParameters
+package final class NordicSerialLink: Link, ChannelLink {
+    package let lines: any DelimitedByteStream
+    package let parameters: LinkParameters
     private let logger: Logger
     private let answers = Mailbox<ChannelMessage>()
 
-    public init(lines: any DelimitedByteStream, logger: Logger = Logger(label: "bleota.nordic.serial")) {
+    package init(lines: any DelimitedByteStream, logger: Logger = Logger(label: "bleota.nordic.serial")) {
         self.lines = lines
         self.logger = logger
         // One SLIP frame may carry a write of any length the bootloader's MTU allows;
@@ -26,17 +26,17 @@ public final class NordicSerialLink: Link, ChannelLink {
         parameters = LinkParameters(maximumPayload: 65_536, description: lines.parameters.description)
     }
 
-    public var channelLink: any ChannelLink { self }
+    package var channelLink: any ChannelLink { self }
 
-    public func send(_ packet: [UInt8]) async throws(LinkError) {
+    package func send(_ packet: [UInt8]) async throws(LinkError) {
         guard let message = ChannelFrame.decode(packet) else { return }
         try await send(message)
     }
 
     /// The control point as a serial line carries it: not a BLE characteristic's number.
-    public static let controlPointChannel: UInt8 = 0x20
+    package static let controlPointChannel: UInt8 = 0x20
 
-    public func send(_ message: ChannelMessage) async throws(LinkError) {
+    package func send(_ message: ChannelMessage) async throws(LinkError) {
         switch message {
         case .directoryQuery:
             answers.put(.directory([Self.controlPointChannel]))
@@ -49,9 +49,9 @@ public final class NordicSerialLink: Link, ChannelLink {
         }
     }
 
-    public func receive() async throws(LinkError) -> [UInt8] { ChannelFrame.encode(try await receiveMessage()) }
+    package func receive() async throws(LinkError) -> [UInt8] { ChannelFrame.encode(try await receiveMessage()) }
 
-    public func receiveMessage() async throws(LinkError) -> ChannelMessage {
+    package func receiveMessage() async throws(LinkError) -> ChannelMessage {
         if let local = answers.poll() { return local }
         while true {
             let body = try await lines.receive(until: SLIP.end)
@@ -65,5 +65,5 @@ public final class NordicSerialLink: Link, ChannelLink {
         }
     }
 
-    public func close() async { await lines.close() }
+    package func close() async { await lines.close() }
 }

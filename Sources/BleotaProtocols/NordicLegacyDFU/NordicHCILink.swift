@@ -27,16 +27,16 @@ import Synchronization
 /// acknowledgement comes back as a ``/BleotaLink/ChannelMessage/writeResult(channel:code:)``
 /// on it, 0 when it acknowledged that frame. Nothing else comes back, which is
 /// how a host tells this transport from the BLE one.
-public final class NordicHCILink: Link, ChannelLink {
-    public enum PacketType: UInt32, Sendable {
+package final class NordicHCILink: Link, ChannelLink {
+    package enum PacketType: UInt32, Sendable {
         case initPacket = 1, start = 3, data = 4, stop = 5
     }
 
-    public let lines: any DelimitedByteStream
-    public let parameters: LinkParameters
+    package let lines: any DelimitedByteStream
+    package let parameters: LinkParameters
     private let logger: Logger
     /// The channel of HCI frames: a number no BLE characteristic of legacy DFU has.
-    public static let frameChannel: UInt8 = 0x10
+    package static let frameChannel: UInt8 = 0x10
 
     private struct State {
         /// The device's next expected sequence number; on the host's side, the next one to send.
@@ -48,20 +48,20 @@ public final class NordicHCILink: Link, ChannelLink {
     }
     private let state = Mutex(State())
 
-    public init(lines: any DelimitedByteStream, logger: Logger = Logger(label: "bleota.nordic.hci")) {
+    package init(lines: any DelimitedByteStream, logger: Logger = Logger(label: "bleota.nordic.hci")) {
         self.lines = lines
         self.logger = logger
         parameters = LinkParameters(maximumPayload: 4096, description: lines.parameters.description)
     }
 
-    public var channelLink: any ChannelLink { self }
+    package var channelLink: any ChannelLink { self }
 
     /// The device booted again: it expects sequence number 1.
-    public func deviceBooted() {
+    package func deviceBooted() {
         state.withLock { $0 = State() }
     }
 
-    public func send(_ packet: [UInt8]) async throws(LinkError) {
+    package func send(_ packet: [UInt8]) async throws(LinkError) {
         guard let message = ChannelFrame.decode(packet) else { return }
         try await send(message)
     }
@@ -70,7 +70,7 @@ public final class NordicHCILink: Link, ChannelLink {
     /// frame opens a session, which the bootloader, reset before it, numbers from 1);
     /// the directory query is answered here. The device's side sends nothing: the
     /// serial transport reports nothing back, so what it would notify is dropped.
-    public func send(_ message: ChannelMessage) async throws(LinkError) {
+    package func send(_ message: ChannelMessage) async throws(LinkError) {
         switch message {
         case .directoryQuery:
             state.withLock { $0.pending.append(.directory([Self.frameChannel])) }
@@ -87,11 +87,11 @@ public final class NordicHCILink: Link, ChannelLink {
         }
     }
 
-    public func receive() async throws(LinkError) -> [UInt8] { ChannelFrame.encode(try await receiveMessage()) }
+    package func receive() async throws(LinkError) -> [UInt8] { ChannelFrame.encode(try await receiveMessage()) }
 
     /// The host's side gets each acknowledgement as a write result on ``frameChannel``; the
     /// device's side gets each frame in sequence as the control point and packet writes it stands for.
-    public func receiveMessage() async throws(LinkError) -> ChannelMessage {
+    package func receiveMessage() async throws(LinkError) -> ChannelMessage {
         while true {
             if let next = state.withLock({ $0.pending.isEmpty ? nil : $0.pending.removeFirst() }) { return next }
             let body = try await lines.receive(until: SLIP.end)
@@ -122,10 +122,10 @@ public final class NordicHCILink: Link, ChannelLink {
         }
     }
 
-    public func close() async { await lines.close() }
+    package func close() async { await lines.close() }
 
     /// A frame's sequence number and payload, or nil when it fails any of the device's checks.
-    public static func parse(_ frame: [UInt8]) -> (sequence: UInt8, payload: [UInt8])? {
+    package static func parse(_ frame: [UInt8]) -> (sequence: UInt8, payload: [UInt8])? {
         guard frame.count >= 6 else { return nil }
         let header = Array(frame[0..<4])
         guard header.reduce(UInt8(0), &+) == 0, header[0] & 0xC0 == 0xC0, header[1] & 0x0F == 14 else { return nil }
@@ -136,7 +136,7 @@ public final class NordicHCILink: Link, ChannelLink {
     }
 
     /// A frame as a host sends it.
-    public static func frame(_ payload: [UInt8], sequence: UInt8) -> [UInt8] {
+    package static func frame(_ payload: [UInt8], sequence: UInt8) -> [UInt8] {
         let length = payload.count
         var header: [UInt8] = [sequence & 7 | ((sequence + 1) & 7) << 3 | 0xC0, UInt8(14 | (length & 0x0F) << 4), UInt8((length >> 4) & 0xFF), 0]
         header[3] = 0 &- (header[0] &+ header[1] &+ header[2])
@@ -147,7 +147,7 @@ public final class NordicHCILink: Link, ChannelLink {
     }
 
     /// The device's acknowledgement: no flags, type 0, length 0, the expected sequence number.
-    public static func acknowledgement(expecting expected: UInt8) -> [UInt8] {
+    package static func acknowledgement(expecting expected: UInt8) -> [UInt8] {
         let first = (expected & 7) << 3
         return [SLIP.end] + SLIP.encode([first, 0, 0, 0 &- first])
     }

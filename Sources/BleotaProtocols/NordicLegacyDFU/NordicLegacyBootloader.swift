@@ -14,20 +14,20 @@ import BleotaCodec
 /// compares the image's CRC-16 with the init packet's; only Activate after a
 /// successful Validate installs anything. A second Start in one boot is
 /// refused (invalid state).
-public struct NordicLegacyBootloader: Sendable {
-    public struct Flash: Sendable {
+package struct NordicLegacyBootloader: Sendable {
+    package struct Flash: Sendable {
         /// The installed SoftDevice's firmware ID (0x00B6: S140 6.1.1), nil without one.
-        public var softDeviceID: UInt16? = 0x00B6
-        public var application: [UInt8]?
-        public var applicationVersion: UInt32 = 1
-        public var softDevice: [UInt8] = []
-        public var bootloader: [UInt8] = []
+        package var softDeviceID: UInt16? = 0x00B6
+        package var application: [UInt8]?
+        package var applicationVersion: UInt32 = 1
+        package var softDevice: [UInt8] = []
+        package var bootloader: [UInt8] = []
         /// Bytes an update may occupy (bank 1).
-        public var slotSize = 1 << 20
-        public init() {}
+        package var slotSize = 1 << 20
+        package init() {}
     }
 
-    public enum Action: Sendable, Hashable {
+    package enum Action: Sendable, Hashable {
         case notify(NordicLegacyNotification)
         /// Validated and asked to activate: reset into the new image.
         case activate
@@ -46,25 +46,25 @@ public struct NordicLegacyBootloader: Sendable {
         case validated
     }
 
-    public var flash: Flash
+    package var flash: Flash
     private(set) var state: State = .idle
     private var type: NordicLegacyImageType = .application
     private var sizes: (softDevice: Int, bootloader: Int, application: Int) = (0, 0, 0)
     private var initPacket: [UInt8] = []
     private var validInit: NordicLegacyInitPacket?
     /// The image received so far (bank 1).
-    public private(set) var image: [UInt8] = []
+    package private(set) var image: [UInt8] = []
     private var receiptInterval: UInt16 = 0
     private var receiptCountdown: UInt16 = 0
     /// Pages the last Start erased, for the device half to charge erase time.
-    public private(set) var pagesToErase = 0
+    package private(set) var pagesToErase = 0
 
-    public init(flash: Flash) { self.flash = flash }
+    package init(flash: Flash) { self.flash = flash }
 
     private var total: Int { sizes.softDevice + sizes.bootloader + sizes.application }
 
     /// A reset: RAM state is gone.
-    public mutating func restart() {
+    package mutating func restart() {
         state = .idle
         initPacket = []
         validInit = nil
@@ -78,7 +78,7 @@ public struct NordicLegacyBootloader: Sendable {
     }
 
     /// A write to the control point.
-    public mutating func control(_ bytes: [UInt8]) -> [Action] {
+    package mutating func control(_ bytes: [UInt8]) -> [Action] {
         guard let code = bytes.first else { return [] }
         guard let operation = NordicLegacyOperation(rawValue: code) else { return [.notify(.notSupported(operation: code))] }
         switch operation {
@@ -134,7 +134,7 @@ public struct NordicLegacyBootloader: Sendable {
     }
 
     /// A write to the packet characteristic: sizes, init packet bytes or image bytes, by state.
-    public mutating func packet(_ bytes: [UInt8]) -> [Action] {
+    package mutating func packet(_ bytes: [UInt8]) -> [Action] {
         switch state {
         case .awaitingSizes(let kind):
             guard bytes.count == 12 else {

@@ -9,40 +9,40 @@ import BleotaLink
 /// the bootloader (revision 0x0008, "AdaDFU") runs a ``NordicLegacyBootloader``.
 /// Over a serial line it speaks the HCI/SLIP transport of `adafruit-nrfutil
 /// dfu serial` (``NordicHCILink``), which carries no answers at all.
-public actor NordicLegacyDFUDevice: DeviceHalf {
-    public static let bootloaderName = "AdaDFU"
+package actor NordicLegacyDFUDevice: DeviceHalf {
+    package static let bootloaderName = "AdaDFU"
     /// The revision characteristic's values.
-    public static let applicationRevision: UInt16 = 0x0001
-    public static let bootloaderRevision: UInt16 = 0x0008
+    package static let applicationRevision: UInt16 = 0x0001
+    package static let bootloaderRevision: UInt16 = 0x0008
 
-    public private(set) var bootloader: NordicLegacyBootloader
+    package private(set) var bootloader: NordicLegacyBootloader
     private var inBootloader: Bool
     private var jumped = false
 
-    public init(flash: NordicLegacyBootloader.Flash, startInBootloader: Bool = false) {
+    package init(flash: NordicLegacyBootloader.Flash, startInBootloader: Bool = false) {
         bootloader = NordicLegacyBootloader(flash: flash)
         inBootloader = startInBootloader || flash.application == nil
     }
 
-    public var mode: DeviceMode { inBootloader ? .bootloader : .application }
+    package var mode: DeviceMode { inBootloader ? .bootloader : .application }
 
-    public var firmware: FirmwareState { FirmwareState(running: flash.application, mode: mode) }
-    public var bootloaderKeepsAddress: Bool { jumped }
-    public var advertisedName: String? { inBootloader ? Self.bootloaderName : nil }
-    public var flash: NordicLegacyBootloader.Flash { bootloader.flash }
+    package var firmware: FirmwareState { FirmwareState(running: flash.application, mode: mode) }
+    package var bootloaderKeepsAddress: Bool { jumped }
+    package var advertisedName: String? { inBootloader ? Self.bootloaderName : nil }
+    package var flash: NordicLegacyBootloader.Flash { bootloader.flash }
 
     /// The revision characteristic, as `bleota serve` puts it in its GATT database for this connection.
-    public var readableValues: [UInt8: [UInt8]] {
+    package var readableValues: [UInt8: [UInt8]] {
         let revision = inBootloader ? Self.bootloaderRevision : Self.applicationRevision
         return [NordicLegacyChannel.revision.rawValue: [UInt8(revision & 0xFF), UInt8(revision >> 8)]]
     }
 
     /// The application's version and the SHA-256 of its bytes, logged by `sim serve` at every reset.
-    public var runningVersion: String {
+    package var runningVersion: String {
         nordicRunningVersion(inBootloader: inBootloader, version: bootloader.flash.applicationVersion, application: bootloader.flash.application)
     }
 
-    public func powerCycle() {
+    package func powerCycle() {
         inBootloader = enterBootloaderAtBoot || bootloader.flash.application == nil
         jumped = enterBootloaderAtBoot
         enterBootloaderAtBoot = false
@@ -57,7 +57,7 @@ public actor NordicLegacyDFUDevice: DeviceHalf {
         await environment.reboot(RebootRequest(toBootloader: bootloaderMode))
     }
 
-    public func serve(_ link: any Link, environment: DeviceEnvironment) async {
+    package func serve(_ link: any Link, environment: DeviceEnvironment) async {
         link.deviceBooted()
         while true {
             let packet: ChannelMessage
@@ -118,7 +118,7 @@ public actor NordicLegacyDFUDevice: DeviceHalf {
 }
 
 /// The legacy DFU service's characteristics as channels of a ``/BleotaLink/ChannelLink``.
-public enum NordicLegacyChannel: UInt8, Sendable, Hashable, CaseIterable {
+package enum NordicLegacyChannel: UInt8, Sendable, Hashable, CaseIterable {
     /// 00001531-1212-EFDE-1523-785FEABCD123: written with response, notifying.
     case controlPoint = 0
     /// 00001532-…: written without response.

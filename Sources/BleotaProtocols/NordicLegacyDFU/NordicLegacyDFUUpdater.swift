@@ -13,10 +13,10 @@ import Logging
 /// lost answer, a dropped link — is started again from its Start (the
 /// bootloader is reset first; a dual-bank bootloader keeps the old
 /// application meanwhile), up to `retries` times.
-public struct NordicLegacyDFUUpdater: ContextHost {
-    public var context: HostContext
+package struct NordicLegacyDFUUpdater: ContextHost {
+    package var context: HostContext
 
-    public init(context: HostContext) { self.context = context }
+    package init(context: HostContext) { self.context = context }
 
     /// Packets between receipts: as given, or 10 as nrfutil and Nordic's libraries use for legacy bootloaders.
     var initialReceiptInterval: UInt16 { context.explicitKnobs.contains(.window) ? UInt16(clamping: max(1, context.tuning.window)) : 10 }
@@ -73,17 +73,17 @@ public struct NordicLegacyDFUUpdater: ContextHost {
         return nil
     }
 
-    public func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
+    package func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
         try await run(prepared, activate: true)
     }
 
-    public func testTransfer(_ bytes: [UInt8]) async throws(TransferError) -> UpdateReport {
+    package func testTransfer(_ bytes: [UInt8]) async throws(TransferError) -> UpdateReport {
         throw realImageRequired("legacy bootloaders")
     }
 
     /// The package's last part sent and validated as flash sends it, then Reset
     /// instead of Activate: the device keeps running what it ran.
-    public func testTransfer(image: PreparedImage) async throws(TransferError) -> UpdateReport {
+    package func testTransfer(image: PreparedImage) async throws(TransferError) -> UpdateReport {
         try await run(try image.lastPartAlone(), activate: false)
     }
 

@@ -4,7 +4,7 @@ import BleotaCodec
 /// bootloader): the control point's operations and answers, and the init
 /// packet. Layouts from SDK 11's `ble_dfu.h`/`dfu_init.h` and the Adafruit
 /// bootloader; see protocols/nordic-legacy-dfu.md.
-public enum NordicLegacyOperation: UInt8, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+package enum NordicLegacyOperation: UInt8, Sendable, Hashable, CaseIterable, CustomStringConvertible {
     /// `01 type`, then the three sizes on the packet characteristic.
     case startDFU = 0x01
     /// `02 00` before the init packet's bytes, `02 01` after them.
@@ -21,7 +21,7 @@ public enum NordicLegacyOperation: UInt8, Sendable, Hashable, CaseIterable, Cust
     /// `08 n:u16`: a receipt every n packets (no answer).
     case receiptRequest = 0x08
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .startDFU: "start DFU"
         case .initParameters: "init parameters"
@@ -36,7 +36,7 @@ public enum NordicLegacyOperation: UInt8, Sendable, Hashable, CaseIterable, Cust
 }
 
 /// The answer codes of `10 op status`.
-public enum NordicLegacyStatus: UInt8, Sendable, Hashable, CustomStringConvertible {
+package enum NordicLegacyStatus: UInt8, Sendable, Hashable, CustomStringConvertible {
     case success = 1
     case invalidState = 2
     case notSupported = 3
@@ -44,7 +44,7 @@ public enum NordicLegacyStatus: UInt8, Sendable, Hashable, CustomStringConvertib
     case crcError = 5
     case operationFailed = 6
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .success: "success"
         case .invalidState: "not in a state to do that (an update already started in this boot: reset the device)"
@@ -57,7 +57,7 @@ public enum NordicLegacyStatus: UInt8, Sendable, Hashable, CustomStringConvertib
 }
 
 /// The image types of Start DFU (a bit mask).
-public enum NordicLegacyImageType: UInt8, Sendable, Hashable {
+package enum NordicLegacyImageType: UInt8, Sendable, Hashable {
     case softDevice = 1
     case bootloader = 2
     case softDeviceAndBootloader = 3
@@ -65,7 +65,7 @@ public enum NordicLegacyImageType: UInt8, Sendable, Hashable {
 }
 
 /// What the legacy bootloader notifies on its control point.
-public enum NordicLegacyNotification: Sendable, Hashable {
+package enum NordicLegacyNotification: Sendable, Hashable {
     /// `10 op status`.
     case response(NordicLegacyOperation, NordicLegacyStatus)
     /// `10 07 01 size:u32`.
@@ -75,7 +75,7 @@ public enum NordicLegacyNotification: Sendable, Hashable {
     /// `10 op 03` for an operation code the bootloader does not know.
     case notSupported(operation: UInt8)
 
-    public func encode() -> [UInt8] {
+    package func encode() -> [UInt8] {
         var writer = ByteWriter()
         switch self {
         case .response(let operation, let status):
@@ -98,7 +98,7 @@ public enum NordicLegacyNotification: Sendable, Hashable {
         return writer.bytes
     }
 
-    public init(decoding bytes: [UInt8]) throws(DecodingError) {
+    package init(decoding bytes: [UInt8]) throws(DecodingError) {
         var reader = ByteReader(bytes)
         let code = try reader.readUInt8("legacy DFU notification code")
         switch code {
@@ -133,19 +133,19 @@ public enum NordicLegacyNotification: Sendable, Hashable {
 /// The legacy init packet (`dfu_init_packet_t`, dfu_version 0.5): device
 /// type and revision, application version, the SoftDevices it runs on, and
 /// the CRC-16/CCITT-FALSE of the image.
-public struct NordicLegacyInitPacket: Sendable, Hashable {
+package struct NordicLegacyInitPacket: Sendable, Hashable {
     /// What Adafruit's bootloader requires as the device type.
-    public static let adafruitDeviceType: UInt16 = 0x0052
-    public var deviceType: UInt16
-    public var deviceRevision: UInt16
-    public var applicationVersion: UInt32
-    public var softDeviceRequirements: [UInt16]
+    package static let adafruitDeviceType: UInt16 = 0x0052
+    package var deviceType: UInt16
+    package var deviceRevision: UInt16
+    package var applicationVersion: UInt32
+    package var softDeviceRequirements: [UInt16]
     /// The CRC-16 of the whole image (the first two extension bytes).
-    public var imageCRC: UInt16
+    package var imageCRC: UInt16
     /// Extension bytes after the CRC (dfu_version 0.6–0.8), kept as they are.
-    public var extra: [UInt8]
+    package var extra: [UInt8]
 
-    public init(
+    package init(
         deviceType: UInt16 = adafruitDeviceType, deviceRevision: UInt16 = 0xFFFF, applicationVersion: UInt32 = 0xFFFF_FFFF,
         softDeviceRequirements: [UInt16] = [0xFFFE], imageCRC: UInt16, extra: [UInt8] = []
     ) {
@@ -158,13 +158,13 @@ public struct NordicLegacyInitPacket: Sendable, Hashable {
     }
 
     /// The CRC a legacy init packet carries for `image`.
-    public static func crc(of image: [UInt8]) -> UInt16 {
+    package static func crc(of image: [UInt8]) -> UInt16 {
         var crc = CRC16(.ccittFalse)
         crc.update(image)
         return crc.value
     }
 
-    public func encode() -> [UInt8] {
+    package func encode() -> [UInt8] {
         var writer = ByteWriter()
         writer.write(deviceType, .little)
         writer.write(deviceRevision, .little)
@@ -176,7 +176,7 @@ public struct NordicLegacyInitPacket: Sendable, Hashable {
         return writer.bytes
     }
 
-    public init(decoding bytes: [UInt8]) throws(DecodingError) {
+    package init(decoding bytes: [UInt8]) throws(DecodingError) {
         var reader = ByteReader(bytes)
         deviceType = try reader.readUInt16(.little, "init.device_type")
         deviceRevision = try reader.readUInt16(.little, "init.device_rev")

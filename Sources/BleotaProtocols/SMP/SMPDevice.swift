@@ -12,12 +12,12 @@ import BleotaLink
 /// image does not validate it — MCUboot does that at boot, and erases an
 /// image that fails. Standard SMP clients run a whole upgrade against it
 /// unchanged.
-public actor SMPDevice: DeviceHalf {
-    public nonisolated let storage: SMPDeviceStorage
-    public nonisolated let parameters: MCUmgrParameters
-    public nonisolated let name: String
+package actor SMPDevice: DeviceHalf {
+    package nonisolated let storage: SMPDeviceStorage
+    package nonisolated let parameters: MCUmgrParameters
+    package nonisolated let name: String
     /// How long an MCUboot swap (or revert) keeps the device away after a reset.
-    public nonisolated let swapTime: Duration
+    package nonisolated let swapTime: Duration
 
     /// How many more confirms of a test boot fail to write the trailer: a fault
     /// kept across resets, as a worn flash sector is (`confirm-fails`).
@@ -28,7 +28,7 @@ public actor SMPDevice: DeviceHalf {
     /// `fs_mgmt`'s one transfer context: the file being uploaded and the offset it expects next.
     private var fileUpload: (name: String, expected: Int, length: Int?)?
 
-    public init(
+    package init(
         name: String = "bleota-smp", storage: SMPDeviceStorage,
         parameters: MCUmgrParameters = MCUmgrParameters(bufferSize: 2475, bufferCount: 4), swapTime: Duration = .seconds(2),
         confirmFailures: Int = 0
@@ -40,19 +40,19 @@ public actor SMPDevice: DeviceHalf {
         self.confirmFailuresLeft = confirmFailures
     }
 
-    public var mode: DeviceMode { .application }
+    package var mode: DeviceMode { .application }
 
-    public var firmware: FirmwareState {
+    package var firmware: FirmwareState {
         let state = storage.snapshot
         return FirmwareState(running: state.primary, confirmed: state.primaryConfirmed, pending: state.pendingSwap == nil ? nil : state.secondary)
     }
 
-    public var runningVersion: String {
+    package var runningVersion: String {
         (try? MCUbootImage(decoding: storage.snapshot.primary))?.version.description ?? "none"
     }
 
     /// Power-up: MCUboot's boot decisions, and RAM lost.
-    public func powerCycle() {
+    package func powerCycle() {
         storage.boot()
         partial = nil
         fileUpload = nil
@@ -63,7 +63,7 @@ public actor SMPDevice: DeviceHalf {
     /// A new connection starts with an empty reassembly buffer: bleota's BLE
     /// connector unsubscribes and subscribes again on connecting, which is
     /// what clears Zephyr's (a disconnect alone does not).
-    public func serve(_ link: any Link, environment: DeviceEnvironment) async {
+    package func serve(_ link: any Link, environment: DeviceEnvironment) async {
         partial = nil
         while true {
             let received: [UInt8]
@@ -108,10 +108,10 @@ public actor SMPDevice: DeviceHalf {
         return nil
     }
 
-    public enum Aftermath: Sendable { case none, reset }
+    package enum Aftermath: Sendable { case none, reset }
 
     /// Answers one whole message; nil when it cannot be answered (fewer than 8 bytes: no header to answer).
-    public func respond(to message: [UInt8], environment: DeviceEnvironment) async -> (SMPPacket, Aftermath)? {
+    package func respond(to message: [UInt8], environment: DeviceEnvironment) async -> (SMPPacket, Aftermath)? {
         guard message.count >= SMPHeader.size else { return nil }
         // Zephyr serves reads and writes; anything else (a response, or op 4…7) gets ENOTSUP,
         // answered as to a write, since its response op is READ_RSP for a read and WRITE_RSP
@@ -427,7 +427,7 @@ public actor SMPDevice: DeviceHalf {
     }
 
     /// The factory image a simulated device starts with: a real (unsigned) MCUboot image.
-    public static func factoryImage(version: MCUbootImage.Version, size: Int = 24 * 1024) -> [UInt8] {
+    package static func factoryImage(version: MCUbootImage.Version, size: Int = 24 * 1024) -> [UInt8] {
         var generator = SeededRandom(seed: 0x5EED)
         let firmware = (0..<size).map { _ in UInt8.random(in: 0...255, using: &generator) }
         return MCUbootImage.build(firmware: firmware, version: version)

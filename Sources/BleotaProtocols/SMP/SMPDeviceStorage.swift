@@ -9,23 +9,23 @@ import Synchronization
 /// marked for a test swap or a permanent one, and a primary that came from a
 /// test swap and is not confirmed yet — which is what MCUboot reverts at the
 /// next boot. Zephyr's image list and its refusals derive from these.
-public final class SMPDeviceStorage: Sendable {
-    public struct State: Sendable {
-        public var primary: [UInt8]
-        public var secondary: [UInt8]?
+package final class SMPDeviceStorage: Sendable {
+    package struct State: Sendable {
+        package var primary: [UInt8]
+        package var secondary: [UInt8]?
         /// The image in the primary slot is confirmed (it will not be reverted).
-        public var primaryConfirmed = true
+        package var primaryConfirmed = true
         /// A swap to the secondary image is requested: test (once) or permanent.
-        public var pendingSwap: PendingSwap?
+        package var pendingSwap: PendingSwap?
         /// Boots of the device so far.
-        public var boots = 0
-        public var slotSize: Int
-        public var files: [String: [UInt8]] = [:]
+        package var boots = 0
+        package var slotSize: Int
+        package var files: [String: [UInt8]] = [:]
 
-        public enum PendingSwap: Sendable, Equatable { case test, permanent }
+        package enum PendingSwap: Sendable, Equatable { case test, permanent }
 
         /// MCUboot's swap type for the next boot, from the trailers.
-        public var swapType: SwapType {
+        package var swapType: SwapType {
             switch pendingSwap {
             case .test?: .test
             case .permanent?: .permanent
@@ -35,28 +35,28 @@ public final class SMPDeviceStorage: Sendable {
     }
 
     /// `boot_swap_type()`: what MCUboot will do at the next boot.
-    public enum SwapType: Sendable, Equatable {
+    package enum SwapType: Sendable, Equatable {
         case none, test, permanent
         /// Running a test image that was not confirmed: the next boot swaps the old one back.
         case revert
     }
 
     /// An upload in progress (RAM on a real device).
-    public struct Upload: Sendable {
-        public var length: Int
-        public var sha: [UInt8]?
-        public var bytes: [UInt8]
+    package struct Upload: Sendable {
+        package var length: Int
+        package var sha: [UInt8]?
+        package var bytes: [UInt8]
     }
 
     private let state: Mutex<State>
     private let upload = Mutex<Upload?>(nil)
 
-    public init(primary: [UInt8], slotSize: Int = 512 * 1024) {
+    package init(primary: [UInt8], slotSize: Int = 512 * 1024) {
         state = Mutex(State(primary: primary, slotSize: slotSize))
     }
 
-    public func withState<T>(_ body: (inout State) throws -> T) rethrows -> T { try state.withLock { try body(&$0) } }
-    public var snapshot: State { state.withLock { $0 } }
+    package func withState<T>(_ body: (inout State) throws -> T) rethrows -> T { try state.withLock { try body(&$0) } }
+    package var snapshot: State { state.withLock { $0 } }
     func withUpload<T>(_ body: (inout Upload?) -> T) -> T { upload.withLock { body(&$0) } }
 
     /// Power-up as MCUboot does it: perform a requested swap if the secondary
@@ -64,7 +64,7 @@ public final class SMPDeviceStorage: Sendable {
     /// unconfirmed test image, never boot a bad one. RAM (the upload in
     /// progress) is lost. Returns what happened, for logs and the simulator's trace.
     @discardableResult
-    public func boot() -> String {
+    package func boot() -> String {
         upload.withLock { $0 = nil }
         return state.withLock { state in
             state.boots += 1
@@ -107,7 +107,7 @@ public final class SMPDeviceStorage: Sendable {
     /// header and TLVs parse (`img_mgmt_read_info`); the hash is the TLV's, not recomputed.
     /// Flags per MCUboot's swap type: during a test boot the previous image in
     /// slot 1 is the confirmed one and the running image is not.
-    public var slots: [SMPImageSlot] {
+    package var slots: [SMPImageSlot] {
         let state = snapshot
         let type = state.swapType
         var slots: [SMPImageSlot] = []

@@ -4,7 +4,7 @@ import BleotaLink
 import Logging
 
 /// How far an SMP upgrade goes: the shared ``/BleotaEngine/FlashMode``.
-public typealias SMPUpgradeMode = FlashMode
+package typealias SMPUpgradeMode = FlashMode
 
 /// The host half of an MCUmgr/MCUboot update over any ``/BleotaLink/Link``: a thin shell
 /// that performs what ``SMPUpgradeStateMachine`` and ``SMPUploadPipeline``
@@ -17,18 +17,18 @@ public typealias SMPUpgradeMode = FlashMode
 /// the device's buffer count − 1), `packet-size` the data bytes per request
 /// (default: what the device's buffer and the link's packets allow); the others
 /// have no meaning here.
-public struct SMPUpdater: ContextHost {
-    public var context: HostContext
+package struct SMPUpdater: ContextHost {
+    package var context: HostContext
     /// Knobs given explicitly (on the command line or by a saved tuning); the rest take SMP's own defaults.
-    public var explicitKnobs: Set<TuningKnob>
+    package var explicitKnobs: Set<TuningKnob>
 
-    public init(context: HostContext, explicitKnobs: Set<TuningKnob>) {
+    package init(context: HostContext, explicitKnobs: Set<TuningKnob>) {
         self.context = context
         self.explicitKnobs = explicitKnobs
     }
 
     /// The form tests and the benchmark use: window and request size given directly.
-    public init(
+    package init(
         connector: any DeviceConnector, clock: any BleotaClock, timeouts: StepTimeouts = StepTimeouts(),
         window: Int? = nil, chunkSize: Int? = nil, logger: Logger = Logger(label: "bleota.smp"),
         onEvent: @escaping @Sendable (UpdateEvent) -> Void = { _ in }
@@ -67,17 +67,17 @@ public struct SMPUpdater: ContextHost {
     var chunkSize: Int? { explicitKnobs.contains(.packetSize) ? context.tuning.packetSize : nil }
 
     /// What an upload did, for reports and the benchmark.
-    public struct UploadResult: Sendable {
-        public var bytes: Int
-        public var elapsed: Duration = .zero
-        public var requests = 0
-        public var resentBytes = 0
+    package struct UploadResult: Sendable {
+        package var bytes: Int
+        package var elapsed: Duration = .zero
+        package var requests = 0
+        package var resentBytes = 0
         /// Requests that carried bytes sent before.
-        public var resentRequests = 0
-        public var reconnects = 0
-        public var lossEvents = 0
-        public var window = 0
-        public var chunkSize = 0
+        package var resentRequests = 0
+        package var reconnects = 0
+        package var lossEvents = 0
+        package var window = 0
+        package var chunkSize = 0
     }
 
     // MARK: Steps shared by the operations
@@ -309,11 +309,11 @@ public struct SMPUpdater: ContextHost {
     // MARK: Flash
 
     /// Runs the upgrade of `imageBytes` (an MCUboot image) in `mode`.
-    public func upgrade(imageBytes: [UInt8], mode: FlashMode) async throws(TransferError) -> UpdateReport {
+    package func upgrade(imageBytes: [UInt8], mode: FlashMode) async throws(TransferError) -> UpdateReport {
         try await flash(try SMPProtocol.prepare(imageBytes, path: "the image", keyPath: nil), mode: mode)
     }
 
-    public func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
+    package func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
         var recorder = context.recorder("flash")
         recorder.beginQuietly(.load)
         let imageBytes = prepared.bytes
@@ -485,7 +485,7 @@ public struct SMPUpdater: ContextHost {
 
     // MARK: Device management
 
-    public func imageState(_ change: ImageStateChange?) async throws(TransferError) -> DeviceImageState {
+    package func imageState(_ change: ImageStateChange?) async throws(TransferError) -> DeviceImageState {
         try await session(.connect) { connection throws(SMPClientError) in
             let slots: [SMPImageSlot]
             switch change {
@@ -500,15 +500,15 @@ public struct SMPUpdater: ContextHost {
         }
     }
 
-    public func echo(_ text: String) async throws(TransferError) -> String {
+    package func echo(_ text: String) async throws(TransferError) -> String {
         try await session(.connect) { connection throws(SMPClientError) in try await connection.echo(text, timeout: timeouts.response) }
     }
 
-    public func reset() async throws(TransferError) {
+    package func reset() async throws(TransferError) {
         try await session(.activate) { connection throws(SMPClientError) in try await connection.reset(timeout: timeouts.response, attempts: 2) }
     }
 
-    public func eraseStaging() async throws(TransferError) {
+    package func eraseStaging() async throws(TransferError) {
         try await session(.connect) { connection throws(SMPClientError) in try await connection.eraseSecondarySlot(timeout: timeouts.response) }
     }
 

@@ -13,8 +13,8 @@ import BleotaEngine
 /// (the device already did what was asked: a confirm whose answer was lost),
 /// repeats the step that did not arrive (a mark, a reset, a confirm), or fails
 /// naming what the device now runs (``/BleotaEngine/DeviceOutcome``).
-public struct SMPUpgradeStateMachine: Sendable {
-    public enum State: Sendable, Hashable {
+package struct SMPUpgradeStateMachine: Sendable {
+    package enum State: Sendable, Hashable {
         case idle
         case connecting
         case readingState
@@ -31,7 +31,7 @@ public struct SMPUpgradeStateMachine: Sendable {
         case failed(TransferError)
     }
 
-    public enum Event: Sendable, Hashable {
+    package enum Event: Sendable, Hashable {
         case start
         case connected
         case stateRead([SMPImageSlot])
@@ -44,7 +44,7 @@ public struct SMPUpgradeStateMachine: Sendable {
         case probed([SMPImageSlot]?)
     }
 
-    public enum Action: Sendable, Hashable {
+    package enum Action: Sendable, Hashable {
         case connect
         case readState
         case upload
@@ -62,37 +62,37 @@ public struct SMPUpgradeStateMachine: Sendable {
     }
 
     /// What follows a note; notes carry their continuation so the table stays one action per event.
-    public indirect enum NextAfterNote: Sendable, Hashable {
+    package indirect enum NextAfterNote: Sendable, Hashable {
         case action(Action)
     }
 
-    public let mode: FlashMode
+    package let mode: FlashMode
     /// The image's hash TLV: how the device names it.
-    public let hash: [UInt8]
+    package let hash: [UInt8]
     /// The image's version, for messages.
-    public let version: String
-    public private(set) var state: State = .idle
+    package let version: String
+    package private(set) var state: State = .idle
     /// Times a step was repeated after a probe; bounded so a device that never obeys ends the run.
-    public private(set) var recoveries = 0
-    public static let maximumRecoveries = 3
+    package private(set) var recoveries = 0
+    package static let maximumRecoveries = 3
     /// Uploads so far: a second one resumes where the device stands when the slot did not list the image.
-    public private(set) var uploads = 0
-    public static let maximumUploads = 2
+    package private(set) var uploads = 0
+    package static let maximumUploads = 2
     /// Readings of the slots repeated before a negative verdict: an answer damaged on the
     /// way can show a wrong hash, so "not our image" is believed only when read twice.
-    public private(set) var rereads = 0
-    public static let maximumRereads = 2
+    package private(set) var rereads = 0
+    package static let maximumRereads = 2
     /// What the device ran when the upgrade started.
-    public private(set) var versionBefore: String?
+    package private(set) var versionBefore: String?
 
-    public init(mode: FlashMode, hash: [UInt8], version: String) {
+    package init(mode: FlashMode, hash: [UInt8], version: String) {
         self.mode = mode
         self.hash = hash
         self.version = version
     }
 
     /// The step for progress and errors.
-    public var step: UpdateStep {
+    package var step: UpdateStep {
         switch state {
         case .idle, .connecting, .readingState: .connect
         case .uploading: .transfer
@@ -113,7 +113,7 @@ public struct SMPUpgradeStateMachine: Sendable {
         }
     }
 
-    public mutating func handle(_ event: Event) -> Action {
+    package mutating func handle(_ event: Event) -> Action {
         switch (state, event) {
         case (.idle, .start):
             state = .connecting

@@ -31,30 +31,30 @@ import Foundation
 /// erasing a large flash sector answers late, not never): each one in a row
 /// waits longer, and from the second in a row requests are halved, which is
 /// what a device too slow for big requests needs.
-public struct SMPUploadPipeline: Sendable {
-    public struct Configuration: Sendable, Hashable {
+package struct SMPUploadPipeline: Sendable {
+    package struct Configuration: Sendable, Hashable {
         /// Bytes of the image or file.
-        public var total: Int
+        package var total: Int
         /// Data bytes per request while the link is clean.
-        public var chunk: Int
+        package var chunk: Int
         /// Data bytes of the first request, which also carries the length and the hash.
-        public var firstChunk: Int
+        package var firstChunk: Int
         /// Data bytes per request that keep a request within one link packet (nil: none fit).
-        public var singlePacketChunk: Int?
+        package var singlePacketChunk: Int?
         /// Requests in flight.
-        public var window: Int
+        package var window: Int
         /// Least data a first chunk carries (Zephyr inspects the image header in it).
-        public var minimumFirstChunk: Int
+        package var minimumFirstChunk: Int
         /// Waiting longer than this for an answer means it is lost.
-        public var maximumAnswerTimeout: Duration
+        package var maximumAnswerTimeout: Duration
         /// Never give up on an answer sooner than this, however short the round trip.
-        public var minimumAnswerTimeout: Duration
+        package var minimumAnswerTimeout: Duration
         /// Timeouts in a row, with no progress, before the upload stalls.
-        public var stallLimit: Int
+        package var stallLimit: Int
 
         /// Whether requests span several link packets (BLE writes), so that a lost
         /// write costs a whole request: then smaller requests lose less.
-        public var requestsSpanPackets: Bool { singlePacketChunk.map { chunk > $0 } ?? true }
+        package var requestsSpanPackets: Bool { singlePacketChunk.map { chunk > $0 } ?? true }
 
         /// Data bytes a link packet carries of a request: one packet's worth where a request fits
         /// one, else (the 23-byte MTU, 20-byte writes) ``shortLinkPacketData``.
@@ -67,7 +67,7 @@ public struct SMPUploadPipeline: Sendable {
         /// The least data per request that loss halves requests down to: one link packet's worth.
         var smallestChunk: Int { min(chunk, dataPerPacket) }
 
-        public init(
+        package init(
             total: Int, chunk: Int, firstChunk: Int? = nil, singlePacketChunk: Int?,
             window: Int, minimumFirstChunk: Int = 32,
             maximumAnswerTimeout: Duration = .seconds(2), minimumAnswerTimeout: Duration = .milliseconds(100),
@@ -86,21 +86,21 @@ public struct SMPUploadPipeline: Sendable {
     }
 
     /// A chunk on its way.
-    public struct InFlight: Sendable, Hashable {
-        public var sequence: UInt8
-        public var offset: Int
-        public var end: Int
-        public var sentAt: Duration
+    package struct InFlight: Sendable, Hashable {
+        package var sequence: UInt8
+        package var offset: Int
+        package var end: Int
+        package var sentAt: Duration
         /// Sent before the last go-back: its answer only repeats what is known.
-        public var stale: Bool
+        package var stale: Bool
         /// Sent before (this range went out earlier): its round trip is no sample (Karn).
-        public var resent: Bool
+        package var resent: Bool
         /// Which request of the upload this was (1, 2, …), to set it against a probe.
-        public var number: Int = 0
+        package var number: Int = 0
     }
 
     /// What to do next.
-    public enum Action: Sendable, Hashable {
+    package enum Action: Sendable, Hashable {
         /// Send bytes `offset..<end`; `first` chunks announce the length and hash.
         case send(offset: Int, end: Int, first: Bool)
         /// Wait this long for an answer.
@@ -110,7 +110,7 @@ public struct SMPUploadPipeline: Sendable {
     }
 
     /// What an answer changed, for the shell's progress and notes.
-    public enum AnswerOutcome: Sendable, Hashable {
+    package enum AnswerOutcome: Sendable, Hashable {
         case progress(offset: Int)
         /// The device is elsewhere: the pipeline went back (or forward) to its offset.
         case moved(to: Int)
@@ -120,33 +120,33 @@ public struct SMPUploadPipeline: Sendable {
         case mismatch
     }
 
-    public let configuration: Configuration
+    package let configuration: Configuration
     /// The device's offset as last reported.
-    public private(set) var confirmed = 0
+    package private(set) var confirmed = 0
     /// Where the next chunk starts.
-    public private(set) var next = 0
-    public private(set) var inFlight: [InFlight] = []
+    package private(set) var next = 0
+    package private(set) var inFlight: [InFlight] = []
     /// Whether the first chunk (with length and hash) has been answered.
-    public private(set) var announced = false
+    package private(set) var announced = false
     /// Requests in flight: the configured window, through loss too — but one
     /// where even the smallest requests span packets and keep being lost (see `adaptToLoss()`).
-    public private(set) var window: Int
+    package private(set) var window: Int
     /// Data bytes per request now: halved by each loss, doubled again by clean runs.
-    public private(set) var chunkLimit: Int
-    public private(set) var roundTrip = RoundTripEstimator()
-    public private(set) var requests = 0
-    public private(set) var resentBytes = 0
+    package private(set) var chunkLimit: Int
+    package private(set) var roundTrip = RoundTripEstimator()
+    package private(set) var requests = 0
+    package private(set) var resentBytes = 0
     /// Requests that carried bytes sent before (after a go-back, a timeout or a reconnection).
-    public private(set) var resentRequests = 0
-    public private(set) var highestSent = 0
-    public private(set) var timeoutsInARow = 0
-    public private(set) var lossEvents = 0
+    package private(set) var resentRequests = 0
+    package private(set) var highestSent = 0
+    package private(set) var timeoutsInARow = 0
+    package private(set) var lossEvents = 0
     /// The echo sent while an answer was overdue (``probeDelay``), and how many requests had gone
     /// out before it: SMP answers in order, so its answer proves those were answered or lost.
-    public private(set) var probe: (sequence: UInt8, after: Int)?
+    package private(set) var probe: (sequence: UInt8, after: Int)?
     /// Answers in a row that moved nothing forward; a device that keeps answering
     /// without taking data has stalled the upload as surely as one that is silent.
-    public private(set) var answersWithoutProgress = 0
+    package private(set) var answersWithoutProgress = 0
     private var cleanRun = 0
     private var firstChunkLimit: Int
     /// Link packets sent and requests the device's answers showed lost, lately (both halved
@@ -154,7 +154,7 @@ public struct SMPUploadPipeline: Sendable {
     private var packetsSent = 0.0
     private var packetsLost = 0.0
 
-    public init(_ configuration: Configuration) {
+    package init(_ configuration: Configuration) {
         self.configuration = configuration
         window = configuration.window
         chunkLimit = configuration.chunk
@@ -162,17 +162,17 @@ public struct SMPUploadPipeline: Sendable {
     }
 
     /// True once the upload cannot go on: too many timeouts or answers without progress in a row.
-    public var isStalled: Bool {
+    package var isStalled: Bool {
         timeoutsInARow > configuration.stallLimit || answersWithoutProgress > configuration.stallLimit * 4
     }
 
-    public var isComplete: Bool { announced && confirmed >= configuration.total && inFlight.allSatisfy(\.stale) }
+    package var isComplete: Bool { announced && confirmed >= configuration.total && inFlight.allSatisfy(\.stale) }
 
     /// How long an answer may take before it counts as lost: three smoothed round
     /// trips (queueing behind earlier requests included), within the configured
     /// bounds, doubled for each timeout in a row (a device busy erasing a large
     /// sector answers late; giving up on it ever sooner would stall the upload).
-    public var answerTimeout: Duration {
+    package var answerTimeout: Duration {
         let base = roundTrip.scaled(
             by: 3, minimum: configuration.minimumAnswerTimeout, maximum: configuration.maximumAnswerTimeout,
             fallback: configuration.maximumAnswerTimeout)
@@ -195,7 +195,7 @@ public struct SMPUploadPipeline: Sendable {
     /// writes of a few bytes, and an echo's one write can fill the hole a lost or damaged write
     /// left in another request (in the fault matrix a mix of faults then made the device take a
     /// wrong image, which MCUboot refused at boot: a safe failure, but a failure).
-    public var probeDelay: Duration? {
+    package var probeDelay: Duration? {
         guard probe == nil, liveCount > 0, configuration.singlePacketChunk != nil else { return nil }
         let delay = roundTrip.scaled(
             by: 1.5, minimum: configuration.minimumAnswerTimeout, maximum: configuration.maximumAnswerTimeout,
@@ -204,14 +204,14 @@ public struct SMPUploadPipeline: Sendable {
     }
 
     /// Records that an echo went out as `sequence` to probe the requests in flight.
-    public mutating func probeSent(sequence: UInt8) {
+    package mutating func probeSent(sequence: UInt8) {
         probe = (sequence, requests)
     }
 
     /// Applies the echo's answer: every live request sent before the probe that is still
     /// unanswered was lost (or its answer was), so the upload goes back to the device's offset.
     /// `.ignored` when it was not the probe's answer or nothing was missing.
-    public mutating func probeAnswered(sequence: UInt8) -> AnswerOutcome {
+    package mutating func probeAnswered(sequence: UInt8) -> AnswerOutcome {
         guard let sent = probe, sent.sequence == sequence else { return .ignored }
         probe = nil
         let missing = inFlight.filter { $0.number <= sent.after }
@@ -225,7 +225,7 @@ public struct SMPUploadPipeline: Sendable {
     private var liveCount: Int { inFlight.reduce(0) { $0 + ($1.stale ? 0 : 1) } }
 
     /// The next step: a chunk to send if the window allows, else how long to wait.
-    public func nextAction() -> Action {
+    package func nextAction() -> Action {
         if isComplete { return .done }
         if !announced {
             // Nothing flows until the device has said where it stands.
@@ -244,7 +244,7 @@ public struct SMPUploadPipeline: Sendable {
     }
 
     /// Records that the chunk `offset..<end` went out as `sequence`.
-    public mutating func sent(sequence: UInt8, offset: Int, end: Int, at now: Duration) {
+    package mutating func sent(sequence: UInt8, offset: Int, end: Int, at now: Duration) {
         requests += 1
         packetsSent += Double(packets(end - offset))
         if packetsSent > 800 {
@@ -264,7 +264,7 @@ public struct SMPUploadPipeline: Sendable {
     }
 
     /// Applies the device's answer to `sequence`: it stands at `offset` now.
-    public mutating func answered(sequence: UInt8, offset: Int, match: Bool?, at now: Duration) -> AnswerOutcome {
+    package mutating func answered(sequence: UInt8, offset: Int, match: Bool?, at now: Duration) -> AnswerOutcome {
         guard let index = inFlight.firstIndex(where: { $0.sequence == sequence }) else { return .ignored }
         let entry = inFlight[index]
         // Answers come in order: everything sent before this one has been answered or lost.
@@ -317,7 +317,7 @@ public struct SMPUploadPipeline: Sendable {
     }
 
     /// The device refused a chunk as damaged ("invalid argument"): it stands where it was.
-    public mutating func refused(sequence: UInt8) {
+    package mutating func refused(sequence: UInt8) {
         guard let index = inFlight.firstIndex(where: { $0.sequence == sequence }) else { return }
         let stale = inFlight[index].stale
         inFlight.removeSubrange(...index)
@@ -328,7 +328,7 @@ public struct SMPUploadPipeline: Sendable {
 
     /// No answer within ``answerTimeout``: what is in flight is presumed lost; start again
     /// from the device's last offset. Returns false once the upload has stalled.
-    public mutating func timedOut() -> Bool {
+    package mutating func timedOut() -> Bool {
         timeoutsInARow += 1
         probe = nil  // unanswered too: the next wait may probe again
         if !announced {
@@ -343,7 +343,7 @@ public struct SMPUploadPipeline: Sendable {
     /// After a reconnect: nothing is in flight any more, and the first chunk (with the
     /// image's hash) asks the device where it stands; Zephyr keeps the upload in RAM across
     /// connections and answers with its offset.
-    public mutating func reconnected() {
+    package mutating func reconnected() {
         for index in inFlight.indices { inFlight[index].stale = true }
         probe = nil
         announced = false
@@ -351,7 +351,7 @@ public struct SMPUploadPipeline: Sendable {
     }
 
     /// Starts the upload over (the device dropped it: its hash differed).
-    public mutating func restart() {
+    package mutating func restart() {
         for index in inFlight.indices { inFlight[index].stale = true }
         announced = false
         confirmed = 0
@@ -394,7 +394,7 @@ public struct SMPUploadPipeline: Sendable {
 
     /// The most data per request that arrives whole `wholeRequestShare` of the time at the
     /// loss rate the answers showed lately; the configured chunk when none was lost.
-    public var sizedForLoss: Int {
+    package var sizedForLoss: Int {
         let rate = min(0.5, packetsLost / max(1, packetsSent))
         guard rate > 0.0001 else { return configuration.chunk }
         let packetsPerRequest = min(10_000, max(1, (log(Self.wholeRequestShare) / log(1 - rate)).rounded(.down)))

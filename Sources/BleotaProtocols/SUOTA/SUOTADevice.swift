@@ -19,10 +19,10 @@ import BleotaLink
 ///
 /// The CRC-32 covers the code only, as on the real chips: the header's version
 /// and timestamp and its extension are taken as they arrive.
-public actor SUOTADevice: DeviceHalf {
-    public nonisolated let partitionSize: Int
-    public nonisolated let patchDataSize: UInt16
-    public private(set) var running: [UInt8]
+package actor SUOTADevice: DeviceHalf {
+    package nonisolated let partitionSize: Int
+    package nonisolated let patchDataSize: UInt16
+    package private(set) var running: [UInt8]
     private var upload: Upload?
     /// An image whose header END committed: the bootloader installs it at the next start.
     private var committed: [UInt8]?
@@ -36,20 +36,20 @@ public actor SUOTADevice: DeviceHalf {
         var failed = false
     }
 
-    public init(partitionSize: Int, patchDataSize: UInt16 = 244, initialImage: [UInt8]) {
+    package init(partitionSize: Int, patchDataSize: UInt16 = 244, initialImage: [UInt8]) {
         self.partitionSize = partitionSize
         self.patchDataSize = patchDataSize
         running = initialImage
     }
 
-    public var mode: DeviceMode { .application }
+    package var mode: DeviceMode { .application }
 
-    public var firmware: FirmwareState { FirmwareState(running: running) }
+    package var firmware: FirmwareState { FirmwareState(running: running) }
 
-    public var runningVersion: String { "\(running.count) bytes (SHA-256 \(SHA256Digest.hash(running).hexString))" }
+    package var runningVersion: String { "\(running.count) bytes (SHA-256 \(SHA256Digest.hash(running).hexString))" }
 
     /// Every readable characteristic's value now (`bleota serve` asks at each read): MEM_INFO counts what arrived.
-    public var readableValues: [UInt8: [UInt8]] {
+    package var readableValues: [UInt8: [UInt8]] {
         [
             SUOTAChannel.version.rawValue: [13], SUOTAChannel.patchDataSize.rawValue: SUOTAWire.u16(patchDataSize),
             SUOTAChannel.mtu.rawValue: SUOTAWire.u16(247),
@@ -60,7 +60,7 @@ public actor SUOTADevice: DeviceHalf {
         ]
     }
 
-    public func powerCycle() {
+    package func powerCycle() {
         upload = nil
         if let committed {
             running = committed
@@ -68,7 +68,7 @@ public actor SUOTADevice: DeviceHalf {
         }
     }
 
-    public func serve(_ link: any Link, environment: DeviceEnvironment) async {
+    package func serve(_ link: any Link, environment: DeviceEnvironment) async {
         upload = nil
         while true {
             guard let request = await environment.nextChannelRequest(from: link, channels: { SUOTAChannel.allCases.map(\.rawValue) + [SUOTAChannel.creditData] }) else {

@@ -3,7 +3,7 @@ import BleotaCodec
 
 /// The characteristics of Dialog/Renesas SUOTA (service 0xFEF5, SUOTA 1.3) as
 /// channels of a ``/BleotaLink/ChannelLink``.
-public enum SUOTAChannel: UInt8, Sendable, Hashable, CaseIterable {
+package enum SUOTAChannel: UInt8, Sendable, Hashable, CaseIterable {
     /// MEM_DEV: the memory type to write and the commands (end, reboot, abort), u32 LE.
     case memoryDevice = 0
     /// GPIO_MAP: the external memory's pins (DA1458x), u32 LE.
@@ -25,16 +25,16 @@ public enum SUOTAChannel: UInt8, Sendable, Hashable, CaseIterable {
     /// L2CAP_PSM (1.2, optional): the LE PSM of the credit-based channel the image may travel on, u16 LE (read).
     case l2capPSM = 9
 
-    public static let service = BluetoothUUID.bit16(0xFEF5)
+    package static let service = BluetoothUUID.bit16(0xFEF5)
 
     /// Not a characteristic: the image data on the LE credit-based channel at L2CAP_PSM's PSM
     /// (SUOTA 1.2+), raw image bytes as SDUs, flow-controlled by credits alone.
-    public static let creditData: UInt8 = 10
+    package static let creditData: UInt8 = 10
 
     /// The PSM the SDK's examples use (`SUOTA_PSM`).
-    public static let defaultPSM: UInt16 = 0x81
+    package static let defaultPSM: UInt16 = 0x81
 
-    public var uuid: BluetoothUUID {
+    package var uuid: BluetoothUUID {
         switch self {
         case .memoryDevice: BluetoothUUID("8082CAA8-41A6-4021-91C6-56F9B954CC34")!
         case .gpioMap: BluetoothUUID("724249F0-5EC3-4B5F-8804-42345AF08651")!
@@ -49,7 +49,7 @@ public enum SUOTAChannel: UInt8, Sendable, Hashable, CaseIterable {
         }
     }
 
-    public var gattChannel: GATTChannel {
+    package var gattChannel: GATTChannel {
         switch self {
         case .memoryDevice, .gpioMap, .patchLength:
             GATTChannel(number: rawValue, service: Self.service, characteristic: uuid, write: .request, update: .none, readable: true)
@@ -62,7 +62,7 @@ public enum SUOTAChannel: UInt8, Sendable, Hashable, CaseIterable {
 }
 
 /// SERV_STATUS values (`suotar.h`, `dlg_suota.c`).
-public enum SUOTAStatus: UInt8, Sendable, Hashable, CustomStringConvertible {
+package enum SUOTAStatus: UInt8, Sendable, Hashable, CustomStringConvertible {
     case serviceStarted = 0x01
     /// A block arrived whole, or (after END) the image verified.
     case completeOK = 0x02
@@ -81,7 +81,7 @@ public enum SUOTAStatus: UInt8, Sendable, Hashable, CustomStringConvertible {
     case sameImage = 0x15
     case externalMemoryReadError = 0x16
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .serviceStarted: "SRV_STARTED (0x01)"
         case .completeOK: "CMP_OK (0x02)"
@@ -103,13 +103,13 @@ public enum SUOTAStatus: UInt8, Sendable, Hashable, CustomStringConvertible {
     }
 
     /// "status 0x2a" for a value the table lacks.
-    public static func name(_ raw: UInt8) -> String {
+    package static func name(_ raw: UInt8) -> String {
         SUOTAStatus(rawValue: raw)?.description ?? "status 0x" + String(raw, radix: 16)
     }
 }
 
 /// A MEM_DEV value: the top byte a memory type or a command, the rest its parameter.
-public enum SUOTAMemoryCommand: Sendable, Hashable {
+package enum SUOTAMemoryCommand: Sendable, Hashable {
     /// 0x13: the image goes to SPI/QSPI flash (the only type DA1468x/DA1469x take); the parameter is the bank.
     case spiFlash(bank: UInt32)
     /// 0xFE: the image is complete: verify it.
@@ -121,7 +121,7 @@ public enum SUOTAMemoryCommand: Sendable, Hashable {
     /// Any other top byte (legacy patch modes, I2C EEPROM, RAM, invalid).
     case other(UInt32)
 
-    public var value: UInt32 {
+    package var value: UInt32 {
         switch self {
         case .spiFlash(let bank): 0x1300_0000 | (bank & 0x00FF_FFFF)
         case .end: 0xFE00_0000
@@ -131,7 +131,7 @@ public enum SUOTAMemoryCommand: Sendable, Hashable {
         }
     }
 
-    public init(value: UInt32) {
+    package init(value: UInt32) {
         switch value >> 24 {
         case 0x13: self = .spiFlash(bank: value & 0x00FF_FFFF)
         case 0xFE: self = .end
@@ -141,7 +141,7 @@ public enum SUOTAMemoryCommand: Sendable, Hashable {
         }
     }
 
-    public func encode() -> [UInt8] { SUOTAWire.u32(value) }
+    package func encode() -> [UInt8] { SUOTAWire.u32(value) }
 }
 
 enum SUOTAWire {
@@ -158,18 +158,18 @@ enum SUOTAWire {
 /// offset of the code (`pointer_to_ivt`) — a header extension up to that
 /// offset, then the code. The device checks the signature and size on the
 /// first block and the CRC-32 of the code at END.
-public struct SUOTAImageHeader: Sendable, Hashable {
-    public static let signature: [UInt8] = [0x51, 0x71]
-    public static let size = 34
+package struct SUOTAImageHeader: Sendable, Hashable {
+    package static let signature: [UInt8] = [0x51, 0x71]
+    package static let size = 34
 
-    public var codeSize: UInt32
-    public var crc: UInt32
-    public var version: String
-    public var timestamp: UInt32
-    public var codeOffset: UInt32
+    package var codeSize: UInt32
+    package var crc: UInt32
+    package var version: String
+    package var timestamp: UInt32
+    package var codeOffset: UInt32
 
     /// Reads a header; a field that does not decode is named with its offset.
-    public init(decoding bytes: some Collection<UInt8>) throws(SUOTAImageError) {
+    package init(decoding bytes: some Collection<UInt8>) throws(SUOTAImageError) {
         let data = Array(bytes.prefix(Self.size))
         guard data.count == Self.size else { throw SUOTAImageError("the header is \(data.count) bytes, a DA1469x image's is 34") }
         guard Array(data[0..<2]) == Self.signature else {
@@ -185,7 +185,7 @@ public struct SUOTAImageHeader: Sendable, Hashable {
     }
 
     /// Why `image` would be refused, or nil: header, size, CRC-32 of the code.
-    public static func problem(_ image: [UInt8]) -> String? {
+    package static func problem(_ image: [UInt8]) -> String? {
         let header: SUOTAImageHeader
         do { header = try SUOTAImageHeader(decoding: image) } catch { return error.description }
         let end = Int(header.codeOffset) + Int(header.codeSize)
@@ -199,7 +199,7 @@ public struct SUOTAImageHeader: Sendable, Hashable {
     }
 
     /// `code` as an image with a header and an extension up to offset 0x400 (for the simulator and tests).
-    public static func sample(_ code: [UInt8], version: String = "1.0.0", timestamp: UInt32 = 1) -> [UInt8] {
+    package static func sample(_ code: [UInt8], version: String = "1.0.0", timestamp: UInt32 = 1) -> [UInt8] {
         let offset: UInt32 = 0x400
         var image = signature + SUOTAWire.u32(UInt32(code.count)) + SUOTAWire.u32(CRC32.checksum(code))
         image += Array(version.utf8.prefix(16)) + [UInt8](repeating: 0, count: 16 - min(16, version.utf8.count))
@@ -209,7 +209,7 @@ public struct SUOTAImageHeader: Sendable, Hashable {
     }
 }
 
-public struct SUOTAImageError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var description: String
-    public init(_ description: String) { self.description = description }
+package struct SUOTAImageError: Error, Sendable, Equatable, CustomStringConvertible {
+    package var description: String
+    package init(_ description: String) { self.description = description }
 }

@@ -12,10 +12,10 @@ import BleotaLink
 /// acknowledged in time, a CRC_ERR at END or a dropped link (which restarts
 /// the device with its old image) start the upload over from MEM_DEV, with
 /// smaller blocks and a pause per write, up to `retries` times.
-public struct SUOTAUpdater: ContextHost {
-    public let context: HostContext
+package struct SUOTAUpdater: ContextHost {
+    package let context: HostContext
 
-    public init(context: HostContext) { self.context = context }
+    package init(context: HostContext) { self.context = context }
 
     var tries: Int { context.tries(default: 4) }
 
@@ -26,7 +26,7 @@ public struct SUOTAUpdater: ContextHost {
         var overCreditChannel = false
     }
 
-    public func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
+    package func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
         let transport = try context.value(of: SUOTAProtocol.HostOptions.transport)
         let file = prepared.bytes
         // SuotaLib's habit, kept: one byte, the XOR of the file, follows it (DA1458x checks it; later chips ignore it).

@@ -18,10 +18,10 @@ import BleotaLink
 /// Write Response: success, or CRC_ERROR, NOT_SUPPORTED, IMAGE_TOO_BIG,
 /// WRONG_STATE (data or end before 0x00). A verified file is booted when the
 /// connection closes (0x04 or the host's disconnect).
-public actor SiliconLabsOTADevice: DeviceHalf {
-    public nonisolated let slotSize: Int
+package actor SiliconLabsOTADevice: DeviceHalf {
+    package nonisolated let slotSize: Int
     /// The installed application's GBL file; nil once an upload overwrote it (the AppLoader then runs).
-    public private(set) var application: [UInt8]?
+    package private(set) var application: [UInt8]?
     private var inAppLoader = false
     /// Set by the application's trigger: the next start runs the AppLoader (a flag the reset keeps).
     private var appLoaderRequested = false
@@ -35,27 +35,27 @@ public actor SiliconLabsOTADevice: DeviceHalf {
         var error: SiliconLabsOTAError?
     }
 
-    public static let appLoaderName = "OTA"
+    package static let appLoaderName = "OTA"
     /// The AppLoader's version (1.0.0-2839, UG266's example) and the Gecko bootloader's (1.4).
     static let appLoaderVersion: [UInt8] = [0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x17, 0x0B]
     static let bootloaderVersion: [UInt8] = [0x00, 0x00, 0x04, 0x01]
 
     /// `inAppLoader`: the device starts in its AppLoader (as one whose application asked for it).
-    public init(slotSize: Int, initialApplication: [UInt8], inAppLoader: Bool = false) {
+    package init(slotSize: Int, initialApplication: [UInt8], inAppLoader: Bool = false) {
         self.slotSize = slotSize
         application = initialApplication
         self.inAppLoader = inAppLoader
     }
 
-    public var mode: DeviceMode { inAppLoader || application == nil ? .bootloader : .application }
+    package var mode: DeviceMode { inAppLoader || application == nil ? .bootloader : .application }
 
     /// The AppLoader overwrites the application in place: without one, the device waits in the AppLoader.
-    public var firmware: FirmwareState { FirmwareState(running: application, mode: mode) }
-    public var bootloaderKeepsAddress: Bool { true }
-    public var advertisedName: String? { mode == .bootloader ? Self.appLoaderName : nil }
+    package var firmware: FirmwareState { FirmwareState(running: application, mode: mode) }
+    package var bootloaderKeepsAddress: Bool { true }
+    package var advertisedName: String? { mode == .bootloader ? Self.appLoaderName : nil }
 
     /// The running file's size and SHA-256 (scripts compare them with the .gbl sent), and its application version.
-    public var runningVersion: String {
+    package var runningVersion: String {
         guard let application else { return "the AppLoader (no application)" }
         let running = "\(application.count) bytes (SHA-256 \(SHA256Digest.hash(application).hexString)), application version \(Self.version(of: application))"
         return mode == .application ? running : "the AppLoader (the application kept: \(running))"
@@ -63,13 +63,13 @@ public actor SiliconLabsOTADevice: DeviceHalf {
 
     static func version(of file: [UInt8]) -> UInt32 { (try? GeckoBootloaderImage(decoding: file))?.applicationVersion ?? 0 }
 
-    public var offeredChannels: [UInt8]? {
+    package var offeredChannels: [UInt8]? {
         mode == .application
             ? [SiliconLabsOTAChannel.control.rawValue, SiliconLabsOTAChannel.applicationVersion.rawValue]
             : SiliconLabsOTAChannel.allCases.map(\.rawValue)
     }
 
-    public var readableValues: [UInt8: [UInt8]] {
+    package var readableValues: [UInt8: [UInt8]] {
         let version = application.map(Self.version(of:)) ?? 0
         return [
             SiliconLabsOTAChannel.apploaderVersion.rawValue: Self.appLoaderVersion,
@@ -79,7 +79,7 @@ public actor SiliconLabsOTADevice: DeviceHalf {
         ]
     }
 
-    public func powerCycle() {
+    package func powerCycle() {
         upload = nil
         if let verified {
             application = verified
@@ -93,7 +93,7 @@ public actor SiliconLabsOTADevice: DeviceHalf {
         appLoaderRequested = false
     }
 
-    public func serve(_ link: any Link, environment: DeviceEnvironment) async {
+    package func serve(_ link: any Link, environment: DeviceEnvironment) async {
         upload = nil
         while true {
             guard let request = await environment.nextChannelRequest(from: link, channels: { await self.offeredChannels ?? [] }) else {

@@ -8,7 +8,7 @@ import BleotaCodec
 /// An application offers OTA Control (and, optionally, the version
 /// characteristics); the AppLoader offers OTA Control, OTA Data and all four
 /// versions. Which of them a connection has tells the host where the device is.
-public enum SiliconLabsOTAChannel: UInt8, Sendable, Hashable, CaseIterable {
+package enum SiliconLabsOTAChannel: UInt8, Sendable, Hashable, CaseIterable {
     /// OTA Control: one byte, written with response; the device answers with
     /// the ATT Write Response or an Error Response carrying its OTA error code.
     case control = 0
@@ -23,9 +23,9 @@ public enum SiliconLabsOTAChannel: UInt8, Sendable, Hashable, CaseIterable {
     /// Application version: APP_PROPERTIES_VERSION of the installed application, u32 LE; 0 with none (read).
     case applicationVersion = 5
 
-    public static let service = BluetoothUUID("1D14D6EE-FD63-4FA1-BFA4-8F47B42119F0")!
+    package static let service = BluetoothUUID("1D14D6EE-FD63-4FA1-BFA4-8F47B42119F0")!
 
-    public var uuid: BluetoothUUID {
+    package var uuid: BluetoothUUID {
         switch self {
         case .control: BluetoothUUID("F7BF3564-FB6D-4E53-88A4-5E37E0326063")!
         case .data: BluetoothUUID("984227F3-34FC-4045-A5D0-2C581F81A153")!
@@ -36,7 +36,7 @@ public enum SiliconLabsOTAChannel: UInt8, Sendable, Hashable, CaseIterable {
         }
     }
 
-    public var gattChannel: GATTChannel {
+    package var gattChannel: GATTChannel {
         switch self {
         case .control: GATTChannel(number: rawValue, service: Self.service, characteristic: uuid, write: .answeredRequest, update: .none)
         case .data: GATTChannel(number: rawValue, service: Self.service, characteristic: uuid, write: .command, update: .none)
@@ -47,7 +47,7 @@ public enum SiliconLabsOTAChannel: UInt8, Sendable, Hashable, CaseIterable {
 }
 
 /// What the host writes to OTA Control.
-public enum SiliconLabsOTAControl: UInt8, Sendable, Hashable {
+package enum SiliconLabsOTAControl: UInt8, Sendable, Hashable {
     /// In the application: reboot into the AppLoader (any value does). In the
     /// AppLoader: begin an upload, the write position back at 0.
     case begin = 0x00
@@ -59,7 +59,7 @@ public enum SiliconLabsOTAControl: UInt8, Sendable, Hashable {
 
 /// The AppLoader's answers to an OTA Control write, carried as the ATT error
 /// code of the Write Response (UG266 / AN1086, "OTA error codes").
-public enum SiliconLabsOTAError: UInt8, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+package enum SiliconLabsOTAError: UInt8, Sendable, Hashable, CaseIterable, CustomStringConvertible {
     /// The GBL file's CRC-32 (or its signature) does not match.
     case crcError = 0x80
     /// Data or an end before the begin (0x00) of this connection.
@@ -81,7 +81,7 @@ public enum SiliconLabsOTAError: UInt8, Sendable, Hashable, CaseIterable, Custom
     /// The application version check (OTA flag bit 1) refused the image.
     case applicationVersionCheckFailed = 0x89
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .crcError: "CRC_ERROR (the GBL's CRC-32 or signature does not match)"
         case .wrongState: "WRONG_STATE (no begin (0x00) on this connection)"
@@ -97,7 +97,7 @@ public enum SiliconLabsOTAError: UInt8, Sendable, Hashable, CaseIterable, Custom
     }
 
     /// The name for any code the device answers with, known or not.
-    public static func name(_ code: UInt8) -> String {
+    package static func name(_ code: UInt8) -> String {
         SiliconLabsOTAError(rawValue: code)?.description ?? "ATT error 0x\([code].hexString)"
     }
 }
@@ -106,9 +106,9 @@ public enum SiliconLabsOTAError: UInt8, Sendable, Hashable, CaseIterable, Custom
 /// length: u32 LE, value`, the header first and the end tag last, whose
 /// CRC-32 covers every byte from the file's start through the end tag's
 /// 8-byte header. Parsed without trusting a byte of it.
-public struct GeckoBootloaderImage: Sendable, Hashable {
+package struct GeckoBootloaderImage: Sendable, Hashable {
     /// Tag identifiers (Gecko SDK `btl_gbl_format.h`).
-    public enum Tag: UInt32, Sendable, Hashable {
+    package enum Tag: UInt32, Sendable, Hashable {
         case header = 0x03A6_17EB
         case application = 0xF40A_0AF4
         case bootloader = 0xF509_09F5
@@ -127,26 +127,26 @@ public struct GeckoBootloaderImage: Sendable, Hashable {
     }
 
     /// A range of flash the file programs.
-    public struct Program: Sendable, Hashable {
-        public var address: UInt32
-        public var length: Int
+    package struct Program: Sendable, Hashable {
+        package var address: UInt32
+        package var length: Int
     }
 
     /// The header's format version (0x03xxxxxx).
-    public var formatVersion: UInt32
+    package var formatVersion: UInt32
     /// The header's type bits: 0x1 encrypted, 0x100 signed.
-    public var imageType: UInt32
+    package var imageType: UInt32
     /// The application tag's version (APP_PROPERTIES_VERSION), when the file carries an application.
-    public var applicationVersion: UInt32?
-    public var programs: [Program]
+    package var applicationVersion: UInt32?
+    package var programs: [Program]
     /// Where the end tag's CRC ends: bytes after it (padding) are not part of the image.
-    public var length: Int
+    package var length: Int
 
-    public var isEncrypted: Bool { imageType & 0x1 != 0 }
-    public var isSigned: Bool { imageType & 0x100 != 0 }
+    package var isEncrypted: Bool { imageType & 0x1 != 0 }
+    package var isSigned: Bool { imageType & 0x100 != 0 }
 
     /// Parses `bytes` as a GBL file up to its end tag; throws the field and offset of the first problem.
-    public init(decoding bytes: [UInt8]) throws(DecodingError) {
+    package init(decoding bytes: [UInt8]) throws(DecodingError) {
         var reader = ByteReader(bytes)
         let first = try reader.readUInt32(.little, "header tag")
         guard first == Tag.header.rawValue else {
@@ -212,7 +212,7 @@ public struct GeckoBootloaderImage: Sendable, Hashable {
     }
 
     /// Why `bytes` is not a GBL file an AppLoader would take, or nil.
-    public static func problem(_ bytes: [UInt8]) -> String? {
+    package static func problem(_ bytes: [UInt8]) -> String? {
         let image: GeckoBootloaderImage
         do { image = try GeckoBootloaderImage(decoding: bytes) } catch { return error.description }
         guard image.length == bytes.count else { return "\(bytes.count - image.length) bytes follow the end tag" }
@@ -225,7 +225,7 @@ public struct GeckoBootloaderImage: Sendable, Hashable {
     /// with `applicationVersion`, one program tag at `address`, end tag with
     /// its CRC — as `commander gbl create --app` lays one out (for the
     /// simulator and tests).
-    public static func sample(_ program: [UInt8], applicationVersion: UInt32, address: UInt32 = 0) -> [UInt8] {
+    package static func sample(_ program: [UInt8], applicationVersion: UInt32, address: UInt32 = 0) -> [UInt8] {
         func u32(_ value: UInt32) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: value >> ($0 * 8)) } }
         func tag(_ tag: Tag, _ value: [UInt8]) -> [UInt8] { u32(tag.rawValue) + u32(UInt32(value.count)) + value }
         var file = tag(.header, u32(0x0300_0000) + u32(0))

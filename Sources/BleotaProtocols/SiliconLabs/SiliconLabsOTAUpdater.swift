@@ -16,10 +16,10 @@ import BleotaLink
 /// CRC_ERROR or a dropped link begins again from 0x00 with a smaller window
 /// and a pause between writes. Refusals of the file itself (NOT_SUPPORTED,
 /// IMAGE_TOO_BIG, …) end the update with the device's name for them.
-public struct SiliconLabsOTAUpdater: ContextHost {
-    public let context: HostContext
+package struct SiliconLabsOTAUpdater: ContextHost {
+    package let context: HostContext
 
-    public init(context: HostContext) { self.context = context }
+    package init(context: HostContext) { self.context = context }
 
     var tries: Int { context.tries(default: 4) }
 
@@ -48,7 +48,7 @@ public struct SiliconLabsOTAUpdater: ContextHost {
         }
     }
 
-    public func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
+    package func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
         let image = prepared.bytes
         let targetVersion = (try? GeckoBootloaderImage(decoding: image))?.applicationVersion ?? 0
         var recorder = context.recorder("flash")

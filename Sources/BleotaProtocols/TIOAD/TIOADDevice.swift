@@ -16,10 +16,10 @@ import BleotaLink
 /// retry — the host starts again from Image Identify; ten seconds without a
 /// block reset it silently. OAD_DL_COMPLETE, then Enable Image, restarts the
 /// device into the new image; until then the old image runs.
-public actor TIOADDevice: DeviceHalf {
-    public nonisolated let slotSize: Int
-    public nonisolated let blockSize: Int
-    public private(set) var running: [UInt8]
+package actor TIOADDevice: DeviceHalf {
+    package nonisolated let slotSize: Int
+    package nonisolated let blockSize: Int
+    package private(set) var running: [UInt8]
     private var state = State.idle
     private var identifyFailures = 0
 
@@ -32,26 +32,26 @@ public actor TIOADDevice: DeviceHalf {
     }
 
     /// The idle time after which the profile resets (`OAD_open`'s default).
-    public static let inactivityTimeout = Duration.seconds(10)
+    package static let inactivityTimeout = Duration.seconds(10)
 
-    public init(slotSize: Int, maximumPacket: Int, initialImage: [UInt8]) {
+    package init(slotSize: Int, maximumPacket: Int, initialImage: [UInt8]) {
         self.slotSize = slotSize
         blockSize = min(244, max(20, maximumPacket / 4 * 4))
         running = initialImage
     }
 
-    public var mode: DeviceMode { .application }
+    package var mode: DeviceMode { .application }
 
-    public var firmware: FirmwareState { FirmwareState(running: running) }
+    package var firmware: FirmwareState { FirmwareState(running: running) }
 
-    public var runningVersion: String { "\(running.count) bytes (SHA-256 \(SHA256Digest.hash(running).hexString))" }
+    package var runningVersion: String { "\(running.count) bytes (SHA-256 \(SHA256Digest.hash(running).hexString))" }
 
-    public func powerCycle() {
+    package func powerCycle() {
         state = .idle
         identifyFailures = 0
     }
 
-    public func serve(_ link: any Link, environment: DeviceEnvironment) async {
+    package func serve(_ link: any Link, environment: DeviceEnvironment) async {
         state = .idle
         while true {
             let packet: ChannelMessage

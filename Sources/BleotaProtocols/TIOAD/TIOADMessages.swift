@@ -3,7 +3,7 @@ import BleotaCodec
 
 /// The characteristics of TI's OAD service (F000FFC0-0451-4000-B000-000000000000,
 /// SimpleLink BLE5-Stack `oad.c`) as channels of a ``/BleotaLink/ChannelLink``.
-public enum TIOADChannel: UInt8, Sendable, Hashable, CaseIterable {
+package enum TIOADChannel: UInt8, Sendable, Hashable, CaseIterable {
     /// FFC1 Image Identify: the image's identity in, a one-byte status notified back.
     case identify = 0
     /// FFC2 Image Block: a block number and the image bytes it holds.
@@ -11,9 +11,9 @@ public enum TIOADChannel: UInt8, Sendable, Hashable, CaseIterable {
     /// FFC5 Extended Control: commands in, answers and block requests notified back.
     case control = 2
 
-    public static let service = BluetoothUUID("F000FFC0-0451-4000-B000-000000000000")!
+    package static let service = BluetoothUUID("F000FFC0-0451-4000-B000-000000000000")!
 
-    public var uuid: BluetoothUUID {
+    package var uuid: BluetoothUUID {
         switch self {
         case .identify: BluetoothUUID("F000FFC1-0451-4000-B000-000000000000")!
         case .block: BluetoothUUID("F000FFC2-0451-4000-B000-000000000000")!
@@ -21,7 +21,7 @@ public enum TIOADChannel: UInt8, Sendable, Hashable, CaseIterable {
         }
     }
 
-    public var gattChannel: GATTChannel {
+    package var gattChannel: GATTChannel {
         switch self {
         case .identify: GATTChannel(number: rawValue, service: Self.service, characteristic: uuid, write: .request, update: .notify)
         case .block: GATTChannel(number: rawValue, service: Self.service, characteristic: uuid, write: .command, update: .none)
@@ -31,13 +31,13 @@ public enum TIOADChannel: UInt8, Sendable, Hashable, CaseIterable {
 }
 
 /// OAD status codes (`oad.h`).
-public enum TIOADStatus: UInt8, Sendable, Hashable, CustomStringConvertible {
+package enum TIOADStatus: UInt8, Sendable, Hashable, CustomStringConvertible {
     case success = 0, crcError = 1, flashError = 2, bufferOverflow = 3, alreadyStarted = 4, notStarted = 5
     case downloadNotComplete = 6, noResources = 7, imageTooBig = 8, incompatibleImage = 9, invalidFile = 10
     case incompatibleFile = 11, authenticationFailed = 12, extensionNotSupported = 13, downloadComplete = 14
     case cccdNotEnabled = 15, identifyTimeout = 16
 
-    public var description: String {
+    package var description: String {
         let names = [
             "OAD_SUCCESS", "OAD_CRC_ERR", "OAD_FLASH_ERR", "OAD_BUFFER_OFL (a block of the wrong number or length)",
             "OAD_ALREADY_STARTED", "OAD_NOT_STARTED", "OAD_DL_NOT_COMPLETE", "OAD_NO_RESOURCES",
@@ -48,11 +48,11 @@ public enum TIOADStatus: UInt8, Sendable, Hashable, CustomStringConvertible {
         return "\(names[Int(rawValue)]) (\(rawValue))"
     }
 
-    public static func name(_ raw: UInt8) -> String { TIOADStatus(rawValue: raw)?.description ?? "status \(raw)" }
+    package static func name(_ raw: UInt8) -> String { TIOADStatus(rawValue: raw)?.description ?? "status \(raw)" }
 }
 
 /// Extended Control opcodes (`oad.h`).
-public enum TIOADCommand: UInt8, Sendable, Hashable {
+package enum TIOADCommand: UInt8, Sendable, Hashable {
     case getBlockSize = 0x01
     case startOAD = 0x03
     case enableImage = 0x04
@@ -67,19 +67,19 @@ public enum TIOADCommand: UInt8, Sendable, Hashable {
 
 /// A block request the device notifies on FFC5: the status of the previous block
 /// and the number of the block it wants next.
-public struct TIOADBlockRequest: Sendable, Hashable {
-    public var status: UInt8
-    public var block: UInt32
+package struct TIOADBlockRequest: Sendable, Hashable {
+    package var status: UInt8
+    package var block: UInt32
 
-    public init(status: UInt8, block: UInt32) {
+    package init(status: UInt8, block: UInt32) {
         self.status = status
         self.block = block
     }
 
-    public func encode() -> [UInt8] { [TIOADCommand.blockRequest.rawValue, status] + TIOADWire.u32(block) }
+    package func encode() -> [UInt8] { [TIOADCommand.blockRequest.rawValue, status] + TIOADWire.u32(block) }
 
     /// nil for anything but a 6-byte block request.
-    public init?(decoding bytes: ArraySlice<UInt8>) {
+    package init?(decoding bytes: ArraySlice<UInt8>) {
         guard bytes.count == 6, bytes.first == TIOADCommand.blockRequest.rawValue else { return nil }
         status = bytes[bytes.startIndex + 1]
         block = TIOADWire.read(bytes.dropFirst(2))
@@ -97,23 +97,23 @@ enum TIOADWire {
 /// ID ("CC26x2R1"), a CRC-32 of everything from offset 12 to the image's end, the
 /// BIM and metadata versions, tech type, copy and CRC status, image type and
 /// number, the length of the whole image, its software version.
-public struct TIOADImageHeader: Sendable, Hashable {
-    public static let size = 44
-    public static let cc26x2 = Array("CC26x2R1".utf8)
+package struct TIOADImageHeader: Sendable, Hashable {
+    package static let size = 44
+    package static let cc26x2 = Array("CC26x2R1".utf8)
     /// The BIM and metadata versions of BLE5-Stack's `oad_image_header.h`.
-    public static let bimVersion: UInt8 = 3
-    public static let metadataVersion: UInt8 = 1
+    package static let bimVersion: UInt8 = 3
+    package static let metadataVersion: UInt8 = 1
 
-    public var imageID: [UInt8]
-    public var crc: UInt32
-    public var bimVersion: UInt8
-    public var metadataVersion: UInt8
-    public var imageType: UInt8
-    public var imageNumber: UInt8
-    public var length: UInt32
-    public var softwareVersion: [UInt8]
+    package var imageID: [UInt8]
+    package var crc: UInt32
+    package var bimVersion: UInt8
+    package var metadataVersion: UInt8
+    package var imageType: UInt8
+    package var imageNumber: UInt8
+    package var length: UInt32
+    package var softwareVersion: [UInt8]
 
-    public init(decoding image: some Collection<UInt8>) throws(TIOADImageError) {
+    package init(decoding image: some Collection<UInt8>) throws(TIOADImageError) {
         let bytes = Array(image.prefix(Self.size))
         guard bytes.count == Self.size else { throw TIOADImageError("the file is \(bytes.count) bytes, shorter than the 44-byte OAD header") }
         let slice = bytes[...]
@@ -128,12 +128,12 @@ public struct TIOADImageHeader: Sendable, Hashable {
     }
 
     /// The 22 bytes of Image Identify, copied from the file's header (techType skipped).
-    public static func identify(_ image: [UInt8]) -> [UInt8] {
+    package static func identify(_ image: [UInt8]) -> [UInt8] {
         Array(image[0..<8]) + [image[12], image[13], image[16], image[17], image[18], image[19]] + Array(image[24..<28]) + Array(image[32..<36])
     }
 
     /// Why `image` is not an OAD image a device would take, or nil.
-    public static func problem(_ image: [UInt8]) -> String? {
+    package static func problem(_ image: [UInt8]) -> String? {
         let header: TIOADImageHeader
         do { header = try TIOADImageHeader(decoding: image) } catch { return error.description }
         guard Int(header.length) == image.count else {
@@ -145,7 +145,7 @@ public struct TIOADImageHeader: Sendable, Hashable {
 
     /// `code` behind a header and a contiguous-payload segment, as TI's `oad_image_tool` lays it out
     /// (image type 1, an application; for the simulator and tests).
-    public static func sample(_ code: [UInt8], softwareVersion: String = "0002", imageID: [UInt8] = cc26x2) -> [UInt8] {
+    package static func sample(_ code: [UInt8], softwareVersion: String = "0002", imageID: [UInt8] = cc26x2) -> [UInt8] {
         var image = [UInt8](repeating: 0, count: size)
         image.replaceSubrange(0..<8, with: imageID.prefix(8))
         image[12] = bimVersion
@@ -168,7 +168,7 @@ public struct TIOADImageHeader: Sendable, Hashable {
     }
 }
 
-public struct TIOADImageError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var description: String
-    public init(_ description: String) { self.description = description }
+package struct TIOADImageError: Error, Sendable, Equatable, CustomStringConvertible {
+    package var description: String
+    package init(_ description: String) { self.description = description }
 }

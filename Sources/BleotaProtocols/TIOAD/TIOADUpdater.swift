@@ -12,14 +12,14 @@ import BleotaLink
 /// reset it, so bleota cancels and starts again from Image Identify, up to
 /// `retries` times. A refusal of the image (another chip family, BIM version,
 /// image type, too big) ends the update with the device's status name.
-public struct TIOADUpdater: ContextHost {
-    public let context: HostContext
+package struct TIOADUpdater: ContextHost {
+    package let context: HostContext
 
-    public init(context: HostContext) { self.context = context }
+    package init(context: HostContext) { self.context = context }
 
     var tries: Int { context.tries(default: 4) }
 
-    public func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
+    package func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
         let image = prepared.bytes
         var recorder = context.recorder("flash")
         recorder.beginQuietly(.load)
