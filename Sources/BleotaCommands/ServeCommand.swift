@@ -212,7 +212,7 @@ struct ServeCommand: AsyncParsableCommand {
                 }
             }
             if let duration {
-                try? await Task.sleep(for: .milliseconds(Int(duration * 1000)))
+                try? await clock.sleep(for: .milliseconds(Int(duration * 1000)))
                 group.cancelAll()
             }
         }

@@ -314,7 +314,7 @@ struct SimServe: AsyncParsableCommand {
                 }
             }
             if let duration {
-                group.addTask { try await Task.sleep(for: .milliseconds(Int64(duration * 1000))) }
+                group.addTask { try await clock.sleep(for: .milliseconds(Int64(duration * 1000))) }
                 try await group.next()
                 group.cancelAll()
                 for server in servers { server.close() }
