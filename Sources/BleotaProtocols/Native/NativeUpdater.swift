@@ -6,9 +6,9 @@ import Logging
 
 /// The host half of bleota's native protocol: `flash`, `push`, `pull` and test transfers.
 ///
-/// A thin shell around ``/BleotaEngine/UpdateStateMachine`` and ``/BleotaEngine/TransferEngine``: it performs
-/// the actions the state machine asks for, turns replies into events, and
-/// reconnects and resumes when a link drops mid-transfer. Every knob of
+/// A thin shell around ``/BleotaEngine/UpdateStateMachine`` and ``/BleotaEngine/TransferEngine``: a flash is
+/// the engine's lifecycle (``/BleotaEngine/UpdateStateMachine/run(_:)``) performing this protocol's steps,
+/// and a transfer reconnects and resumes when a link drops mid-transfer. Every knob of
 /// ``/BleotaEngine/TransferTuning`` means what its documentation says.
 package struct NativeUpdater: ContextHost {
     package var context: HostContext
@@ -78,80 +78,104 @@ package struct NativeUpdater: ContextHost {
         var machine = UpdateStateMachine(expectedVersion: version)
         var session = Session(updater: self, operation: "flash")
         session.deltaBase = deltaBase
-        var action = machine.handle(.start)
+        var steps = FlashSteps(session: session, image: image, digests: digests, version: version)
+        return try await machine.run(&steps)
+    }
+
+    /// A firmware update's steps as the native protocol performs them, for the engine's lifecycle.
+    struct FlashSteps: UpdateLifecycleSteps {
+        var session: Session
+        let image: any ByteSource
+        let digests: (crc32: UInt32, sha256: [UInt8])?
+        let version: String
         var link: (any Link)?
         var versionBefore: String?
         var transferResult: TransferResult?
-        while true {
-            if case .transfer = action { try await session.enterTransfer(closing: link) } else { session.enter(machine.step) }
-            if case .fail(let error) = action {
-                await link?.close()
-                throw error
-            }
-            let event: UpdateStateMachine.Event
-            do {
-                switch action {
-                case .connect:
-                    let (newLink, hello) = try await session.connect(.initial, step: .connect)
-                    link = newLink
-                    versionBefore = hello.firmwareVersion
-                    try session.checkFits(image.count, hello: hello, step: .connect)
-                    // Every option is checked against what the device announced before it is sent
-                    // to its bootloader: a refusal after the switch would leave it there.
-                    _ = try session.packetSize(link: newLink, hello: hello, step: .connect)
-                    try session.checkCompression(hello, step: .connect)
-                    try session.checkDelta(hello, step: .connect)
-                    event = .connected(hello.mode == .bootloader ? .bootloader : .application)
-                case .enterBootloader:
-                    // A device may reset before its answer gets out; the reconnect step
-                    // then finds out whether it reached its bootloader.
-                    if link == nil { (link, _) = try await session.connect(.initial, step: .enterBootloader) }
-                    let answered = try await session.requestAllowingReset(.enterBootloader, on: link!, step: .enterBootloader)
-                    await link?.close()
-                    link = nil
-                    event = answered ? .bootloaderEntered : .bootloaderRequestUnanswered
-                case .reconnect(let mode):
-                    let (newLink, hello) = try await session.connect(
-                        mode == .bootloader ? .bootloader : .application,
-                        step: machine.step, timeout: timeouts.reboot)
-                    link = newLink
-                    if mode == .bootloader { try session.checkFits(image.count, hello: hello, step: .reconnect) }
-                    session.lastHello = hello
-                    event = .connected(hello.mode == .bootloader ? .bootloader : .application)
-                case .transfer:
-                    let result = try await session.transfer(stream: image, digests: digests, target: .firmware, label: version, link: &link)
-                    transferResult = result
-                    event = .transferred
-                case .verify:
-                    let result = try await session.verifyResendingIfCompact(
-                        stream: image, digests: digests, target: .firmware,
-                        label: version, link: &link, result: &transferResult)
-                    event = .verified(ok: result.ok, detail: result.detail)
-                case .activate:
-                    let answered = try await session.requestAllowingReset(.activate, on: link!, step: .activate)
-                    await link?.close()
-                    link = nil
-                    event = answered ? .activated : .activateRequestUnanswered
-                case .probe:
-                    await link?.close()
-                    link = nil
-                    event = .probed(await session.probe())
-                case .confirm:
-                    event = .confirmed(version: session.lastHello?.firmwareVersion ?? "")
-                case .finish:
-                    session.recorder.versionBefore = versionBefore
-                    session.recorder.versionAfter = session.lastHello?.firmwareVersion
-                    let report = session.report(bytes: image.count, transfer: transferResult)
-                    await link?.close()
-                    return report
-                case .fail:
-                    continue
-                }
-            } catch {
-                action = machine.handle(.failed(error))
-                continue
-            }
-            action = machine.handle(event)
+
+        init(session: Session, image: any ByteSource, digests: (crc32: UInt32, sha256: [UInt8])?, version: String) {
+            self.session = session
+            self.image = image
+            self.digests = digests
+            self.version = version
+        }
+
+        var timeouts: StepTimeouts { session.updater.timeouts }
+
+        mutating func entering(_ step: UpdateStep, for action: UpdateStateMachine.Action) async throws(TransferError) {
+            if case .transfer = action { try await session.enterTransfer(closing: link) } else { session.enter(step) }
+        }
+
+        mutating func connect() async throws(TransferError) -> DeviceMode {
+            let (newLink, hello) = try await session.connect(.initial, step: .connect)
+            link = newLink
+            versionBefore = hello.firmwareVersion
+            try session.checkFits(image.count, hello: hello, step: .connect)
+            // Every option is checked against what the device announced before it is sent
+            // to its bootloader: a refusal after the switch would leave it there.
+            _ = try session.packetSize(link: newLink, hello: hello, step: .connect)
+            try session.checkCompression(hello, step: .connect)
+            try session.checkDelta(hello, step: .connect)
+            return hello.mode == .bootloader ? .bootloader : .application
+        }
+
+        mutating func enterBootloader() async throws(TransferError) -> Bool {
+            // A device may reset before its answer gets out; the reconnect step
+            // then finds out whether it reached its bootloader.
+            if link == nil { (link, _) = try await session.connect(.initial, step: .enterBootloader) }
+            let answered = try await session.requestAllowingReset(.enterBootloader, on: link!, step: .enterBootloader)
+            await link?.close()
+            link = nil
+            return answered
+        }
+
+        mutating func reconnect(expecting mode: DeviceMode) async throws(TransferError) -> DeviceMode {
+            let (newLink, hello) = try await session.connect(
+                mode == .bootloader ? .bootloader : .application,
+                step: mode == .bootloader ? .reconnect : .confirm, timeout: timeouts.reboot)
+            link = newLink
+            if mode == .bootloader { try session.checkFits(image.count, hello: hello, step: .reconnect) }
+            session.lastHello = hello
+            return hello.mode == .bootloader ? .bootloader : .application
+        }
+
+        mutating func transfer() async throws(TransferError) {
+            transferResult = try await session.transfer(stream: image, digests: digests, target: .firmware, label: version, link: &link)
+        }
+
+        mutating func verify() async throws(TransferError) -> (ok: Bool, detail: String) {
+            let result = try await session.verifyResendingIfCompact(
+                stream: image, digests: digests, target: .firmware,
+                label: version, link: &link, result: &transferResult)
+            return (result.ok, result.detail)
+        }
+
+        mutating func activate() async throws(TransferError) -> Bool {
+            let answered = try await session.requestAllowingReset(.activate, on: link!, step: .activate)
+            await link?.close()
+            link = nil
+            return answered
+        }
+
+        mutating func runningVersion() async throws(TransferError) -> String {
+            session.lastHello?.firmwareVersion ?? ""
+        }
+
+        mutating func probe() async -> UpdateStateMachine.DeviceReport? {
+            await link?.close()
+            link = nil
+            return await session.probe()
+        }
+
+        mutating func finish() async -> UpdateReport {
+            session.recorder.versionBefore = versionBefore
+            session.recorder.versionAfter = session.lastHello?.firmwareVersion
+            let report = session.report(bytes: image.count, transfer: transferResult)
+            await link?.close()
+            return report
+        }
+
+        mutating func abandon(_ error: TransferError) async {
+            await link?.close()
         }
     }
 

@@ -1,0 +1,142 @@
+import Testing
+
+@testable import BleotaEngine
+
+/// Steps that answer from a script and write down what the lifecycle asked of them.
+struct ScriptedSteps: UpdateLifecycleSteps {
+    var calls: [String] = []
+    var entered: [UpdateStep] = []
+    /// What each connect or reconnect finds, in order.
+    var modes: [DeviceMode]
+    /// Whether each enter-bootloader request is answered, in order.
+    var bootloaderAnswers: [Bool] = [true]
+    var activateAnswers: [Bool] = [true]
+    var verdict = (ok: true, detail: "")
+    var running = "2.0"
+    var probeFinds: UpdateStateMachine.DeviceReport?
+    /// Steps that throw, by name.
+    var failing: [String: TransferError] = [:]
+    var gateRefusal: TransferError?
+
+    init(modes: [DeviceMode]) { self.modes = modes }
+
+    mutating func call(_ name: String) throws(TransferError) {
+        calls.append(name)
+        if let error = failing[name] { throw error }
+    }
+
+    mutating func entering(_ step: UpdateStep, for action: UpdateStateMachine.Action) async throws(TransferError) {
+        entered.append(step)
+        if case .transfer = action, let gateRefusal { throw gateRefusal }
+    }
+    mutating func connect() async throws(TransferError) -> DeviceMode {
+        try call("connect")
+        return modes.removeFirst()
+    }
+    mutating func enterBootloader() async throws(TransferError) -> Bool {
+        try call("enterBootloader")
+        return bootloaderAnswers.removeFirst()
+    }
+    mutating func reconnect(expecting mode: DeviceMode) async throws(TransferError) -> DeviceMode {
+        try call("reconnect(\(mode.rawValue))")
+        return modes.removeFirst()
+    }
+    mutating func transfer() async throws(TransferError) { try call("transfer") }
+    mutating func verify() async throws(TransferError) -> (ok: Bool, detail: String) {
+        try call("verify")
+        return verdict
+    }
+    mutating func activate() async throws(TransferError) -> Bool {
+        try call("activate")
+        return activateAnswers.removeFirst()
+    }
+    mutating func runningVersion() async throws(TransferError) -> String {
+        try call("runningVersion")
+        return running
+    }
+    mutating func probe() async -> UpdateStateMachine.DeviceReport? {
+        calls.append("probe")
+        return probeFinds
+    }
+    mutating func finish() async -> String {
+        calls.append("finish")
+        return "done"
+    }
+    mutating func abandon(_ error: TransferError) async { calls.append("abandon") }
+}
+
+/// The engine's one lifecycle: the state machine's actions performed through a host half's steps.
+@Suite struct UpdateLifecycleTests {
+    func run(_ steps: inout ScriptedSteps) async -> Result<String, TransferError> {
+        var machine = UpdateStateMachine(expectedVersion: "2.0")
+        do throws(TransferError) { return .success(try await machine.run(&steps)) } catch { return .failure(error) }
+    }
+
+    @Test func anApplicationIsTakenThroughEveryStepInOrder() async throws {
+        var steps = ScriptedSteps(modes: [.application, .bootloader, .application])
+        #expect(try await run(&steps).get() == "done")
+        #expect(
+            steps.calls == [
+                "connect", "enterBootloader", "reconnect(bootloader)", "transfer", "verify", "activate", "reconnect(application)", "runningVersion",
+                "finish",
+            ])
+        #expect(steps.entered == [.connect, .enterBootloader, .reconnect, .transfer, .verify, .activate, .confirm, .confirm, .confirm])
+    }
+
+    @Test func aBootloaderRequestWhoseAnswerWasLostIsSentAgainWhenTheDeviceStayed() async throws {
+        var steps = ScriptedSteps(modes: [.application, .application, .bootloader, .application])
+        steps.bootloaderAnswers = [false, true]
+        #expect(try await run(&steps).get() == "done")
+        #expect(steps.calls.prefix(5) == ["connect", "enterBootloader", "reconnect(bootloader)", "enterBootloader", "reconnect(bootloader)"])
+    }
+
+    @Test func aFailureBeforeTheActivationEndsTheUpdateNamingItsStep() async throws {
+        var steps = ScriptedSteps(modes: [.bootloader])
+        steps.failing["transfer"] = TransferError(.linkLost, step: .transfer, "the link dropped")
+        let error = await run(&steps).failure
+        #expect(error?.step == .transfer && error?.message == "the link dropped")
+        #expect(error?.outcome == nil)
+        #expect(steps.calls == ["connect", "transfer", "abandon"], "no probe: the device never got the activation")
+    }
+
+    @Test func aRefusedImageIsNeverActivated() async throws {
+        var steps = ScriptedSteps(modes: [.bootloader])
+        steps.verdict = (false, "hash mismatch")
+        let error = await run(&steps).failure
+        #expect(error?.code == .verificationFailed)
+        #expect(error?.message == "the device rejected the image (hash mismatch); it was not activated and the old firmware still runs")
+        #expect(!steps.calls.contains("activate"))
+    }
+
+    @Test func aFailureAfterTheActivationIsProbedAndSaysWhatRuns() async throws {
+        var steps = ScriptedSteps(modes: [.bootloader])
+        steps.failing["reconnect(application)"] = TransferError(.timeout, step: .confirm, "the device did not come back")
+        steps.probeFinds = UpdateStateMachine.DeviceReport(mode: .application, version: "1.0")
+        let error = await run(&steps).failure
+        #expect(error?.outcome == .oldImage("1.0"))
+        #expect(steps.calls.suffix(3) == ["reconnect(application)", "probe", "abandon"])
+    }
+
+    @Test func aProbeThatFindsTheNewImageRunningEndsInSuccess() async throws {
+        var steps = ScriptedSteps(modes: [.bootloader])
+        steps.failing["reconnect(application)"] = TransferError(.timeout, step: .confirm, "the answer was lost")
+        steps.probeFinds = UpdateStateMachine.DeviceReport(mode: .application, version: "2.0")
+        #expect(try await run(&steps).get() == "done")
+        #expect(steps.calls.suffix(2) == ["probe", "finish"])
+    }
+
+    @Test func aRefusalAtTheTransferGateEndsTheUpdateAsItIs() async throws {
+        var steps = ScriptedSteps(modes: [.bootloader])
+        steps.gateRefusal = TransferError(.timeout, step: .transfer, "the fleet withdrew the wait")
+        let error = await run(&steps).failure
+        #expect(error?.message == "the fleet withdrew the wait")
+        #expect(steps.calls == ["connect"], "neither a transfer nor an abandon: the gate's error is thrown as it is")
+    }
+}
+
+extension Result {
+    var failure: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
+    }
+}
