@@ -8,7 +8,7 @@ import Synchronization
 /// so does the value of a read; the directory query is
 /// answered from what discovery found. As a byte ``/BleotaLink/Link`` it
 /// takes and gives ``/BleotaLink/ChannelFrame``s.
-public final class GATTChannelLink: Link, ChannelLink {
+public final class GATTChannelLink: MessageCarryingLink {
     public let client: GATTClient
     public let parameters: LinkParameters
     /// Channel number → the characteristic found for it.
@@ -96,13 +96,6 @@ public final class GATTChannelLink: Link, ChannelLink {
         try await link!.send(Array(payload))
     }
 
-    public var channelLink: any ChannelLink { self }
-
-    public func send(_ packet: [UInt8]) async throws(LinkError) {
-        guard let message = ChannelFrame.decode(packet) else { return }
-        try await send(message)
-    }
-
     public func send(_ message: ChannelMessage) async throws(LinkError) {
         let number: UInt8
         let payload: ArraySlice<UInt8>
@@ -165,10 +158,6 @@ public final class GATTChannelLink: Link, ChannelLink {
         }
     }
 
-    public func receive() async throws(LinkError) -> [UInt8] {
-        ChannelFrame.encode(try await receiveMessage())
-    }
-
     public func receiveMessage() async throws(LinkError) -> ChannelMessage {
         while true {
             if let answer = local.poll() { return answer }
@@ -208,7 +197,7 @@ public final class GATTChannelLink: Link, ChannelLink {
 /// characteristic of the GATT server; writes arrive as packets of their
 /// channel, and a packet sent on a channel is notified or indicated (as the
 /// client subscribed) on its characteristic.
-public final class GATTPeripheralChannelLink: Link, ChannelLink {
+public final class GATTPeripheralChannelLink: MessageCarryingLink {
     public let server: GATTServer
     public let bearer: ATTBearer
     let valueHandles: [UInt8: UInt16]
@@ -283,13 +272,6 @@ public final class GATTPeripheralChannelLink: Link, ChannelLink {
         return { bearer in GATTPeripheralChannelLink(server: server, bearer: bearer, valueHandles: found, inbox: inbox, answers: answers) }
     }
 
-    public var channelLink: any ChannelLink { self }
-
-    public func send(_ packet: [UInt8]) async throws(LinkError) {
-        guard let message = ChannelFrame.decode(packet) else { return }
-        try await send(message)
-    }
-
     public func send(_ message: ChannelMessage) async throws(LinkError) {
         let number: UInt8
         let payload: ArraySlice<UInt8>
@@ -309,8 +291,6 @@ public final class GATTPeripheralChannelLink: Link, ChannelLink {
             }
         } catch let error as LinkError { throw error } catch { throw .disconnected("\(error)") }
     }
-
-    public func receive() async throws(LinkError) -> [UInt8] { ChannelFrame.encode(try await receiveMessage()) }
 
     public func receiveMessage() async throws(LinkError) -> ChannelMessage {
         do {

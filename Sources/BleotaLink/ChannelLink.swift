@@ -27,16 +27,25 @@ public protocol ChannelLink: Sendable {
 extension ChannelLink {
     /// The next message, or nil when `timeout` passes first on `clock`.
     public func receiveMessage(within timeout: Duration, clock: any BleotaClock) async throws(LinkError) -> ChannelMessage? {
-        do {
-            return try await withDeadline(timeout, clock: clock) { try await self.receiveMessage() }
-        } catch is DeadlineExceeded {
-            return nil
-        } catch let error as LinkError {
-            throw error
-        } catch {
-            throw .cancelled
-        }
+        try await receiving(within: timeout, clock: clock) { try await self.receiveMessage() }
     }
+}
+
+/// A link that carries ``ChannelMessage``s itself (GATT onto characteristics, a serial
+/// transport onto its framing): it is its own ``Link/channelLink``, and as a byte ``Link``
+/// it takes and gives ``ChannelFrame``s, for whatever wraps it.
+public protocol MessageCarryingLink: Link, ChannelLink {}
+
+extension MessageCarryingLink {
+    public var channelLink: any ChannelLink { self }
+
+    public func send(_ packet: [UInt8]) async throws(LinkError) {
+        // Bytes that frame no message carry none.
+        guard let message = ChannelFrame.decode(packet) else { return }
+        try await send(message)
+    }
+
+    public func receive() async throws(LinkError) -> [UInt8] { ChannelFrame.encode(try await receiveMessage()) }
 }
 
 /// The ``ChannelLink`` of a link that carries bytes only: each message framed by ``ChannelFrame``.

@@ -68,15 +68,23 @@ extension Link {
     /// The next packet, or nil when `timeout` passes first on `clock` (no packet is lost
     /// either way: ``receive()`` honours cancellation).
     public func receive(within timeout: Duration, clock: any BleotaClock) async throws(LinkError) -> [UInt8]? {
-        do {
-            return try await withDeadline(timeout, clock: clock) { try await self.receive() }
-        } catch is DeadlineExceeded {
-            return nil
-        } catch let error as LinkError {
-            throw error
-        } catch {
-            throw .cancelled
-        }
+        try await receiving(within: timeout, clock: clock) { try await self.receive() }
+    }
+}
+
+/// What `receive` returns, or nil when `timeout` passes first on `clock`: a link's errors as
+/// they are, anything else (the waiting task cancelled) as ``LinkError/cancelled``.
+func receiving<Value: Sendable>(
+    within timeout: Duration, clock: any BleotaClock, _ receive: @escaping @Sendable () async throws -> Value
+) async throws(LinkError) -> Value? {
+    do {
+        return try await withDeadline(timeout, clock: clock, operation: receive)
+    } catch is DeadlineExceeded {
+        return nil
+    } catch let error as LinkError {
+        throw error
+    } catch {
+        throw .cancelled
     }
 }
 

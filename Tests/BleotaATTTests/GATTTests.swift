@@ -61,6 +61,17 @@ import Testing
         #expect(result.1 == result.2)
     }
 
+    /// A live value that counts the reads: 1 at the first, 2 at the second…
+    static func nextCount(_ counter: borrowing Mutex<Int>) -> [UInt8] {
+        [
+            UInt8(
+                counter.withLock { value in
+                    value += 1
+                    return value
+                })
+        ]
+    }
+
     /// A value the device keeps changing (SUOTA's MEM_INFO) is asked for at every read, through a
     /// channel link's live values as `bleota serve` builds them; a channel without one reads its stored value.
     @Test func aReadAsksTheLiveValueEachTime() async throws {
@@ -72,16 +83,7 @@ import Testing
         let result = try await withGATT(setup: { server in
             _ = GATTPeripheralChannelLink.addChannels(
                 channels, to: server, values: [0: [0], 1: [7]],
-                liveValue: { number in
-                    guard number == 0 else { return nil }
-                    return [
-                        UInt8(
-                            counter.withLock { value in
-                                value += 1
-                                return value
-                            })
-                    ]
-                })
+                liveValue: { number in number == 0 ? Self.nextCount(counter) : nil })
         }) { client, _, _ in
             let service = try #require(try await client.discoverPrimaryServices(.bit16(0xFEF5)).first)
             let characteristics = try await client.discoverCharacteristics(service)
@@ -105,16 +107,7 @@ import Testing
         let (values, emptyWrite, unreadable) = try await withGATT(setup: { server in
             _ = GATTPeripheralChannelLink.addChannels(
                 channels, to: server, values: [0: [0]],
-                liveValue: { number in
-                    guard number == 0 else { return nil }
-                    return [
-                        UInt8(
-                            counter.withLock { value in
-                                value += 1
-                                return value
-                            })
-                    ]
-                })
+                liveValue: { number in number == 0 ? Self.nextCount(counter) : nil })
         }) { client, _, _ in
             let link = try await GATTChannelLink.open(client: client, channels: channels, mtu: 23, description: "gatt")
             try await link.send(message: .read(channel: 0))

@@ -12,7 +12,7 @@ import Logging
 /// which is how a host and a device half tell the serial transport, whose
 /// bootloader answers the serial-only requests (Get MTU, Ping, Write) and no
 /// buttonless jump: `nrf_dfu_serial.c`.
-package final class NordicSerialLink: Link, ChannelLink {
+package final class NordicSerialLink: MessageCarryingLink {
     package let lines: any DelimitedByteStream
     package let parameters: LinkParameters
     private let logger: Logger
@@ -24,13 +24,6 @@ package final class NordicSerialLink: Link, ChannelLink {
         // One SLIP frame may carry a write of any length the bootloader's MTU allows;
         // the channel is not sent.
         parameters = LinkParameters(maximumPayload: 65_536, description: lines.parameters.description)
-    }
-
-    package var channelLink: any ChannelLink { self }
-
-    package func send(_ packet: [UInt8]) async throws(LinkError) {
-        guard let message = ChannelFrame.decode(packet) else { return }
-        try await send(message)
     }
 
     /// The control point as a serial line carries it: not a BLE characteristic's number.
@@ -48,8 +41,6 @@ package final class NordicSerialLink: Link, ChannelLink {
         case .directory, .writeResult: return
         }
     }
-
-    package func receive() async throws(LinkError) -> [UInt8] { ChannelFrame.encode(try await receiveMessage()) }
 
     package func receiveMessage() async throws(LinkError) -> ChannelMessage {
         if let local = answers.poll() { return local }

@@ -27,7 +27,7 @@ import Synchronization
 /// acknowledgement comes back as a ``/BleotaLink/ChannelMessage/writeResult(channel:code:)``
 /// on it, 0 when it acknowledged that frame. Nothing else comes back, which is
 /// how a host tells this transport from the BLE one.
-package final class NordicHCILink: Link, ChannelLink {
+package final class NordicHCILink: MessageCarryingLink {
     package enum PacketType: UInt32, Sendable {
         case initPacket = 1, start = 3, data = 4, stop = 5
     }
@@ -54,16 +54,9 @@ package final class NordicHCILink: Link, ChannelLink {
         parameters = LinkParameters(maximumPayload: 4096, description: lines.parameters.description)
     }
 
-    package var channelLink: any ChannelLink { self }
-
     /// The device booted again: it expects sequence number 1.
     package func deviceBooted() {
         state.withLock { $0 = State() }
-    }
-
-    package func send(_ packet: [UInt8]) async throws(LinkError) {
-        guard let message = ChannelFrame.decode(packet) else { return }
-        try await send(message)
     }
 
     /// The host's side: a packet on ``frameChannel`` goes out as the next frame (a START
@@ -86,8 +79,6 @@ package final class NordicHCILink: Link, ChannelLink {
         case .packet, .read, .directory, .writeResult: return
         }
     }
-
-    package func receive() async throws(LinkError) -> [UInt8] { ChannelFrame.encode(try await receiveMessage()) }
 
     /// The host's side gets each acknowledgement as a write result on ``frameChannel``; the
     /// device's side gets each frame in sequence as the control point and packet writes it stands for.
