@@ -1,12 +1,23 @@
+import BleotaLink
+
 /// What a host half does at each step of an update, for ``UpdateStateMachine/run(_:)``:
 /// the hooks the engine's one lifecycle calls as the state machine asks.
 ///
 /// A host half implements the I/O (connect, send the request, stream the image, read what
 /// runs) and nothing of the sequence: which step follows which, a request repeated when its
 /// answer was lost to the device's reset, the probe of what the device runs after a late
-/// failure — those are the state machine's, the same for every protocol that runs on it.
+/// failure, the tries of a transfer that did not arrive whole — those are the engine's, the
+/// same for every protocol that runs on it.
+///
+/// The transfer and its verification are one try (``tries``): a protocol that cannot resend
+/// inside an upload (SUOTA, TI OAD, Espressif's BLE OTA) throws ``TryFailure/again(_:)`` from
+/// either, and the engine gets it ready with ``retry(after:)`` and sends again, up to the limit.
 public protocol UpdateLifecycleSteps {
     associatedtype Report
+
+    /// The tries of the transfer with its verification: the limit, and whether one may have
+    /// made the device take the image (what a failure then says it runs).
+    var tries: UpdateTries { get set }
 
     /// Before each action: progress, and for ``UpdateStateMachine/Action/transfer`` the
     /// fleet's transfer gate. An error thrown here ends the update as it is, unprobed.
@@ -18,14 +29,19 @@ public protocol UpdateLifecycleSteps {
     mutating func enterBootloader() async throws(TransferError) -> Bool
     /// Connects again after a reset, looking for the device in `mode`; what it runs.
     mutating func reconnect(expecting mode: DeviceMode) async throws(TransferError) -> DeviceMode
-    /// Sends the image.
-    mutating func transfer() async throws(TransferError)
+    /// Sends the image (one try of it).
+    mutating func transfer() async throws(TryFailure)
     /// The device's verdict on what it received, and a detail for the error when it refused.
-    mutating func verify() async throws(TransferError) -> (ok: Bool, detail: String)
+    mutating func verify() async throws(TryFailure) -> (ok: Bool, detail: String)
+    /// Between two tries: the note, the reconnect, a slower pace.
+    mutating func retry(after retry: TryFailure.Retry) async throws(TransferError)
+    /// The error once `attempts` tries failed, the last for `retry`'s reason.
+    mutating func triesExhausted(_ retry: TryFailure.Retry, attempts: Int) async -> TransferError
     /// Asks the device to run the new image; false when its answer never came.
     mutating func activate() async throws(TransferError) -> Bool
-    /// The version the device reports running, once it is back in its application.
-    mutating func runningVersion() async throws(TransferError) -> String
+    /// The version the device reports running, once it is back in its application; nil for a
+    /// protocol whose devices do not say (its coming back is then the confirmation).
+    mutating func runningVersion() async throws(TransferError) -> String?
     /// After a failure once the activation may have reached the device: reconnects and says
     /// what it runs; nil when it cannot be reached.
     mutating func probe() async -> UpdateStateMachine.DeviceReport?
@@ -33,6 +49,15 @@ public protocol UpdateLifecycleSteps {
     mutating func finish() async -> Report
     /// The update failed with `error`: closes whatever is open.
     mutating func abandon(_ error: TransferError) async
+}
+
+extension UpdateLifecycleSteps {
+    /// A protocol that makes one try has nothing to get ready.
+    public mutating func retry(after retry: TryFailure.Retry) async throws(TransferError) {}
+
+    public mutating func triesExhausted(_ retry: TryFailure.Retry, attempts: Int) async -> TransferError {
+        TransferError(.verificationFailed, step: .transfer, "the image did not arrive whole in \(attempts) tries (\(retry.reason))")
+    }
 }
 
 extension UpdateStateMachine {
@@ -57,10 +82,17 @@ extension UpdateStateMachine {
                 case .reconnect(let mode):
                     event = .connected(try await steps.reconnect(expecting: mode))
                 case .transfer:
-                    try await steps.transfer()
-                    event = .transferred
+                    let verdict = try await Self.transferAndVerify(&steps)
+                    // The verification was entered inside the try: what the machine asks next is its verdict.
+                    let next = handle(.transferred)
+                    guard next == .verify else {
+                        action = next
+                        continue
+                    }
+                    event = .verified(ok: verdict.ok, detail: verdict.detail)
                 case .verify:
-                    let verdict = try await steps.verify()
+                    // Reached only through .transfer, which verifies inside each try.
+                    let verdict = try await Self.transferAndVerify(&steps, transferring: false)
                     event = .verified(ok: verdict.ok, detail: verdict.detail)
                 case .activate:
                     event = try await steps.activate() ? .activated : .activateRequestUnanswered
@@ -79,6 +111,48 @@ extension UpdateStateMachine {
                 continue
             }
             action = handle(event)
+        }
+    }
+}
+
+extension UpdateStateMachine {
+    /// The transfer and its verification, tried up to the steps' limit (``UpdateTries``).
+    static func transferAndVerify<Steps: UpdateLifecycleSteps>(
+        _ steps: inout Steps, transferring: Bool = true
+    ) async throws(TransferError) -> (ok: Bool, detail: String) {
+        var tries = steps.tries
+        defer { steps.tries = tries }
+        return try await tries.run { (_: Int) async throws(TryFailure) -> (ok: Bool, detail: String) in
+            if transferring {
+                try await steps.transfer()
+                do throws(TransferError) { try await steps.entering(.verify, for: .verify) } catch { throw .final(error) }
+            }
+            return try await steps.verify()
+        } between: { (retry: TryFailure.Retry) async throws(TransferError) in
+            try await steps.retry(after: retry)
+            try await steps.entering(.transfer, for: .transfer)
+        } exhausted: { retry, attempts in
+            await steps.triesExhausted(retry, attempts: attempts)
+        }
+    }
+}
+
+/// Steps whose progress an ``OperationRecorder`` keeps, as most host halves' do: entering a
+/// step is the recorder's (the transfer through the fleet's gate, closing `link` if a fleet
+/// withdraws the wait), so a host half writes only its I/O.
+public protocol RecordedLifecycleSteps: UpdateLifecycleSteps {
+    var recorder: OperationRecorder { get set }
+    /// The link open now, if any: closed when a fleet withdraws the transfer's wait.
+    var link: (any Link)? { get }
+}
+
+extension RecordedLifecycleSteps {
+    public mutating func entering(_ step: UpdateStep, for action: UpdateStateMachine.Action) async throws(TransferError) {
+        switch action {
+        case .transfer: try await recorder.enterTransfer(closing: link)
+        // A failure keeps the step it happened in; a probe reports under it.
+        case .fail, .probe, .finish: break
+        default: recorder.enter(step)
         }
     }
 }

@@ -58,7 +58,8 @@ public struct UpdateStateMachine: Sendable {
         case activated
         /// The activate request went out but its answer never came.
         case activateRequestUnanswered
-        case confirmed(version: String)
+        /// What the device says it runs; nil from a protocol whose devices do not say.
+        case confirmed(version: String?)
         case failed(TransferError)
         /// What a probe found; nil when the device could not be reached.
         case probed(DeviceReport?)
@@ -87,8 +88,14 @@ public struct UpdateStateMachine: Sendable {
     public private(set) var repeats = 0
     public static let maximumRepeats = 2
 
-    public init(expectedVersion: String) {
+    /// Whether the application itself takes the image (SUOTA, TI OAD, Espressif's BLE OTA,
+    /// Silicon Labs' AppLoader entered by the host's write): a device found running it is then
+    /// sent the image at once, with no bootloader to enter.
+    public let applicationReceives: Bool
+
+    public init(expectedVersion: String, applicationReceives: Bool = false) {
         self.expectedVersion = expectedVersion
+        self.applicationReceives = applicationReceives
     }
 
     /// The step the machine is in (or failed in), for progress and errors.
@@ -111,6 +118,9 @@ public struct UpdateStateMachine: Sendable {
             state = .connecting
             return .connect
         case (.connecting, .connected(.bootloader)), (.reconnectingToBootloader, .connected(.bootloader)):
+            state = .transferring
+            return .transfer
+        case (.connecting, .connected(.application)) where applicationReceives:
             state = .transferring
             return .transfer
         case (.connecting, .connected(.application)):
@@ -160,7 +170,10 @@ public struct UpdateStateMachine: Sendable {
                 return .finish
             }
             return failed(error, outcome: report.mode == .bootloader ? .inBootloader : .oldImage(report.version))
-        case (.confirming, .confirmed(let version)):
+        case (.confirming, .confirmed(nil)):
+            state = .done
+            return .finish
+        case (.confirming, .confirmed(let version?)):
             guard version == expectedVersion else {
                 return failed(.confirmFailed, "the device runs version '\(version)', expected '\(expectedVersion)'", outcome: .oldImage(version))
             }
@@ -170,7 +183,8 @@ public struct UpdateStateMachine: Sendable {
             if case .failed(let error) = state { return .fail(error) }
             return .finish
         case (_, .failed(let error)):
-            if activationMayHaveStarted {
+            // A step that says what the device runs has found out already: nothing to probe.
+            if activationMayHaveStarted, error.outcome == nil {
                 state = .probing(after: error)
                 return .probe
             }

@@ -12,7 +12,10 @@ struct ScriptedSteps: UpdateLifecycleSteps {
     var bootloaderAnswers: [Bool] = [true]
     var activateAnswers: [Bool] = [true]
     var verdict = (ok: true, detail: "")
-    var running = "2.0"
+    var running: String? = "2.0"
+    var tries = UpdateTries(limit: 1)
+    /// What each try's transfer throws, in order, before the tries that succeed.
+    var tryFailures: [TryFailure] = []
     var probeFinds: UpdateStateMachine.DeviceReport?
     /// Steps that throw, by name.
     var failing: [String: TransferError] = [:]
@@ -41,16 +44,22 @@ struct ScriptedSteps: UpdateLifecycleSteps {
         try call("reconnect(\(mode.rawValue))")
         return modes.removeFirst()
     }
-    mutating func transfer() async throws(TransferError) { try call("transfer") }
-    mutating func verify() async throws(TransferError) -> (ok: Bool, detail: String) {
-        try call("verify")
+    mutating func transfer() async throws(TryFailure) {
+        do throws(TransferError) { try call("transfer") } catch { throw .final(error) }
+        if !tryFailures.isEmpty { throw tryFailures.removeFirst() }
+    }
+    mutating func verify() async throws(TryFailure) -> (ok: Bool, detail: String) {
+        do throws(TransferError) { try call("verify") } catch { throw .final(error) }
         return verdict
+    }
+    mutating func retry(after retry: TryFailure.Retry) async throws(TransferError) {
+        try call("retry(\(retry.reason))")
     }
     mutating func activate() async throws(TransferError) -> Bool {
         try call("activate")
         return activateAnswers.removeFirst()
     }
-    mutating func runningVersion() async throws(TransferError) -> String {
+    mutating func runningVersion() async throws(TransferError) -> String? {
         try call("runningVersion")
         return running
     }
@@ -67,8 +76,8 @@ struct ScriptedSteps: UpdateLifecycleSteps {
 
 /// The engine's one lifecycle: the state machine's actions performed through a host half's steps.
 @Suite struct UpdateLifecycleTests {
-    func run(_ steps: inout ScriptedSteps) async -> Result<String, TransferError> {
-        var machine = UpdateStateMachine(expectedVersion: "2.0")
+    func run(_ steps: inout ScriptedSteps, applicationReceives: Bool = false) async -> Result<String, TransferError> {
+        var machine = UpdateStateMachine(expectedVersion: "2.0", applicationReceives: applicationReceives)
         do throws(TransferError) { return .success(try await machine.run(&steps)) } catch { return .failure(error) }
     }
 
@@ -131,6 +140,59 @@ struct ScriptedSteps: UpdateLifecycleSteps {
         let error = await run(&steps).failure
         #expect(error?.message == "the fleet withdrew the wait")
         #expect(steps.calls == ["connect"], "neither a transfer nor an abandon: the gate's error is thrown as it is")
+    }
+}
+
+extension UpdateLifecycleTests {
+    @Test func aTryThatFailsIsMadeAgainAfterTheHostGetsReadyAndCountsTowardsTheLimit() async throws {
+        var steps = ScriptedSteps(modes: [.bootloader, .application])
+        steps.tries = UpdateTries(limit: 3)
+        steps.tryFailures = [.retry("a block was lost"), .retry("the link dropped", linkDropped: true)]
+        #expect(try await run(&steps).get() == "done")
+        #expect(
+            steps.calls == [
+                "connect", "transfer", "retry(a block was lost)", "transfer", "retry(the link dropped)", "transfer", "verify", "activate",
+                "reconnect(application)", "runningVersion", "finish",
+            ])
+        #expect(steps.entered.prefix(5) == [.connect, .transfer, .transfer, .transfer, .verify], "each try enters the transfer through the gate again")
+    }
+
+    @Test func triesThatRunOutEndTheUpdateBeforeAnyActivationSayingTheOldImageRuns() async throws {
+        var steps = ScriptedSteps(modes: [.bootloader])
+        steps.tries = UpdateTries(limit: 2)
+        steps.tryFailures = [.retry("a block was lost"), .retry("a block was lost again")]
+        let error = await run(&steps).failure
+        #expect(error?.message == "the image did not arrive whole in 2 tries (a block was lost again)")
+        #expect(error?.outcome == .oldImage("its old image"))
+        #expect(steps.calls == ["connect", "transfer", "retry(a block was lost)", "transfer", "abandon"])
+    }
+
+    @Test func aTryThatMayHaveBeenTakenLeavesWhatRunsUnknownWhenTheTriesRunOut() async throws {
+        var steps = ScriptedSteps(modes: [.bootloader])
+        steps.tries = UpdateTries(limit: 2)
+        steps.tryFailures = [.retry("END's answer was lost", mayHaveActivated: true), .retry("a block was lost")]
+        let error = await run(&steps).failure
+        #expect(error?.outcome == .unknown)
+    }
+
+    @Test func anApplicationThatTakesTheImageItselfIsSentItWithNoBootloaderToEnter() async throws {
+        var steps = ScriptedSteps(modes: [.application, .application])
+        steps.running = nil
+        #expect(try await run(&steps, applicationReceives: true).get() == "done")
+        #expect(
+            steps.calls == [
+                "connect", "transfer", "verify", "activate", "reconnect(application)", "runningVersion", "finish",
+            ], "a device that does not say what it runs is confirmed by coming back")
+    }
+
+    @Test func aLateFailureThatSaysWhatRunsIsNotProbed() async throws {
+        var steps = ScriptedSteps(modes: [.bootloader, .application])
+        var refused = TransferError(.deviceRefused, step: .activate, "the device refused Enable Image")
+        refused.outcome = .oldImage("1.0")
+        steps.failing["runningVersion"] = refused
+        let error = await run(&steps).failure
+        #expect(error == refused)
+        #expect(steps.calls.suffix(2) == ["runningVersion", "abandon"])
     }
 }
 

@@ -63,68 +63,128 @@ package struct EspressifOTAUpdater: ContextHost {
 
     /// Sends `payload` (the image, or a patch that rebuilds it on the device) and waits for the restart.
     func update(_ prepared: PreparedImage, sending payload: [UInt8], patchBase: String? = nil) async throws(TransferError) -> UpdateReport {
-        let image = payload
-        var recorder = context.recorder("flash")
-        recorder.beginQuietly(.load)
-        recorder.enter(.connect)
+        var steps = FlashSteps(host: self, prepared: prepared, payload: payload, patchBase: patchBase)
+        var machine = UpdateStateMachine(expectedVersion: prepared.version, applicationReceives: true)
+        return try await machine.run(&steps)
+    }
+
+    /// An update's steps as Espressif's BLE OTA performs them, for the engine's lifecycle: the
+    /// application takes the sectors itself, validates the image silently and restarts into it
+    /// (the restart is the only verdict), and its coming back is the confirmation.
+    struct FlashSteps: RecordedLifecycleSteps {
+        let host: EspressifOTAUpdater
+        let prepared: PreparedImage
+        /// The image, or the patch that rebuilds it on the device.
+        let payload: [UInt8]
+        /// What the patch is against, when one is sent.
+        let patchBase: String?
+        var recorder: OperationRecorder
+        /// A retry after every sector went out may follow the device's restart into the image:
+        /// it reports nothing, so from then on what it runs is unknown (UpdateTries keeps that).
+        var tries: UpdateTries
+        var link: (any Link)?
         var statistics = TransferStatistics()
         var transferTime = Duration.zero
-        var link = try await context.connect(.initial, step: .connect)
-        var tries = UpdateTries(limit: self.tries)
-        try await recorder.enterTransfer(closing: link)
-        // A retry after every sector went out may follow the device's restart into the image:
-        // it reports nothing, so from then on what it runs is unknown (UpdateTries keeps that).
-        let (window, packetData) = try await tries.run { (_: Int) async throws(TryFailure) -> (Int, Int) in
+        var window = 0
+        var packetData = 0
+
+        init(host: EspressifOTAUpdater, prepared: PreparedImage, payload: [UInt8], patchBase: String?) {
+            self.host = host
+            self.prepared = prepared
+            self.payload = payload
+            self.patchBase = patchBase
+            recorder = host.context.recorder("flash")
+            recorder.beginQuietly(.load)
+            tries = UpdateTries(limit: host.tries)
+        }
+
+        var context: HostContext { host.context }
+        var clock: any BleotaClock { host.clock }
+
+        mutating func connect() async throws(TransferError) -> DeviceMode {
+            link = try await context.connect(.initial, step: .connect)
+            return .application
+        }
+
+        mutating func enterBootloader() async throws(TransferError) -> Bool { true }
+
+        mutating func transfer() async throws(TryFailure) {
             let began = clock.now
             defer { transferTime += clock.now - began }
             do throws(TryFailure) {
-                return try await upload(image, on: link, statistics: &statistics)
+                (window, packetData) = try await host.upload(payload, on: link!, statistics: &statistics)
             } catch {
-                await link.close()
+                await link?.close()
                 throw error
             }
-        } between: { (retry: TryFailure.Retry) async throws(TransferError) in
-            let why = retry.reason
+        }
+
+        /// The device validates the image after its last sector and says nothing: its restart is the verdict (``activate()``).
+        mutating func verify() async throws(TryFailure) -> (ok: Bool, detail: String) { (true, "") }
+
+        mutating func retry(after retry: TryFailure.Retry) async throws(TransferError) {
             statistics.reconnects += 1
-            context.onEvent(.note("\(why): connecting again and starting over (the device forgets an upload at a disconnect)"))
+            context.onEvent(.note("\(retry.reason): connecting again and starting over (the device forgets an upload at a disconnect)"))
             recorder.enter(.reconnect)
             link = try await context.connect(.resume, step: .reconnect)
-            try await recorder.enterTransfer(closing: link)
-        } exhausted: { retry, attempts in
-            let why = retry.reason
-            return TransferError(.linkLost, step: .transfer, "\(why), \(attempts) times: move closer to the device")
         }
-        // The device validates and restarts by itself 200 ms after its last sector; STOP is a courtesy.
-        recorder.enter(.activate)
-        try? await link.send(channel: EspressifOTAChannel.command.rawValue, EspressifCommand.stop.encode())
-        let restarted = await waitForRestart(link, within: timeouts.verify)
-        guard restarted else {
+
+        mutating func triesExhausted(_ retry: TryFailure.Retry, attempts: Int) async -> TransferError {
+            TransferError(.linkLost, step: .transfer, "\(retry.reason), \(attempts) times: move closer to the device")
+        }
+
+        /// The device validates and restarts by itself 200 ms after its last sector; STOP is a courtesy.
+        mutating func activate() async throws(TransferError) -> Bool {
+            guard let link else { return true }
+            try? await link.send(channel: EspressifOTAChannel.command.rawValue, EspressifCommand.stop.encode())
+            let restarted = await host.waitForRestart(link, within: host.timeouts.verify)
             await link.close()
-            let why =
-                if let patchBase {
-                    "\(device) took every sector of the patch but did not restart: it runs another image than \(patchBase), or does not apply esp_delta_ota patches (it reports nothing over BLE); give --base the image it runs, or use --delta auto"
-                } else {
-                    "\(device) took every sector but did not restart: its esp_ota_end refused the image (it reports nothing over BLE); check the image with esptool.py image_info"
-                }
-            // After a try that may have been taken (its last answers lost, the device restarted into the
-            // image), a patch sent again no longer fits what runs, and nobody can say which image that is.
-            let earlier =
-                tries.mayHaveActivated ? " (an earlier try may have been taken: the device may run the new image already)" : ""
-            var error = TransferError(.verificationFailed, step: .activate, why + earlier)
-            error.outcome = tries.outcomeAfterFailure
-            throw error
+            self.link = nil
+            guard restarted else {
+                let device = host.device
+                let why =
+                    if let patchBase {
+                        "\(device) took every sector of the patch but did not restart: it runs another image than \(patchBase), or does not apply esp_delta_ota patches (it reports nothing over BLE); give --base the image it runs, or use --delta auto"
+                    } else {
+                        "\(device) took every sector but did not restart: its esp_ota_end refused the image (it reports nothing over BLE); check the image with esptool.py image_info"
+                    }
+                // After a try that may have been taken (its last answers lost, the device restarted into the
+                // image), a patch sent again no longer fits what runs, and nobody can say which image that is.
+                let earlier =
+                    tries.mayHaveActivated ? " (an earlier try may have been taken: the device may run the new image already)" : ""
+                var error = TransferError(.verificationFailed, step: .activate, why + earlier)
+                error.outcome = tries.outcomeAfterFailure
+                throw error
+            }
+            return true
         }
-        recorder.enter(.confirm)
-        let back = try await context.connect(.application, step: .confirm)
-        await back.close()
-        recorder.versionAfter = prepared.version
-        var tuning = context.tuning
-        tuning.window = window
-        tuning.packetSize = packetData
-        return recorder.finish(
-            bytes: prepared.bytes.count,
-            transfer: TransferSummary(streamBytes: statistics.bytesOnWire, delta: patchBase != nil, packetSize: packetData, elapsed: transferTime),
-            statistics: statistics, tuning: tuning)
+
+        mutating func reconnect(expecting mode: DeviceMode) async throws(TransferError) -> DeviceMode {
+            let back = try await context.connect(.application, step: .confirm)
+            await back.close()
+            return .application
+        }
+
+        mutating func runningVersion() async throws(TransferError) -> String? { nil }
+
+        /// Espressif's BLE OTA cannot say what a device runs.
+        mutating func probe() async -> UpdateStateMachine.DeviceReport? { nil }
+
+        mutating func finish() async -> UpdateReport {
+            recorder.versionAfter = prepared.version
+            var tuning = context.tuning
+            tuning.window = window
+            tuning.packetSize = packetData
+            return recorder.finish(
+                bytes: prepared.bytes.count,
+                transfer: TransferSummary(
+                    streamBytes: statistics.bytesOnWire, delta: patchBase != nil, packetSize: packetData, elapsed: transferTime),
+                statistics: statistics, tuning: tuning)
+        }
+
+        mutating func abandon(_ error: TransferError) async {
+            await link?.close()
+        }
     }
 
     /// True once the link drops (the restart), false when it is still up after `timeout`.

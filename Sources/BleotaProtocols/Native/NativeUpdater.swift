@@ -91,6 +91,8 @@ package struct NativeUpdater: ContextHost {
         var link: (any Link)?
         var versionBefore: String?
         var transferResult: TransferResult?
+        /// One: the transfer engine resends what was lost and resumes after a drop itself.
+        var tries = UpdateTries(limit: 1)
 
         init(session: Session, image: any ByteSource, digests: (crc32: UInt32, sha256: [UInt8])?, version: String) {
             self.session = session
@@ -138,15 +140,19 @@ package struct NativeUpdater: ContextHost {
             return hello.mode == .bootloader ? .bootloader : .application
         }
 
-        mutating func transfer() async throws(TransferError) {
-            transferResult = try await session.transfer(stream: image, digests: digests, target: .firmware, label: version, link: &link)
+        mutating func transfer() async throws(TryFailure) {
+            do throws(TransferError) {
+                transferResult = try await session.transfer(stream: image, digests: digests, target: .firmware, label: version, link: &link)
+            } catch { throw .final(error) }
         }
 
-        mutating func verify() async throws(TransferError) -> (ok: Bool, detail: String) {
-            let result = try await session.verifyResendingIfCompact(
-                stream: image, digests: digests, target: .firmware,
-                label: version, link: &link, result: &transferResult)
-            return (result.ok, result.detail)
+        mutating func verify() async throws(TryFailure) -> (ok: Bool, detail: String) {
+            do throws(TransferError) {
+                let result = try await session.verifyResendingIfCompact(
+                    stream: image, digests: digests, target: .firmware,
+                    label: version, link: &link, result: &transferResult)
+                return (result.ok, result.detail)
+            } catch { throw .final(error) }
         }
 
         mutating func activate() async throws(TransferError) -> Bool {
@@ -156,7 +162,7 @@ package struct NativeUpdater: ContextHost {
             return answered
         }
 
-        mutating func runningVersion() async throws(TransferError) -> String {
+        mutating func runningVersion() async throws(TransferError) -> String? {
             session.lastHello?.firmwareVersion ?? ""
         }
 

@@ -28,51 +28,105 @@ package struct SUOTAUpdater: ContextHost {
 
     package func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
         let transport = try context.value(of: SUOTAProtocol.HostOptions.transport)
-        let file = prepared.bytes
-        // SuotaLib's habit, kept: one byte, the XOR of the file, follows it (DA1458x checks it; later chips ignore it).
-        let image = file + [file.reduce(UInt8(0), ^)]
-        var recorder = context.recorder("flash")
-        recorder.beginQuietly(.load)
-        recorder.enter(.connect)
+        var steps = FlashSteps(host: self, prepared: prepared, transport: transport)
+        var machine = UpdateStateMachine(expectedVersion: prepared.version, applicationReceives: true)
+        return try await machine.run(&steps)
+    }
+
+    /// An update's steps as SUOTA performs them, for the engine's lifecycle: the application
+    /// takes the image itself, END is the verification, REBOOT the activation, and the device
+    /// coming back the confirmation (SUOTA does not say what runs).
+    struct FlashSteps: RecordedLifecycleSteps {
+        let host: SUOTAUpdater
+        let file: [UInt8]
+        /// The file and SuotaLib's trailing XOR byte.
+        let image: [UInt8]
+        let version: String
+        let transport: TransportKind?
+        var recorder: OperationRecorder
+        var tries: UpdateTries
+        var link: (any Link)?
         var statistics = TransferStatistics()
         var transferTime = Duration.zero
-        var pace = Pace(
-            chunksPerBlock: context.explicitKnobs.contains(.window) ? max(1, context.tuning.window) : 6,
-            delay: context.explicitKnobs.contains(.delay) ? context.tuning.interPacketDelay : .zero)
+        var pace: Pace
         var chunk = 0
+        /// An END went out in some try: a later SAME_IMG_ERR means it took.
         var endSent = false
-        var link = try await context.connect(.initial, step: .connect)
-        // The credit-based channel where the device publishes one and this host can open it, unless told otherwise.
-        if transport != .ble {
-            pace.overCreditChannel = try await context.channels(on: link, step: .connect).contains(SUOTAChannel.creditData)
+        /// The device took the image in an earlier try whose END answer was lost.
+        var alreadyTaken = false
+
+        init(host: SUOTAUpdater, prepared: PreparedImage, transport: TransportKind?) {
+            let context = host.context
+            self.host = host
+            file = prepared.bytes
+            // SuotaLib's habit, kept: one byte, the XOR of the file, follows it (DA1458x checks it; later chips ignore it).
+            image = file + [file.reduce(UInt8(0), ^)]
+            version = prepared.version
+            self.transport = transport
+            recorder = context.recorder("flash")
+            recorder.beginQuietly(.load)
+            tries = UpdateTries(limit: host.tries)
+            pace = Pace(
+                chunksPerBlock: context.explicitKnobs.contains(.window) ? max(1, context.tuning.window) : 6,
+                delay: context.explicitKnobs.contains(.delay) ? context.tuning.interPacketDelay : .zero)
         }
-        var tries = UpdateTries(limit: self.tries)
-        try await recorder.enterTransfer(closing: link)
-        chunk = try await tries.run { (_: Int) async throws(TryFailure) -> Int in
+
+        var context: HostContext { host.context }
+        var clock: any BleotaClock { host.clock }
+
+        mutating func connect() async throws(TransferError) -> DeviceMode {
+            let link = try await context.connect(.initial, step: .connect)
+            self.link = link
+            // The credit-based channel where the device publishes one and this host can open it, unless told otherwise.
+            if transport != .ble {
+                pace.overCreditChannel = try await context.channels(on: link, step: .connect).contains(SUOTAChannel.creditData)
+            }
+            return .application
+        }
+
+        mutating func enterBootloader() async throws(TransferError) -> Bool { true }
+
+        mutating func transfer() async throws(TryFailure) {
             let began = clock.now
             defer { transferTime += clock.now - began }
             do throws(TryFailure) {
-                let chunk = try await upload(image, on: link, pace: pace, statistics: &statistics)
-                recorder.enter(.verify)
-                endSent = true
+                chunk = try await host.upload(image, on: link!, pace: pace, statistics: &statistics)
+            } catch {
+                try await settle(error)
+            }
+        }
+
+        mutating func verify() async throws(TryFailure) -> (ok: Bool, detail: String) {
+            guard !alreadyTaken else { return (true, "") }
+            let began = clock.now
+            defer { transferTime += clock.now - began }
+            endSent = true
+            do throws(TryFailure) {
                 // An END whose answer is lost may have been taken: the device may commit the image.
                 do throws(TryFailure) {
-                    try await command(.end, expecting: .completeOK, on: link, step: .verify, within: timeouts.verify)
+                    try await host.command(.end, expecting: .completeOK, on: link!, step: .verify, within: host.timeouts.verify)
                 } catch .again(var retry) {
                     retry.mayHaveActivated = true
                     throw .again(retry)
                 }
-                return chunk
             } catch {
-                await abort(link)
-                // SAME_IMG_ERR after an END whose answer was lost: that END took, and the device
-                // restarted into the image (refusal(_:step:) marks SAME_IMG_ERR so).
-                guard case .final(let failure) = error, failure.outcome == .newImageConfirmed, endSent else { throw error }
-                context.onEvent(.note("\(device) already runs this image: the END of an earlier try took, though its answer was lost"))
-                do throws(TransferError) { link = try await context.connect(.resume, step: .reconnect) } catch { throw .final(error) }
-                return chunk
+                try await settle(error)
             }
-        } between: { (retry: TryFailure.Retry) async throws(TransferError) in
+            return (true, "")
+        }
+
+        /// A try that failed: the device leaves SUOTA. SAME_IMG_ERR after an END whose answer was
+        /// lost means that END took and the device restarted into the image (refusal(_:step:) marks
+        /// SAME_IMG_ERR so): the update goes on to its REBOOT; anything else is the try's failure.
+        mutating func settle(_ error: TryFailure) async throws(TryFailure) {
+            await host.abort(link!)
+            guard case .final(let failure) = error, failure.outcome == .newImageConfirmed, endSent else { throw error }
+            context.onEvent(.note("\(host.device) already runs this image: the END of an earlier try took, though its answer was lost"))
+            do throws(TransferError) { link = try await context.connect(.resume, step: .reconnect) } catch { throw .final(error) }
+            alreadyTaken = true
+        }
+
+        mutating func retry(after retry: TryFailure.Retry) async throws(TransferError) {
             let why = retry.reason
             statistics.reconnects += 1
             if pace.overCreditChannel {
@@ -86,31 +140,50 @@ package struct SUOTAUpdater: ContextHost {
             }
             recorder.enter(.reconnect)
             link = try await context.connect(.resume, step: .reconnect)
-            try await recorder.enterTransfer(closing: link)
-        } exhausted: { retry, attempts in
-            let why = retry.reason
-            return TransferError(
-                .verificationFailed, step: .transfer, "the image did not arrive whole in \(attempts) tries (\(why)): try --delay 10ms or move closer to the device")
         }
-        recorder.enter(.activate)
-        try? await link.send(channel: SUOTAChannel.memoryDevice.rawValue, SUOTAMemoryCommand.reboot.encode())
-        await awaitDisconnect(link, clock: clock, timeout: timeouts.response)
-        recorder.enter(.confirm)
-        let back: any Link
-        do { back = try await context.connector.connect(for: .application, timeout: timeouts.reboot) } catch {
-            var failure = TransferError(.linkLost, step: .confirm, "\(device) did not come back after REBOOT: \(error)")
-            failure.outcome = .unknown
-            throw failure
+
+        mutating func triesExhausted(_ retry: TryFailure.Retry, attempts: Int) async -> TransferError {
+            TransferError(
+                .verificationFailed, step: .transfer,
+                "the image did not arrive whole in \(attempts) tries (\(retry.reason)): try --delay 10ms or move closer to the device")
         }
-        await back.close()
-        recorder.versionAfter = prepared.version
-        var tuning = context.tuning
-        tuning.window = pace.chunksPerBlock
-        tuning.packetSize = chunk
-        tuning.interPacketDelay = pace.delay
-        return recorder.finish(
-            bytes: file.count, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: chunk, elapsed: transferTime),
-            statistics: statistics, tuning: tuning)
+
+        mutating func activate() async throws(TransferError) -> Bool {
+            try? await link?.send(channel: SUOTAChannel.memoryDevice.rawValue, SUOTAMemoryCommand.reboot.encode())
+            if let link { await awaitDisconnect(link, clock: clock, timeout: host.timeouts.response) }
+            link = nil
+            return true
+        }
+
+        mutating func reconnect(expecting mode: DeviceMode) async throws(TransferError) -> DeviceMode {
+            let back: any Link
+            do { back = try await context.connector.connect(for: .application, timeout: host.timeouts.reboot) } catch {
+                var failure = TransferError(.linkLost, step: .confirm, "\(host.device) did not come back after REBOOT: \(error)")
+                failure.outcome = .unknown
+                throw failure
+            }
+            await back.close()
+            return .application
+        }
+
+        mutating func runningVersion() async throws(TransferError) -> String? { nil }
+
+        mutating func probe() async -> UpdateStateMachine.DeviceReport? { nil }
+
+        mutating func finish() async -> UpdateReport {
+            recorder.versionAfter = version
+            var tuning = context.tuning
+            tuning.window = pace.chunksPerBlock
+            tuning.packetSize = chunk
+            tuning.interPacketDelay = pace.delay
+            return recorder.finish(
+                bytes: file.count, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: chunk, elapsed: transferTime),
+                statistics: statistics, tuning: tuning)
+        }
+
+        mutating func abandon(_ error: TransferError) async {
+            await link?.close()
+        }
     }
 
     /// MEM_DEV 0xFF000000, then the link closed: the device leaves SUOTA (or restarts, having lost the link).

@@ -20,87 +20,152 @@ package struct TIOADUpdater: ContextHost {
     var tries: Int { context.tries(default: 4) }
 
     package func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
-        let image = prepared.bytes
-        var recorder = context.recorder("flash")
-        recorder.beginQuietly(.load)
-        recorder.enter(.connect)
+        var steps = FlashSteps(host: self, prepared: prepared)
+        var machine = UpdateStateMachine(expectedVersion: prepared.version, applicationReceives: true)
+        return try await machine.run(&steps)
+    }
+
+    /// An update's steps as TI OAD performs them, for the engine's lifecycle: the application
+    /// downloads the image itself and checks its CRC before OAD_DL_COMPLETE (the transfer is
+    /// its verification), Enable Image activates, and Get SW Version afterwards tells the new
+    /// image from the old.
+    struct FlashSteps: RecordedLifecycleSteps {
+        let host: TIOADUpdater
+        let image: [UInt8]
+        let version: String
+        var recorder: OperationRecorder
+        var tries: UpdateTries
+        var link: (any Link)?
         var statistics = TransferStatistics()
         var transferTime = Duration.zero
-        var link = try await context.connect(.initial, step: .connect)
-        // The running image's software version, to tell the new image from the old one afterwards.
-        let oldVersion = (try? await softwareVersion(on: link)) ?? nil
-        var tries = UpdateTries(limit: self.tries)
-        try await recorder.enterTransfer(closing: link)
-        let blockSize = try await tries.run { (_: Int) async throws(TryFailure) -> Int in
+        var blockSize = 0
+        /// The running image's software version before the update, to tell the new image from the old one afterwards.
+        var oldVersion: [UInt8]?
+        /// Enable Image's refusal, when its answer came back and said so.
+        var refusal: UInt8?
+        /// Get SW Version's answer after the device came back.
+        var running: [UInt8]?
+
+        init(host: TIOADUpdater, prepared: PreparedImage) {
+            self.host = host
+            image = prepared.bytes
+            version = prepared.version
+            recorder = host.context.recorder("flash")
+            recorder.beginQuietly(.load)
+            tries = UpdateTries(limit: host.tries)
+        }
+
+        var context: HostContext { host.context }
+        var clock: any BleotaClock { host.clock }
+
+        mutating func connect() async throws(TransferError) -> DeviceMode {
+            let link = try await context.connect(.initial, step: .connect)
+            self.link = link
+            oldVersion = (try? await host.softwareVersion(on: link)) ?? nil
+            return .application
+        }
+
+        mutating func enterBootloader() async throws(TransferError) -> Bool { true }
+
+        mutating func transfer() async throws(TryFailure) {
             let began = clock.now
             defer { transferTime += clock.now - began }
             do throws(TryFailure) {
-                return try await download(image, on: link, statistics: &statistics)
+                blockSize = try await host.download(image, on: link!, statistics: &statistics)
             } catch {
-                try? await send(.control, [TIOADCommand.cancelOAD.rawValue], on: link)
-                await link.close()
+                try? await host.send(.control, [TIOADCommand.cancelOAD.rawValue], on: link!)
+                await link?.close()
                 throw error
             }
-        } between: { (retry: TryFailure.Retry) async throws(TransferError) in
-            let why = retry.reason
+        }
+
+        /// OAD_DL_COMPLETE ended the transfer: the device checked the image's CRC.
+        mutating func verify() async throws(TryFailure) -> (ok: Bool, detail: String) { (true, "") }
+
+        mutating func retry(after retry: TryFailure.Retry) async throws(TransferError) {
             statistics.reconnects += 1
-            context.onEvent(.note("\(why); starting again from Image Identify"))
+            context.onEvent(.note("\(retry.reason); starting again from Image Identify"))
             recorder.enter(.reconnect)
             link = try await context.connect(.resume, step: .reconnect)
-            try await recorder.enterTransfer(closing: link)
-        } exhausted: { retry, attempts in
-            let why = retry.reason
-            return TransferError(.verificationFailed, step: .transfer, "the image did not arrive whole in \(attempts) tries (\(why)): move closer to the device")
         }
-        recorder.enter(.activate)
-        // Enable Image; its answer can be lost (or damaged) as the device resets, so what the device
-        // runs afterwards is read back: Get SW Version names the image's software version.
-        var refusal: UInt8?
-        do {
-            try await send(.control, [TIOADCommand.enableImage.rawValue], on: link)
-            if let answer = try await controlAnswer(TIOADCommand.enableImage, on: link), answer.count >= 2, answer[answer.startIndex + 1] != 0 {
-                refusal = answer[answer.startIndex + 1]
+
+        mutating func triesExhausted(_ retry: TryFailure.Retry, attempts: Int) async -> TransferError {
+            TransferError(.verificationFailed, step: .transfer, "the image did not arrive whole in \(attempts) tries (\(retry.reason)): move closer to the device")
+        }
+
+        /// Enable Image; its answer can be lost (or damaged) as the device resets, so what the
+        /// device runs afterwards is read back: Get SW Version names the image's software version.
+        mutating func activate() async throws(TransferError) -> Bool {
+            do {
+                try await host.send(.control, [TIOADCommand.enableImage.rawValue], on: link!)
+                if let answer = try await host.controlAnswer(TIOADCommand.enableImage, on: link!), answer.count >= 2,
+                    answer[answer.startIndex + 1] != 0
+                {
+                    refusal = answer[answer.startIndex + 1]
+                }
+            } catch {
+                // The device resetting as it answers is expected.
             }
-        } catch {
-            // The device resetting as it answers is expected.
+            return true
         }
-        recorder.enter(.confirm)
-        await awaitDisconnect(link, clock: clock, timeout: timeouts.response)
-        let back: any Link
-        do { back = try await context.connect(.application, step: .confirm) } catch {
-            var failure = error
-            failure.outcome = .unknown
-            throw failure
+
+        mutating func reconnect(expecting mode: DeviceMode) async throws(TransferError) -> DeviceMode {
+            if let link { await awaitDisconnect(link, clock: clock, timeout: host.timeouts.response) }
+            link = nil
+            let back: any Link
+            do { back = try await context.connect(.application, step: .confirm) } catch {
+                var failure = error
+                failure.outcome = .unknown
+                throw failure
+            }
+            running = try? await host.softwareVersion(on: back)
+            await back.close()
+            return .application
         }
-        let newVersion = Array(image[32..<36])
-        let running = try? await softwareVersion(on: back)
-        await back.close()
-        switch (running, refusal) {
-        case (let version?, _) where version == newVersion && version != oldVersion:
-            if refusal != nil { context.onEvent(.note("\(device) runs the new image although Enable Image's answer said otherwise (a damaged answer)")) }
-        case (let version?, let refused?) where version == oldVersion && version != newVersion:
-            var failure = TransferError(.deviceRefused, step: .activate, "\(device) refused Enable Image: \(TIOADStatus.name(refused))")
-            failure.outcome = .oldImage(String(decoding: version, as: UTF8.self))
-            throw failure
-        case (let version?, nil) where version == oldVersion && version != newVersion:
-            var failure = TransferError(.confirmFailed, step: .confirm, "\(device) came back running its old image (software version \(String(decoding: version, as: UTF8.self)))")
-            failure.outcome = .oldImage(String(decoding: version, as: UTF8.self))
-            throw failure
-        case (_, let refused?):
-            // The versions cannot tell the images apart: the answer decides, and what runs is not known for sure.
-            var failure = TransferError(.deviceRefused, step: .activate, "\(device) refused Enable Image: \(TIOADStatus.name(refused))")
-            failure.outcome = .unknown
-            throw failure
-        default:
-            break
+
+        /// Nil once the new image runs; otherwise the error says which runs.
+        mutating func runningVersion() async throws(TransferError) -> String? {
+            let newVersion = Array(image[32..<36])
+            let device = host.device
+            switch (running, refusal) {
+            case (let version?, _) where version == newVersion && version != oldVersion:
+                if refusal != nil { context.onEvent(.note("\(device) runs the new image although Enable Image's answer said otherwise (a damaged answer)")) }
+            case (let version?, let refused?) where version == oldVersion && version != newVersion:
+                var failure = TransferError(.deviceRefused, step: .activate, "\(device) refused Enable Image: \(TIOADStatus.name(refused))")
+                failure.outcome = .oldImage(String(decoding: version, as: UTF8.self))
+                throw failure
+            case (let version?, nil) where version == oldVersion && version != newVersion:
+                var failure = TransferError(
+                    .confirmFailed, step: .confirm, "\(device) came back running its old image (software version \(String(decoding: version, as: UTF8.self)))")
+                failure.outcome = .oldImage(String(decoding: version, as: UTF8.self))
+                throw failure
+            case (_, let refused?):
+                // The versions cannot tell the images apart: the answer decides, and what runs is not known for sure.
+                var failure = TransferError(.deviceRefused, step: .activate, "\(device) refused Enable Image: \(TIOADStatus.name(refused))")
+                failure.outcome = .unknown
+                throw failure
+            default:
+                break
+            }
+            return nil
         }
-        recorder.versionAfter = prepared.version
-        var tuning = context.tuning
-        tuning.packetSize = blockSize
-        tuning.window = 1
-        return recorder.finish(
-            bytes: image.count, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: blockSize, elapsed: transferTime),
-            statistics: statistics, tuning: tuning)
+
+        mutating func probe() async -> UpdateStateMachine.DeviceReport? { nil }
+
+        mutating func finish() async -> UpdateReport {
+            recorder.versionAfter = version
+            var tuning = context.tuning
+            tuning.packetSize = blockSize
+            tuning.window = 1
+            return recorder.finish(
+                bytes: image.count,
+                transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: blockSize, elapsed: transferTime),
+                statistics: statistics, tuning: tuning)
+        }
+
+        mutating func abandon(_ error: TransferError) async {
+            await link?.close()
+        }
     }
 
     func send(_ channel: TIOADChannel, _ bytes: [UInt8], on link: any Link) async throws(LinkError) {
