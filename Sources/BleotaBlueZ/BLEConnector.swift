@@ -163,7 +163,7 @@ public struct BLEConnector: DeviceConnector {
         return try await retryUntil(deadline: clock.now + timeout, clock: clock, pause: .milliseconds(250)) { left throws(LinkError) in
             try security.checkNotFailed()
             var lastError = LinkError.unreachable("no device at \(target.address)")
-            for candidate in candidates {
+            for candidate in await advertisingFirst(candidates, within: min(left, .seconds(2))) {
                 // An LE connection to an address nobody advertises waits out its whole timeout: bound it.
                 let bounded = candidates.count > 1 ? min(left, .seconds(3)) : left
                 do throws(LinkError) { return try await attempt(await located(candidate), timeout: bounded) } catch {
@@ -176,6 +176,23 @@ public struct BLEConnector: DeviceConnector {
             }
             throw lastError
         }
+    }
+
+    /// `candidates` with the one a short scan finds advertising first. An LE connection to an
+    /// address nobody advertises waits out its bound (3 s), so a jump to a bootloader that
+    /// kept its address used to cost that much at address + 1 before the right one was tried;
+    /// the scan ends at the first advertisement from either. As they are when it finds neither.
+    func advertisingFirst(_ candidates: [BLEDeviceAddress], within duration: Duration) async -> [BLEDeviceAddress] {
+        guard candidates.count > 1 else { return candidates }
+        let addresses = Set(candidates.map(\.address.description))
+        let seen = try? await Scanner.scan(adapter: target.adapter, duration: duration, active: false, stoppingAt: addresses)
+        logger.debug(
+            "a scan for \(addresses.sorted().joined(separator: " or ")) found \(seen.map { $0.isEmpty ? "neither" : $0.map(\.address).joined(separator: ", ") } ?? "nothing: it failed")"
+        )
+        guard let seen,
+            let first = candidates.first(where: { candidate in seen.contains { $0.address == candidate.address.description } })
+        else { return candidates }
+        return [first] + candidates.filter { $0.address != first.address }
     }
 
     /// Scans for the device advertising `name` (2 s at a time) and connects to the address it advertises from.
@@ -238,11 +255,22 @@ public struct BLEConnector: DeviceConnector {
     }
 
     /// `link` with the connection's handle, so a fleet can change its interval (``IntervalControlledLink``);
-    /// as it is when the kernel did not tell the handle.
+    /// as it is when the kernel did not tell the handle. A credit-based channel may share its LE
+    /// connection with the GATT link that opened it, so closing it leaves the connection up.
     func intervalControlled(_ link: any Link, handle: UInt16?, settings: ConnectionSettings?) -> any Link {
         guard let handle else { return link }
         let opening = settings?.intervalMilliseconds.map { Duration.microseconds(Int64(($0 * 1000).rounded())) }
         return IntervalControlledLink(link, handle: handle, adapter: target.adapter, openingInterval: opening)
+    }
+
+    /// A GATT link with its connection's handle, as above; closing it ends the LE connection under
+    /// it at once (``IntervalControlledLink/close()``).
+    func intervalControlled(_ link: any Link, connection: ATTConnection) -> any Link {
+        guard let handle = connection.handle else { return link }
+        let opening = connection.settings?.intervalMilliseconds.map { Duration.microseconds(Int64(($0 * 1000).rounded())) }
+        let bearer = connection.bearer
+        return IntervalControlledLink(
+            link, handle: handle, adapter: target.adapter, openingInterval: opening, connectionIsUp: { await !bearer.isClosed })
     }
 
     /// The address + 1 a Nordic bootloader takes: the least significant byte incremented, wrapping without carry.
@@ -308,7 +336,7 @@ public struct BLEConnector: DeviceConnector {
                     await link.close()
                     throw LinkError.unreachable("\(target.address) does not offer the \(service.name) service \(service.service)")
                 }
-                return intervalControlled(link, handle: connection.handle, settings: connection.settings)
+                return intervalControlled(link, connection: connection)
             }
             guard let found = try await connection.client.discoverPrimaryServices(service.service).first else {
                 await connection.close("no \(service.name) service")
@@ -326,7 +354,7 @@ public struct BLEConnector: DeviceConnector {
                 GATTLink(
                     client: connection.client, writeHandle: rx.valueHandle, notifyHandle: tx.valueHandle,
                     mtu: mtu, description: description, runner: connection.runner),
-                handle: connection.handle, settings: connection.settings)
+                connection: connection)
         } catch let error as LinkError {
             throw error
         } catch ATTBearerError.security(let failure) {

@@ -27,6 +27,16 @@ public struct HCICommand: Sendable, Equatable {
     }
 
     static let leOGF: UInt16 = 0x08
+    static let linkControlOGF: UInt16 = 0x01
+
+    /// Disconnect (Core Vol 4, Part E, §7.1.6): ends the connection `handle` with `reason`
+    /// (0x13, Remote User Terminated Connection, as a host that is done with it says).
+    public static func disconnect(handle: UInt16, reason: UInt8 = 0x13) -> HCICommand {
+        var writer = ByteWriter(capacity: 3)
+        writer.write(handle)
+        writer.write(reason)
+        return HCICommand(ogf: linkControlOGF, ocf: 0x0006, parameters: writer.bytes)
+    }
 
     public static let leReadLocalSupportedFeatures = HCICommand(ogf: leOGF, ocf: 0x0003)
 

@@ -19,17 +19,18 @@ public enum Scanner {
         public var description: String
     }
 
-    /// Scans on `adapter` for `duration`, returning one merged advertisement per address.
+    /// Scans on `adapter` for `duration`, returning one merged advertisement per address;
+    /// sooner once an advertisement from one of `stoppingAt` (addresses as they are on the air) arrives.
     public static func scan(
         adapter: String?, duration: Duration, active: Bool = true, filter: ScanFilter = ScanFilter(),
-        resolving keys: [IdentityResolvingKey]? = nil
+        resolving keys: [IdentityResolvingKey]? = nil, stoppingAt: Set<String> = []
     ) async throws -> [Advertisement] {
         let keys = keys ?? bondedKeys(adapter: adapter)
         var found: [Advertisement]
-        if active, let discovered = try await discover(adapter: adapter, duration: duration) {
+        if active, let discovered = try await discover(adapter: adapter, duration: duration, stoppingAt: stoppingAt) {
             found = discovered
         } else {
-            found = try await scanOverHCI(adapter: adapter, duration: duration, active: active)
+            found = try await scanOverHCI(adapter: adapter, duration: duration, active: active, stoppingAt: stoppingAt)
         }
         for index in found.indices {
             guard let address = BluetoothAddress(found[index].address) else { continue }
@@ -52,7 +53,7 @@ public enum Scanner {
     }
 
     /// Discovery through the management interface; nil when it cannot be used here (then HCI is tried).
-    static func discover(adapter: String?, duration: Duration) async throws -> [Advertisement]? {
+    static func discover(adapter: String?, duration: Duration, stoppingAt: Set<String> = []) async throws -> [Advertisement]? {
         guard let id = BluetoothAvailability.deviceID(adapter), let channel = try? ManagementChannel.open() else { return nil }
         defer { channel.close() }
         let index = UInt16(id)
@@ -72,7 +73,7 @@ public enum Scanner {
         var merged = Merged()
         let clock = SystemClock()
         let deadline = clock.now + duration
-        while clock.now < deadline {
+        while clock.now < deadline, !merged.includesAny(of: stoppingAt) {
             let next: (index: UInt16, event: ManagementEvent)??
             do { next = try await withDeadline(deadline - clock.now, clock: clock) { try await events.take() } } catch { break }
             guard let next, let (eventIndex, event) = next else { break }
@@ -109,12 +110,14 @@ public enum Scanner {
         }
 
         var advertisements: [Advertisement] { order.compactMap { found[$0] } }
+
+        func includesAny(of addresses: Set<String>) -> Bool { addresses.contains { found[$0] != nil } }
     }
 
     /// Scanning through an HCI socket (libbluetooth): set scan parameters, enable scanning, read LE
     /// Advertising Report events until the duration ends, then disable it again and restore the
     /// socket's filter.
-    static func scanOverHCI(adapter: String?, duration: Duration, active: Bool) async throws -> [Advertisement] {
+    static func scanOverHCI(adapter: String?, duration: Duration, active: Bool, stoppingAt: Set<String> = []) async throws -> [Advertisement] {
         let deviceID = BluetoothAvailability.deviceID(adapter) ?? -1
         guard deviceID >= 0 else { throw Failure(description: BluetoothAvailability.noAdapter(adapter).description) }
         let dd = hci_open_dev(deviceID)
@@ -152,7 +155,7 @@ public enum Scanner {
         let clock = SystemClock()
         let deadline = clock.now + duration
         var buffer = [UInt8](repeating: 0, count: 260)
-        while clock.now < deadline {
+        while clock.now < deadline, !merged.includesAny(of: stoppingAt) {
             do {
                 try await withDeadline(deadline - clock.now, clock: clock) { try await system.wait(dd, writable: false) }
             } catch {

@@ -73,12 +73,24 @@ struct SimServe: AsyncParsableCommand {
         if devices > 1 && serial { throw ValidationError("--serial serves one device: drop --devices, or serve the fleet over UDP") }
     }
 
-    /// The protocol-neutral options, by the name a protocol's device option gives for them.
-    var serveOptions: [String: String] {
-        // The device option counts milliseconds, as sim://…?swap-time= does.
-        var options: [String: String] = ["swap-time": String((swapTime?.seconds(bare: .milliseconds) ?? 1) * 1000)]
-        if let buffer { options["smp-buffer"] = String(buffer) }
-        if let buffers { options["smp-buffers"] = String(buffers) }
+    /// A protocol-neutral option of sim serve, by the name a protocol's device option gives for it
+    /// (its `serveOption`).
+    struct ServeOption {
+        var flag: String
+        var value: String
+        /// Given on the command line, rather than sim serve's own default: a protocol with no use
+        /// for a given option refuses it; a default one is left out.
+        var given: Bool
+    }
+
+    var serveOptions: [ServeOption] {
+        var options: [ServeOption] = [
+            // sim serve's device swaps in 1 ms unless told otherwise (the protocol's own default is a real device's);
+            // the device option counts milliseconds, as sim://…?swap-time= does.
+            ServeOption(flag: "swap-time", value: String((swapTime?.seconds(bare: .milliseconds) ?? 1) * 1000), given: swapTime != nil)
+        ]
+        if let buffer { options.append(ServeOption(flag: "smp-buffer", value: String(buffer), given: true)) }
+        if let buffers { options.append(ServeOption(flag: "smp-buffers", value: String(buffers), given: true)) }
         return options
     }
 
@@ -99,11 +111,11 @@ struct SimServe: AsyncParsableCommand {
         }
         // Map the neutral options onto the protocol's own keys; one it has no use for is refused.
         var options: [String: String] = [:]
-        for (flag, value) in serveOptions {
-            if let spec = updateProtocol.deviceOptions.first(where: { $0.serveOption == flag }) {
-                options[spec.key] = value
-            } else if flag != "swap-time" {
-                throw CommandFailure(.usage, "--\(flag) has no meaning for \(updateProtocol.identity.displayName)'s device: drop it")
+        for option in serveOptions {
+            if let spec = updateProtocol.deviceOptions.first(where: { $0.serveOption == option.flag }) {
+                options[spec.key] = option.value
+            } else if option.given {
+                throw CommandFailure(.usage, "--\(option.flag) has no meaning for \(updateProtocol.identity.displayName)'s device: drop it")
             }
         }
         options.merge(
@@ -125,7 +137,7 @@ struct SimServe: AsyncParsableCommand {
             for _ in 0..<devices { made.append(try updateProtocol.makeDevice(configuration)) }
             fleet = made
         } catch {
-            if let flag = updateProtocol.deviceOptions.first(where: { $0.key == error.key })?.serveOption, serveOptions[flag] != nil {
+            if let flag = updateProtocol.deviceOptions.first(where: { $0.key == error.key })?.serveOption, serveOptions.contains(where: { $0.flag == flag && $0.given }) {
                 throw CommandFailure(.usage, "--\(flag) \(error.problem)")
             }
             throw CommandFailure(.usage, "--device-option \(error.key) \(error.problem)")

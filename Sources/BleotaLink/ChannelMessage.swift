@@ -1,3 +1,5 @@
+import BleotaCodec
+
 /// One message of a protocol that spans several characteristics (Nordic DFU's
 /// control point, packet and buttonless characteristics; a vendor's control
 /// point and data stream), as a ``ChannelLink`` carries it.
@@ -39,12 +41,6 @@ public enum ChannelMessage: Sendable, Hashable {
         case .writeResult: 3
         }
     }
-
-    /// The payload when this is a packet on `channel`, nil otherwise.
-    public func payload(on channel: UInt8) -> ArraySlice<UInt8>? {
-        guard case .packet(channel, let payload) = self else { return nil }
-        return payload
-    }
 }
 
 extension ChannelMessage: CustomStringConvertible {
@@ -52,8 +48,7 @@ extension ChannelMessage: CustomStringConvertible {
     public var description: String {
         switch self {
         case .packet(let channel, let payload):
-            let shown = payload.prefix(8).map { byte in String(byte, radix: 16).count == 1 ? "0" + String(byte, radix: 16) : String(byte, radix: 16) }.joined()
-            return "a packet of \(payload.count) bytes on channel \(channel) (\(shown)\(payload.count > 8 ? "…" : ""))"
+            return "a packet of \(payload.count) byte\(payload.count == 1 ? "" : "s") on channel \(channel) (\(payload.prefix(8).hexString)\(payload.count > 8 ? "…" : ""))"
         case .directoryQuery: return "a directory query"
         case .read(let channel): return "a read of channel \(channel)"
         case .directory(let channels): return "the directory \(channels)"

@@ -63,6 +63,11 @@ import Testing
             "error: --device-option colour is not a key Nordic Secure DFU's device takes: use one of nordic-hw, nordic-sd, nordic-key, nordic-bootloader, nordic-buttonless, nordic-start, nordic-save-progress, nordic-serial-mtu"
         ),
         (
+            // sim serve's own default swap time is left out for a device without one; a given one is refused.
+            ["sim", "serve", "--protocol", "nordic-dfu", "--serial", "--swap-time", "5ms"],
+            "error: --swap-time has no meaning for Nordic Secure DFU's device: drop it"
+        ),
+        (
             ["sim", "serve", "--protocol", "nordic-dfu", "--serial", "--device-option", "nordic-sd=0x10000"],
             "error: --device-option nordic-sd '0x10000' is not a number of 16 bits: use a decimal or 0x-prefixed value"
         ),

@@ -19,6 +19,12 @@ import Testing
 
     /// A device without a DFU service answers with an empty directory, which must not read as a
     /// query: a framing where both were the one byte could be read only knowing the direction.
+    @Test func aPacketIsLoggedWithItsFirstEightBytesInHex() {
+        let long = ChannelMessage.packet(channel: 3, payload: [0x00, 0x0A, 0xFF, 1, 2, 3, 4, 5, 6][...])
+        #expect(long.description == "a packet of 9 bytes on channel 3 (000aff0102030405…)")
+        #expect(ChannelMessage.packet(channel: 1, payload: [0xB0][...]).description == "a packet of 1 byte on channel 1 (b0)")
+    }
+
     @Test func anEmptyDirectoryIsNotAQuery() {
         #expect(ChannelFrame.encode(.directory([])) != ChannelFrame.encode(.directoryQuery))
         #expect(ChannelFrame.decode(ChannelFrame.encode(.directory([]))) == .directory([]))

@@ -49,69 +49,130 @@ package struct SiliconLabsOTAUpdater: ContextHost {
     }
 
     package func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
-        let image = prepared.bytes
-        let targetVersion = (try? GeckoBootloaderImage(decoding: image))?.applicationVersion ?? 0
-        var recorder = context.recorder("flash")
-        recorder.beginQuietly(.load)
-        recorder.enter(.connect)
+        var steps = FlashSteps(host: self, prepared: prepared)
+        var machine = UpdateStateMachine(expectedVersion: prepared.version, applicationReceives: true)
+        return try await machine.run(&steps)
+    }
+
+    /// An update's steps as Silicon Labs' hosts perform them, for the engine's lifecycle. Each
+    /// try of the transfer starts where the device is: in its application it is first sent to
+    /// its AppLoader (a failed try can leave it back in the application: a power cut in the
+    /// AppLoader boots an intact one), and the file's 0x03, whose Write Response is the
+    /// AppLoader's verdict, ends it. 0x04 activates; the application version read back confirms.
+    struct FlashSteps: RecordedLifecycleSteps {
+        let host: SiliconLabsOTAUpdater
+        let image: [UInt8]
+        let version: String
+        /// The application version the GBL file carries.
+        let targetVersion: UInt32
+        var recorder: OperationRecorder
+        var tries: UpdateTries
+        var link: (any Link)?
+        /// The channels the device offers now: OTA Data only in its AppLoader.
+        var offered: Set<UInt8> = []
+        var versionBefore: UInt32?
+        var pace = Pace(packetSize: 244, window: SiliconLabsOTAUpdater.defaultWindow, delay: .zero)
         var statistics = TransferStatistics()
         var transferTime = Duration.zero
-        var link = try await context.connect(.initial, step: .connect)
-        var offered = try await context.channels(on: link, step: .connect)
-        guard offered.contains(SiliconLabsOTAChannel.control.rawValue) else {
-            await link.close()
-            throw TransferError(.protocolViolation, step: .connect, "\(device) offers no Silicon Labs OTA Control characteristic: its application was built without OTA support")
-        }
-        let versionBefore = offered.contains(SiliconLabsOTAChannel.data.rawValue) ? nil : try? await applicationVersion(on: link)
-        var pace = Pace(
-            packetSize: min(244, link.parameters.maximumPayload - 1, context.tuning.packetSize ?? 244),
-            window: context.explicitKnobs.contains(.window) ? max(1, context.tuning.window) : Self.defaultWindow,
-            delay: context.tuning.interPacketDelay)
-        // Once the device reset into its AppLoader it stays there until a file verifies (or its
-        // power is cut): a failure from then on leaves it waiting there, its application
-        // overwritten once program data reached it.
-        var inAppLoader = offered.contains(SiliconLabsOTAChannel.data.rawValue)
-        // The device booted the file already (an end whose answer was lost, then the link closed).
+        /// Tries begun so far.
+        var attempt = 0
+        /// Once the device reset into its AppLoader it stays there until a file verifies (or its
+        /// power is cut): a failure from then on leaves it waiting there, its application
+        /// overwritten once program data reached it.
+        var inAppLoader = false
+        /// The device booted the file already (an end whose answer was lost, then the link closed).
         var booted = false
-        var tries = UpdateTries(limit: self.tries)
-        try await tries.run { (attempt: Int) async throws(TryFailure) in
+        var backOffered: Set<UInt8>?
+        var running: UInt32?
+
+        init(host: SiliconLabsOTAUpdater, prepared: PreparedImage) {
+            self.host = host
+            image = prepared.bytes
+            version = prepared.version
+            targetVersion = (try? GeckoBootloaderImage(decoding: prepared.bytes))?.applicationVersion ?? 0
+            recorder = host.context.recorder("flash")
+            recorder.beginQuietly(.load)
+            tries = UpdateTries(limit: host.tries)
+        }
+
+        var context: HostContext { host.context }
+        var clock: any BleotaClock { host.clock }
+        var device: String { host.device }
+        var inApplication: Bool { !offered.contains(SiliconLabsOTAChannel.data.rawValue) }
+
+        /// As every recorded host's, except that a try that starts in the application enters its
+        /// transfer (and the fleet's gate) only once the device is in its AppLoader.
+        mutating func entering(_ step: UpdateStep, for action: UpdateStateMachine.Action) async throws(TransferError) {
+            switch action {
+            case .transfer: if !inApplication { try await recorder.enterTransfer(closing: link) }
+            case .fail, .probe, .finish: break
+            default: recorder.enter(step)
+            }
+        }
+
+        mutating func connect() async throws(TransferError) -> DeviceMode {
+            let link = try await context.connect(.initial, step: .connect)
+            self.link = link
+            offered = try await context.channels(on: link, step: .connect)
+            guard offered.contains(SiliconLabsOTAChannel.control.rawValue) else {
+                await link.close()
+                throw TransferError(
+                    .protocolViolation, step: .connect, "\(device) offers no Silicon Labs OTA Control characteristic: its application was built without OTA support")
+            }
+            versionBefore = inApplication ? try? await host.applicationVersion(on: link) : nil
+            pace = Pace(
+                packetSize: min(244, link.parameters.maximumPayload - 1, context.tuning.packetSize ?? 244),
+                window: context.explicitKnobs.contains(.window) ? max(1, context.tuning.window) : SiliconLabsOTAUpdater.defaultWindow,
+                delay: context.tuning.interPacketDelay)
+            inAppLoader = !inApplication
+            return .application
+        }
+
+        mutating func enterBootloader() async throws(TransferError) -> Bool { true }
+
+        mutating func transfer() async throws(TryFailure) {
+            attempt += 1
             // An end whose answer was lost: the device booted the file when the link closed.
-            if attempt > 1, !offered.contains(SiliconLabsOTAChannel.data.rawValue), versionBefore != targetVersion,
-                (try? await agreedApplicationVersion(on: link)) == targetVersion
-            {
+            if attempt > 1, inApplication, versionBefore != targetVersion, (try? await host.agreedApplicationVersion(on: link!)) == targetVersion {
                 context.onEvent(.note("\(device) runs application version \(targetVersion): the last try's end was taken though its answer was lost"))
                 booted = true
                 return
             }
             do throws(TryFailure) {
-                if !offered.contains(SiliconLabsOTAChannel.data.rawValue) {
+                if inApplication {
                     recorder.enter(.enterBootloader)
-                    (link, offered) = try await enterAppLoader(link)
+                    (link, offered) = try await host.enterAppLoader(link!)
                     inAppLoader = true
+                    do throws(TransferError) { try await recorder.enterTransfer() } catch { throw TryFailure.final(error) }
                 }
-                do throws(TransferError) { try await recorder.enterTransfer() } catch { throw TryFailure.final(error) }
                 let began = clock.now
                 defer { transferTime += clock.now - began }
-                try await upload(image, on: link, pace: pace, resend: attempt > 1, statistics: &statistics)
+                try await host.upload(image, on: link!, pace: pace, resend: attempt > 1, statistics: &statistics)
             } catch {
-                await link.close()
+                await link?.close()
                 if case .final(var failure) = error, inAppLoader, failure.outcome == nil {
                     failure.outcome = .inBootloader
                     throw .final(failure)
                 }
                 throw error
             }
-        } between: { (retry: TryFailure.Retry) async throws(TransferError) in
-            let why = retry.reason
+        }
+
+        /// The Write Response to the file's 0x03 was the AppLoader's verdict, inside the transfer.
+        mutating func verify() async throws(TryFailure) -> (ok: Bool, detail: String) { (true, "") }
+
+        mutating func retry(after retry: TryFailure.Retry) async throws(TransferError) {
             statistics.reconnects += 1
             pace.slowDown()
             context.onEvent(
                 .note(
-                    "\(why); beginning again from 0x00 with \(pace.window) writes between reads" + (pace.pipelined ? "" : ", each read answered before more go out")
+                    "\(retry.reason); beginning again from 0x00 with \(pace.window) writes between reads"
+                        + (pace.pipelined ? "" : ", each read answered before more go out")
                         + (pace.delay > .zero ? ", \(pace.delay) between writes" : "")))
             recorder.enter(.reconnect)
             do throws(TransferError) {
-                link = try await context.connect(.resume, step: .reconnect)
+                let link = try await context.connect(.resume, step: .reconnect)
+                self.link = link
                 offered = try await context.channels(on: link, step: .reconnect)
             } catch {
                 var failure = error
@@ -119,49 +180,76 @@ package struct SiliconLabsOTAUpdater: ContextHost {
                 throw failure
             }
             // A power cut in the AppLoader boots an intact application: it must be asked again.
-            inAppLoader = offered.contains(SiliconLabsOTAChannel.data.rawValue)
-        } exhausted: { retry, attempts in
-            let (why, verdictUnread) = (retry.reason, retry.mayHaveActivated)
-            var error = TransferError(.verificationFailed, step: .transfer, "the GBL file did not arrive whole in \(attempts) tries (\(why)): move closer to the device")
-            error.outcome = verdictUnread ? .unknown : inAppLoader ? .inBootloader : .oldImage(versionBefore.map { "application version \($0)" } ?? "its old image")
+            inAppLoader = !inApplication
+        }
+
+        mutating func triesExhausted(_ retry: TryFailure.Retry, attempts: Int) async -> TransferError {
+            var error = TransferError(
+                .verificationFailed, step: .transfer, "the GBL file did not arrive whole in \(attempts) tries (\(retry.reason)): move closer to the device")
+            error.outcome =
+                retry.mayHaveActivated
+                ? .unknown : inAppLoader ? .inBootloader : .oldImage(versionBefore.map { "application version \($0)" } ?? "its old image")
             return error
         }
-        recorder.enter(.activate)
-        if booted {
-            await link.close()
-        } else {
-            // 0x04 asks the AppLoader to close the connection, after which it boots the verified file.
-            if (try? await control(.close, on: link)) != nil { _ = try? await writeResult(on: link) }
-            await awaitDisconnect(link, clock: clock, timeout: timeouts.response)
+
+        mutating func activate() async throws(TransferError) -> Bool {
+            guard let link else { return true }
+            if booted {
+                await link.close()
+            } else {
+                // 0x04 asks the AppLoader to close the connection, after which it boots the verified file.
+                if (try? await host.control(.close, on: link)) != nil { _ = try? await host.writeResult(on: link) }
+                await awaitDisconnect(link, clock: clock, timeout: host.timeouts.response)
+            }
+            self.link = nil
+            return true
         }
-        recorder.enter(.confirm)
-        let back: any Link
-        do { back = try await context.connect(.application, step: .confirm) } catch {
-            var failure = error
-            failure.outcome = .unknown
-            throw failure
+
+        mutating func reconnect(expecting mode: DeviceMode) async throws(TransferError) -> DeviceMode {
+            let back: any Link
+            do { back = try await context.connect(.application, step: .confirm) } catch {
+                var failure = error
+                failure.outcome = .unknown
+                throw failure
+            }
+            backOffered = try? await context.channels(on: back, step: .confirm)
+            running = try? await host.agreedApplicationVersion(on: back)
+            await back.close()
+            return .application
         }
-        let backOffered = try? await context.channels(on: back, step: .confirm)
-        let running = try? await agreedApplicationVersion(on: back)
-        await back.close()
-        if backOffered?.contains(SiliconLabsOTAChannel.data.rawValue) == true {
-            var failure = TransferError(.confirmFailed, step: .confirm, "\(device) came back in its AppLoader, not in the new application: run the same command again")
-            failure.outcome = .inBootloader
-            throw failure
+
+        /// Nil once the file's application runs; otherwise the error says what runs.
+        mutating func runningVersion() async throws(TransferError) -> String? {
+            if backOffered?.contains(SiliconLabsOTAChannel.data.rawValue) == true {
+                var failure = TransferError(.confirmFailed, step: .confirm, "\(device) came back in its AppLoader, not in the new application: run the same command again")
+                failure.outcome = .inBootloader
+                throw failure
+            }
+            if let version = running, version != targetVersion {
+                var failure = TransferError(.confirmFailed, step: .confirm, "\(device) runs application version \(version), not the file's \(targetVersion)")
+                failure.outcome = .oldImage("application version \(version)")
+                throw failure
+            }
+            return nil
         }
-        if let version = running, version != targetVersion {
-            var failure = TransferError(.confirmFailed, step: .confirm, "\(device) runs application version \(version), not the file's \(targetVersion)")
-            failure.outcome = .oldImage("application version \(version)")
-            throw failure
+
+        mutating func probe() async -> UpdateStateMachine.DeviceReport? { nil }
+
+        mutating func finish() async -> UpdateReport {
+            recorder.versionAfter = version
+            var tuning = context.tuning
+            tuning.packetSize = pace.packetSize
+            tuning.window = pace.window
+            tuning.interPacketDelay = pace.delay
+            return recorder.finish(
+                bytes: image.count,
+                transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: pace.packetSize, elapsed: transferTime),
+                statistics: statistics, tuning: tuning)
         }
-        recorder.versionAfter = prepared.version
-        var tuning = context.tuning
-        tuning.packetSize = pace.packetSize
-        tuning.window = pace.window
-        tuning.interPacketDelay = pace.delay
-        return recorder.finish(
-            bytes: image.count, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: pace.packetSize, elapsed: transferTime),
-            statistics: statistics, tuning: tuning)
+
+        mutating func abandon(_ error: TransferError) async {
+            await link?.close()
+        }
     }
 
     /// OTA Control 0x00 in the application, its answer, the reset, and the AppLoader found at the same address.
