@@ -147,6 +147,11 @@ public protocol RecordedLifecycleSteps: UpdateLifecycleSteps {
 }
 
 extension RecordedLifecycleSteps {
+    /// Closes the link open now.
+    public mutating func abandon(_ error: TransferError) async {
+        await link?.close()
+    }
+
     public mutating func entering(_ step: UpdateStep, for action: UpdateStateMachine.Action) async throws(TransferError) {
         switch action {
         case .transfer: try await recorder.enterTransfer(closing: link)

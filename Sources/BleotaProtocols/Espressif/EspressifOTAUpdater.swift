@@ -181,10 +181,6 @@ package struct EspressifOTAUpdater: ContextHost {
                     streamBytes: statistics.bytesOnWire, delta: patchBase != nil, packetSize: packetData, elapsed: transferTime),
                 statistics: statistics, tuning: tuning)
         }
-
-        mutating func abandon(_ error: TransferError) async {
-            await link?.close()
-        }
     }
 
     /// True once the link drops (the restart), false when it is still up after `timeout`.

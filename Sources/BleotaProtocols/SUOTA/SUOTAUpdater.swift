@@ -180,10 +180,6 @@ package struct SUOTAUpdater: ContextHost {
                 bytes: file.count, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: chunk, elapsed: transferTime),
                 statistics: statistics, tuning: tuning)
         }
-
-        mutating func abandon(_ error: TransferError) async {
-            await link?.close()
-        }
     }
 
     /// MEM_DEV 0xFF000000, then the link closed: the device leaves SUOTA (or restarts, having lost the link).

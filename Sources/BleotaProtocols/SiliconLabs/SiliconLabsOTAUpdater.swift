@@ -246,10 +246,6 @@ package struct SiliconLabsOTAUpdater: ContextHost {
                 transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: pace.packetSize, elapsed: transferTime),
                 statistics: statistics, tuning: tuning)
         }
-
-        mutating func abandon(_ error: TransferError) async {
-            await link?.close()
-        }
     }
 
     /// OTA Control 0x00 in the application, its answer, the reset, and the AppLoader found at the same address.

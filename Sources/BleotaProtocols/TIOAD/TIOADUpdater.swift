@@ -162,10 +162,6 @@ package struct TIOADUpdater: ContextHost {
                 transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: blockSize, elapsed: transferTime),
                 statistics: statistics, tuning: tuning)
         }
-
-        mutating func abandon(_ error: TransferError) async {
-            await link?.close()
-        }
     }
 
     func send(_ channel: TIOADChannel, _ bytes: [UInt8], on link: any Link) async throws(LinkError) {

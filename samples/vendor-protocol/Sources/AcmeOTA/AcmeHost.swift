@@ -122,10 +122,6 @@ public struct AcmeHost: ProtocolHost {
             tuning.packetSize = chunk
             return recorder.finish(bytes: image.bytes.count, transfer: summary, statistics: statistics, tuning: tuning)
         }
-
-        mutating func abandon(_ error: TransferError) async {
-            await link?.close()
-        }
     }
 
     func connect(_ purpose: ConnectPurpose, step: UpdateStep, timeout: Duration? = nil) async throws(TransferError) -> any Link {
