@@ -64,101 +64,226 @@ package struct DescribedUpdater: ContextHost {
     }
 
     func run(_ image: [UInt8], version: String, activate: Bool) async throws(TransferError) -> UpdateReport {
-        var recorder = context.recorder(activate ? "flash" : "test-transfer")
-        recorder.beginQuietly(.load)
-        let bytes = try prepare(image)
-        let versionNumber = try context.value(of: DescribedProtocol.HostOptions.version)
-        recorder.enter(.connect)
-        var link = try await context.connect(.initial, step: .connect)
+        var steps = try FlashSteps(host: self, image: image, version: version, activates: activate)
+        var machine = UpdateStateMachine(expectedVersion: version)
+        return try await machine.run(&steps)
+    }
+
+    /// An update's steps as a described protocol performs them, for the engine's lifecycle:
+    /// the jump to the bootloader when the application lacks the data characteristic, the
+    /// start command and the packets as one try's transfer, the end command as its
+    /// verification.
+    ///
+    /// A described bootloader checks an image by starting it: a device that comes back in its
+    /// bootloader after the activation did not get the image whole. So when the update
+    /// activates, the activation and the device's return are part of the verification's try
+    /// (a device back in its bootloader is another try, slower), and the lifecycle's own
+    /// activate and confirm steps find them done.
+    struct FlashSteps: RecordedLifecycleSteps {
+        let host: DescribedUpdater
+        /// The image as it is sent (aligned).
+        let bytes: [UInt8]
+        let imageSize: Int
+        let version: String
+        /// The number the description's commands carry as the image's version.
+        let versionNumber: UInt64
+        /// False for a test transfer: sent and verified, never activated.
+        let activates: Bool
+        var recorder: OperationRecorder
+        var tries: UpdateTries
+        var link: (any Link)?
+        var pace: Pace
         var statistics = TransferStatistics()
-        var pace = Pace(readEvery: nil, window: 1, delay: context.explicitKnobs.contains(.delay) ? context.tuning.interPacketDelay : .zero)
-        if case .none(let every, _) = description.transfer.flow { pace.readEvery = context.explicitKnobs.contains(.window) ? max(1, context.tuning.window) : every }
-        if case .acknowledged(_, let every) = description.transfer.flow {
-            pace.window = context.explicitKnobs.contains(.window) ? max(every, context.tuning.window) : 2 * every
-        }
         var transferTime = Duration.zero
+        var tryStarted = Duration.zero
         var payloadSize = 0
+        /// What the end command carried, for the try's verification.
+        var endVariables: [String: UInt64] = [:]
+        /// Whether an end command reached the device without its answer coming back: it may have activated the image.
         var activationPossible = false
-        /// What the device runs after a failed update, as far as bleota can know.
-        func finalOutcome(inBootloader: Bool) -> DeviceOutcome {
-            if inBootloader { return .inBootloader }
-            if activationPossible || description.update.bootloaderErasesApplication { return .unknown }
-            return .oldImage("its old image")
+
+        init(host: DescribedUpdater, image: [UInt8], version: String, activates: Bool) throws(TransferError) {
+            self.host = host
+            self.version = version
+            self.activates = activates
+            imageSize = image.count
+            recorder = host.context.recorder(activates ? "flash" : "test-transfer")
+            recorder.beginQuietly(.load)
+            bytes = try host.prepare(image)
+            versionNumber = try host.context.value(of: DescribedProtocol.HostOptions.version)
+            tries = UpdateTries(limit: host.tries)
+            let context = host.context
+            let transfer = host.description.transfer
+            pace = Pace(readEvery: nil, window: 1, delay: context.explicitKnobs.contains(.delay) ? context.tuning.interPacketDelay : .zero)
+            if case .none(let every, _) = transfer.flow { pace.readEvery = context.explicitKnobs.contains(.window) ? max(1, context.tuning.window) : every }
+            if case .acknowledged(_, let every) = transfer.flow {
+                pace.window = context.explicitKnobs.contains(.window) ? max(every, context.tuning.window) : 2 * every
+            }
         }
-        func slowDown(_ why: String) {
-            pace.readEvery = pace.readEvery.map { max(1, $0 / 2) }
-            pace.window = max(1, pace.window / 2)
-            if case .none(nil, _) = description.transfer.flow { pace.delay = max(pace.delay * 2, .milliseconds(5)) }
-            context.onEvent(.note("\(why); starting again from the start command, slower"))
+
+        var context: HostContext { host.context }
+        var clock: any BleotaClock { host.clock }
+        var description: ProtocolDescription { host.description }
+        /// The data channel: offered by the bootloader (or an application that takes the image itself).
+        var dataChannel: UInt8 { description.message(description.transfer.packet).channel }
+
+        /// The activation and the device's return were entered inside the verification's try.
+        mutating func entering(_ step: UpdateStep, for action: UpdateStateMachine.Action) async throws(TransferError) {
+            switch action {
+            case .transfer: try await recorder.enterTransfer(closing: link)
+            case .activate, .reconnect(expecting: .application), .confirm, .fail, .probe, .finish: break
+            default: recorder.enter(step)
+            }
         }
-        var tries = UpdateTries(limit: self.tries)
-        try await tries.run { (_: Int) async throws(TryFailure) in
-            do throws(TransferError) {
-                link = try await enterBootloaderIfNeeded(link, recorder: &recorder)
-                try await recorder.enterTransfer(closing: link)
-            } catch { throw .final(error) }
-            let began = clock.now
-            var uploaded = false
-            var endSent = false
-            do throws(TryFailure) {
-                let variables: [String: UInt64]
-                (payloadSize, variables) = try await upload(bytes, version: versionNumber, on: link, pace: pace, statistics: &statistics)
-                recorder.enter(.verify)
-                endSent = true
-                // The end's answer comes once the device has taken every packet: the transfer lasts until then.
-                try await end(on: link, variables: variables)
-                uploaded = true
-                transferTime += clock.now - began
-                guard activate else { return }
-                link = try await activateAndConfirm(link, recorder: &recorder)
+
+        /// In the bootloader when the data characteristic is offered (or no jump is described).
+        mutating func connect() async throws(TransferError) -> DeviceMode {
+            let link = try await context.connect(.initial, step: .connect)
+            self.link = link
+            return try await mode(of: link, step: .connect)
+        }
+
+        func mode(of link: any Link, step: UpdateStep) async throws(TransferError) -> DeviceMode {
+            guard description.update.enterBootloader != nil else { return .bootloader }
+            return try await context.channels(on: link, step: step).contains(dataChannel) ? .bootloader : .application
+        }
+
+        /// The jump command; a refusal the device names ends the update, a lost answer is the reset's.
+        mutating func enterBootloader() async throws(TransferError) -> Bool {
+            guard let jump = description.update.enterBootloader, let link else { return true }
+            do {
+                try await host.send(jump.send, [:], on: link)
+                guard let answer = jump.answer else { return true }
+                guard let variables = try await host.await(answer, on: link, timeout: jump.timeout) else { return false }
+                try host.check(variables, step: .enterBootloader, what: "the jump to the bootloader")
+                return true
+            } catch let error as TransferError {
+                throw error
             } catch {
-                if !uploaded { transferTime += clock.now - began }
-                await link.close()
-                // The end reached the device and no answer came back: it may have activated the image.
-                if case .again(var retry) = error, retry.linkDropped, endSent {
-                    retry.mayHaveActivated = true
-                    activationPossible = true
-                    throw .again(retry)
-                }
+                // The application restarting as it answers is expected.
+                return false
+            }
+        }
+
+        mutating func reconnect(expecting mode: DeviceMode) async throws(TransferError) -> DeviceMode {
+            // After an activation the device came back inside the verification's try (see the type's notes).
+            guard mode == .bootloader else { return .application }
+            if let link { await awaitDisconnect(link, clock: clock, timeout: host.timeouts.response) }
+            link = nil
+            let back = try await context.connect(.bootloader, step: .reconnect)
+            link = back
+            let found = try await self.mode(of: back, step: .reconnect)
+            if found == .application {
+                await back.close()
+                link = nil
+            }
+            return found
+        }
+
+        /// The start command and the packets.
+        mutating func transfer() async throws(TryFailure) {
+            tryStarted = clock.now
+            do throws(TryFailure) {
+                (payloadSize, endVariables) = try await host.upload(bytes, version: versionNumber, on: link!, pace: pace, statistics: &statistics)
+            } catch {
+                transferTime += clock.now - tryStarted
+                await link?.close()
                 throw error
             }
-        } between: { (retry: TryFailure.Retry) async throws(TransferError) in
+        }
+
+        /// The end command, whose answer comes once the device has taken every packet (the
+        /// transfer lasts until then); when the update activates, the activation and the
+        /// device back in its application.
+        mutating func verify() async throws(TryFailure) -> (ok: Bool, detail: String) {
+            do throws(TryFailure) {
+                do throws(TryFailure) {
+                    try await host.end(on: link!, variables: endVariables)
+                    transferTime += clock.now - tryStarted
+                } catch {
+                    transferTime += clock.now - tryStarted
+                    // The end reached the device and no answer came back: it may have activated the image.
+                    if case .again(var retry) = error, retry.linkDropped {
+                        retry.mayHaveActivated = true
+                        activationPossible = true
+                        throw .again(retry)
+                    }
+                    throw error
+                }
+                if activates { link = try await host.activateAndConfirm(link!, recorder: &recorder) }
+            } catch {
+                await link?.close()
+                throw error
+            }
+            return (true, "")
+        }
+
+        /// A dropped link is found again; an image that did not arrive whole is sent again slower,
+        /// on the link the failure came with or a new one (a failure the device reported may reboot it).
+        mutating func retry(after retry: TryFailure.Retry) async throws(TransferError) {
             if retry.linkDropped {
                 statistics.reconnects += 1
                 context.onEvent(.note("\(retry.reason): reconnecting"))
+            } else {
+                pace.readEvery = pace.readEvery.map { max(1, $0 / 2) }
+                pace.window = max(1, pace.window / 2)
+                if case .none(nil, _) = description.transfer.flow { pace.delay = max(pace.delay * 2, .milliseconds(5)) }
+                context.onEvent(.note("\(retry.reason); starting again from the start command, slower"))
+            }
+            if !retry.linkDropped, let connection = retry.connection {
+                link = connection
+            } else {
                 recorder.enter(.reconnect)
                 link = try await context.connect(.resume, step: .reconnect)
-            } else {
-                slowDown(retry.reason)
-                if let connection = retry.connection {
-                    link = connection
-                } else {
-                    // The device may be restarting (a failure it reported reboots it): connect afresh.
-                    recorder.enter(.reconnect)
-                    link = try await context.connect(.resume, step: .reconnect)
-                }
             }
-        } exhausted: { retry, attempts in
+            // A device that went back to its application (a bootloader that gave up waiting) is asked to jump again.
+            guard try await mode(of: link!, step: .connect) == .application else { return }
+            recorder.enter(.enterBootloader)
+            _ = try await enterBootloader()
+            recorder.enter(.reconnect)
+            guard try await reconnect(expecting: .bootloader) == .bootloader else {
+                throw TransferError(.deviceRefused, step: .enterBootloader, "\(context.connector.description) stayed in its application after the jump to its bootloader")
+            }
+        }
+
+        mutating func triesExhausted(_ retry: TryFailure.Retry, attempts: Int) async -> TransferError {
+            var error: TransferError
             if retry.linkDropped {
-                var error = TransferError(.linkLost, step: .transfer, "\(retry.reason), \(attempts) times: move closer to the device")
-                error.outcome = finalOutcome(inBootloader: false)
-                return error
+                error = TransferError(.linkLost, step: .transfer, "\(retry.reason), \(attempts) times: move closer to the device")
+            } else {
+                await retry.connection?.close()
+                error = TransferError(
+                    .verificationFailed, step: .transfer,
+                    "the image did not arrive whole in \(attempts) tries (\(retry.reason)): try --delay 10ms, a smaller --window, or move closer to the device")
             }
-            await retry.connection?.close()
-            var error = TransferError(
-                .verificationFailed, step: .transfer,
-                "the image did not arrive whole in \(attempts) tries (\(retry.reason)): try --delay 10ms, a smaller --window, or move closer to the device")
-            error.outcome = finalOutcome(inBootloader: retry.connection != nil)
+            error.outcome =
+                if !retry.linkDropped, retry.connection != nil {
+                    .inBootloader
+                } else if activationPossible || description.update.bootloaderErasesApplication {
+                    .unknown
+                } else {
+                    .oldImage("its old image")
+                }
             return error
         }
-        var tuning = context.tuning
-        tuning.packetSize = payloadSize
-        tuning.window = pace.readEvery ?? pace.window
-        tuning.interPacketDelay = pace.delay
-        let summary = TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: payloadSize, elapsed: transferTime)
-        await link.close()
-        if activate { recorder.versionAfter = version }
-        return recorder.finish(bytes: image.count, transfer: summary, statistics: statistics, tuning: tuning)
+
+        mutating func activate() async throws(TransferError) -> Bool { true }
+
+        /// A described device does not say what it runs: its coming back (inside the verification) is the confirmation.
+        mutating func runningVersion() async throws(TransferError) -> String? { nil }
+
+        mutating func probe() async -> UpdateStateMachine.DeviceReport? { nil }
+
+        mutating func finish() async -> UpdateReport {
+            var tuning = context.tuning
+            tuning.packetSize = payloadSize
+            tuning.window = pace.readEvery ?? pace.window
+            tuning.interPacketDelay = pace.delay
+            let summary = TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: payloadSize, elapsed: transferTime)
+            await link?.close()
+            if activates { recorder.versionAfter = version }
+            return recorder.finish(bytes: imageSize, transfer: summary, statistics: statistics, tuning: tuning)
+        }
     }
 
     /// The activate command (when the end does not activate by itself), then the
@@ -210,32 +335,6 @@ package struct DescribedUpdater: ContextHost {
         }
         guard !bytes.isEmpty else { throw TransferError(.badInput, step: .load, "the image is empty") }
         return bytes
-    }
-
-    func enterBootloaderIfNeeded(_ link: any Link, recorder: inout OperationRecorder) async throws(TransferError) -> any Link {
-        guard let jump = description.update.enterBootloader else { return link }
-        let offered = try await context.channels(on: link, step: .connect)
-        let data = description.message(description.transfer.packet).channel
-        if offered.contains(data) { return link }
-        recorder.enter(.enterBootloader)
-        do {
-            try await send(jump.send, [:], on: link)
-            if let answer = jump.answer, let variables = try await self.await(answer, on: link, timeout: jump.timeout) {
-                try check(variables, step: .enterBootloader, what: "the jump to the bootloader")
-            }
-        } catch let error as TransferError {
-            throw error
-        } catch {
-            // The application restarting as it answers is expected.
-        }
-        await awaitDisconnect(link, clock: clock, timeout: timeouts.response)
-        recorder.enter(.reconnect)
-        let back = try await context.connect(.bootloader, step: .reconnect)
-        guard try await context.channels(on: back, step: .reconnect).contains(data) else {
-            await back.close()
-            throw TransferError(.deviceRefused, step: .enterBootloader, "\(context.connector.description) stayed in its application after the jump to its bootloader")
-        }
-        return back
     }
 
     /// Refuses an answer whose status is not success, naming the status as the description does.
