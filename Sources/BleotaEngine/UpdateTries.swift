@@ -20,15 +20,21 @@ public enum TryFailure: Error {
         /// itself (fewer packets between receipts after packets were lost) does not, so long
         /// as the host has such a change left to make.
         public var counts: Bool
+        /// Whether the try took the transfer further before it failed (a part of a package
+        /// delivered whole): it then counts as the first try of what is left, so the limit bounds
+        /// the tries of each part, not of the whole.
+        public var progressed: Bool
 
         public init(
-            reason: String, linkDropped: Bool = false, mayHaveActivated: Bool = false, connection: (any Link)? = nil, counts: Bool = true
+            reason: String, linkDropped: Bool = false, mayHaveActivated: Bool = false, connection: (any Link)? = nil, counts: Bool = true,
+            progressed: Bool = false
         ) {
             self.reason = reason
             self.linkDropped = linkDropped
             self.mayHaveActivated = mayHaveActivated
             self.connection = connection
             self.counts = counts
+            self.progressed = progressed
         }
     }
 
@@ -39,9 +45,11 @@ public enum TryFailure: Error {
 
     /// Worth another try, for `reason`.
     public static func retry(
-        _ reason: String, linkDropped: Bool = false, mayHaveActivated: Bool = false, connection: (any Link)? = nil, counts: Bool = true
+        _ reason: String, linkDropped: Bool = false, mayHaveActivated: Bool = false, connection: (any Link)? = nil, counts: Bool = true,
+        progressed: Bool = false
     ) -> TryFailure {
-        .again(Retry(reason: reason, linkDropped: linkDropped, mayHaveActivated: mayHaveActivated, connection: connection, counts: counts))
+        .again(
+            Retry(reason: reason, linkDropped: linkDropped, mayHaveActivated: mayHaveActivated, connection: connection, counts: counts, progressed: progressed))
     }
 
     /// The one-line reason of a retry, or the error's message.
@@ -114,6 +122,7 @@ public struct UpdateTries {
                 throw error
             case .again(let retry):
                 if retry.mayHaveActivated { mayHaveActivated = true }
+                if retry.progressed { attempt = 1 }
                 if !retry.counts { attempt -= 1 }
                 guard attempt < limit else {
                     var error = await exhausted(retry, attempt)

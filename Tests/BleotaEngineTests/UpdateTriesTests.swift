@@ -61,6 +61,23 @@ import Testing
         #expect(error.message == "fourth")
     }
 
+    /// A package's parts each get the limit: a try that delivered a part before it failed counts
+    /// as the first try of the next part, so with a limit of 2 a second part may fail once more
+    /// after the try that took the first part, and a third failure without progress ends it.
+    @Test func aTryThatProgressedStartsTheCountOfWhatIsLeft() async {
+        let (result, log) = await Self.run(
+            limit: 2, [.retry("part 1 lost"), .retry("part 2 lost", progressed: true), .retry("part 2 lost again"), nil])
+        #expect(log == ["try 1", "between: part 1 lost", "try 2", "between: part 2 lost", "try 2", "exhausted after 2: part 2 lost again"])
+        guard case .failure(let error) = result else {
+            Issue.record("expected a failure")
+            return
+        }
+        #expect(error.message == "part 2 lost again")
+        // Without the progress, the same endings run out one try sooner.
+        let (_, plain) = await Self.run(limit: 2, [.retry("part 1 lost"), .retry("part 2 lost"), nil])
+        #expect(plain == ["try 1", "between: part 1 lost", "try 2", "exhausted after 2: part 2 lost"])
+    }
+
     /// A device whose bootloader boots what its banks hold after a failed try: running out of
     /// tries names nothing, unless a try may have activated the image (then it is unknown).
     @Test(arguments: [(false, DeviceOutcome?.none), (true, DeviceOutcome.unknown)])

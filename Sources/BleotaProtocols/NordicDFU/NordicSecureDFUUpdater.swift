@@ -116,13 +116,9 @@ package struct NordicSecureDFUUpdater: ContextHost {
         }
     }
 
-    /// The buttonless jump: optionally name the bootloader, ask it to enter DFU,
-    /// then find it again. Returns a connection to the bootloader.
-    func enterBootloader(
-        from connection: Connection, kind: NordicDFUChannel,
-        recorder: inout OperationRecorder
-    ) async throws(TransferError) -> Connection {
-        recorder.enter(.enterBootloader)
+    /// The buttonless jump's request: optionally name the bootloader, then ask the application
+    /// to enter DFU. Returns whether the bootloader was named.
+    func requestBootloader(on connection: Connection, kind: NordicDFUChannel) async throws(TransferError) -> Bool {
         let link = connection.link
         func request(_ bytes: [UInt8]) async throws(TransferError) -> NordicButtonless.Status {
             for _ in 0..<max(1, timeouts.attempts) {
@@ -171,13 +167,34 @@ package struct NordicSecureDFUUpdater: ContextHost {
             await link.close()
             throw TransferError(.deviceRefused, step: .enterBootloader, "the device refused to enter its bootloader: \(status)")
         }
+        return renamed
+    }
+
+    /// The bootloader found again after the jump `link` carried (advertising under the name
+    /// given it, if `renamed`); nil, with the connection closed, when the device came back as
+    /// its application.
+    func findBootloader(after link: any Link, renamed: Bool) async throws(TransferError) -> Connection? {
         // The application resets once its answer is confirmed: wait for it to drop the link.
         await awaitDisconnect(link, clock: clock, timeout: timeouts.response)
-        recorder.enter(.reconnect)
         // The bootloader advertises once the application has reset: found by scanning, never a fixed sleep.
         let bootloader = try await connect(.bootloader, step: .reconnect, timeout: timeouts.reboot, advertisedName: renamed ? bootloaderName : nil)
         guard bootloader.inBootloader else {
             await bootloader.link.close()
+            return nil
+        }
+        return bootloader
+    }
+
+    /// The buttonless jump and the bootloader found again, for a part after the first or a
+    /// transfer resumed after the device reset into its application.
+    func enterBootloader(
+        from connection: Connection, kind: NordicDFUChannel,
+        recorder: inout OperationRecorder
+    ) async throws(TransferError) -> Connection {
+        recorder.enter(.enterBootloader)
+        let renamed = try await requestBootloader(on: connection, kind: kind)
+        recorder.enter(.reconnect)
+        guard let bootloader = try await findBootloader(after: connection.link, renamed: renamed) else {
             throw TransferError(.deviceRefused, step: .reconnect, "after the buttonless jump \(connector.description) came back as its application, not its bootloader")
         }
         return bootloader
@@ -201,71 +218,156 @@ package struct NordicSecureDFUUpdater: ContextHost {
     }
 
     func run(_ prepared: PreparedImage, activate: Bool) async throws(TransferError) -> UpdateReport {
-        var recorder = context.recorder(activate ? "flash" : "test-transfer")
-        recorder.beginQuietly(.load)
+        var steps = FlashSteps(host: self, prepared: prepared, activates: activate)
+        var machine = UpdateStateMachine(expectedVersion: prepared.version)
+        return try await machine.run(&steps)
+    }
+
+    /// An update's steps as Secure DFU performs them, for the engine's lifecycle: the buttonless
+    /// jump when the device runs its application, every part of the package as the transfer
+    /// (each part in a connection of its own, the device resetting into it between them), and
+    /// the application seen back as the confirmation.
+    ///
+    /// The bootloader validates each part as it executes its last object, and activates it so:
+    /// the engine's verify and activate steps are inside the transfer and show no step of their
+    /// own. A dropped link resumes where the bootloader stands (``sendPart``), so a transfer is
+    /// one try.
+    struct FlashSteps: RecordedLifecycleSteps {
+        let host: NordicSecureDFUUpdater
+        let prepared: PreparedImage
+        /// False for a test transfer: the last object is never executed.
+        let activates: Bool
+        var recorder: OperationRecorder
+        var tries = UpdateTries(limit: 1)
+        var connection: Connection?
+        /// Whether the bootloader was named through the buttonless service.
+        var renamed = false
+        /// A serial bootloader starts the application without a link to see it by.
+        var serial = false
         var statistics = TransferStatistics()
         var streamed = 0
         var transferTime = Duration.zero
         var packetSize = 0
         var receipts = 0
-        let total = prepared.totalBytes
-        var done = 0
-        recorder.enter(.connect)
-        var connection = try await connect(.initial, step: .connect)
-        for (index, part) in prepared.parts.enumerated() {
-            if index > 0 {
-                // The device resets into the previous part and waits in its bootloader for this one.
-                recorder.enter(.reconnect)
-                connection = try await connect(.bootloader, step: .reconnect, timeout: timeouts.reboot)
-            }
-            if !connection.inBootloader {
-                guard let kind = connection.buttonless else {
-                    await connection.link.close()
-                    throw TransferError(
-                        .unsupported, step: .enterBootloader,
-                        "\(connector.description) offers neither a DFU bootloader nor a buttonless DFU service: put it in DFU mode (button or reset) and try again")
-                }
-                connection = try await enterBootloader(from: connection, kind: kind, recorder: &recorder)
-            }
-            try await recorder.enterTransfer(closing: connection.link)
-            onEvent(.note("sending the \(part.name) (\(part.data.count) bytes, init packet \(part.metadata.count) bytes)"))
-            let began = clock.now
-            let outcome = try await sendPart(
-                part, connection: &connection, done: done, total: total, statistics: &statistics,
-                activate: activate)
-            transferTime += clock.now - began
-            streamed += outcome.bytesOnWire
-            packetSize = outcome.packetSize
-            receipts = outcome.receiptInterval
-            done += part.data.count
-            await connection.link.close()
+
+        init(host: NordicSecureDFUUpdater, prepared: PreparedImage, activates: Bool) {
+            self.host = host
+            self.prepared = prepared
+            self.activates = activates
+            recorder = host.context.recorder(activates ? "flash" : "test-transfer")
+            recorder.beginQuietly(.load)
         }
-        guard activate else {
-            var tuning = context.tuning
+
+        var link: (any Link)? { connection?.link }
+        var device: String { host.connector.description }
+
+        mutating func entering(_ step: UpdateStep, for action: UpdateStateMachine.Action) async throws(TransferError) {
+            switch action {
+            case .transfer: try await recorder.enterTransfer(closing: link)
+            // Validation and activation are the last object's Execute, inside the transfer.
+            case .verify, .activate, .fail, .probe, .finish: break
+            case .reconnect(expecting: .application), .confirm: if activates { recorder.enter(step) }
+            default: recorder.enter(step)
+            }
+        }
+
+        mutating func connect() async throws(TransferError) -> DeviceMode {
+            let connection = try await host.connect(.initial, step: .connect)
+            self.connection = connection
+            if connection.inBootloader { return .bootloader }
+            guard connection.buttonless != nil else {
+                await connection.link.close()
+                throw TransferError(
+                    .unsupported, step: .enterBootloader,
+                    "\(device) offers neither a DFU bootloader nor a buttonless DFU service: put it in DFU mode (button or reset) and try again")
+            }
+            return .application
+        }
+
+        mutating func enterBootloader() async throws(TransferError) -> Bool {
+            guard let connection, let kind = connection.buttonless else { return true }
+            renamed = try await host.requestBootloader(on: connection, kind: kind)
+            return true
+        }
+
+        mutating func reconnect(expecting mode: DeviceMode) async throws(TransferError) -> DeviceMode {
+            switch mode {
+            case .bootloader:
+                guard let jumped = connection else { return .application }
+                connection = try await host.findBootloader(after: jumped.link, renamed: renamed)
+                return connection == nil ? .application : .bootloader
+            case .application:
+                // A serial bootloader starts the application with no link to see it by; a test transfer activated nothing.
+                guard activates, !serial else { return .application }
+                // A device that rejected the image at boot would wait in its bootloader.
+                let back = try await host.connect(.application, step: .confirm, timeout: host.timeouts.reboot)
+                await back.link.close()
+                return back.inBootloader ? .bootloader : .application
+            }
+        }
+
+        mutating func transfer() async throws(TryFailure) {
+            do throws(TransferError) { try await sendParts() } catch { throw .final(error) }
+        }
+
+        /// Each part in a connection to the bootloader of its own.
+        mutating func sendParts() async throws(TransferError) {
+            let total = prepared.totalBytes
+            var done = 0
+            for (index, part) in prepared.parts.enumerated() {
+                guard var connection else { return }
+                if index > 0 {
+                    // The device resets into the previous part and waits in its bootloader for this one.
+                    recorder.enter(.reconnect)
+                    connection = try await host.connect(.bootloader, step: .reconnect, timeout: host.timeouts.reboot)
+                    if !connection.inBootloader {
+                        guard let kind = connection.buttonless else {
+                            await connection.link.close()
+                            throw TransferError(
+                                .unsupported, step: .enterBootloader,
+                                "\(device) offers neither a DFU bootloader nor a buttonless DFU service: put it in DFU mode (button or reset) and try again")
+                        }
+                        connection = try await host.enterBootloader(from: connection, kind: kind, recorder: &recorder)
+                    }
+                    self.connection = connection
+                    try await recorder.enterTransfer(closing: connection.link)
+                }
+                host.onEvent(.note("sending the \(part.name) (\(part.data.count) bytes, init packet \(part.metadata.count) bytes)"))
+                let began = host.clock.now
+                let outcome = try await host.sendPart(
+                    part, connection: &connection, done: done, total: total, statistics: &statistics, activate: activates)
+                self.connection = connection
+                transferTime += host.clock.now - began
+                streamed += outcome.bytesOnWire
+                packetSize = outcome.packetSize
+                receipts = outcome.receiptInterval
+                done += part.data.count
+                serial = connection.isSerial
+                await connection.link.close()
+            }
+        }
+
+        /// The last object's Execute was the bootloader's validation.
+        mutating func verify() async throws(TryFailure) -> (ok: Bool, detail: String) { (true, "") }
+
+        /// The last object's Execute activated the image.
+        mutating func activate() async throws(TransferError) -> Bool { true }
+
+        /// A Secure DFU device does not say what it runs: its application coming back is the confirmation.
+        mutating func runningVersion() async throws(TransferError) -> String? { nil }
+
+        mutating func probe() async -> UpdateStateMachine.DeviceReport? { nil }
+
+        mutating func finish() async -> UpdateReport {
+            await link?.close()
+            if activates { recorder.versionAfter = prepared.version }
+            var tuning = host.context.tuning
             tuning.window = receipts
             tuning.packetSize = packetSize
             return recorder.finish(
-                bytes: total, transfer: TransferSummary(streamBytes: streamed, packetSize: packetSize, elapsed: transferTime),
+                bytes: prepared.totalBytes, transfer: TransferSummary(streamBytes: streamed, packetSize: packetSize, elapsed: transferTime),
                 statistics: statistics, tuning: tuning)
         }
-        recorder.enter(.confirm)
-        if !connection.isSerial {
-            // A device that rejected the image at boot would wait in its bootloader.
-            let back = try await connect(.application, step: .confirm, timeout: timeouts.reboot)
-            await back.link.close()
-            if back.inBootloader {
-                var error = TransferError(.confirmFailed, step: .confirm, "\(connector.description) came back in its bootloader, not running the new application")
-                error.outcome = .inBootloader
-                throw error
-            }
-        }
-        recorder.versionAfter = prepared.version
-        var tuning = context.tuning
-        tuning.window = receipts
-        tuning.packetSize = packetSize
-        return recorder.finish(
-            bytes: total, transfer: TransferSummary(streamBytes: streamed, packetSize: packetSize, elapsed: transferTime),
-            statistics: statistics, tuning: tuning)
     }
 
     struct PartOutcome {

@@ -114,108 +114,209 @@ package struct NordicLegacyDFUUpdater: ContextHost {
                 throw error
             }
         }
-        var firstLink: (any Link)? = first
-        recorder.beginQuietly(.load)
-        var statistics = TransferStatistics()
-        let total = prepared.totalBytes
+        var steps = FlashSteps(host: self, prepared: prepared, activates: activate, recorder: recorder, first: first)
+        var machine = UpdateStateMachine(expectedVersion: prepared.version)
+        return try await machine.run(&steps)
+    }
+
+    /// An update's steps as legacy DFU performs them over BLE, for the engine's lifecycle: the
+    /// application's jump (revision 0x0001) and the bootloader found again, every part of the
+    /// package as the transfer (each in a connection of its own, the bootloader resetting into
+    /// it), and the application seen back as the confirmation.
+    ///
+    /// Validate and Activate end each part, inside the transfer: the engine's verify and
+    /// activate steps show no step of their own. A part the bootloader did not take whole is
+    /// sent again from its Start, up to `retries` tries a part (``TryFailure/Retry/progressed``
+    /// after the parts before it arrived).
+    struct FlashSteps: RecordedLifecycleSteps {
+        let host: NordicLegacyDFUUpdater
+        let prepared: PreparedImage
+        /// False for a test transfer: each part is reset instead of activated.
+        let activates: Bool
+        var recorder: OperationRecorder
+        /// The bootloader's reset after a failed part boots what its banks hold: the host cannot name it.
+        var tries: UpdateTries
+        var link: (any Link)?
+        /// The part the next try starts with: the ones before it arrived whole.
+        var nextPart = 0
+        /// Image bytes of the parts that arrived.
         var done = 0
-        var transferTime = Duration.zero
+        /// Packets between receipts: halved when packets were lost.
+        var interval: UInt16
         var packetSize = 0
-        var interval = initialReceiptInterval
-        recorder.enter(.connect)
-        for part in prepared.parts {
-            guard let imageType = NordicLegacyDFUProtocol.imageType(part.name) else {
-                throw TransferError(.badInput, step: .load, "the package's part '\(part.name)' is not one legacy DFU sends")
+        var statistics = TransferStatistics()
+        var transferTime = Duration.zero
+        /// What to report if no try of a part is left: a refusal that may have come from a lost write.
+        var refusal: TransferError?
+
+        init(host: NordicLegacyDFUUpdater, prepared: PreparedImage, activates: Bool, recorder: OperationRecorder, first: any Link) {
+            self.host = host
+            self.prepared = prepared
+            self.activates = activates
+            self.recorder = recorder
+            self.recorder.beginQuietly(.load)
+            link = first
+            interval = host.initialReceiptInterval
+            tries = UpdateTries(limit: host.tries, exhaustionKeepsTheOldImage: false)
+        }
+
+        var device: String { host.connector.description }
+
+        mutating func entering(_ step: UpdateStep, for action: UpdateStateMachine.Action) async throws(TransferError) {
+            switch action {
+            case .transfer: try await recorder.enterTransfer(closing: link)
+            // Validate and Activate end each part, inside the transfer.
+            case .verify, .activate, .fail, .probe, .finish: break
+            case .reconnect(expecting: .application), .confirm: if activates { recorder.enter(step) }
+            default: recorder.enter(step)
             }
-            // The bootloader's reset after a failed part boots what its banks hold: the host cannot name it.
-            var partTries = UpdateTries(limit: tries, exhaustionKeepsTheOldImage: false)
-            // What to report if no try is left: a refusal that may have come from a lost write.
-            var refusal: TransferError?
-            try await partTries.run { (_: Int) async throws(TryFailure) in
-                var (connection, revision): (link: any Link, revision: UInt16)
-                do throws(TransferError) {
-                    (connection, revision) =
-                        if let link = firstLink {
-                            try await identify(link, step: .connect)
-                        } else {
-                            try await connect(.bootloader, step: .reconnect)
-                        }
-                    firstLink = nil
-                    if revision == NordicLegacyDFUDevice.applicationRevision {
-                        recorder.enter(.enterBootloader)
-                        // The application jumps at once, without an answer (Adafruit's BLEDfu, Nordic's libraries write 01 04).
-                        try? await connection.send(channel: NordicLegacyChannel.controlPoint.rawValue, [0x01, 0x04])
-                        await awaitDisconnect(connection, clock: clock, timeout: timeouts.response)
-                        recorder.enter(.reconnect)
-                        (connection, revision) = try await connect(.bootloader, step: .reconnect)
-                        guard revision != NordicLegacyDFUDevice.applicationRevision else {
-                            await connection.close()
-                            throw TransferError(
-                                .deviceRefused, step: .enterBootloader, "\(connector.description) stayed in its application after the DFU jump")
-                        }
-                    }
-                    try await recorder.enterTransfer(closing: connection)
-                } catch { throw .final(error) }
-                let began = clock.now
+        }
+
+        static func mode(_ revision: UInt16) -> DeviceMode {
+            revision == NordicLegacyDFUDevice.applicationRevision ? .application : .bootloader
+        }
+
+        mutating func connect() async throws(TransferError) -> DeviceMode {
+            guard let first = link else { return .bootloader }
+            let (connection, revision) = try await host.identify(first, step: .connect)
+            link = connection
+            return Self.mode(revision)
+        }
+
+        /// The application jumps at once, without an answer (Adafruit's BLEDfu, Nordic's libraries write 01 04).
+        mutating func enterBootloader() async throws(TransferError) -> Bool {
+            try? await link?.send(channel: NordicLegacyChannel.controlPoint.rawValue, [0x01, 0x04])
+            return true
+        }
+
+        mutating func reconnect(expecting mode: DeviceMode) async throws(TransferError) -> DeviceMode {
+            if let link { await awaitDisconnect(link, clock: host.clock, timeout: host.timeouts.response) }
+            link = nil
+            switch mode {
+            case .bootloader:
+                let (connection, revision) = try await host.connect(.bootloader, step: .reconnect)
+                link = connection
+                if Self.mode(revision) == .application {
+                    await connection.close()
+                    link = nil
+                }
+                return Self.mode(revision)
+            case .application:
+                // A test transfer reset each part back into what ran before.
+                guard activates else { return .application }
+                let (back, revision) = try await host.connect(.application, step: .confirm)
+                await back.close()
+                return Self.mode(revision)
+            }
+        }
+
+        /// A connection to the bootloader for a part after the first or another try: the
+        /// application (that a failed part's reset may boot) jumps again.
+        mutating func bootloaderAgain() async throws(TransferError) -> any Link {
+            var (connection, revision) = try await host.connect(.bootloader, step: .reconnect)
+            if Self.mode(revision) == .application {
+                recorder.enter(.enterBootloader)
+                link = connection
+                _ = try await enterBootloader()
+                recorder.enter(.reconnect)
+                guard try await reconnect(expecting: .bootloader) == .bootloader, let back = link else {
+                    throw TransferError(.deviceRefused, step: .enterBootloader, "\(device) stayed in its application after the DFU jump")
+                }
+                (connection, revision) = (back, NordicLegacyDFUDevice.bootloaderRevision)
+            }
+            link = connection
+            return connection
+        }
+
+        /// The parts from ``nextPart`` on, each from its Start.
+        mutating func transfer() async throws(TryFailure) {
+            let total = prepared.totalBytes
+            let first = nextPart
+            for index in nextPart..<prepared.parts.count {
+                let part = prepared.parts[index]
+                guard let imageType = NordicLegacyDFUProtocol.imageType(part.name) else {
+                    throw .final(TransferError(.badInput, step: .load, "the package's part '\(part.name)' is not one legacy DFU sends"))
+                }
+                let connection: any Link
+                if index == first, let link {
+                    connection = link
+                } else {
+                    do throws(TransferError) {
+                        // The device resets into the previous part and waits in its bootloader for this one.
+                        connection = try await bootloaderAgain()
+                        try await recorder.enterTransfer(closing: connection)
+                    } catch { throw .final(error) }
+                }
+                let began = host.clock.now
                 let failure: PartFailure
                 do throws(PartFailure) {
-                    packetSize = try await send(
+                    packetSize = try await host.send(
                         part, type: imageType, link: connection, interval: interval, done: done,
-                        total: total, statistics: &statistics, activate: activate)
-                    transferTime += clock.now - began
+                        total: total, statistics: &statistics, activate: activates)
+                    transferTime += host.clock.now - began
                     await connection.close()
-                    return
+                    link = nil
+                    done += part.data.count
+                    nextPart = index + 1
+                    refusal = nil
+                    continue
                 } catch { failure = error }
+                link = nil
                 switch failure {
                 case .final(let error):
                     await connection.close()
                     throw .final(error)
                 case .retry(let why, let refused, let lostPackets):
-                    transferTime += clock.now - began
+                    transferTime += host.clock.now - began
                     statistics.packetsResent += 1
                     refusal = refused
                     // Start the part again from a clean bootloader (the old application is still in bank 0).
                     try? await connection.send(channel: NordicLegacyChannel.controlPoint.rawValue, [NordicLegacyOperation.reset.rawValue])
-                    await awaitDisconnect(connection, clock: clock, timeout: timeouts.response)
-                    guard lostPackets, interval > 1 else { throw .retry(why) }
+                    await awaitDisconnect(connection, clock: host.clock, timeout: host.timeouts.response)
+                    let progressed = index > first
+                    guard lostPackets, interval > 1 else { throw .retry(why, progressed: progressed) }
                     // Packets were dropped: fewer between receipts, and this try does not count.
                     interval = max(1, interval / 2)
-                    onEvent(.note("packets were lost: a receipt every \(interval) packets from now on"))
-                    throw .retry(why, counts: false)
+                    host.onEvent(.note("packets were lost: a receipt every \(interval) packets from now on"))
+                    throw .retry(why, counts: false, progressed: progressed)
                 }
-            } between: { (retry: TryFailure.Retry) async throws(TransferError) in
-                onEvent(.note("\(retry.reason); sending the \(part.name) again from its start"))
-            } exhausted: { retry, attempts in
-                if let refusal { return refusal }
-                return TransferError(
-                    .verificationFailed, step: .transfer,
-                    "the \(part.name) did not arrive whole in \(attempts) tries (\(retry.reason)): try a smaller --window, or move closer to the device")
             }
-            done += part.data.count
         }
-        guard activate else {
-            var tuning = context.tuning
+
+        /// Validate ended each part.
+        mutating func verify() async throws(TryFailure) -> (ok: Bool, detail: String) { (true, "") }
+
+        mutating func retry(after retry: TryFailure.Retry) async throws(TransferError) {
+            host.onEvent(.note("\(retry.reason); sending the \(prepared.parts[nextPart].name) again from its start"))
+            link = try await bootloaderAgain()
+        }
+
+        mutating func triesExhausted(_ retry: TryFailure.Retry, attempts: Int) async -> TransferError {
+            if let refusal { return refusal }
+            return TransferError(
+                .verificationFailed, step: .transfer,
+                "the \(prepared.parts[nextPart].name) did not arrive whole in \(attempts) tries (\(retry.reason)): try a smaller --window, or move closer to the device")
+        }
+
+        /// Activate ended the last part.
+        mutating func activate() async throws(TransferError) -> Bool { true }
+
+        /// A legacy bootloader does not say what the application runs: its coming back is the confirmation.
+        mutating func runningVersion() async throws(TransferError) -> String? { nil }
+
+        mutating func probe() async -> UpdateStateMachine.DeviceReport? { nil }
+
+        mutating func finish() async -> UpdateReport {
+            await link?.close()
+            if activates { recorder.versionAfter = prepared.version }
+            var tuning = host.context.tuning
             tuning.window = Int(interval)
             tuning.packetSize = packetSize
             return recorder.finish(
-                bytes: total, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: packetSize, elapsed: transferTime),
+                bytes: prepared.totalBytes,
+                transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: packetSize, elapsed: transferTime),
                 statistics: statistics, tuning: tuning)
         }
-        recorder.enter(.confirm)
-        let (back, revision) = try await connect(.application, step: .confirm)
-        await back.close()
-        guard revision == NordicLegacyDFUDevice.applicationRevision else {
-            var error = TransferError(.confirmFailed, step: .confirm, "\(connector.description) came back in its bootloader, not running the new application")
-            error.outcome = .inBootloader
-            throw error
-        }
-        recorder.versionAfter = prepared.version
-        var tuning = context.tuning
-        tuning.window = Int(interval)
-        tuning.packetSize = packetSize
-        return recorder.finish(
-            bytes: total, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: packetSize, elapsed: transferTime),
-            statistics: statistics, tuning: tuning)
     }
 
     /// Asks how many image bytes the bootloader holds (after a lost receipt).
