@@ -228,11 +228,10 @@ package struct NordicSecureDFUUpdater: ContextHost {
     /// (each part in a connection of its own, the device resetting into it between them), and
     /// the application seen back as the confirmation.
     ///
-    /// The bootloader validates each part as it executes its last object, and activates it so:
-    /// the engine's verify and activate steps are inside the transfer and show no step of their
-    /// own. A dropped link resumes where the bootloader stands (``sendPart``), so a transfer is
-    /// one try.
-    struct FlashSteps: RecordedLifecycleSteps {
+    /// The bootloader validates and activates each part as it executes its last object
+    /// (``NordicLifecycleSteps``). A dropped link resumes where the bootloader stands
+    /// (``sendPart``), so a transfer is one try.
+    struct FlashSteps: NordicLifecycleSteps {
         let host: NordicSecureDFUUpdater
         let prepared: PreparedImage
         /// False for a test transfer: the last object is never executed.
@@ -260,16 +259,6 @@ package struct NordicSecureDFUUpdater: ContextHost {
 
         var link: (any Link)? { connection?.link }
         var device: String { host.connector.description }
-
-        mutating func entering(_ step: UpdateStep, for action: UpdateStateMachine.Action) async throws(TransferError) {
-            switch action {
-            case .transfer: try await recorder.enterTransfer(closing: link)
-            // Validation and activation are the last object's Execute, inside the transfer.
-            case .verify, .activate, .fail, .probe, .finish: break
-            case .reconnect(expecting: .application), .confirm: if activates { recorder.enter(step) }
-            default: recorder.enter(step)
-            }
-        }
 
         mutating func connect() async throws(TransferError) -> DeviceMode {
             let connection = try await host.connect(.initial, step: .connect)
@@ -346,17 +335,6 @@ package struct NordicSecureDFUUpdater: ContextHost {
                 await connection.link.close()
             }
         }
-
-        /// The last object's Execute was the bootloader's validation.
-        mutating func verify() async throws(TryFailure) -> (ok: Bool, detail: String) { (true, "") }
-
-        /// The last object's Execute activated the image.
-        mutating func activate() async throws(TransferError) -> Bool { true }
-
-        /// A Secure DFU device does not say what it runs: its application coming back is the confirmation.
-        mutating func runningVersion() async throws(TransferError) -> String? { nil }
-
-        mutating func probe() async -> UpdateStateMachine.DeviceReport? { nil }
 
         mutating func finish() async -> UpdateReport {
             await link?.close()

@@ -45,3 +45,34 @@ extension ProtocolOption where Value == UInt16? {
         }
     }
 }
+
+/// An update's steps on a Nordic bootloader, which validates and activates each part at the end
+/// of its transfer (Secure DFU's Execute of the last object, legacy DFU's Validate and Activate):
+/// the engine's verify and activate steps are inside the transfer and show no step of their own,
+/// and the device, which never says what it runs, is confirmed by its application coming back.
+protocol NordicLifecycleSteps: RecordedLifecycleSteps {
+    /// False for a test transfer, which activates nothing and so has nothing to confirm.
+    var activates: Bool { get }
+}
+
+extension NordicLifecycleSteps {
+    mutating func entering(_ step: UpdateStep, for action: UpdateStateMachine.Action) async throws(TransferError) {
+        switch action {
+        case .transfer: try await recorder.enterTransfer(closing: link)
+        case .verify, .activate, .fail, .probe, .finish: break
+        case .reconnect(expecting: .application), .confirm: if activates { recorder.enter(step) }
+        default: recorder.enter(step)
+        }
+    }
+
+    /// The end of each part was the bootloader's validation.
+    mutating func verify() async throws(TryFailure) -> (ok: Bool, detail: String) { (true, "") }
+
+    /// The end of the last part activated the image.
+    mutating func activate() async throws(TransferError) -> Bool { true }
+
+    mutating func runningVersion() async throws(TransferError) -> String? { nil }
+
+    /// What a Nordic device runs cannot be read: a failure after the activation leaves it unknown.
+    mutating func probe() async -> UpdateStateMachine.DeviceReport? { nil }
+}

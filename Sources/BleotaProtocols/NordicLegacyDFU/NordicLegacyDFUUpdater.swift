@@ -124,11 +124,11 @@ package struct NordicLegacyDFUUpdater: ContextHost {
     /// package as the transfer (each in a connection of its own, the bootloader resetting into
     /// it), and the application seen back as the confirmation.
     ///
-    /// Validate and Activate end each part, inside the transfer: the engine's verify and
-    /// activate steps show no step of their own. A part the bootloader did not take whole is
+    /// Validate and Activate end each part, inside the transfer (``NordicLifecycleSteps``). A
+    /// part the bootloader did not take whole is
     /// sent again from its Start, up to `retries` tries a part (``TryFailure/Retry/progressed``
     /// after the parts before it arrived).
-    struct FlashSteps: RecordedLifecycleSteps {
+    struct FlashSteps: NordicLifecycleSteps {
         let host: NordicLegacyDFUUpdater
         let prepared: PreparedImage
         /// False for a test transfer: each part is reset instead of activated.
@@ -161,16 +161,6 @@ package struct NordicLegacyDFUUpdater: ContextHost {
         }
 
         var device: String { host.connector.description }
-
-        mutating func entering(_ step: UpdateStep, for action: UpdateStateMachine.Action) async throws(TransferError) {
-            switch action {
-            case .transfer: try await recorder.enterTransfer(closing: link)
-            // Validate and Activate end each part, inside the transfer.
-            case .verify, .activate, .fail, .probe, .finish: break
-            case .reconnect(expecting: .application), .confirm: if activates { recorder.enter(step) }
-            default: recorder.enter(step)
-            }
-        }
 
         static func mode(_ revision: UInt16) -> DeviceMode {
             revision == NordicLegacyDFUDevice.applicationRevision ? .application : .bootloader
@@ -283,9 +273,6 @@ package struct NordicLegacyDFUUpdater: ContextHost {
             }
         }
 
-        /// Validate ended each part.
-        mutating func verify() async throws(TryFailure) -> (ok: Bool, detail: String) { (true, "") }
-
         mutating func retry(after retry: TryFailure.Retry) async throws(TransferError) {
             host.onEvent(.note("\(retry.reason); sending the \(prepared.parts[nextPart].name) again from its start"))
             link = try await bootloaderAgain()
@@ -297,14 +284,6 @@ package struct NordicLegacyDFUUpdater: ContextHost {
                 .verificationFailed, step: .transfer,
                 "the \(prepared.parts[nextPart].name) did not arrive whole in \(attempts) tries (\(retry.reason)): try a smaller --window, or move closer to the device")
         }
-
-        /// Activate ended the last part.
-        mutating func activate() async throws(TransferError) -> Bool { true }
-
-        /// A legacy bootloader does not say what the application runs: its coming back is the confirmation.
-        mutating func runningVersion() async throws(TransferError) -> String? { nil }
-
-        mutating func probe() async -> UpdateStateMachine.DeviceReport? { nil }
 
         mutating func finish() async -> UpdateReport {
             await link?.close()
