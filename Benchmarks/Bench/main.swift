@@ -14,7 +14,7 @@ import Synchronization
 //
 //     swift run -c release bleota-bench
 //
-// `--only GROUP,…` (native, smp, tune, pacing, fleet, engine, memory, delta) and `--preset NAME,…`
+// `--only GROUP,…` (native, smp, nordic, tune, pacing, fleet, engine, memory, delta) and `--preset NAME,…`
 // run part of it; `--fixed-pacing` measures the native figures with closed-loop
 // pacing off; `--trace sim://…` prints one flash acknowledgement by acknowledgement.
 // `--memory-probe FILE` is used internally: the benchmark re-runs itself in a
@@ -329,6 +329,72 @@ if runs("smp") {
         }
     }
 
+}
+
+// 1b'. Nordic's Secure DFU and legacy DFU on the same presets: the "before" of issue 33's table.
+/// One simulated Nordic update of an application part (Secure DFU, or legacy DFU); the goodput
+/// over the transfer, and the failure's message when it failed.
+func simulatedNordicFlash(_ address: String, image: [UInt8], legacy: Bool) async throws -> (goodput: Double, capacity: Double, note: String?) {
+    let parsed = try SimulatorAddress(parsing: address)
+    let metadata =
+        legacy
+        ? NordicLegacyInitPacket(applicationVersion: 2, softDeviceRequirements: [0x00B6], imageCRC: NordicLegacyInitPacket.crc(of: image)).encode()
+        : NordicInitPacket(
+            firmwareVersion: 2, hardwareVersion: 52, softDeviceRequirements: [0x0101], type: .application,
+            applicationSize: UInt32(image.count), hash: SHA256Digest.hash(image)
+        ).encode()
+    let prepared = PreparedImage(parts: [.init(name: "application", data: image, metadata: metadata)], version: "2", summary: "bench")
+    let outcome: Result<UpdateReport, TransferError> = try await SimulationRuntime.run { runtime in
+        let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
+        let half: any DeviceHalf =
+            if legacy { NordicLegacyDFUDevice(flash: NordicLegacyBootloader.Flash()) } else {
+                NordicSecureDFUDevice(flash: NordicBootloader.Flash(), buttonless: .unbonded)
+            }
+        await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: half, model: parsed.model, channelTagged: true))
+        let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
+        let context = HostContext(
+            protocolName: legacy ? NordicLegacyDFUProtocol.name : NordicSecureDFUProtocol.name, connector: connector, clock: world.clock)
+        do throws(TransferError) {
+            let report: UpdateReport
+            if legacy {
+                report = try await NordicLegacyDFUUpdater(context: context).flash(prepared, mode: .confirm)
+            } else {
+                report = try await NordicSecureDFUUpdater(context: context).flash(prepared, mode: .confirm)
+            }
+            await world.shutDown()
+            return .success(report)
+        } catch {
+            await world.shutDown()
+            return .failure(error)
+        }
+    }
+    let capacity = parsed.model.capacity(payload: parsed.model.maximumPayload)
+    switch outcome {
+    case .success(let report): return (report.goodput, capacity, nil)
+    case .failure(let error): return (0, capacity, error.message)
+    }
+}
+
+if runs("nordic") {
+    print("\n== Nordic DFU on the simulator (200 KiB application, default options; efficiency = goodput / link capacity)")
+    let nordicImage = pseudoRandom(200 << 10, seed: 33)
+    for preset in presets {
+        for loss in [0.0, 0.01] {
+            for (name, legacy) in [("nordic-dfu", false), ("nordic-legacy", true)] {
+                let address = "sim://\(preset.name)?protocol=\(name)&loss=\(loss)&seed=1"
+                let sized = preset.name == "1m-no-dle-30ms" ? Array(nordicImage.prefix(32 << 10)) : nordicImage
+                let result = try await simulatedNordicFlash(address, image: sized, legacy: legacy)
+                let label = "\(name) \(preset.name) loss \(Int(loss * 100)) %"
+                if let note = result.note {
+                    print("  \(label): failed — \(note)")
+                    record("nordic", "\(label): efficiency", 0, "%")
+                    continue
+                }
+                record("nordic", "\(label): goodput", result.goodput / 1024, "KiB/s")
+                record("nordic", "\(label): efficiency", result.goodput / result.capacity * 100, "%")
+            }
+        }
+    }
 }
 
 // 1c. Tune quality: the search's choice against the full grid's best, on fresh simulated devices.
