@@ -116,6 +116,15 @@ package struct NordicSecureDFUUpdater: ContextHost {
         }
     }
 
+    /// A device in its application with no buttonless service to jump from: the connection
+    /// closed, and the error that says what to do.
+    func noDFUService(_ connection: Connection) async -> TransferError {
+        await connection.link.close()
+        return TransferError(
+            .unsupported, step: .enterBootloader,
+            "\(connector.description) offers neither a DFU bootloader nor a buttonless DFU service: put it in DFU mode (button or reset) and try again")
+    }
+
     /// The buttonless jump's request: optionally name the bootloader, then ask the application
     /// to enter DFU. Returns whether the bootloader was named.
     func requestBootloader(on connection: Connection, kind: NordicDFUChannel) async throws(TransferError) -> Bool {
@@ -264,12 +273,7 @@ package struct NordicSecureDFUUpdater: ContextHost {
             let connection = try await host.connect(.initial, step: .connect)
             self.connection = connection
             if connection.inBootloader { return .bootloader }
-            guard connection.buttonless != nil else {
-                await connection.link.close()
-                throw TransferError(
-                    .unsupported, step: .enterBootloader,
-                    "\(device) offers neither a DFU bootloader nor a buttonless DFU service: put it in DFU mode (button or reset) and try again")
-            }
+            guard connection.buttonless != nil else { throw await host.noDFUService(connection) }
             return .application
         }
 
@@ -310,12 +314,7 @@ package struct NordicSecureDFUUpdater: ContextHost {
                     recorder.enter(.reconnect)
                     connection = try await host.connect(.bootloader, step: .reconnect, timeout: host.timeouts.reboot)
                     if !connection.inBootloader {
-                        guard let kind = connection.buttonless else {
-                            await connection.link.close()
-                            throw TransferError(
-                                .unsupported, step: .enterBootloader,
-                                "\(device) offers neither a DFU bootloader nor a buttonless DFU service: put it in DFU mode (button or reset) and try again")
-                        }
+                        guard let kind = connection.buttonless else { throw await host.noDFUService(connection) }
                         connection = try await host.enterBootloader(from: connection, kind: kind, recorder: &recorder)
                     }
                     self.connection = connection
