@@ -45,6 +45,18 @@ public protocol UpdateLifecycleSteps {
     /// After a failure once the activation may have reached the device: reconnects and says
     /// what it runs; nil when it cannot be reached.
     mutating func probe() async -> UpdateStateMachine.DeviceReport?
+    /// ``probe()``, told the failure it follows (for a note that names it). The default asks ``probe()``.
+    mutating func probe(after error: TransferError) async -> UpdateStateMachine.DeviceReport?
+    /// What the device said of the update's image when it connected, for a protocol whose
+    /// devices report a ``UpdateStateMachine/TargetImage``: one that already runs it is not sent
+    /// it again. The default, nil, goes by the mode ``connect()`` returned.
+    var targetAtConnect: UpdateStateMachine.DeviceReport? { get }
+    /// What the device says of the update's image once it is back from the activation, for a
+    /// protocol whose devices report a ``UpdateStateMachine/TargetImage`` (MCUboot's slots: the
+    /// image running, confirmed or not, held but not running, or gone); asked in place of
+    /// ``runningVersion()``, and it performs the confirmation the mode asks for. The default,
+    /// nil, lets the engine ask ``runningVersion()``.
+    mutating func reportRunning() async throws(TransferError) -> UpdateStateMachine.DeviceReport?
     /// The update succeeded: the report, with whatever is open closed.
     mutating func finish() async -> Report
     /// The update failed with `error`: closes whatever is open.
@@ -52,6 +64,10 @@ public protocol UpdateLifecycleSteps {
 }
 
 extension UpdateLifecycleSteps {
+    public mutating func probe(after error: TransferError) async -> UpdateStateMachine.DeviceReport? { await probe() }
+    public var targetAtConnect: UpdateStateMachine.DeviceReport? { nil }
+    public mutating func reportRunning() async throws(TransferError) -> UpdateStateMachine.DeviceReport? { nil }
+
     /// A protocol that makes one try has nothing to get ready.
     public mutating func retry(after retry: TryFailure.Retry) async throws(TransferError) {}
 
@@ -76,7 +92,8 @@ extension UpdateStateMachine {
             do throws(TransferError) {
                 switch action {
                 case .connect:
-                    event = .connected(try await steps.connect())
+                    let mode = try await steps.connect()
+                    event = steps.targetAtConnect.map { .reported($0) } ?? .connected(mode)
                 case .enterBootloader:
                     event = try await steps.enterBootloader() ? .bootloaderEntered : .bootloaderRequestUnanswered
                 case .reconnect(let mode):
@@ -97,9 +114,18 @@ extension UpdateStateMachine {
                 case .activate:
                     event = try await steps.activate() ? .activated : .activateRequestUnanswered
                 case .probe:
-                    event = .probed(await steps.probe())
+                    // The machine asks for a probe only while probing after a failure.
+                    if case .probing(let error) = state {
+                        event = .probed(await steps.probe(after: error))
+                    } else {
+                        event = .probed(await steps.probe())
+                    }
                 case .confirm:
-                    event = .confirmed(version: try await steps.runningVersion())
+                    if let report = try await steps.reportRunning() {
+                        event = .reported(report)
+                    } else {
+                        event = .confirmed(version: try await steps.runningVersion())
+                    }
                 case .finish:
                     return await steps.finish()
                 case .fail(let error):

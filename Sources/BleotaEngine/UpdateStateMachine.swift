@@ -37,13 +37,35 @@ public struct UpdateStateMachine: Sendable {
         case failed(TransferError)
     }
 
+    /// What a device that keeps images in slots (MCUboot) says of the update's image, which
+    /// its version label alone cannot tell: a device may hold the image without running it,
+    /// or run it without having confirmed it.
+    public enum TargetImage: Sendable, Hashable {
+        /// It runs the image; `confirmationOwed` when the update's mode still asks for it to be
+        /// confirmed (the engine then confirms again).
+        case running(confirmationOwed: Bool)
+        /// It holds the image, verified, but runs another: the activation did not arrive (the
+        /// engine activates again).
+        case held
+        /// It neither runs nor holds the image.
+        case absent
+    }
+
     /// What a reconnect found the device doing.
     public struct DeviceReport: Sendable, Hashable {
         public var mode: DeviceMode
         public var version: String
-        public init(mode: DeviceMode, version: String) {
+        /// What the device says of the update's image; nil from a protocol whose devices say only
+        /// their version, which is then compared with ``UpdateStateMachine/expectedVersion``.
+        public var target: TargetImage?
+        /// Why the device is where it is, in the protocol's words, for the failure that follows
+        /// a report of an image held or absent (an MCUboot that reverted, or refused the image at boot).
+        public var detail: String?
+        public init(mode: DeviceMode, version: String, target: TargetImage? = nil, detail: String? = nil) {
             self.mode = mode
             self.version = version
+            self.target = target
+            self.detail = detail
         }
     }
 
@@ -63,6 +85,9 @@ public struct UpdateStateMachine: Sendable {
         case failed(TransferError)
         /// What a probe found; nil when the device could not be reached.
         case probed(DeviceReport?)
+        /// What the device says of the image, in place of ``connected(_:)`` when it already runs
+        /// it, and of ``confirmed(version:)`` from a protocol whose devices report a ``TargetImage``.
+        case reported(DeviceReport)
     }
 
     public enum Action: Sendable, Hashable {
@@ -84,18 +109,28 @@ public struct UpdateStateMachine: Sendable {
     public let expectedVersion: String
     /// Whether the last reset-causing request's answer came back.
     private var lastRequestAnswered = true
-    /// Requests sent again so far; bounded so a device that never obeys ends the run.
+    /// Requests sent again so far (an activation or a confirmation repeated after a report
+    /// included); bounded so a device that never obeys ends the run.
     public private(set) var repeats = 0
-    public static let maximumRepeats = 2
+    /// The bound on ``repeats``.
+    public let maximumRepeats: Int
+    /// The default bound on ``repeats``.
+    public static let defaultMaximumRepeats = 2
 
     /// Whether the application itself takes the image (SUOTA, TI OAD, Espressif's BLE OTA,
     /// Silicon Labs' AppLoader entered by the host's write): a device found running it is then
     /// sent the image at once, with no bootloader to enter.
     public let applicationReceives: Bool
 
-    public init(expectedVersion: String, applicationReceives: Bool = false) {
+    /// Whether the update activates the image once it is verified; false for an upload that
+    /// leaves it staged (``FlashMode/upload``), which then ends at the verification.
+    public let activates: Bool
+
+    public init(expectedVersion: String, applicationReceives: Bool = false, activates: Bool = true, maximumRepeats: Int = defaultMaximumRepeats) {
         self.expectedVersion = expectedVersion
         self.applicationReceives = applicationReceives
+        self.activates = activates
+        self.maximumRepeats = maximumRepeats
     }
 
     /// The step the machine is in (or failed in), for progress and errors.
@@ -120,6 +155,15 @@ public struct UpdateStateMachine: Sendable {
         case (.connecting, .connected(.bootloader)), (.reconnectingToBootloader, .connected(.bootloader)):
             state = .transferring
             return .transfer
+        case (.connecting, .reported(let report)):
+            switch report.target {
+            case .running(let owed)?:
+                // It already runs the image: nothing to send, at most a confirmation owed.
+                state = owed ? .confirming : .done
+                return owed ? .confirm : .finish
+            default:
+                return handle(.connected(report.mode))
+            }
         case (.connecting, .connected(.application)) where applicationReceives:
             state = .transferring
             return .transfer
@@ -127,7 +171,7 @@ public struct UpdateStateMachine: Sendable {
             state = .enteringBootloader
             return .enterBootloader
         case (.reconnectingToBootloader, .connected(.application)):
-            if !lastRequestAnswered, repeats < Self.maximumRepeats {
+            if !lastRequestAnswered, repeats < maximumRepeats {
                 // The request may never have arrived: ask again.
                 repeats += 1
                 state = .enteringBootloader
@@ -141,6 +185,9 @@ public struct UpdateStateMachine: Sendable {
         case (.transferring, .transferred):
             state = .verifying
             return .verify
+        case (.verifying, .verified(true, _)) where !activates:
+            state = .done
+            return .finish
         case (.verifying, .verified(true, _)):
             state = .activating
             return .activate
@@ -154,7 +201,7 @@ public struct UpdateStateMachine: Sendable {
             state = .confirming
             return .confirm
         case (.reconnectingToApplication, .connected(.bootloader)):
-            if !lastRequestAnswered, repeats < Self.maximumRepeats {
+            if !lastRequestAnswered, repeats < maximumRepeats {
                 // The activation may never have arrived; the device keeps its verified image: activate again.
                 repeats += 1
                 state = .activating
@@ -165,11 +212,19 @@ public struct UpdateStateMachine: Sendable {
                 outcome: .inBootloader)
         case (.probing(let error), .probed(let report)):
             guard let report else { return failed(error, outcome: .unknown) }
+            if report.target != nil { return follow(report, failing: error) }
             if report.mode == .application, report.version == expectedVersion {
                 state = .done
                 return .finish
             }
             return failed(error, outcome: report.mode == .bootloader ? .inBootloader : .oldImage(report.version))
+        case (.confirming, .reported(let report)) where report.target != nil:
+            let error = TransferError(
+                .confirmFailed, step: .confirm,
+                report.detail ?? "the device runs '\(report.version)', not the new image '\(expectedVersion)'")
+            return follow(report, failing: error)
+        case (.confirming, .reported(let report)):
+            return handle(.confirmed(version: report.version))
         case (.confirming, .confirmed(nil)):
             state = .done
             return .finish
@@ -192,6 +247,29 @@ public struct UpdateStateMachine: Sendable {
             return .fail(error)
         default:
             return fail(.protocolViolation, "unexpected \(event) while in \(step)")
+        }
+    }
+
+    /// What a report of the update's image asks for (after a probe, or once the device is back
+    /// from the activation): done, the confirmation or the activation again (within
+    /// ``maximumRepeats``), or `error` naming what the device runs.
+    private mutating func follow(_ report: DeviceReport, failing error: TransferError) -> Action {
+        switch report.target {
+        case .running(confirmationOwed: false)?:
+            state = .done
+            return .finish
+        case .running(confirmationOwed: true)?:
+            guard repeats < maximumRepeats else { return failed(error, outcome: .newImageUnconfirmed) }
+            repeats += 1
+            state = .confirming
+            return .confirm
+        case .held?:
+            guard repeats < maximumRepeats else { return failed(error, outcome: .oldImage(report.version)) }
+            repeats += 1
+            state = .activating
+            return .activate
+        case .absent?, nil:
+            return failed(error, outcome: report.mode == .bootloader ? .inBootloader : .oldImage(report.version))
         }
     }
 

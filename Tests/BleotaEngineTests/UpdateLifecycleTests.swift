@@ -17,6 +17,10 @@ struct ScriptedSteps: UpdateLifecycleSteps {
     /// What each try's transfer throws, in order, before the tries that succeed.
     var tryFailures: [TryFailure] = []
     var probeFinds: UpdateStateMachine.DeviceReport?
+    /// What the device says of the image when it connects (a protocol whose devices report one).
+    var targetAtConnect: UpdateStateMachine.DeviceReport?
+    /// What each confirmation reports, in order, in place of ``running`` while any are left.
+    var runningReports: [UpdateStateMachine.DeviceReport] = []
     /// Steps that throw, by name.
     var failing: [String: TransferError] = [:]
     var gateRefusal: TransferError?
@@ -63,6 +67,11 @@ struct ScriptedSteps: UpdateLifecycleSteps {
         try call("runningVersion")
         return running
     }
+    mutating func reportRunning() async throws(TransferError) -> UpdateStateMachine.DeviceReport? {
+        guard !runningReports.isEmpty else { return nil }
+        try call("reportRunning")
+        return runningReports.removeFirst()
+    }
     mutating func probe() async -> UpdateStateMachine.DeviceReport? {
         calls.append("probe")
         return probeFinds
@@ -76,8 +85,8 @@ struct ScriptedSteps: UpdateLifecycleSteps {
 
 /// The engine's one lifecycle: the state machine's actions performed through a host half's steps.
 @Suite struct UpdateLifecycleTests {
-    func run(_ steps: inout ScriptedSteps, applicationReceives: Bool = false) async -> Result<String, TransferError> {
-        var machine = UpdateStateMachine(expectedVersion: "2.0", applicationReceives: applicationReceives)
+    func run(_ steps: inout ScriptedSteps, applicationReceives: Bool = false, activates: Bool = true) async -> Result<String, TransferError> {
+        var machine = UpdateStateMachine(expectedVersion: "2.0", applicationReceives: applicationReceives, activates: activates)
         do throws(TransferError) { return .success(try await machine.run(&steps)) } catch { return .failure(error) }
     }
 
@@ -193,6 +202,83 @@ extension UpdateLifecycleTests {
         let error = await run(&steps).failure
         #expect(error == refused)
         #expect(steps.calls.suffix(2) == ["runningVersion", "abandon"])
+    }
+}
+
+/// A protocol whose devices say what they hold of the image (MCUboot's slots), on the same lifecycle.
+extension UpdateLifecycleTests {
+    typealias Report = UpdateStateMachine.DeviceReport
+
+    @Test func aDeviceThatAlreadyRunsTheImageIsNotSentItOnlyConfirmed() async throws {
+        var steps = ScriptedSteps(modes: [.application])
+        steps.targetAtConnect = Report(mode: .application, version: "2.0", target: .running(confirmationOwed: true))
+        steps.runningReports = [Report(mode: .application, version: "2.0", target: .running(confirmationOwed: false))]
+        #expect(try await run(&steps, applicationReceives: true).get() == "done")
+        #expect(steps.calls == ["connect", "reportRunning", "finish"])
+
+        var settled = ScriptedSteps(modes: [.application])
+        settled.targetAtConnect = Report(mode: .application, version: "2.0", target: .running(confirmationOwed: false))
+        #expect(try await run(&settled, applicationReceives: true).get() == "done")
+        #expect(settled.calls == ["connect", "finish"])
+    }
+
+    @Test func anUploadThatOnlyStagesTheImageEndsAtItsVerification() async throws {
+        var steps = ScriptedSteps(modes: [.application])
+        #expect(try await run(&steps, applicationReceives: true, activates: false).get() == "done")
+        #expect(steps.calls == ["connect", "transfer", "verify", "finish"])
+    }
+
+    @Test func anImageHeldButNotRunningAfterTheActivationIsActivatedAgain() async throws {
+        var steps = ScriptedSteps(modes: [.application, .application, .application])
+        steps.activateAnswers = [true, true]
+        steps.runningReports = [
+            Report(mode: .application, version: "1.0", target: .held),
+            Report(mode: .application, version: "2.0", target: .running(confirmationOwed: false)),
+        ]
+        #expect(try await run(&steps, applicationReceives: true).get() == "done")
+        #expect(
+            steps.calls == [
+                "connect", "transfer", "verify", "activate", "reconnect(application)", "reportRunning", "activate", "reconnect(application)",
+                "reportRunning", "finish",
+            ])
+    }
+
+    @Test func anImageThatStaysHeldEndsOnceTheRepeatsRunOutSayingTheOldImageRuns() async throws {
+        var steps = ScriptedSteps(modes: Array(repeating: .application, count: 4))
+        steps.activateAnswers = [true, true, true]
+        let held = Report(mode: .application, version: "1.0", target: .held, detail: "the image is still pending after 3 resets")
+        steps.runningReports = [held, held, held]
+        let error = await run(&steps, applicationReceives: true).failure
+        #expect(steps.calls.filter { $0 == "activate" }.count == 1 + UpdateStateMachine.defaultMaximumRepeats)
+        #expect(error?.code == .confirmFailed && error?.message == "the image is still pending after 3 resets")
+        #expect(error?.outcome == .oldImage("1.0"))
+    }
+
+    @Test func aProbeReportDecidesWhatIsRepeated() async throws {
+        // The confirmation's answer was lost and the image runs unconfirmed: confirm again.
+        var steps = ScriptedSteps(modes: [.application, .application])
+        steps.failing["runningVersion"] = TransferError(.timeout, step: .confirm, "no answer to the confirm")
+        steps.probeFinds = Report(mode: .application, version: "2.0", target: .running(confirmationOwed: true))
+        let owed = await run(&steps, applicationReceives: true).failure
+        #expect(steps.calls.suffix(6) == ["probe", "runningVersion", "probe", "runningVersion", "probe", "abandon"])
+        #expect(steps.calls.filter { $0 == "probe" }.count == 1 + UpdateStateMachine.defaultMaximumRepeats)
+        #expect(owed?.outcome == .newImageUnconfirmed, "the repeats ran out with the image running unconfirmed")
+
+        // A mark that never arrived: the image is held, so the activation is made again.
+        var held = ScriptedSteps(modes: [.application, .application])
+        held.activateAnswers = [true, true, true]
+        held.failing["reconnect(application)"] = TransferError(.timeout, step: .reconnect, "the device did not come back")
+        held.probeFinds = Report(mode: .application, version: "1.0", target: .held)
+        _ = await run(&held, applicationReceives: true)
+        #expect(held.calls.prefix(7) == ["connect", "transfer", "verify", "activate", "reconnect(application)", "probe", "activate"])
+
+        // The image is gone: the failure says the old image runs.
+        var absent = ScriptedSteps(modes: [.application])
+        absent.failing["reconnect(application)"] = TransferError(.timeout, step: .reconnect, "the device did not come back")
+        absent.probeFinds = Report(mode: .application, version: "1.0", target: .absent)
+        let gone = await run(&absent, applicationReceives: true).failure
+        #expect(gone?.outcome == .oldImage("1.0") && gone?.message == "the device did not come back")
+        #expect(absent.calls.suffix(2) == ["probe", "abandon"])
     }
 }
 

@@ -248,8 +248,9 @@ import Testing
     }
 }
 
-/// The upgrade state machine as a table: every row an event in a state and the action out.
-@Suite struct SMPUpgradeStateMachineTests {
+/// What MCUboot's slots say of an update's image, as a table: each row slots in, the reading
+/// out (what the engine's lifecycle is told, and why a device came back without the image).
+@Suite struct SMPSlotReadingTests {
     static let hash = [UInt8](repeating: 0xAB, count: 32)
     static let old = SMPImageSlot(slot: 0, version: "1.0.0", hash: [UInt8](repeating: 1, count: 32), confirmed: true, active: true)
     static func staged(pending: Bool = false, permanent: Bool = false) -> SMPImageSlot {
@@ -258,109 +259,49 @@ import Testing
     static func running(confirmed: Bool) -> SMPImageSlot {
         SMPImageSlot(slot: 0, version: "2.0.0", hash: hash, confirmed: confirmed, active: true)
     }
+    static func reading(_ slots: [SMPImageSlot]) -> SMPSlotReading { SMPSlotReading(slots, hash: hash) }
 
-    static func machine(_ mode: FlashMode, through events: [SMPUpgradeStateMachine.Event]) -> (SMPUpgradeStateMachine, SMPUpgradeStateMachine.Action) {
-        var machine = SMPUpgradeStateMachine(mode: mode, hash: hash, version: "2.0.0")
-        var action = machine.handle(.start)
-        for event in events { action = machine.handle(event) }
-        return (machine, action)
-    }
-
-    static let activated: [SMPUpgradeStateMachine.Event] = [
-        .connected, .stateRead([old]), .uploaded, .stateRead([old, staged()]),
-        .marked([old, staged(pending: true)]), .resetSent,
-    ]
-
-    @Test func theHappyPathOfEachMode() {
-        #expect(Self.machine(.testAndConfirm, through: []).1 == .connect)
-        #expect(Self.machine(.testAndConfirm, through: [.connected]).1 == .readState)
-        #expect(Self.machine(.testAndConfirm, through: [.connected, .stateRead([Self.old])]).1 == .upload)
-        #expect(Self.machine(.testAndConfirm, through: Array(Self.activated.prefix(4))).1 == .mark(confirm: false))
-        #expect(Self.machine(.confirm, through: Array(Self.activated.prefix(4))).1 == .mark(confirm: true))
-        #expect(Self.machine(.upload, through: Array(Self.activated.prefix(4))).1 == .finish(running: Self.old))
-        #expect(Self.machine(.testAndConfirm, through: Array(Self.activated.prefix(5))).1 == .reset)
-        #expect(Self.machine(.testAndConfirm, through: Self.activated).1 == .reconnect)
-        let checked = Self.activated + [.connected, .stateRead([Self.running(confirmed: false), Self.old])]
-        #expect(Self.machine(.testAndConfirm, through: checked).1 == .confirm)
-        #expect(Self.machine(.test, through: checked).1 == .finish(running: Self.running(confirmed: false)))
-        let confirmed = checked + [.marked([Self.running(confirmed: true)])]
-        #expect(Self.machine(.testAndConfirm, through: confirmed).1 == .finish(running: Self.running(confirmed: true)))
-    }
-
-    @Test func stepsAreNamedForProgressAndErrors() {
-        #expect(Self.machine(.testAndConfirm, through: [.connected, .stateRead([Self.old])]).0.step == .transfer)
-        #expect(Self.machine(.testAndConfirm, through: Array(Self.activated.prefix(4))).0.step == .activate)
-        #expect(Self.machine(.testAndConfirm, through: Self.activated).0.step == .reconnect)
-    }
-
-    @Test func anImageTheDeviceAlreadyRunsOrHoldsIsNotUploadedAgain() {
-        let (_, running) = Self.machine(.testAndConfirm, through: [.connected, .stateRead([Self.running(confirmed: true), Self.old])])
-        #expect(running == .note("the device already runs this image (2.0.0)", then: .action(.finish(running: Self.running(confirmed: true)))))
-        let (_, holding) = Self.machine(.testAndConfirm, through: [.connected, .stateRead([Self.old, Self.staged()])])
-        #expect(holding == .note("the image is already in the secondary slot; skipping the upload", then: .action(.readState)))
-    }
-
-    @Test func aFailureBeforeTheActivationEndsIt() {
-        let error = TransferError(.linkLost, step: .transfer, "gone")
-        let (machine, action) = Self.machine(.testAndConfirm, through: [.connected, .stateRead([Self.old]), .failed(error)])
-        #expect(action == .fail(error))
-        #expect(machine.state == .failed(error))
-    }
-
-    @Test func aFailureAfterTheActivationIsFollowedByAProbeThatDecides() {
-        let lost = TransferError(.linkLost, step: .confirm, "the link dropped")
-        let confirming = Self.activated + [.connected, .stateRead([Self.running(confirmed: false), Self.old]), .failed(lost)]
-        #expect(Self.machine(.testAndConfirm, through: confirming).1 == .probe)
-        // The confirm had arrived: success after all.
-        let (_, done) = Self.machine(.testAndConfirm, through: confirming + [.probed([Self.running(confirmed: true), Self.old])])
-        guard case .note(_, .action(.finish(let slot))) = done else {
-            Issue.record("\(done)")
-            return
-        }
-        #expect(slot == Self.running(confirmed: true))
-        // It had not: confirm again.
+    @Test func whereTheImageIsSaysWhatTheEngineIsTold() {
+        typealias Report = UpdateStateMachine.DeviceReport
+        // Not there: sent; staged: held (the activation repeats); running: owed a confirmation only
+        // in the mode that asks for one.
+        #expect(Self.reading([Self.old]).report(.testAndConfirm) == Report(mode: .application, version: "1.0.0", target: .absent))
+        #expect(Self.reading([Self.old, Self.staged()]).report(.testAndConfirm) == Report(mode: .application, version: "1.0.0", target: .held))
+        #expect(Self.reading([Self.old, Self.staged(pending: true)]).report(.test)?.target == .held)
         #expect(
-            Self.machine(.testAndConfirm, through: confirming + [.probed([Self.running(confirmed: false), Self.old])]).1
-                == .note("the device runs 2.0.0 unconfirmed; confirming again", then: .action(.confirm)))
-        // The reset never arrived: reset again; the mark never arrived: mark again.
-        let resetLost = Array(Self.activated.prefix(5)) + [.failed(TransferError(.timeout, step: .activate, "no answer"))]
-        #expect(
-            Self.machine(.testAndConfirm, through: resetLost + [.probed([Self.old, Self.staged(pending: true)])]).1
-                == .note("the image is still pending (the reset did not arrive); resetting again", then: .action(.reset)))
-        #expect(
-            Self.machine(.testAndConfirm, through: resetLost + [.probed([Self.old, Self.staged()])]).1
-                == .note("the image is not marked pending (the request did not arrive); marking it again", then: .action(.mark(confirm: false))))
-        // Unreachable: the outcome is unknown, and says so.
-        guard case .fail(let unknown) = Self.machine(.testAndConfirm, through: confirming + [.probed(nil)]).1 else {
-            Issue.record("no failure")
-            return
-        }
-        #expect(unknown.outcome == .unknown)
+            Self.reading([Self.running(confirmed: false), Self.old]).report(.testAndConfirm)
+                == Report(mode: .application, version: "2.0.0", target: .running(confirmationOwed: true)))
+        #expect(Self.reading([Self.running(confirmed: false), Self.old]).report(.test)?.target == .running(confirmationOwed: false))
+        #expect(Self.reading([Self.running(confirmed: true), Self.old]).report(.testAndConfirm)?.target == .running(confirmationOwed: false))
+        // A device that runs nothing it names: what it runs is unknown.
+        #expect(Self.reading([Self.staged()]).report(.testAndConfirm) == nil)
+    }
+
+    @Test func aMarkTookWhenTheImageIsPendingOrRunning() {
+        #expect(!Self.reading([Self.old, Self.staged()]).marked)
+        #expect(Self.reading([Self.old, Self.staged(pending: true)]).marked)
+        #expect(Self.reading([Self.running(confirmed: false), Self.old]).marked)
+        #expect(!Self.reading([Self.old]).marked)
+    }
+
+    @Test func aDeviceBackFromTheResetRunsTheImageStillPendingOrElsewhere() {
+        #expect(Self.reading([Self.running(confirmed: false), Self.old]).afterReset == .runs(Self.running(confirmed: false)))
+        #expect(Self.reading([Self.old, Self.staged(pending: true)]).afterReset == .stillPending)
+        #expect(Self.reading([Self.old, Self.staged()]).afterReset == .elsewhere)
+        #expect(Self.reading([Self.old]).afterReset == .elsewhere)
     }
 
     @Test func aDeviceThatComesBackWithTheOldImageSaysWhy() {
-        // One reading that shows the old image could be a damaged answer: it is read again first.
-        #expect(Self.machine(.testAndConfirm, through: Self.activated + [.connected, .stateRead([Self.old])]).1 == .readState)
-        let erased = Self.activated + [.connected] + Array(repeating: .stateRead([Self.old]), count: 3)
-        guard case .fail(let refused) = Self.machine(.testAndConfirm, through: erased).1 else {
-            Issue.record("no failure")
-            return
-        }
+        let refused = Self.reading([Self.old]).failure(version: "2.0.0")
         #expect(refused.message.contains("MCUboot refused the image at boot"))
         #expect(
             refused.message.contains("check it is signed with the key the bootloader trusts; if it is, it arrived damaged, so flash it again"),
             "both causes and their fixes: SMP has no check per request, and one flipped bit can turn the answer's match false into true")
         #expect(refused.outcome == .oldImage("1.0.0"))
-        let reverted = Self.activated + [.connected] + Array(repeating: .stateRead([Self.old, Self.staged()]), count: 3)
-        guard case .fail(let back) = Self.machine(.testAndConfirm, through: reverted).1 else {
-            Issue.record("no failure")
-            return
-        }
-        #expect(back.message.contains("MCUboot reverted the image"))
-        // Still pending after the reset: the reset never arrived, so it is sent again.
-        let pending = Self.activated + [.connected, .stateRead([Self.old, Self.staged(pending: true)])]
-        #expect(
-            Self.machine(.testAndConfirm, through: pending).1
-                == .note("the image is still pending (the reset did not arrive); resetting again", then: .action(.reset)))
+        #expect(refused.step == .reconnect && refused.code == .verificationFailed)
+        let reverted = Self.reading([Self.old, Self.staged()]).failure(version: "2.0.0")
+        #expect(reverted.message.contains("MCUboot reverted the image"))
+        #expect(reverted.outcome == .oldImage("1.0.0"))
+        #expect(Self.reading([Self.staged()]).failure(version: "2.0.0").message.contains("running nothing"))
     }
 }

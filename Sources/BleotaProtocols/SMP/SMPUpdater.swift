@@ -6,11 +6,11 @@ import Logging
 /// How far an SMP upgrade goes: the shared ``/BleotaEngine/FlashMode``.
 package typealias SMPUpgradeMode = FlashMode
 
-/// The host half of an MCUmgr/MCUboot update over any ``/BleotaLink/Link``: a thin shell
-/// that performs what ``SMPUpgradeStateMachine`` and ``SMPUploadPipeline``
-/// decide — upload (pipelined, resumable), verify the slot's hash, mark,
-/// reset, wait for the device to come back by reconnecting (never a fixed
-/// sleep), read the image state, confirm — and reports through the shared
+/// The host half of an MCUmgr/MCUboot update over any ``/BleotaLink/Link``: lifecycle steps
+/// for the engine's ``/BleotaEngine/UpdateStateMachine`` — upload (pipelined, resumable, as
+/// ``SMPUploadPipeline`` decides), verify the slot's hash, mark, reset, wait for the device to
+/// come back by reconnecting (never a fixed sleep), read the image state, confirm — with what
+/// the slots say told to the engine as ``SMPSlotReading``s, and reports through the shared
 /// ``/BleotaEngine/OperationRecorder``.
 ///
 /// Tuning knobs mean, for SMP: `window` the upload requests in flight (default:
@@ -314,93 +314,246 @@ package struct SMPUpdater: ContextHost {
     }
 
     package func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
-        var recorder = context.recorder("flash")
-        recorder.beginQuietly(.load)
         let imageBytes = prepared.bytes
         let image: MCUbootImage
         do { image = try MCUbootImage(decoding: imageBytes) } catch {
             throw TransferError(.badInput, step: .load, "not an MCUboot image: \(error)")
         }
         guard let hash = image.hashTLV else { throw TransferError(.badInput, step: .load, "the image has no SHA-256 TLV") }
-        var machine = SMPUpgradeStateMachine(mode: mode, hash: hash, version: image.version.description)
+        var steps = FlashSteps(host: self, image: imageBytes, hash: hash, version: image.version.description, mode: mode)
+        // The application takes the image (MCUmgr runs beside it); an upload-only flash ends at the
+        // verification; MCUboot's slots say what a repeated mark, reset or confirm would mend.
+        var machine = UpdateStateMachine(
+            expectedVersion: steps.version, applicationReceives: true, activates: mode != .upload, maximumRepeats: 3)
+        return try await machine.run(&steps)
+    }
+
+    /// An MCUmgr/MCUboot upgrade's steps for the engine's lifecycle: connecting reads the slots
+    /// (an image already running or staged is not uploaded again), the transfer is the pipelined
+    /// upload, the verification the image listed in the secondary slot, the activation a mark
+    /// (test or permanent) and a reset, and the confirmation the slots read back, with the
+    /// confirm the mode asks for. What the slots say goes to the engine as reports
+    /// (``SMPSlotReading``), so a mark, reset or confirm that never arrived is repeated by the
+    /// engine's rules, the same that repeat any protocol's lost requests.
+    struct FlashSteps: RecordedLifecycleSteps {
+        let host: SMPUpdater
+        let image: [UInt8]
+        let hash: [UInt8]
+        let version: String
+        let mode: FlashMode
+        var recorder: OperationRecorder
+        /// Uploads whose image the device does not list go again, once, resuming from what it holds.
+        var tries = UpdateTries(limit: 2)
         var connection: SMPConnection?
         var parameters: MCUmgrParameters?
-        var result = UploadResult(bytes: imageBytes.count)
-        var running: SMPImageSlot?
-        var action = machine.handle(.start)
-        while true {
-            if case .finish = action {} else if case .upload = action { try await recorder.enterTransfer(closing: connection?.link) } else { recorder.enter(machine.step) }
-            if case .note(let text, .action(let next)) = action {
-                onEvent(.note(text))
-                action = next
-                continue
+        var result: UploadResult
+        /// The slots last read.
+        var reading: SMPSlotReading
+        /// Whether `reading` was read on this connection since the last request that changes the slots.
+        var fresh = false
+        /// Readings repeated before a negative verdict (an answer damaged on the way can show a
+        /// wrong hash, so "not our image" is believed only once read again), over the whole upgrade.
+        var rereads = 0
+        static let maximumRereads = 2
+        var activations = 0
+        /// What the device ran when the upgrade started.
+        var versionBefore: String?
+        /// The device already ran the image when it connected.
+        var targetAtConnect: UpdateStateMachine.DeviceReport?
+        /// A probe found the device needing a step again: the step says so.
+        var afterProbe = false
+        /// Whether the first try found the image staged already and sent nothing.
+        var uploadSkipped = false
+
+        init(host: SMPUpdater, image: [UInt8], hash: [UInt8], version: String, mode: FlashMode) {
+            self.host = host
+            self.image = image
+            self.hash = hash
+            self.version = version
+            self.mode = mode
+            recorder = host.context.recorder("flash")
+            recorder.beginQuietly(.load)
+            result = UploadResult(bytes: image.count)
+            reading = SMPSlotReading([], hash: hash)
+        }
+
+        var link: (any Link)? { connection?.link }
+        var timeouts: StepTimeouts { host.timeouts }
+
+        func note(_ text: String) { host.onEvent(.note(text)) }
+
+        /// As every recorded host's, except that MCUboot's return from the reset (a swap that takes
+        /// seconds) is a step of its own in SMP's reports, not part of the confirmation.
+        mutating func entering(_ step: UpdateStep, for action: UpdateStateMachine.Action) async throws(TransferError) {
+            switch action {
+            case .transfer: try await recorder.enterTransfer(closing: link)
+            case .fail, .probe, .finish: break
+            case .reconnect: recorder.enter(.reconnect)
+            default: recorder.enter(step)
             }
-            if case .fail(let error) = action {
-                await connection?.close()
-                throw error
+        }
+
+        /// Reads the slots on the open connection.
+        mutating func read(_ step: UpdateStep) async throws(TransferError) {
+            do {
+                reading.slots = try await connection!.imageState(timeout: timeouts.response, attempts: host.patience)
+            } catch { throw host.fail(step, error) }
+            fresh = true
+        }
+
+        mutating func connect() async throws(TransferError) -> DeviceMode {
+            connection = try await host.connect(.initial, step: .connect)
+            do {
+                let first = SMPUpdater.firstContact(connect: timeouts.connect, response: timeouts.response, patience: host.patience)
+                parameters = try await connection!.parameters(timeout: first.timeout, attempts: first.attempts)
+            } catch { throw host.fail(.connect, error) }
+            try await read(.connect)
+            versionBefore = reading.active?.version
+            if reading.running != nil {
+                note("the device already runs this image (\(version))")
+                targetAtConnect = reading.report(mode)
             }
-            let event: SMPUpgradeStateMachine.Event
+            return .application
+        }
+
+        mutating func enterBootloader() async throws(TransferError) -> Bool { true }
+        mutating func reconnect(expecting mode: DeviceMode) async throws(TransferError) -> DeviceMode {
+            connection = try await host.waitForReturn()
+            fresh = false
+            return .application
+        }
+
+        mutating func transfer() async throws(TryFailure) {
+            if result.requests == 0, !uploadSkipped, reading.staged != nil {
+                uploadSkipped = true
+                note("the image is already in the secondary slot; skipping the upload")
+                return
+            }
+            uploadSkipped = false
             do throws(TransferError) {
-                switch action {
-                case .connect:
-                    connection = try await connect(.initial, step: .connect)
-                    event = .connected
-                case .readState:
-                    let slots: [SMPImageSlot]
-                    do {
-                        if parameters == nil {
-                            let first = Self.firstContact(connect: timeouts.connect, response: timeouts.response, patience: patience)
-                            parameters = try await connection!.parameters(timeout: first.timeout, attempts: first.attempts)
-                        }
-                        slots = try await connection!.imageState(timeout: timeouts.response, attempts: patience)
-                    } catch { throw fail(machine.step, error) }
-                    event = .stateRead(slots)
-                case .upload:
-                    let uploaded: UploadResult
-                    (uploaded, connection) = try await upload(
-                        imageBytes, sha: SHA256Digest.hash(imageBytes), connection: connection!,
-                        parameters: parameters!)
-                    result = merge(result, uploaded)
-                    event = .uploaded
-                case .mark(let confirm):
-                    do { event = .marked(try await connection!.setImageState(hash: hash, confirm: confirm, timeout: timeouts.response, attempts: patience)) } catch {
-                        throw fail(.activate, error)
-                    }
-                case .reset:
-                    event = try await sendReset(connection!)
-                    await connection?.close()
-                    connection = nil
-                case .reconnect:
-                    connection = try await waitForReturn()
-                    event = .connected
-                case .confirm:
-                    do { event = .marked(try await connection!.setImageState(hash: nil, confirm: true, timeout: timeouts.response, attempts: patience)) } catch {
-                        throw fail(.confirm, error)
-                    }
-                case .probe:
-                    await connection?.close()
-                    connection = nil
-                    let found = await probe()
-                    connection = found?.connection
-                    event = .probed(found?.slots)
-                case .finish(let slot):
-                    running = slot
-                    await connection?.close()
-                    recorder.versionBefore = machine.versionBefore
-                    recorder.versionAfter = running?.version ?? machine.versionBefore
-                    return report(&recorder, result, bytes: imageBytes.count)
-                case .fail, .note:
-                    continue
+                let uploaded: UploadResult
+                (uploaded, connection) = try await host.upload(
+                    image, sha: SHA256Digest.hash(image), connection: connection!, parameters: parameters!)
+                result = host.merge(result, uploaded)
+            } catch { throw .final(error) }
+            fresh = false
+        }
+
+        mutating func verify() async throws(TryFailure) -> (ok: Bool, detail: String) {
+            do throws(TransferError) {
+                try await read(.verify)
+                while reading.staged == nil, rereads < Self.maximumRereads {
+                    rereads += 1
+                    try await read(.verify)
                 }
-            } catch {
-                action = machine.handle(.failed(error))
-                continue
+            } catch { throw .final(error) }
+            guard reading.staged != nil else {
+                // An answer damaged on the way can make an upload look finished when it is not:
+                // upload again; the device resumes from what it holds. A skipped upload was no try.
+                throw .retry("the device does not list the uploaded image yet; uploading again", counts: !uploadSkipped)
             }
-            action = machine.handle(event)
+            return (true, "")
+        }
+
+        mutating func retry(after retry: TryFailure.Retry) async throws(TransferError) { note(retry.reason) }
+
+        mutating func triesExhausted(_ retry: TryFailure.Retry, attempts: Int) async -> TransferError {
+            var error = TransferError(
+                .verificationFailed, step: .verify,
+                "the device does not list the uploaded image (hash \(hash.hexString.prefix(16))…) in its secondary slot: it did not verify there")
+            error.outcome = versionBefore.map { .oldImage($0) }
+            return error
+        }
+
+        /// Marks the image (test, or permanent for ``FlashMode/confirm``) and resets. Again, after a
+        /// report that the image is held: the mark only if it did not take, then the reset.
+        mutating func activate() async throws(TransferError) -> Bool {
+            activations += 1
+            let pending = reading.staged?.pending == true
+            if activations > 1 {
+                note(
+                    pending
+                        ? "the image is still pending (the reset did not arrive); resetting again"
+                        : "the image is not marked pending (the request did not arrive); marking it again")
+            }
+            afterProbe = false
+            if activations == 1 || !pending {
+                do {
+                    reading.slots = try await connection!.setImageState(hash: hash, confirm: mode == .confirm, timeout: timeouts.response, attempts: host.patience)
+                } catch { throw host.fail(.activate, error) }
+                guard reading.marked else { throw TransferError(.deviceRefused, step: .activate, "the device did not mark the image pending") }
+            }
+            try await host.sendReset(connection!)
+            await connection?.close()
+            connection = nil
+            fresh = false
+            return true
+        }
+
+        func runningVersion() async throws(TransferError) -> String? { reading.running?.version }
+
+        /// The slots once the device is back: the image runs (confirmed now if the mode asks), is
+        /// still pending (the engine resets again), or is gone, which MCUboot explains.
+        mutating func reportRunning() async throws(TransferError) -> UpdateStateMachine.DeviceReport? {
+            if !fresh { try await read(.reconnect) }
+            fresh = false
+            while true {
+                switch reading.afterReset {
+                case .runs(let running):
+                    guard reading.confirmationOwed(mode, by: running) else { return reading.report(mode) }
+                    if afterProbe { note("the device runs \(version) unconfirmed; confirming again") }
+                    afterProbe = false
+                    do {
+                        reading.slots = try await connection!.setImageState(hash: nil, confirm: true, timeout: timeouts.response, attempts: host.patience)
+                    } catch { throw host.fail(.confirm, error) }
+                    guard let now = reading.running, now.confirmed else {
+                        throw TransferError(.confirmFailed, step: .confirm, "the device did not mark the running image confirmed")
+                    }
+                    return reading.report(mode)
+                case .stillPending:
+                    var report = reading.report(mode)
+                    report?.detail = "the image is still pending after \(activations) resets: the device does not start it"
+                    return report
+                case .elsewhere:
+                    guard rereads < Self.maximumRereads else { throw reading.failure(version: version) }
+                    rereads += 1
+                    try await read(.reconnect)
+                }
+            }
+        }
+
+        func probe() async -> UpdateStateMachine.DeviceReport? { nil }
+
+        /// Reconnects within the reboot budget and reads the slots; the connection stays open
+        /// for whatever step the report leads to.
+        mutating func probe(after error: TransferError) async -> UpdateStateMachine.DeviceReport? {
+            await connection?.close()
+            connection = nil
+            guard let found = await host.probe() else { return nil }
+            connection = found.connection
+            reading.slots = found.slots
+            fresh = true
+            afterProbe = true
+            let report = reading.report(mode)
+            if case .running(confirmationOwed: false)? = report?.target {
+                note("the device runs \(version) despite the error (\(error.message))")
+            }
+            return report
+        }
+
+        mutating func finish() async -> UpdateReport {
+            await connection?.close()
+            recorder.versionBefore = versionBefore
+            recorder.versionAfter = reading.active?.version ?? versionBefore
+            return host.report(&recorder, result, bytes: image.count)
+        }
+
+        mutating func abandon(_ error: TransferError) async {
+            await connection?.close()
         }
     }
 
-    private func merge(_ total: UploadResult, _ more: UploadResult) -> UploadResult {
+    func merge(_ total: UploadResult, _ more: UploadResult) -> UploadResult {
         var merged = more
         merged.elapsed += total.elapsed
         merged.requests += total.requests
@@ -414,7 +567,7 @@ package struct SMPUpdater: ContextHost {
 
     /// Sends the reset. The device resets right after answering, so a lost answer or a
     /// link that drops is expected; either way the reconnect step finds out what happened.
-    private func sendReset(_ connection: SMPConnection) async throws(TransferError) -> SMPUpgradeStateMachine.Event {
+    func sendReset(_ connection: SMPConnection) async throws(TransferError) {
         do {
             try await connection.reset(timeout: timeouts.response, attempts: 2)
         } catch .linkLost {
@@ -424,7 +577,6 @@ package struct SMPUpdater: ContextHost {
         } catch {
             throw fail(.activate, error)
         }
-        return .resetSent
     }
 
     /// After a reset: reconnect until the device answers again (it is away for the swap).
@@ -455,7 +607,7 @@ package struct SMPUpdater: ContextHost {
 
     /// Reconnects within the reboot budget and reads the slots; nil when the device cannot be reached.
     /// The connection stays open for whatever step the probe leads to.
-    private func probe() async -> (slots: [SMPImageSlot], connection: SMPConnection)? {
+    func probe() async -> (slots: [SMPImageSlot], connection: SMPConnection)? {
         do {
             let connection = try await reconnectAndEcho()
             do {

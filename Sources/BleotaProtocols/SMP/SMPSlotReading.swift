@@ -1,0 +1,82 @@
+import BleotaEngine
+
+/// What MCUboot's slot list says of one update's image, named by its hash: the readings
+/// ``SMPUpdater``'s lifecycle steps decide on, pure so each is a row of a table test.
+///
+/// The sequence (connect, upload, verify, activate, reconnect, confirm, the probe after a late
+/// failure, the repeats) is the engine's ``/BleotaEngine/UpdateStateMachine``; what only
+/// MCUboot's slots can tell it (the image held but not running, running but not confirmed,
+/// reverted, refused at boot) is here, as ``/BleotaEngine/UpdateStateMachine/DeviceReport``s.
+package struct SMPSlotReading: Sendable, Hashable {
+    package var slots: [SMPImageSlot]
+    /// The image's hash TLV: how the device names it.
+    package var hash: [UInt8]
+
+    package init(_ slots: [SMPImageSlot], hash: [UInt8]) {
+        self.slots = slots
+        self.hash = hash
+    }
+
+    /// The slot the device runs.
+    package var active: SMPImageSlot? { slots.first(where: \.active) }
+    /// The image, when it is what the device runs.
+    package var running: SMPImageSlot? { active.flatMap { $0.hash == hash ? $0 : nil } }
+    /// The image, waiting in a slot the device does not run: where an upload leaves it.
+    package var staged: SMPImageSlot? { slots.first { $0.hash == hash && !$0.active } }
+    /// Whether a mark took: the image is pending, or already runs.
+    package var marked: Bool { slots.first { $0.hash == hash }.map { $0.pending || $0.active } ?? false }
+
+    /// Whether `mode` still asks for the running image to be confirmed.
+    package func confirmationOwed(_ mode: FlashMode, by slot: SMPImageSlot) -> Bool { mode == .testAndConfirm && !slot.confirmed }
+
+    /// What the device says of the image, for the engine (after a probe, or at connect when it
+    /// already runs it); nil when it runs nothing the host can name, which leaves the outcome unknown.
+    package func report(_ mode: FlashMode) -> UpdateStateMachine.DeviceReport? {
+        guard let active else { return nil }
+        let target: UpdateStateMachine.TargetImage
+        if let running {
+            target = .running(confirmationOwed: confirmationOwed(mode, by: running))
+        } else if staged != nil {
+            target = .held
+        } else {
+            target = .absent
+        }
+        return UpdateStateMachine.DeviceReport(mode: .application, version: active.version, target: target)
+    }
+
+    /// What the device's return from the reset says, once the readings are settled.
+    package enum AfterReset: Sendable, Hashable {
+        /// It runs the image.
+        case runs(SMPImageSlot)
+        /// The image is still pending: the reset never arrived.
+        case stillPending
+        /// Neither: read again first (an answer damaged on the way can show a wrong hash), then
+        /// ``failure(version:)`` says why.
+        case elsewhere
+    }
+
+    package var afterReset: AfterReset {
+        if let running { return .runs(running) }
+        if staged?.pending == true { return .stillPending }
+        return .elsewhere
+    }
+
+    /// Why the device came back running another image than `version`, with what it runs: MCUboot
+    /// reverted the image (it still holds it) or refused it at boot (and erased it).
+    package func failure(version: String) -> TransferError {
+        let running = active?.version ?? "nothing"
+        var error: TransferError
+        if slots.contains(where: { $0.hash == hash }) {
+            error = TransferError(
+                .verificationFailed, step: .reconnect,
+                "the device came back running \(running), not \(version): MCUboot reverted the image (it did not confirm itself, or failed its test boot)")
+        } else {
+            error = TransferError(
+                .verificationFailed, step: .reconnect,
+                "the device came back running \(running), not \(version): MCUboot refused the image at boot (it did not verify: check it is signed with the key the bootloader trusts; if it is, it arrived damaged, so flash it again) and erased it"
+            )
+        }
+        error.outcome = .oldImage(running)
+        return error
+    }
+}
