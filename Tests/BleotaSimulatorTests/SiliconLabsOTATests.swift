@@ -34,7 +34,10 @@ import Testing
         damaged[500] ^= 0x10
         let problem = try #require(GeckoBootloaderImage.problem(damaged))
         #expect(problem.contains("end tag CRC-32"), "\(problem)")
-        #expect(GeckoBootloaderImage.problem(file + [0xFF]) == "1 bytes follow the end tag")
+        // Bytes after the end tag are padding the bootloader's parser never reads (Commander pads a
+        // compressed file to a multiple of 4): taken, and not part of the image.
+        #expect(GeckoBootloaderImage.problem(file + [0xFF, 0xFF]) == nil)
+        #expect(try GeckoBootloaderImage(decoding: file + [0xFF, 0xFF]).length == file.count)
         #expect(GeckoBootloaderImage.problem(Array(file.dropFirst(4)))?.contains("header tag") == true)
     }
 
@@ -80,6 +83,22 @@ import Testing
         #expect(exact && mode == .application)
         #expect(report.stepSeconds["enter-bootloader"] != nil, "\(report.stepSeconds)")
         print("silabs-ota \(address): \(report.totalSeconds) s, \(Int(report.goodput)) B/s, \(report.statistics.packetsSent) writes, \(report.statistics.packetsResent) resent")
+    }
+
+    /// Files Silicon Labs' own tool made (Simplicity Commander 1v25p1b2000, `scripts/silabs-fixtures.sh`):
+    /// plain, with a version dependency tag, LZ4 (padded after its end tag) and LZMA. Each goes
+    /// through the AppLoader whole, padding included, and the device runs exactly the file up to its
+    /// end tag.
+    @Test(arguments: ["app", "app-dep-geq5", "app-lz4", "app-lzma"])
+    func aFileCommanderMadeIsFlashedWhole(_ variant: String) async throws {
+        let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("BleotaProtocolsTests/Fixtures/silabs")
+        let file = try [UInt8](Data(contentsOf: fixtures.appendingPathComponent("commander-1v25p1b2000-\(variant).gbl")))
+        #expect(GeckoBootloaderImage.problem(file) == nil)
+        let (run, mode) = try await simulate("sim://2m-dle", image: file)
+        _ = try run.outcome.get()
+        let image = try GeckoBootloaderImage(decoding: file)
+        #expect(run.running == Array(file.prefix(image.length)) && mode == .application)
     }
 
     @Test func aFileTheAppLoaderCannotParseIsRefusedByNameAndTheDeviceWaitsInTheAppLoader() async throws {

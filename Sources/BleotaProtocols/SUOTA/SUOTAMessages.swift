@@ -173,8 +173,12 @@ package struct SUOTAImageHeader: Sendable, Hashable {
         let data = Array(bytes.prefix(Self.size))
         guard data.count == Self.size else { throw SUOTAImageError("the header is \(data.count) bytes, a DA1469x image's is 34") }
         guard Array(data[0..<2]) == Self.signature else {
-            throw SUOTAImageError(
-                "signature at offset 0 is \(data[0..<2].map { String(format: "%02x", $0) }.joined(separator: " ")), not \"Qq\" (51 71): give the image mkimage made")
+            let found = data[0..<2].map { String(format: "%02x", $0) }.joined(separator: " ")
+            // suota_1_1_image_header_t (DA1468x SDK suota.h) begins "pa".
+            if data[0] == 0x70, data[1] == 0x61 {
+                throw SUOTAImageError("signature at offset 0 is \(found) (\"pa\"): a DA1468x image, which bleota does not read; it reads DA1469x images (\"Qq\")")
+            }
+            throw SUOTAImageError("signature at offset 0 is \(found), not \"Qq\" (51 71): give the image mkimage made")
         }
         codeSize = SUOTAWire.read(data[2..<6])!
         crc = SUOTAWire.read(data[6..<10])!

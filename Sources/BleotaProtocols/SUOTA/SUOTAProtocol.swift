@@ -21,7 +21,7 @@ public struct SUOTAProtocol: UpdateProtocol {
     public var identity: ProtocolIdentity {
         ProtocolIdentity(
             name: Self.name, displayName: "Dialog SUOTA",
-            summary: "Dialog/Renesas SUOTA 1.3 (DA1469x, DA1468x): blocks of PATCH_LEN acknowledged one by one, CRC-32 at END, REBOOT",
+            summary: "Dialog/Renesas SUOTA 1.3 (DA1469x images): blocks of PATCH_LEN acknowledged one by one, CRC-32 at END, REBOOT",
             gattServices: [Self.gattService], transports: [.ble, .simulator, .udp], transportsWhenNamed: [.udp],
             imageFormats: ["DA1469x mkimage image (.img, .bin)"])
     }

@@ -110,6 +110,8 @@ package struct GeckoBootloaderImage: Sendable, Hashable {
     /// Tag identifiers (Gecko SDK `btl_gbl_format.h`).
     package enum Tag: UInt32, Sendable, Hashable {
         case header = 0x03A6_17EB
+        /// The application versions the file may be installed over (`commander gbl create --dep-app`).
+        case versionDependency = 0x76A6_17EB
         case application = 0xF40A_0AF4
         case bootloader = 0xF509_09F5
         case secureElementUpgrade = 0x5EA6_17EB
@@ -139,7 +141,8 @@ package struct GeckoBootloaderImage: Sendable, Hashable {
     /// The application tag's version (APP_PROPERTIES_VERSION), when the file carries an application.
     package var applicationVersion: UInt32?
     package var programs: [Program]
-    /// Where the end tag's CRC ends: bytes after it (padding) are not part of the image.
+    /// Where the end tag's CRC ends: bytes after it (Commander pads a compressed file to a
+    /// multiple of 4) are not part of the image, and the Gecko bootloader's parser ignores them.
     package var length: Int
 
     package var isEncrypted: Bool { imageType & 0x1 != 0 }
@@ -215,21 +218,23 @@ package struct GeckoBootloaderImage: Sendable, Hashable {
     package static func problem(_ bytes: [UInt8]) -> String? {
         let image: GeckoBootloaderImage
         do { image = try GeckoBootloaderImage(decoding: bytes) } catch { return error.description }
-        guard image.length == bytes.count else { return "\(bytes.count - image.length) bytes follow the end tag" }
-        guard image.applicationVersion != nil else { return "it carries no application tag (a bootloader-only GBL): bleota flashes applications" }
+        // An encrypted file's application tag is inside its ciphertext: say it is encrypted, not that it has none.
         guard !image.isEncrypted else { return "it is encrypted, which only the device can check" }
+        guard image.applicationVersion != nil else { return "it carries no application tag (a bootloader-only GBL): bleota flashes applications" }
         return nil
     }
 
     /// `program` as a GBL file: header (version 3, plain), application tag
     /// with `applicationVersion`, one program tag at `address`, end tag with
-    /// its CRC — as `commander gbl create --app` lays one out (for the
-    /// simulator and tests).
+    /// its CRC (for the simulator and tests). Commander writes the
+    /// erase-then-program tag where this writes the plain program tag, which
+    /// the bootloader's parser takes alike.
     package static func sample(_ program: [UInt8], applicationVersion: UInt32, address: UInt32 = 0) -> [UInt8] {
         func u32(_ value: UInt32) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: value >> ($0 * 8)) } }
         func tag(_ tag: Tag, _ value: [UInt8]) -> [UInt8] { u32(tag.rawValue) + u32(UInt32(value.count)) + value }
         var file = tag(.header, u32(0x0300_0000) + u32(0))
-        // Application tag: type (1: MCU application), version, capabilities, product ID.
+        // Application tag: type (bit 0, APPLICATION_TYPE_ZIGBEE in application_properties.h; the
+        // AppLoader does not look at it), version, capabilities, product ID.
         file += tag(.application, u32(1) + u32(applicationVersion) + u32(0) + [UInt8](repeating: 0, count: 16))
         file += tag(.program, u32(address) + program)
         file += u32(Tag.end.rawValue) + u32(4)

@@ -100,6 +100,12 @@ enum TIOADWire {
 package struct TIOADImageHeader: Sendable, Hashable {
     package static let size = 44
     package static let cc26x2 = Array("CC26x2R1".utf8)
+    package static let cc13x2 = Array("CC13x2R1".utf8)
+    /// The image IDs of the chip families this OAD serves (`OAD_IMG_ID_VAL` in `oad_image_header.h`:
+    /// one per DeviceFamily; CC26X0R2's "OAD IMG " belongs to the older OAD this is not).
+    package static let imageIDs = [cc26x2, cc13x2]
+    /// crcStat's value for an image whose CRC was found wrong: `oadCheckDL` refuses it at once.
+    package static let crcInvalid: UInt8 = 0xFC
     /// The BIM and metadata versions of BLE5-Stack's `oad_image_header.h`.
     package static let bimVersion: UInt8 = 3
     package static let metadataVersion: UInt8 = 1
@@ -108,6 +114,8 @@ package struct TIOADImageHeader: Sendable, Hashable {
     package var crc: UInt32
     package var bimVersion: UInt8
     package var metadataVersion: UInt8
+    /// crcStat (offset 17): 0xFF not yet checked, 0xFE valid, 0xFC invalid.
+    package var crcStatus: UInt8
     package var imageType: UInt8
     package var imageNumber: UInt8
     package var length: UInt32
@@ -121,6 +129,7 @@ package struct TIOADImageHeader: Sendable, Hashable {
         crc = TIOADWire.read(slice[8..<12])
         bimVersion = bytes[12]
         metadataVersion = bytes[13]
+        crcStatus = bytes[17]
         imageType = bytes[18]
         imageNumber = bytes[19]
         length = TIOADWire.read(slice[24..<28])
@@ -138,6 +147,9 @@ package struct TIOADImageHeader: Sendable, Hashable {
         do { header = try TIOADImageHeader(decoding: image) } catch { return error.description }
         guard Int(header.length) == image.count else {
             return "its header says \(header.length) bytes at offset 24, but the file has \(image.count)"
+        }
+        guard header.crcStatus != crcInvalid else {
+            return "crcStat at offset 17 is 0xFC (CRC_INVALID), which the device refuses with OAD_CRC_ERR before checking anything"
         }
         guard CRC32.checksum(image[12...]) == header.crc else { return "the CRC-32 at offset 8 does not match bytes 12 to the end" }
         return nil

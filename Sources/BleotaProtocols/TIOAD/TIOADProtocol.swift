@@ -34,7 +34,7 @@ public struct TIOADProtocol: UpdateProtocol {
     }
 
     public func imageAffinity(_ probe: ImageProbe) -> ImageAffinity {
-        probe.head.count >= 8 && Array(probe.head.prefix(8)) == TIOADImageHeader.cc26x2 ? .owns : .refuses
+        probe.head.count >= 8 && TIOADImageHeader.imageIDs.contains(Array(probe.head.prefix(8))) ? .owns : .refuses
     }
 
     public func prepareImage(_ request: ImageRequest) throws(TransferError) -> PreparedImage {
