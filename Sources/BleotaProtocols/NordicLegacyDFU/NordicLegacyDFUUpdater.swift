@@ -105,14 +105,9 @@ package struct NordicLegacyDFUUpdater: ContextHost {
                 await serial.close()
                 throw TransferError(.unsupported, step: .connect, "legacy serial DFU reports nothing back, so there is nothing to measure: tune over BLE")
             }
-            do throws(TransferError) {
-                let report = try await flashOverSerial(prepared, link: serial, recorder: &recorder)
-                await serial.close()
-                return report
-            } catch {
-                await serial.close()
-                throw error
-            }
+            var steps = SerialFlashSteps(host: self, prepared: prepared, recorder: recorder, link: serial)
+            var machine = UpdateStateMachine(expectedVersion: prepared.version)
+            return try await machine.run(&steps)
         }
         var steps = FlashSteps(host: self, prepared: prepared, activates: activate, recorder: recorder, first: first)
         var machine = UpdateStateMachine(expectedVersion: prepared.version)
@@ -417,26 +412,50 @@ package struct NordicLegacyDFUUpdater: ContextHost {
 
     // MARK: Serial (HCI/SLIP)
 
-    /// Legacy serial DFU: frames acknowledged one by one, and nothing else ever
-    /// comes back — so the host waits the bootloader's worst-case erase and write
-    /// times (nRF52832: 89.7 ms a page erase, 102.4 ms a page write), as
-    /// adafruit-nrfutil does, and the device's own checks (init packet, CRC)
-    /// decide silently whether the image is activated.
-    func flashOverSerial(_ prepared: PreparedImage, link: any Link, recorder: inout OperationRecorder) async throws(TransferError) -> UpdateReport {
+    /// Legacy serial DFU's steps for the engine's lifecycle: frames acknowledged one by one,
+    /// and nothing else ever comes back — so the host waits the bootloader's worst-case erase
+    /// and write times (nRF52832: 89.7 ms a page erase, 102.4 ms a page write), as
+    /// adafruit-nrfutil does, and the device's own checks (init packet, CRC) decide silently
+    /// whether the image is activated. The link opens on a bootloader (the board was put in it
+    /// by hand); every part, with the Stop that validates and activates it, is the transfer;
+    /// nothing verifies, reconnects or confirms, so the report claims no version.
+    struct SerialFlashSteps: RecordedLifecycleSteps {
+        let host: NordicLegacyDFUUpdater
+        let prepared: PreparedImage
+        var recorder: OperationRecorder
+        var link: (any Link)?
+        var tries = UpdateTries(limit: 1)
         var statistics = TransferStatistics()
-        let total = prepared.totalBytes
-        let began = clock.now
-        var done = 0
+        var transferTime = Duration.zero
+
+        static let pageErase = Duration.microseconds(89_700)
+        static let pageWrite = Duration.microseconds(102_400)
+
+        init(host: NordicLegacyDFUUpdater, prepared: PreparedImage, recorder: OperationRecorder, link: any Link) {
+            self.host = host
+            self.prepared = prepared
+            self.recorder = recorder
+            self.link = link
+        }
+
+        var clock: any BleotaClock { host.clock }
+
+        mutating func connect() async throws(TransferError) -> DeviceMode { .bootloader }
+        mutating func enterBootloader() async throws(TransferError) -> Bool { true }
+        /// Nothing to reconnect to: the serial line stays open, and the bootloader says nothing of what it booted.
+        mutating func reconnect(expecting mode: DeviceMode) async throws(TransferError) -> DeviceMode { mode }
+
         /// Sends one frame; true when the bootloader acknowledged it before the response time ran out.
         func acknowledged(_ payload: [UInt8]) async throws(LinkError) -> Bool {
-            try await link.send(channel: NordicHCILink.frameChannel, payload)
-            let deadline = clock.now + timeouts.response
-            while deadline > clock.now, let message = try await link.receiveMessage(within: deadline - clock.now, clock: clock) {
+            try await link!.send(channel: NordicHCILink.frameChannel, payload)
+            let deadline = clock.now + host.timeouts.response
+            while deadline > clock.now, let message = try await link!.receiveMessage(within: deadline - clock.now, clock: clock) {
                 if case .writeResult(NordicHCILink.frameChannel, let code) = message { return code == 0 }
             }
             return false
         }
-        func send(_ type: NordicHCILink.PacketType, _ body: [UInt8], step: UpdateStep) async throws(TransferError) {
+
+        mutating func send(_ type: NordicHCILink.PacketType, _ body: [UInt8], step: UpdateStep) async throws(TransferError) {
             var payload = ByteWriter()
             payload.write(type.rawValue, .little)
             payload.write(contentsOf: body)
@@ -457,68 +476,89 @@ package struct NordicLegacyDFUUpdater: ContextHost {
                 .timeout, step: step,
                 "the bootloader did not acknowledge a \(type) frame: check the port and that the board is in its serial bootloader")
         }
+
         func pause(_ duration: Duration) async { try? await clock.sleep(for: duration) }
-        let pageErase = Duration.microseconds(89_700)
-        let pageWrite = Duration.microseconds(102_400)
-        try await recorder.enterTransfer()
-        for part in prepared.parts {
-            guard let type = NordicLegacyDFUProtocol.imageType(part.name) else {
-                throw TransferError(.badInput, step: .load, "the package's part '\(part.name)' is not one legacy DFU sends")
-            }
-            let softDevice = type == .softDeviceAndBootloader ? min(part.data.count, part.attributes["softdevice-size"] ?? part.data.count / 2) : 0
-            var start = ByteWriter()
-            start.write(UInt32(type.rawValue), .little)
-            switch type {
-            case .application:
-                start.write(UInt32(0), .little)
-                start.write(UInt32(0), .little)
-                start.write(UInt32(part.data.count), .little)
-            case .softDevice:
-                start.write(UInt32(part.data.count), .little)
-                start.write(UInt32(0), .little)
-                start.write(UInt32(0), .little)
-            case .bootloader:
-                start.write(UInt32(0), .little)
-                start.write(UInt32(part.data.count), .little)
-                start.write(UInt32(0), .little)
-            case .softDeviceAndBootloader:
-                start.write(UInt32(softDevice), .little)
-                start.write(UInt32(part.data.count - softDevice), .little)
-                start.write(UInt32(0), .little)
-            }
-            try await send(.start, start.bytes, step: .transfer)
-            let pages = part.data.count / 4096 + 1
-            await pause(max(.milliseconds(500), pageErase * pages))
-            // The whole init packet in one frame, padded to whole words.
-            try await send(.initPacket, part.metadata + [0, 0], step: .transfer)
-            var frames = 0
-            for offset in stride(from: 0, to: part.data.count, by: 512) {
-                let end = min(offset + 512, part.data.count)
-                try await send(.data, Array(part.data[offset..<end]), step: .transfer)
-                if frames % 8 == 0 { await pause(pageWrite) }
-                frames += 1
-                context.onEvent(
-                    .progress(
-                        TransferProgress(
-                            bytesAcknowledged: done + end, totalBytes: total, packetsSent: statistics.packetsSent,
-                            packetsResent: 0, packetsLost: 0, elapsed: clock.now - began, window: 1,
-                            interPacketDelay: .zero)))
-            }
-            await pause(pageWrite)
-            recorder.enter(.activate)
-            try await send(.stop, [], step: .activate)
-            // Validation, the copy into bank 0 and the reset.
-            await pause(pageErase * pages + pageWrite * pages)
-            done += part.data.count
-            try await recorder.enterTransfer()
+
+        mutating func transfer() async throws(TryFailure) {
+            do throws(TransferError) { try await sendParts() } catch { throw .final(error) }
         }
-        // Nothing confirms what the device runs now, so the report claims no version.
-        context.onEvent(.note("the serial bootloader reports nothing back: it activates the image only if its init packet and CRC-16 checked out"))
-        var tuning = context.tuning
-        tuning.packetSize = 512
-        tuning.window = 1
-        return recorder.finish(
-            bytes: total, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: 512, elapsed: clock.now - began),
-            statistics: statistics, tuning: tuning)
+
+        mutating func sendParts() async throws(TransferError) {
+            let total = prepared.totalBytes
+            let started = clock.now
+            defer { transferTime += clock.now - started }
+            var done = 0
+            for part in prepared.parts {
+                guard let type = NordicLegacyDFUProtocol.imageType(part.name) else {
+                    throw TransferError(.badInput, step: .load, "the package's part '\(part.name)' is not one legacy DFU sends")
+                }
+                let softDevice = type == .softDeviceAndBootloader ? min(part.data.count, part.attributes["softdevice-size"] ?? part.data.count / 2) : 0
+                var start = ByteWriter()
+                start.write(UInt32(type.rawValue), .little)
+                switch type {
+                case .application:
+                    start.write(UInt32(0), .little)
+                    start.write(UInt32(0), .little)
+                    start.write(UInt32(part.data.count), .little)
+                case .softDevice:
+                    start.write(UInt32(part.data.count), .little)
+                    start.write(UInt32(0), .little)
+                    start.write(UInt32(0), .little)
+                case .bootloader:
+                    start.write(UInt32(0), .little)
+                    start.write(UInt32(part.data.count), .little)
+                    start.write(UInt32(0), .little)
+                case .softDeviceAndBootloader:
+                    start.write(UInt32(softDevice), .little)
+                    start.write(UInt32(part.data.count - softDevice), .little)
+                    start.write(UInt32(0), .little)
+                }
+                try await send(.start, start.bytes, step: .transfer)
+                let pages = part.data.count / 4096 + 1
+                await pause(max(.milliseconds(500), Self.pageErase * pages))
+                // The whole init packet in one frame, padded to whole words.
+                try await send(.initPacket, part.metadata + [0, 0], step: .transfer)
+                var frames = 0
+                for offset in stride(from: 0, to: part.data.count, by: 512) {
+                    let end = min(offset + 512, part.data.count)
+                    try await send(.data, Array(part.data[offset..<end]), step: .transfer)
+                    if frames % 8 == 0 { await pause(Self.pageWrite) }
+                    frames += 1
+                    host.context.onEvent(
+                        .progress(
+                            TransferProgress(
+                                bytesAcknowledged: done + end, totalBytes: total, packetsSent: statistics.packetsSent,
+                                packetsResent: 0, packetsLost: 0, elapsed: clock.now - started, window: 1,
+                                interPacketDelay: .zero)))
+                }
+                await pause(Self.pageWrite)
+                recorder.enter(.activate)
+                try await send(.stop, [], step: .activate)
+                // Validation, the copy into bank 0 and the reset.
+                await pause(Self.pageErase * pages + Self.pageWrite * pages)
+                done += part.data.count
+                try await recorder.enterTransfer()
+            }
+        }
+
+        /// The bootloader reports nothing: its own checks decide.
+        mutating func verify() async throws(TryFailure) -> (ok: Bool, detail: String) { (true, "") }
+        /// Each part's Stop was its activation.
+        mutating func activate() async throws(TransferError) -> Bool { true }
+        /// Unknown: nothing comes back, so its coming back is all the confirmation there is.
+        mutating func runningVersion() async throws(TransferError) -> String? { nil }
+        mutating func probe() async -> UpdateStateMachine.DeviceReport? { nil }
+
+        mutating func finish() async -> UpdateReport {
+            await link?.close()
+            // Nothing confirms what the device runs now, so the report claims no version.
+            host.context.onEvent(.note("the serial bootloader reports nothing back: it activates the image only if its init packet and CRC-16 checked out"))
+            var tuning = host.context.tuning
+            tuning.packetSize = 512
+            tuning.window = 1
+            return recorder.finish(
+                bytes: prepared.totalBytes, transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: 512, elapsed: transferTime),
+                statistics: statistics, tuning: tuning)
+        }
     }
 }
