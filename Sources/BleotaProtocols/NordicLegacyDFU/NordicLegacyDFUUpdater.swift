@@ -88,7 +88,7 @@ package struct NordicLegacyDFUUpdater: ContextHost {
     }
 
     func run(_ prepared: PreparedImage, activate: Bool) async throws(TransferError) -> UpdateReport {
-        var recorder = context.recorder(activate ? "flash" : "test-transfer")
+        let recorder = context.recorder(activate ? "flash" : "test-transfer")
         let first: any Link
         do { first = try await connector.connect(for: .initial, timeout: timeouts.connect) } catch {
             throw TransferError(.linkLost, step: .connect, "cannot reach \(connector.description): \(error)")
