@@ -392,6 +392,15 @@ if runs("nordic") {
                 }
                 record("nordic", "\(label): goodput", result.goodput / 1024, "KiB/s")
                 record("nordic", "\(label): efficiency", result.goodput / result.capacity * 100, "%")
+                // What the wire allows (protocols/nordic-dfu.md and nordic-legacy-dfu.md, "What the wire allows").
+                let wire = WireCeiling(model: preset.model)
+                let waiting = legacy ? wire.nordicLegacyDFU(imageBytes: sized.count, pipelined: false) : wire.nordicSecureDFU(imageBytes: sized.count, pipelined: false)
+                let ceiling = legacy ? wire.nordicLegacyDFU(imageBytes: sized.count, pipelined: true) : wire.nordicSecureDFU(imageBytes: sized.count, pipelined: true)
+                if loss == 0 {
+                    record("nordic", "\(name) \(preset.name): ceiling, waiting for every answer", waiting / 1024, "KiB/s")
+                    record("nordic", "\(name) \(preset.name): ceiling, requests ahead of their answers", ceiling / 1024, "KiB/s")
+                }
+                record("nordic", "\(label): share of the ceiling", result.goodput / ceiling * 100, "%")
             }
         }
     }

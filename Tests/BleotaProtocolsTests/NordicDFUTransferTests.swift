@@ -131,6 +131,86 @@ import Testing
         #expect(machine.objectsResent == 2 && machine.receiptInterval == 1)
     }
 
+    /// After the first object of a connection, a Create and its packets go together: one round
+    /// trip less per object. The first object waits for its Create's answer (SDK 15–17 bootloaders
+    /// prepare flash then), and so does a Create whose landing is checked.
+    @Test func afterTheFirstObjectTheCreateAndItsPacketsGoTogether() {
+        var machine = NordicDFUTransfer(initPacket: Self.initPacket, image: Self.image, receiptInterval: 17, pipelinesCreate: true)
+        Self.toFirstObject(&machine)
+        #expect(machine.answered(Self.ok(.create)) == .stream(.data, 0..<4096), "the first object waits for its Create's answer")
+        #expect(machine.streamed(receipt: (4096, CRC32.checksum(Self.image[..<4096]))) == .send(.execute))
+        #expect(machine.answered(Self.ok(.execute)) == .createAndStream(size: 4096, 4096..<8192))
+        // Its answer comes among the receipts: a success changes nothing, and so does a stray one.
+        #expect(machine.answered(Self.ok(.create)) == nil)
+        #expect(machine.answered(Self.ok(.create)) == nil, "a second answer is not awaited")
+        #expect(machine.streamed(receipt: (8192, CRC32.checksum(Self.image[..<8192]))) == .send(.execute))
+        // Its answer lost: the receipt is what counts.
+        #expect(machine.answered(Self.ok(.execute)) == .createAndStream(size: 808, 8192..<9000))
+        _ = machine.streamed()
+        #expect(machine.answered(Self.checksum(9000, of: Self.image)) == .send(.execute))
+        #expect(machine.answered(Self.ok(.execute)) == .finished)
+    }
+
+    @Test func aCreateRefusedWhileItsPacketsWentEndsTheObjectWithTheRefusal() {
+        var machine = NordicDFUTransfer(initPacket: Self.initPacket, image: Self.image, receiptInterval: 17, pipelinesCreate: true)
+        Self.toFirstObject(&machine)
+        _ = machine.answered(Self.ok(.create))
+        _ = machine.streamed(receipt: (4096, CRC32.checksum(Self.image[..<4096])))
+        #expect(machine.answered(Self.ok(.execute)) == .createAndStream(size: 4096, 4096..<8192))
+        guard case .failed(let error)? = machine.answered(NordicDFUResponse(operation: .create, result: .insufficientResources)) else {
+            Issue.record("a refused Create went unnoticed")
+            return
+        }
+        #expect(error.step == .transfer && error.message.contains("create"), "\(error.message)")
+    }
+
+    /// A device that cannot hold an object's packets while its Create erases drops some: the
+    /// object goes again, without counting a try or fewer packets between receipts, and every
+    /// Create after it waits for its answer.
+    @Test func anObjectDamagedBehindItsCreateStopsCreatesGoingAhead() {
+        var machine = NordicDFUTransfer(initPacket: Self.initPacket, image: Self.image, receiptInterval: 17, pipelinesCreate: true)
+        Self.toFirstObject(&machine)
+        _ = machine.answered(Self.ok(.create))
+        _ = machine.streamed(receipt: (4096, CRC32.checksum(Self.image[..<4096])))
+        #expect(machine.answered(Self.ok(.execute)) == .createAndStream(size: 4096, 4096..<8192))
+        _ = machine.answered(Self.ok(.create))
+        #expect(machine.streamed() == .send(.calculateChecksum))
+        let damaged = Self.ok(.calculateChecksum, .checksum(offset: 8192, crc: 0))
+        #expect(machine.answered(damaged) == .send(.create(.data, size: 4096)))
+        #expect(!machine.createsAhead && machine.receiptInterval == 17 && machine.objectsResent == 1)
+        #expect(machine.answered(Self.ok(.create)) == .stream(.data, 4096..<8192))
+        _ = machine.streamed(receipt: (8192, CRC32.checksum(Self.image[..<8192])))
+        #expect(machine.answered(Self.ok(.execute)) == .send(.create(.data, size: 808)), "the Creates after it wait for their answers")
+    }
+
+    /// A Create answered only after a long erase: packets sent behind the next ones would wait in
+    /// the bootloader's buffers as long, so Creates wait for their answers.
+    @Test func aCreateSlowedByItsEraseKeepsCreatesWaiting() {
+        var machine = NordicDFUTransfer(initPacket: Self.initPacket, image: Self.image, receiptInterval: 17, pipelinesCreate: true)
+        machine.createAnswered(after: .milliseconds(60), roundTrip: .milliseconds(30))
+        #expect(machine.createsAhead, "twice the round trip: no erase worth the name")
+        machine.createAnswered(after: .milliseconds(115), roundTrip: .milliseconds(30))
+        #expect(!machine.createsAhead)
+        Self.toFirstObject(&machine)
+        _ = machine.answered(Self.ok(.create))
+        _ = machine.streamed(receipt: (4096, CRC32.checksum(Self.image[..<4096])))
+        #expect(machine.answered(Self.ok(.execute)) == .send(.create(.data, size: 4096)))
+    }
+
+    @Test func aNewConnectionWaitsForItsFirstCreateAgain() {
+        var machine = NordicDFUTransfer(initPacket: Self.initPacket, image: Self.image, receiptInterval: 17, pipelinesCreate: true)
+        Self.toFirstObject(&machine)
+        _ = machine.answered(Self.ok(.create))
+        _ = machine.streamed(receipt: (4096, CRC32.checksum(Self.image[..<4096])))
+        _ = machine.answered(Self.ok(.execute))
+        // The link dropped during the second object: a new connection starts from the data's receipts.
+        #expect(machine.restartWithData() == .send(.setReceiptNotification(packets: 17)))
+        _ = machine.answered(Self.ok(.setReceiptNotification))
+        #expect(machine.answered(Self.selected(4096, 4096, of: Self.image)) == .send(.execute))
+        #expect(machine.answered(NordicDFUResponse(operation: .execute, result: .operationNotPermitted)) == .send(.create(.data, size: 4096)))
+        #expect(machine.answered(Self.ok(.create)) == .stream(.data, 4096..<8192))
+    }
+
     @Test func lostAnswersAreAskedForAgainAndALostLastExecuteIsProbed() {
         var machine = NordicDFUTransfer(initPacket: Self.initPacket, image: Array(Self.image[..<4096]))
         _ = machine.start()

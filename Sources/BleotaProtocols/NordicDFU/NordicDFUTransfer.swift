@@ -26,6 +26,10 @@ package struct NordicDFUTransfer: Sendable {
         case send(NordicDFURequest)
         /// Write these bytes of the init packet (command) or image (data) as packets, then call `streamed()`.
         case stream(NordicDFUObjectType, Range<Int>)
+        /// Write Create(data, size) and, without waiting for its answer, the object's bytes as
+        /// packets; pass the Create's answer, when it comes among the receipts, to
+        /// ``answered(_:)``, and call `streamed()` at the end.
+        case createAndStream(size: UInt32, Range<Int>)
         /// Wait this long, then call ``paused()`` (SDK 15–17 bootloaders prepare flash before the first data object).
         case pause(Duration)
         /// The last Execute's answer is missing: reconnect and report through ``activationProbed(inApplication:)``.
@@ -57,6 +61,14 @@ package struct NordicDFUTransfer: Sendable {
     /// False for a test transfer (`tune`): a fresh init packet, every object but
     /// the last executed, the last one checked but never executed, so nothing is activated.
     package let activates: Bool
+    /// Whether a data object's packets follow its Create at once, rather than after the Create's
+    /// answer: the bootloader takes requests and packets in the order they arrive (SDK 15–17
+    /// `nrf_dfu_req_handler` queues both on one scheduler queue, and a packet write is a Write
+    /// Command, which ATT lets go while a request waits), and its 17 receive buffers hold one
+    /// object's packets while the Create erases. Not for the first object of a connection, which
+    /// SDK 15–17 bootloaders may miss packets of while they prepare flash, nor for a Create whose
+    /// landing must be checked first. Saves a round trip per object.
+    package let pipelinesCreate: Bool
 
     private(set) var phase: Phase = .commandReceipts
     /// The refusal of the last Execute, kept while the probe finds out whether it was one: a damaged
@@ -69,6 +81,15 @@ package struct NordicDFUTransfer: Sendable {
     private var attempts = 0
     private var timeoutsInARow = 0
     private var pausedThisConnection = false
+    /// A data object was created whole on this connection (its Create answered before its packets).
+    private var createdThisConnection = false
+    /// A Create was sent with its packets behind it, and its answer has not come yet.
+    private var createAnswerPending = false
+    /// Whether Creates still go ahead of their packets: not after an object sent so arrived
+    /// damaged (a device that cannot hold an object's packets while it erases drops them).
+    package private(set) var createsAhead = true
+    /// The object being sent went behind its Create.
+    private var objectWentAhead = false
     private var pendingAfterPause: Action?
     private var staleAnswerSkipped = false
     /// Objects sent again after a CRC mismatch, and their bytes.
@@ -81,7 +102,7 @@ package struct NordicDFUTransfer: Sendable {
 
     package init(
         initPacket: [UInt8], image: [UInt8], receiptInterval: UInt16 = 0, firstObjectDelay: Duration = .zero,
-        objectRetries: Int = 3, timeoutLimit: Int = 6, activates: Bool = true
+        objectRetries: Int = 3, timeoutLimit: Int = 6, activates: Bool = true, pipelinesCreate: Bool = false
     ) {
         self.initPacket = initPacket
         self.image = image
@@ -90,11 +111,14 @@ package struct NordicDFUTransfer: Sendable {
         self.objectRetries = max(1, objectRetries)
         self.timeoutLimit = max(1, timeoutLimit)
         self.activates = activates
+        self.pipelinesCreate = pipelinesCreate
     }
 
     /// Starts (or, after a reconnection, restarts) from the bootloader's own account.
     package mutating func start() -> Action {
         pausedThisConnection = false
+        createdThisConnection = false
+        createAnswerPending = false
         timeoutsInARow = 0
         phase = .commandReceipts
         // No receipts while the init packet goes (Nordic's libraries do the same).
@@ -104,6 +128,8 @@ package struct NordicDFUTransfer: Sendable {
     /// Restarts with the data, for a connection made after the init packet was executed.
     package mutating func restartWithData() -> Action {
         pausedThisConnection = false
+        createdThisConnection = false
+        createAnswerPending = false
         timeoutsInARow = 0
         phase = .dataReceipts
         return .send(.setReceiptNotification(packets: receiptInterval))
@@ -129,6 +155,12 @@ package struct NordicDFUTransfer: Sendable {
     /// An answer on the control point; nil when it answers nothing awaited
     /// (a late receipt, an answer to a request sent twice): keep waiting.
     package mutating func answered(_ response: NordicDFUResponse) -> Action? {
+        if createAnswerPending, response.operation == .create {
+            // The answer to a Create its packets went behind: only a refusal changes anything.
+            createAnswerPending = false
+            timeoutsInARow = 0
+            return response.result == .success ? nil : refusal(response)
+        }
         guard response.operation == expectedOperation else { return nil }
         timeoutsInARow = 0
         if response.result != .success {
@@ -203,6 +235,7 @@ package struct NordicDFUTransfer: Sendable {
             let boundary = min(held, image.count) / maximumObject * maximumObject
             return createObject(at: boundary, verify: true)
         case (.createData, _):
+            createdThisConnection = true
             if verifyNextCreate {
                 verifyNextCreate = false
                 phase = .verifyCreate
@@ -234,6 +267,12 @@ package struct NordicDFUTransfer: Sendable {
             }
             objectsResent += 1
             bytesResent += objectEnd - objectStart
+            if objectWentAhead {
+                // Packets that came while the Create erased may have been dropped: wait for the
+                // Create's answer from now on, and send the object again without counting a try.
+                createsAhead = false
+                return createObject(at: objectStart, verify: false)
+            }
             if receiptInterval > 1 {
                 // Lost packets: pace harder before counting tries.
                 receiptInterval = max(1, receiptInterval / 2)
@@ -279,8 +318,15 @@ package struct NordicDFUTransfer: Sendable {
         objectEnd = min(start + maximumObject, image.count)
         verifyNextCreate = verify
         staleAnswerSkipped = false
+        let size = UInt32(objectEnd - objectStart)
+        objectWentAhead = pipelinesCreate && createsAhead && createdThisConnection && !verify
+        if objectWentAhead {
+            phase = .streamData
+            createAnswerPending = true
+            return .createAndStream(size: size, objectStart..<objectEnd)
+        }
         phase = .createData
-        let create = Action.send(.create(.data, size: UInt32(objectEnd - objectStart)))
+        let create = Action.send(.create(.data, size: size))
         if !pausedThisConnection, firstObjectDelay > .zero {
             pausedThisConnection = true
             pendingAfterPause = create
@@ -296,6 +342,14 @@ package struct NordicDFUTransfer: Sendable {
             return .finished
         }
         return createObject(at: offset, verify: false)
+    }
+
+    /// A data Create was answered after `latency`, where a request the device answers at once
+    /// (Select) takes `roundTrip`. An answer that waited for a long erase means packets sent behind
+    /// a Create would wait that long in the bootloader's buffers, more than a device with few may
+    /// hold: Creates then wait for their answers.
+    package mutating func createAnswered(after latency: Duration, roundTrip: Duration) {
+        if latency > roundTrip * 2 { createsAhead = false }
     }
 
     /// The pause is over.

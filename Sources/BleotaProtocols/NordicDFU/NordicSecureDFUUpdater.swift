@@ -368,8 +368,9 @@ package struct NordicSecureDFUUpdater: ContextHost {
         var machine = NordicDFUTransfer(
             initPacket: part.metadata, image: part.data, receiptInterval: interval,
             firstObjectDelay: firstObjectDelay, objectRetries: objectRetries,
-            timeoutLimit: timeouts.attempts + 1, activates: activate)
+            timeoutLimit: timeouts.attempts + 1, activates: activate, pipelinesCreate: true)
         var action = machine.start()
+        var selectRoundTrip: Duration?
         func report() {
             onEvent(
                 .progress(
@@ -378,6 +379,55 @@ package struct NordicSecureDFUUpdater: ContextHost {
                         packetsSent: statistics.packetsSent, packetsResent: statistics.packetsResent,
                         packetsLost: machine.objectsResent, elapsed: clock.now - began,
                         window: Int(machine.receiptInterval), interPacketDelay: .zero)))
+        }
+        /// Writes `range` of the init packet or image as packets, with the receipts as flow control,
+        /// and says what follows; a refusal of a Create sent ahead of its packets ends it early.
+        func stream(_ object: NordicDFUObjectType, _ range: Range<Int>) async throws(LinkError) -> NordicDFUTransfer.Action {
+            let bytes = object == .command ? part.metadata : part.data
+            var offset = range.lowerBound
+            var sinceReceipt = 0
+            var receiptFailed = false
+            var lastReceipt: (offset: UInt32, crc: UInt32)?
+            while offset < range.upperBound {
+                let end = min(offset + packet, range.upperBound)
+                try await connection.send(data: bytes[offset..<end])
+                statistics.packetsSent += 1
+                statistics.bytesOnWire += end - offset
+                outcome.bytesOnWire += end - offset
+                offset = end
+                sinceReceipt += 1
+                if object == .data, machine.receiptInterval > 0, sinceReceipt == Int(machine.receiptInterval) {
+                    sinceReceipt = 0
+                    // Receipts are the flow control: the next packets wait for this one. A Create's
+                    // answer may come first; the machine says whether it stops the object.
+                    var receipt: (offset: UInt32, crc: UInt32)?
+                    let deadline = clock.now + timeouts.response
+                    while receipt == nil, deadline > clock.now, let answer = try await nextAnswer(connection.link, timeout: deadline - clock.now) {
+                        if answer.operation == .calculateChecksum, case .checksum(let at, let crc) = answer.payload {
+                            receipt = (at, crc)
+                        } else if let next = machine.answered(answer) {
+                            return next
+                        }
+                    }
+                    if let receipt {
+                        statistics.acknowledgements += 1
+                        lastReceipt = receipt
+                        if Int(receipt.offset) != offset || receipt.crc != CRC32.checksum(bytes[..<offset]) {
+                            receiptFailed = true  // lost packets: the object's check will fail; stop sending it
+                        }
+                    } else {
+                        statistics.ackTimeouts += 1
+                    }
+                    if receiptFailed { break }
+                }
+            }
+            let next = machine.streamed(
+                receipt: object == .data && offset == range.upperBound
+                    ? lastReceipt.flatMap {
+                        Int($0.offset) == offset ? $0 : nil
+                    } : nil)
+            if case .send = next, machine.objectsResent > 0 { statistics.packetsResent = machine.bytesResent / max(1, packet) }
+            return next
         }
         report()
         while true {
@@ -398,47 +448,24 @@ package struct NordicSecureDFUUpdater: ContextHost {
                     try? await clock.sleep(for: delay)
                     action = machine.paused()
                 case .send(let request):
+                    let sent = clock.now
                     try await connection.send(request)
                     action = try await awaitAnswer(&machine, connection.link)
+                    // How long answers take: a Select's is the round trip; a data Create's, the
+                    // round trip and the erase, which says whether packets may wait behind it.
+                    switch request {
+                    case .select(.data): selectRoundTrip = clock.now - sent
+                    case .create(.data, _): if let selectRoundTrip { machine.createAnswered(after: clock.now - sent, roundTrip: selectRoundTrip) }
+                    default: break
+                    }
                     if case .send(.create(.data, _)) = action { report() }
                     if case .finished = action { report() }
                 case .stream(let object, let range):
-                    let bytes = object == .command ? part.metadata : part.data
-                    var offset = range.lowerBound
-                    var sinceReceipt = 0
-                    var receiptFailed = false
-                    var lastReceipt: (offset: UInt32, crc: UInt32)?
-                    while offset < range.upperBound {
-                        let end = min(offset + packet, range.upperBound)
-                        try await connection.send(data: bytes[offset..<end])
-                        statistics.packetsSent += 1
-                        statistics.bytesOnWire += end - offset
-                        outcome.bytesOnWire += end - offset
-                        offset = end
-                        sinceReceipt += 1
-                        if object == .data, machine.receiptInterval > 0, sinceReceipt == Int(machine.receiptInterval) {
-                            sinceReceipt = 0
-                            // Receipts are the flow control: the next packets wait for this one.
-                            if let receipt = try await nextAnswer(connection.link, timeout: timeouts.response),
-                                receipt.operation == .calculateChecksum, case .checksum(let at, let crc) = receipt.payload
-                            {
-                                statistics.acknowledgements += 1
-                                lastReceipt = (at, crc)
-                                if Int(at) != offset || crc != CRC32.checksum(bytes[..<offset]) {
-                                    receiptFailed = true  // lost packets: the object's check will fail; stop sending it
-                                }
-                            } else {
-                                statistics.ackTimeouts += 1
-                            }
-                            if receiptFailed { break }
-                        }
-                    }
-                    action = machine.streamed(
-                        receipt: object == .data && offset == range.upperBound
-                            ? lastReceipt.flatMap {
-                                Int($0.offset) == offset ? $0 : nil
-                            } : nil)
-                    if case .send = action, machine.objectsResent > 0 { statistics.packetsResent = machine.bytesResent / max(1, packet) }
+                    action = try await stream(object, range)
+                case .createAndStream(let size, let range):
+                    // The packets go behind the Create at once; its answer comes with the receipts.
+                    try await connection.send(NordicDFURequest.create(.data, size: size))
+                    action = try await stream(.data, range)
                 case .probeActivation:
                     await connection.link.close()
                     let back = try? await connect(.application, step: .verify, timeout: timeouts.reboot)

@@ -1,0 +1,85 @@
+import BleotaSimulator
+
+/// What a protocol's wire allows on a simulated link: the arithmetic of `protocols/*.md`
+/// ("What the wire allows"), counted in the link model's connection events.
+///
+/// The link model plans each connection event at its start (`protocols/link-model.md`), so
+/// whatever the host decides on an answer that came in one event goes in the next, and an
+/// answer to a request that reached the device in one event comes in the next: a request the
+/// host can only send once it has an answer costs two events, a burst of `n` writes
+/// ⌈n / k⌉ events at `k` writes an event, and the receipt after a burst's last write one
+/// event more. A device slower than its link stretches a burst to the time it needs, and an
+/// erase stretches the answer that waits for it.
+struct WireCeiling {
+    let model: LinkModel
+
+    var interval: Double { model.connectionInterval.seconds }
+
+    /// Writes of `size` bytes one event carries.
+    func writesPerEvent(_ size: Int) -> Double {
+        max(1, (model.capacity(payload: size) * interval / Double(size)).rounded(.down))
+    }
+
+    /// Events `count` writes of `size` bytes take, with the device's processing of them.
+    func burstEvents(_ count: Int, size: Int) -> Double {
+        let onAir = (Double(count) / writesPerEvent(size)).rounded(.up)
+        let processing = (Double(count) * model.processingTime(bytes: size).seconds / interval).rounded(.up)
+        return max(onAir, processing)
+    }
+
+    /// Events an erase of `pages` pages adds to the answer that waits for it.
+    func eraseEvents(pages: Int) -> Double {
+        (Double(pages) * model.flashEraseTimePerPage.seconds / interval).rounded(.up)
+    }
+
+    /// Nordic Secure DFU (protocols/nordic-dfu.md): objects of 4 KiB, one at a time. Per object,
+    /// waiting for every answer (`pipelined` false): Create and its answer (2 events, and the
+    /// erase), the packets, the receipt that is the object's checksum (1), Execute and its answer
+    /// (2). With the Create sent ahead of its packets and the Execute ahead of the next Create, as
+    /// far as ATT lets requests go (one at a time: the Execute's Write Response takes an event
+    /// before the Create may follow): the packets and two requests, the receipt (1), and the
+    /// Write Response (1). Besides: the init packet (Set PRN, Select, Create, its packet,
+    /// Calculate Checksum, Execute, Set PRN, Select: 8 round trips), the 400 ms pause before the
+    /// first object, and the last Execute's answer, which waits for the whole image's hash.
+    func nordicSecureDFU(imageBytes: Int, pipelined: Bool, firstObjectDelay: Double = 0.4) -> Double {
+        let packet = model.maximumPayload - 1
+        let object = 4096
+        let objects = (imageBytes + object - 1) / object
+        var events = 0.0
+        for index in 0..<objects {
+            let bytes = min(object, imageBytes - index * object)
+            let packets = (bytes + packet - 1) / packet
+            let erase = eraseEvents(pages: 1)
+            if pipelined, index > 0 {
+                // The erase overlaps the packets' flight: only what outlasts them shows.
+                events += max(burstEvents(packets + 2, size: packet), erase + burstEvents(packets, size: packet)) + 1 + 1
+            } else {
+                events += 2 + erase + burstEvents(packets, size: packet) + 1 + 2
+            }
+        }
+        events += 8 * 2
+        return Double(imageBytes) / (events * interval + firstObjectDelay)
+    }
+
+    /// Nordic legacy DFU (protocols/nordic-legacy-dfu.md): Start answered once the bank is erased
+    /// (2 events and the erase), the init packet and its answer (2 and a burst), Set PRN and
+    /// Receive Firmware (written at once), then the image in writes of a multiple of 4 bytes with a
+    /// receipt every `receiptInterval` writes, Validate (2) and Activate (1). Waiting for each
+    /// receipt (`pipelined` false), a group of writes costs its burst and the receipt's event;
+    /// with one group always in flight beyond the last receipt, the writes follow each other and
+    /// only the device's processing or the link limits them.
+    func nordicLegacyDFU(imageBytes: Int, receiptInterval: Int = 10, pipelined: Bool) -> Double {
+        let packet = (model.maximumPayload - 1) / 4 * 4
+        let writes = (imageBytes + packet - 1) / packet
+        let pages = (imageBytes + model.flashPageSize - 1) / model.flashPageSize
+        var events = 2 + eraseEvents(pages: pages) + 2 + 1 + 2 + 1
+        if pipelined || receiptInterval == 0 {
+            events += burstEvents(writes, size: packet) + 1
+        } else {
+            let groups = writes / receiptInterval
+            events += Double(groups) * (burstEvents(receiptInterval, size: packet) + 1)
+            events += burstEvents(writes - groups * receiptInterval, size: packet) + 1
+        }
+        return Double(imageBytes) / (events * interval)
+    }
+}
