@@ -143,6 +143,9 @@ package struct NordicLegacyDFUUpdater: ContextHost {
         var transferTime = Duration.zero
         /// What to report if no try of a part is left: a refusal that may have come from a lost write.
         var refusal: TransferError?
+        /// Whether a group of writes may go before the last one's receipt (the default, `--window`
+        /// not given): off for good once a device lost writes, answered a receipt late, or a try failed.
+        var receiptsAhead: Bool
 
         init(host: NordicLegacyDFUUpdater, prepared: PreparedImage, activates: Bool, recorder: OperationRecorder, first: any Link) {
             self.host = host
@@ -152,6 +155,7 @@ package struct NordicLegacyDFUUpdater: ContextHost {
             self.recorder.beginQuietly(.load)
             link = first
             interval = host.initialReceiptInterval
+            receiptsAhead = !host.context.explicitKnobs.contains(.window)
             tries = UpdateTries(limit: host.tries, exhaustionKeepsTheOldImage: false)
         }
 
@@ -237,7 +241,7 @@ package struct NordicLegacyDFUUpdater: ContextHost {
                 do throws(PartFailure) {
                     packetSize = try await host.send(
                         part, type: imageType, link: connection, interval: interval, done: done,
-                        total: total, statistics: &statistics, activate: activates)
+                        total: total, statistics: &statistics, activate: activates, receiptsAhead: &receiptsAhead)
                     transferTime += host.clock.now - began
                     await connection.close()
                     link = nil
@@ -247,6 +251,8 @@ package struct NordicLegacyDFUUpdater: ContextHost {
                     continue
                 } catch { failure = error }
                 link = nil
+                // A write lost while a group went ahead shows only at the end: wait group by group from now on.
+                receiptsAhead = false
                 switch failure {
                 case .final(let error):
                     await connection.close()
@@ -304,7 +310,7 @@ package struct NordicLegacyDFUUpdater: ContextHost {
     /// One try of one part; returns the packet size used.
     func send(
         _ part: PreparedImage.Part, type: NordicLegacyImageType, link: any Link, interval: UInt16, done: Int, total: Int,
-        statistics: inout TransferStatistics, activate: Bool = true
+        statistics: inout TransferStatistics, activate: Bool = true, receiptsAhead: inout Bool
     ) async throws(PartFailure) -> Int {
         let control = NordicLegacyChannel.controlPoint.rawValue
         let packetChannel = NordicLegacyChannel.packet.rawValue
@@ -315,8 +321,13 @@ package struct NordicLegacyDFUUpdater: ContextHost {
             do { try await link.send(channel: channel, bytes) } catch { throw .retry("the link dropped (\(error))") }
         }
         func expect(_ operation: NordicLegacyOperation, timeout: Duration) async throws(PartFailure) {
-            let answer: NordicLegacyNotification?
-            do { answer = try await notification(link, timeout: timeout) } catch { throw .retry("the link dropped (\(error))") }
+            var answer: NordicLegacyNotification?
+            let deadline = clock.now + timeout
+            repeat {
+                // A receipt is never the answer waited for (one left over from writes sent ahead).
+                do { answer = try await notification(link, timeout: deadline - clock.now) } catch { throw .retry("the link dropped (\(error))") }
+            } while answer.map({ if case .receipt = $0 { true } else { false } }) == true && deadline > clock.now
+            if case .receipt? = answer { answer = nil }
             switch answer {
             case .response(operation, .success)?: return
             case .response(operation, let status)?:
@@ -341,21 +352,87 @@ package struct NordicLegacyDFUUpdater: ContextHost {
         writer.write(sizes.0, .little)
         writer.write(sizes.1, .little)
         writer.write(sizes.2, .little)
+        let startSent = clock.now
         try await write(control, [NordicLegacyOperation.startDFU.rawValue, type.rawValue])
         try await write(packetChannel, writer.bytes)
         // Answered once the bank is erased: up to ~90 ms a page.
         try await expect(.startDFU, timeout: timeouts.response + .milliseconds(90) * ((part.data.count + 4095) / 4096))
+        let startAnswered = clock.now - startSent
         try await write(control, [NordicLegacyOperation.initParameters.rawValue, 0])
         for start in stride(from: 0, to: part.metadata.count, by: max(1, packet)) {
             try await write(packetChannel, part.metadata[start..<min(start + packet, part.metadata.count)])
         }
+        let initSent = clock.now
         try await write(control, [NordicLegacyOperation.initParameters.rawValue, 1])
         try await expect(.initParameters, timeout: timeouts.response)
+        // A bootloader whose erase of the bank held Start's answer longer than two round trips (the
+        // init packet's answer comes at once) writes flash slowly too: writes sent ahead would wait
+        // in its buffers, and one lost means the part again from Start, erase and all.
+        if startAnswered > (clock.now - initSent) * 2 { receiptsAhead = false }
         try await write(control, [NordicLegacyOperation.receiptRequest.rawValue, UInt8(interval & 0xFF), UInt8(interval >> 8)])
         try await write(control, [NordicLegacyOperation.receiveFirmware.rawValue])
         let began = clock.now
         var offset = 0
         var sinceReceipt = 0
+        /// Groups whose counts are due, oldest first: where each ends, and whether a Report Received
+        /// Size went behind it (a group sent ahead) rather than its receipt being waited for.
+        var due: [(end: Int, asked: Bool)] = []
+        /// Whether groups go ahead: each followed by a Report Received Size (07), whose answer comes
+        /// once the bootloader has taken every write before it, so its count shows a lost write
+        /// exactly, while the next group is on its way. (A receipt cannot: it comes at the device's
+        /// n-th write, whichever writes those were, so it reads the same with one lost.) From the
+        /// second group, once the first was counted whole; never after a device lost a write.
+        var goingAhead = false
+        /// One group's count; it must be the group's end. A receipt that does not come is stood in
+        /// for by the count the bootloader reports when asked, after everything sent so far.
+        func checkCount(_ end: Int, asked: Bool) async throws(PartFailure) {
+            var answer: NordicLegacyNotification?
+            let deadline = clock.now + timeouts.response
+            repeat {
+                do { answer = try await notification(link, timeout: deadline - clock.now) } catch { throw .retry("the link dropped (\(error))") }
+                // Receipts while counts are asked for, or below this group's end, are stale.
+                if case .receipt(let bytes)? = answer, asked || Int(bytes) < end { continue }
+                break
+            } while deadline > clock.now
+            var count = answer
+            if case .receipt? = answer, asked { count = nil }
+            if case .response(let operation, _)? = answer, operation != .receiveFirmware {
+                count = nil  // a late answer to something sent twice, not a count
+            }
+            var expected = end
+            if count == nil {
+                count = try await receivedSize(link)
+                // Asked after every write so far, the count covers them all; the counts still due are stale.
+                expected = offset
+                due.removeAll()
+                receiptsAhead = false
+                goingAhead = false
+            }
+            switch count {
+            case .receipt(let bytes)?, .receivedSize(let bytes)?:
+                statistics.acknowledgements += 1
+                // Legacy DFU cannot go back: bytes lost on the way mean the part starts again.
+                guard Int(bytes) == expected else {
+                    receiptsAhead = false
+                    throw .retry("the bootloader counted \(bytes) of \(expected) bytes sent", lostPackets: true)
+                }
+            case .response(let operation, let status)?:
+                throw .retry(
+                    "the bootloader stopped the image at \(expected) bytes (\(operation): \(status))",
+                    refusal: TransferError(.deviceRefused, step: .transfer, "the bootloader stopped the image at \(expected) bytes: \(operation): \(status)"))
+            default:
+                statistics.ackTimeouts += 1
+                receiptsAhead = false
+                throw .retry("no receipt at \(expected) bytes", lostPackets: true)
+            }
+            if receiptsAhead { goingAhead = true }
+            onEvent(
+                .progress(
+                    TransferProgress(
+                        bytesAcknowledged: done + expected, totalBytes: total, packetsSent: statistics.packetsSent,
+                        packetsResent: statistics.packetsResent, packetsLost: 0, elapsed: clock.now - began,
+                        window: Int(interval), interPacketDelay: .zero)))
+        }
         while offset < part.data.count {
             let end = min(offset + packet, part.data.count)
             try await write(packetChannel, part.data[offset..<end])
@@ -365,35 +442,17 @@ package struct NordicLegacyDFUUpdater: ContextHost {
             sinceReceipt += 1
             if offset < part.data.count, sinceReceipt == Int(interval) {
                 sinceReceipt = 0
-                let receipt: NordicLegacyNotification?
-                do { receipt = try await notification(link, timeout: timeouts.response) } catch { throw .retry("the link dropped (\(error))") }
-                var count = receipt
-                if case .response(let operation, _)? = receipt, operation != .receiveFirmware {
-                    count = nil  // a late answer to something sent twice, not a receipt
-                }
-                if count == nil { count = try await receivedSize(link) }
-                switch count {
-                case .receipt(let bytes)?, .receivedSize(let bytes)?:
-                    statistics.acknowledgements += 1
-                    // Legacy DFU cannot go back: bytes lost on the way mean the part starts again.
-                    guard Int(bytes) == offset else {
-                        throw .retry("the bootloader counted \(bytes) of \(offset) bytes sent", lostPackets: true)
-                    }
-                case .response(let operation, let status)?:
-                    throw .retry(
-                        "the bootloader stopped the image at \(offset) bytes (\(operation): \(status))",
-                        refusal: TransferError(.deviceRefused, step: .transfer, "the bootloader stopped the image at \(offset) bytes: \(operation): \(status)"))
-                default:
-                    statistics.ackTimeouts += 1
-                    throw .retry("no receipt at \(offset) bytes", lostPackets: true)
-                }
-                onEvent(
-                    .progress(
-                        TransferProgress(
-                            bytesAcknowledged: done + offset, totalBytes: total, packetsSent: statistics.packetsSent,
-                            packetsResent: statistics.packetsResent, packetsLost: 0, elapsed: clock.now - began,
-                            window: Int(interval), interPacketDelay: .zero)))
+                if goingAhead { try await write(control, [NordicLegacyOperation.reportReceivedSize.rawValue]) }
+                due.append((offset, goingAhead))
             }
+            while due.count > (goingAhead ? 1 : 0) {
+                let group = due.removeFirst()
+                try await checkCount(group.end, asked: group.asked)
+            }
+        }
+        while !due.isEmpty {
+            let group = due.removeFirst()
+            try await checkCount(group.end, asked: group.asked)
         }
         try await expect(.receiveFirmware, timeout: timeouts.response)
         try await write(control, [NordicLegacyOperation.validate.rawValue])
