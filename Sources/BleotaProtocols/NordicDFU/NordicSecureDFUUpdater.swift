@@ -371,6 +371,8 @@ package struct NordicSecureDFUUpdater: ContextHost {
             timeoutLimit: timeouts.attempts + 1, activates: activate, pipelinesCreate: true)
         var action = machine.start()
         var selectRoundTrip: Duration?
+        /// How long the last receipt took after its packet, with a receipt after every packet.
+        var receiptLatency = Duration.milliseconds(30)
         func report() {
             onEvent(
                 .progress(
@@ -401,18 +403,40 @@ package struct NordicSecureDFUUpdater: ContextHost {
                     // Receipts are the flow control: the next packets wait for this one. A Create's
                     // answer may come first; the machine says whether it stops the object.
                     var receipt: (offset: UInt32, crc: UInt32)?
-                    let deadline = clock.now + timeouts.response
-                    while receipt == nil, deadline > clock.now, let answer = try await nextAnswer(connection.link, timeout: deadline - clock.now) {
-                        if answer.operation == .calculateChecksum, case .checksum(let at, let crc) = answer.payload {
-                            receipt = (at, crc)
-                        } else if let next = machine.answered(answer) {
-                            return next
+                    // A receipt after every packet: one that does not come soon means the packet was
+                    // lost (the bootloader counts only what it got), and a checksum asks where it stands.
+                    let perPacket = machine.receiptInterval == 1
+                    let sent = clock.now
+                    let wait = perPacket ? min(timeouts.response, max(.milliseconds(20), receiptLatency * 4)) : timeouts.response
+                    func awaitChecksum(_ wait: Duration) async throws(LinkError) -> NordicDFUTransfer.Action? {
+                        let deadline = clock.now + wait
+                        while receipt == nil, deadline > clock.now, let answer = try await nextAnswer(connection.link, timeout: deadline - clock.now) {
+                            if answer.operation == .calculateChecksum, case .checksum(let at, let crc) = answer.payload {
+                                receipt = (at, crc)
+                            } else if let next = machine.answered(answer) {
+                                return next
+                            }
                         }
+                        return nil
+                    }
+                    if let next = try await awaitChecksum(wait) { return next }
+                    if receipt != nil, perPacket { receiptLatency = clock.now - sent }
+                    if receipt == nil, perPacket {
+                        try await connection.send(NordicDFURequest.calculateChecksum)
+                        if let next = try await awaitChecksum(timeouts.response) { return next }
                     }
                     if let receipt {
                         statistics.acknowledgements += 1
                         lastReceipt = receipt
-                        if Int(receipt.offset) != offset || receipt.crc != CRC32.checksum(bytes[..<offset]) {
+                        let at = Int(receipt.offset)
+                        if at != offset || receipt.crc != CRC32.checksum(bytes[..<offset]) {
+                            // With a receipt for every packet nothing went behind a lost one: what the
+                            // bootloader holds of the object is a true prefix, and it goes on from there.
+                            if perPacket, at >= range.lowerBound, at < offset, receipt.crc == CRC32.checksum(bytes[..<at]) {
+                                statistics.packetsResent += 1
+                                offset = at
+                                continue
+                            }
                             receiptFailed = true  // lost packets: the object's check will fail; stop sending it
                         }
                     } else {
