@@ -20,6 +20,11 @@ public enum DeviceMode: String, Sendable, Hashable, Codable {
 /// a failure is followed by a probe (reconnect, ask what it runs), so the
 /// failure says what the device runs (``DeviceOutcome``) — or the update turns
 /// out to have succeeded.
+///
+/// A device that says more than its version of what it holds (MCUboot's slots) reports a
+/// ``TargetImage``: one that already runs the image is not sent it, and after the activation
+/// or a probe the image running unconfirmed is confirmed again, and one held but not running
+/// is activated again, within ``maximumRepeats``.
 public struct UpdateStateMachine: Sendable {
     public enum State: Sendable, Hashable {
         case idle

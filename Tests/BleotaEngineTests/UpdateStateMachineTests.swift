@@ -26,6 +26,38 @@ import Testing
         #expect(machine.state == .done)
     }
 
+    /// A device that says what it holds of the image (MCUboot's slots), as rows: already running
+    /// it at connect, an upload that only stages it, and what a report after the activation asks.
+    @Test func reportsOfTheImageSkipRepeatOrEndTheUpdate() {
+        typealias Report = Machine.DeviceReport
+        var settled = Machine(expectedVersion: "2.0", applicationReceives: true)
+        _ = settled.handle(.start)
+        #expect(settled.handle(.reported(Report(mode: .application, version: "2.0", target: .running(confirmationOwed: false)))) == .finish)
+        var owed = Machine(expectedVersion: "2.0", applicationReceives: true)
+        _ = owed.handle(.start)
+        #expect(owed.handle(.reported(Report(mode: .application, version: "2.0", target: .running(confirmationOwed: true)))) == .confirm)
+        var absent = Machine(expectedVersion: "2.0", applicationReceives: true)
+        _ = absent.handle(.start)
+        #expect(absent.handle(.reported(Report(mode: .application, version: "1.0", target: .absent))) == .transfer)
+
+        var staging = Machine(expectedVersion: "2.0", applicationReceives: true, activates: false)
+        #expect([.start, .connected(.application), .transferred, .verified(ok: true, detail: "")].map { staging.handle($0) } == [.connect, .transfer, .verify, .finish])
+
+        var held = Machine(expectedVersion: "2.0", applicationReceives: true, maximumRepeats: 1)
+        for event: Machine.Event in [.start, .connected(.application), .transferred, .verified(ok: true, detail: ""), .activated, .connected(.application)] {
+            _ = held.handle(event)
+        }
+        let stillHeld = Report(mode: .application, version: "1.0", target: .held, detail: "still pending")
+        #expect(held.handle(.reported(stillHeld)) == .activate)
+        _ = held.handle(.activated)
+        _ = held.handle(.connected(.application))
+        guard case .fail(let error) = held.handle(.reported(stillHeld)) else {
+            Issue.record("a device that never starts the image was activated without end")
+            return
+        }
+        #expect(error.message == "still pending" && error.outcome == .oldImage("1.0") && error.step == .confirm)
+    }
+
     @Test func deviceAlreadyInBootloaderSkipsTheSwitch() {
         let (_, actions) = run([.start, .connected(.bootloader)])
         #expect(actions == [.connect, .transfer])

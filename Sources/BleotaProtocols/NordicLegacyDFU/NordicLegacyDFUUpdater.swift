@@ -143,8 +143,8 @@ package struct NordicLegacyDFUUpdater: ContextHost {
         var transferTime = Duration.zero
         /// What to report if no try of a part is left: a refusal that may have come from a lost write.
         var refusal: TransferError?
-        /// Whether a group of writes may go before the last one's receipt (the default, `--window`
-        /// not given): off for good once a device lost writes, answered a receipt late, or a try failed.
+        /// Whether a group of writes may go before the last one is counted (the default, `--window`
+        /// not given): off for good once a device lost writes, erased slowly, or a try failed.
         var receiptsAhead: Bool
 
         init(host: NordicLegacyDFUUpdater, prepared: PreparedImage, activates: Bool, recorder: OperationRecorder, first: any Link) {

@@ -490,6 +490,7 @@ package struct SMPUpdater: ContextHost {
             return true
         }
 
+        /// Not asked: ``reportRunning()`` answers for the slots.
         func runningVersion() async throws(TransferError) -> String? { reading.running?.version }
 
         /// The slots once the device is back: the image runs (confirmed now if the mode asks), is
@@ -522,6 +523,7 @@ package struct SMPUpdater: ContextHost {
             }
         }
 
+        /// Not asked: ``probe(after:)`` is, and its note names the failure.
         func probe() async -> UpdateStateMachine.DeviceReport? { nil }
 
         /// Reconnects within the reboot budget and reads the slots; the connection stays open
