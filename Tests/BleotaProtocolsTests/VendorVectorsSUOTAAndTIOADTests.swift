@@ -1,5 +1,6 @@
 import BleotaATT
 import BleotaCodec
+import BleotaEngine
 import Testing
 
 @testable import BleotaProtocols
@@ -239,6 +240,7 @@ import Testing
             Issue.record("a DA1468x header was read as a DA1469x one")
         } catch {
             #expect(error.description.hasPrefix("signature at offset 0 is 70 61"), "\(error.description)")
+            #expect(error.description.contains("a DA1468x image, which bleota does not read"), "named for what it is: \(error.description)")
         }
         #expect(SUOTAImageHeader.problem(da1468x) != nil)
     }
@@ -440,6 +442,10 @@ import Testing
         #expect(TIOADImageHeader.problem(cc13x2) == nil)
         #expect(try TIOADImageHeader(decoding: cc13x2).imageID == Array("CC13x2R1".utf8))
         #expect(Array(TIOADImageHeader.identify(cc13x2).prefix(8)) == Array("CC13x2R1".utf8))
+        // Both families' images are TI OAD's to flash; an older OAD's "OAD IMG " is not.
+        #expect(TIOADProtocol().imageAffinity(ImageProbe(path: "app_oad.bin", head: Array(cc13x2.prefix(64)))) == .owns)
+        #expect(TIOADProtocol().imageAffinity(ImageProbe(path: "app_oad.bin", head: Array(Self.image.prefix(64)))) == .owns)
+        #expect(TIOADProtocol().imageAffinity(ImageProbe(path: "app_oad.bin", head: Array("OAD IMG ".utf8) + Array(Self.image[8..<64]))) == .refuses)
 
         var bim = Self.image
         bim[12] = 0x02
