@@ -350,7 +350,10 @@ func simulatedNordicFlash(_ address: String, image: [UInt8], legacy: Bool) async
             if legacy { NordicLegacyDFUDevice(flash: NordicLegacyBootloader.Flash()) } else {
                 NordicSecureDFUDevice(flash: NordicBootloader.Flash(), buttonless: .unbonded)
             }
-        await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: half, model: parsed.model, channelTagged: true))
+        await world.add(
+            SimulatedDevice(
+                address: "C0:FF:EE:00:00:01", half: half, model: parsed.model,
+                speaking: legacy ? NordicLegacyDFUProtocol() as any UpdateProtocol : NordicSecureDFUProtocol()))
         let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
         let context = HostContext(
             protocolName: legacy ? NordicLegacyDFUProtocol.name : NordicSecureDFUProtocol.name, connector: connector, clock: world.clock)

@@ -164,10 +164,7 @@ func runOne(index: Int, options: Options) async -> RunResult {
             let half = try chosen.makeDevice(Simulation.configuration(parsed))
             let old = await half.firmware.running ?? []
             await world.add(
-                SimulatedDevice(
-                    address: Simulation.deviceAddress, half: half, model: parsed.model,
-                    channelTagged: chosen.identity.gattServices.contains { !$0.channels.isEmpty },
-                    creditChannels: Set(chosen.identity.gattServices.compactMap { $0.creditChannel?.channel })))
+                SimulatedDevice(address: Simulation.deviceAddress, half: half, model: parsed.model, speaking: chosen))
             let connector = SimulatedConnector(world: world, address: Simulation.deviceAddress, description: address)
             let host = chosen.makeHost(HostContext(protocolName: registryName, connector: connector, clock: world.clock))
             // A delta update: the running image with a few bytes changed and the run's firmware appended,

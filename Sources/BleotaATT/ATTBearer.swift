@@ -124,12 +124,15 @@ public actor ATTBearer {
     /// security (``securityControl``) and sends the request again, as BlueZ's
     /// `att.c` does; if the link cannot reach the level,
     /// ``ATTBearerError/security(_:)`` says why.
-    public func request(_ pdu: ATTPDU) async throws(ATTBearerError) -> ATTPDU {
-        guard let securityControl else { return try await requestOnce(pdu) }
+    ///
+    /// `whenSent` is called once the request has gone to the link, before its response comes:
+    /// a caller that lets commands pass a waiting request, as ATT allows, goes on from there.
+    public func request(_ pdu: ATTPDU, whenSent: (@Sendable () -> Void)? = nil) async throws(ATTBearerError) -> ATTPDU {
+        guard let securityControl else { return try await requestOnce(pdu, whenSent: whenSent) }
         do {
             return try await withSecurityOnDemand(control: securityControl, shortfall: { (error: ATTBearerError) in error.securityShortfall }) {
                 () async throws(ATTBearerError) -> ATTPDU in
-                try await requestOnce(pdu)
+                try await requestOnce(pdu, whenSent: whenSent)
             }
         } catch let error as ATTBearerError {
             throw error
@@ -140,7 +143,7 @@ public actor ATTBearer {
         }
     }
 
-    private func requestOnce(_ pdu: ATTPDU) async throws(ATTBearerError) -> ATTPDU {
+    private func requestOnce(_ pdu: ATTPDU, whenSent: (@Sendable () -> Void)?) async throws(ATTBearerError) -> ATTPDU {
         guard let expected = pdu.opcode.response else { throw .closed("\(pdu.opcode) is not a request") }
         if let closedReason { throw .closed(closedReason) }
         await takeTurn(.request)
@@ -155,6 +158,7 @@ public actor ATTBearer {
             await close("link failed: \(error)")
             throw .closed("link failed: \(error)")
         }
+        whenSent?()
         let response: ATTPDU
         do {
             guard let answer = try await withDeadline(transactionTimeout, clock: clock, operation: { try await mailbox.take() }) else {

@@ -18,6 +18,9 @@ public final class GATTChannelLink: MessageCarryingLink {
     private let local = Mailbox<ChannelMessage>()
     /// Reads under way in the background.
     private let reads = BackgroundTasks()
+    /// Write Requests waiting for their Write Responses, and why the first that failed did.
+    private let requests = BackgroundTasks()
+    private let requestFailure = Mutex<String?>(nil)
     /// The protocol's credit-based channel, when it has one and this host can open it.
     let creditRoute: CreditChannelRoute?
     let openCreditChannel: (@Sendable (UInt16) async throws(LinkError) -> any Link)?
@@ -120,9 +123,12 @@ public final class GATTChannelLink: MessageCarryingLink {
         guard payload.count <= parameters.maximumPayload - 1 else {
             throw .payloadTooLarge(size: payload.count, maximum: parameters.maximumPayload - 1)
         }
+        try throwIfARequestFailed()
         do {
             switch channel.write {
-            case .request: try await client.write(handle, Array(payload))
+            case .request:
+                try await writeRequest(Array(payload), to: handle, channel: number)
+                try throwIfARequestFailed()
             case .answeredRequest:
                 // The Write Response, or the Error Response's code, is the device's answer.
                 do {
@@ -140,6 +146,34 @@ public final class GATTChannelLink: MessageCarryingLink {
         } catch {
             throw .disconnected("\(error)")
         }
+    }
+
+    /// Writes a Write Request and returns once it has gone to the link; its Write Response is
+    /// waited for in the background. ATT allows one request at a time but lets Write Commands
+    /// pass a waiting one (Core v5.4, Vol 3, Part F, §3.3.2; BlueZ's `att.c` sends them at
+    /// once), so a protocol's data may follow its control-point request in the same connection
+    /// event instead of an event later. Requests stay in order: the next one waits in the
+    /// bearer until this one is answered, and the caller waits for it to go. A request the
+    /// device refuses, or that gets no answer, ends the bearer, so the next send or receive
+    /// says why.
+    private func writeRequest(_ value: [UInt8], to handle: UInt16, channel number: UInt8) async throws(LinkError) {
+        let sent = Mailbox<Void>()
+        let client = self.client
+        requests.start(on: client.bearer.clock.taskExecutor) { [self] in
+            do {
+                try await client.write(handle, value, whenSent: { sent.put(()) })
+            } catch {
+                let reason = "the device did not take a write on channel \(number): \(error)"
+                requestFailure.withLock { $0 = $0 ?? reason }
+                await client.bearer.close(reason)
+            }
+            sent.put(())
+        }
+        do { _ = try await sent.take() } catch { throw .cancelled }
+    }
+
+    private func throwIfARequestFailed() throws(LinkError) {
+        if let reason = requestFailure.withLock({ $0 }) { throw .disconnected(reason) }
     }
 
     /// Reads `number` in the background: ATT holds back requests, not commands, so writes without
@@ -186,6 +220,9 @@ public final class GATTChannelLink: MessageCarryingLink {
 
     public func close() async {
         local.close()
+        // A request's Write Response is awaited before the bearer goes, so a last request (an
+        // activation) is surely on the device; a device that never answers costs at most this.
+        await requests.settle(within: .seconds(2), clock: client.bearer.clock)
         if let link = creditLink.withLock({ $0 }) { await link.close() }
         await client.bearer.close("closed by the host")
         await reads.finish()
@@ -362,6 +399,17 @@ final class BackgroundTasks: Sendable {
                 self?.state.withLock { _ = $0.tasks.removeValue(forKey: id) }
             }
         }
+    }
+
+    /// Waits for the tasks under way for at most `timeout`, then cancels the rest.
+    func settle(within timeout: Duration, clock: any BleotaClock) async {
+        let running = state.withLock { Array($0.tasks.values) }
+        guard !running.isEmpty else { return }
+        _ = try? await withDeadline(timeout, clock: clock) {
+            for task in running { await task.value }
+            return true
+        }
+        await finish()
     }
 
     func finish() async {

@@ -157,12 +157,15 @@ public struct GATTClient: Sendable {
 
     /// Write Characteristic Value (§4.9.3), or Write Long Characteristic Values
     /// with prepare and execute (§4.9.4) when it does not fit one request.
-    public func write(_ handle: UInt16, _ value: [UInt8]) async throws(ATTBearerError) {
+    /// `whenSent` is called when a Write Request has gone to the link, before its response
+    /// (``ATTBearer/request(_:whenSent:)``); a long write calls it at its end.
+    public func write(_ handle: UInt16, _ value: [UInt8], whenSent: (@Sendable () -> Void)? = nil) async throws(ATTBearerError) {
         let mtu = await bearer.mtu
         if value.count <= ATTLimits.largestValue(mtu: mtu) {
-            _ = try await bearer.request(.writeRequest(handle: handle, value: value))
+            _ = try await bearer.request(.writeRequest(handle: handle, value: value), whenSent: whenSent)
             return
         }
+        defer { whenSent?() }
         var offset = 0
         while offset < value.count {
             let part = Array(value[offset..<min(value.count, offset + mtu - 5)])

@@ -137,7 +137,12 @@ public final class ShapedLink: Link, @unchecked Sendable {
     }
 
     /// A message whose last fragment has crossed, and when in the event (as on the simulated link).
-    typealias Completion = SimulatedConnection.Completion
+    /// A message whose last fragment has crossed, and when in the event.
+    struct Completion {
+        var at: Duration
+        var toDevice: Bool
+        var packet: [UInt8]
+    }
 
     private func runEvents() async {
         var anchor = clock.now

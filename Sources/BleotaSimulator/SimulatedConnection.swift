@@ -42,13 +42,33 @@ public struct LinkStatistics: Sendable, Hashable, Codable {
 /// One simulated BLE connection: a host end and a device end, both ``/BleotaLink/Link``s,
 /// with connection events moving packets between them under the link model.
 public final class SimulatedConnection: Sendable {
+    /// What the device's side sends: a packet of its half, or the Write Response its stack gives a request.
+    enum DeviceOutgoing {
+        case packet([UInt8])
+        case writeResponse
+
+        /// Link-layer fragments: a Write Response is its ATT opcode and L2CAP's header, 5 bytes.
+        func fragments(_ model: LinkModel, tagBytes: Int) -> [Int] {
+            switch self {
+            case .packet(let packet): model.fragments(bytes: max(0, packet.count - tagBytes))
+            case .writeResponse: [SimulatedConnection.writeResponseBytes]
+            }
+        }
+    }
+
+    /// An ATT Write Response on air: opcode (1) and the L2CAP header (4).
+    static let writeResponseBytes = 1 + 4
+
     struct State {
         var hostQueue: [[UInt8]] = []
-        var deviceQueue: [[UInt8]] = []
+        var deviceQueue: [DeviceOutgoing] = []
         /// Fragments still to send of the packet on air, each way.
         var hostCurrent: (packet: [UInt8], fragments: [Int])?
-        var deviceCurrent: (packet: [UInt8], fragments: [Int])?
+        var deviceCurrent: (packet: DeviceOutgoing, fragments: [Int])?
         var sendWaiters: [CheckedContinuation<Void, Never>] = []
+        /// A Write Request sent whose Write Response has not reached the host, and the requests waiting for it.
+        var requestOutstanding = false
+        var requestWaiters: [CheckedContinuation<Void, Never>] = []
         /// Packets waiting in the device's receive queue, and whether one is being processed.
         var deviceQueued = 0
         var deviceProcessing = false
@@ -81,6 +101,8 @@ public final class SimulatedConnection: Sendable {
     let tagBytes: Int
     /// Channels carried on an LE credit-based channel (``SimulatedPeripheral/creditChannels``).
     let creditChannels: Set<UInt8>
+    /// Channels written with ATT Write Requests (``SimulatedPeripheral/requestChannels``).
+    let requestChannels: Set<UInt8>
 
     /// The host's controller, when its radio is shared with other connections.
     let adapter: SimulatedAdapter?
@@ -91,7 +113,7 @@ public final class SimulatedConnection: Sendable {
 
     init(
         model: LinkModel, world: SimulatedWorld, address: String, tagBytes: Int = 0, creditChannels: Set<UInt8> = [],
-        adapter: SimulatedAdapter? = nil, deviceSecurity: SimulatedDeviceSecurity = .open, peripheral: ObjectIdentifier? = nil
+        requestChannels: Set<UInt8> = [], adapter: SimulatedAdapter? = nil, deviceSecurity: SimulatedDeviceSecurity = .open, peripheral: ObjectIdentifier? = nil
     ) {
         self.deviceSecurity = deviceSecurity
         self.peripheral = peripheral ?? ObjectIdentifier(world)
@@ -102,6 +124,7 @@ public final class SimulatedConnection: Sendable {
         self.address = address
         self.tagBytes = tagBytes
         self.creditChannels = tagBytes > 0 ? creditChannels : []
+        self.requestChannels = tagBytes > 0 ? requestChannels : []
         let parameters = LinkParameters(maximumPayload: model.maximumPayload + tagBytes, description: "sim:\(address)")
         host = HostEnd(parameters: parameters)
         device = DeviceEnd(parameters: parameters)
@@ -134,8 +157,11 @@ public final class SimulatedConnection: Sendable {
             state.closed = true
             state.reason = reason
             state.statistics.disconnects += 1
-            defer { state.sendWaiters = [] }
-            return state.sendWaiters
+            defer {
+                state.sendWaiters = []
+                state.requestWaiters = []
+            }
+            return state.sendWaiters + state.requestWaiters
         }
         guard let waiters else { return }
         adapter?.connectionClosed(ObjectIdentifier(self))
@@ -148,7 +174,10 @@ public final class SimulatedConnection: Sendable {
 
     // MARK: Sending
 
+    /// Queues a packet of the host's. A Write Request waits first until no other is outstanding: ATT
+    /// allows one at a time (Core v5.4, Vol 3, Part F, §3.3.2), and Write Commands pass it.
     func enqueueFromHost(_ packet: [UInt8]) async throws(LinkError) {
+        if isOnRequestChannel(packet) { await takeRequestTurn() }
         while true {
             let outcome: Int = state.withLock { state in
                 if state.closed { return 2 }
@@ -178,10 +207,38 @@ public final class SimulatedConnection: Sendable {
         }
     }
 
+    /// Waits until no Write Request is outstanding, then holds the turn until its Write Response arrives.
+    private func takeRequestTurn() async {
+        await withCheckedContinuation { continuation in
+            let resumeNow = state.withLock { state -> Bool in
+                if state.closed { return true }
+                guard state.requestOutstanding else {
+                    state.requestOutstanding = true
+                    return true
+                }
+                state.requestWaiters.append(continuation)
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
+    }
+
+    /// A Write Response reached the host: the next waiting request may go.
+    private func requestAnswered() {
+        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard !state.requestWaiters.isEmpty else {
+                state.requestOutstanding = false
+                return nil
+            }
+            return state.requestWaiters.removeFirst()
+        }
+        next?.resume()
+    }
+
     func enqueueFromDevice(_ packet: [UInt8]) throws(LinkError) {
         let closed = state.withLock { state -> Bool in
             if state.closed { return true }
-            state.deviceQueue.append(packet)
+            state.deviceQueue.append(.packet(packet))
             return false
         }
         if closed { throw .disconnected(state.withLock { $0.reason }) }
@@ -254,12 +311,12 @@ public final class SimulatedConnection: Sendable {
             // Each packet reaches the other side when its last fragment has been
             // received, not at the end of the event: a device starts on the first
             // packet of a long event while the rest are still on air.
-            for completion in completions {
+            delivering: for completion in completions {
                 do { try await clock.sleep(until: start + completion.at) } catch { return }
-                if completion.toDevice {
-                    guard deliverToDevice(completion.packet, clock: clock) else { break }
-                } else {
-                    guard deliverToHost(completion.packet) else { break }
+                switch completion.packet {
+                case .toDevice(let packet): guard deliverToDevice(packet, clock: clock) else { break delivering }
+                case .toHost(.packet(let packet)): guard deliverToHost(packet) else { break delivering }
+                case .toHost(.writeResponse): requestAnswered()
                 }
             }
             do { try await clock.sleep(until: start + duration) } catch { return }
@@ -275,9 +332,12 @@ public final class SimulatedConnection: Sendable {
 
     /// An upper-layer packet whose last fragment has crossed, and when in the event.
     struct Completion {
+        enum Packet {
+            case toDevice([UInt8])
+            case toHost(DeviceOutgoing)
+        }
         var at: Duration
-        var toDevice: Bool
-        var packet: [UInt8]
+        var packet: Packet
     }
 
     /// Plans one event: which fragments go each way, how long it takes, which
@@ -302,7 +362,7 @@ public final class SimulatedConnection: Sendable {
                 }
                 if state.deviceCurrent == nil, !state.deviceQueue.isEmpty {
                     let packet = state.deviceQueue.removeFirst()
-                    state.deviceCurrent = (packet, model.fragments(bytes: max(0, packet.count - tagBytes)))
+                    state.deviceCurrent = (packet, packet.fragments(model, tagBytes: tagBytes))
                 }
                 let central = state.hostCurrent?.fragments.first ?? 0
                 let peripheral = state.deviceCurrent?.fragments.first ?? 0
@@ -317,8 +377,7 @@ public final class SimulatedConnection: Sendable {
                         // Received when its air time ends, at the start of the pair.
                         completions.append(
                             Completion(
-                                at: time - cost + model.airTime(payload: central),
-                                toDevice: true, packet: state.hostCurrent!.packet))
+                                at: time - cost + model.airTime(payload: central), packet: .toDevice(state.hostCurrent!.packet)))
                         state.hostCurrent = nil
                     }
                 }
@@ -327,8 +386,7 @@ public final class SimulatedConnection: Sendable {
                     if state.deviceCurrent!.fragments.isEmpty {
                         completions.append(
                             Completion(
-                                at: time - LinkModel.interFrameSpace, toDevice: false,
-                                packet: state.deviceCurrent!.packet))
+                                at: time - LinkModel.interFrameSpace, packet: .toHost(state.deviceCurrent!.packet)))
                         state.deviceCurrent = nil
                     }
                 }
@@ -345,10 +403,22 @@ public final class SimulatedConnection: Sendable {
         return creditChannels.contains(channel)
     }
 
+    private func isOnRequestChannel(_ packet: [UInt8]) -> Bool {
+        guard let channel = packet.first else { return false }
+        return requestChannels.contains(channel)
+    }
+
     /// One packet arriving at the device, through the world's faults; false once the connection is gone.
     private func deliverToDevice(_ packet: [UInt8], clock: any BleotaClock) -> Bool {
         if isOnCreditChannel(packet) { state.withLock { $0.creditsInFlight -= 1 } }
         guard !isClosed else { return false }
+        if isOnRequestChannel(packet) {
+            // The device's stack answers a Write Request as it takes it, whatever its firmware then
+            // makes of the value (Nordic's SoftDevice does, for a characteristic without
+            // authorisation); ATT's answer is never lost, as the link layer resends until it crosses.
+            state.withLock { $0.deviceQueue.append(.writeResponse) }
+            kick.put(())
+        }
         state.withLock { state in
             state.statistics.packetsToDevice += 1
             state.statistics.bytesToDevice += packet.count

@@ -1,3 +1,4 @@
+import BleotaATT
 import BleotaEngine
 import BleotaLink
 
@@ -15,22 +16,38 @@ public final class SimulatedDevice: SimulatedPeripheral {
 
     public let channelTagBytes: Int
     public let creditChannels: Set<UInt8>
+    public let requestChannels: Set<UInt8>
     public let security: SimulatedDeviceSecurity
 
     /// `channelTagged`: the half speaks a protocol of several characteristics, whose packets carry a channel byte that costs no air time;
-    /// `creditChannels`: those of its channels that travel on an LE credit-based channel.
+    /// `creditChannels`: those of its channels that travel on an LE credit-based channel;
+    /// `requestChannels`: those the host writes with ATT Write Requests.
     public init(
         address: String, half: any DeviceHalf, model: LinkModel, name: String = "bleota-sim", bootloaderName: String = "bleota-dfu",
-        channelTagged: Bool = false, creditChannels: Set<UInt8> = [], security: SimulatedDeviceSecurity = .open
+        channelTagged: Bool = false, creditChannels: Set<UInt8> = [], requestChannels: Set<UInt8> = [], security: SimulatedDeviceSecurity = .open
     ) {
         self.security = security
         channelTagBytes = channelTagged ? 1 : 0
         self.creditChannels = channelTagged ? creditChannels : []
+        self.requestChannels = channelTagged ? requestChannels : []
         baseAddress = address
         self.half = half
         self.model = model
         applicationName = name
         self.bootloaderName = bootloaderName
+    }
+
+    /// The device half of `updateProtocol`, its channels as the protocol's GATT services declare
+    /// them: tagged when it has several, on a credit-based channel or written with requests as each says.
+    public convenience init(
+        address: String, half: any DeviceHalf, model: LinkModel, speaking updateProtocol: any UpdateProtocol,
+        security: SimulatedDeviceSecurity = .open
+    ) {
+        let services = updateProtocol.identity.gattServices
+        self.init(
+            address: address, half: half, model: model, channelTagged: services.contains { !$0.channels.isEmpty },
+            creditChannels: Set(services.compactMap { $0.creditChannel?.channel }),
+            requestChannels: Set(services.flatMap { $0.channels.filter { $0.write == .request }.map(\.number) }), security: security)
     }
 
     public var address: String {

@@ -19,6 +19,9 @@ public protocol SimulatedPeripheral: AnyObject, Sendable {
     /// Channels whose packets travel on an LE credit-based channel (SUOTA's image data): they
     /// wait for a credit — a free slot in the device's receive queue — instead of being dropped.
     var creditChannels: Set<UInt8> { get }
+    /// Channels written with ATT Write Requests (control points): the device's stack answers each
+    /// with a Write Response, and the host sends no other request until it has it.
+    var requestChannels: Set<UInt8> { get }
     /// What the device demands of a link and can do to pair.
     var security: SimulatedDeviceSecurity { get }
 }
@@ -26,6 +29,7 @@ public protocol SimulatedPeripheral: AnyObject, Sendable {
 extension SimulatedPeripheral {
     public var channelTagBytes: Int { 0 }
     public var creditChannels: Set<UInt8> { [] }
+    public var requestChannels: Set<UInt8> { [] }
     public var security: SimulatedDeviceSecurity { .open }
 }
 
@@ -193,7 +197,7 @@ public final class SimulatedWorld: Sendable {
                 try? await clock.sleep(for: model.connectionInterval * 3)
                 let connection = SimulatedConnection(
                     model: model, world: self, address: address, tagBytes: peripheral.channelTagBytes,
-                    creditChannels: peripheral.creditChannels, adapter: self.adapter,
+                    creditChannels: peripheral.creditChannels, requestChannels: peripheral.requestChannels, adapter: self.adapter,
                     deviceSecurity: peripheral.security, peripheral: ObjectIdentifier(peripheral))
                 let connectedAt = clock.now
                 let ready = state.withLock { state -> Bool in

@@ -47,12 +47,8 @@ public enum Simulation {
         let (value, pairingStatistics) = try await SimulationRuntime.run { runtime in
             let world = SimulatedWorld(runtime: runtime, model: address.model, faults: address.faults, seed: address.seed)
             world.setPairingAgent(pairing)
-            let tagged = updateProtocol.identity.gattServices.contains { !$0.channels.isEmpty }
-            let credit = Set(updateProtocol.identity.gattServices.compactMap { $0.creditChannel?.channel })
             await world.add(
-                SimulatedDevice(
-                    address: deviceAddress, half: half, model: address.model, channelTagged: tagged, creditChannels: credit,
-                    security: address.deviceSecurity))
+                SimulatedDevice(address: deviceAddress, half: half, model: address.model, speaking: updateProtocol, security: address.deviceSecurity))
             let connector = SimulatedConnector(world: world, address: deviceAddress, description: description, security: record)
             do {
                 let value = try await body(connector, world.clock)

@@ -36,7 +36,7 @@ func simulateDescribedUpdate(
         let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
         let factory = description.image.sample(Array("factory image".utf8))
         let device = DescribedDevice(description: description, slotSize: 1 << 20, initialImage: factory)
-        await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, channelTagged: true))
+        await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, speaking: DescribedProtocol(description)))
         let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
         let events = SharedEvents()
         let context = HostContext(

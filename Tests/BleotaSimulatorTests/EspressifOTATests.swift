@@ -47,7 +47,7 @@ import Testing
         deltaBase: DeltaBase? = nil
     ) async throws -> VendorRun {
         try await simulateVendorUpdate(
-            address, image: image, deltaBase: deltaBase,
+            address, image: image, speaking: EspressifOTAProtocol(), deltaBase: deltaBase,
             makeDevice: { _ in
                 (EspressifOTADevice(partitionSize: 1 << 20, window: window, initialImage: factory), factory)
             }, running: { await $0.running }, makeHost: { EspressifOTAUpdater(context: $0) })

@@ -41,7 +41,7 @@ import Testing
     /// Over the credit-based channel the device publishes (bleota's default), or `transport: "gatt"`.
     func simulate(_ address: String, image: [UInt8], factoryVersion: String = "1.0.0", transport: String = "l2cap") async throws -> VendorRun {
         try await simulateVendorUpdate(
-            address, image: image, options: ["suota-transport": transport], creditChannels: [SUOTAChannel.creditData],
+            address, image: image, options: ["suota-transport": transport], speaking: SUOTAProtocol(),
             makeDevice: { _ in
                 let factory = SUOTAImageHeader.sample(Array("factory".utf8), version: factoryVersion)
                 return (SUOTADevice(partitionSize: 1 << 20, initialImage: factory), factory)
@@ -78,7 +78,7 @@ import Testing
         let installed: [UInt8] = try await SimulationRuntime.run { runtime in
             let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: 1)
             let device = SUOTADevice(partitionSize: 1 << 20, initialImage: SUOTAImageHeader.sample([1, 2, 3]))
-            await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, channelTagged: true))
+            await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, speaking: SUOTAProtocol()))
             let link = try await world.connect(to: "C0:FF:EE:00:00:01", timeout: .seconds(5))
             var image = Self.image(2000, seed: 9)
             image[12] ^= 0x01  // inside the version string, which no CRC covers

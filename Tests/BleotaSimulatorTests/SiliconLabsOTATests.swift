@@ -60,7 +60,7 @@ import Testing
     func simulate(_ address: String, image: [UInt8], startInAppLoader: Bool = false) async throws -> (VendorRun, DeviceMode) {
         let device = Mutex<SiliconLabsOTADevice?>(nil)
         let run = try await simulateVendorUpdate(
-            address, image: image,
+            address, image: image, speaking: SiliconLabsOTAProtocol(),
             makeDevice: { _ in
                 let half = SiliconLabsOTADevice(slotSize: 1 << 20, initialApplication: Self.factory)
                 device.withLock { $0 = half }

@@ -41,7 +41,7 @@ import Testing
 
     func simulate(_ address: String, image: [UInt8]) async throws -> VendorRun {
         try await simulateVendorUpdate(
-            address, image: image,
+            address, image: image, speaking: TIOADProtocol(),
             makeDevice: { model in
                 let factory = TIOADImageHeader.sample(Array("factory".utf8), softwareVersion: "0001")
                 return (TIOADDevice(slotSize: 1 << 20, maximumPacket: model.maximumPayload, initialImage: factory), factory)

@@ -18,7 +18,7 @@ struct VendorRun: Sendable {
 /// half for the link model (with its factory image), `running` reads what it runs afterwards.
 func simulateVendorUpdate<Device: DeviceHalf>(
     _ address: String, image: [UInt8], tuning: TransferTuning = TransferTuning(), knobs: Set<TuningKnob> = [],
-    options: [String: String] = [:], creditChannels: Set<UInt8> = [], deltaBase: DeltaBase? = nil,
+    options: [String: String] = [:], speaking updateProtocol: any UpdateProtocol, deltaBase: DeltaBase? = nil,
     makeDevice: @escaping @Sendable (LinkModel) -> (Device, factory: [UInt8]),
     running: @escaping @Sendable (Device) async -> [UInt8],
     makeHost: @escaping @Sendable (HostContext) -> any ProtocolHost
@@ -28,9 +28,7 @@ func simulateVendorUpdate<Device: DeviceHalf>(
         let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
         let (device, factory) = makeDevice(parsed.model)
         await world.add(
-            SimulatedDevice(
-                address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, channelTagged: true,
-                creditChannels: creditChannels))
+            SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, speaking: updateProtocol))
         let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
         let events = SharedEvents()
         let host = makeHost(
