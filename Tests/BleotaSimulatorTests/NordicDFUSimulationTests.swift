@@ -276,9 +276,11 @@ struct NordicLegacyRun: Sendable {
     var flash: NordicLegacyBootloader.Flash
     var mode: DeviceMode
     var notes: [String]
+    /// The packets that crossed, when traced (``SimulatedWorld/trace``).
+    var trace: [String] = []
 }
 
-func simulateNordicLegacyUpdate(_ address: String, image: [UInt8], startInBootloader: Bool = false) async throws -> NordicLegacyRun {
+func simulateNordicLegacyUpdate(_ address: String, image: [UInt8], startInBootloader: Bool = false, trace: Bool = false) async throws -> NordicLegacyRun {
     let parsed = try SimulatorAddress(parsing: address)
     let packet = NordicLegacyInitPacket(applicationVersion: 7, softDeviceRequirements: [0x00B6], imageCRC: NordicLegacyInitPacket.crc(of: image))
     return try await SimulationRuntime.run { runtime in
@@ -286,6 +288,7 @@ func simulateNordicLegacyUpdate(_ address: String, image: [UInt8], startInBootlo
         var flash = NordicLegacyBootloader.Flash()
         flash.application = Array("factory application".utf8)
         let device = NordicLegacyDFUDevice(flash: flash, startInBootloader: startInBootloader)
+        if trace { world.startTrace() }
         await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, speaking: NordicLegacyDFUProtocol()))
         let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
         let events = SharedEvents()
@@ -302,7 +305,7 @@ func simulateNordicLegacyUpdate(_ address: String, image: [UInt8], startInBootlo
                         version: "7", summary: "test"), mode: .confirm))
         } catch { outcome = .failure(error) }
         try? await world.clock.sleep(for: .seconds(2))
-        let run = NordicLegacyRun(outcome: outcome, flash: await device.flash, mode: await device.mode, notes: events.notes)
+        let run = NordicLegacyRun(outcome: outcome, flash: await device.flash, mode: await device.mode, notes: events.notes, trace: world.trace)
         await world.shutDown()
         return run
     }
@@ -321,6 +324,22 @@ func simulateNordicLegacyUpdate(_ address: String, image: [UInt8], startInBootlo
         let report = try run.outcome.get()
         #expect(same(run.flash.application, image) && run.flash.applicationVersion == 7)
         #expect(run.mode == .application && report.versionAfter == "7")
+    }
+
+    /// On `2m-dle` eight writes fill an event, so a Report Received Size every 10 writes would wait
+    /// for the Write Response of the one before it: the host doubles its groups until the requests
+    /// stop waiting (to 40 writes), and asks for far fewer counts than one per receipt interval.
+    @Test func groupsSentAheadGrowUntilTheirRequestsNoLongerWait() async throws {
+        let image = Self.image(120_000, seed: 3)
+        let run = try await simulateNordicLegacyUpdate("sim://2m-dle?protocol=nordic-legacy", image: image, trace: true)
+        _ = try run.outcome.get()
+        #expect(same(run.flash.application, image))
+        let control = String(NordicLegacyChannel.controlPoint.rawValue, radix: 16)
+        // Two-byte control-point writes: the counts asked, and a handful of others (Receive
+        // Firmware, Validate, Activate).
+        let shortControlWrites = run.trace.filter { $0.contains(" > op=\(control) len=2 ") }.count
+        let writes = (image.count + 243) / 244
+        #expect(shortControlWrites > 5 && shortControlWrites < writes / 20, "\(shortControlWrites) two-byte control writes for \(writes) image writes")
     }
 
     /// Faults: the exact image, or a clean failure with the old application (dual bank).

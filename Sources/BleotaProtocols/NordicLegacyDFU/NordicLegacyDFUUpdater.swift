@@ -299,6 +299,11 @@ package struct NordicLegacyDFUUpdater: ContextHost {
         }
     }
 
+    /// How long a request's write may take before it counts as having waited for the one before it:
+    /// half the shortest connection interval (7.5 ms). A write that went at once returns in
+    /// microseconds; one held for a Write Response waits an event at least.
+    static let requestTurnWait = Duration.microseconds(3_750)
+
     /// Asks how many image bytes the bootloader holds (after a lost receipt).
     func receivedSize(_ link: any Link) async throws(PartFailure) -> NordicLegacyNotification? {
         do {
@@ -383,6 +388,12 @@ package struct NordicLegacyDFUUpdater: ContextHost {
         /// n-th write, whichever writes those were, so it reads the same with one lost.) From the
         /// second group, once the first was counted whole; never after a device lost a write.
         var goingAhead = false
+        /// Writes per group while groups go ahead: the receipt interval at first, doubled (to at most
+        /// four intervals) whenever a Report Received Size had to wait for the one before it. ATT lets
+        /// one request out at a time, and its Write Response comes an event after it crossed, so groups
+        /// shorter than two connection events would wait on the requests instead of the link. A
+        /// multiple of the interval, so the bootloader's receipts still fall on group ends.
+        var groupWrites = Int(interval)
         /// One group's count; it must be the group's end. A receipt that does not come is stood in
         /// for by the count the bootloader reports when asked, after everything sent so far.
         func checkCount(_ end: Int, asked: Bool) async throws(PartFailure) {
@@ -440,9 +451,13 @@ package struct NordicLegacyDFUUpdater: ContextHost {
             statistics.bytesOnWire += end - offset
             offset = end
             sinceReceipt += 1
-            if offset < part.data.count, sinceReceipt == Int(interval) {
+            if offset < part.data.count, sinceReceipt >= (goingAhead ? groupWrites : Int(interval)) {
                 sinceReceipt = 0
-                if goingAhead { try await write(control, [NordicLegacyOperation.reportReceivedSize.rawValue]) }
+                if goingAhead {
+                    let asked = clock.now
+                    try await write(control, [NordicLegacyOperation.reportReceivedSize.rawValue])
+                    if clock.now - asked > Self.requestTurnWait, groupWrites < 4 * Int(interval) { groupWrites *= 2 }
+                }
                 due.append((offset, goingAhead))
             }
             while due.count > (goingAhead ? 1 : 0) {
