@@ -14,7 +14,7 @@ import Synchronization
 //
 //     swift run -c release bleota-bench
 //
-// `--only GROUP,…` (native, smp, nordic, tune, pacing, fleet, engine, memory, delta) and `--preset NAME,…`
+// `--only GROUP,…` (native, smp, nordic, protocols, tune, pacing, fleet, engine, memory, delta) and `--preset NAME,…`
 // run part of it; `--fixed-pacing` measures the native figures with closed-loop
 // pacing off; `--trace sim://…` prints one flash acknowledgement by acknowledgement.
 // `--memory-probe FILE` is used internally: the benchmark re-runs itself in a
@@ -404,6 +404,115 @@ if runs("nordic") {
                     record("nordic", "\(name) \(preset.name): ceiling, requests ahead of their answers", ceiling / 1024, "KiB/s")
                 }
                 record("nordic", "\(label): share of the ceiling", result.goodput / ceiling * 100, "%")
+            }
+        }
+    }
+}
+
+// 1d. Every protocol on every preset (issue 33's table): goodput, its share of the link's capacity and
+// of what the protocol's wire allows (protocols/*.md, "What the wire allows"). `--markdown` prints it
+// as the table docs/performance.md holds (scripts/protocol-table regenerates it there).
+struct ProtocolRow {
+    var protocolName: String
+    var preset: String
+    var loss: Double
+    var goodput: Double
+    var capacity: Double
+    var ceiling: Double?
+    var note: String?
+}
+
+/// The protocols of the table, in the order `bleota protocols` lists them, the described ones last.
+let tableProtocols = [
+    "bleota", "smp", "nordic-dfu", "nordic-legacy", "espressif-ota", "suota", "ti-oad", "silabs-ota", "stm32wb-ota", "telink-ota",
+]
+
+/// One protocol on one preset at one loss: what its host reaches and what its wire allows.
+func protocolRow(_ name: String, preset: LinkPreset, loss: Double) async throws -> ProtocolRow {
+    let size = preset.name == "1m-no-dle-30ms" ? 32 << 10 : 200 << 10
+    let wire = WireCeiling(model: preset.model)
+    let plain = "sim://\(preset.name)?loss=\(loss)&seed=1"
+    let result: (goodput: Double, capacity: Double, note: String?)
+    let ceiling: Double?
+    switch name {
+    case "bleota":
+        let flashed = try await simulatedFlash(plain, image: pseudoRandom(size, seed: 33))
+        result = (flashed.goodput, flashed.capacity, nil)
+        ceiling = wire.native(imageBytes: size)
+    case SMPProtocol.name:
+        let image = MCUbootImage.build(firmware: pseudoRandom(size, seed: 33), version: .init(major: 2, minor: 0, revision: 0, build: 0))
+        result = try await simulatedSMPUpload(plain, image: image, window: nil)
+        ceiling = wire.smpUpload(imageBytes: image.count)
+    case NordicSecureDFUProtocol.name, NordicLegacyDFUProtocol.name:
+        let legacy = name == NordicLegacyDFUProtocol.name
+        result = try await simulatedNordicFlash(
+            "sim://\(preset.name)?protocol=\(name)&loss=\(loss)&seed=1", image: pseudoRandom(size, seed: 33), legacy: legacy)
+        ceiling = legacy ? wire.nordicLegacyDFU(imageBytes: size, pipelined: true) : wire.nordicSecureDFU(imageBytes: size, pipelined: true)
+    default:
+        let image = try benchmarkImage(for: name, bodyBytes: size, seed: 33)
+        result = try await simulatedProtocolFlash("sim://\(preset.name)?protocol=\(name)&loss=\(loss)&seed=1", protocolName: name, image: image)
+        switch name {
+        case EspressifOTAProtocol.name: ceiling = wire.espressifOTA(imageBytes: image.count)
+        case SUOTAProtocol.name: ceiling = wire.suota(imageBytes: image.count)
+        case TIOADProtocol.name: ceiling = wire.tiOAD(imageBytes: image.count)
+        case SiliconLabsOTAProtocol.name: ceiling = wire.silabsOTA(imageBytes: image.count)
+        default:
+            // What the wire allows is the best schedule the device survives: as described, reads
+            // every n packets, or packets spaced to the device's work.
+            let described = try benchmarkProtocol(named: name).updateProtocol as? DescribedProtocol
+            let pacings: [DescribedPacing] = [.asDescribed, .spacedToTheDevice] + [1, 2, 4, 8, 16, 32].map { .readEvery($0) }
+            ceiling = described.flatMap { described in pacings.compactMap { wire.described(described.description, imageBytes: image.count, pacing: $0) }.max() }
+        }
+    }
+    return ProtocolRow(
+        protocolName: name, preset: preset.name, loss: loss, goodput: result.goodput, capacity: result.capacity, ceiling: ceiling,
+        note: result.note)
+}
+
+if runs("protocols") {
+    print("\n== every protocol on the simulator (200 KiB, 32 KiB on 1m-no-dle-30ms; default options; share of the link's capacity and of the protocol's ceiling)")
+    var rows: [ProtocolRow] = []
+    for name in tableProtocols {
+        for preset in presets {
+            for loss in [0.0, 0.01] {
+                let row = try await protocolRow(name, preset: preset, loss: loss)
+                rows.append(row)
+                let label = "\(name) \(preset.name) loss \(Int(loss * 100)) %"
+                if let note = row.note {
+                    print("  \(label): failed — \(note)")
+                    record("protocols", "\(label): goodput", 0, "KiB/s")
+                    continue
+                }
+                record("protocols", "\(label): goodput", row.goodput / 1024, "KiB/s")
+                record("protocols", "\(label): share of the link", row.goodput / row.capacity * 100, "%")
+                if let ceiling = row.ceiling {
+                    if loss == 0 { record("protocols", "\(name) \(preset.name): ceiling", ceiling / 1024, "KiB/s") }
+                    let target = preset.name == "slow-flash" ? "≥ 80 %" : "≥ 90 %"
+                    record("protocols", "\(label): share of the ceiling", row.goodput / ceiling * 100, "%", target: loss == 0 ? target : nil)
+                }
+            }
+        }
+    }
+    if arguments.contains("--markdown") {
+        func kib(_ value: Double) -> String {
+            let kib = value / 1024
+            return kib >= 100 ? String(format: "%.0f", kib) : kib >= 10 ? String(format: "%.1f", kib) : String(format: "%.2f", kib)
+        }
+        func cell(_ row: ProtocolRow?) -> String {
+            guard let row else { return "" }
+            guard row.note == nil else { return "failed" }
+            let link = String(format: "%.0f %%", row.goodput / row.capacity * 100)
+            let ofCeiling = row.ceiling.map { String(format: ", %.0f %%", row.goodput / $0 * 100) } ?? ""
+            return "\(kib(row.goodput)) (\(link)\(ofCeiling))"
+        }
+        print("\n| Protocol | Preset | Ceiling KiB/s | 0 % loss: KiB/s (of link, of ceiling) | 1 % loss: KiB/s (of link, of ceiling) |")
+        print("|---|---|---|---|---|")
+        for name in tableProtocols {
+            for preset in presets {
+                let clean = rows.first { $0.protocolName == name && $0.preset == preset.name && $0.loss == 0 }
+                let lossy = rows.first { $0.protocolName == name && $0.preset == preset.name && $0.loss > 0 }
+                let ceiling = clean?.ceiling.map(kib) ?? "—"
+                print("| \(name) | `\(preset.name)` | \(ceiling) | \(cell(clean)) | \(cell(lossy)) |")
             }
         }
     }
