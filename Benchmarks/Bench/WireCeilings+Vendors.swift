@@ -15,6 +15,9 @@ import BleotaSimulator
 /// packets (8): on `linux-bluez` (12 pairs an event) that, not the pair limit, caps writes of one
 /// fragment (`queuedWritesPerEvent`). A write size a protocol leaves to the host is the best of
 /// those worth trying (`writeSizes`).
+/// A TI OAD block request: command, status and the block's number (`TIOADBlockRequest`).
+let tiOADBlockRequestBytes = 6
+
 extension WireCeiling {
     /// Espressif BLE OTA (protocols/espressif-ota.md, "What the wire allows"), from START to the
     /// last sector's acknowledgement: START and its answer (2 events; the sector window is in
@@ -81,7 +84,10 @@ extension WireCeiling {
         let blocks = (imageBytes + data - 1) / data
         var events = 2.0
         if blocksAhead {
-            events += streamEvents(blocks, size: block, programming: imageBytes) + 1
+            // Each block written is answered with the next block's request (6 bytes), which rides in
+            // the reply of a later pair: where events are short (`1m-dle-7.5ms`), those replies
+            // leave room for fewer blocks.
+            events += streamEvents(blocks, size: block, programming: imageBytes, answeredEach: tiOADBlockRequestBytes) + 1
         } else {
             let full = imageBytes / data
             let rest = imageBytes - full * data
@@ -116,6 +122,23 @@ extension WireCeiling {
         min(writesPerEvent(size), Double(max(1, model.hostQueue)))
     }
 
+    /// Writes of `size` bytes one event carries when every pair's reply carries an answer of
+    /// `answer` bytes (a device that answers each write with a notification).
+    private func answeredWritesPerEvent(_ size: Int, answer: Int) -> Double {
+        let central = model.fragments(bytes: size)
+        let reply = model.fragments(bytes: answer).first ?? 0
+        guard !central.isEmpty else { return 1 }
+        var time = Duration.zero
+        var pairs = 0
+        while pairs < model.packetsPerEvent {
+            let cost = model.pairTime(payload: central[pairs % central.count], response: reply)
+            if time + cost > model.connectionInterval { break }
+            time += cost
+            pairs += 1
+        }
+        return max(1, (Double(pairs) / Double(central.count)).rounded(.down))
+    }
+
     /// Seconds a vendor device half spends programming one byte: a page erase per page written
     /// (`DeviceEnvironment.writeTimePerByte`); nothing on every preset but `slow-flash`.
     private var programmingPerByte: Double {
@@ -126,8 +149,9 @@ extension WireCeiling {
     /// on air, or the device's processing (each write with its channel byte, as the device halves
     /// pay it) and programming, whichever is longer — ``burstEvents(_:size:)`` with the
     /// programming added and the host's queue counted.
-    private func streamEvents(_ count: Int, size: Int, programming bytes: Int) -> Double {
-        let onAir = (Double(count) / queuedWritesPerEvent(size)).rounded(.up)
+    private func streamEvents(_ count: Int, size: Int, programming bytes: Int, answeredEach answer: Int? = nil) -> Double {
+        let perEvent = answer.map { min(queuedWritesPerEvent(size), answeredWritesPerEvent(size, answer: $0)) } ?? queuedWritesPerEvent(size)
+        let onAir = (Double(count) / perEvent).rounded(.up)
         let work = Double(count) * model.processingTime(bytes: size + 1).seconds + Double(bytes) * programmingPerByte
         return max(onAir, (work / interval).rounded(.up))
     }

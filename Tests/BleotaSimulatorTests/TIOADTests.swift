@@ -39,9 +39,9 @@ import Testing
         }
     }
 
-    func simulate(_ address: String, image: [UInt8]) async throws -> VendorRun {
+    func simulate(_ address: String, image: [UInt8], tuning: TransferTuning = TransferTuning(), knobs: Set<TuningKnob> = []) async throws -> VendorRun {
         try await simulateVendorUpdate(
-            address, image: image, speaking: TIOADProtocol(),
+            address, image: image, tuning: tuning, knobs: knobs, speaking: TIOADProtocol(),
             makeDevice: { model in
                 let factory = TIOADImageHeader.sample(Array("factory".utf8), softwareVersion: "0001")
                 return (TIOADDevice(slotSize: 1 << 20, maximumPacket: model.maximumPayload, initialImage: factory), factory)
@@ -61,6 +61,43 @@ import Testing
         let exact = run.running == image
         #expect(exact)
         print("ti-oad \(address): \(report.totalSeconds) s, \(Int(report.goodput)) B/s, blocks of \(report.tuning.packetSize ?? 0) bytes")
+    }
+
+    /// `oad.c` writes whichever block is the next it expects, asked for or not: blocks go ahead of
+    /// their requests, the window growing to 16, so the download takes less than one connection
+    /// event a block where one block per request takes two.
+    @Test func blocksGoAheadOfTheirRequests() async throws {
+        let image = Self.image(50_000, seed: 4)
+        let run = try await simulate("sim://2m-dle", image: image)
+        let report = try run.outcome.get()
+        #expect(run.running == image)
+        let blocks = Double((image.count + 239) / 240)
+        #expect(report.transferSeconds < blocks * 0.015, "\(report.transferSeconds) s for \(Int(blocks)) blocks")
+        #expect(report.tuning.window == 16)
+    }
+
+    /// `--window 1` keeps one block in flight, as TI's own downloader does: two events a block.
+    @Test func aWindowOfOneSendsEachBlockOnItsRequest() async throws {
+        let image = Self.image(20_000, seed: 5)
+        var tuning = TransferTuning()
+        tuning.window = 1
+        let run = try await simulate("sim://2m-dle", image: image, tuning: tuning, knobs: [.window])
+        let report = try run.outcome.get()
+        #expect(run.running == image)
+        let blocks = Double((image.count + 239) / 240)
+        #expect(report.transferSeconds >= blocks * 2 * 0.015, "\(report.transferSeconds) s for \(Int(blocks)) blocks")
+        #expect(report.tuning.window == 1)
+    }
+
+    /// A device whose 4-packet queue drops what overflows it (`slow-flash`) resets at the first
+    /// block missing: the next try sends fewer blocks ahead, and the image arrives whole.
+    @Test func aDeviceThatDropsBlocksAheadGetsFewerOnTheNextTry() async throws {
+        let image = Self.image(50_000, seed: 6)
+        let run = try await simulate("sim://slow-flash", image: image)
+        let report = try run.outcome.get()
+        #expect(run.running == image)
+        #expect(run.notes.contains { $0.contains("starting again from Image Identify") }, "\(run.notes)")
+        #expect(report.tuning.window > 1 && report.tuning.window < 16, "window \(report.tuning.window)")
     }
 
     @Test func anImageForAnotherChipIsRefusedByName() async throws {

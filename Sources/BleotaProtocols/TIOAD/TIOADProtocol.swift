@@ -30,7 +30,10 @@ public struct TIOADProtocol: UpdateProtocol {
     public var flashModes: [FlashMode] { [.confirm] }
 
     public var tuningKnobs: [TuningKnob: String] {
-        [.retries: "downloads tried from Image Identify (default 4); the device asks for each block, so there is nothing else to tune"]
+        [
+            .retries: "downloads tried from Image Identify (default 4)",
+            .window: "blocks sent ahead of the device's request (default: from 1, one more at each request, to 16; fewer after a try that lost one)",
+        ]
     }
 
     public func imageAffinity(_ probe: ImageProbe) -> ImageAffinity {

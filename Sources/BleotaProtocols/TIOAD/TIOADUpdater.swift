@@ -6,11 +6,15 @@ import BleotaLink
 /// OAD → each block the device asks for → OAD_DL_COMPLETE → Enable Image → the
 /// device seen back.
 ///
-/// The profile keeps exactly one block in flight and cannot take one back: a
-/// block that went missing (no request within the response time), a damaged
-/// one (OAD_BUFFER_OFL) or a CRC that does not match at the end (OAD_CRC_ERR)
-/// reset it, so bleota cancels and starts again from Image Identify, up to
-/// `retries` times. A refusal of the image (another chip family, BIM version,
+/// The profile asks for each block after writing the one before, but writes
+/// whichever block is the next it expects, asked for or not (`oad.c`,
+/// `oadImgBlockWrite`), so bleota sends blocks ahead of the requests: a window
+/// that grows by one block at each request, from 1 to 16 (``BlockWindow``).
+/// The profile cannot take a block back: a block that went missing (no request
+/// within the response time), a damaged or unexpected one (OAD_BUFFER_OFL) or a
+/// CRC that does not match at the end (OAD_CRC_ERR) reset it, so bleota
+/// cancels and starts again from Image Identify, up to `retries` times, with
+/// fewer blocks ahead if it had more than one. A refusal of the image (another chip family, BIM version,
 /// image type, too big) ends the update with the device's status name.
 package struct TIOADUpdater: ContextHost {
     package let context: HostContext
@@ -39,6 +43,7 @@ package struct TIOADUpdater: ContextHost {
         var statistics = TransferStatistics()
         var transferTime = Duration.zero
         var blockSize = 0
+        var window: BlockWindow
         /// The running image's software version before the update, to tell the new image from the old one afterwards.
         var oldVersion: [UInt8]?
         /// Enable Image's refusal, when its answer came back and said so.
@@ -53,6 +58,7 @@ package struct TIOADUpdater: ContextHost {
             recorder = host.context.recorder("flash")
             recorder.beginQuietly(.load)
             tries = UpdateTries(limit: host.tries)
+            window = host.context.explicitKnobs.contains(.window) ? BlockWindow(fixed: host.context.tuning.window) : BlockWindow()
         }
 
         var context: HostContext { host.context }
@@ -71,8 +77,9 @@ package struct TIOADUpdater: ContextHost {
             let began = clock.now
             defer { transferTime += clock.now - began }
             do throws(TryFailure) {
-                blockSize = try await host.download(image, on: link!, statistics: &statistics)
+                blockSize = try await host.download(image, on: link!, window: &window, statistics: &statistics)
             } catch {
+                window.tryFailed()
                 try? await host.send(.control, [TIOADCommand.cancelOAD.rawValue], on: link!)
                 await link?.close()
                 throw error
@@ -156,7 +163,7 @@ package struct TIOADUpdater: ContextHost {
             recorder.versionAfter = version
             var tuning = context.tuning
             tuning.packetSize = blockSize
-            tuning.window = 1
+            tuning.window = window.size
             return recorder.finish(
                 bytes: image.count,
                 transfer: TransferSummary(streamBytes: statistics.bytesOnWire, packetSize: blockSize, elapsed: transferTime),
@@ -189,8 +196,41 @@ package struct TIOADUpdater: ContextHost {
         try await notification(.control, on: link) { $0.first == command.rawValue }
     }
 
+    /// How many blocks go beyond the one the device asked for last. A real device's link layer
+    /// holds back what its buffers cannot take, but a device whose queue drops what overflows
+    /// it (the simulator's `slow-flash`) resets at the first block missing: the window starts at
+    /// one block, as TI's own downloader keeps, and grows by one at each request; a try that
+    /// fails with more than one block ahead lowers the most to two thirds of what it had.
+    struct BlockWindow {
+        /// Blocks sent and not yet asked past, at most.
+        private(set) var size = 1
+        private(set) var limit = 16
+        private var fixed = false
+
+        init() {}
+
+        /// `--window`: this many, always.
+        init(fixed size: Int) {
+            self.size = max(1, size)
+            limit = self.size
+            fixed = true
+        }
+
+        /// The device asked for a block: one more may go ahead.
+        mutating func asked() {
+            if size < limit { size += 1 }
+        }
+
+        /// A try ended without the image; with blocks ahead, fewer go next time.
+        mutating func tryFailed() {
+            guard !fixed else { return }
+            if size > 1 { limit = max(1, size * 2 / 3) }
+            size = 1
+        }
+    }
+
     /// Block size, Identify, Start and every block; returns the block size.
-    func download(_ image: [UInt8], on link: any Link, statistics: inout TransferStatistics) async throws(TryFailure) -> Int {
+    func download(_ image: [UInt8], on link: any Link, window: inout BlockWindow, statistics: inout TransferStatistics) async throws(TryFailure) -> Int {
         do {
             try await send(.control, [TIOADCommand.getBlockSize.rawValue], on: link)
             guard let answer = try await controlAnswer(.getBlockSize, on: link), answer.count == 3 else {
@@ -213,6 +253,10 @@ package struct TIOADUpdater: ContextHost {
             }
             try await send(.control, [TIOADCommand.startOAD.rawValue], on: link)
             let data = blockSize - 4
+            let blocks = UInt32((image.count + data - 1) / data)
+            /// The next block to send, and the one the device asked for last (every block below it is written).
+            var next: UInt32 = 0
+            var asked: UInt32 = 0
             var highest: UInt32 = 0
             while true {
                 guard let payload = try await notification(.control, on: link, { TIOADBlockRequest(decoding: $0) != nil }),
@@ -223,23 +267,34 @@ package struct TIOADUpdater: ContextHost {
                 }
                 switch TIOADStatus(rawValue: request.status) {
                 case .success?:
-                    let from = Int(request.block) * data
-                    guard from < image.count else {
+                    guard request.block < blocks else {
                         throw TryFailure.final(TransferError(.protocolViolation, step: .transfer, "\(device) asked for block \(request.block), past the image's end"))
                     }
-                    let bytes = TIOADWire.u32(request.block) + image[from..<min(image.count, from + data)]
-                    try await send(.block, bytes, on: link)
-                    statistics.packetsSent += 1
-                    if request.block < highest { statistics.packetsResent += 1 }
-                    highest = max(highest, request.block + 1)
-                    statistics.bytesOnWire += bytes.count
+                    // A request below one already asked for is an old one, delivered twice.
+                    guard request.block >= asked else { continue }
+                    if request.block > asked { window.asked() }
+                    asked = request.block
+                    // Asked for a block not sent yet: the device wants it (the first one, or after a
+                    // block that never came, which a device resets at instead).
+                    if next <= asked { next = asked }
                     statistics.acknowledgements += 1
+                    while next < blocks && next < asked + UInt32(window.size) {
+                        let from = Int(next) * data
+                        let bytes = TIOADWire.u32(next) + image[from..<min(image.count, from + data)]
+                        try await send(.block, bytes, on: link)
+                        statistics.packetsSent += 1
+                        if next < highest { statistics.packetsResent += 1 }
+                        highest = max(highest, next + 1)
+                        statistics.bytesOnWire += bytes.count
+                        next += 1
+                    }
+                    let from = Int(asked) * data
                     context.onEvent(
                         .progress(
                             TransferProgress(
                                 bytesAcknowledged: from, totalBytes: image.count, packetsSent: statistics.packetsSent,
                                 packetsResent: statistics.packetsResent, packetsLost: statistics.packetsLost,
-                                elapsed: .zero, window: 1, interPacketDelay: .zero)))
+                                elapsed: .zero, window: window.size, interPacketDelay: .zero)))
                 case .downloadComplete?:
                     return blockSize
                 case .bufferOverflow?, .crcError?, .notStarted?, .flashError?:
