@@ -24,11 +24,23 @@ package struct DescribedUpdater: ContextHost {
 
     var tries: Int { context.tries(default: 4) }
 
+    /// A wait for an answer shorter than this found it already in: taking it off the link's queue
+    /// takes microseconds, the shortest connection event 7.5 ms.
+    static let answerAlreadyIn = Duration.milliseconds(1)
+
     /// How fast a try sends: reads every `readEvery` packets (flow none), `window` packets in flight (flow ack), a pause per packet.
     struct Pace {
         var readEvery: Int?
         var window: Int
         var delay: Duration
+        /// Reads whose answers may be outstanding while packets go on (flow none): a group's
+        /// packets follow the read behind the group before, and the oldest read's answer is awaited
+        /// only when this many are out. A read is an ATT Read Request, which Write Commands pass,
+        /// and its answer comes once the device took every packet before it, so it paces as well
+        /// two groups later: a read's answer takes two connection events, one group of short
+        /// packets one. One after a try that failed: a device that lost packets gets each read's
+        /// answer before more.
+        var readsOutstanding = 3
     }
 
     package func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
@@ -226,6 +238,7 @@ package struct DescribedUpdater: ContextHost {
                 context.onEvent(.note("\(retry.reason): reconnecting"))
             } else {
                 pace.readEvery = pace.readEvery.map { max(1, $0 / 2) }
+                pace.readsOutstanding = 1
                 pace.window = max(1, pace.window / 2)
                 if case .none(nil, _) = description.transfer.flow { pace.delay = max(pace.delay * 2, .milliseconds(5)) }
                 context.onEvent(.note("\(retry.reason); starting again from the start command, slower"))
@@ -446,17 +459,40 @@ package struct DescribedUpdater: ContextHost {
         do throws(LinkError) {
             switch description.transfer.flow {
             case .none(_, let read):
-                for index in 0..<count {
+                /// Reads sent whose answers are still to come, oldest first: the packets each follows.
+                var readsPending: [Int] = []
+                /// Packets between reads: as described, doubled (to four times that) after four reads
+                /// in a row whose answers were in before the host needed them — a device that keeps
+                /// up needs the pacing less, and each read takes a packet's place on the link. Reads
+                /// that must be waited for keep it where it is.
+                var every = pace.readEvery
+                var readsInTime = 0
+                var sinceRead = 0
+                sending: for index in 0..<count {
                     let data = packetMessage(index)
                     try await link.send(message: data)
                     statistics.packetsSent += 1
                     statistics.bytesOnWire += data.framedSize - 1
                     if pace.delay > .zero { try? await clock.sleep(for: pace.delay) }
-                    if let every = pace.readEvery, let read, (index + 1) % every == 0 || index == count - 1 {
+                    sinceRead += 1
+                    if let interval = every, let read, sinceRead >= interval || index == count - 1 {
+                        sinceRead = 0
                         try await link.send(message: .read(channel: UInt8(read)))
-                        reported = try await awaitRead(UInt8(read), on: link)
-                        if reported != nil { break }
-                        report(index + 1, statistics)
+                        readsPending.append(index + 1)
+                        // The last read's answer is awaited with the others': the end goes after all of them.
+                        let keep = index == count - 1 ? 0 : max(1, pace.readsOutstanding) - 1
+                        while readsPending.count > keep {
+                            let asked = clock.now
+                            reported = try await awaitRead(UInt8(read), on: link)
+                            let answered = readsPending.removeFirst()
+                            if reported != nil { break sending }
+                            report(answered, statistics)
+                            readsInTime = clock.now - asked < Self.answerAlreadyIn && pace.readsOutstanding > 1 ? readsInTime + 1 : 0
+                            if readsInTime >= 4, let described = pace.readEvery, interval < 4 * described {
+                                every = interval * 2
+                                readsInTime = 0
+                            }
+                        }
                     } else if index % 64 == 63 {
                         report(index + 1, statistics)
                     }
@@ -471,11 +507,28 @@ package struct DescribedUpdater: ContextHost {
                     statistics: &statistics, report: report)
             }
         } catch {
-            throw linkFailure(error)
+            // A device that reports a failure and reboots (Telink's at a gap) may drop the link while
+            // packets are still going: the report, if it came, is what the try ended with.
+            guard let status = await statusLeftBehind(on: link) else { throw linkFailure(error) }
+            reported = status
         }
         if let reported { throw failure(reported, what: "the transfer") }
         report(count, statistics)
         return (size, variables)
+    }
+
+    /// A failure status the end's answer carried among the messages that arrived before the link
+    /// dropped; nil when none did.
+    func statusLeftBehind(on link: any Link) async -> UInt64? {
+        guard let answer = description.update.end.answer.map({ description.message($0) }) else { return nil }
+        while let packet = try? await link.receiveMessage(within: .milliseconds(1), clock: clock) {
+            guard case .packet(let from, let payload) = packet, from == answer.channel,
+                case .matched(let variables, _) = answer.decode(payload), let status = variables["status"],
+                status != description.statuses.success
+            else { continue }
+            return status
+        }
+        return nil
     }
 
     /// A read's answer (its value does not matter: the round trip paces the sender). The end's
