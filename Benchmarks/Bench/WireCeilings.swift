@@ -35,12 +35,16 @@ struct WireCeiling {
     /// Nordic Secure DFU (protocols/nordic-dfu.md): objects of 4 KiB, one at a time. Per object,
     /// waiting for every answer (`pipelined` false): Create and its answer (2 events, and the
     /// erase), the packets, the receipt that is the object's checksum (1), Execute and its answer
-    /// (2). With the Create sent ahead of its packets and the Execute ahead of the next Create, as
-    /// far as ATT lets requests go (one at a time: the Execute's Write Response takes an event
-    /// before the Create may follow): the packets and two requests, the receipt (1), and the
-    /// Write Response (1). Besides: the init packet (Set PRN, Select, Create, its packet,
-    /// Calculate Checksum, Execute, Set PRN, Select: 8 round trips), the 400 ms pause before the
-    /// first object, and the last Execute's answer, which waits for the whole image's hash.
+    /// (2). With requests ahead of their answers as far as ATT lets them go (`pipelined`): the
+    /// Create and the packets together, the receipt (1), the Execute (1) and its Write Response
+    /// (1), since ATT lets one request out at a time and the next Create waits for it. The Execute
+    /// cannot go earlier — only the receipt says the object is whole, and an executed object
+    /// cannot be taken back — nor the Create before the Execute, which would drop the object. So
+    /// an Execute sent ahead of the next Create gains nothing over waiting for its answer where
+    /// the bootloader answers at once: both take the event after the Execute crossed. Besides:
+    /// the init packet (Set PRN, Select, Create, its packet, Calculate Checksum, Execute, Set PRN,
+    /// Select: 8 round trips), the 400 ms pause before the first object, and the last Execute's
+    /// answer, which waits for the whole image's hash.
     func nordicSecureDFU(imageBytes: Int, pipelined: Bool, firstObjectDelay: Double = 0.4) -> Double {
         let packet = model.maximumPayload - 1
         let object = 4096
@@ -52,7 +56,7 @@ struct WireCeiling {
             let erase = eraseEvents(pages: 1)
             if pipelined, index > 0 {
                 // The erase overlaps the packets' flight: only what outlasts them shows.
-                events += max(burstEvents(packets + 2, size: packet), erase + burstEvents(packets, size: packet)) + 1 + 1
+                events += max(burstEvents(packets + 1, size: packet), erase + burstEvents(packets, size: packet)) + 1 + 2
             } else {
                 events += 2 + erase + burstEvents(packets, size: packet) + 1 + 2
             }
