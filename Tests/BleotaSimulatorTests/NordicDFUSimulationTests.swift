@@ -328,10 +328,14 @@ func simulateNordicLegacyUpdate(_ address: String, image: [UInt8], startInBootlo
 
     /// On `2m-dle` eight writes fill an event, so a Report Received Size every 10 writes would wait
     /// for the Write Response of the one before it: the host doubles its groups until the requests
-    /// stop waiting (to 40 writes), and asks for far fewer counts than one per receipt interval.
-    @Test func groupsSentAheadGrowUntilTheirRequestsNoLongerWait() async throws {
+    /// stop waiting (to 40 writes). On `1m-dle-7.5ms` (three writes an event) they never wait, but
+    /// the counts are in before the host needs them, and each takes a write's place: the groups
+    /// double after four such counts. Either way the host asks for far fewer counts than one per
+    /// receipt interval.
+    @Test(arguments: ["sim://2m-dle?protocol=nordic-legacy", "sim://1m-dle-7.5ms?protocol=nordic-legacy"])
+    func groupsSentAheadGrowWhileCountingCostsMoreThanItTells(_ address: String) async throws {
         let image = Self.image(120_000, seed: 3)
-        let run = try await simulateNordicLegacyUpdate("sim://2m-dle?protocol=nordic-legacy", image: image, trace: true)
+        let run = try await simulateNordicLegacyUpdate(address, image: image, trace: true)
         _ = try run.outcome.get()
         #expect(same(run.flash.application, image))
         let control = String(NordicLegacyChannel.controlPoint.rawValue, radix: 16)

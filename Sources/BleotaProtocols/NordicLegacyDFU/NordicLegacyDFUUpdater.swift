@@ -304,6 +304,10 @@ package struct NordicLegacyDFUUpdater: ContextHost {
     /// microseconds; one held for a Write Response waits an event at least.
     static let requestTurnWait = Duration.microseconds(3_750)
 
+    /// A wait for an answer shorter than this found it already in: taking it off the link's queue
+    /// takes microseconds, the shortest connection event 7.5 ms.
+    static let answerAlreadyIn = Duration.milliseconds(1)
+
     /// Asks how many image bytes the bootloader holds (after a lost receipt).
     func receivedSize(_ link: any Link) async throws(PartFailure) -> NordicLegacyNotification? {
         do {
@@ -389,11 +393,14 @@ package struct NordicLegacyDFUUpdater: ContextHost {
         /// second group, once the first was counted whole; never after a device lost a write.
         var goingAhead = false
         /// Writes per group while groups go ahead: the receipt interval at first, doubled (to at most
-        /// four intervals) whenever a Report Received Size had to wait for the one before it. ATT lets
+        /// four intervals) whenever a Report Received Size had to wait for the one before it — ATT lets
         /// one request out at a time, and its Write Response comes an event after it crossed, so groups
-        /// shorter than two connection events would wait on the requests instead of the link. A
+        /// shorter than two connection events would wait on the requests instead of the link — and
+        /// after four counts in a row that were in before the host needed them: a device that keeps
+        /// up needs counting less, and each Report Received Size takes a write's place on the link. A
         /// multiple of the interval, so the bootloader's receipts still fall on group ends.
         var groupWrites = Int(interval)
+        var countsInTime = 0
         /// One group's count; it must be the group's end. A receipt that does not come is stood in
         /// for by the count the bootloader reports when asked, after everything sent so far.
         func checkCount(_ end: Int, asked: Bool) async throws(PartFailure) {
@@ -462,7 +469,14 @@ package struct NordicLegacyDFUUpdater: ContextHost {
             }
             while due.count > (goingAhead ? 1 : 0) {
                 let group = due.removeFirst()
+                let checking = clock.now
                 try await checkCount(group.end, asked: group.asked)
+                guard group.asked else { continue }
+                countsInTime = clock.now - checking < Self.answerAlreadyIn ? countsInTime + 1 : 0
+                if countsInTime >= 4, groupWrites < 4 * Int(interval) {
+                    groupWrites *= 2
+                    countsInTime = 0
+                }
             }
         }
         while !due.isEmpty {
