@@ -144,6 +144,19 @@ func describedImage(_ description: ProtocolDescription, count: Int, seed: UInt64
         #expect(run.steps.contains(.enterBootloader) && run.steps.contains(.reconnect))
     }
 
+    /// ST's loader takes packets with no flow control at all, and one whose queue overflows
+    /// (`slow-flash`: 4 packets, 7 ms to program one) drops what it cannot hold, the end command
+    /// among them. An end left unanswered on a link still up sends the next try slower, so the
+    /// update finishes where every try used to go at the same pace and fail.
+    @Test func anEndLeftUnansweredByADeviceThatDropsPacketsSendsTheNextTrySlower() async throws {
+        let wb = try shippedDescription("stm32wb-ota")
+        let image = describedImage(wb, count: 12_000, seed: 7)
+        let run = try await simulateDescribedUpdate("sim://slow-flash", wb, image: image)
+        _ = try run.outcome.get()
+        #expect(run.running == image)
+        #expect(run.notes.contains { $0.contains("did not answer the end command") && $0.contains("then slower") }, "\(run.notes)")
+    }
+
     /// The loader erased the application when it started: a cut leaves the device in its loader,
     /// and running flash again finishes the job.
     @Test func aCutMidUploadLeavesTheLoaderAndTheNextRunFinishes() async throws {

@@ -233,16 +233,22 @@ package struct DescribedUpdater: ContextHost {
         /// A dropped link is found again; an image that did not arrive whole is sent again slower,
         /// on the link the failure came with or a new one (a failure the device reported may reboot it).
         mutating func retry(after retry: TryFailure.Retry) async throws(TransferError) {
-            if retry.linkDropped {
-                statistics.reconnects += 1
-                context.onEvent(.note("\(retry.reason): reconnecting"))
-            } else {
+            // An end command left unanswered on a link still up was most likely dropped by a device
+            // whose queue the packets before it filled (nothing else tells a device that takes
+            // packets without any flow from one that lost some): the next try goes slower too.
+            let slower = !retry.linkDropped || retry.mayHaveActivated
+            if retry.linkDropped { statistics.reconnects += 1 }
+            if slower {
                 pace.readEvery = pace.readEvery.map { max(1, $0 / 2) }
                 pace.readsOutstanding = 1
                 pace.window = max(1, pace.window / 2)
                 if case .none(nil, _) = description.transfer.flow { pace.delay = max(pace.delay * 2, .milliseconds(5)) }
-                context.onEvent(.note("\(retry.reason); starting again from the start command, slower"))
             }
+            context.onEvent(
+                .note(
+                    retry.linkDropped
+                        ? "\(retry.reason): reconnecting\(slower ? ", then slower" : "")"
+                        : "\(retry.reason); starting again from the start command, slower"))
             if !retry.linkDropped, let connection = retry.connection {
                 link = connection
             } else {
