@@ -519,7 +519,7 @@ if runs("protocols") {
 }
 
 // 1c. Tune quality: the search's choice against the full grid's best, on fresh simulated devices.
-print("\n== tune (32 KiB test transfers; search vs the full grid)")
+if runs("tune") { print("\n== tune (32 KiB test transfers; search vs the full grid)") }
 func tuneTrial(_ address: String, _ point: TuningPoint) async -> TuningTrial {
     do {
         let parsed = try SimulatorAddress(parsing: address)
