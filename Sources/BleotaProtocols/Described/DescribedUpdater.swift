@@ -24,10 +24,6 @@ package struct DescribedUpdater: ContextHost {
 
     var tries: Int { context.tries(default: 4) }
 
-    /// A wait for an answer shorter than this found it already in: taking it off the link's queue
-    /// takes microseconds, the shortest connection event 7.5 ms.
-    static let answerAlreadyIn = Duration.milliseconds(1)
-
     /// How fast a try sends: reads every `readEvery` packets (flow none), `window` packets in flight (flow ack), a pause per packet.
     struct Pace {
         var readEvery: Int?
@@ -493,7 +489,7 @@ package struct DescribedUpdater: ContextHost {
                             let answered = readsPending.removeFirst()
                             if reported != nil { break sending }
                             report(answered, statistics)
-                            readsInTime = clock.now - asked < Self.answerAlreadyIn && pace.readsOutstanding > 1 ? readsInTime + 1 : 0
+                            readsInTime = clock.now - asked < AnswerTiming.alreadyIn && pace.readsOutstanding > 1 ? readsInTime + 1 : 0
                             if readsInTime >= 4, let described = pace.readEvery, interval < 4 * described {
                                 every = interval * 2
                                 readsInTime = 0
@@ -527,12 +523,8 @@ package struct DescribedUpdater: ContextHost {
     /// dropped; nil when none did.
     func statusLeftBehind(on link: any Link) async -> UInt64? {
         guard let answer = description.update.end.answer.map({ description.message($0) }) else { return nil }
-        while let packet = try? await link.receiveMessage(within: .milliseconds(1), clock: clock) {
-            guard case .packet(let from, let payload) = packet, from == answer.channel,
-                case .matched(let variables, _) = answer.decode(payload), let status = variables["status"],
-                status != description.statuses.success
-            else { continue }
-            return status
+        while let packet = try? await link.receiveMessage(within: AnswerTiming.alreadyIn, clock: clock) {
+            if case .packet(let from, let payload) = packet, let status = failureStatus(from, payload, answer: answer) { return status }
         }
         return nil
     }
@@ -544,14 +536,19 @@ package struct DescribedUpdater: ContextHost {
         let deadline = clock.now + timeouts.response
         while deadline > clock.now, let packet = try await link.receiveMessage(within: deadline - clock.now, clock: clock) {
             guard case .packet(let from, let payload) = packet else { continue }
-            if let answer, from == answer.channel, case .matched(let variables, _) = answer.decode(payload),
-                let status = variables["status"], status != description.statuses.success
-            {
-                return status
-            }
+            if let status = failureStatus(from, payload, answer: answer) { return status }
             if from == channel { return nil }
         }
         return nil
+    }
+
+    /// The failure status a packet carries when it is the end's answer (`answer`) with a status
+    /// other than success; nil for anything else.
+    func failureStatus(_ channel: UInt8, _ payload: ArraySlice<UInt8>, answer: MessageTemplate?) -> UInt64? {
+        guard let answer, channel == answer.channel, case .matched(let variables, _) = answer.decode(payload),
+            let status = variables["status"], status != description.statuses.success
+        else { return nil }
+        return status
     }
 
     /// Go-back-N under the device's acknowledgements: up to `window` packets beyond the last one acknowledged;

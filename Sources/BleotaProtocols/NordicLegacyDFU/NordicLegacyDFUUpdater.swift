@@ -299,15 +299,6 @@ package struct NordicLegacyDFUUpdater: ContextHost {
         }
     }
 
-    /// How long a request's write may take before it counts as having waited for the one before it:
-    /// half the shortest connection interval (7.5 ms). A write that went at once returns in
-    /// microseconds; one held for a Write Response waits an event at least.
-    static let requestTurnWait = Duration.microseconds(3_750)
-
-    /// A wait for an answer shorter than this found it already in: taking it off the link's queue
-    /// takes microseconds, the shortest connection event 7.5 ms.
-    static let answerAlreadyIn = Duration.milliseconds(1)
-
     /// Asks how many image bytes the bootloader holds (after a lost receipt).
     func receivedSize(_ link: any Link) async throws(PartFailure) -> NordicLegacyNotification? {
         do {
@@ -463,7 +454,7 @@ package struct NordicLegacyDFUUpdater: ContextHost {
                 if goingAhead {
                     let asked = clock.now
                     try await write(control, [NordicLegacyOperation.reportReceivedSize.rawValue])
-                    if clock.now - asked > Self.requestTurnWait, groupWrites < 4 * Int(interval) { groupWrites *= 2 }
+                    if clock.now - asked > AnswerTiming.waitedForTheRequestBefore, groupWrites < 4 * Int(interval) { groupWrites *= 2 }
                 }
                 due.append((offset, goingAhead))
             }
@@ -472,7 +463,7 @@ package struct NordicLegacyDFUUpdater: ContextHost {
                 let checking = clock.now
                 try await checkCount(group.end, asked: group.asked)
                 guard group.asked else { continue }
-                countsInTime = clock.now - checking < Self.answerAlreadyIn ? countsInTime + 1 : 0
+                countsInTime = clock.now - checking < AnswerTiming.alreadyIn ? countsInTime + 1 : 0
                 if countsInTime >= 4, groupWrites < 4 * Int(interval) {
                     groupWrites *= 2
                     countsInTime = 0
