@@ -9,52 +9,63 @@ import Testing
     static let control = GATTChannel(number: 0, service: .bit16(0xFE59), characteristic: .bit16(0x2001), write: .request, update: .none)
     static let data = GATTChannel(number: 1, service: .bit16(0xFE59), characteristic: .bit16(0x2002), write: .command, update: .none)
 
-    /// ATT lets Write Commands pass a request that waits for its response (Core v5.4, Vol 3,
-    /// Part F, §3.3.2), and BlueZ sends them so: a Create and the packets after it share a
-    /// connection event. A second request still waits for the first's response, and a request
-    /// the device refuses ends the link with the reason, at the next receive.
-    @Test func commandsPassAWaitingRequestAndRequestsKeepTheirTurn() async throws {
-        let seen = try await SimulationRuntime.run { runtime in
+    /// A channel link on a client bearer whose peer is the raw `device` end, which the test plays
+    /// byte by byte, on the virtual clock; `body` may add tasks to the bearer's group.
+    static func withRawDevice<T: Sendable>(
+        _ found: [(GATTChannel, UInt16)],
+        _ body: @escaping @Sendable (GATTChannelLink, LoopbackLink, SimulationClock, inout ThrowingTaskGroup<Void, any Error>) async throws -> T
+    ) async throws -> T {
+        try await SimulationRuntime.run { runtime in
             let (central, device) = LoopbackLink.pair(maximumPayload: 517)
             let clock = runtime.clock
             let bearer = ATTBearer(link: central, clock: clock, preferredMTU: 23)
             return try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { await bearer.run() }
-                let link = GATTChannelLink(
-                    client: GATTClient(bearer: bearer), found: [(Self.control, 0x10), (Self.data, 0x12)], mtu: 23, description: "test")
-                func next() async throws -> ATTPDU? {
-                    guard let bytes = try await device.receive(within: .seconds(1), clock: clock) else { return nil }
-                    return try ATTPDU(decoding: bytes)
-                }
-                var seen: [String] = []
-                // The request is answered by nobody yet, and the command still goes.
-                try await link.send(channel: 0, [0x01])
-                try await link.send(channel: 1, [0xAA, 0xBB])
-                seen.append("\(try await next().map { "\($0)" } ?? "nothing")")
-                seen.append("\(try await next().map { "\($0)" } ?? "nothing")")
-                // A second request waits in the bearer until the first is answered.
-                group.addTask { try await link.send(channel: 0, [0x02]) }
-                seen.append("\(try await next().map { "\($0)" } ?? "nothing")")
-                try await device.send(ATTPDU.writeResponse.encode())
-                seen.append("\(try await next().map { "\($0)" } ?? "nothing")")
-                // The device refuses the second request: the link ends, naming the channel.
-                try await device.send(ATTPDU.errorResponse(request: .writeRequest, handle: 0x10, error: .writeNotPermitted).encode())
-                do throws(LinkError) {
-                    _ = try await link.receiveMessage()
-                    seen.append("a message")
-                } catch {
-                    seen.append("\(error)")
-                }
-                do throws(LinkError) {
-                    try await link.send(channel: 1, [0xCC])
-                    seen.append("sent after the refusal")
-                } catch {
-                    seen.append("\(error)")
-                }
-                await link.close()
+                let link = GATTChannelLink(client: GATTClient(bearer: bearer), found: found, mtu: 23, description: "test")
+                let result = try await body(link, device, clock, &group)
                 group.cancelAll()
-                return seen
+                return result
             }
+        }
+    }
+
+    /// ATT lets Write Commands pass a request that waits for its response (Core v5.4, Vol 3,
+    /// Part F, §3.3.2), and BlueZ sends them so: a Create and the packets after it share a
+    /// connection event. A second request still waits for the first's response, and a request
+    /// the device refuses ends the link with the reason, at the next receive.
+    @Test func commandsPassAWaitingRequestAndRequestsKeepTheirTurn() async throws {
+        let seen = try await Self.withRawDevice([(Self.control, 0x10), (Self.data, 0x12)]) { link, device, clock, group in
+            func next() async throws -> ATTPDU? {
+                guard let bytes = try await device.receive(within: .seconds(1), clock: clock) else { return nil }
+                return try ATTPDU(decoding: bytes)
+            }
+            var seen: [String] = []
+            // The request is answered by nobody yet, and the command still goes.
+            try await link.send(channel: 0, [0x01])
+            try await link.send(channel: 1, [0xAA, 0xBB])
+            seen.append("\(try await next().map { "\($0)" } ?? "nothing")")
+            seen.append("\(try await next().map { "\($0)" } ?? "nothing")")
+            // A second request waits in the bearer until the first is answered.
+            group.addTask { try await link.send(channel: 0, [0x02]) }
+            seen.append("\(try await next().map { "\($0)" } ?? "nothing")")
+            try await device.send(ATTPDU.writeResponse.encode())
+            seen.append("\(try await next().map { "\($0)" } ?? "nothing")")
+            // The device refuses the second request: the link ends, naming the channel.
+            try await device.send(ATTPDU.errorResponse(request: .writeRequest, handle: 0x10, error: .writeNotPermitted).encode())
+            do throws(LinkError) {
+                _ = try await link.receiveMessage()
+                seen.append("a message")
+            } catch {
+                seen.append("\(error)")
+            }
+            do throws(LinkError) {
+                try await link.send(channel: 1, [0xCC])
+                seen.append("sent after the refusal")
+            } catch {
+                seen.append("\(error)")
+            }
+            await link.close()
+            return seen
         }
         #expect(seen.count == 6)
         #expect(seen[0] == "\(ATTPDU.writeRequest(handle: 0x10, value: [0x01]))")
@@ -69,26 +80,17 @@ import Testing
     /// Closing the link waits for the last request's Write Response, so a last control-point
     /// write (an activation) is on the device before the bearer goes.
     @Test func closingWaitsForTheLastRequestsResponse() async throws {
-        let closedAfterResponse = try await SimulationRuntime.run { runtime in
-            let (central, device) = LoopbackLink.pair(maximumPayload: 517)
-            let clock = runtime.clock
-            let bearer = ATTBearer(link: central, clock: clock, preferredMTU: 23)
-            return try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await bearer.run() }
-                let link = GATTChannelLink(
-                    client: GATTClient(bearer: bearer), found: [(Self.control, 0x10)], mtu: 23, description: "test")
-                try await link.send(channel: 0, [0x05])
-                let answeredAt = clock.now + .milliseconds(300)
-                group.addTask {
-                    _ = try await device.receive()
-                    try await clock.sleep(until: answeredAt)
-                    try await device.send(ATTPDU.writeResponse.encode())
-                }
-                await link.close()
-                let closedAt = clock.now
-                group.cancelAll()
-                return closedAt >= answeredAt && closedAt < answeredAt + .seconds(1)
+        let closedAfterResponse = try await Self.withRawDevice([(Self.control, 0x10)]) { link, device, clock, group in
+            try await link.send(channel: 0, [0x05])
+            let answeredAt = clock.now + .milliseconds(300)
+            group.addTask {
+                _ = try await device.receive()
+                try await clock.sleep(until: answeredAt)
+                try await device.send(ATTPDU.writeResponse.encode())
             }
+            await link.close()
+            let closedAt = clock.now
+            return closedAt >= answeredAt && closedAt < answeredAt + .seconds(1)
         }
         #expect(closedAfterResponse)
     }
