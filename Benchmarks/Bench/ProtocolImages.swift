@@ -89,7 +89,7 @@ func simulatedProtocolFlash(_ address: String, protocolName: String, image: [UIn
     if !query.split(separator: "&").contains(where: { $0.hasPrefix("slot=") }) {
         parsed.slotSize = max(parsed.slotSize, (image.count + 4095) / 4096 * 4096)
     }
-    let capacity = parsed.model.capacity(payload: parsed.model.maximumPayload)
+    let capacity = parsed.model.linkCapacity
 
     // `prepareImage` reads a file, as `bleota flash IMAGE` has it do.
     let fileExtension = protocolName == SUOTAProtocol.name ? "img" : protocolName == SiliconLabsOTAProtocol.name ? "gbl" : "bin"

@@ -55,9 +55,11 @@ extension WireCeiling {
     /// with `predictingErases` (a host that times its packets to each erase's end without waiting
     /// for the acknowledgement, which the wire permits), the device works without idling:
     /// `N·t + pages·t_e`.
-    func native(imageBytes: Int, ackInterval: Int? = nil, predictingErases: Bool = false) -> Double {
+    func native(imageBytes: Int, ackInterval: Int? = nil, predictingErases: Bool = false, writeSize: Int? = nil) -> Double {
         guard imageBytes > 0 else { return 0 }
-        let size = model.maximumPayload
+        guard let size = writeSize else {
+            return bestOfWriteSizes { native(imageBytes: imageBytes, ackInterval: ackInterval, predictingErases: predictingErases, writeSize: $0) }
+        }
         let header = size <= NativeUpdater.compactDataLinkPayload ? NativeMessage.CompactData.headerSize : NativeMessage.dataHeaderSize
         let payload = size - header
         guard payload > 0 else { return 0 }
@@ -117,9 +119,11 @@ extension WireCeiling {
     /// pipelined that way; what it takes without loss is the next request's first `B − 1` writes
     /// queued behind each request and the rest after its answer: 1 + max(⌈u / k⌉,
     /// ⌈(a₁ + D − (B − 1)·t) / I⌉) events a request (6 on `slow-flash`, as one at a time).
-    func smpUpload(imageBytes: Int, window: Int? = nil, bufferSize: Int = 2475, bufferCount: Int = 4) -> Double {
+    func smpUpload(imageBytes: Int, window: Int? = nil, bufferSize: Int = 2475, bufferCount: Int = 4, writeSize: Int? = nil) -> Double {
         guard imageBytes > 0 else { return 0 }
-        let size = model.maximumPayload
+        guard let size = writeSize else {
+            return bestOfWriteSizes { smpUpload(imageBytes: imageBytes, window: window, bufferSize: bufferSize, bufferCount: bufferCount, writeSize: $0) }
+        }
         var within = bufferSize
         if size < within { within = within / size * size - min(8, size / 8) }
         let chunk = max(1, SMPUploadRequest.dataCapacity(within: within, maximumOffset: imageBytes, first: false))
@@ -193,11 +197,15 @@ extension WireCeiling {
     /// The bench gets the description as `bleota flash --protocol-file` does:
     /// `try ProtocolDescription(contentsOf: "protocols/telink-ota.yaml")`, or the `description` of
     /// the `DescribedProtocol` that `benchmarkProtocol(named:)` returns.
-    func described(_ description: ProtocolDescription, imageBytes: Int, pacing: DescribedPacing = .asDescribed) -> Double? {
+    func described(_ description: ProtocolDescription, imageBytes: Int, pacing: DescribedPacing = .asDescribed, writeSize: Int? = nil) -> Double? {
         guard imageBytes > 0 else { return 0 }
         let transfer = description.transfer
+        guard let writeSize else {
+            if transfer.payloadSize != nil { return described(description, imageBytes: imageBytes, pacing: pacing, writeSize: model.maximumPayload) }
+            return writeSizes(upTo: model.maximumPayload).compactMap { described(description, imageBytes: imageBytes, pacing: pacing, writeSize: $0) }.max()
+        }
         let packet = description.message(transfer.packet)
-        let payload = transfer.payloadSize ?? (model.maximumPayload - packet.overhead)
+        let payload = transfer.payloadSize ?? (writeSize - packet.overhead)
         guard payload > 0 else { return nil }
         let align = max(1, description.image.align)
         let sent = (imageBytes + align - 1) / align * align

@@ -37,8 +37,15 @@ extension WireCeiling {
         for size in writeSizes(upTo: model.maximumPayload) where size > 5 {
             let data = size - 3
             var writes = 0
-            for index in 0..<sectors { writes += (min(sector, imageBytes - index * sector) + 2 + data - 1) / data }
-            let stream = streamEvents(writes, size: size, programming: imageBytes)
+            // A sector's last write is short: counted as the share of an event's room it takes.
+            var air = 0.0
+            for index in 0..<sectors {
+                let bytes = min(sector, imageBytes - index * sector) + 2
+                let count = (bytes + data - 1) / data
+                writes += count
+                air += Double(count - 1) + writeShare(bytes - (count - 1) * data + 3, of: size)
+            }
+            let stream = streamEvents(writes, size: size, programming: imageBytes, airWrites: air)
             let cycle = streamEvents((first + 2 + data - 1) / data, size: size, programming: first) + 1
             let windowed = (Double(sectors) * cycle / Double(max(1, window))).rounded(.up)
             let events = 2 + max(stream + 1, windowed)
@@ -139,6 +146,19 @@ extension WireCeiling {
         return max(1, (Double(pairs) / Double(central.count)).rounded(.down))
     }
 
+    /// The share of an event's room a write of `bytes` takes, in writes of `size`: its fragments' share
+    /// where the event's pair limit is what stops writes of `size` (`linux-bluez`: a 167-byte write is
+    /// one pair of the 12, half a 495-byte one), else its air time's share.
+    private func writeShare(_ bytes: Int, of size: Int) -> Double {
+        let full = model.fragments(bytes: size)
+        let part = model.fragments(bytes: bytes)
+        guard !full.isEmpty, !part.isEmpty else { return 1 }
+        let pairLimited = (writesPerEvent(size) + 1) * Double(full.count) > Double(model.packetsPerEvent)
+        if pairLimited { return min(1, Double(part.count) / Double(full.count)) }
+        func time(_ fragments: [Int]) -> Duration { fragments.reduce(Duration.zero) { $0 + model.pairTime(payload: $1) } }
+        return min(1, time(part) / time(full))
+    }
+
     /// Seconds a vendor device half spends programming one byte: a page erase per page written
     /// (`DeviceEnvironment.writeTimePerByte`); nothing on every preset but `slow-flash`.
     private var programmingPerByte: Double {
@@ -149,23 +169,13 @@ extension WireCeiling {
     /// on air, or the device's processing (each write with its channel byte, as the device halves
     /// pay it) and programming, whichever is longer — ``burstEvents(_:size:)`` with the
     /// programming added and the host's queue counted.
-    private func streamEvents(_ count: Int, size: Int, programming bytes: Int, answeredEach answer: Int? = nil) -> Double {
+    /// `airWrites`: the writes' share of the events' room counted in full writes, where some are
+    /// shorter (``writeShare(_:of:)``); the host's queue still counts them one by one.
+    private func streamEvents(_ count: Int, size: Int, programming bytes: Int, answeredEach answer: Int? = nil, airWrites: Double? = nil) -> Double {
         let perEvent = answer.map { min(queuedWritesPerEvent(size), answeredWritesPerEvent(size, answer: $0)) } ?? queuedWritesPerEvent(size)
-        let onAir = (Double(count) / perEvent).rounded(.up)
+        let queued = Double(count) / Double(max(1, model.hostQueue))
+        let onAir = airWrites.map { max($0 / perEvent, queued).rounded(.up) } ?? (Double(count) / perEvent).rounded(.up)
         let work = Double(count) * model.processingTime(bytes: size + 1).seconds + Double(bytes) * programmingPerByte
         return max(onAir, (work / interval).rounded(.up))
-    }
-
-    /// Write sizes worth trying up to `limit`: `limit`, and each below it that fills whole
-    /// link-layer fragments (n × DLE − 7). On `linux-bluez` a 512-byte write is three fragments
-    /// (251, 251, 17) and 12 pairs carry 4 of them; 495 bytes are two full fragments, 6 an event.
-    private func writeSizes(upTo limit: Int) -> [Int] {
-        var sizes = [limit]
-        var fragments = 1
-        while fragments * model.linkLayerPayload - LinkModel.upperLayerOverhead < limit {
-            sizes.append(fragments * model.linkLayerPayload - LinkModel.upperLayerOverhead)
-            fragments += 1
-        }
-        return sizes
     }
 }

@@ -9,7 +9,8 @@ import BleotaSimulator
 /// host can only send once it has an answer costs two events, a burst of `n` writes
 /// ⌈n / k⌉ events at `k` writes an event, and the receipt after a burst's last write one
 /// event more. A device slower than its link stretches a burst to the time it needs, and an
-/// erase stretches the answer that waits for it.
+/// erase stretches the answer that waits for it. A write size the protocol leaves to the host is
+/// the best of those worth trying (``writeSizes(upTo:)``): each function takes `writeSize` nil for that.
 struct WireCeiling {
     let model: LinkModel
 
@@ -25,6 +26,25 @@ struct WireCeiling {
         let onAir = (Double(count) / writesPerEvent(size)).rounded(.up)
         let processing = (Double(count) * model.processingTime(bytes: size).seconds / interval).rounded(.up)
         return max(onAir, processing)
+    }
+
+    /// Write sizes worth trying up to `limit`: `limit`, and each below it that fills whole
+    /// link-layer fragments (n × DLE − 7). On `linux-bluez` a 512-byte write is three fragments
+    /// (251, 251, 17) and 12 pairs carry 4 of them; 495 bytes are two full fragments, 6 an event.
+    /// (bleota's hosts stream writes of `ATTLimits.fullFragmentValue(mtu:)`, 495 at MTU 517.)
+    func writeSizes(upTo limit: Int) -> [Int] {
+        var sizes = [limit]
+        var fragments = 1
+        while fragments * model.linkLayerPayload - LinkModel.upperLayerOverhead < limit {
+            sizes.append(fragments * model.linkLayerPayload - LinkModel.upperLayerOverhead)
+            fragments += 1
+        }
+        return sizes
+    }
+
+    /// The best of `rate` over the write sizes worth trying up to the link's largest write.
+    func bestOfWriteSizes(_ rate: (Int) -> Double) -> Double {
+        writeSizes(upTo: model.maximumPayload).map(rate).max() ?? 0
     }
 
     /// Events an erase of `pages` pages adds to the answer that waits for it.
@@ -45,8 +65,11 @@ struct WireCeiling {
     /// the init packet (Set PRN, Select, Create, its packet, Calculate Checksum, Execute, Set PRN,
     /// Select: 8 round trips), the 400 ms pause before the first object, and the last Execute's
     /// answer, which waits for the whole image's hash.
-    func nordicSecureDFU(imageBytes: Int, pipelined: Bool, firstObjectDelay: Double = 0.4) -> Double {
-        let packet = model.maximumPayload - 1
+    func nordicSecureDFU(imageBytes: Int, pipelined: Bool, firstObjectDelay: Double = 0.4, writeSize: Int? = nil) -> Double {
+        guard let writeSize else {
+            return bestOfWriteSizes { nordicSecureDFU(imageBytes: imageBytes, pipelined: pipelined, firstObjectDelay: firstObjectDelay, writeSize: $0) }
+        }
+        let packet = writeSize - 1
         let object = 4096
         let objects = (imageBytes + object - 1) / object
         var events = 0.0
@@ -66,17 +89,22 @@ struct WireCeiling {
     }
 
     /// Nordic legacy DFU (protocols/nordic-legacy-dfu.md): Start answered once the bank is erased
-    /// (2 events and the erase), the init packet and its answer (2 and a burst), Set PRN and
-    /// Receive Firmware (written at once), then the image in writes of a multiple of 4 bytes with a
+    /// (2 events and the erase), the init packet and its answer (3: Initialize Parameters 00 and the
+    /// packet, then 01, a Write Request held for 00's Write Response, then the answer), Set PRN and
+    /// Receive Firmware (2: Receive Firmware, a request too, waits for Set PRN's response; the image's
+    /// writes, commands, follow it at once), then the image in writes of a multiple of 4 bytes with a
     /// receipt every `receiptInterval` writes, Validate (2) and Activate (1). Waiting for each
     /// receipt (`pipelined` false), a group of writes costs its burst and the receipt's event;
     /// with one group always in flight beyond the last receipt, the writes follow each other and
     /// only the device's processing or the link limits them.
-    func nordicLegacyDFU(imageBytes: Int, receiptInterval: Int = 10, pipelined: Bool) -> Double {
-        let packet = (model.maximumPayload - 1) / 4 * 4
+    func nordicLegacyDFU(imageBytes: Int, receiptInterval: Int = 10, pipelined: Bool, writeSize: Int? = nil) -> Double {
+        guard let writeSize else {
+            return bestOfWriteSizes { nordicLegacyDFU(imageBytes: imageBytes, receiptInterval: receiptInterval, pipelined: pipelined, writeSize: $0) }
+        }
+        let packet = (writeSize - 1) / 4 * 4
         let writes = (imageBytes + packet - 1) / packet
         let pages = (imageBytes + model.flashPageSize - 1) / model.flashPageSize
-        var events = 2 + eraseEvents(pages: pages) + 2 + 1 + 2 + 1
+        var events = 2 + eraseEvents(pages: pages) + 3 + 2 + 2 + 1
         if pipelined || receiptInterval == 0 {
             events += burstEvents(writes, size: packet) + 1
         } else {

@@ -149,7 +149,7 @@ func simulatedFlash(
         return report
     }
     // The link's capacity for the largest writes it carries: protocol headers count against us.
-    let capacity = parsed.model.capacity(payload: parsed.model.maximumPayload)
+    let capacity = parsed.model.linkCapacity
     return (report.goodput, capacity, report.statistics.packetsResent)
 }
 
@@ -185,7 +185,7 @@ func simulatedSMPUpload(_ address: String, image: [UInt8], window: Int?, trace: 
             return .failure(error)
         }
     }
-    let capacity = parsed.model.capacity(payload: parsed.model.maximumPayload)
+    let capacity = parsed.model.linkCapacity
     switch outcome {
     case .success(let report): return (report.goodput, capacity, nil)
     case .failure(let error): return (0, capacity, error.message)
@@ -371,7 +371,7 @@ func simulatedNordicFlash(_ address: String, image: [UInt8], legacy: Bool) async
             return .failure(error)
         }
     }
-    let capacity = parsed.model.capacity(payload: parsed.model.maximumPayload)
+    let capacity = parsed.model.linkCapacity
     switch outcome {
     case .success(let report): return (report.goodput, capacity, nil)
     case .failure(let error): return (0, capacity, error.message)

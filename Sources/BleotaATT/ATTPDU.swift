@@ -80,6 +80,34 @@ public enum ATTLimits {
 
     /// The most a write or notification can carry at `mtu`: MTU − 3, at most 512.
     public static func largestValue(mtu: Int) -> Int { min(mtu - 3, maximumAttributeValue) }
+
+    /// The largest link-layer payload LE allows (Core v5.4, Vol 6, Part B, §2.4.2.21), and what
+    /// a controller with Data Length Extension negotiates: the size of the fragments a host's
+    /// writes are cut into. Over BlueZ the host never learns the length the link settled on, so
+    /// it assumes this one.
+    public static let largestLinkLayerPayload = 251
+
+    /// ATT's opcode and handle (3) and L2CAP's length and channel (4): what a write adds before
+    /// it is cut into link-layer fragments.
+    public static let writeOverhead = 7
+
+    /// The largest value at `mtu` whose write fills whole link-layer fragments of
+    /// ``largestLinkLayerPayload`` bytes (n × 251 − 7: 244, 495), or ``largestValue(mtu:)`` where
+    /// that is one fragment or less.
+    ///
+    /// Why a host streams writes of this size rather than the largest: a write a few bytes over
+    /// whole fragments costs a fragment more. At MTU 517 a 512-byte write goes as 251 + 251 + 17
+    /// bytes, three pairs of a connection event for what two full pairs and a bit carry; a
+    /// controller that counts the packets of an event (its ACL buffers) then carries 4 such writes
+    /// where it carries 6 of 495 bytes, and one that counts air time still spends an inter-frame
+    /// space and an acknowledgement on the sliver. Where the link negotiated no DLE (27-byte
+    /// fragments) 495 bytes take 19 fragments and 512 take 20: the smaller write loses nothing.
+    public static func fullFragmentValue(mtu: Int) -> Int {
+        let largest = largestValue(mtu: mtu)
+        let fragments = (largest + writeOverhead) / largestLinkLayerPayload
+        guard fragments >= 1 else { return largest }
+        return fragments * largestLinkLayerPayload - writeOverhead
+    }
 }
 
 /// ATT error codes (§3.4.1.1 and Core Specification Supplement).

@@ -46,7 +46,9 @@ public final class GATTChannelLink: MessageCarryingLink {
             self.openCreditChannel = nil
         }
         // The channel byte is not sent: a packet may carry a whole ATT payload after it.
-        parameters = LinkParameters(maximumPayload: ATTLimits.largestValue(mtu: mtu) + 1, acknowledgedWrites: false, description: description)
+        parameters = LinkParameters(
+            maximumPayload: ATTLimits.largestValue(mtu: mtu) + 1, preferredPayload: ATTLimits.fullFragmentValue(mtu: mtu) + 1,
+            acknowledgedWrites: false, description: description)
     }
 
     /// Finds `channels` among a device's services and characteristics (subscribing to those that
@@ -81,7 +83,9 @@ public final class GATTChannelLink: MessageCarryingLink {
     }
 
     /// One SDU on the credit-based channel, opened at the first one (the device listens only once the
-    /// protocol asked it to) on the PSM it publishes.
+    /// protocol asked it to) on the PSM it publishes. The channel carries a byte stream (SUOTA's device
+    /// appends each SDU to the image), so a payload longer than the device's receive MTU, which the
+    /// host learns only once the channel is open, goes as several SDUs.
     private func sendOnCreditChannel(_ payload: ArraySlice<UInt8>, route: CreditChannelRoute) async throws(LinkError) {
         var link = creditLink.withLock { $0 }
         if link == nil {
@@ -96,7 +100,13 @@ public final class GATTChannelLink: MessageCarryingLink {
             creditLink.withLock { $0 = opened }
             link = opened
         }
-        try await link!.send(Array(payload))
+        let largest = max(1, link!.parameters.maximumPayload)
+        var start = payload.startIndex
+        while start < payload.endIndex {
+            let end = min(payload.endIndex, start + largest)
+            try await link!.send(Array(payload[start..<end]))
+            start = end
+        }
     }
 
     public func send(_ message: ChannelMessage) async throws(LinkError) {

@@ -237,7 +237,9 @@ public final class GATTLink: Link {
         self.runner = runner
         self.writeHandle = writeHandle
         self.notifyHandle = notifyHandle
-        parameters = LinkParameters(maximumPayload: ATTLimits.largestValue(mtu: mtu), acknowledgedWrites: false, description: description)
+        parameters = LinkParameters(
+            maximumPayload: ATTLimits.largestValue(mtu: mtu), preferredPayload: ATTLimits.fullFragmentValue(mtu: mtu),
+            acknowledgedWrites: false, description: description)
     }
 
     public func send(_ packet: [UInt8]) async throws(LinkError) {

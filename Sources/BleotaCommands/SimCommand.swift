@@ -32,7 +32,7 @@ struct SimPresets: AsyncParsableCommand {
         let presets = LinkPreset.all.map {
             PresetReport(
                 name: $0.name, summary: $0.summary, model: $0.model,
-                capacity: $0.model.capacity(payload: $0.model.maximumPayload))
+                capacity: $0.model.linkCapacity)
         }
         if global.json {
             struct Output: Codable {

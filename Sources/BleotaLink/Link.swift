@@ -51,14 +51,20 @@ public struct LinkParameters: Sendable, Hashable, Codable {
     /// The largest packet ``Link/send(_:)`` accepts: ATT MTU − 3 for GATT writes,
     /// the CoC's SDU size, the UDP datagram limit.
     public var maximumPayload: Int
+    /// The packet size a host streams data in: ``maximumPayload``, or less where the link carries
+    /// a packet a little smaller in fewer pieces (an ATT write that fills whole link-layer
+    /// fragments, `ATTLimits.fullFragmentValue(mtu:)`). Control messages may still use
+    /// ``maximumPayload``.
+    public var preferredPayload: Int
     /// True when ``Link/send(_:)`` returns only after the peer acknowledged the
     /// packet (ATT write requests); false for write commands and datagrams.
     public var acknowledgedWrites: Bool
     /// How the link was reached, for logs and reports (`sim://slow-flash`, `ble://…`).
     public var description: String
 
-    public init(maximumPayload: Int, acknowledgedWrites: Bool = false, description: String) {
+    public init(maximumPayload: Int, preferredPayload: Int? = nil, acknowledgedWrites: Bool = false, description: String) {
         self.maximumPayload = maximumPayload
+        self.preferredPayload = min(maximumPayload, max(1, preferredPayload ?? maximumPayload))
         self.acknowledgedWrites = acknowledgedWrites
         self.description = description
     }

@@ -126,6 +126,14 @@ public struct LinkModel: Sendable, Hashable, Codable {
     /// the packet limit and by time, every event.
     public func capacity(payload: Int) -> Double { capacity(payload: payload, packetLimit: packetsPerEvent) }
 
+    /// What the link carries at best: ``capacity(payload:)`` of its largest writes or of the writes
+    /// bleota's hosts stream (`ATTLimits.fullFragmentValue(mtu:)`, whole link-layer fragments),
+    /// whichever is more — on `linux-bluez` 495-byte writes, two full fragments where 512 bytes
+    /// take three. The figure goodput is a share of.
+    public var linkCapacity: Double {
+        max(capacity(payload: maximumPayload), capacity(payload: ATTLimits.fullFragmentValue(mtu: attMTU)))
+    }
+
     /// The payload bytes per second an adapter's radio carries when its connections keep it busy the
     /// whole interval (several links on one adapter, protocols/link-model.md): as ``capacity(payload:)``
     /// without the one link's packet limit per event. A fleet's aggregate capacity is this, per adapter.

@@ -61,7 +61,8 @@ public final class ShapedLink: Link, @unchecked Sendable {
         self.faults = faults
         self.clock = clock
         parameters = LinkParameters(
-            maximumPayload: inner.parameters.maximumPayload, acknowledgedWrites: inner.parameters.acknowledgedWrites,
+            maximumPayload: inner.parameters.maximumPayload, preferredPayload: inner.parameters.preferredPayload,
+            acknowledgedWrites: inner.parameters.acknowledgedWrites,
             description: inner.parameters.description + " shaped as a BLE link")
         state = Mutex(State(random: SeededRandom(seed: seed, stream: "shaped-link")))
     }

@@ -1,3 +1,4 @@
+import BleotaATT
 import BleotaLink
 import Synchronization
 
@@ -125,7 +126,10 @@ public final class SimulatedConnection: Sendable {
         self.tagBytes = tagBytes
         self.creditChannels = tagBytes > 0 ? creditChannels : []
         self.requestChannels = tagBytes > 0 ? requestChannels : []
-        let parameters = LinkParameters(maximumPayload: model.maximumPayload + tagBytes, description: "sim:\(address)")
+        // The host learns the MTU, not the link layer's fragment size: it sizes its writes as over BlueZ.
+        let parameters = LinkParameters(
+            maximumPayload: model.maximumPayload + tagBytes, preferredPayload: ATTLimits.fullFragmentValue(mtu: model.attMTU) + tagBytes,
+            description: "sim:\(address)")
         host = HostEnd(parameters: parameters)
         device = DeviceEnd(parameters: parameters)
         host.connection = self

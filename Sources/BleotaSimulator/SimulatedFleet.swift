@@ -35,6 +35,6 @@ public final class SimulatedFleet: Sendable {
         let connector = SimulatedConnector(world: world, address: Simulation.deviceAddress, description: description)
         return Member(
             world: world, half: half, connector: connector,
-            linkCapacity: address.model.capacity(payload: address.model.maximumPayload))
+            linkCapacity: address.model.linkCapacity)
     }
 }

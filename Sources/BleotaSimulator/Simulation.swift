@@ -61,7 +61,7 @@ public enum Simulation {
             }
         }
         // What the link carries in its largest writes: our own headers count against us.
-        let linkCapacity = address.model.capacity(payload: address.model.maximumPayload)
+        let linkCapacity = address.model.linkCapacity
         let deviceCapacity = address.model.deviceCeiling(packetBytes: address.model.maximumPayload).flatMap { $0 < linkCapacity ? $0 : nil }
         return Outcome(
             value: value, linkCapacity: linkCapacity, deviceCapacity: deviceCapacity, preset: address.preset,

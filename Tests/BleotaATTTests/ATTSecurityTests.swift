@@ -167,4 +167,22 @@ final class ScriptedSecurity: LinkSecurityControl {
         #expect(outcome.0 == 512)
         #expect(outcome.1 == ATTBearerError.tooLong(513, maximum: 512))
     }
+
+    /// A host streams writes that fill whole 251-byte link-layer fragments (value + 7 header bytes):
+    /// at MTU 517, 495 bytes in two fragments, where 512 would take a third for 17 bytes.
+    @Test func streamedWritesFillWholeLinkLayerFragments() async throws {
+        #expect(ATTLimits.fullFragmentValue(mtu: 517) == 495)
+        #expect(ATTLimits.fullFragmentValue(mtu: 498) == 495)
+        #expect(ATTLimits.fullFragmentValue(mtu: 497) == 244)
+        #expect(ATTLimits.fullFragmentValue(mtu: 300) == 244)
+        #expect(ATTLimits.fullFragmentValue(mtu: 247) == 244)
+        #expect(ATTLimits.fullFragmentValue(mtu: 185) == 182, "one fragment or less: the largest value")
+        #expect(ATTLimits.fullFragmentValue(mtu: 23) == 20)
+        let preferred = try await withBearer { bearer, _, _ -> Int in
+            await bearer.negotiated(peerMTU: 517)
+            let link = GATTLink(client: GATTClient(bearer: bearer), writeHandle: 3, notifyHandle: 5, mtu: await bearer.mtu, description: "test")
+            return link.parameters.preferredPayload
+        }
+        #expect(preferred == 495)
+    }
 }

@@ -1,4 +1,5 @@
 import BleotaLink
+import Synchronization
 import Testing
 
 @testable import BleotaATT
@@ -93,5 +94,46 @@ import Testing
             return closedAt >= answeredAt && closedAt < answeredAt + .seconds(1)
         }
         #expect(closedAfterResponse)
+    }
+}
+
+/// A credit-based channel carries a byte stream (SUOTA's image data): a payload longer than the
+/// device's receive MTU, which the host learns only when the channel opens, goes as several SDUs
+/// of at most that MTU, in order.
+@Suite struct GATTChannelLinkCreditChannelTests {
+    @Test func aPayloadLongerThanTheChannelsMTUGoesAsSeveralSDUs() async throws {
+        let psmChannel = GATTChannel(number: 3, service: .bit16(0xFE59), characteristic: .bit16(0x2003), write: .none, update: .none, readable: true)
+        let (coc, cocDevice) = LoopbackLink.pair(maximumPayload: 100, description: "coc")
+        let payload = (0..<250).map { UInt8($0) }
+        let (psm, sdus) = try await SimulationRuntime.run { runtime in
+            let (central, device) = LoopbackLink.pair(maximumPayload: 517)
+            let clock = runtime.clock
+            let bearer = ATTBearer(link: central, clock: clock, preferredMTU: 23)
+            return try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await bearer.run() }
+                let opened = Mutex<[UInt16]>([])
+                let link = GATTChannelLink(
+                    client: GATTClient(bearer: bearer), found: [(psmChannel, 0x20)], mtu: 517, description: "test",
+                    creditRoute: CreditChannelRoute(channel: 10, psmChannel: 3),
+                    openCreditChannel: { psm throws(LinkError) in
+                        opened.withLock { $0.append(psm) }
+                        return coc
+                    })
+                // The device answers the read of its PSM (0x0081).
+                group.addTask {
+                    guard let bytes = try await device.receive(within: .seconds(1), clock: clock) else { return }
+                    #expect(try ATTPDU(decoding: bytes) == .readRequest(handle: 0x20))
+                    try await device.send(ATTPDU.readResponse(value: [0x81, 0x00]).encode())
+                }
+                try await link.send(channel: 10, payload)
+                var sdus: [[UInt8]] = []
+                while let sdu = try await cocDevice.receive(within: .milliseconds(100), clock: clock) { sdus.append(sdu) }
+                group.cancelAll()
+                return (opened.withLock { $0 }, sdus)
+            }
+        }
+        #expect(psm == [0x0081])
+        #expect(sdus.map(\.count) == [100, 100, 50])
+        #expect(sdus.flatMap { $0 } == payload)
     }
 }

@@ -143,6 +143,23 @@ import Testing
         print("espressif \(address): \(report.totalSeconds) s, \(Int(report.goodput)) B/s, window \(report.tuning.window)")
     }
 
+    /// On `linux-bluez` (MTU 517, 12 link-layer pairs an event) the host streams 495-byte writes, two
+    /// full fragments, 6 an event; the largest (512 bytes, three fragments) go 4 an event.
+    @Test func writesAtALargeMTUFillWholeLinkLayerFragments() async throws {
+        let image = Self.image(100_000, seed: 6)
+        let preferred = try await simulate("sim://linux-bluez", image: image)
+        let largest = try await simulateVendorUpdate(
+            "sim://linux-bluez", image: image, tuning: TransferTuning(packetSize: 509), knobs: [.packetSize],
+            speaking: EspressifOTAProtocol(),
+            makeDevice: { _ in (EspressifOTADevice(partitionSize: 1 << 20, window: 3, initialImage: Self.image(10, seed: 1)), []) },
+            running: { await $0.running }, makeHost: { EspressifOTAUpdater(context: $0) })
+        let fitted = try preferred.outcome.get()
+        let full = try largest.outcome.get()
+        #expect(preferred.running == image && largest.running == image)
+        #expect(fitted.packetSize == 492 && full.packetSize == 509, "data bytes per write after the 3-byte header")
+        #expect(fitted.transferSeconds < full.transferSeconds * 0.8, "\(fitted.transferSeconds) s against \(full.transferSeconds) s")
+    }
+
     @Test func aLegacyDeviceThatAnnouncesNoWindowGetsOneSectorAtATime() async throws {
         let image = Self.image(20_000, seed: 5)
         let run = try await simulate("sim://2m-dle", image: image, window: 0)

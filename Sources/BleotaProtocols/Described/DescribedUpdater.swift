@@ -383,8 +383,10 @@ package struct DescribedUpdater: ContextHost {
     /// the description's commands carry as the image's version (`--protocol-option version`).
     func upload(_ bytes: [UInt8], version: UInt64, on link: any Link, pace: Pace, statistics: inout TransferStatistics) async throws(TryFailure) -> (Int, [String: UInt64]) {
         let packet = description.message(description.transfer.packet)
-        var size = description.transfer.payloadSize ?? (link.parameters.maximumPayload - 1 - packet.overhead)
-        if description.transfer.payloadSize == nil, context.explicitKnobs.contains(.packetSize), let chosen = context.tuning.packetSize { size = min(size, chosen) }
+        var size = description.transfer.payloadSize ?? (link.parameters.preferredPayload - 1 - packet.overhead)
+        if description.transfer.payloadSize == nil, context.explicitKnobs.contains(.packetSize), let chosen = context.tuning.packetSize {
+            size = min(link.parameters.maximumPayload - 1 - packet.overhead, chosen)
+        }
         guard size > 0 else {
             throw .final(
                 TransferError(

@@ -434,7 +434,9 @@ struct Session {
         guard maximum >= 1 else {
             throw TransferError(.deviceRefused, step: step, "the link carries only \(link.parameters.maximumPayload) bytes per packet, too few for data")
         }
-        guard let wanted = updater.tuning.packetSize else { return maximum }
+        // By default the packets the link carries in the fewest pieces (whole link-layer fragments);
+        // a tuning may ask for anything up to the largest.
+        guard let wanted = updater.tuning.packetSize else { return min(link.parameters.preferredPayload, onTheAir) - header }
         let takesCompact =
             hello.capabilities.contains(.compactData) && link.parameters.maximumPayload <= NativeUpdater.compactDataLinkPayload
         let accepted = takesCompact ? max(maximum, onTheAir - NativeMessage.CompactData.headerSize) : maximum

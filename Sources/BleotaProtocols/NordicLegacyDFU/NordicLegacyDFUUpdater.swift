@@ -243,7 +243,7 @@ package struct NordicLegacyDFUUpdater: ContextHost {
                         part, type: imageType, link: connection, interval: interval, done: done,
                         total: total, statistics: &statistics, activate: activates, receiptsAhead: &receiptsAhead)
                     transferTime += host.clock.now - began
-                    await connection.close()
+                    await awaitDisconnect(connection, clock: host.clock, timeout: host.timeouts.response)
                     link = nil
                     done += part.data.count
                     nextPart = index + 1
@@ -315,8 +315,10 @@ package struct NordicLegacyDFUUpdater: ContextHost {
         let control = NordicLegacyChannel.controlPoint.rawValue
         let packetChannel = NordicLegacyChannel.packet.rawValue
         // Chunks of image data must be multiples of 4.
-        var packet = (link.parameters.maximumPayload - 1) / 4 * 4
-        if context.explicitKnobs.contains(.packetSize), let chosen = context.tuning.packetSize { packet = min(packet, max(4, chosen / 4 * 4)) }
+        var packet = (link.parameters.preferredPayload - 1) / 4 * 4
+        if context.explicitKnobs.contains(.packetSize), let chosen = context.tuning.packetSize {
+            packet = min((link.parameters.maximumPayload - 1) / 4 * 4, max(4, chosen / 4 * 4))
+        }
         func write(_ channel: UInt8, _ bytes: some Collection<UInt8>) async throws(PartFailure) {
             do { try await link.send(channel: channel, bytes) } catch { throw .retry("the link dropped (\(error))") }
         }
@@ -478,8 +480,10 @@ package struct NordicLegacyDFUUpdater: ContextHost {
         try await write(control, [NordicLegacyOperation.validate.rawValue])
         try await expect(.validate, timeout: timeouts.response)
         // Activate: the bootloader resets into the image without answering (a test transfer resets without it).
+        // The caller waits for the reset's disconnect, outside the transfer's time (as Secure DFU's
+        // ends at the last Execute's answer): the Activate is on its way, a Write Request the link
+        // still sees answered before it closes.
         try await write(control, [activate ? NordicLegacyOperation.activateAndReset.rawValue : NordicLegacyOperation.reset.rawValue])
-        await awaitDisconnect(link, clock: clock, timeout: timeouts.response)
         onEvent(
             .progress(
                 TransferProgress(

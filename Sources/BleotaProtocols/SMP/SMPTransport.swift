@@ -12,10 +12,11 @@ public enum SMPTransport {
     /// MCUmgr's UDP port.
     public static let udpPort: UInt16 = 1337
 
-    /// Sends `packet` in writes of the link's largest payload, or where `shape` cuts it.
+    /// Sends `packet` in writes of the link's preferred payload (whole link-layer fragments), or
+    /// where `shape` cuts it.
     public static func send(_ packet: SMPPacket, on link: any Link, shape: SMPWriteShape? = nil) async throws(LinkError) {
         let bytes = packet.encode()
-        let payload = max(1, link.parameters.maximumPayload)
+        let payload = max(1, link.parameters.preferredPayload)
         // A shape made for another payload (the link's MTU changed) is not used.
         let cut = shape.flatMap { $0.payload == payload ? $0 : nil } ?? .largestWrites(payload: payload)
         for range in cut.writes(of: bytes) { try await link.send(Array(bytes[range])) }

@@ -108,7 +108,7 @@ package struct SMPUpdater: ContextHost {
     /// the link is clean, and the data that keeps a request within one link packet.
     func uploadConfiguration(_ parameters: MCUmgrParameters, link: any Link, total: Int) -> SMPUploadPipeline.Configuration {
         let window = max(1, window ?? (parameters.bufferCount - 1))
-        let payload = link.parameters.maximumPayload
+        let payload = link.parameters.preferredPayload
         // The device's buffer holds a whole request, header included (Zephyr drops a longer one).
         func data(first: Bool) -> Int {
             var bytes = parameters.bufferSize
@@ -167,7 +167,7 @@ package struct SMPUpdater: ContextHost {
         let began = clock.now
         let configuration = uploadConfiguration(parameters, link: connection.link, total: image.count)
         var pipeline = SMPUploadPipeline(configuration)
-        let shape = SMPWriteShape(payload: connection.link.parameters.maximumPayload, bufferSize: parameters.bufferSize)
+        let shape = SMPWriteShape(payload: connection.link.parameters.preferredPayload, bufferSize: parameters.bufferSize)
         connection.shapeWrites(shape)
         var result = UploadResult(bytes: image.count)
         result.window = configuration.window

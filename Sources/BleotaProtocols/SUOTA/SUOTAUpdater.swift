@@ -251,7 +251,7 @@ package struct SUOTAUpdater: ContextHost {
             try await command(.spiFlash(bank: 0), expecting: .imageStarted, on: link, step: .transfer, within: timeouts.response)
             if pace.overCreditChannel {
                 try await uploadOverCreditChannel(image, on: link, statistics: &statistics)
-                return min(244, link.parameters.maximumPayload - 1)
+                return link.parameters.preferredPayload - 1
             }
             // The first block holds the whole header (the device checks it there).
             let block = max(chunk * pace.chunksPerBlock, SUOTAImageHeader.size)
@@ -306,7 +306,7 @@ package struct SUOTAUpdater: ContextHost {
     /// growing, says whether every byte arrived (the ATT read may overtake SDUs still in the device's queue).
     func uploadOverCreditChannel(_ image: [UInt8], on link: any Link, statistics: inout TransferStatistics) async throws(TryFailure) {
         do {
-            let sdu = min(244, link.parameters.maximumPayload - 1)
+            let sdu = link.parameters.preferredPayload - 1
             var offset = 0
             while offset < image.count {
                 let end = min(image.count, offset + sdu)
