@@ -131,7 +131,7 @@ package struct SMPUpdater: ContextHost {
             // packets a request of a few packets fails more often than not, yet the
             // upload still moves; a dead link takes about as long to give up on as
             // the native protocol's stall limit.
-            stallLimit: timeouts.attempts * 6)
+            stallLimit: timeouts.attempts * 6, measuresWindow: self.window == nil)
     }
 
     /// After a lost answer on a link where requests span several packets: a

@@ -51,6 +51,9 @@ package struct SMPUploadPipeline: Sendable {
         package var minimumAnswerTimeout: Duration
         /// Timeouts in a row, with no progress, before the upload stalls.
         package var stallLimit: Int
+        /// Whether the window may drop to one request at a time where that moves more
+        /// (``SMPWindowChoice``): not when the user fixed the window.
+        package var measuresWindow: Bool
 
         /// Whether requests span several link packets (BLE writes), so that a lost
         /// write costs a whole request: then smaller requests lose less.
@@ -71,7 +74,7 @@ package struct SMPUploadPipeline: Sendable {
             total: Int, chunk: Int, firstChunk: Int? = nil, singlePacketChunk: Int?,
             window: Int, minimumFirstChunk: Int = 32,
             maximumAnswerTimeout: Duration = .seconds(2), minimumAnswerTimeout: Duration = .milliseconds(100),
-            stallLimit: Int = 10
+            stallLimit: Int = 10, measuresWindow: Bool = false
         ) {
             self.total = total
             self.chunk = max(1, chunk)
@@ -82,6 +85,7 @@ package struct SMPUploadPipeline: Sendable {
             self.maximumAnswerTimeout = maximumAnswerTimeout
             self.minimumAnswerTimeout = minimumAnswerTimeout
             self.stallLimit = stallLimit
+            self.measuresWindow = measuresWindow
         }
     }
 
@@ -97,6 +101,8 @@ package struct SMPUploadPipeline: Sendable {
         package var resent: Bool
         /// Which request of the upload this was (1, 2, …), to set it against a probe.
         package var number: Int = 0
+        /// Sent while another live request was in flight (``SMPWindowChoice``).
+        package var behind = false
     }
 
     /// What to do next.
@@ -128,9 +134,14 @@ package struct SMPUploadPipeline: Sendable {
     package private(set) var inFlight: [InFlight] = []
     /// Whether the first chunk (with length and hash) has been answered.
     package private(set) var announced = false
-    /// Requests in flight: the configured window, through loss too — but one
-    /// where even the smallest requests span packets and keep being lost (see `adaptToLoss()`).
-    package private(set) var window: Int
+    /// Requests in flight: the configured window, through loss too — but one where even the
+    /// smallest requests span packets and keep being lost (see `adaptToLoss()`), and one where
+    /// requests one at a time confirm more per second (``SMPWindowChoice``).
+    package var window: Int { shortLinkOneAtATime ? 1 : windowChoice.current }
+    /// The window's measured choice between the configured window and one.
+    package private(set) var windowChoice: SMPWindowChoice
+    /// On a link where no request fits a packet, lost again at the smallest requests.
+    private var shortLinkOneAtATime = false
     /// Data bytes per request now: halved by each loss, doubled again by clean runs.
     package private(set) var chunkLimit: Int
     package private(set) var roundTrip = RoundTripEstimator()
@@ -156,7 +167,7 @@ package struct SMPUploadPipeline: Sendable {
 
     package init(_ configuration: Configuration) {
         self.configuration = configuration
-        window = configuration.window
+        windowChoice = SMPWindowChoice(configured: configuration.window, measures: configuration.measuresWindow)
         chunkLimit = configuration.chunk
         firstChunkLimit = configuration.firstChunk
     }
@@ -217,8 +228,9 @@ package struct SMPUploadPipeline: Sendable {
         let missing = inFlight.filter { $0.number <= sent.after }
         guard !missing.isEmpty else { return .ignored }
         inFlight.removeAll { $0.number <= sent.after }
-        guard missing.contains(where: { !$0.stale }) else { return .ignored }
+        guard let lost = missing.first(where: { !$0.stale }) else { return .ignored }
         goBack(to: confirmed, lost: true)
+        windowChanged(windowChoice.lost(behind: lost.behind))
         return .moved(to: confirmed)
     }
 
@@ -259,7 +271,9 @@ package struct SMPUploadPipeline: Sendable {
         highestSent = max(highestSent, end)
         // A sequence number comes round again after 256 requests: the older holder is long gone.
         inFlight.removeAll { $0.sequence == sequence }
-        inFlight.append(InFlight(sequence: sequence, offset: offset, end: end, sentAt: now, stale: false, resent: resent, number: requests))
+        let behind = liveCount > 0
+        inFlight.append(
+            InFlight(sequence: sequence, offset: offset, end: end, sentAt: now, stale: false, resent: resent, number: requests, behind: behind))
         next = end
     }
 
@@ -267,6 +281,8 @@ package struct SMPUploadPipeline: Sendable {
     package mutating func answered(sequence: UInt8, offset: Int, match: Bool?, at now: Duration) -> AnswerOutcome {
         guard let index = inFlight.firstIndex(where: { $0.sequence == sequence }) else { return .ignored }
         let entry = inFlight[index]
+        // Were this answer to show a loss, the request lost: the first live one it answers for.
+        let firstLive = inFlight[...index].first { !$0.stale }
         // Answers come in order: everything sent before this one has been answered or lost.
         inFlight.removeSubrange(...index)
         guard !entry.stale else { return .ignored }
@@ -294,11 +310,12 @@ package struct SMPUploadPipeline: Sendable {
         if offset == entry.end {
             confirmed = offset
             answersWithoutProgress = 0
+            windowChoice.arrived(behind: entry.behind)
             cleanRun += 1
             if cleanRun >= (sizesForLossRate ? 4 : 8) {
                 cleanRun = 0
-                if window < configuration.window {
-                    window = configuration.window
+                if shortLinkOneAtATime {
+                    shortLinkOneAtATime = false
                 } else if sizesForLossRate {
                     chunkLimit = min(sizedForLoss, max(chunkLimit, min(configuration.chunk, chunkLimit * 2)))
                 } else {
@@ -312,8 +329,19 @@ package struct SMPUploadPipeline: Sendable {
         if offset <= confirmed { answersWithoutProgress += 1 } else { answersWithoutProgress = 0 }
         confirmed = offset
         goBack(to: offset, lost: offset < entry.end)
+        if offset < entry.end, let firstLive { windowChanged(windowChoice.lost(behind: firstLive.behind)) }
         forgetAnnouncementIfAtStart(offset)
         return .moved(to: offset)
+    }
+
+    /// After ``SMPWindowChoice`` chose one request at a time: the losses were the device's queue
+    /// overflowing, not the link's, so requests go full-sized again and the loss rate starts afresh.
+    private mutating func windowChanged(_ window: Int?) {
+        guard window == 1 else { return }
+        chunkLimit = configuration.chunk
+        packetsLost = 0
+        packetsSent = 0
+        cleanRun = 0
     }
 
     /// The device refused a chunk as damaged ("invalid argument"): it stands where it was.
@@ -330,6 +358,7 @@ package struct SMPUploadPipeline: Sendable {
     /// from the device's last offset. Returns false once the upload has stalled.
     package mutating func timedOut() -> Bool {
         timeoutsInARow += 1
+        if announced, let oldest = inFlight.first(where: { !$0.stale }) { windowChanged(windowChoice.lost(behind: oldest.behind)) }
         probe = nil  // unanswered too: the next wait may probe again
         if !announced {
             // A first chunk that keeps getting lost is probably too big to arrive whole: a quarter
@@ -417,7 +446,7 @@ package struct SMPUploadPipeline: Sendable {
     private mutating func adaptToLoss() {
         cleanRun = 0
         guard configuration.requestsSpanPackets else { return }
-        if configuration.singlePacketChunk == nil, chunkLimit <= configuration.smallestChunk { window = 1 }
+        if configuration.singlePacketChunk == nil, chunkLimit <= configuration.smallestChunk { shortLinkOneAtATime = true }
         if sizesForLossRate, timeoutsInARow < 2 {
             chunkLimit = min(chunkLimit, sizedForLoss)
         } else {
