@@ -57,7 +57,9 @@ struct WireCeiling {
     /// erase), the packets, the receipt that is the object's checksum (1), Execute and its answer
     /// (2). With requests ahead of their answers as far as ATT lets them go (`pipelined`): the
     /// Create and the packets together, the receipt (1), the Execute (1) and its Write Response
-    /// (1), since ATT lets one request out at a time and the next Create waits for it. The Execute
+    /// (1), since ATT lets one request out at a time and the next Create waits for it; where the
+    /// device's queue (`deviceBuffer`) cannot hold the object's packets behind an erasing Create
+    /// (`slow-flash`: 4), B − 1 of them wait there and the rest follow its answer. The Execute
     /// cannot go earlier — only the receipt says the object is whole, and an executed object
     /// cannot be taken back — nor the Create before the Execute, which would drop the object. So
     /// an Execute sent ahead of the next Create gains nothing over waiting for its answer where
@@ -77,7 +79,11 @@ struct WireCeiling {
             let bytes = min(object, imageBytes - index * object)
             let packets = (bytes + packet - 1) / packet
             let erase = eraseEvents(pages: 1)
-            if pipelined, index > 0 {
+            if pipelined, index > 0, erase > 0, packets + 1 > model.deviceBuffer {
+                // A device queue shorter than the object: what waits behind the Create while it
+                // erases is B − 1 packets; the rest go once its answer says the erase is over.
+                events += 2 + erase + burstEvents(packets - (model.deviceBuffer - 1), size: packet) + 1 + 2
+            } else if pipelined, index > 0 {
                 // The erase overlaps the packets' flight: only what outlasts them shows.
                 events += max(burstEvents(packets + 1, size: packet), erase + burstEvents(packets, size: packet)) + 1 + 2
             } else {

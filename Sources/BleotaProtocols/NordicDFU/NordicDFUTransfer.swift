@@ -274,8 +274,10 @@ package struct NordicDFUTransfer: Sendable {
                 return createObject(at: objectStart, verify: false)
             }
             if receiptInterval > 1 {
-                // Lost packets: pace harder before counting tries.
-                receiptInterval = max(1, receiptInterval / 2)
+                // Lost packets: pace harder before counting tries. Half, rounded up: the host cuts an
+                // object into a multiple of the interval (17 packets become 2 receipts of 9), so the
+                // last receipt is the object's checksum still.
+                receiptInterval = max(1, (receiptInterval + 1) / 2)
                 phase = .paceData
                 return .send(.setReceiptNotification(packets: receiptInterval))
             }

@@ -386,12 +386,24 @@ package struct NordicSecureDFUUpdater: ContextHost {
         /// and says what follows; a refusal of a Create sent ahead of its packets ends it early.
         func stream(_ object: NordicDFUObjectType, _ range: Range<Int>) async throws(LinkError) -> NordicDFUTransfer.Action {
             let bytes = object == .command ? part.metadata : part.data
+            // Packets of an object: as many as the link needs, rounded up to a multiple of the receipt
+            // interval and cut evenly, so that the bootloader's last receipt (it counts from the
+            // Create) falls on the object's end and is its checksum: no Calculate Checksum after it.
+            var size = packet
+            let interval = Int(machine.receiptInterval)
+            if object == .data, interval > 1, packet > 0 {
+                let needed = (range.count + packet - 1) / packet
+                if needed > interval, needed % interval != 0 {
+                    let packets = (needed + interval - 1) / interval * interval
+                    size = (range.count + packets - 1) / packets
+                }
+            }
             var offset = range.lowerBound
             var sinceReceipt = 0
             var receiptFailed = false
             var lastReceipt: (offset: UInt32, crc: UInt32)?
             while offset < range.upperBound {
-                let end = min(offset + packet, range.upperBound)
+                let end = min(offset + size, range.upperBound)
                 try await connection.send(data: bytes[offset..<end])
                 statistics.packetsSent += 1
                 statistics.bytesOnWire += end - offset
@@ -407,7 +419,12 @@ package struct NordicSecureDFUUpdater: ContextHost {
                     // lost (the bootloader counts only what it got), and a checksum asks where it stands.
                     let perPacket = machine.receiptInterval == 1
                     let sent = clock.now
-                    let wait = perPacket ? min(timeouts.response, max(.milliseconds(20), receiptLatency * 4)) : timeouts.response
+                    // A receipt that has not come within a few round trips of its group will not come:
+                    // a packet was lost, and the bootloader counts only what it got. The object's check
+                    // (a receipt at its end, else Calculate Checksum) says so at once instead of after the
+                    // full response timeout, which cost `slow-flash`'s first object 2.1 s.
+                    let groupWait = selectRoundTrip.map { max(.milliseconds(250), $0 * 8) } ?? timeouts.response
+                    let wait = min(timeouts.response, perPacket ? max(.milliseconds(20), receiptLatency * 4) : groupWait)
                     func awaitChecksum(_ wait: Duration) async throws(LinkError) -> NordicDFUTransfer.Action? {
                         let deadline = clock.now + wait
                         while receipt == nil, deadline > clock.now, let answer = try await nextAnswer(connection.link, timeout: deadline - clock.now) {
