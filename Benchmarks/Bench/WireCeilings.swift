@@ -71,7 +71,9 @@ struct WireCeiling {
         guard let writeSize else {
             return bestOfWriteSizes { nordicSecureDFU(imageBytes: imageBytes, pipelined: pipelined, firstObjectDelay: firstObjectDelay, writeSize: $0) }
         }
-        let packet = writeSize - 1
+        // The whole ATT value is the packet's (the simulator's channel tag rides outside it, as
+        // GATTChannelLink's never goes on air): 244 bytes at MTU 247, 20 at 23.
+        let packet = writeSize
         let object = 4096
         let objects = (imageBytes + object - 1) / object
         var events = 0.0
@@ -107,7 +109,7 @@ struct WireCeiling {
         guard let writeSize else {
             return bestOfWriteSizes { nordicLegacyDFU(imageBytes: imageBytes, receiptInterval: receiptInterval, pipelined: pipelined, writeSize: $0) }
         }
-        let packet = (writeSize - 1) / 4 * 4
+        let packet = writeSize / 4 * 4
         let writes = (imageBytes + packet - 1) / packet
         let pages = (imageBytes + model.flashPageSize - 1) / model.flashPageSize
         var events = 2 + eraseEvents(pages: pages) + 3 + 2 + 2 + 1
