@@ -51,8 +51,8 @@ package struct SMPUploadPipeline: Sendable {
         package var minimumAnswerTimeout: Duration
         /// Timeouts in a row, with no progress, before the upload stalls.
         package var stallLimit: Int
-        /// Whether the window may drop to one request at a time where that moves more
-        /// (``SMPWindowChoice``): not when the user fixed the window.
+        /// Whether the window may drop to one request at a time where the losses show the
+        /// device's queue overflowing (``SMPWindowChoice``): not when the user fixed the window.
         package var measuresWindow: Bool
 
         /// Whether requests span several link packets (BLE writes), so that a lost
@@ -136,7 +136,8 @@ package struct SMPUploadPipeline: Sendable {
     package private(set) var announced = false
     /// Requests in flight: the configured window, through loss too — but one where even the
     /// smallest requests span packets and keep being lost (see `adaptToLoss()`), and one where
-    /// requests one at a time confirm more per second (``SMPWindowChoice``).
+    /// the losses fall on requests sent behind others: the device's queue overflows
+    /// (``SMPWindowChoice``).
     package var window: Int { shortLinkOneAtATime ? 1 : windowChoice.current }
     /// The window's measured choice between the configured window and one.
     package private(set) var windowChoice: SMPWindowChoice
