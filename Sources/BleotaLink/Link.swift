@@ -68,6 +68,14 @@ public struct LinkParameters: Sendable, Hashable, Codable {
         self.acknowledgedWrites = acknowledgedWrites
         self.description = description
     }
+
+    /// Data bytes per packet for a host that adds `overhead` bytes of its own: what
+    /// ``preferredPayload`` leaves by default, or `asked` (an explicit packet size) as far as
+    /// ``maximumPayload`` allows — a size asked for may go beyond whole link-layer fragments.
+    public func dataPerPacket(after overhead: Int, asked: Int? = nil) -> Int {
+        guard let asked else { return preferredPayload - overhead }
+        return min(maximumPayload - overhead, asked)
+    }
 }
 
 extension Link {

@@ -86,6 +86,9 @@ public struct HostContext: Sendable {
         self.onEvent = onEvent
     }
 
+    /// The packet size `--packet-size` asked for, or nil where the host chooses.
+    public var askedPacketSize: Int? { explicitKnobs.contains(.packetSize) ? tuning.packetSize : nil }
+
     /// Tries of a whole transfer a protocol makes: `--retries` when given, else the protocol's own default.
     public func tries(default value: Int) -> Int {
         explicitKnobs.contains(.retries) ? max(1, tuning.maxRetries) : value

@@ -383,10 +383,7 @@ package struct DescribedUpdater: ContextHost {
     /// the description's commands carry as the image's version (`--protocol-option version`).
     func upload(_ bytes: [UInt8], version: UInt64, on link: any Link, pace: Pace, statistics: inout TransferStatistics) async throws(TryFailure) -> (Int, [String: UInt64]) {
         let packet = description.message(description.transfer.packet)
-        var size = description.transfer.payloadSize ?? (link.parameters.preferredPayload - 1 - packet.overhead)
-        if description.transfer.payloadSize == nil, context.explicitKnobs.contains(.packetSize), let chosen = context.tuning.packetSize {
-            size = min(link.parameters.maximumPayload - 1 - packet.overhead, chosen)
-        }
+        let size = description.transfer.payloadSize ?? link.parameters.dataPerPacket(after: 1 + packet.overhead, asked: context.askedPacketSize)
         guard size > 0 else {
             throw .final(
                 TransferError(

@@ -210,8 +210,7 @@ package struct EspressifOTAUpdater: ContextHost {
     func upload(_ image: [UInt8], on link: any Link, statistics: inout TransferStatistics) async throws(TryFailure) -> (Int, Int) {
         let sectorSize = EspressifOTADevice.sectorSize
         // Data bytes per packet after the 3-byte header (a sector's last packet also carries the 2-byte CRC).
-        var data = link.parameters.preferredPayload - 1 - 3
-        if context.explicitKnobs.contains(.packetSize), let chosen = context.tuning.packetSize { data = min(link.parameters.maximumPayload - 1 - 3, chosen) }
+        let data = link.parameters.dataPerPacket(after: 1 + 3, asked: context.askedPacketSize)
         guard data > 2 else { throw .final(TransferError(.unsupported, step: .transfer, "the link's packets are too small for Espressif's 5 bytes of header and CRC")) }
         let sectors = (image.count + sectorSize - 1) / sectorSize
         // Set once every sector has gone out (read where a dropped link is caught).

@@ -559,7 +559,8 @@ package struct NordicSecureDFUUpdater: ContextHost {
 
     /// Bytes per data write: the link's packets (BLE), or what the serial bootloader's MTU allows after SLIP's worst case.
     func packetSize(_ connection: Connection) async throws(TransferError) -> Int {
-        var size = connection.link.parameters.preferredPayload - 1
+        // After the channel byte; over serial, what the MTU allows instead (below).
+        var size = connection.link.parameters.dataPerPacket(after: 1, asked: context.askedPacketSize)
         if connection.isSerial {
             var mtu: UInt16?
             for _ in 0..<max(1, timeouts.attempts) where mtu == nil {
@@ -581,10 +582,7 @@ package struct NordicSecureDFUUpdater: ContextHost {
             // The write request's opcode and SLIP's doubling of every byte in the worst case.
             size = (Int(mtu) - 1) / 2 - 1
         }
-        // A size asked for may be anything the link carries, beyond the whole fragments streamed by default.
-        if context.explicitKnobs.contains(.packetSize), let chosen = context.tuning.packetSize {
-            size = min(connection.isSerial ? size : connection.link.parameters.maximumPayload - 1, chosen)
-        }
+        if connection.isSerial, let asked = context.askedPacketSize { size = min(size, asked) }
         guard size >= 1 else { throw TransferError(.invalidTuning, step: .transfer, "the link carries no data bytes per packet") }
         return size
     }

@@ -315,10 +315,7 @@ package struct NordicLegacyDFUUpdater: ContextHost {
         let control = NordicLegacyChannel.controlPoint.rawValue
         let packetChannel = NordicLegacyChannel.packet.rawValue
         // Chunks of image data must be multiples of 4.
-        var packet = (link.parameters.preferredPayload - 1) / 4 * 4
-        if context.explicitKnobs.contains(.packetSize), let chosen = context.tuning.packetSize {
-            packet = min((link.parameters.maximumPayload - 1) / 4 * 4, max(4, chosen / 4 * 4))
-        }
+        let packet = link.parameters.dataPerPacket(after: 1, asked: context.askedPacketSize.map { max(4, $0 / 4 * 4) }) / 4 * 4
         func write(_ channel: UInt8, _ bytes: some Collection<UInt8>) async throws(PartFailure) {
             do { try await link.send(channel: channel, bytes) } catch { throw .retry("the link dropped (\(error))") }
         }
