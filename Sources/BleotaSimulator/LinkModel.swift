@@ -70,8 +70,9 @@ public struct LinkModel: Sendable, Hashable, Codable {
 
     /// Inter-frame space.
     public static let interFrameSpace = Duration.microseconds(150)
-    /// ATT (3) + L2CAP (4) header bytes per upper-layer packet.
-    public static let upperLayerOverhead = 7
+    /// ATT (3) + L2CAP (4) header bytes per upper-layer packet: what a host adds to a write
+    /// before it is cut into link-layer fragments.
+    public static let upperLayerOverhead = ATTLimits.writeOverhead
 
     /// The largest upper-layer packet: ATT MTU − 3, at most the 512 bytes an attribute value holds.
     public var maximumPayload: Int { ATTLimits.largestValue(mtu: attMTU) }
