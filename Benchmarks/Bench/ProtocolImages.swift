@@ -4,6 +4,7 @@ import BleotaLink
 import BleotaProtocols
 import BleotaSimulator
 import Foundation
+import Logging
 
 // Images in the vendor protocols' own containers, and one simulated update with a
 // protocol's own host and device halves through the plug-in API: the benchmark's
@@ -78,7 +79,11 @@ func benchmarkProtocol(named protocolName: String) throws -> (updateProtocol: an
 }
 
 /// One simulated update with `protocolName`'s own host and device halves, through the plug-in API; goodput over the transfer, or the failure's message.
-func simulatedProtocolFlash(_ address: String, protocolName: String, image: [UInt8]) async throws -> (goodput: Double, capacity: Double, note: String?) {
+func simulatedProtocolFlash(
+    _ address: String, protocolName: String, image: [UInt8], trace: Bool = false
+) async throws -> (
+    goodput: Double, capacity: Double, note: String?
+) {
     let (chosen, registry) = try benchmarkProtocol(named: protocolName)
     guard chosen.identity.transports.contains(.simulator) else {
         throw BenchmarkSetupError("\(chosen.identity.displayName) does not run on the simulator")
@@ -107,10 +112,30 @@ func simulatedProtocolFlash(_ address: String, protocolName: String, image: [UIn
     }
     let mode = chosen.flashModes.first ?? .testAndConfirm
 
+    let printPackets: @Sendable ([String]) -> Void = { lines in
+        for line in lines { print(line) }
+    }
     let outcome: Simulation.Outcome<Result<UpdateReport, TransferError>> = try await Simulation.run(
-        parsed, protocol: chosen, description: address
+        parsed, protocol: chosen, description: address, packetTrace: trace && arguments.contains("--trace-packets") ? printPackets : nil
     ) { connector, clock in
-        let host = chosen.makeHost(HostContext(protocolName: chosen.name, connector: connector, clock: clock))
+        var logger = Logger(label: "bleota.bench")
+        logger.logLevel = trace ? .debug : .info
+        let start = clock.now
+        // `--trace-protocol`: a line per progress report and note, on the simulated clock.
+        let onEvent: @Sendable (UpdateEvent) -> Void = { event in
+            guard trace else { return }
+            let at = (clock.now - start).seconds
+            switch event {
+            case .progress(let progress):
+                print(
+                    String(
+                        format: "%8.3f s %8d B window %3d gap %6.2f ms sent %5d lost %4d", at, progress.bytesAcknowledged, progress.window,
+                        progress.interPacketDelay.seconds * 1000, progress.packetsSent, progress.packetsLost))
+            case .note(let note): print(String(format: "%8.3f s note: %@", at, note))
+            default: break
+            }
+        }
+        let host = chosen.makeHost(HostContext(protocolName: chosen.name, connector: connector, clock: clock, logger: logger, onEvent: onEvent))
         do throws(TransferError) {
             return .success(try await host.flash(prepared, mode: mode))
         } catch {

@@ -226,6 +226,20 @@ if let index = arguments.firstIndex(of: "--trace-smp"), arguments.indices.contai
     exit(0)
 }
 
+if let index = arguments.firstIndex(of: "--trace-protocol"), arguments.indices.contains(index + 2) {
+    // One simulated flash of a 200 KiB image in a vendor protocol (`--trace-protocol espressif-ota
+    // sim://slow-flash?protocol=espressif-ota`), progress by progress, with the host's debug log;
+    // --trace-packets adds every packet on the link.
+    let name = arguments[index + 1]
+    let image = try benchmarkImage(for: name, bodyBytes: 200 << 10, seed: 33)
+    let result = try await simulatedProtocolFlash(arguments[index + 2], protocolName: name, image: image, trace: true)
+    print(
+        String(
+            format: "goodput %.2f KiB/s, %.1f %% of capacity%@", result.goodput / 1024, result.goodput / result.capacity * 100,
+            result.note.map { ", failed: \($0)" } ?? ""))
+    exit(0)
+}
+
 if arguments.contains("--engine-only") {
     // Just the engine over loopback (for profiling).
     let stream = pseudoRandom(16 << 20)

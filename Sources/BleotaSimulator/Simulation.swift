@@ -37,9 +37,11 @@ public enum Simulation {
     /// Runs `body` against the device `address` describes, speaking `protocol`.
     /// `pairing` answers what pairing asks when the device demands security.
     /// A pairing that fails throws ``/BleotaLink/PairingError``, whatever the body made of the connect failure.
+    /// `packetTrace`, when given, receives every packet the link carried, one line each, once the body ends
+    /// (`bleota-bench --trace-protocol … --trace-packets`).
     public static func run<T: Sendable>(
         _ address: SimulatorAddress, protocol updateProtocol: any UpdateProtocol, description: String,
-        pairing: any PairingAgent = PairingPolicy.justWorks,
+        pairing: any PairingAgent = PairingPolicy.justWorks, packetTrace: (@Sendable ([String]) -> Void)? = nil,
         _ body: @escaping @Sendable (any DeviceConnector, any BleotaClock) async throws -> T
     ) async throws -> Outcome<T> {
         let half = try updateProtocol.makeDevice(configuration(address))
@@ -50,6 +52,8 @@ public enum Simulation {
             await world.add(
                 SimulatedDevice(address: deviceAddress, half: half, model: address.model, speaking: updateProtocol, security: address.deviceSecurity))
             let connector = SimulatedConnector(world: world, address: deviceAddress, description: description, security: record)
+            if packetTrace != nil { world.startTrace() }
+            defer { packetTrace?(world.trace) }
             do {
                 let value = try await body(connector, world.clock)
                 await world.shutDown()

@@ -168,6 +168,32 @@ import Testing
         #expect(exact)
     }
 
+    /// `slow-flash`'s device writes a finished sector for 85 ms with room for 4 packets: a whole
+    /// window of sectors sent at once floods it, often losing a sector's last packet, the one it
+    /// answers, so only the 2 s response timeout tells. The flight grows from one sector instead,
+    /// and settles on one at the first loss.
+    @Test func aDeviceThatCannotQueueASectorLosesNoneToATimeout() async throws {
+        let image = Self.image(100_000, seed: 7)
+        let run = try await simulate("sim://slow-flash", image: image)
+        let report = try run.outcome.get()
+        #expect(run.running == image)
+        #expect(report.statistics.ackTimeouts == 0)
+        #expect(report.statistics.packetsLost <= 2, "\(report.statistics.packetsLost) sectors lost")
+        #expect(report.tuning.window == 1)
+    }
+
+    /// A loss on air at one sector at a time is not a device that needs its packets spaced: the
+    /// pause comes only when a sector is lost again before another is written.
+    @Test func lossesOnAirDoNotSlowTheUploadLikeAFloodedDevice() async throws {
+        let image = Self.image(200_000, seed: 8)
+        let clean = try await simulate("sim://2m-dle?seed=3", image: image).outcome.get()
+        let lossy = try await simulate("sim://2m-dle?loss=0.01&seed=3", image: image)
+        let report = try lossy.outcome.get()
+        #expect(lossy.running == image)
+        #expect(report.statistics.packetsLost > 0, "the seed must lose something for this to test anything")
+        #expect(report.transferSeconds < clean.transferSeconds * 3, "\(report.transferSeconds) s against \(clean.transferSeconds) s clean")
+    }
+
     @Test(arguments: ["loss=0.02", "loss=0.05", "notify-loss=0.05", "corrupt=0.02", "disconnect-at=30000", "power-loss-at=25000", "duplicate=0.05"])
     func faultsEndWithTheExactImageOrTheOldOne(_ faults: String) async throws {
         try await sweepVendorFaults(faults, minimum: 4, image: { Self.image(30_000, seed: $0) }) { address, image in

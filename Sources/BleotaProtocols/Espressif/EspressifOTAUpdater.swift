@@ -206,6 +206,13 @@ package struct EspressifOTAUpdater: ContextHost {
         return nil
     }
 
+    /// A sector acknowledgement is waited for this many times the longest recent gap between two…
+    static let sectorWaitGain = 4
+    /// …of the last this many…
+    static let sectorWaitSamples = 8
+    /// …and never less than this (a link's supervision hiccup, a longer flash write).
+    static let shortestSectorWait = Duration.milliseconds(250)
+
     /// START, then every sector acknowledged; returns the window and data bytes per packet used.
     func upload(_ image: [UInt8], on link: any Link, statistics: inout TransferStatistics) async throws(TryFailure) -> (Int, Int) {
         let sectorSize = EspressifOTADevice.sectorSize
@@ -236,8 +243,9 @@ package struct EspressifOTAUpdater: ContextHost {
                         .deviceRefused, step: .transfer,
                         "\(device) refused START for \(image.count) bytes: the image is larger than its OTA partition, or an upload is already running there"))
             }
-            var window = Int(max(1, ack.window))
-            if context.explicitKnobs.contains(.window) { window = max(1, min(64, context.tuning.window)) }
+            var flight = EspressifSectorFlight(
+                announcedSectors: Int(max(1, ack.window)),
+                fixedSectors: context.explicitKnobs.contains(.window) ? max(1, min(64, context.tuning.window)) : nil)
             var base = 0
             var next = 0
             var highest = 0
@@ -246,8 +254,30 @@ package struct EspressifOTAUpdater: ContextHost {
             var wentBackTo = -1
             var stalled = 0
             var delay = context.explicitKnobs.contains(.delay) ? context.tuning.interPacketDelay : .zero
+            // Sectors written since the last loss.
+            var clean = 0
+            /// Packets are being lost: fewer sectors in flight, then, when a sector alone is lost again
+            /// before another is written (a device that cannot take a sector back to back, not one
+            /// loss on air), a pause between packets.
+            func lost() {
+                let again = clean == 0
+                clean = 0
+                if !flight.lost(), again, !context.explicitKnobs.contains(.delay) {
+                    delay = min(.milliseconds(40), max(.milliseconds(2), delay * 2))
+                }
+            }
+            // When the last sector acknowledgement came, and the gaps between the last few: a sector whose
+            // last packet was lost is never answered, and the device's own pace says sooner than the
+            // response timeout that nothing more will come.
+            var lastAckAt: Duration?
+            var ackGaps: [Duration] = []
+            func ackTimeout() -> Duration {
+                if context.explicitKnobs.contains(.ackTimeout) { return context.tuning.ackTimeout }
+                guard ackGaps.count >= 2, let longest = ackGaps.max() else { return timeouts.response }
+                return min(timeouts.response, max(Self.shortestSectorWait, longest * Self.sectorWaitGain))
+            }
             while base < sectors {
-                while next < min(sectors, base + window) {
+                while next < min(sectors, base + flight.sectors) {
                     try await send(sector: next, of: image, data: data, delay: delay, on: link, statistics: &statistics, resend: next < highest)
                     next += 1
                     highest = max(highest, next)
@@ -256,13 +286,15 @@ package struct EspressifOTAUpdater: ContextHost {
                 // Answers that move nothing on, however many, end the try.
                 stalled += 1
                 guard stalled < 64 else { throw TryFailure.retry("\(device) made no progress in 64 answers and waits", mayHaveActivated: highest >= sectors) }
-                guard let packet = try await link.receiveMessage(within: context.explicitKnobs.contains(.ackTimeout) ? context.tuning.ackTimeout : timeouts.response, clock: clock)
-                else {
+                let waited = ackTimeout()
+                guard let packet = try await link.receiveMessage(within: waited, clock: clock) else {
                     statistics.ackTimeouts += 1
                     silent += 1
                     guard silent < max(2, timeouts.attempts) else {
                         throw TryFailure.retry("\(device) acknowledged no sector in \(silent) waits", mayHaveActivated: highest >= sectors)
                     }
+                    context.logger.debug("no sector acknowledged in \(waited) with sectors \(base)..<\(next) out: sending from \(base) again")
+                    lost()
                     next = base
                     continue
                 }
@@ -278,6 +310,18 @@ package struct EspressifOTAUpdater: ContextHost {
                     if acked >= base {
                         base = acked + 1
                         stalled = 0
+                        flight.acknowledged()
+                        // A pause that 8 sectors in a row did without is halved, down to the first
+                        // step's 2 ms: a loss on air doubles it as a flooded device does, and one
+                        // such loss should not slow the rest of the upload.
+                        clean += 1
+                        if clean >= 8, delay > .milliseconds(2), !context.explicitKnobs.contains(.delay) {
+                            clean = 0
+                            delay = max(.milliseconds(2), delay / 2)
+                        }
+                        let now = clock.now
+                        if let lastAckAt { ackGaps = Array((ackGaps + [now - lastAckAt]).suffix(Self.sectorWaitSamples)) }
+                        lastAckAt = now
                     }
                     next = max(next, base)
                     context.onEvent(
@@ -285,10 +329,11 @@ package struct EspressifOTAUpdater: ContextHost {
                             TransferProgress(
                                 bytesAcknowledged: min(image.count, base * sectorSize), totalBytes: image.count,
                                 packetsSent: statistics.packetsSent, packetsResent: statistics.packetsResent,
-                                packetsLost: statistics.packetsLost, elapsed: .zero, window: window, interPacketDelay: .zero)))
+                                packetsLost: statistics.packetsLost, elapsed: .zero, window: flight.sectors, interPacketDelay: delay)))
                 case .crcError, .payloadLengthError, .sectorIndexError:
                     statistics.negativeAcknowledgements += 1
                     let from = sectorAck.status == .sectorIndexError ? Int(sectorAck.expected) : acked
+                    context.logger.debug("sector \(acked) answered \(sectorAck.status) (expected \(sectorAck.expected)) with sectors \(base)..<\(next) out")
                     // Sectors sent ahead of a spoiled one are each answered "expected the spoiled one":
                     // after going back there once, those answers are stale.
                     if sectorAck.status == .sectorIndexError, from == wentBackTo, acked != from { continue }
@@ -298,15 +343,10 @@ package struct EspressifOTAUpdater: ContextHost {
                     statistics.packetsLost += 1
                     next = from
                     wentBackTo = from
-                    // Packets are being lost: fewer sectors in flight, then a pause between packets.
-                    if window > 1 {
-                        window = max(1, window / 2)
-                    } else if !context.explicitKnobs.contains(.delay) {
-                        delay = min(.milliseconds(40), max(.milliseconds(2), delay * 2))
-                    }
+                    lost()
                 }
             }
-            return (window, data)
+            return (flight.sectors, data)
         } catch let failure as TryFailure {
             throw failure
         } catch let error as LinkError {
