@@ -295,7 +295,9 @@ struct NordicLegacyRun: Sendable {
     var trace: [String] = []
 }
 
-func simulateNordicLegacyUpdate(_ address: String, image: [UInt8], startInBootloader: Bool = false, trace: Bool = false) async throws -> NordicLegacyRun {
+func simulateNordicLegacyUpdate(
+    _ address: String, image: [UInt8], startInBootloader: Bool = false, trace: Bool = false, window: Int? = nil
+) async throws -> NordicLegacyRun {
     let parsed = try SimulatorAddress(parsing: address)
     let packet = NordicLegacyInitPacket(applicationVersion: 7, softDeviceRequirements: [0x00B6], imageCRC: NordicLegacyInitPacket.crc(of: image))
     return try await SimulationRuntime.run { runtime in
@@ -310,6 +312,7 @@ func simulateNordicLegacyUpdate(_ address: String, image: [UInt8], startInBootlo
         let updater = NordicLegacyDFUUpdater(
             context: HostContext(
                 protocolName: NordicLegacyDFUProtocol.name, connector: connector, clock: world.clock,
+                tuning: TransferTuning(window: window ?? TransferTuning().window), explicitKnobs: window == nil ? [] : [.window],
                 onEvent: { events.append($0) }))
         let outcome: Result<UpdateReport, TransferError>
         do throws(TransferError) {
@@ -359,6 +362,22 @@ func simulateNordicLegacyUpdate(_ address: String, image: [UInt8], startInBootlo
         let shortControlWrites = run.trace.filter { $0.contains(" > op=\(control) len=2 ") }.count
         let writes = (image.count + 243) / 244
         #expect(shortControlWrites > 5 && shortControlWrites < writes / 20, "\(shortControlWrites) two-byte control writes for \(writes) image writes")
+    }
+
+    /// `slow-flash`'s bootloader erases slowly and queues 4 writes: waiting for each receipt of 10
+    /// (as `--window 10` does) leaves it idle for every receipt's round trip, and groups of 10 sent
+    /// ahead would overflow its queue. The default sends groups of 3 one ahead, loses nothing, and
+    /// takes the image in less time.
+    @Test func aBootloaderThatErasesSlowlyGetsSmallGroupsSentAhead() async throws {
+        let image = Self.image(100_000, seed: 4)
+        let paced = try await simulateNordicLegacyUpdate("sim://slow-flash?protocol=nordic-legacy", image: image)
+        let waiting = try await simulateNordicLegacyUpdate("sim://slow-flash?protocol=nordic-legacy", image: image, window: 10)
+        let report = try paced.outcome.get()
+        let waited = try waiting.outcome.get()
+        #expect(same(paced.flash.application, image) && same(waiting.flash.application, image))
+        #expect(report.tuning.window == 3 && waited.tuning.window == 10)
+        #expect(report.statistics.packetsResent == 0)
+        #expect(report.transferSeconds < waited.transferSeconds * 0.9, "\(report.transferSeconds) s against \(waited.transferSeconds) s")
     }
 
     /// Faults: the exact image, or a clean failure with the old application (dual bank).
