@@ -85,6 +85,31 @@ import Testing
         print("silabs-ota \(address): \(report.totalSeconds) s, \(Int(report.goodput)) B/s, \(report.statistics.packetsSent) writes, \(report.statistics.packetsResent) resent")
     }
 
+    /// `slow-flash`'s AppLoader programs 2 writes an event into a queue of 4: the first try's
+    /// windows of 16 overflow it, which shows only at the end. The next try goes one write per
+    /// read with up to three reads unanswered (reached one answer at a time), which the queue takes
+    /// as it works, and the file arrives whole.
+    @Test func aTryAfterAFloodedOneGoesOneWritePerReadWithReadsAhead() async throws {
+        let file = GeckoBootloaderImage.sample(Self.program(60_000, seed: 5), applicationVersion: 2)
+        let (run, mode) = try await simulate("sim://slow-flash", image: file)
+        let report = try run.outcome.get()
+        #expect(run.running == file && mode == .application)
+        #expect(report.tuning.window == 1 && report.tuning.interPacketDelay == .zero)
+        #expect(run.notes.contains { $0.contains("with 1 writes between reads") && $0.contains("3 reads ahead") }, "\(run.notes)")
+    }
+
+    /// How each failed try slows the next: one write per read with reads ahead, then each read
+    /// answered before 3 writes, then half that, with a pause from the second failure.
+    @Test func eachFailedTrySlowsTheNext() {
+        var pace = SiliconLabsOTAUpdater.Pace(packetSize: 244, window: 16, delay: .zero)
+        var seen: [String] = []
+        for _ in 0..<4 {
+            pace.slowDown()
+            seen.append("\(pace.window)/\(pace.readsAhead)/\(pace.rampsReads)/\(pace.delay)")
+        }
+        #expect(seen == ["1/3/true/0.0 seconds", "3/1/false/0.002 seconds", "1/1/false/0.004 seconds", "1/1/false/0.008 seconds"])
+    }
+
     /// Files Silicon Labs' own tool made (Simplicity Commander 1v25p1b2000, `scripts/silabs-fixtures.sh`):
     /// plain, with a version dependency tag, LZ4 (padded after its end tag) and LZMA. Each goes
     /// through the AppLoader whole, padding included, and the device runs exactly the file up to its

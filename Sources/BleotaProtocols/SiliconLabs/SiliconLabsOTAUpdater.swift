@@ -27,26 +27,51 @@ package struct SiliconLabsOTAUpdater: ContextHost {
     static let defaultWindow = 16
 
     /// How one try sends: bytes per write, writes between reads, the pause after each write, and
-    /// whether a read stays in flight while the next writes go out (up to two windows unread).
+    /// how many reads may be unanswered while the next writes go out.
     struct Pace {
         var packetSize: Int
         var window: Int
         var delay: Duration
-        var pipelined = true
+        /// Reads unanswered at most: 2 at first (a window is on its way while the one before it
+        /// is confirmed).
+        var readsAhead = 2
+        /// Reads ahead grow by one per answer from one, rather than starting at `readsAhead`: a
+        /// device that takes little at a time gets no burst of several windows at the start.
+        var rampsReads = false
 
-        /// After a failed try: each read answered before more writes go out, at most 4 writes
-        /// between reads (with the read, what a 4-packet receive queue holds), a pause of 2 ms; after
-        /// further failures half the window and twice the pause, up to 40 ms.
+        /// Whether reads go unanswered while the next writes go out.
+        var pipelined: Bool { readsAhead > 1 }
+
+        /// After the first failed try: one write per read, up to three reads unanswered, reached
+        /// one answer at a time. A device slower than its link (on `slow-flash` the AppLoader
+        /// programs a write in 7.2 ms, 2 an event, with a queue of 4) then has a write and a read
+        /// arriving each answer apart, which its queue takes as it works, and is never idle for a
+        /// round trip: 21.0 KiB/s for that try on `slow-flash`, where a read answered before every
+        /// 3 writes (what this step did before) made 15.8. Reads cost the device time and queue
+        /// room, so this is at most 1.5 writes an event there, 72 % of the ceiling. After further
+        /// failures: each read answered before more go out, at most 3 writes between reads (with
+        /// the read, what a 4-packet queue holds), then half the window; a pause of 2 ms from the
+        /// second failure, doubling to 40 ms.
         mutating func slowDown() {
-            if pipelined {
-                pipelined = false
-                window = min(window, 3)
+            if !rampsReads, readsAhead > 1 {
+                window = 1
+                readsAhead = SiliconLabsOTAUpdater.slowDeviceReadsAhead
+                rampsReads = true
+                return
+            }
+            if readsAhead > 1 {
+                readsAhead = 1
+                rampsReads = false
+                window = 3
             } else {
                 window = max(1, window / 2)
             }
             delay = delay == .zero ? .milliseconds(2) : min(.milliseconds(40), delay * 2)
         }
     }
+
+    /// Reads unanswered at most after a failed try, with one write each.
+    static let slowDeviceReadsAhead = 3
 
     package func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
         var steps = FlashSteps(host: self, prepared: prepared)
@@ -167,7 +192,7 @@ package struct SiliconLabsOTAUpdater: ContextHost {
             context.onEvent(
                 .note(
                     "\(retry.reason); beginning again from 0x00 with \(pace.window) writes between reads"
-                        + (pace.pipelined ? "" : ", each read answered before more go out")
+                        + (pace.pipelined ? ", \(pace.readsAhead) reads ahead" : ", each read answered before more go out")
                         + (pace.delay > .zero ? ", \(pace.delay) between writes" : "")))
             recorder.enter(.reconnect)
             do throws(TransferError) {
@@ -341,6 +366,7 @@ package struct SiliconLabsOTAUpdater: ContextHost {
             // Reads in flight, each with the bytes written before it: one stays outstanding while
             // the next `window` writes go out, so the stream never waits a whole round trip.
             var reads: [Int] = []
+            var answered = 0
             while offset < image.count || !reads.isEmpty {
                 if offset < image.count {
                     let end = min(image.count, offset + pace.packetSize)
@@ -355,7 +381,8 @@ package struct SiliconLabsOTAUpdater: ContextHost {
                     sinceRead = 0
                     try await link.send(message: .read(channel: SiliconLabsOTAChannel.otaVersion.rawValue))
                     reads.append(offset)
-                    if offset < image.count, pace.pipelined, reads.count < 2 { continue }
+                    let ahead = pace.rampsReads ? min(pace.readsAhead, answered + 1) : pace.readsAhead
+                    if offset < image.count, reads.count < ahead { continue }
                 }
                 // The read's answer follows the writes before it: the device has taken them.
                 guard try await readAnswer(.otaVersion, on: link) != nil else {
@@ -364,6 +391,7 @@ package struct SiliconLabsOTAUpdater: ContextHost {
                 }
                 let taken = reads.removeFirst()
                 statistics.acknowledgements += 1
+                answered += 1
                 context.onEvent(
                     .progress(
                         TransferProgress(
