@@ -118,24 +118,10 @@ func simulatedProtocolFlash(
     let outcome: Simulation.Outcome<Result<UpdateReport, TransferError>> = try await Simulation.run(
         parsed, protocol: chosen, description: address, packetTrace: trace && arguments.contains("--trace-packets") ? printPackets : nil
     ) { connector, clock in
-        var logger = Logger(label: "bleota.bench")
-        logger.logLevel = trace ? .debug : .info
-        let start = clock.now
-        // `--trace-protocol`: a line per progress report and note, on the simulated clock.
-        let onEvent: @Sendable (UpdateEvent) -> Void = { event in
-            guard trace else { return }
-            let at = (clock.now - start).seconds
-            switch event {
-            case .progress(let progress):
-                print(
-                    String(
-                        format: "%8.3f s %8d B window %3d gap %6.2f ms sent %5d lost %4d", at, progress.bytesAcknowledged, progress.window,
-                        progress.interPacketDelay.seconds * 1000, progress.packetsSent, progress.packetsLost))
-            case .note(let note): print(String(format: "%8.3f s note: %@", at, note))
-            default: break
-            }
-        }
-        let host = chosen.makeHost(HostContext(protocolName: chosen.name, connector: connector, clock: clock, logger: logger, onEvent: onEvent))
+        let host = chosen.makeHost(
+            HostContext(
+                protocolName: chosen.name, connector: connector, clock: clock, logger: benchLogger(trace: trace),
+                onEvent: tracePrinter(clock, enabled: trace)))
         do throws(TransferError) {
             return .success(try await host.flash(prepared, mode: mode))
         } catch {
@@ -146,6 +132,32 @@ func simulatedProtocolFlash(
     case .success(let report): return (report.goodput, outcome.linkCapacity, nil)
     case .failure(let error): return (0, outcome.linkCapacity, error.message)
     }
+}
+
+/// `--trace-protocol`: a line per progress report and note, on the simulated clock from now
+/// (nothing when not `enabled`).
+func tracePrinter(_ clock: any BleotaClock, enabled: Bool) -> @Sendable (UpdateEvent) -> Void {
+    let start = clock.now
+    return { event in
+        guard enabled else { return }
+        let at = (clock.now - start).seconds
+        switch event {
+        case .progress(let progress):
+            print(
+                String(
+                    format: "%8.3f s %8d B window %3d gap %6.2f ms sent %5d lost %4d", at, progress.bytesAcknowledged, progress.window,
+                    progress.interPacketDelay.seconds * 1000, progress.packetsSent, progress.packetsLost))
+        case .note(let note): print(String(format: "%8.3f s note: %@", at, note))
+        default: break
+        }
+    }
+}
+
+/// The host's log: debug when tracing, info otherwise.
+func benchLogger(trace: Bool) -> Logger {
+    var logger = Logger(label: "bleota.bench")
+    logger.logLevel = trace ? .debug : .info
+    return logger
 }
 
 // MARK: - Containers

@@ -231,8 +231,14 @@ if let index = arguments.firstIndex(of: "--trace-protocol"), arguments.indices.c
     // sim://slow-flash?protocol=espressif-ota`), progress by progress, with the host's debug log;
     // --trace-packets adds every packet on the link.
     let name = arguments[index + 1]
-    let image = try benchmarkImage(for: name, bodyBytes: 200 << 10, seed: 33)
-    let result = try await simulatedProtocolFlash(arguments[index + 2], protocolName: name, image: image, trace: true)
+    let result: (goodput: Double, capacity: Double, note: String?)
+    if name == NordicSecureDFUProtocol.name || name == NordicLegacyDFUProtocol.name {
+        result = try await simulatedNordicFlash(
+            arguments[index + 2], image: pseudoRandom(200 << 10, seed: 33), legacy: name == NordicLegacyDFUProtocol.name, trace: true)
+    } else {
+        let image = try benchmarkImage(for: name, bodyBytes: 200 << 10, seed: 33)
+        result = try await simulatedProtocolFlash(arguments[index + 2], protocolName: name, image: image, trace: true)
+    }
     print(
         String(
             format: "goodput %.2f KiB/s, %.1f %% of capacity%@", result.goodput / 1024, result.goodput / result.capacity * 100,
@@ -348,7 +354,9 @@ if runs("smp") {
 // 1b'. Nordic's Secure DFU and legacy DFU on the same presets: the "before" of issue 33's table.
 /// One simulated Nordic update of an application part (Secure DFU, or legacy DFU); the goodput
 /// over the transfer, and the failure's message when it failed.
-func simulatedNordicFlash(_ address: String, image: [UInt8], legacy: Bool) async throws -> (goodput: Double, capacity: Double, note: String?) {
+func simulatedNordicFlash(_ address: String, image: [UInt8], legacy: Bool, trace: Bool = false) async throws -> (
+    goodput: Double, capacity: Double, note: String?
+) {
     let parsed = try SimulatorAddress(parsing: address)
     let metadata =
         legacy
@@ -369,8 +377,11 @@ func simulatedNordicFlash(_ address: String, image: [UInt8], legacy: Bool) async
                 address: "C0:FF:EE:00:00:01", half: half, model: parsed.model,
                 speaking: legacy ? NordicLegacyDFUProtocol() as any UpdateProtocol : NordicSecureDFUProtocol()))
         let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
+        if trace && arguments.contains("--trace-packets") { world.startTrace() }
+        defer { for line in world.trace { print(line) } }
         let context = HostContext(
-            protocolName: legacy ? NordicLegacyDFUProtocol.name : NordicSecureDFUProtocol.name, connector: connector, clock: world.clock)
+            protocolName: legacy ? NordicLegacyDFUProtocol.name : NordicSecureDFUProtocol.name, connector: connector, clock: world.clock,
+            logger: benchLogger(trace: trace), onEvent: tracePrinter(world.clock, enabled: trace))
         do throws(TransferError) {
             let report: UpdateReport
             if legacy {
