@@ -354,7 +354,9 @@ if runs("smp") {
 // 1b'. Nordic's Secure DFU and legacy DFU on the same presets: the "before" of issue 33's table.
 /// One simulated Nordic update of an application part (Secure DFU, or legacy DFU); the goodput
 /// over the transfer, and the failure's message when it failed.
-func simulatedNordicFlash(_ address: String, image: [UInt8], legacy: Bool, trace: Bool = false) async throws -> (
+func simulatedNordicFlash(
+    _ address: String, image: [UInt8], legacy: Bool, trace: Bool = false
+) async throws -> (
     goodput: Double, capacity: Double, note: String?
 ) {
     let parsed = try SimulatorAddress(parsing: address)
