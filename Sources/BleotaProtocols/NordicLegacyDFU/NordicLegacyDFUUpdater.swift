@@ -18,6 +18,9 @@ package struct NordicLegacyDFUUpdater: ContextHost {
 
     package init(context: HostContext) { self.context = context }
 
+    /// The shortest wait for a receipt before asking what the bootloader holds, at one write a receipt.
+    static let shortestReceiptWait = Duration.milliseconds(250)
+
     /// Packets between receipts on a bootloader that erased slowly (see `send`).
     static let slowBootloaderReceiptInterval: UInt16 = 3
 
@@ -404,11 +407,28 @@ package struct NordicLegacyDFUUpdater: ContextHost {
         /// multiple of the interval, so the bootloader's receipts still fall on group ends.
         var groupWrites = Int(interval)
         var countsInTime = 0
+        /// With a receipt after every write, each awaited before the next goes, what the bootloader
+        /// counts is always a true prefix of the part: a write lost on the way leaves the count one
+        /// write short and nothing behind it, so the host goes on from the count instead of starting
+        /// the part again (Start, its erase, and everything sent). With more writes a receipt, a write
+        /// after the lost one lands where the lost one belonged, and only a new try can mend it.
+        let resumes = interval == 1 && !receiptsAhead
+        /// How long the last few receipts took after their write, while each is awaited alone: a
+        /// receipt that has not come in four times the longest is taken for a lost write, and
+        /// Report Received Size asks, rather than the response timeout (2 s) passing first.
+        var receiptTimes: [Duration] = []
+        var lastSent = clock.now
+        /// Bytes of the part the bootloader has counted so far.
+        var confirmed = 0
         /// One group's count; it must be the group's end. A receipt that does not come is stood in
         /// for by the count the bootloader reports when asked, after everything sent so far.
         func checkCount(_ end: Int, asked: Bool) async throws(PartFailure) {
             var answer: NordicLegacyNotification?
-            let deadline = clock.now + timeouts.response
+            var wait = timeouts.response
+            if resumes, receiptTimes.count >= 2, let longest = receiptTimes.max() {
+                wait = min(timeouts.response, max(Self.shortestReceiptWait, longest * 4))
+            }
+            let deadline = clock.now + wait
             repeat {
                 do { answer = try await notification(link, timeout: deadline - clock.now) } catch { throw .retry("the link dropped (\(error))") }
                 // Receipts while counts are asked for, or below this group's end, are stale.
@@ -432,6 +452,18 @@ package struct NordicLegacyDFUUpdater: ContextHost {
             switch count {
             case .receipt(let bytes)?, .receivedSize(let bytes)?:
                 statistics.acknowledgements += 1
+                if resumes, case .receipt? = count {
+                    receiptTimes = Array((receiptTimes + [clock.now - lastSent]).suffix(8))
+                }
+                if resumes, Int(bytes) < expected, Int(bytes) >= confirmed, Int(bytes) % max(1, packet) == 0 || Int(bytes) == part.data.count {
+                    // One write per receipt: the count is a prefix; go on from it.
+                    statistics.packetsLost += 1
+                    statistics.packetsResent += 1
+                    offset = Int(bytes)
+                    confirmed = offset
+                    sinceReceipt = 0
+                    return
+                }
                 // Legacy DFU cannot go back: bytes lost on the way mean the part starts again.
                 guard Int(bytes) == expected else {
                     receiptsAhead = false
@@ -447,6 +479,7 @@ package struct NordicLegacyDFUUpdater: ContextHost {
                 throw .retry("no receipt at \(expected) bytes", lostPackets: true)
             }
             if receiptsAhead { goingAhead = true }
+            confirmed = expected
             onEvent(
                 .progress(
                     TransferProgress(
@@ -456,6 +489,7 @@ package struct NordicLegacyDFUUpdater: ContextHost {
         }
         while offset < part.data.count {
             let end = min(offset + packet, part.data.count)
+            lastSent = clock.now
             try await write(packetChannel, part.data[offset..<end])
             statistics.packetsSent += 1
             statistics.bytesOnWire += end - offset
