@@ -206,11 +206,7 @@ package struct EspressifOTAUpdater: ContextHost {
         return nil
     }
 
-    /// A sector acknowledgement is waited for this many times the longest recent gap between two…
-    static let sectorWaitGain = 4
-    /// …of the last this many…
-    static let sectorWaitSamples = 8
-    /// …and never less than this (a link's supervision hiccup, a longer flash write).
+    /// The shortest wait for a sector acknowledgement (a link's supervision hiccup, a longer flash write).
     static let shortestSectorWait = Duration.milliseconds(250)
 
     /// START, then every sector acknowledged; returns the window and data bytes per packet used.
@@ -270,11 +266,10 @@ package struct EspressifOTAUpdater: ContextHost {
             // last packet was lost is never answered, and the device's own pace says sooner than the
             // response timeout that nothing more will come.
             var lastAckAt: Duration?
-            var ackGaps: [Duration] = []
+            var ackGaps = RecentAnswerWait()
             func ackTimeout() -> Duration {
                 if context.explicitKnobs.contains(.ackTimeout) { return context.tuning.ackTimeout }
-                guard ackGaps.count >= 2, let longest = ackGaps.max() else { return timeouts.response }
-                return min(timeouts.response, max(Self.shortestSectorWait, longest * Self.sectorWaitGain))
+                return ackGaps.wait(atLeast: Self.shortestSectorWait, atMost: timeouts.response)
             }
             while base < sectors {
                 while next < min(sectors, base + flight.sectors) {
@@ -320,7 +315,7 @@ package struct EspressifOTAUpdater: ContextHost {
                             delay = max(.milliseconds(2), delay / 2)
                         }
                         let now = clock.now
-                        if let lastAckAt { ackGaps = Array((ackGaps + [now - lastAckAt]).suffix(Self.sectorWaitSamples)) }
+                        if let lastAckAt { ackGaps.add(now - lastAckAt) }
                         lastAckAt = now
                     }
                     next = max(next, base)

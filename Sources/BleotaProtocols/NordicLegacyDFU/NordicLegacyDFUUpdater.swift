@@ -416,7 +416,7 @@ package struct NordicLegacyDFUUpdater: ContextHost {
         /// How long the last few receipts took after their write, while each is awaited alone: a
         /// receipt that has not come in four times the longest is taken for a lost write, and
         /// Report Received Size asks, rather than the response timeout (2 s) passing first.
-        var receiptTimes: [Duration] = []
+        var receiptTimes = RecentAnswerWait()
         var lastSent = clock.now
         /// Bytes of the part the bootloader has counted so far.
         var confirmed = 0
@@ -424,10 +424,7 @@ package struct NordicLegacyDFUUpdater: ContextHost {
         /// for by the count the bootloader reports when asked, after everything sent so far.
         func checkCount(_ end: Int, asked: Bool) async throws(PartFailure) {
             var answer: NordicLegacyNotification?
-            var wait = timeouts.response
-            if resumes, receiptTimes.count >= 2, let longest = receiptTimes.max() {
-                wait = min(timeouts.response, max(Self.shortestReceiptWait, longest * 4))
-            }
+            let wait = resumes ? receiptTimes.wait(atLeast: Self.shortestReceiptWait, atMost: timeouts.response) : timeouts.response
             let deadline = clock.now + wait
             repeat {
                 do { answer = try await notification(link, timeout: deadline - clock.now) } catch { throw .retry("the link dropped (\(error))") }
@@ -453,9 +450,9 @@ package struct NordicLegacyDFUUpdater: ContextHost {
             case .receipt(let bytes)?, .receivedSize(let bytes)?:
                 statistics.acknowledgements += 1
                 if resumes, case .receipt? = count {
-                    receiptTimes = Array((receiptTimes + [clock.now - lastSent]).suffix(8))
+                    receiptTimes.add(clock.now - lastSent)
                 }
-                if resumes, Int(bytes) < expected, Int(bytes) >= confirmed, Int(bytes) % max(1, packet) == 0 || Int(bytes) == part.data.count {
+                if resumes, Int(bytes) < expected, Int(bytes) >= confirmed, Int(bytes) % packet == 0 {
                     // One write per receipt: the count is a prefix; go on from it.
                     statistics.packetsLost += 1
                     statistics.packetsResent += 1

@@ -46,7 +46,7 @@ package struct SiliconLabsOTAUpdater: ContextHost {
         /// one answer at a time. A device slower than its link (on `slow-flash` the AppLoader
         /// programs a write in 7.2 ms, 2 an event, with a queue of 4) then has a write and a read
         /// arriving each answer apart, which its queue takes as it works, and is never idle for a
-        /// round trip: 21.0 KiB/s for that try on `slow-flash`, where a read answered before every
+        /// round trip: 21.2 KiB/s for that try on `slow-flash`, where a read answered before every
         /// 3 writes (what this step did before) made 15.8. Reads cost the device time and queue
         /// room, so this is at most 1.5 writes an event there, 72 % of the ceiling. After further
         /// failures: each read answered before more go out, at most 3 writes between reads (with
