@@ -241,7 +241,7 @@ extension WireCeiling {
             guard let every else {
                 let stream = leading + Array(repeating: data, count: count) + [end]
                 for writes in stride(from: perEvent, through: 1, by: -1) {
-                    let run = deviceQueueRun(stream, perEvent: writes)
+                    let run = deviceQueueRun(stream, perEvent: writes, held: transfer.whenQueueFull == .hold)
                     if !run.overflow { return rate(before + eventsSpanning(run.finish) + endAnswer) }
                     // Back to back is all a host without reads does on its own.
                     if pacing != .spacedToTheDevice { return nil }
@@ -254,7 +254,7 @@ extension WireCeiling {
             while left > 0 {
                 let group = min(every, left)
                 left -= group
-                let run = deviceQueueRun(ahead + Array(repeating: data, count: group) + [read], perEvent: perEvent)
+                let run = deviceQueueRun(ahead + Array(repeating: data, count: group) + [read], perEvent: perEvent, held: transfer.whenQueueFull == .hold)
                 if run.overflow { return nil }
                 events += eventsSpanning(run.finish) + 1
                 ahead = []
@@ -279,7 +279,7 @@ extension WireCeiling {
             guard pacing == .asDescribed else { return nil }
             // DescribedDevice asks for 8 packets when its request carries a count, else 1.
             let asked = description.message(request).variables.contains("count") ? 8 : 1
-            if deviceQueueRun(Array(repeating: data, count: asked), perEvent: perEvent).overflow { return nil }
+            if deviceQueueRun(Array(repeating: data, count: asked), perEvent: perEvent, held: transfer.whenQueueFull == .hold).overflow { return nil }
             let requests = (count + asked - 1) / asked
             let cycle = 1 + max(eventsFor(writes: Double(asked), perEvent: Double(perEvent)), eventsSpanning(arrival + Double(asked) * data.cost))
             let last = count - (requests - 1) * asked
@@ -356,7 +356,10 @@ extension WireCeiling {
     /// `writes` sent `perEvent` an event from an anchor (time 0), through the device's queue of
     /// `deviceBuffer` packets first in, first out: when the device is done with the last, and whether
     /// any found the queue full (a packet waiting or being worked on holds its slot until done).
-    private func deviceQueueRun(_ writes: [QueuedWrite], perEvent: Int) -> (finish: Double, overflow: Bool) {
+    /// `held`: a device whose link holds what it has no room for (`FullQueueHandling.hold`): an
+    /// event carries at most the places free when it starts, as the simulated link plans it, and
+    /// nothing overflows.
+    private func deviceQueueRun(_ writes: [QueuedWrite], perEvent: Int, held: Bool = false) -> (finish: Double, overflow: Bool) {
         let limit = max(1, perEvent)
         var busy: [Double] = []
         var finish = 0.0
@@ -364,11 +367,14 @@ extension WireCeiling {
         var event = 0
         var inEvent = 0
         var offset = 0.0
+        var room = model.deviceBuffer
         for write in writes {
-            if inEvent == limit {
+            while inEvent == limit || (held && inEvent >= room) {
                 event += 1
                 inEvent = 0
                 offset = 0
+                let start = Double(event) * interval
+                room = model.deviceBuffer - busy.filter { $0 > start }.count
             }
             let fragments = model.fragments(bytes: write.size)
             let pairs: [Double] = fragments.map { model.pairTime(payload: $0).seconds }
@@ -378,7 +384,7 @@ extension WireCeiling {
             offset += pairs.reduce(0.0, +)
             inEvent += 1
             busy.removeAll { $0 <= arrival }
-            guard busy.count < model.deviceBuffer else {
+            guard held || busy.count < model.deviceBuffer else {
                 overflow = true
                 continue
             }

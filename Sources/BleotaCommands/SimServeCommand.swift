@@ -154,6 +154,9 @@ struct SimServe: AsyncParsableCommand {
             do { shaping = try SimulatorAddress(parsing: "sim://" + link) } catch {
                 throw CommandFailure(.usage, "--link '\(link)': \(error)")
             }
+            if shaping?.whenQueueFull == .hold {
+                throw CommandFailure(.usage, "--link '\(link)': the shaped link drops what finds the device's queue full and cannot hold it: drop when-full=hold")
+            }
         } else {
             shaping = nil
         }

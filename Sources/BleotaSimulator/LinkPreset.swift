@@ -32,7 +32,8 @@ public struct LinkPreset: Sendable, Hashable {
                 packetsPerEvent: 12, deviceBuffer: 32)),
         LinkPreset(
             name: "slow-flash",
-            summary: "a fast link (LE 2M, DLE, 15 ms) to a device with a 4-packet buffer, 2 ms per packet and 85 ms 4 KiB page erases: drops packets when flooded",
+            summary: "a fast link (LE 2M, DLE, 15 ms) to a device with a 4-packet buffer, 2 ms per packet and 85 ms 4 KiB page erases: "
+                + "drops packets when flooded, or holds its link where the protocol's firmware does",
             model: LinkModel(
                 phy: .le2M, linkLayerPayload: 251, attMTU: 247, connectionInterval: .milliseconds(15),
                 packetsPerEvent: 8, deviceBuffer: 4, deviceProcessingPerPacket: .milliseconds(2),

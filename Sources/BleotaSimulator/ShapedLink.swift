@@ -13,7 +13,9 @@ import Synchronization
 /// `connectionInterval`, under the same timing rules as ``SimulatedConnection``.
 /// A message whose write (or notification) is lost is lost whole: a datagram
 /// cannot arrive in part. Messages that find the device's queue full are
-/// dropped, as on the simulated link.
+/// dropped, as on a simulated link to a device whose firmware drops them
+/// (``/BleotaEngine/FullQueueHandling/drop``: SMP's and Nordic's, the protocols
+/// `sim serve` carries over UDP and serial); `when-full=hold` is not applied here.
 ///
 /// The clock is injected: `sim serve` runs it on the system clock, tests on
 /// the simulator's virtual one.

@@ -1,4 +1,5 @@
 import BleotaATT
+import BleotaEngine
 import BleotaLink
 import Synchronization
 
@@ -75,8 +76,9 @@ public final class SimulatedConnection: Sendable {
         var deviceProcessing = false
         /// CPU time the device owes for packets it had to drop (see deliverToDevice).
         var dropDebt = Duration.zero
-        /// Credit-channel packets on air or crossing: each holds a credit, a slot of the device's queue.
-        var creditsInFlight = 0
+        /// Packets on air or crossing that hold a place of the device's queue: a credit-channel packet's
+        /// credit, or any packet of a device whose link waits for room (``waitsForRoom(_:)``).
+        var placesInFlight = 0
         var closed = false
         var reason = ""
         var statistics = LinkStatistics()
@@ -104,6 +106,8 @@ public final class SimulatedConnection: Sendable {
     let creditChannels: Set<UInt8>
     /// Channels written with ATT Write Requests (``SimulatedPeripheral/requestChannels``).
     let requestChannels: Set<UInt8>
+    /// Whether a packet that would find the device's queue full is dropped or waits (``SimulatedPeripheral/whenQueueFull``).
+    let whenQueueFull: FullQueueHandling
 
     /// The host's controller, when its radio is shared with other connections.
     let adapter: SimulatedAdapter?
@@ -114,9 +118,11 @@ public final class SimulatedConnection: Sendable {
 
     init(
         model: LinkModel, world: SimulatedWorld, address: String, tagBytes: Int = 0, creditChannels: Set<UInt8> = [],
-        requestChannels: Set<UInt8> = [], adapter: SimulatedAdapter? = nil, deviceSecurity: SimulatedDeviceSecurity = .open, peripheral: ObjectIdentifier? = nil
+        requestChannels: Set<UInt8> = [], adapter: SimulatedAdapter? = nil, deviceSecurity: SimulatedDeviceSecurity = .open,
+        whenQueueFull: FullQueueHandling = .drop, peripheral: ObjectIdentifier? = nil
     ) {
         self.deviceSecurity = deviceSecurity
+        self.whenQueueFull = whenQueueFull
         self.peripheral = peripheral ?? ObjectIdentifier(world)
         self.model = model
         self.world = world
@@ -355,12 +361,14 @@ public final class SimulatedConnection: Sendable {
                 if state.hostCurrent == nil, let next = state.hostQueue.first {
                     // A credit-based channel's SDU leaves only with a credit: a free slot in the device's
                     // queue (credits come back as the device takes packets off it; the credit packet's own
-                    // air time is not modelled).
-                    let needsCredit = isOnCreditChannel(next)
-                    let occupied = state.deviceQueued + (state.deviceProcessing ? 1 : 0) + state.creditsInFlight
-                    if !needsCredit || occupied < model.deviceBuffer {
+                    // air time is not modelled). On a link that holds, every packet waits so: the device's
+                    // link layer would not acknowledge it. Room is counted when the event is planned, so a
+                    // place freed during the event is used in the next.
+                    let waits = waitsForRoom(next)
+                    let occupied = state.deviceQueued + (state.deviceProcessing ? 1 : 0) + state.placesInFlight
+                    if !waits || occupied < model.deviceBuffer {
                         state.hostQueue.removeFirst()
-                        if needsCredit { state.creditsInFlight += 1 }
+                        if waits { state.placesInFlight += 1 }
                         state.hostCurrent = (next, model.fragments(bytes: max(0, next.count - tagBytes)))
                     }
                 }
@@ -402,7 +410,10 @@ public final class SimulatedConnection: Sendable {
         }
     }
 
-    private func isOnCreditChannel(_ packet: [UInt8]) -> Bool {
+    /// Whether `packet` goes on air only when the device's queue has room for it: every packet where
+    /// the device's firmware holds the link (``/BleotaEngine/FullQueueHandling/hold``), else a credit channel's.
+    private func waitsForRoom(_ packet: [UInt8]) -> Bool {
+        if whenQueueFull == .hold { return true }
         guard let channel = packet.first else { return false }
         return creditChannels.contains(channel)
     }
@@ -414,7 +425,7 @@ public final class SimulatedConnection: Sendable {
 
     /// One packet arriving at the device, through the world's faults; false once the connection is gone.
     private func deliverToDevice(_ packet: [UInt8], clock: any BleotaClock) -> Bool {
-        if isOnCreditChannel(packet) { state.withLock { $0.creditsInFlight -= 1 } }
+        if waitsForRoom(packet) { state.withLock { $0.placesInFlight -= 1 } }
         guard !isClosed else { return false }
         if isOnRequestChannel(packet) {
             // The device's stack answers a Write Request as it takes it, whatever its firmware then
@@ -444,8 +455,8 @@ public final class SimulatedConnection: Sendable {
         let copies = world.draw(.duplication) ? 2 : 1
         if copies == 2 { state.withLock { $0.statistics.duplicated += 1 } }
         for copy in 0..<copies {
-            // A credit-based channel's packet holds a credit: its slot was kept for it (a duplicate's was not).
-            let reserved = copy == 0 && isOnCreditChannel(packet)
+            // A packet that waited for room holds its place: its slot was kept for it (a duplicate's was not).
+            let reserved = copy == 0 && waitsForRoom(packet)
             world.record(">", delivered, outcome: enqueueAtDevice(delivered, reserved: reserved) ? "ok" : "buffer-full")
         }
         return true

@@ -18,15 +18,19 @@ public final class SimulatedDevice: SimulatedPeripheral {
     public let creditChannels: Set<UInt8>
     public let requestChannels: Set<UInt8>
     public let security: SimulatedDeviceSecurity
+    public let whenQueueFull: FullQueueHandling
 
     /// `channelTagged`: the half speaks a protocol of several characteristics, whose packets carry a channel byte that costs no air time;
     /// `creditChannels`: those of its channels that travel on an LE credit-based channel;
-    /// `requestChannels`: those the host writes with ATT Write Requests.
+    /// `requestChannels`: those the host writes with ATT Write Requests;
+    /// `whenQueueFull`: what becomes of a write that finds its receive queue full, the half's own unless given.
     public init(
         address: String, half: any DeviceHalf, model: LinkModel, name: String = "bleota-sim", bootloaderName: String = "bleota-dfu",
-        channelTagged: Bool = false, creditChannels: Set<UInt8> = [], requestChannels: Set<UInt8> = [], security: SimulatedDeviceSecurity = .open
+        channelTagged: Bool = false, creditChannels: Set<UInt8> = [], requestChannels: Set<UInt8> = [], security: SimulatedDeviceSecurity = .open,
+        whenQueueFull: FullQueueHandling? = nil
     ) {
         self.security = security
+        self.whenQueueFull = whenQueueFull ?? half.whenQueueFull
         channelTagBytes = channelTagged ? 1 : 0
         self.creditChannels = channelTagged ? creditChannels : []
         self.requestChannels = channelTagged ? requestChannels : []
@@ -41,13 +45,14 @@ public final class SimulatedDevice: SimulatedPeripheral {
     /// them: tagged when it has several, on a credit-based channel or written with requests as each says.
     public convenience init(
         address: String, half: any DeviceHalf, model: LinkModel, speaking updateProtocol: any UpdateProtocol,
-        security: SimulatedDeviceSecurity = .open
+        security: SimulatedDeviceSecurity = .open, whenQueueFull: FullQueueHandling? = nil
     ) {
         let services = updateProtocol.identity.gattServices
         self.init(
             address: address, half: half, model: model, channelTagged: services.contains { !$0.channels.isEmpty },
             creditChannels: Set(services.compactMap { $0.creditChannel?.channel }),
-            requestChannels: Set(services.flatMap { $0.channels.filter { $0.write == .request }.map(\.number) }), security: security)
+            requestChannels: Set(services.flatMap { $0.channels.filter { $0.write == .request }.map(\.number) }), security: security,
+            whenQueueFull: whenQueueFull)
     }
 
     public var address: String {

@@ -31,7 +31,7 @@ public final class SimulatedFleet: Sendable {
     public func add(_ address: SimulatorAddress, protocol updateProtocol: any UpdateProtocol, description: String) async throws -> Member {
         let half = try updateProtocol.makeDevice(Simulation.configuration(address))
         let world = SimulatedWorld(runtime: runtime, model: address.model, faults: address.faults, seed: address.seed)
-        await world.add(SimulatedDevice(address: Simulation.deviceAddress, half: half, model: address.model, speaking: updateProtocol))
+        await world.add(SimulatedDevice(address: Simulation.deviceAddress, half: half, model: address.model, speaking: updateProtocol, whenQueueFull: address.whenQueueFull))
         let connector = SimulatedConnector(world: world, address: Simulation.deviceAddress, description: description)
         return Member(
             world: world, half: half, connector: connector,

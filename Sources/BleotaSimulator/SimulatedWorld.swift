@@ -1,4 +1,5 @@
 import BleotaCodec
+import BleotaEngine
 import BleotaLink
 import Synchronization
 
@@ -24,6 +25,9 @@ public protocol SimulatedPeripheral: AnyObject, Sendable {
     var requestChannels: Set<UInt8> { get }
     /// What the device demands of a link and can do to pair.
     var security: SimulatedDeviceSecurity { get }
+    /// Whether a packet that finds its receive queue full is dropped or waits on the link
+    /// (``/BleotaEngine/FullQueueHandling``).
+    var whenQueueFull: FullQueueHandling { get }
 }
 
 extension SimulatedPeripheral {
@@ -31,6 +35,7 @@ extension SimulatedPeripheral {
     public var creditChannels: Set<UInt8> { [] }
     public var requestChannels: Set<UInt8> { [] }
     public var security: SimulatedDeviceSecurity { .open }
+    public var whenQueueFull: FullQueueHandling { .drop }
 }
 
 /// The simulated radio neighbourhood: devices, their connections, the link
@@ -198,7 +203,7 @@ public final class SimulatedWorld: Sendable {
                 let connection = SimulatedConnection(
                     model: model, world: self, address: address, tagBytes: peripheral.channelTagBytes,
                     creditChannels: peripheral.creditChannels, requestChannels: peripheral.requestChannels, adapter: self.adapter,
-                    deviceSecurity: peripheral.security, peripheral: ObjectIdentifier(peripheral))
+                    deviceSecurity: peripheral.security, whenQueueFull: peripheral.whenQueueFull, peripheral: ObjectIdentifier(peripheral))
                 let connectedAt = clock.now
                 let ready = state.withLock { state -> Bool in
                     guard state.entries[index].connection == nil, state.entries[index].offlineUntil <= connectedAt else { return false }

@@ -50,7 +50,9 @@ public enum Simulation {
             let world = SimulatedWorld(runtime: runtime, model: address.model, faults: address.faults, seed: address.seed)
             world.setPairingAgent(pairing)
             await world.add(
-                SimulatedDevice(address: deviceAddress, half: half, model: address.model, speaking: updateProtocol, security: address.deviceSecurity))
+                SimulatedDevice(
+                    address: deviceAddress, half: half, model: address.model, speaking: updateProtocol, security: address.deviceSecurity,
+                    whenQueueFull: address.whenQueueFull))
             let connector = SimulatedConnector(world: world, address: deviceAddress, description: description, security: record)
             if packetTrace != nil { world.startTrace() }
             defer { packetTrace?(world.trace) }

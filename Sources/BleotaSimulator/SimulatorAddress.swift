@@ -28,6 +28,9 @@ public struct SimulatorAddress: Sendable {
     public var initialVersion: String
     /// What the device demands of the link and how it pairs (`security=`, `device-io=`, …).
     public var deviceSecurity = SimulatedDeviceSecurity.open
+    /// What becomes of a write that finds the device's queue full (`when-full=`); nil for what its
+    /// firmware does (``/BleotaEngine/DeviceHalf/whenQueueFull``).
+    public var whenQueueFull: FullQueueHandling?
 
     /// The simulator's own keys, with what they set.
     public static let simulatorKeys: [(key: String, meaning: String)] = [
@@ -47,6 +50,7 @@ public struct SimulatorAddress: Sendable {
         ("interval", "connection interval in ms (7.5…4000, steps of 1.25)"),
         ("per-event", "packets per connection event (1…64)"),
         ("buffer", "device receive buffer in packets (1…1024)"),
+        ("when-full", "a write that finds the device's buffer full is lost (drop) or waits on the link (hold); default: what the protocol's firmware does"),
         ("processing", "device processing time per packet in ms"),
         ("erase", "flash page erase time in ms"),
         ("reboot-time", "device reboot time in ms"),
@@ -185,6 +189,11 @@ public struct SimulatorAddress: Sendable {
         case "interval": model.connectionInterval = try milliseconds()
         case "per-event": model.packetsPerEvent = try count()
         case "buffer": model.deviceBuffer = try count()
+        case "when-full":
+            guard let handling = FullQueueHandling(rawValue: value) else {
+                throw SimulatorAddressError("sim:// key 'when-full' is drop or hold, got '\(value)'")
+            }
+            whenQueueFull = handling
         case "processing": model.deviceProcessingPerPacket = try milliseconds()
         case "erase": model.flashEraseTimePerPage = try milliseconds()
         case "reboot-time": model.rebootTime = try milliseconds()

@@ -99,6 +99,7 @@ import Testing
         ("    fields: [{u16: index}, payload, {crc16: crc-99}]", ":9: messages.data.fields[2].crc16: 'crc-99' is not a CRC-16 bleota knows"),
         ("  flow: {mode: ack, ack: data, every: 8}", ":14: transfer.flow.ack: 'data' carries no next-index"),
         ("  colour: red", ":15: transfer.colour: is not a key here"),
+        ("  when-full: wait", ":15: transfer.when-full: 'wait' is neither drop nor hold"),
     ])
     func aDescriptionWithAMistakeNamesItsLineAndField(_ mistake: (String, String)) throws {
         var lines = [

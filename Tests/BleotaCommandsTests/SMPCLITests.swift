@@ -133,6 +133,10 @@ import Testing
         (["sim", "serve", "--link", "nonsense"], 2, "--link 'nonsense': unknown simulator preset 'nonsense': use one of"),
         (["sim", "serve", "--link", "2m-dle?loss=2"], 2, "sim:// key 'loss' is a probability: use 0…1, got 2"),
         (
+            ["sim", "serve", "--link", "slow-flash?when-full=hold"], 2,
+            "--link 'slow-flash?when-full=hold': the shaped link drops what finds the device's queue full and cannot hold it: drop when-full=hold"
+        ),
+        (
             ["gatt", "subscribe", "--device", "ble://C0:FF:EE:00:00:01", "--handle", "8", "--write-handle", "3"], 2,
             "--write-handle and --write-hex go together: give both or neither"
         ),

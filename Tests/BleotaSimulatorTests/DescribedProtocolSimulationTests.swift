@@ -36,7 +36,8 @@ func simulateDescribedUpdate(
         let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
         let factory = description.image.sample(Array("factory image".utf8))
         let device = DescribedDevice(description: description, slotSize: 1 << 20, initialImage: factory)
-        await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, speaking: DescribedProtocol(description)))
+        await world.add(
+            SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, speaking: DescribedProtocol(description), whenQueueFull: parsed.whenQueueFull))
         let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
         let events = SharedEvents()
         let context = HostContext(
@@ -144,17 +145,32 @@ func describedImage(_ description: ProtocolDescription, count: Int, seed: UInt64
         #expect(run.steps.contains(.enterBootloader) && run.steps.contains(.reconnect))
     }
 
-    /// ST's loader takes packets with no flow control at all, and one whose queue overflows
-    /// (`slow-flash`: 4 packets, 7 ms to program one) drops what it cannot hold, the end command
-    /// among them. An end left unanswered on a link still up sends the next try slower, so the
-    /// update finishes where every try used to go at the same pace and fail.
+    /// ST's loader takes packets with no flow control of its protocol's own. One whose queue
+    /// overflows (`slow-flash`: 4 packets, 7 ms to program one) and that drops what it cannot hold
+    /// (`when-full=drop`; ST's holds the link) loses some, the end command among them. An end left
+    /// unanswered on a link still up sends the next try slower, so the update finishes where every
+    /// try used to go at the same pace and fail.
     @Test func anEndLeftUnansweredByADeviceThatDropsPacketsSendsTheNextTrySlower() async throws {
         let wb = try shippedDescription("stm32wb-ota")
         let image = describedImage(wb, count: 12_000, seed: 7)
-        let run = try await simulateDescribedUpdate("sim://slow-flash", wb, image: image)
+        let run = try await simulateDescribedUpdate("sim://slow-flash?when-full=drop", wb, image: image)
         _ = try run.outcome.get()
         #expect(run.running == image)
         #expect(run.notes.contains { $0.contains("did not answer the end command") && $0.contains("then slower") }, "\(run.notes)")
+    }
+
+    /// ST's own loader programs each write in its event handler before CPU2 gets the buffer back
+    /// (`when-full: hold` in its description): on `slow-flash` the writes it has no room for wait on
+    /// the link, and the first try's end is answered.
+    @Test func theLoaderHoldingItsLinkAnswersTheFirstTrysEnd() async throws {
+        let wb = try shippedDescription("stm32wb-ota")
+        #expect(wb.transfer.whenQueueFull == .hold)
+        let image = describedImage(wb, count: 12_000, seed: 7)
+        let run = try await simulateDescribedUpdate("sim://slow-flash", wb, image: image)
+        let report = try run.outcome.get()
+        #expect(run.running == image)
+        #expect(!run.notes.contains { $0.contains("did not answer the end command") }, "\(run.notes)")
+        #expect(report.statistics.packetsResent == 0)
     }
 
     /// The loader erased the application when it started: a cut leaves the device in its loader,

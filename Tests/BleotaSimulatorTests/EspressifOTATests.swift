@@ -168,13 +168,14 @@ import Testing
         #expect(exact)
     }
 
-    /// `slow-flash`'s device writes a finished sector for 85 ms with room for 4 packets: a whole
-    /// window of sectors sent at once floods it, often losing a sector's last packet, the one it
-    /// answers, so only the 2 s response timeout tells. The flight grows from one sector instead,
-    /// and settles on one at the first loss.
+    /// `slow-flash`'s device writes a finished sector for 85 ms with room for 4 packets. One whose
+    /// firmware drops what finds that full (`when-full=drop`; the OTA example's blocking ring holds
+    /// the link instead) loses packets to a whole window of sectors sent at once, often a sector's
+    /// last, the one it answers, so only the 2 s response timeout tells. The flight grows from one
+    /// sector instead, and settles on one at the first loss.
     @Test func aDeviceThatCannotQueueASectorLosesNoneToATimeout() async throws {
         let image = Self.image(100_000, seed: 7)
-        let run = try await simulate("sim://slow-flash", image: image)
+        let run = try await simulate("sim://slow-flash?when-full=drop", image: image)
         let report = try run.outcome.get()
         #expect(run.running == image)
         #expect(report.statistics.ackTimeouts == 0)

@@ -2,6 +2,8 @@ import BleotaLink
 import Synchronization
 import Testing
 
+import enum BleotaEngine.FullQueueHandling
+
 @testable import BleotaSimulator
 
 @Suite struct LinkModelTests {
@@ -70,9 +72,11 @@ final class SinkPeripheral: SimulatedPeripheral {
     let powerCycles = Mutex(0)
     let processing: Duration
     let myAddress: String
-    init(address: String = "AA:00:00:00:00:01", processing: Duration = .zero) {
+    let whenQueueFull: FullQueueHandling
+    init(address: String = "AA:00:00:00:00:01", processing: Duration = .zero, whenQueueFull: FullQueueHandling = .drop) {
         myAddress = address
         self.processing = processing
+        self.whenQueueFull = whenQueueFull
     }
     var address: String { get async { myAddress } }
     var name: String { get async { "sink" } }
@@ -89,14 +93,14 @@ final class SinkPeripheral: SimulatedPeripheral {
 /// Floods `count` packets of `size` bytes to a sink and reports what happened.
 func flood(
     model: LinkModel, faults: LinkFaults = LinkFaults(), seed: UInt64 = 1, count: Int, size: Int,
-    processing: Duration = .zero, gap: Duration = .zero
+    processing: Duration = .zero, gap: Duration = .zero, whenQueueFull: FullQueueHandling = .drop
 )
     async throws -> (seconds: Double, received: [[UInt8]], statistics: LinkStatistics, powerCycles: Int, trace: [String])
 {
     try await SimulationRuntime.run { runtime in
         let world = SimulatedWorld(runtime: runtime, model: model, faults: faults, seed: seed)
         world.startTrace()
-        let sink = SinkPeripheral(processing: processing)
+        let sink = SinkPeripheral(processing: processing, whenQueueFull: whenQueueFull)
         await world.add(sink)
         let link = try await world.connect(to: "AA:00:00:00:00:01", timeout: .seconds(1))
         let start = runtime.clock.now
@@ -143,6 +147,24 @@ func flood(
         let paced = try await flood(model: model, count: 200, size: 200, processing: .milliseconds(2), gap: .milliseconds(5))
         #expect(paced.statistics.droppedByDeviceBuffer == 0)
         #expect(paced.received.count == 200)
+    }
+
+    /// Firmware that takes each write to the end before its stack takes the next holds the link
+    /// instead (Core v5.4, Vol 6, Part B, §4.5.9): the flood that lost packets above arrives whole
+    /// and in order, each event carrying what the queue has room for when it is planned.
+    @Test func aDeviceThatHoldsTheLinkLosesNothingToAFlood() async throws {
+        let model = LinkPreset.named("slow-flash")!.model
+        let held = try await flood(model: model, count: 200, size: 200, processing: .milliseconds(2), whenQueueFull: .hold)
+        #expect(held.statistics.droppedByDeviceBuffer == 0)
+        let sent = (0..<200).map { index in
+            var packet = [UInt8](repeating: UInt8(truncatingIfNeeded: index), count: 200)
+            packet[0] = UInt8(truncatingIfNeeded: index >> 8)
+            return packet
+        }
+        #expect(held.received == sent)
+        // 4 places and 2 ms a packet: 4 packets an event, none waiting beyond the event after a place frees.
+        let events = held.seconds / model.connectionInterval.seconds
+        #expect(events <= 200 / 4 + 2, "\(events) events")
     }
 
     @Test func writeLossMatchesItsProbability() async throws {

@@ -44,7 +44,7 @@ func simulateNordicUpdate(
         flash.application = Array("factory application".utf8)
         adjust(&flash)
         let device = NordicSecureDFUDevice(flash: flash, buttonless: buttonless, startInBootloader: startInBootloader)
-        await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, speaking: NordicSecureDFUProtocol()))
+        await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, speaking: NordicSecureDFUProtocol(), whenQueueFull: parsed.whenQueueFull))
         let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
         let events = SharedEvents()
         let context = HostContext(
@@ -309,7 +309,7 @@ func simulateNordicLegacyUpdate(
         flash.application = Array("factory application".utf8)
         let device = NordicLegacyDFUDevice(flash: flash, startInBootloader: startInBootloader)
         if trace { world.startTrace() }
-        await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, speaking: NordicLegacyDFUProtocol()))
+        await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, speaking: NordicLegacyDFUProtocol(), whenQueueFull: parsed.whenQueueFull))
         let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
         let events = SharedEvents()
         let updater = NordicLegacyDFUUpdater(
@@ -424,7 +424,8 @@ func simulateNordicLegacyUpdate(
             var flash = NordicBootloader.Flash()
             flash.application = Array("factory application".utf8)
             let device = NordicSecureDFUDevice(flash: flash)
-            await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, speaking: NordicSecureDFUProtocol()))
+            await world.add(
+                SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, speaking: NordicSecureDFUProtocol(), whenQueueFull: parsed.whenQueueFull))
             let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: "sim")
             var tuning = TransferTuning()
             tuning.window = 4
@@ -481,7 +482,8 @@ struct FixedFailingConnector: DeviceConnector {
         let (found, missing) = try await SimulationRuntime.run { runtime in
             let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
             let device = NordicSecureDFUDevice(flash: NordicBootloader.Flash(), startInBootloader: true)
-            await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:09", half: device, model: parsed.model, speaking: NordicSecureDFUProtocol()))
+            await world.add(
+                SimulatedDevice(address: "C0:FF:EE:00:00:09", half: device, model: parsed.model, speaking: NordicSecureDFUProtocol(), whenQueueFull: parsed.whenQueueFull))
             let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: "sim")
             let link = try await connector.connect(for: .bootloader, timeout: .seconds(1), advertisedName: NordicSecureDFUDevice.defaultBootloaderName)
             let found = link.parameters.description

@@ -33,7 +33,7 @@ func simulateSMPUpgrade(
         let device = try SMPProtocol().makeDevice(Simulation.configuration(parsed)) as! SMPDevice
         let storage = device.storage
         prepare?(storage)
-        await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model))
+        await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, whenQueueFull: parsed.whenQueueFull))
         let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
         let steps = SharedSteps(), notes = SharedLog()
         let updater = SMPUpdater(connector: connector, clock: world.clock, window: window) { event in

@@ -78,7 +78,7 @@ import Testing
         let installed: [UInt8] = try await SimulationRuntime.run { runtime in
             let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: 1)
             let device = SUOTADevice(partitionSize: 1 << 20, initialImage: SUOTAImageHeader.sample([1, 2, 3]))
-            await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, speaking: SUOTAProtocol()))
+            await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, speaking: SUOTAProtocol(), whenQueueFull: parsed.whenQueueFull))
             let link = try await world.connect(to: "C0:FF:EE:00:00:01", timeout: .seconds(5))
             var image = Self.image(2000, seed: 9)
             image[12] ^= 0x01  // inside the version string, which no CRC covers

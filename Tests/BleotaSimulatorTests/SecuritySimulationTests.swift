@@ -84,7 +84,8 @@ import Testing
         return try await SimulationRuntime.run { runtime in
             let world = SimulatedWorld(runtime: runtime, model: parsed.model, seed: parsed.seed)
             world.setPairingAgent(pairing)
-            await world.add(SimulatedDevice(address: Simulation.deviceAddress, half: half, model: parsed.model, security: parsed.deviceSecurity))
+            await world.add(
+                SimulatedDevice(address: Simulation.deviceAddress, half: half, model: parsed.model, security: parsed.deviceSecurity, whenQueueFull: parsed.whenQueueFull))
             let connector = SimulatedConnector(world: world, address: Simulation.deviceAddress, description: address)
             let value = try await body(world, connector)
             await world.shutDown()

@@ -28,7 +28,7 @@ func simulateVendorUpdate<Device: DeviceHalf>(
         let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
         let (device, factory) = makeDevice(parsed.model)
         await world.add(
-            SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, speaking: updateProtocol))
+            SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, speaking: updateProtocol, whenQueueFull: parsed.whenQueueFull))
         let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: address)
         let events = SharedEvents()
         let host = makeHost(

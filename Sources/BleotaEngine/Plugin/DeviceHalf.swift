@@ -35,6 +35,9 @@ public protocol DeviceHalf: AnyObject, Sendable {
     /// What it holds and runs: how an update ended, seen from the device (the fault
     /// matrix and tests judge every protocol's endings by it, without knowing the protocol).
     var firmware: FirmwareState { get async }
+    /// What its firmware does with a write that finds its receive queue full: whether a slow device
+    /// loses writes or slows its link. Fixed for a firmware, so asked without waiting.
+    var whenQueueFull: FullQueueHandling { get }
 }
 
 /// What a device holds and runs, as an update's outcome goes.
@@ -65,6 +68,7 @@ extension DeviceHalf {
     public var advertisedName: String? { nil }
     public var offeredChannels: [UInt8]? { nil }
     public var readableValues: [UInt8: [UInt8]] { [:] }
+    public var whenQueueFull: FullQueueHandling { .drop }
 }
 
 /// What a device half needs from the world around it: time, costs, reboots.

@@ -56,6 +56,8 @@ package actor DescribedDevice: DeviceHalf {
 
     package var bootloaderKeepsAddress: Bool { description.update.bootloaderAddress == .same }
 
+    package nonisolated var whenQueueFull: FullQueueHandling { description.transfer.whenQueueFull }
+
     package var offeredChannels: [UInt8]? {
         guard description.update.enterBootloader != nil else { return nil }
         let role: ProtocolDescription.DeviceRole = inBootloader ? .bootloader : .application

@@ -1,5 +1,6 @@
 import BleotaATT
 import BleotaCodec
+import BleotaEngine
 import Foundation
 
 /// An update protocol of the "control point + data stream" family, described
@@ -196,6 +197,9 @@ public struct ProtocolDescription: Sendable {
         /// Whether the device keeps what it received across a disconnect, so the host continues
         /// from the device's next index (needs acknowledgements or requests to learn it).
         public var resume: Bool
+        /// What the device's firmware does with a packet that finds its receive queue full: lost, or
+        /// held on the link until it has room (``/BleotaEngine/FullQueueHandling``).
+        public var whenQueueFull: FullQueueHandling = .drop
     }
 
     /// Flow control: how the host learns what arrived.

@@ -1,5 +1,6 @@
 import BleotaATT
 import BleotaCodec
+import BleotaEngine
 import Foundation
 import Yams
 
@@ -473,7 +474,7 @@ struct DescriptionReader {
     func transfer(
         _ node: Node, messages: [String: MessageTemplate], characteristics: [ProtocolDescription.Characteristic]
     ) throws(ProtocolDescriptionError) -> ProtocolDescription.TransferRules {
-        let map = try mapping(node, "transfer", keys: ["packet", "payload", "pad-last", "flow", "gap", "bad-checksum", "on-failure", "resume"])
+        let map = try mapping(node, "transfer", keys: ["packet", "payload", "pad-last", "flow", "gap", "bad-checksum", "on-failure", "resume", "when-full"])
         let packet = try messageName(try required(map, "packet", in: node, "transfer"), "transfer.packet", messages)
         guard messages[packet]!.hasPayload else { throw fail(map["packet"], "transfer.packet", "'\(packet)' has no payload field: a data packet carries one") }
         var payloadSize: Int?
@@ -528,7 +529,12 @@ struct DescriptionReader {
                 case let other: throw fail(node, "transfer.on-failure", "'\(other)' is neither wait-for-end nor report-and-reboot")
                 }
             } ?? false,
-            resume: try map["resume"].map { node throws(ProtocolDescriptionError) in try flag(node, "transfer.resume") } ?? false)
+            resume: try map["resume"].map { node throws(ProtocolDescriptionError) in try flag(node, "transfer.resume") } ?? false,
+            whenQueueFull: try map["when-full"].map { node throws(ProtocolDescriptionError) in
+                let value = try text(node, "transfer.when-full")
+                guard let handling = FullQueueHandling(rawValue: value) else { throw fail(node, "transfer.when-full", "'\(value)' is neither drop nor hold") }
+                return handling
+            } ?? .drop)
     }
 
     func statuses(_ node: Node?) throws(ProtocolDescriptionError) -> ProtocolDescription.StatusTable {

@@ -36,6 +36,11 @@ package actor EspressifOTADevice: DeviceHalf {
     package private(set) var running: [UInt8]
     private var upload: Upload?
 
+    /// The OTA example (`app_main.c`) hands each sector to a ring buffer with `xRingbufferSend` and
+    /// no timeout, so a full ring blocks the Bluetooth host task: the writes behind it wait in the
+    /// stack's buffers and the link layer holds them, and none is lost for want of room.
+    package nonisolated var whenQueueFull: FullQueueHandling { .hold }
+
     struct Upload {
         var length: Int
         /// What has arrived so far: the image, or for a patch, its bytes counted (the patcher takes them).

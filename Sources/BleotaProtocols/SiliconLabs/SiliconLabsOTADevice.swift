@@ -52,6 +52,12 @@ package actor SiliconLabsOTADevice: DeviceHalf {
     /// The AppLoader overwrites the application in place: without one, the device waits in the AppLoader.
     package var firmware: FirmwareState { FirmwareState(running: application, mode: mode) }
     package var bootloaderKeepsAddress: Bool { true }
+
+    /// The AppLoader is a binary, but the Gecko SDK's in-place OTA component (`sl_bt_app_ota_dfu.c`)
+    /// programs each OTA Data write in the stack's event loop before it takes the next event, so a
+    /// slow write leaves the next ones in the stack's buffers and the link layer holds them (the
+    /// AppLoader is taken to do as its SDK does; `protocols/silabs-ota.md`).
+    package nonisolated var whenQueueFull: FullQueueHandling { .hold }
     package var advertisedName: String? { mode == .bootloader ? Self.appLoaderName : nil }
 
     /// The running file's size and SHA-256 (scripts compare them with the .gbl sent), and its application version.
