@@ -356,9 +356,10 @@ extension WireCeiling {
     /// `writes` sent `perEvent` an event from an anchor (time 0), through the device's queue of
     /// `deviceBuffer` packets first in, first out: when the device is done with the last, and whether
     /// any found the queue full (a packet waiting or being worked on holds its slot until done).
-    /// `held`: a device whose link holds what it has no room for (`FullQueueHandling.hold`): an
-    /// event carries at most the places free when it starts, as the simulated link plans it, and
-    /// nothing overflows.
+    /// `held`: a device whose link holds what it has no room for (`FullQueueHandling.hold`): a
+    /// write that finds no place is refused a pair at a time, each pair its first fragment's air
+    /// time, until one frees, as the simulated link does (in a later event when the event's time or
+    /// pairs run out); nothing overflows.
     private func deviceQueueRun(_ writes: [QueuedWrite], perEvent: Int, held: Bool = false) -> (finish: Double, overflow: Bool) {
         let limit = max(1, perEvent)
         var busy: [Double] = []
@@ -366,22 +367,38 @@ extension WireCeiling {
         var overflow = false
         var event = 0
         var inEvent = 0
+        var pairsInEvent = 0
         var offset = 0.0
-        var room = model.deviceBuffer
+        func nextEvent() {
+            event += 1
+            inEvent = 0
+            pairsInEvent = 0
+            offset = 0
+        }
         for write in writes {
-            while inEvent == limit || (held && inEvent >= room) {
-                event += 1
-                inEvent = 0
-                offset = 0
-                let start = Double(event) * interval
-                room = model.deviceBuffer - busy.filter { $0 > start }.count
-            }
+            if inEvent == limit { nextEvent() }
             let fragments = model.fragments(bytes: write.size)
             let pairs: [Double] = fragments.map { model.pairTime(payload: $0).seconds }
             let earlierFragments: Double = pairs.dropLast().reduce(0.0, +)
             let lastFragment: Double = model.airTime(payload: fragments.last ?? 0).seconds
+            if held {
+                // Refused pairs until a place is free when the write would start.
+                while true {
+                    let start = Double(event) * interval + offset
+                    busy.removeAll { $0 <= start }
+                    if busy.count < model.deviceBuffer { break }
+                    let refused = pairs.first ?? 0
+                    if offset + refused > interval || pairsInEvent + 1 > model.packetsPerEvent {
+                        nextEvent()
+                    } else {
+                        offset += refused
+                        pairsInEvent += 1
+                    }
+                }
+            }
             let arrival = Double(event) * interval + offset + earlierFragments + lastFragment
             offset += pairs.reduce(0.0, +)
+            pairsInEvent += fragments.count
             inEvent += 1
             busy.removeAll { $0 <= arrival }
             guard held || busy.count < model.deviceBuffer else {

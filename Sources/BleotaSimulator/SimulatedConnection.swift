@@ -313,23 +313,49 @@ public final class SimulatedConnection: Sendable {
                 }
                 (start, budget) = slot
             }
-            let (duration, completions) = runOneEvent(budget: budget)
-            adapter?.used(from: start, for: duration)
+            var plan = runOneEvent(budget: budget, pairLimit: model.packetsPerEvent)
+            adapter?.used(from: start, for: plan.duration)
             if start > anchor {
                 do { try await clock.sleep(until: start) } catch { return }
             }
-            // Each packet reaches the other side when its last fragment has been
-            // received, not at the end of the event: a device starts on the first
-            // packet of a long event while the rest are still on air.
-            delivering: for completion in completions {
-                do { try await clock.sleep(until: start + completion.at) } catch { return }
-                switch completion.packet {
-                case .toDevice(let packet): guard deliverToDevice(packet, clock: clock) else { break delivering }
-                case .toHost(.packet(let packet)): guard deliverToHost(packet) else { break delivering }
-                case .toHost(.writeResponse): requestAnswered()
+            var used = Duration.zero
+            var pairs = 0
+            event: while true {
+                // Each packet reaches the other side when its last fragment has been
+                // received, not at the end of the event: a device starts on the first
+                // packet of a long event while the rest are still on air.
+                for completion in plan.completions {
+                    do { try await clock.sleep(until: start + used + completion.at) } catch { return }
+                    let delivered: Bool
+                    switch completion.packet {
+                    case .toDevice(let packet): delivered = deliverToDevice(packet, clock: clock)
+                    case .toHost(.packet(let packet)): delivered = deliverToHost(packet)
+                    case .toHost(.writeResponse):
+                        requestAnswered()
+                        delivered = true
+                    }
+                    guard delivered else {
+                        used += plan.duration
+                        break event
+                    }
                 }
+                used += plan.duration
+                pairs += plan.pairs
+                do { try await clock.sleep(until: start + used) } catch { return }
+                // A device that holds its link (and is alone on its radio: a shared adapter books an event
+                // once, at its start) does not acknowledge the packet it has no room for, and the central
+                // sends it again in the next pair of the same event: each such pair costs its air time, and
+                // the first one the device has room for crosses (Core v5.4, Vol 6, Part B, §4.5.9).
+                guard adapter == nil, let held = plan.heldBack, pairs < model.packetsPerEvent else { break }
+                let refused = model.pairTime(payload: held)
+                guard used + refused <= budget else { break }
+                used += refused
+                pairs += 1
+                state.withLock { $0.statistics.airTime += refused }
+                do { try await clock.sleep(until: start + used) } catch { return }
+                plan = runOneEvent(budget: budget - used, pairLimit: model.packetsPerEvent - pairs, continuing: true)
             }
-            do { try await clock.sleep(until: start + duration) } catch { return }
+            do { try await clock.sleep(until: start + used) } catch { return }
             // Packets that finished transmitting free host queue space.
             let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
                 defer { state.sendWaiters = [] }
@@ -350,14 +376,26 @@ public final class SimulatedConnection: Sendable {
         var packet: Packet
     }
 
-    /// Plans one event: which fragments go each way, how long it takes, which
+    /// One event's plan, or the rest of one's after a refused pair: how long it takes, which
+    /// upper-layer packets complete and when (from its own start), the pairs it used, and the first
+    /// fragment of a packet held back for want of room on a link that holds (``waitsForRoom(_:)``).
+    struct EventPlan {
+        var duration: Duration
+        var completions: [Completion]
+        var pairs: Int
+        var heldBack: Int?
+    }
+
+    /// Plans one event, or (`continuing`) what is left of one after a pair the device refused:
+    /// which fragments go each way within `budget` and `pairLimit` pairs, how long it takes, which
     /// upper-layer packets complete and when.
-    private func runOneEvent(budget: Duration) -> (Duration, [Completion]) {
+    private func runOneEvent(budget: Duration, pairLimit: Int, continuing: Bool = false) -> EventPlan {
         state.withLock { state in
             var time = Duration.zero
             var pairs = 0
             var completions: [Completion] = []
-            while pairs < model.packetsPerEvent {
+            var heldBack: Int?
+            while pairs < pairLimit {
                 if state.hostCurrent == nil, let next = state.hostQueue.first {
                     // A credit-based channel's SDU leaves only with a credit: a free slot in the device's
                     // queue (credits come back as the device takes packets off it; the credit packet's own
@@ -366,10 +404,13 @@ public final class SimulatedConnection: Sendable {
                     // place freed during the event is used in the next.
                     let waits = waitsForRoom(next)
                     let occupied = state.deviceQueued + (state.deviceProcessing ? 1 : 0) + state.placesInFlight
+                    let fragments = model.fragments(bytes: max(0, next.count - tagBytes))
                     if !waits || occupied < model.deviceBuffer {
                         state.hostQueue.removeFirst()
                         if waits { state.placesInFlight += 1 }
-                        state.hostCurrent = (next, model.fragments(bytes: max(0, next.count - tagBytes)))
+                        state.hostCurrent = (next, fragments)
+                    } else if whenQueueFull == .hold {
+                        heldBack = fragments.first ?? 0
                     }
                 }
                 if state.deviceCurrent == nil, !state.deviceQueue.isEmpty {
@@ -378,7 +419,7 @@ public final class SimulatedConnection: Sendable {
                 }
                 let central = state.hostCurrent?.fragments.first ?? 0
                 let peripheral = state.deviceCurrent?.fragments.first ?? 0
-                if central == 0 && peripheral == 0 && pairs > 0 { break }
+                if central == 0 && peripheral == 0 && (pairs > 0 || continuing) { break }
                 let cost = model.pairTime(payload: central, response: peripheral)
                 if time + cost > budget { break }
                 time += cost
@@ -404,9 +445,9 @@ public final class SimulatedConnection: Sendable {
                 }
                 if central == 0 && peripheral == 0 { break }
             }
-            state.statistics.connectionEvents += 1
+            if !continuing { state.statistics.connectionEvents += 1 }
             state.statistics.airTime += time
-            return (time, completions)
+            return EventPlan(duration: time, completions: completions, pairs: pairs, heldBack: state.hostCurrent == nil ? heldBack : nil)
         }
     }
 

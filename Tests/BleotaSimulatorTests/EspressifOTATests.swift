@@ -183,6 +183,18 @@ import Testing
         #expect(report.tuning.window == 1)
     }
 
+    /// The OTA example's ring buffer blocks the Bluetooth host task instead of dropping, so on
+    /// `slow-flash` the link holds what the device has no room for: nothing is lost, and the flight
+    /// grows to the window START announced.
+    @Test func aDeviceThatHoldsItsLinkLosesNothingAndTakesTheWholeWindow() async throws {
+        let image = Self.image(100_000, seed: 7)
+        let run = try await simulate("sim://slow-flash", image: image)
+        let report = try run.outcome.get()
+        #expect(run.running == image)
+        #expect(report.statistics.packetsLost == 0 && report.statistics.ackTimeouts == 0, "\(report.statistics)")
+        #expect(report.tuning.window == 3)
+    }
+
     /// A loss on air at one sector at a time is not a device that needs its packets spaced: the
     /// pause comes only when a sector is lost again before another is written.
     @Test func lossesOnAirDoNotSlowTheUploadLikeAFloodedDevice() async throws {

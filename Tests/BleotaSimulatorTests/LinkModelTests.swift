@@ -162,9 +162,11 @@ func flood(
             return packet
         }
         #expect(held.received == sent)
-        // 4 places and 2 ms a packet: 4 packets an event, none waiting beyond the event after a place frees.
+        // 4 places and 2 ms a packet: the 4 the queue has room for when an event starts, and more as
+        // the device frees places during it, the refused pairs between costing their air time.
         let events = held.seconds / model.connectionInterval.seconds
-        #expect(events <= 200 / 4 + 2, "\(events) events")
+        print("held flood: \(held.statistics.connectionEvents) events, \(events) intervals")
+        #expect(events < 200 / 4, "\(events) intervals")
     }
 
     @Test func writeLossMatchesItsProbability() async throws {
