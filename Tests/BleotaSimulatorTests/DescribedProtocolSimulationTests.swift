@@ -94,6 +94,20 @@ func describedImage(_ description: ProtocolDescription, count: Int, seed: UInt64
         #expect(report.tuning.window == 8, "a try that did not fail reports the described interval: \(report.tuning.window)")
     }
 
+    /// On `slow-flash` a Telink device loses a PDU to the described 8 PDUs a read and reports the
+    /// gap at once. A read costs its queue a place and a PDU's work, so the retries pace with a
+    /// pause per packet instead, without reads: 2 ms (7 PDUs an event, a gap again), then 4 ms,
+    /// 3 or 4 an event, which its queue of 4 takes while it works.
+    @Test func retriesOnADeviceSlowerThanItsLinkPauseInsteadOfReading() async throws {
+        let telink = try shippedDescription("telink-ota")
+        let image = describedImage(telink, count: 30_000, seed: 3)
+        let run = try await simulateDescribedUpdate("sim://slow-flash", telink, image: image)
+        let report = try run.outcome.get()
+        #expect(run.running == image)
+        #expect(report.tuning.interPacketDelay == .milliseconds(4), "\(report.tuning)")
+        #expect(run.notes.filter { $0.contains("OTA_DATA_PACKET_SEQ_ERR") }.count == 2, "\(run.notes)")
+    }
+
     /// Telink's devices fail the whole update at any gap: under loss bleota starts again, slower,
     /// and every run ends with the exact image or a clean failure with the old one.
     @Test(arguments: 1...8)

@@ -235,10 +235,24 @@ package struct DescribedUpdater: ContextHost {
             let slower = !retry.linkDropped || retry.mayHaveActivated
             if retry.linkDropped { statistics.reconnects += 1 }
             if slower {
-                pace.readEvery = pace.readEvery.map { max(1, $0 / 2) }
-                pace.readsOutstanding = 1
-                pace.window = max(1, pace.window / 2)
-                if case .none(nil, _) = description.transfer.flow { pace.delay = max(pace.delay * 2, .milliseconds(5)) }
+                if case .none(.some, _) = description.transfer.flow, !context.explicitKnobs.contains(.window),
+                    !context.explicitKnobs.contains(.delay)
+                {
+                    // Reads pace by round trips, and on a device slower than its link each read costs a
+                    // packet's work and a place in its queue: a read every 2 packets, waited for, was
+                    // what fitted `slow-flash` (1.04 KiB/s, 25 % of Telink's ceiling), and no schedule of
+                    // reads passes 75 %. A pause per packet costs the device nothing: the next try sends
+                    // without reads, 2 ms between packets, and each try after that twice as long
+                    // (`slow-flash`: 2 ms is 7 packets an event, still too many; 4 ms is 3 or 4, what its
+                    // queue of 4 takes while it works).
+                    pace.readEvery = nil
+                    pace.delay = max(pace.delay * 2, .milliseconds(2))
+                } else {
+                    pace.readEvery = pace.readEvery.map { max(1, $0 / 2) }
+                    pace.readsOutstanding = 1
+                    pace.window = max(1, pace.window / 2)
+                    if case .none(nil, _) = description.transfer.flow { pace.delay = max(pace.delay * 2, .milliseconds(5)) }
+                }
             }
             context.onEvent(
                 .note(
