@@ -400,8 +400,8 @@ public final class SimulatedConnection: Sendable {
                     // A credit-based channel's SDU leaves only with a credit: a free slot in the device's
                     // queue (credits come back as the device takes packets off it; the credit packet's own
                     // air time is not modelled). On a link that holds, every packet waits so: the device's
-                    // link layer would not acknowledge it. Room is counted when the event is planned, so a
-                    // place freed during the event is used in the next.
+                    // link layer would not acknowledge it, and `runEvents` plans the rest of the event after
+                    // each refused pair, so a place freed during the event is used in it.
                     let waits = waitsForRoom(next)
                     let occupied = state.deviceQueued + (state.deviceProcessing ? 1 : 0) + state.placesInFlight
                     let fragments = model.fragments(bytes: max(0, next.count - tagBytes))

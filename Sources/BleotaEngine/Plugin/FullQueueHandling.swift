@@ -12,8 +12,8 @@
 /// its receipts exist for that).
 ///
 /// The simulator models both with the same queue of the link model's `deviceBuffer` places
-/// (`protocols/link-model.md`): dropping at a full queue, or holding the host's packet off the air
-/// until a place is free. Each device half says which its firmware does; a `sim://` address
+/// (`protocols/link-model.md`): dropping at a full queue, or refusing the host's packet pair by
+/// pair, as a controller with no room does, until a place is free. Each device half says which its firmware does; a `sim://` address
 /// overrides it with `when-full=drop|hold`.
 public enum FullQueueHandling: String, Sendable, Hashable, CaseIterable {
     /// The packet is lost: the firmware's own pool was empty.
