@@ -229,6 +229,8 @@ extension WireCeiling {
         let end = command(description.update.end.send)
         let endAnswer: Double = description.update.end.answer != nil ? 1 : 0
         func rate(_ events: Double) -> Double { Double(imageBytes) / (events * interval) }
+        // A device that holds its link loses nothing to its queue: what it has no room for waits on air.
+        let held = transfer.whenQueueFull == .hold
 
         switch transfer.flow {
         case .none(let describedEvery, _):
@@ -241,7 +243,7 @@ extension WireCeiling {
             guard let every else {
                 let stream = leading + Array(repeating: data, count: count) + [end]
                 for writes in stride(from: perEvent, through: 1, by: -1) {
-                    let run = deviceQueueRun(stream, perEvent: writes, held: transfer.whenQueueFull == .hold)
+                    let run = deviceQueueRun(stream, perEvent: writes, held: held)
                     if !run.overflow { return rate(before + eventsSpanning(run.finish) + endAnswer) }
                     // Back to back is all a host without reads does on its own.
                     if pacing != .spacedToTheDevice { return nil }
@@ -254,7 +256,7 @@ extension WireCeiling {
             while left > 0 {
                 let group = min(every, left)
                 left -= group
-                let run = deviceQueueRun(ahead + Array(repeating: data, count: group) + [read], perEvent: perEvent, held: transfer.whenQueueFull == .hold)
+                let run = deviceQueueRun(ahead + Array(repeating: data, count: group) + [read], perEvent: perEvent, held: held)
                 if run.overflow { return nil }
                 events += eventsSpanning(run.finish) + 1
                 ahead = []
@@ -279,7 +281,7 @@ extension WireCeiling {
             guard pacing == .asDescribed else { return nil }
             // DescribedDevice asks for 8 packets when its request carries a count, else 1.
             let asked = description.message(request).variables.contains("count") ? 8 : 1
-            if deviceQueueRun(Array(repeating: data, count: asked), perEvent: perEvent, held: transfer.whenQueueFull == .hold).overflow { return nil }
+            if deviceQueueRun(Array(repeating: data, count: asked), perEvent: perEvent, held: held).overflow { return nil }
             let requests = (count + asked - 1) / asked
             let cycle = 1 + max(eventsFor(writes: Double(asked), perEvent: Double(perEvent)), eventsSpanning(arrival + Double(asked) * data.cost))
             let last = count - (requests - 1) * asked
