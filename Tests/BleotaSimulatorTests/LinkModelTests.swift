@@ -90,6 +90,14 @@ final class SinkPeripheral: SimulatedPeripheral {
     func powerCycle() async { powerCycles.withLock { $0 += 1 } }
 }
 
+/// The `index`-th packet of ``flood(model:faults:seed:count:size:processing:gap:whenQueueFull:)``:
+/// `size` bytes of the index's low byte, the first the high byte, so each says where it belongs.
+func floodPacket(_ index: Int, size: Int) -> [UInt8] {
+    var packet = [UInt8](repeating: UInt8(truncatingIfNeeded: index), count: size)
+    packet[0] = UInt8(truncatingIfNeeded: index >> 8)
+    return packet
+}
+
 /// Floods `count` packets of `size` bytes to a sink and reports what happened.
 func flood(
     model: LinkModel, faults: LinkFaults = LinkFaults(), seed: UInt64 = 1, count: Int, size: Int,
@@ -105,9 +113,7 @@ func flood(
         let link = try await world.connect(to: "AA:00:00:00:00:01", timeout: .seconds(1))
         let start = runtime.clock.now
         for index in 0..<count {
-            var packet = [UInt8](repeating: UInt8(truncatingIfNeeded: index), count: size)
-            packet[0] = UInt8(truncatingIfNeeded: index >> 8)
-            do { try await link.send(packet) } catch { break }
+            do { try await link.send(floodPacket(index, size: size)) } catch { break }
             if gap > .zero { try await runtime.clock.sleep(for: gap) }
         }
         // Let the queue drain, then measure up to the last arrival.
@@ -151,17 +157,12 @@ func flood(
 
     /// Firmware that takes each write to the end before its stack takes the next holds the link
     /// instead (Core v5.4, Vol 6, Part B, §4.5.9): the flood that lost packets above arrives whole
-    /// and in order, each event carrying what the queue has room for when it is planned.
+    /// and in order, each event carrying what the queue has room for and what the device frees during it.
     @Test func aDeviceThatHoldsTheLinkLosesNothingToAFlood() async throws {
         let model = LinkPreset.named("slow-flash")!.model
         let held = try await flood(model: model, count: 200, size: 200, processing: .milliseconds(2), whenQueueFull: .hold)
         #expect(held.statistics.droppedByDeviceBuffer == 0)
-        let sent = (0..<200).map { index in
-            var packet = [UInt8](repeating: UInt8(truncatingIfNeeded: index), count: 200)
-            packet[0] = UInt8(truncatingIfNeeded: index >> 8)
-            return packet
-        }
-        #expect(held.received == sent)
+        #expect(held.received == (0..<200).map { floodPacket($0, size: 200) })
         // 4 places and 2 ms a packet: the 4 the queue has room for when an event starts, and more as
         // the device frees places during it, the refused pairs between costing their air time.
         let events = held.seconds / model.connectionInterval.seconds
@@ -185,8 +186,7 @@ func flood(
         #expect(result.received.count == 300)
         var flipped = 0
         for (index, packet) in result.received.enumerated() {
-            var original = [UInt8](repeating: UInt8(truncatingIfNeeded: index), count: 50)
-            original[0] = UInt8(truncatingIfNeeded: index >> 8)
+            let original = floodPacket(index, size: 50)
             let bits = zip(packet, original).reduce(0) { $0 + ($1.0 ^ $1.1).nonzeroBitCount }
             #expect(bits <= 1)
             flipped += bits
