@@ -30,6 +30,21 @@ public struct ZipArchive: Sendable {
     /// In central-directory order.
     public let members: [Member]
 
+    /// A relative path that stays inside the archive: no leading `/`, no `..`
+    /// component, no backslash (a Windows separator), no NUL.
+    public static func isSafeMemberName(_ name: String) -> Bool {
+        guard !name.isEmpty, !name.hasPrefix("/"), !name.contains("\\"), !name.contains("\0") else { return false }
+        return !name.split(separator: "/", omittingEmptySubsequences: false).contains("..")
+    }
+
+    /// A member name as an error prints it: control characters escaped, at most 200 characters.
+    public static func printable(_ name: String) -> String {
+        String(
+            name.unicodeScalars.flatMap { scalar -> [Character] in
+                scalar.value < 0x20 || scalar.value == 0x7F ? Array("\\x" + String(scalar.value, radix: 16)) : [Character(scalar)]
+            }.prefix(200))
+    }
+
     /// Parses the central directory of `bytes`.
     public init(_ bytes: [UInt8]) throws(DecodingError) {
         self.bytes = bytes

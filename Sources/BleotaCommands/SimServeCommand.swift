@@ -53,6 +53,12 @@ struct SimServe: AsyncParsableCommand {
         help: ArgumentHelp(
             "Apply a simulator preset's BLE link model, in real time, to every client: PRESET[?loss=P&seed=N…] as in a sim:// address (air time, packets per event, the device's buffer and processing, loss). `kill -USR1` prints what crossed.",
             valueName: "PRESET")) var link: String?
+    @Option(
+        name: .customLong("udp-mtu"),
+        help: ArgumentHelp(
+            "Bytes of a UDP datagram the device reads (64…65507; default 1500, Zephyr's CONFIG_MCUMGR_TRANSPORT_UDP_MTU): a longer one reaches it cut short, as on Zephyr.",
+            valueName: "BYTES"))
+    var udpMTU: Int = 1500
     @Option(name: .long, help: "Serve this many independent devices (1…1000), on consecutive UDP ports from --udp's (a fleet for bleota fleet).")
     var devices: Int = 1
     @Option(name: .long, help: ArgumentHelp("Append one JSON line per device reset (device, its address, the version before and after) to this file.", valueName: "FILE"))
@@ -69,6 +75,7 @@ struct SimServe: AsyncParsableCommand {
             if let warning = swapTime.legacyMillisecondsWarning(option: "--swap-time") { Terminal.standardError.writeLine(warning) }
         }
         if let runTime { _ = try runTime.checkedSeconds(option: "--duration", range: 0...31_536_000) }
+        guard (64...65_507).contains(udpMTU) else { throw ValidationError("--udp-mtu \(udpMTU) is out of range: use 64…65507 bytes") }
         guard (1...1000).contains(devices) else { throw ValidationError("--devices \(devices) is out of range: use 1…1000") }
         if devices > 1 && serial { throw ValidationError("--serial serves one device: drop --devices, or serve the fleet over UDP") }
     }
@@ -284,7 +291,7 @@ struct SimServe: AsyncParsableCommand {
                     await withTaskGroup(of: Void.self) { peers in
                         peers.addTask {
                             defer { arrived.finish() }
-                            try? await server.servePeers(clock: clock) { arrived.yield($0) }
+                            try? await server.servePeers(clock: clock, receiveLimit: udpMTU) { arrived.yield($0) }
                         }
                         for await link in arrivals {
                             // Each client is served like a connection; after a reset the device serves it again once back.
@@ -350,7 +357,7 @@ struct SimServe: AsyncParsableCommand {
         do { address = try NetworkAddress(parsing: "udp://" + text) } catch {
             throw ValidationError("--udp '\(text)' is not HOST:PORT: \(error)")
         }
-        guard case .udp(let host, let port) = address else { throw ValidationError("--udp '\(text)' is not HOST:PORT") }
+        guard case .udp(let host, let port, _) = address else { throw ValidationError("--udp '\(text)' is not HOST:PORT") }
         return (host, port)
     }
 }

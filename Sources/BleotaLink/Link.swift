@@ -61,12 +61,22 @@ public struct LinkParameters: Sendable, Hashable, Codable {
     public var acknowledgedWrites: Bool
     /// How the link was reached, for logs and reports (`sim://slow-flash`, `ble://…`).
     public var description: String
+    /// True when every packet is a whole message of the protocol above, and the receiver never
+    /// joins two (a UDP datagram; a serial frame put back together by its framing); false where a
+    /// message may span packets that the receiver reassembles (GATT writes, notifications). A
+    /// device reading a datagram cut short sees a message shorter than its header says, not the
+    /// start of one whose rest is to come.
+    public var carriesWholeMessages: Bool
 
-    public init(maximumPayload: Int, preferredPayload: Int? = nil, acknowledgedWrites: Bool = false, description: String) {
+    public init(
+        maximumPayload: Int, preferredPayload: Int? = nil, acknowledgedWrites: Bool = false, description: String,
+        carriesWholeMessages: Bool = false
+    ) {
         self.maximumPayload = maximumPayload
         self.preferredPayload = min(maximumPayload, max(1, preferredPayload ?? maximumPayload))
         self.acknowledgedWrites = acknowledgedWrites
         self.description = description
+        self.carriesWholeMessages = carriesWholeMessages
     }
 
     /// Data bytes per packet for a host that adds `overhead` bytes of its own: what

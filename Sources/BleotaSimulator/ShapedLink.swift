@@ -65,7 +65,7 @@ public final class ShapedLink: Link, @unchecked Sendable {
         parameters = LinkParameters(
             maximumPayload: inner.parameters.maximumPayload, preferredPayload: inner.parameters.preferredPayload,
             acknowledgedWrites: inner.parameters.acknowledgedWrites,
-            description: inner.parameters.description + " shaped as a BLE link")
+            description: inner.parameters.description + " shaped as a BLE link", carriesWholeMessages: inner.parameters.carriesWholeMessages)
         state = Mutex(State(random: SeededRandom(seed: seed, stream: "shaped-link")))
     }
 

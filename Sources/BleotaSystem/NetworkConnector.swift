@@ -17,9 +17,9 @@ public struct NetworkConnector: DeviceConnector {
 
     public func connect(for purpose: ConnectPurpose, timeout: Duration) async throws(LinkError) -> any Link {
         switch address {
-        case .udp(let host, let port):
-            // One message per datagram; the device's buffer bounds its size.
-            return try UDPLink(host: host, port: port, maximumPayload: 65_507)
+        case .udp(let host, let port, let datagramLimit):
+            // One message per datagram, no longer than the address allows (a device reads only so much of one).
+            return try UDPLink(host: host, port: port, maximumPayload: datagramLimit)
         case .serial(let path, let baud):
             return frameSerial(try SerialLineLink(path: path, baud: baud))
         }

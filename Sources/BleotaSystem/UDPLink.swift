@@ -24,7 +24,7 @@ public final class UDPLink: Link {
         }
         self.fd = fd
         descriptor = LinkDescriptor(fd: fd)
-        parameters = LinkParameters(maximumPayload: maximumPayload, description: "udp://\(host):\(port)")
+        parameters = LinkParameters(maximumPayload: maximumPayload, description: "udp://\(host):\(port)", carriesWholeMessages: true)
     }
 
     public func send(_ packet: [UInt8]) async throws(LinkError) {

@@ -16,7 +16,7 @@ public final class UDPPeerLink: Link {
     init(server: UDPServerSocket, peer: UDPServerSocket.Peer, description: String) {
         self.server = server
         self.peer = peer
-        parameters = LinkParameters(maximumPayload: 65_507, description: description)
+        parameters = LinkParameters(maximumPayload: 65_507, description: description, carriesWholeMessages: true)
     }
 
     public func send(_ packet: [UInt8]) async throws(LinkError) {
@@ -45,7 +45,14 @@ public final class UDPPeerLink: Link {
 extension UDPServerSocket {
     /// Reads datagrams until the socket closes, handing each new peer's link to
     /// `onPeer` (once) and every datagram to its peer's link.
-    public func servePeers(clock: any BleotaClock, onPeer: @escaping @Sendable (UDPPeerLink) -> Void) async throws {
+    ///
+    /// `receiveLimit`: the device's receive buffer, in bytes. A longer datagram reaches the
+    /// device cut to it, as a `recvfrom` into a buffer that size cuts it (Zephyr's SMP UDP
+    /// transport reads `CONFIG_MCUMGR_TRANSPORT_UDP_MTU`, 1500 bytes, and answers what is left
+    /// of a longer request "corrupt"); nil passes every datagram whole.
+    public func servePeers(
+        clock: any BleotaClock, receiveLimit: Int? = nil, onPeer: @escaping @Sendable (UDPPeerLink) -> Void
+    ) async throws {
         var links: [Peer: UDPPeerLink] = [:]
         defer { for link in links.values { link.inbox.close() } }
         while let (bytes, peer) = try await receive() {
@@ -58,7 +65,11 @@ extension UDPServerSocket {
                 onPeer(link)
             }
             guard !link.isDeaf(at: clock.now) else { continue }
-            link.inbox.put(bytes)
+            if let receiveLimit, bytes.count > receiveLimit {
+                link.inbox.put(Array(bytes.prefix(receiveLimit)))
+            } else {
+                link.inbox.put(bytes)
+            }
         }
     }
 }

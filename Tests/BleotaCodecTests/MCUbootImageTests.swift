@@ -51,9 +51,12 @@ struct ImgtoolVerdict: Decodable {
         let edImage = try MCUbootImage(decoding: try mcubootSample("app-1.2.0+7-ed25519.bin"))
         try ecdsaImage.verifySignature(with: p256)
         try edImage.verifySignature(with: ed25519)
-        // The key hash TLV names the signing key, so a different key fails on it.
+        // The key hash TLV names the signing key, so a different key fails on it; a key of another
+        // kind is named as such first.
         #expect(throws: ImageVerificationError.keyHashMismatch) { try ecdsaImage.verifySignature(with: other) }
-        #expect(throws: ImageVerificationError.keyHashMismatch) { try ecdsaImage.verifySignature(with: ed25519) }
+        #expect(throws: ImageVerificationError.badSignature("the image is signed with ECDSA P-256 but the key is Ed25519: give the ECDSA P-256 public key")) {
+            try ecdsaImage.verifySignature(with: ed25519)
+        }
         #expect(ecdsaImage.tlv(MCUbootImage.TLVType.keyHash)?.value == p256.hash)
 
         let unsigned = try MCUbootImage(decoding: try mcubootSample("blinky-1.0.1-unsigned.bin"))

@@ -305,3 +305,88 @@ import Testing
         #expect(Self.reading([Self.staged()]).failure(version: "2.0.0").message.contains("running nothing"))
     }
 }
+
+/// Back-pressure and requests the device reads cut short.
+extension SMPUploadPipelineTests {
+    /// Zephyr after a stall: a request kept in a full buffer is answered "out of memory", its data
+    /// not written. The pipeline goes back to the device's offset without counting a loss, halves
+    /// the window, and asks for a pause that doubles while such answers come in a row.
+    @Test func outOfMemoryHalvesTheWindowAndSendsTheSameOffsetAgainAfterAPause() {
+        var pipeline = Self.pipeline(total: 2000, window: 4)
+        pipeline.sent(sequence: 0, offset: 0, end: 100, at: .zero)
+        _ = pipeline.answered(sequence: 0, offset: 100, match: nil, at: .milliseconds(20))
+        var sequence: UInt8 = 1
+        #expect(Self.sendAll(&pipeline, from: &sequence).map(\.1) == [100, 200, 300, 400])
+        let pause = pipeline.busy(sequence: 1)
+        #expect(pause >= .milliseconds(100), "at least the shortest answer timeout: \(pause)")
+        #expect(pipeline.window == 2 && pipeline.lossEvents == 0)
+        #expect(pipeline.busy(sequence: 2) == .zero, "an answer to a request already given up on asks for nothing")
+        #expect(pipeline.nextAction() == .send(offset: 100, end: 200, first: false))
+        pipeline.sent(sequence: 9, offset: 100, end: 200, at: .milliseconds(200))
+        let second = pipeline.busy(sequence: 9)
+        #expect(second == pause * 2 && pipeline.window == 1, "in a row: twice the pause, half the window again")
+        pipeline.sent(sequence: 10, offset: 100, end: 200, at: .milliseconds(600))
+        #expect(pipeline.answered(sequence: 10, offset: 200, match: nil, at: .milliseconds(620)) == .progress(offset: 200))
+        #expect(pipeline.busyInARow == 0)
+        // Clean answers bring the window back.
+        var at = Duration.milliseconds(700)
+        var sent = 0
+        while pipeline.window < 4, sent < 40, case .send(let offset, let end, _) = pipeline.nextAction() {
+            pipeline.sent(sequence: sequence, offset: offset, end: end, at: at)
+            at += .milliseconds(20)
+            _ = pipeline.answered(sequence: sequence, offset: end, match: nil, at: at)
+            sequence &+= 1
+            sent += 1
+        }
+        #expect(pipeline.window == 4 && pipeline.busyWindow == nil, "after \(sent) clean answers")
+    }
+
+    @Test func outOfMemoryAtEveryTryStallsTheUpload() {
+        var pipeline = SMPUploadPipeline(.init(total: 1000, chunk: 100, singlePacketChunk: nil, window: 2, stallLimit: 3))
+        pipeline.sent(sequence: 0, offset: 0, end: 100, at: .zero)
+        _ = pipeline.answered(sequence: 0, offset: 100, match: nil, at: .zero)
+        for sequence: UInt8 in 1...4 {
+            #expect(!pipeline.isStalled)
+            pipeline.sent(sequence: sequence, offset: 100, end: 200, at: .zero)
+            _ = pipeline.busy(sequence: sequence)
+        }
+        #expect(pipeline.isStalled)
+    }
+
+    /// A datagram longer than the device reads arrives cut, and its header then says "corrupt":
+    /// twice in a row, requests are halved and never grow back to the size refused.
+    @Test func requestsRefusedAsCutTwiceInARowGetSmallerAndStaySmaller() {
+        var pipeline = Self.pipeline(total: 20_000, chunk: 2000, single: 2000, window: 2)
+        pipeline.sent(sequence: 0, offset: 0, end: 2000, at: .zero)
+        pipeline.refused(sequence: 0, cut: true)
+        #expect(pipeline.nextAction() == .send(offset: 0, end: 2000, first: true), "once may be damage on the way")
+        pipeline.sent(sequence: 1, offset: 0, end: 2000, at: .zero)
+        pipeline.refused(sequence: 1, cut: true)
+        #expect(pipeline.nextAction() == .send(offset: 0, end: 1000, first: true))
+        pipeline.sent(sequence: 2, offset: 0, end: 1000, at: .zero)
+        _ = pipeline.answered(sequence: 2, offset: 1000, match: nil, at: .milliseconds(10))
+        var sequence: UInt8 = 3
+        var at = Duration.milliseconds(10)
+        var largest = 0
+        for _ in 0..<15 {
+            guard case .send(let offset, let end, _) = pipeline.nextAction() else { break }
+            largest = max(largest, end - offset)
+            pipeline.sent(sequence: sequence, offset: offset, end: end, at: at)
+            at += .milliseconds(10)
+            _ = pipeline.answered(sequence: sequence, offset: end, match: nil, at: at)
+            sequence &+= 1
+        }
+        #expect(largest == 1999, "grown back to just below the size refused, not to it")
+        #expect(pipeline.refusedChunk == 2000)
+    }
+
+    @Test func refusalsThatAreNotCutDoNotShrinkRequests() {
+        var pipeline = Self.pipeline(total: 20_000, chunk: 2000, single: 2000, window: 2)
+        for sequence: UInt8 in 0...2 {
+            pipeline.sent(sequence: sequence, offset: 0, end: 2000, at: .zero)
+            pipeline.refused(sequence: sequence)
+        }
+        #expect(pipeline.nextAction() == .send(offset: 0, end: 2000, first: true))
+        #expect(pipeline.refusedChunk == nil)
+    }
+}

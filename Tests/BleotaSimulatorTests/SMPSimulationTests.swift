@@ -98,6 +98,59 @@ func same(_ a: [UInt8]?, _ b: [UInt8]?) -> Bool { a == b }
         #expect(!run.notes.contains { $0.contains("did not match") }, "a glued request was written: \(run.notes)")
     }
 
+    /// Zephyr answers a reset and resets `CONFIG_MCUMGR_GRP_OS_RESET_MS` later, the old image
+    /// answering until then. A reading taken in that window is the old state: bleota reads only
+    /// after the link has dropped (or the device went quiet), so one reset is sent, the device boots
+    /// once, and the update that took is reported as taken — where reading at once saw "still
+    /// pending" four times within 25 ms and called it a failure.
+    @Test(arguments: [250, 1000, 2500])
+    func aResetThatComesAfterItsAnswerIsWaitedForBeforeTheSlotsAreRead(delay: Int) async throws {
+        let image = try imgtoolSample("app-1.1.0-ecdsa-p256.bin")
+        let run = try await simulateSMPUpgrade("sim://2m-dle?protocol=smp&reset-delay=\(delay)", image: image)
+        let report = try run.outcome.get()
+        #expect(report.versionAfter == "1.1.0")
+        #expect(same(run.device.primary, image) && run.device.primaryConfirmed)
+        #expect(run.device.boots == 1, "one reset, at its own time")
+        #expect(!run.notes.contains { $0.contains("resetting again") || $0.contains("marking it again") }, "\(run.notes)")
+        #expect(run.steps == [.connect, .transfer, .verify, .activate, .reconnect, .confirm])
+    }
+
+    /// Zephyr's smp_svr stopped for 5 s mid-upload: what arrived meanwhile filled its buffers and
+    /// the rest was dropped; the requests it kept were answered "out of memory" (rc 2), their data not
+    /// written. That is back-pressure, not a verdict (bleota ended "the device answered out of memory",
+    /// exit 4): the image arrives exact. After 5 s the requests it kept were given up on long before;
+    /// after 60 ms (less than an answer's timeout) they are still awaited, and the answer halves the
+    /// window and sends the same offset again.
+    @Test(arguments: [("2m-dle", 5000), ("linux-bluez", 5000), ("2m-dle", 60), ("linux-bluez", 60)])
+    func outOfMemoryAfterAStallIsBackPressureAndTheUploadGoesOn(preset: String, stall: Int) async throws {
+        let image = try imgtoolSample("app-1.1.0-ecdsa-p256.bin")
+        let run = try await simulateSMPUpgrade(
+            "sim://\(preset)?protocol=smp&stall-at=20000&stall-time=\(stall)", image: image)
+        let report = try run.outcome.get()
+        #expect(report.versionAfter == "1.1.0")
+        #expect(same(run.device.primary, image))
+        if stall < 100 {
+            #expect(run.notes.contains { $0.hasPrefix("the device has no buffer for more (out of memory): 1 request in flight") }, "\(run.notes)")
+        }
+    }
+
+    /// nRF Connect SDK's MCUboot decompresses an LZMA2 image as it installs it and writes the
+    /// decompressed SHA as the slot's hash, so once it runs the slot list names it by that, not by
+    /// the file's hash. A host comparing with the file's hash alone called the update a failure.
+    @Test func aCompressedImageIsKnownByItsDecompressedHashOnceItRuns() async throws {
+        let image = try [UInt8](
+            Data(contentsOf: repositoryRootForSMP.appendingPathComponent("samples/mcuboot/imgtool-2.5.0-ncs/blinky-1.1.0-lzma2armthumb-ecdsa-p256.bin")))
+        let parsed = try MCUbootImage(decoding: image)
+        let decompressed = try #require(parsed.decompressedHash)
+        let run = try await simulateSMPUpgrade("sim://2m-dle?protocol=smp&decompress=1", image: image)
+        let report = try run.outcome.get()
+        #expect(report.versionAfter == "1.1.0")
+        let active = try #require(run.slots.first { $0.active })
+        #expect(active.hash == decompressed && active.hash != parsed.hashTLV, "the slot reports the decompressed SHA")
+        #expect(active.confirmed)
+        #expect(run.steps == [.connect, .transfer, .verify, .activate, .reconnect, .confirm])
+    }
+
     @Test func uploadOnlyLeavesTheImageWaitingAndTheActiveOneUntouched() async throws {
         let image = try imgtoolSample("app-1.1.0-ecdsa-p256.bin")
         let run = try await simulateSMPUpgrade("sim://2m-dle?protocol=smp", image: image, mode: .upload)

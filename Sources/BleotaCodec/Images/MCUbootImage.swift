@@ -56,28 +56,86 @@ public struct MCUbootImage: Sendable, Equatable {
             case 0x01: "key hash"
             case 0x02: "public key"
             case 0x10: "SHA-256"
+            case 0x11: "SHA-384"
+            case 0x12: "SHA-512"
             case 0x20: "RSA-2048 signature"
             case 0x21: "ECDSA P-224 signature"
             case 0x22: "ECDSA signature"
             case 0x23: "RSA-3072 signature"
             case 0x24: "Ed25519 signature"
+            case 0x25: "pure signature (of the image itself)"
             case 0x30: "encrypted key (RSA-OAEP)"
-            case 0x31: "encrypted key (AES-KW 128)"
+            case 0x31: "encrypted key (AES key wrap)"
             case 0x32: "encrypted key (ECIES P-256)"
+            case 0x33: "encrypted key (ECIES X25519)"
+            case 0x34: "encrypted key (ECIES X25519, HMAC-SHA-512)"
             case 0x40: "dependency"
             case 0x50: "security counter"
             case 0x60: "boot record"
+            case 0x70: "decompressed size"
+            case 0x71: "decompressed SHA"
+            case 0x72: "decompressed signature"
+            case 0x73: "compressed size before encryption"
+            case 0x74: "vendor UUID"
+            case 0x75: "image class UUID"
             default: "TLV 0x\(String(type, radix: 16))"
             }
         }
     }
 
+    /// TLV types (bootutil/image.h `IMAGE_TLV_*`).
     public enum TLVType {
         public static let keyHash: UInt16 = 0x01
         public static let publicKey: UInt16 = 0x02
         public static let sha256: UInt16 = 0x10
         public static let ecdsaSignature: UInt16 = 0x22
         public static let ed25519Signature: UInt16 = 0x24
+        /// The encrypted AES key, one TLV by the key's kind (RSA-OAEP, AES key wrap, ECIES P-256, X25519, X25519 with SHA-512).
+        public static let encryptionKeys: ClosedRange<UInt16> = 0x30...0x34
+        /// An image this one needs: `image_id` (u8), 3 bytes of padding, its least version (8 bytes).
+        public static let dependency: UInt16 = 0x40
+        /// The anti-rollback counter (u32): MCUboot refuses an image whose counter is below the one it stored.
+        public static let securityCounter: UInt16 = 0x50
+        /// The firmware's size once decompressed (u32).
+        public static let decompressedSize: UInt16 = 0x70
+        /// The hash of the image as it will be once decompressed: what NCS's MCUboot writes as the hash
+        /// TLV of the slot it decompresses into, and so what the slot list reports after the swap.
+        public static let decompressedSHA: UInt16 = 0x71
+        public static let decompressedSignature: UInt16 = 0x72
+    }
+
+    /// The header's flags (bootutil/image.h `IMAGE_F_*`).
+    public struct Flags: OptionSet, Sendable, Hashable, CustomStringConvertible {
+        public let rawValue: UInt32
+        public init(rawValue: UInt32) { self.rawValue = rawValue }
+
+        public static let positionIndependent = Flags(rawValue: 0x1)
+        /// The firmware is AES-128-CTR encrypted; the key is in an encrypted-key TLV.
+        public static let encryptedAES128 = Flags(rawValue: 0x4)
+        public static let encryptedAES256 = Flags(rawValue: 0x8)
+        public static let nonBootable = Flags(rawValue: 0x10)
+        /// Copied to RAM at the load address and run there.
+        public static let ramLoad = Flags(rawValue: 0x20)
+        /// Linked for one slot: the load address is that slot's flash offset (direct-XIP).
+        public static let romFixed = Flags(rawValue: 0x100)
+        public static let compressedLZMA1 = Flags(rawValue: 0x200)
+        public static let compressedLZMA2 = Flags(rawValue: 0x400)
+        /// The LZMA2 stream went through the ARM Thumb branch filter first (imgtool's `lzma2armthumb`).
+        public static let compressedARMThumbFilter = Flags(rawValue: 0x800)
+
+        public static let names: [(Flags, String)] = [
+            (.positionIndependent, "position-independent"), (.encryptedAES128, "encrypted AES-128"), (.encryptedAES256, "encrypted AES-256"),
+            (.nonBootable, "not bootable"), (.ramLoad, "RAM load"), (.romFixed, "ROM-fixed"), (.compressedLZMA1, "compressed LZMA1"),
+            (.compressedLZMA2, "compressed LZMA2"), (.compressedARMThumbFilter, "ARM Thumb filter"),
+        ]
+
+        /// The names of the flags set ("compressed LZMA2, ARM Thumb filter"), with any unknown bits in hex.
+        public var description: String {
+            var parts = Self.names.filter { contains($0.0) }.map(\.1)
+            let unknown = rawValue & ~Self.names.reduce(0) { $0 | $1.0.rawValue }
+            if unknown != 0 { parts.append("unknown 0x\(String(unknown, radix: 16))") }
+            return parts.isEmpty ? "none" : parts.joined(separator: ", ")
+        }
     }
 
     /// Whether `bytes` begin with the MCUboot header magic (little endian), without parsing further.
@@ -205,6 +263,24 @@ public struct MCUbootImage: Sendable, Equatable {
 
     public func tlv(_ type: UInt16) -> TLV? { tlvs.first { $0.type == type } }
 
+    /// `bytes` (this image as parsed) with the value of its first unprotected TLV of `type` replaced
+    /// by `value` of the same length; nil when there is no such TLV or the lengths differ. (What NCS's
+    /// MCUboot does to a slot it decompresses into: the decompressed SHA becomes its hash TLV.)
+    public func replacingUnprotectedTLV(_ type: UInt16, with value: [UInt8], in bytes: [UInt8]) -> [UInt8]? {
+        var offset = hashedBytes.count + 4
+        var result = bytes
+        for tlv in tlvs where !tlv.isProtected {
+            let start = offset + 4
+            if tlv.type == type {
+                guard tlv.value.count == value.count, start + value.count <= result.count else { return nil }
+                result.replaceSubrange(start..<start + value.count, with: value)
+                return result
+            }
+            offset = start + tlv.value.count
+        }
+        return nil
+    }
+
     /// The SHA-256 TLV: what MCUmgr's image list reports as the image's hash.
     public var hashTLV: [UInt8]? { tlv(TLVType.sha256)?.value }
 
@@ -230,15 +306,89 @@ public struct MCUbootImage: Sendable, Equatable {
     }
 
     /// Checks the SHA-256 TLV against the bytes; the error says which way it fails.
+    ///
+    /// An encrypted image passes unchecked: its hash covers the plaintext, which only the key
+    /// the bootloader holds can recover (imgtool's own `verify` calls it an invalid hash). What
+    /// guards it on the way is the upload's SHA-256 of the file, which the device checks
+    /// (`img_mgmt`'s `match`), and MCUboot's check of the hash and signature after decrypting.
     public func verifyHash() throws(ImageVerificationError) {
         guard let stored = hashTLV else { throw .noHash }
+        if isEncrypted { return }
         guard stored == computedHash else { throw .hashMismatch(stored: stored, computed: computedHash) }
     }
 
+    public var imageFlags: Flags { Flags(rawValue: flags) }
+
+    /// Whether the firmware is encrypted: an AES-128 or AES-256 flag, and the TLV with its key
+    /// (imgtool always writes one). A flag without the key is a damaged header, not an encrypted
+    /// image: such an image is hash-checked like any other, so one flipped bit cannot wave a
+    /// damaged image through.
+    public var isEncrypted: Bool {
+        !imageFlags.isDisjoint(with: [.encryptedAES128, .encryptedAES256]) && tlvs.contains { TLVType.encryptionKeys.contains($0.type) }
+    }
+
+    /// How the firmware is encrypted, and which TLV carries its key; nil when it is not.
+    public var encryption: (cipher: String, key: TLV?)? {
+        guard isEncrypted else { return nil }
+        return (imageFlags.contains(.encryptedAES256) ? "AES-256" : "AES-128", tlvs.first { TLVType.encryptionKeys.contains($0.type) })
+    }
+
+    /// The compression the header names, nil for none.
+    public var compression: String? {
+        if imageFlags.contains(.compressedLZMA2) { return imageFlags.contains(.compressedARMThumbFilter) ? "LZMA2 with the ARM Thumb filter" : "LZMA2" }
+        if imageFlags.contains(.compressedLZMA1) { return "LZMA1" }
+        return nil
+    }
+
+    /// What the slot list reports for this image once the bootloader has decompressed it (the
+    /// decompressed SHA TLV), nil for an image that is not compressed.
+    public var decompressedHash: [UInt8]? { compression == nil ? nil : tlv(TLVType.decompressedSHA)?.value }
+
+    /// The firmware's size decompressed, from its TLV.
+    public var decompressedSize: Int? { tlv(TLVType.decompressedSize).flatMap { Self.littleEndian($0.value) }.map(Int.init) }
+
+    /// The anti-rollback counter, from its TLV.
+    public var securityCounter: UInt32? { tlv(TLVType.securityCounter).flatMap { Self.littleEndian($0.value) } }
+
+    /// An image of the device this one needs, at a least version (`IMAGE_TLV_DEPENDENCY`).
+    public struct Dependency: Sendable, Hashable, CustomStringConvertible {
+        public var image: Int
+        public var minimumVersion: Version
+        public var description: String { "image \(image) at \(minimumVersion) or later" }
+    }
+
+    /// The images this one needs; a dependency TLV that is not 12 bytes is left out.
+    public var dependencies: [Dependency] {
+        tlvs.filter { $0.type == TLVType.dependency && $0.value.count == 12 }.map { tlv in
+            let bytes = tlv.value
+            return Dependency(
+                image: Int(bytes[0]),
+                minimumVersion: Version(
+                    major: bytes[4], minor: bytes[5], revision: UInt16(bytes[6]) | UInt16(bytes[7]) << 8,
+                    build: Self.littleEndian(Array(bytes[8..<12])) ?? 0))
+        }
+    }
+
+    /// A 4-byte little-endian value; nil for any other length.
+    static func littleEndian(_ bytes: [UInt8]) -> UInt32? {
+        guard bytes.count == 4 else { return nil }
+        return bytes.enumerated().reduce(UInt32(0)) { $0 | UInt32($1.element) << (8 * UInt32($1.offset)) }
+    }
+
     /// Verifies the signature against `key` (and the key hash TLV, when present, against the key).
+    ///
+    /// Of an encrypted image, the signature is checked against the hash TLV (which it signs),
+    /// since the hashed plaintext is not there to hash: that proves the TLV is the signer's, and
+    /// MCUboot proves the rest after decrypting.
     public func verifySignature(with key: MCUbootPublicKey) throws(ImageVerificationError) {
         try verifyHash()
-        let digest = computedHash
+        let digest = isEncrypted ? hashTLV ?? [] : computedHash
+        // A key of another kind is named as such, before its hash is compared (which would only say "a different key").
+        switch (signature, key) {
+        case (.ecdsaP256?, .ed25519), (.ed25519?, .p256):
+            throw .badSignature("the image is signed with \(signature!.algorithm) but the key is \(key.algorithm): give the \(signature!.algorithm) public key")
+        default: break
+        }
         if let keyHash = tlv(TLVType.keyHash)?.value, keyHash != key.hash {
             throw .keyHashMismatch
         }
@@ -248,8 +398,8 @@ public struct MCUbootImage: Sendable, Equatable {
         case (.ecdsaP256(let der)?, .p256(let keyDER)):
             guard let publicKey = try? P256.Signing.PublicKey(derRepresentation: keyDER) else { throw .badSignature("the P-256 key is invalid") }
             guard let signature = try? P256.Signing.ECDSASignature(derRepresentation: der) else { throw .badSignature("the ECDSA signature is not valid DER") }
-            // imgtool signs the hashed region with ECDSA-SHA256, so the key hashes it again here.
-            guard publicKey.isValidSignature(signature, for: Array(hashedBytes)) else {
+            // imgtool signs the hashed region with ECDSA-SHA256: the signature is of its SHA-256.
+            guard digest.count == 32, publicKey.isValidSignature(signature, for: StoredSHA256(bytes: digest)) else {
                 throw .badSignature("the ECDSA P-256 signature does not verify with this key")
             }
         case (.ed25519(let raw)?, .ed25519(let keyBytes)):
@@ -264,6 +414,15 @@ public struct MCUbootImage: Sendable, Equatable {
             throw .badSignature("signature TLV 0x\(String(type, radix: 16)) (RSA or P-224) is not supported; use ECDSA P-256 or Ed25519")
         }
     }
+}
+
+/// A SHA-256 digest known by its bytes (an image's hash TLV, or one computed here), so that an
+/// ECDSA-SHA256 signature can be checked against the digest it signed.
+struct StoredSHA256: Digest {
+    let bytes: [UInt8]
+    static var byteCount: Int { 32 }
+    func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R { try bytes.withUnsafeBytes(body) }
+    var description: String { "SHA-256 \(bytes.hexString)" }
 }
 
 extension MCUbootImage.Signature {

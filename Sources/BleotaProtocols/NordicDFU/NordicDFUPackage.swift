@@ -66,6 +66,18 @@ package struct NordicDFUPackage: Sendable {
         return (try? NordicDFUPackage(contentsOf: path))?.flavour
     }
 
+    /// Whether the zip at `path` has a `manifest.json` that is a JSON object without nrfutil's
+    /// `manifest` object: another tool's package (nRF Connect SDK's `dfu_application.zip`), not a
+    /// damaged Nordic one.
+    package static func hasForeignManifest(at path: String) -> Bool {
+        guard let file = try? InputFile.read(path, limit: UInt64(maximumArchiveSize)), let archive = try? ZipArchive(file),
+            let member = archive.members.first(where: { $0.name == "manifest.json" }),
+            let bytes = try? archive.contents(of: member, limit: 1 << 20),
+            let top = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any]
+        else { return false }
+        return top["manifest"] == nil
+    }
+
     /// The largest member read: Nordic's largest flash is 1 MiB (nRF52840), so
     /// 16 MiB leaves room for any real image and none for a bomb.
     package static let maximumMemberSize = 16 << 20
@@ -172,21 +184,8 @@ package struct NordicDFUPackage: Sendable {
         self.parts = parts
     }
 
-    /// A relative path that stays inside the archive: no leading `/`, no `..`
-    /// component, no backslash (a Windows separator), no NUL.
-    static func isSafeMemberName(_ name: String) -> Bool {
-        guard !name.isEmpty, !name.hasPrefix("/"), !name.contains("\\"), !name.contains("\0") else { return false }
-        return !name.split(separator: "/", omittingEmptySubsequences: false).contains("..")
-    }
-
-    /// A name as an error prints it: control characters escaped.
-    static func printable(_ name: String) -> String {
-        String(
-            name.unicodeScalars.flatMap { scalar -> [Character] in
-                scalar.value < 0x20 || scalar.value == 0x7F ? Array("\\x" + String(scalar.value, radix: 16)) : [Character(scalar)]
-            }.prefix(200))
-    }
-
+    static func isSafeMemberName(_ name: String) -> Bool { ZipArchive.isSafeMemberName(name) }
+    static func printable(_ name: String) -> String { ZipArchive.printable(name) }
 }
 
 /// Why a package cannot be used: one line naming the file, the problem and the fix.

@@ -82,9 +82,14 @@ public struct NordicSecureDFUProtocol: UpdateProtocol {
 
     public func imageAffinity(_ probe: ImageProbe) -> ImageAffinity {
         if NordicDFUPackage.startsLikePackage(probe.head) {
+            switch NordicDFUPackage.flavour(ofPackageAt: probe.path, head: probe.head) {
             // A legacy package (dfu_version in its manifest) is not this protocol's.
-            if case .legacy? = NordicDFUPackage.flavour(ofPackageAt: probe.path, head: probe.head) { return .refuses }
-            return .owns
+            case .legacy?: return .refuses
+            case .secure?: return .owns
+            // A zip that does not read as a Nordic package is this protocol's to name what is wrong
+            // with, unless its manifest is another tool's (nRF Connect SDK's has no "manifest" object).
+            case nil: return NordicDFUPackage.hasForeignManifest(at: probe.path) ? .refuses : .owns
+            }
         }
         guard let initPath = Self.initPacketPath(beside: probe.path), FileManager.default.fileExists(atPath: initPath) else { return .refuses }
         // adafruit-nrfutil's packages unzip to the same app.bin + app.dat, but that .dat is a

@@ -31,14 +31,39 @@ package actor SMPDevice: DeviceHalf {
     package init(
         name: String = "bleota-smp", storage: SMPDeviceStorage,
         parameters: MCUmgrParameters = MCUmgrParameters(bufferSize: 2475, bufferCount: 4), swapTime: Duration = .seconds(2),
-        confirmFailures: Int = 0
+        confirmFailures: Int = 0, resetDelay: Duration = .zero, stall: Stall? = nil
     ) {
         self.name = name
         self.storage = storage
         self.parameters = parameters
         self.swapTime = swapTime
         self.confirmFailuresLeft = confirmFailures
+        self.resetDelay = resetDelay
+        self.stall = stall
     }
+
+    /// How long after answering a reset the device resets: Zephyr's `os_mgmt` answers, then resets
+    /// from a delayed work item `CONFIG_MCUMGR_GRP_OS_RESET_MS` later (250 ms by default), and the
+    /// old image answers every request until then, its slots unchanged.
+    package nonisolated let resetDelay: Duration
+
+    /// A device whose request processing stops once for a while mid-upload (a busy CPU, a
+    /// debugger, a stopped process), as seen of Zephyr's `smp_svr`: what arrives meanwhile fills
+    /// its buffers and the rest is dropped ("Failed to allocate mcumgr buffer"); once it goes on,
+    /// the requests it kept find no buffer for their answers and are answered `MGMT_ERR_ENOMEM`
+    /// (rc 2), their data not written.
+    package struct Stall: Sendable, Hashable {
+        /// Upload bytes the device holds when it stops.
+        package var atUploadBytes: Int
+        package var duration: Duration
+        package init(atUploadBytes: Int, duration: Duration) {
+            self.atUploadBytes = atUploadBytes
+            self.duration = duration
+        }
+    }
+    package nonisolated let stall: Stall?
+    /// Whether the stall has happened (once per device).
+    private var stalled = false
 
     package var mode: DeviceMode { .application }
 
@@ -65,26 +90,92 @@ package actor SMPDevice: DeviceHalf {
     /// what clears Zephyr's (a disconnect alone does not).
     package func serve(_ link: any Link, environment: DeviceEnvironment) async {
         partial = nil
+        let clock = environment.clock
+        /// When an answered reset takes effect (``resetDelay`` after its answer).
+        var resetAt: Duration?
         while true {
             let received: [UInt8]
-            do { received = try await link.receive() } catch { return }
+            do {
+                if let resetAt {
+                    received = try await withDeadline(max(.zero, resetAt - clock.now), clock: clock) { try await link.receive() }
+                } else {
+                    received = try await link.receive()
+                }
+            } catch is DeadlineExceeded {
+                break
+            } catch {
+                // The host went away; a reset already answered still comes.
+                guard let resetAt else { return }
+                try? await clock.sleep(until: resetAt)
+                break
+            }
             let cost = environment.processingTime(received.count)
-            if cost > .zero { try? await environment.clock.sleep(for: cost) }
-            guard let message = collect(received) else { continue }
+            if cost > .zero { try? await clock.sleep(for: cost) }
+            guard let message = request(in: received, on: link) else { continue }
             guard let (response, after) = await respond(to: message, environment: environment) else { continue }
             do { try await SMPTransport.send(response, on: link) } catch { return }
-            if after == .reset {
-                await environment.reboot(RebootRequest(extraDowntime: storage.snapshot.swapType == .none ? .zero : swapTime))
-                return
+            if after == .reset, resetAt == nil {
+                guard resetDelay > .zero else { break }
+                resetAt = clock.now + resetDelay
+            }
+            if let stall, !stalled, storage.uploadedBytes >= stall.atUploadBytes {
+                stalled = true
+                guard await stallThenRefuse(link, for: stall.duration, environment: environment) else { return }
             }
         }
+        await environment.reboot(RebootRequest(extraDowntime: storage.snapshot.swapType == .none ? .zero : swapTime))
+    }
+
+    /// ``Stall``: keeps what fits its buffers while stopped, then answers each kept request
+    /// "out of memory". False once the link is gone.
+    private func stallThenRefuse(_ link: any Link, for duration: Duration, environment: DeviceEnvironment) async -> Bool {
+        let clock = environment.clock
+        let end = clock.now + duration
+        var kept: [[UInt8]] = []
+        while clock.now < end {
+            do {
+                let received = try await withDeadline(end - clock.now, clock: clock) { try await link.receive() }
+                // Beyond its buffers a request is dropped as it arrives.
+                if let message = request(in: received, on: link), kept.count < parameters.bufferCount { kept.append(message) }
+            } catch is DeadlineExceeded {
+                break
+            } catch {
+                return false
+            }
+        }
+        for message in kept {
+            guard let refusal = Self.outOfMemory(answering: message) else { continue }
+            do { try await SMPTransport.send(refusal, on: link) } catch { return false }
+        }
+        return true
+    }
+
+    /// The answer Zephyr's SMP layer gives a request for which it has no buffer: `{"rc": 2}`
+    /// whatever the version (the error comes from the transport, not a group).
+    static func outOfMemory(answering message: [UInt8]) -> SMPPacket? {
+        guard message.count >= SMPHeader.size else { return nil }
+        let operation: SMPHeader.Operation = SMPHeader.Operation(rawValue: message[0] & 0x07) == .read ? .read : .write
+        let version: SMPHeader.Version = (message[0] >> 3) & 0x03 == 0 ? .v1 : .v2
+        let group = SMPGroup(rawValue: UInt16(message[4]) << 8 | UInt16(message[5]))
+        return SMPPacket(
+            header: SMPHeader(operation: operation.response, version: version, length: 0, group: group, sequence: message[6], command: message[7]),
+            body: .textMap(["rc": CBOR(SMPReturnCode.noMemory.rawValue)]))
+    }
+
+    /// The request a received packet completes, if any. Over UDP and serial a packet is a whole
+    /// request, never joined with the next (Zephyr's UDP transport hands each datagram to SMP as it
+    /// is, so one cut short by the transport's read is answered "corrupt"); one longer than the
+    /// buffer is dropped. Over BLE, writes are joined (``collect(_:)``).
+    func request(in received: [UInt8], on link: any Link) -> [UInt8]? {
+        guard link.parameters.carriesWholeMessages else { return collect(received) }
+        return received.count <= parameters.bufferSize ? received : nil
     }
 
     /// Zephyr's SMP reassembly over BLE (`smp_reassembly.c`): a write starts a
     /// request when none is partly received — it must hold the 8-byte header,
     /// and the request must fit the buffer — and is otherwise appended blindly,
     /// with no timeout. A write longer than what the partial request still
-    /// needs overflows: both are dropped. Whole messages (serial, UDP) pass straight through.
+    /// needs overflows: both are dropped.
     func collect(_ fragment: [UInt8]) -> [UInt8]? {
         if var current = partial {
             guard fragment.count <= current.remaining else {

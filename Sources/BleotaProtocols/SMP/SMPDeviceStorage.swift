@@ -50,14 +50,32 @@ package final class SMPDeviceStorage: Sendable {
 
     private let state: Mutex<State>
     private let upload = Mutex<Upload?>(nil)
+    /// Whether the bootloader decompresses compressed images (nRF Connect SDK's MCUboot does;
+    /// upstream MCUboot does not): the slot it decompresses into then carries the decompressed
+    /// SHA as its hash TLV, which is what the image list reports once it runs.
+    package let decompresses: Bool
 
-    package init(primary: [UInt8], slotSize: Int = 512 * 1024) {
+    package init(primary: [UInt8], slotSize: Int = 512 * 1024, decompresses: Bool = false) {
         state = Mutex(State(primary: primary, slotSize: slotSize))
+        self.decompresses = decompresses
+    }
+
+    /// What the primary slot holds once the bootloader has installed `image`: the image itself, or
+    /// for a compressed one on a decompressing bootloader, the image with the decompressed SHA as
+    /// its hash TLV (the simulator keeps the compressed firmware: only what the slot list reports
+    /// of it is modelled, not the decompressed bytes).
+    func installed(_ image: [UInt8]) -> [UInt8] {
+        guard decompresses, let parsed = try? MCUbootImage(decoding: image), let hash = parsed.decompressedHash,
+            let replaced = parsed.replacingUnprotectedTLV(MCUbootImage.TLVType.sha256, with: hash, in: image)
+        else { return image }
+        return replaced
     }
 
     package func withState<T>(_ body: (inout State) throws -> T) rethrows -> T { try state.withLock { try body(&$0) } }
     package var snapshot: State { state.withLock { $0 } }
     func withUpload<T>(_ body: (inout Upload?) -> T) -> T { upload.withLock { body(&$0) } }
+    /// Bytes of the upload in progress the device holds (0 when none is).
+    var uploadedBytes: Int { upload.withLock { $0?.bytes.count ?? 0 } }
 
     /// Power-up as MCUboot does it: perform a requested swap if the secondary
     /// image verifies (else erase it and boot the primary unchanged), revert an
@@ -78,7 +96,7 @@ package final class SMPDeviceStorage: Sendable {
                     return "the secondary image does not verify: erased it, kept the primary"
                 }
                 state.secondary = state.primary
-                state.primary = secondary
+                state.primary = installed(secondary)
                 state.primaryConfirmed = permanent
                 return permanent ? "swapped to the new image permanently" : "swapped to the new image for a test boot"
             case .revert:

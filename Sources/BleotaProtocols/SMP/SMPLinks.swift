@@ -15,7 +15,7 @@ public final class SMPSerialLink: Link {
         self.lines = lines
         self.lineLength = lineLength
         self.logger = logger
-        parameters = LinkParameters(maximumPayload: 65_535, description: lines.parameters.description)
+        parameters = LinkParameters(maximumPayload: 65_535, description: lines.parameters.description, carriesWholeMessages: true)
     }
 
     public func send(_ packet: [UInt8]) async throws(LinkError) {

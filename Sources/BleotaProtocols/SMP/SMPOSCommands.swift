@@ -125,16 +125,22 @@ public struct SMPBootloaderInfo: SMPResponse, Hashable {
         ])
     }
 
-    /// MCUboot's modes as the bootloader info command numbers them.
+    /// MCUboot's modes as the bootloader info command numbers them: MCUboot's `enum mcuboot_mode`
+    /// (boot/bootutil/include/bootutil/boot_status.h). Zephyr's `os_mgmt` answers -1 for a mode it
+    /// does not map (its older releases map neither RAM load nor swap using offset).
     public static func modeName(_ mode: Int) -> String {
         switch mode {
-        case 0: "application"
+        case -1: "mode unknown to the device's MCUmgr"
+        case 0: "single slot"
         case 1: "swap using scratch"
-        case 2: "overwrite only"
-        case 3: "swap without scratch"
+        case 2: "upgrade only (overwrite)"
+        case 3: "swap using move"
         case 4: "direct XIP without revert"
         case 5: "direct XIP with revert"
-        case 6: "RAM loader"
+        case 6: "RAM load"
+        case 7: "firmware loader"
+        case 8: "single slot RAM load"
+        case 9: "swap using offset"
         default: "mode \(mode)"
         }
     }

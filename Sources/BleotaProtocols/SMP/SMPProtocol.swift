@@ -22,7 +22,7 @@ public struct SMPProtocol: UpdateProtocol {
             name: Self.name, displayName: "SMP (MCUmgr)",
             summary: "MCUmgr's Simple Management Protocol with MCUboot (Zephyr, nRF Connect SDK)",
             gattServices: [Self.gattService], transports: [.ble, .simulator, .udp, .serial],
-            imageFormats: ["MCUboot (.bin signed by imgtool)"])
+            imageFormats: ["MCUboot (.bin signed by imgtool)", "nRF Connect SDK DFU package (dfu_application.zip)"])
     }
 
     public var capabilities: ProtocolCapabilities {
@@ -51,18 +51,59 @@ public struct SMPProtocol: UpdateProtocol {
         static let confirmFailures = ProtocolOption.integer(
             "confirm-fails", meaning: "this many confirms of a test image fail to write MCUboot's trailer (img_mgmt's flash write error), 0…1000",
             range: 0...1000, default: 0)
+        static let resetDelay = ProtocolOption.milliseconds(
+            "reset-delay",
+            meaning: "ms between answering a reset and resetting, the old image answering meanwhile (Zephyr's CONFIG_MCUMGR_GRP_OS_RESET_MS, 250 by default)",
+            range: 0...60_000, default: .milliseconds(250))
+        static let stallAt = ProtocolOption.integer(
+            "stall-at", meaning: "upload bytes after which the device stops processing requests once for stall-time (its buffers then run out: ENOMEM)",
+            range: 0...Int(UInt32.max), default: -1)
+        static let decompress = ProtocolOption.choice(
+            "decompress",
+            meaning:
+                "1: the bootloader decompresses compressed images and reports their decompressed SHA once they run (nRF Connect SDK's MCUboot); 0: it does not (upstream MCUboot)",
+            ["0": false, "1": true], default: false)
+        static let stallTime = ProtocolOption.milliseconds(
+            "stall-time", meaning: "how long the stall of stall-at lasts, in ms (default 5000)", range: 0...600_000, default: .seconds(5))
     }
 
     public var deviceOptions: [DeviceOptionSpec] {
-        [DeviceOptions.bufferSize.deviceSpec, DeviceOptions.bufferCount.deviceSpec, DeviceOptions.swapTime.deviceSpec, DeviceOptions.confirmFailures.deviceSpec]
+        [
+            DeviceOptions.bufferSize.deviceSpec, DeviceOptions.bufferCount.deviceSpec, DeviceOptions.swapTime.deviceSpec, DeviceOptions.confirmFailures.deviceSpec,
+            DeviceOptions.resetDelay.deviceSpec, DeviceOptions.stallAt.deviceSpec, DeviceOptions.stallTime.deviceSpec,
+            DeviceOptions.decompress.deviceSpec,
+        ]
     }
 
     public func imageAffinity(_ probe: ImageProbe) -> ImageAffinity {
-        MCUbootImage.startsWithMagic(probe.head) ? .owns : .refuses
+        if MCUbootImage.startsWithMagic(probe.head) { return .owns }
+        return NCSDFUPackage.isPackage(at: probe.path, head: probe.head) ? .owns : .refuses
     }
 
     public func prepareImage(_ request: ImageRequest) throws(TransferError) -> PreparedImage {
-        try Self.prepare(try ImageFiles.read(request.path), path: request.path, keyPath: request.keyPath)
+        if NordicDFUPackage.startsLikePackage(ImageFiles.probe(request.path).head) { return try Self.preparePackage(request) }
+        return try Self.prepare(try ImageFiles.read(request.path), path: request.path, keyPath: request.keyPath)
+    }
+
+    /// An nRF Connect SDK package, checked whole before anything connects. One application image
+    /// flashes as that image; several images (a two-core part) or a direct-XIP pair need the
+    /// multi-image update, which this release does not have: refused, saying how to go on.
+    static func preparePackage(_ request: ImageRequest) throws(TransferError) -> PreparedImage {
+        let package: NCSDFUPackage
+        do { package = try NCSDFUPackage(contentsOf: request.path) } catch { throw TransferError(.badInput, step: .load, error.description) }
+        for image in package.images {
+            _ = try prepare(image.bytes, path: "\(request.path): \(image.file)", keyPath: request.keyPath)
+        }
+        guard package.images.count == 1, let only = package.images.first, only.imageIndex == 0, only.xipSlot == nil else {
+            let listing = package.images.map { "\($0.file) (image \($0.imageIndex)\($0.xipSlot.map { ", slot \($0)" } ?? ""))" }
+            throw TransferError(
+                .badInput, step: .load,
+                "\(request.path) holds \(listing.joined(separator: " and ")): bleota cannot yet update several images or pick a direct-XIP variant in one flash; flash the application core's image alone (unzip it and flash the .bin), or use nRF Connect Device Manager for this package"
+            )
+        }
+        var prepared = try prepare(only.bytes, path: "\(request.path): \(only.file)", keyPath: request.keyPath)
+        prepared.summary = "nRF Connect SDK package \(request.path): \(only.file), " + prepared.summary
+        return prepared
     }
 
     /// Checks an MCUboot image before anything connects: the hash TLV always,
@@ -100,15 +141,19 @@ public struct SMPProtocol: UpdateProtocol {
         let bufferCount = try configuration.value(of: DeviceOptions.bufferCount)
         let confirmFailures = try configuration.value(of: DeviceOptions.confirmFailures)
         let swapTime = try configuration.value(of: DeviceOptions.swapTime)
+        let resetDelay = try configuration.value(of: DeviceOptions.resetDelay)
+        let stallAt = try configuration.value(of: DeviceOptions.stallAt)
+        let stallTime = try configuration.value(of: DeviceOptions.stallTime)
         let storage = SMPDeviceStorage(
             primary: SMPDevice.factoryImage(version: MCUbootImage.Version(parsing: configuration.initialVersion)),
-            slotSize: configuration.slotSize)
+            slotSize: configuration.slotSize, decompresses: try configuration.value(of: DeviceOptions.decompress))
         storage.withState { state in
             for (name, bytes) in configuration.files { state.files[SMPUpdater.devicePath(name)] = bytes }
         }
         return SMPDevice(
             name: configuration.name, storage: storage,
             parameters: MCUmgrParameters(bufferSize: bufferSize, bufferCount: bufferCount), swapTime: swapTime,
-            confirmFailures: confirmFailures)
+            confirmFailures: confirmFailures, resetDelay: resetDelay,
+            stall: stallAt < 0 ? nil : SMPDevice.Stall(atUploadBytes: stallAt, duration: stallTime))
     }
 }

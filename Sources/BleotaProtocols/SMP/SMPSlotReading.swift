@@ -11,20 +11,28 @@ package struct SMPSlotReading: Sendable, Hashable {
     package var slots: [SMPImageSlot]
     /// The image's hash TLV: how the device names it.
     package var hash: [UInt8]
+    /// How the device names the image once its bootloader has decompressed it: NCS's MCUboot
+    /// writes the decompressed SHA TLV as the hash of the slot it decompresses into, so after the
+    /// swap the slot list shows that, not the file's hash (nil for an image that is not compressed).
+    package var decompressedHash: [UInt8]?
 
-    package init(_ slots: [SMPImageSlot], hash: [UInt8]) {
+    package init(_ slots: [SMPImageSlot], hash: [UInt8], decompressedHash: [UInt8]? = nil) {
         self.slots = slots
         self.hash = hash
+        self.decompressedHash = decompressedHash
     }
+
+    /// Whether `slot` holds the image, as uploaded or as its bootloader decompressed it.
+    package func holdsImage(_ slot: SMPImageSlot) -> Bool { slot.hash == hash || (decompressedHash != nil && slot.hash == decompressedHash) }
 
     /// The slot the device runs.
     package var active: SMPImageSlot? { slots.first(where: \.active) }
     /// The image, when it is what the device runs.
-    package var running: SMPImageSlot? { active.flatMap { $0.hash == hash ? $0 : nil } }
+    package var running: SMPImageSlot? { active.flatMap { holdsImage($0) ? $0 : nil } }
     /// The image, waiting in a slot the device does not run: where an upload leaves it.
-    package var staged: SMPImageSlot? { slots.first { $0.hash == hash && !$0.active } }
+    package var staged: SMPImageSlot? { slots.first { holdsImage($0) && !$0.active } }
     /// Whether a mark took: the image is pending, or already runs.
-    package var marked: Bool { slots.first { $0.hash == hash }.map { $0.pending || $0.active } ?? false }
+    package var marked: Bool { slots.first { holdsImage($0) }.map { $0.pending || $0.active } ?? false }
 
     /// Whether `mode` still asks for the running image to be confirmed.
     package func confirmationOwed(_ mode: FlashMode, by slot: SMPImageSlot) -> Bool { mode == .testAndConfirm && !slot.confirmed }
@@ -66,7 +74,7 @@ package struct SMPSlotReading: Sendable, Hashable {
     package func failure(version: String) -> TransferError {
         let running = active?.version ?? "nothing"
         var error: TransferError
-        if slots.contains(where: { $0.hash == hash }) {
+        if slots.contains(where: holdsImage) {
             error = TransferError(
                 .verificationFailed, step: .reconnect,
                 "the device came back running \(running), not \(version): MCUboot reverted the image (it did not confirm itself, or failed its test boot)")

@@ -174,6 +174,7 @@ package struct SMPUpdater: ContextHost {
         result.chunkSize = configuration.chunk
         var restarts = 0
         var lossNoted = false
+        var busyNoted = false
         var lossesFlushed = 0
         /// After an answer that showed a loss, and before anything is resent: clear a stale half request.
         func flushAfterLoss() async throws(SMPClientError) {
@@ -254,12 +255,36 @@ package struct SMPUpdater: ContextHost {
                     }
                     guard response.header.smpCommand == .imageUpload else { continue }  // a stray answer to something else
                     if let error = SMPDeviceError(response: response.body) {
+                        if Self.backPressure.contains(error.code) {
+                            // Alive, and asking for less at once: the same offset again, fewer in flight, after a pause.
+                            let pause = pipeline.busy(sequence: response.header.sequence)
+                            if pipeline.isStalled { throw SMPClientError.device(error) }
+                            guard pause > .zero else { continue }
+                            if !busyNoted {
+                                busyNoted = true
+                                onEvent(
+                                    .note(
+                                        "the device has no buffer for more (\(error.code.name)): \(pipeline.window) request\(pipeline.window == 1 ? "" : "s") in flight, resending from offset \(pipeline.confirmed)"
+                                    ))
+                            }
+                            do { try await clock.sleep(for: pause) } catch { throw SMPClientError.linkLost(.cancelled) }
+                            continue
+                        }
                         // A request that arrived damaged (its CBOR, its offset, its length or header
                         // no longer make sense) is refused; the device then stands where it was, or
                         // has forgotten the upload and says so at the next answer. Anything else is
                         // the device's verdict.
                         guard Self.damagedRequest.contains(error.code) else { throw SMPClientError.device(error) }
-                        pipeline.refused(sequence: response.header.sequence)
+                        let refusedBefore = pipeline.refusedChunk
+                        pipeline.refused(
+                            sequence: response.header.sequence,
+                            cut: error.code == .general(.corrupt) && !configuration.requestsSpanPackets)
+                        if let refused = pipeline.refusedChunk, refused != refusedBefore {
+                            onEvent(
+                                .note(
+                                    "the device refused requests of \(refused) data bytes as cut short (\(error.code.name)): it reads less of a datagram than its buffer holds; sending \(pipeline.chunkLimit) a request (give udp://…?datagram=N to say so)"
+                                ))
+                        }
                         if pipeline.isStalled { throw SMPClientError.device(error) }
                         try await flushAfterLoss()
                         continue
@@ -300,6 +325,10 @@ package struct SMPUpdater: ContextHost {
         }
     }
 
+    /// Answers that mean "not now": the device is alive but has no room for the request (Zephyr's
+    /// SMP layer answers `MGMT_ERR_ENOMEM` when no buffer is free for the answer, its data unwritten).
+    static let backPressure: Set<SMPErrorCode> = [.general(.noMemory), .general(.busy)]
+
     /// Answers that mean the request arrived damaged rather than refused on its merits.
     static let damagedRequest: Set<SMPErrorCode> = [
         .general(.invalidArgument), .image(.invalidOffset), .image(.invalidLength), .image(.invalidImageHeader),
@@ -320,7 +349,8 @@ package struct SMPUpdater: ContextHost {
             throw TransferError(.badInput, step: .load, "not an MCUboot image: \(error)")
         }
         guard let hash = image.hashTLV else { throw TransferError(.badInput, step: .load, "the image has no SHA-256 TLV") }
-        var steps = FlashSteps(host: self, image: imageBytes, hash: hash, version: image.version.description, mode: mode)
+        var steps = FlashSteps(
+            host: self, image: imageBytes, hash: hash, decompressedHash: image.decompressedHash, version: image.version.description, mode: mode)
         // The application takes the image (MCUmgr runs beside it); an upload-only flash ends at the
         // verification; MCUboot's slots say what a repeated mark, reset or confirm would mend.
         var machine = UpdateStateMachine(
@@ -365,7 +395,7 @@ package struct SMPUpdater: ContextHost {
         /// Whether the first try found the image staged already and sent nothing.
         var uploadSkipped = false
 
-        init(host: SMPUpdater, image: [UInt8], hash: [UInt8], version: String, mode: FlashMode) {
+        init(host: SMPUpdater, image: [UInt8], hash: [UInt8], decompressedHash: [UInt8]?, version: String, mode: FlashMode) {
             self.host = host
             self.image = image
             self.hash = hash
@@ -374,7 +404,7 @@ package struct SMPUpdater: ContextHost {
             recorder = host.context.recorder("flash")
             recorder.beginQuietly(.load)
             result = UploadResult(bytes: image.count)
-            reading = SMPSlotReading([], hash: hash)
+            reading = SMPSlotReading([], hash: hash, decompressedHash: decompressedHash)
         }
 
         var link: (any Link)? { connection?.link }
@@ -567,18 +597,65 @@ package struct SMPUpdater: ContextHost {
         return merged
     }
 
-    /// Sends the reset. The device resets right after answering, so a lost answer or a
-    /// link that drops is expected; either way the reconnect step finds out what happened.
+    /// Sends the reset, then waits for evidence that it happened before anything reads the slots.
+    /// A device need not reset at its answer: Zephyr's `os_mgmt` answers, then resets
+    /// `CONFIG_MCUMGR_GRP_OS_RESET_MS` later (250 ms by default), and until then the old image
+    /// answers every request with its old slots — a reading taken then says "still pending" of an
+    /// update that is about to take. A lost answer or a link that drops is expected either way.
     func sendReset(_ connection: SMPConnection) async throws(TransferError) {
         do {
             try await connection.reset(timeout: timeouts.response, attempts: 2)
         } catch .linkLost {
             logger.debug("the link dropped at the reset: the device is resetting")
+            return
         } catch .timeout {
             logger.debug("no answer to the reset: the device may be resetting")
         } catch {
             throw fail(.activate, error)
         }
+        let evidence = await awaitReset(connection)
+        logger.debug("after the reset: \(evidence)")
+    }
+
+    /// What showed that a reset happened (``awaitReset(_:)``).
+    enum ResetEvidence: Sendable, Equatable, CustomStringConvertible {
+        /// The link dropped (over BLE, the device's reset ends the connection).
+        case linkDropped
+        /// The device stopped answering (over UDP or serial nothing drops: it goes quiet).
+        case wentQuiet(after: Duration)
+        /// It kept answering for ``SMPUpdater/resetEvidenceLimit``: the reset was lost or refused,
+        /// and what the slots say now is the verdict (the engine resets again if it is pending).
+        case stillAnswering
+
+        var description: String {
+            switch self {
+            case .linkDropped: "the link dropped"
+            case .wentQuiet(let after): "the device went quiet \(after) after the reset's answer"
+            case .stillAnswering: "the device kept answering for \(SMPUpdater.resetEvidenceLimit): the reset did not happen"
+            }
+        }
+    }
+
+    /// How long a device may go on answering after a reset before bleota takes it that the reset
+    /// did not happen: twelve times Zephyr's default delay (`CONFIG_MCUMGR_GRP_OS_RESET_MS`, 250 ms).
+    static let resetEvidenceLimit = Duration.seconds(3)
+
+    /// Echoes until the device stops answering or the link drops, within ``resetEvidenceLimit``.
+    func awaitReset(_ connection: SMPConnection) async -> ResetEvidence {
+        let began = clock.now
+        while clock.now - began < Self.resetEvidenceLimit {
+            do {
+                _ = try await connection.echo("reset?", timeout: timeouts.response, attempts: 1)
+            } catch .linkLost {
+                return .linkDropped
+            } catch .timeout {
+                return .wentQuiet(after: clock.now - began)
+            } catch {
+                // Any other answer is an answer: the old image is still there.
+            }
+            do { try await clock.sleep(for: .milliseconds(50)) } catch { return .stillAnswering }
+        }
+        return .stillAnswering
     }
 
     /// After a reset: reconnect until the device answers again (it is away for the swap).
@@ -658,8 +735,21 @@ package struct SMPUpdater: ContextHost {
         try await session(.connect) { connection throws(SMPClientError) in try await connection.echo(text, timeout: timeouts.response) }
     }
 
+    /// Resets the device and returns once the reset has happened (``awaitReset(_:)``), so that
+    /// what is asked next is asked of the device after it.
     package func reset() async throws(TransferError) {
-        try await session(.activate) { connection throws(SMPClientError) in try await connection.reset(timeout: timeouts.response, attempts: 2) }
+        let connection = try await connect(.initial, step: .connect)
+        do {
+            try await connection.reset(timeout: timeouts.response, attempts: 2)
+        } catch .linkLost {
+            await connection.close()
+            return
+        } catch {
+            await connection.close()
+            throw fail(.activate, error)
+        }
+        _ = await awaitReset(connection)
+        await connection.close()
     }
 
     package func eraseStaging() async throws(TransferError) {

@@ -138,7 +138,17 @@ package struct SMPUploadPipeline: Sendable {
     /// smallest requests span packets and keep being lost (see `adaptToLoss()`), and one where
     /// the losses fall on requests sent behind others: the device's queue overflows
     /// (``SMPWindowChoice``).
-    package var window: Int { shortLinkOneAtATime ? 1 : windowChoice.current }
+    package var window: Int { shortLinkOneAtATime ? 1 : min(windowChoice.current, busyWindow ?? .max) }
+    /// Requests in flight since the device said it had no buffer for one (``busy(sequence:)``):
+    /// halved at each such answer, doubled again after clean runs; nil once back at the window.
+    package private(set) var busyWindow: Int?
+    /// "No buffer" answers in a row, with no progress between them.
+    package private(set) var busyInARow = 0
+    /// Requests refused as damaged in a row (``refused(sequence:)``): from the second, requests are
+    /// smaller, as a device that reads only part of a long datagram refuses every one of that size.
+    private var refusalsInARow = 0
+    /// Data bytes per request the device has refused at every try: requests stay below it.
+    package private(set) var refusedChunk: Int?
     /// The window's measured choice between the configured window and one.
     package private(set) var windowChoice: SMPWindowChoice
     /// On a link where no request fits a packet, lost again at the smallest requests.
@@ -176,6 +186,7 @@ package struct SMPUploadPipeline: Sendable {
     /// True once the upload cannot go on: too many timeouts or answers without progress in a row.
     package var isStalled: Bool {
         timeoutsInARow > configuration.stallLimit || answersWithoutProgress > configuration.stallLimit * 4
+            || busyInARow > configuration.stallLimit
     }
 
     package var isComplete: Bool { announced && confirmed >= configuration.total && inFlight.allSatisfy(\.stale) }
@@ -300,6 +311,8 @@ package struct SMPUploadPipeline: Sendable {
             }
             announced = true
             answersWithoutProgress = 0
+            busyInARow = 0
+            refusalsInARow = 0
             confirmed = offset
             next = offset
             return offset == entry.end ? .progress(offset: offset) : .moved(to: offset)
@@ -311,10 +324,15 @@ package struct SMPUploadPipeline: Sendable {
         if offset == entry.end {
             confirmed = offset
             answersWithoutProgress = 0
+            busyInARow = 0
+            refusalsInARow = 0
             windowChoice.arrived(behind: entry.behind)
             cleanRun += 1
             if cleanRun >= (sizesForLossRate ? 4 : 8) {
                 cleanRun = 0
+                if let busy = busyWindow {
+                    busyWindow = busy * 2 >= windowChoice.current ? nil : busy * 2
+                }
                 if shortLinkOneAtATime {
                     shortLinkOneAtATime = false
                 } else if sizesForLossRate {
@@ -322,6 +340,7 @@ package struct SMPUploadPipeline: Sendable {
                 } else {
                     chunkLimit = min(configuration.chunk, chunkLimit * 2)
                 }
+                if let refusedChunk { chunkLimit = min(chunkLimit, max(1, refusedChunk - 1)) }
             }
             return .progress(offset: offset)
         }
@@ -345,14 +364,48 @@ package struct SMPUploadPipeline: Sendable {
         cleanRun = 0
     }
 
-    /// The device refused a chunk as damaged ("invalid argument"): it stands where it was.
-    package mutating func refused(sequence: UInt8) {
+    /// The device refused a chunk as damaged ("invalid argument", "corrupt"): it stands where it
+    /// was. `cut`: the refusal says that the request arrived shorter than its header says
+    /// ("corrupt", where each request is one datagram). Twice in a row, the request is taken to be
+    /// too long for the device to read whole (a datagram longer than its transport reads arrives
+    /// cut: Zephyr's UDP transport reads 1500 bytes of one): requests are halved, and stay below
+    /// the size refused.
+    package mutating func refused(sequence: UInt8, cut: Bool = false) {
         guard let index = inFlight.firstIndex(where: { $0.sequence == sequence }) else { return }
+        let entry = inFlight[index]
+        inFlight.removeSubrange(...index)
+        guard !entry.stale else { return }
+        timeoutsInARow += 1
+        refusalsInARow = cut ? refusalsInARow + 1 : 0
+        if refusalsInARow >= 2 {
+            let size = entry.end - entry.offset
+            let smallest = min(configuration.minimumFirstChunk, configuration.total)
+            refusedChunk = min(refusedChunk ?? .max, size)
+            chunkLimit = max(smallest, min(chunkLimit, size / 2))
+            firstChunkLimit = max(smallest, min(firstChunkLimit, size / 2))
+        }
+        goBack(to: confirmed, lost: true)
+    }
+
+    /// The device had no buffer for the request (`MGMT_ERR_ENOMEM`, or busy): alive, its data not
+    /// written, and telling the host to send less at once. Zephyr answers so after a burst met
+    /// buffers still full (its `NETBUF_COUNT` is 2 over UDP), often after a stall. The window is
+    /// halved, the upload goes back to the device's offset without counting a loss, and the shell
+    /// waits the returned pause (doubling with each such answer in a row) before sending again;
+    /// `.zero` for an answer to a request already given up on. Too many in a row stall the upload.
+    package mutating func busy(sequence: UInt8) -> Duration {
+        guard let index = inFlight.firstIndex(where: { $0.sequence == sequence }) else { return .zero }
         let stale = inFlight[index].stale
         inFlight.removeSubrange(...index)
-        guard !stale else { return }
-        timeoutsInARow += 1
-        goBack(to: confirmed, lost: true)
+        guard !stale else { return .zero }
+        busyInARow += 1
+        busyWindow = max(1, window / 2)
+        cleanRun = 0
+        goBack(to: confirmed, lost: false)
+        let base = roundTrip.scaled(
+            by: 2, minimum: configuration.minimumAnswerTimeout, maximum: configuration.maximumAnswerTimeout,
+            fallback: configuration.minimumAnswerTimeout)
+        return min(configuration.maximumAnswerTimeout, base * (1 << min(busyInARow - 1, 4)))
     }
 
     /// No answer within ``answerTimeout``: what is in flight is presumed lost; start again
