@@ -109,11 +109,14 @@ struct TuneCommand: AsyncParsableCommand {
         }
         let measuredImage = trialImage
         let outcome = try await deviceOptions.device.session(protocol: updateProtocol, logger: logger, pairing: deviceOptions.pairing.policy) { connector, clock in
-            @Sendable func host(_ tuning: TransferTuning) -> any ProtocolHost {
+            /// A host that runs `tuning` as given, or (`asFlash`) one that picks its own defaults, as flash
+            /// does with no saved setting (a protocol's defaults come from the device: SMP's buffers, legacy
+            /// DFU's receipts), where `tuning`'s knobs mean nothing.
+            @Sendable func host(_ tuning: TransferTuning, asFlash: Bool = false) -> any ProtocolHost {
                 updateProtocol.makeHost(
                     HostContext(
                         protocolName: name, connector: connector, clock: clock, tuning: tuning,
-                        explicitKnobs: [.packetSize, .window, .delay], timeouts: timeouts, logger: logger))
+                        explicitKnobs: asFlash ? [] : [.packetSize, .window, .delay], timeouts: timeouts, logger: logger))
             }
             // The link's largest packet, from a default test transfer (also the reference point).
             let defaults = TransferTuning()
@@ -124,13 +127,15 @@ struct TuneCommand: AsyncParsableCommand {
             trialTuning.adaptive = false
             let base = trialTuning
             let seed = SeedCounter()
-            /// One test transfer at `point`: held there, or (`closedLoop`) with pacing starting there, as flash paces.
-            @Sendable func measure(_ point: TuningPoint, closedLoop: Bool = false) async -> TuningTrial {
+            /// One test transfer at `point`: held there, or (`closedLoop`) with pacing starting there, as flash
+            /// paces; or (`asFlash`) exactly as flash runs with no saved setting, the point then being what
+            /// the protocol chose for itself (the baseline a saved setting must beat).
+            @Sendable func measure(_ point: TuningPoint, closedLoop: Bool = false, asFlash: Bool = false) async -> TuningTrial {
                 let bytes = pseudoRandomBytes(trialBytes, seed: seed.next())
                 var tuning = point.apply(to: base)
-                tuning.adaptive = closedLoop
+                tuning.adaptive = closedLoop || asFlash
                 do {
-                    let trialHost = host(tuning)
+                    let trialHost = host(tuning, asFlash: asFlash)
                     let report =
                         if let measuredImage {
                             try await trialHost.testTransfer(image: measuredImage)
@@ -139,10 +144,14 @@ struct TuneCommand: AsyncParsableCommand {
                         }
                     let statistics = report.statistics
                     let loss = statistics.packetsSent > 0 ? Double(statistics.packetsLost) / Double(statistics.packetsSent) : 0
+                    let ran =
+                        asFlash
+                        ? TuningPoint(packetSize: report.tuning.packetSize ?? report.packetSize, window: report.tuning.window, delay: report.tuning.interPacketDelay)
+                        : point
                     let trial = TuningTrial(
-                        point: point, goodput: report.goodput, loss: loss, packetsSent: statistics.packetsSent,
+                        point: ran, goodput: report.goodput, loss: loss, packetsSent: statistics.packetsSent,
                         packetsResent: statistics.packetsResent)
-                    if !quiet { Terminal.standardError.writeLine(Self.row(trial, closedLoop: closedLoop)) }
+                    if !quiet { Terminal.standardError.writeLine(Self.row(trial, closedLoop: closedLoop || asFlash)) }
                     return trial
                 } catch {
                     let trial = TuningTrial(point: point, goodput: 0, loss: 1, packetsSent: 0, packetsResent: 0, failure: error.message)
@@ -181,27 +190,27 @@ struct TuneCommand: AsyncParsableCommand {
             guard let (chosen, reasons) = TuningSearch.choose(trials, reference: reference) else {
                 throw CommandFailure(.deviceError, "every trial failed: the device could not take any setting (see the table above)")
             }
-            // What the choice is worth to flash, which paces in a closed loop from where it starts: the default
-            // start against the choice as the start, each measured as flash runs it.
-            let defaultClosedLoop = await measure(reference.point, closedLoop: true)
-            let chosenClosedLoop = chosen.point == reference.point ? defaultClosedLoop : await measure(chosen.point, closedLoop: true)
+            // What the choice is worth to flash, which paces in a closed loop from where it starts: flash as it
+            // runs with no saved setting (the protocol's own defaults, not tune's reference point: legacy DFU's
+            // default is a receipt every few writes, not a window of 32) against flash starting from the choice.
+            let defaultClosedLoop = await measure(reference.point, asFlash: true)
+            let chosenClosedLoop = await measure(chosen.point, closedLoop: true)
             return (space, trials, reference, chosen, reasons, defaultClosedLoop, chosenClosedLoop)
         }
         let (space, trials, reference, chosen, searchReasons, defaultClosedLoop, chosenClosedLoop) = outcome.value
         var reasons = searchReasons
         // A saved setting must never make flash slower than the default: saved only when its closed loop is faster.
+        // The baseline is flash with no saved setting, the protocol choosing for itself: a choice equal to
+        // tune's reference point is still a setting of its own, worth saving only if it is faster.
         let beatsDefault =
-            chosenClosedLoop.failure == nil && chosen.point != reference.point
-            && (defaultClosedLoop.failure != nil || chosenClosedLoop.goodput > defaultClosedLoop.goodput)
-        if chosen.point == reference.point {
-            reasons.append("flash paces from the default setting already: nothing to save")
-        } else if defaultClosedLoop.failure != nil {
+            chosenClosedLoop.failure == nil && (defaultClosedLoop.failure != nil || chosenClosedLoop.goodput > defaultClosedLoop.goodput)
+        if defaultClosedLoop.failure != nil {
             reasons.append("as flash's starting point it finished where the default closed loop failed (\(defaultClosedLoop.failure!))")
         } else {
             let gain = defaultClosedLoop.goodput > 0 ? (chosenClosedLoop.goodput / defaultClosedLoop.goodput - 1) * 100 : 0
             reasons.append(
                 String(
-                    format: "as flash's starting point: %@/s with closed-loop pacing, %+.0f %% against the default closed loop's %@/s%@",
+                    format: "as flash's starting point: %@/s with closed-loop pacing, %+.0f %% against flash with no saved setting (the default closed loop's %@/s)%@",
                     formatBytes(Int(chosenClosedLoop.goodput)), gain, formatBytes(Int(defaultClosedLoop.goodput)),
                     beatsDefault ? "" : ", so it is not saved"))
         }
