@@ -211,10 +211,12 @@ struct ImageInfo: AsyncParsableCommand {
         var report = ImageReport(file: file, image: image, fill: input.fill)
         // What `flash` would pick for it: the protocol whose own format it is.
         let probe = ImageFiles.probe(file)
-        if let owner = CommandContext.registry.protocols.first(where: { $0.imageAffinity(probe) == .owns }) {
+        let owner = CommandContext.registry.protocols.first(where: { $0.imageAffinity(probe) == .owns })
+        if let owner {
             report.protocol = owner.name
             report.madeFor = owner.identity.imageFormats.first
         }
+        logUnreadCompanions(of: probe, chosen: owner, logger: global.makeLogger("bleota.image"))
         if embedded == nil, key != nil {
             throw CommandFailure(.badInput, "\(file) is not an MCUboot image, so --key has nothing to verify")
         }
