@@ -126,6 +126,25 @@ import Testing
         #expect(FileManager.default.contents(atPath: out) == FileManager.default.contents(atPath: "samples/firmware/app-v2.bin"))
     }
 
+    /// An error's offset is a byte of the patch file: half a 49 152-byte image's heatshrink patch
+    /// ended "at byte" an offset of its decompressed data, past the file's end.
+    @Test func aTruncatedPatchIsNamedAtItsEnd() throws {
+        let directory = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let patch = directory.appendingPathComponent("p.patch")
+        #expect(try BleotaProcess.run(["delta", "create", "samples/firmware/blinky.bin", "samples/firmware/app-v2.bin", "-o", patch.path]).status == 0)
+        let bytes = try Data(contentsOf: patch)
+        let truncated = directory.appendingPathComponent("t.patch")
+        try bytes.prefix(bytes.count / 2).write(to: truncated)
+        let cut = try BleotaProcess.run(["delta", "apply", "samples/firmware/blinky.bin", truncated.path, "-o", directory.appendingPathComponent("out.bin").path])
+        #expect(cut.status == 3)
+        // After the note that the base is not checked, the error.
+        let error = try #require(cut.stderr.split(separator: "\n").last.map(String.init))
+        #expect(error.hasPrefix("error: \(truncated.path): the patch ends inside its "), "\(cut.stderr)")
+        #expect(error.contains(", at byte \(bytes.count / 2) (byte "), "\(cut.stderr)")
+        #expect(error.hasSuffix(" of its decompressed data): it is truncated; nothing was written"), "\(cut.stderr)")
+    }
+
     @Test(
         arguments: [
             (
