@@ -264,7 +264,7 @@ public struct NordicSecureDFUProtocol: UpdateProtocol {
             let image: [UInt8]
             do {
                 let format = request.inputFormat.flatMap(ImageFormat.init(rawValue:))
-                image = try FirmwareImage.load(path: path, format: format, limit: NordicDFUPackage.maximumMemberSize)
+                image = try FirmwareImage.load(path: path, format: format, limit: NordicDFUPackage.maximumMemberSize, maximumSpan: request.maximumSpan)
                     .flattened(fill: request.fill, limit: NordicDFUPackage.maximumMemberSize, fileName: (path as NSString).lastPathComponent)
             } catch {
                 throw TransferError(.badInput, step: .load, String(describing: error))
