@@ -69,11 +69,41 @@ struct DeltaApply: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apply",
         abstract: "Rebuild the new image from OLD and PATCH; written atomically, and only when the patch applies whole.",
-        discussion: "Exit 3 when the patch is damaged, truncated or not one bleota applies; 5 when its esp_delta_ota header names another base.")
+        discussion: """
+            A plain detools patch does not name its base, so another image than the one it was made from \
+            can rebuild into a wrong one without an error: --expect-sha256 checks the result first (a note \
+            says so when it is not given). Exit 3 when the patch is damaged, truncated or not one bleota \
+            applies; 5 when its esp_delta_ota header names another base or the result is not \
+            --expect-sha256; nothing is written then.
+            """)
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The image the patch was made from.") var old: String
     @Argument(help: "The patch.") var patch: String
     @Option(name: [.short, .customLong("output")], help: "The image to write.") var output: String
+    @Option(
+        name: .customLong("expect-sha256"),
+        help: ArgumentHelp(
+            "The SHA-256 the new image must have (delta create --json prints it as newSHA256): another result is refused before anything is written.",
+            valueName: "HEX"))
+    var expectedSHA256: String?
+
+    /// `--expect-sha256` as bytes: 64 hex digits, either case.
+    var expected: [UInt8]? {
+        guard let expectedSHA256, expectedSHA256.utf8.count == 64 else { return nil }
+        var bytes: [UInt8] = []
+        var digits = expectedSHA256.makeIterator()
+        while let high = digits.next(), let low = digits.next() {
+            guard let byte = UInt8(String([high, low]), radix: 16) else { return nil }
+            bytes.append(byte)
+        }
+        return bytes.count == 32 ? bytes : nil
+    }
+
+    func validate() throws {
+        if let expectedSHA256, expected == nil {
+            throw ValidationError("--expect-sha256 '\(expectedSHA256)' is not a SHA-256: give its 64 hex digits (delta create --json prints it as newSHA256)")
+        }
+    }
 
     func run() async throws {
         try checkOutputPath(output)
@@ -89,10 +119,21 @@ struct DeltaApply: AsyncParsableCommand {
                     "\(patch) was made for a base with SHA-256 \(expected.hexString), but \(old) has \(actual.hexString): give the image the patch was made from; nothing was written"
                 )
             }
+        } else if expected == nil {
+            Terminal.standardError.writeLine(
+                "note: \(patch) is a plain detools patch, which does not name its base, so bleota cannot check that \(old) is it: give --expect-sha256 the new image's SHA-256 to check the result"
+            )
         }
         let rebuilt: [UInt8]
         do { rebuilt = try DeltaPatch.apply(patchBytes, to: oldBytes) } catch {
             throw CommandFailure(.badInput, "\(patch): \(error); nothing was written")
+        }
+        let hash = SHA256Digest.hash(rebuilt)
+        if let expected, hash != expected {
+            throw CommandFailure(
+                .verificationFailed,
+                "\(old) and \(patch) make an image with SHA-256 \(hash.hexString), not the \(expected.hexString) of --expect-sha256: give the image the patch was made from as OLD; nothing was written"
+            )
         }
         try writeFileAtomically(rebuilt, to: output)
         if global.json {
@@ -101,9 +142,9 @@ struct DeltaApply: AsyncParsableCommand {
                 var size: Int
                 var sha256: String
             }
-            Terminal.standardOutput.writeLine(try JSONOutput.string(Applied(output: output, size: rebuilt.count, sha256: SHA256Digest.hash(rebuilt).hexString)))
+            Terminal.standardOutput.writeLine(try JSONOutput.string(Applied(output: output, size: rebuilt.count, sha256: hash.hexString)))
         } else {
-            Terminal.standardOutput.writeLine("wrote \(output): \(rebuilt.count) bytes, sha256 \(SHA256Digest.hash(rebuilt).hexString)")
+            Terminal.standardOutput.writeLine("wrote \(output): \(rebuilt.count) bytes, sha256 \(hash.hexString)")
         }
     }
 }

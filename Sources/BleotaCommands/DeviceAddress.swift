@@ -143,6 +143,7 @@ extension DeviceAddress {
             let chosen = try registry.resolve(request)
             if source.isEmpty, explicit == nil, request.deviceProtocol == nil, let image, chosen.imageAffinity(image) == .owns { source = " (from the image)" }
             logger.info("\(text): speaking \(chosen.identity.displayName)\(source)")
+            if let image { logUnreadCompanions(of: image, chosen: chosen, logger: logger) }
             return chosen
         } catch {
             throw CommandFailure(error.usage ? .usage : .deviceError, error.description)
@@ -228,6 +229,14 @@ extension DeviceAddress {
         } catch let error as DeviceConfigurationError {
             throw CommandFailure(.usage, "sim:// \(error)")
         }
+    }
+}
+
+/// Says, at info level, which files beside the image the protocols not chosen would have read with
+/// it (a Nordic `.dat` beside a plain `.bin`) and that are left unread.
+func logUnreadCompanions(of image: ImageProbe, chosen: (any UpdateProtocol)?, logger: Logger) {
+    for other in CommandContext.registry.protocols where other.name != chosen?.name {
+        if let note = other.unreadCompanion(of: image) { logger.info("\(note)") }
     }
 }
 

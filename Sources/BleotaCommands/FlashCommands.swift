@@ -163,6 +163,7 @@ struct FlashCommand: AsyncParsableCommand {
     @OptionGroup var deviceOptions: DeviceOptions
     @OptionGroup var tuningOptions: TuningOptions
     @OptionGroup var input: ImageInputOptions
+    @OptionGroup var span: SpanOption
     @OptionGroup var protocolOption: ProtocolOption
     @OptionGroup var flashOptions: FlashOptions
     @OptionGroup(title: "Delta patches") var deltaOptions: DeltaOptions
@@ -186,7 +187,7 @@ struct FlashCommand: AsyncParsableCommand {
         try tuningOptions.check(against: updateProtocol)
         let request = ImageRequest(
             path: image, keyPath: flashOptions.key, versionLabel: versionLabel,
-            inputFormat: input.inputFormat?.rawValue, baseAddress: input.baseAddress, fill: input.fill)
+            inputFormat: input.inputFormat?.rawValue, baseAddress: input.baseAddress, fill: input.fill, maximumSpan: span.maximumSpan)
         var preparing: PreparedImage
         do { preparing = try updateProtocol.prepareImage(request) } catch { throw error.commandFailure }
         logger.info("\(preparing.summary)")

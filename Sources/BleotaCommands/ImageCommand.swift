@@ -56,7 +56,7 @@ struct ImageInputOptions: ParsableArguments {
     /// Loads an image, kept sparse: nothing is flattened here. With `limit`, an
     /// image whose flattened size is larger is refused (a raw .bin by its file
     /// size, before it is read).
-    func load(_ path: String, limit: Int = .max) throws -> FirmwareImage {
+    func load(_ path: String, limit: Int = .max, maximumSpan: Int = .max) throws -> FirmwareImage {
         // A .zip is no flat image: a protocol whose package it is says what it is, or what is
         // wrong with it, in the words flash and image info use.
         if inputFormat == nil, case let probe = ImageFiles.probe(path), probe.head.starts(with: [0x50, 0x4B, 0x03, 0x04]) {
@@ -67,7 +67,7 @@ struct ImageInputOptions: ParsableArguments {
             }
         }
         do {
-            return try FirmwareImage.load(path: path, format: inputFormat, baseAddress: baseAddress, limit: limit)
+            return try FirmwareImage.load(path: path, format: inputFormat, baseAddress: baseAddress, limit: limit, maximumSpan: maximumSpan)
         } catch {
             throw CommandFailure(.badInput, String(describing: error))
         }
@@ -90,6 +90,30 @@ struct ImageInputOptions: ParsableArguments {
     func leadingBytes(_ path: String, count: Int) throws -> [UInt8] {
         do { return try InputFile.prefix(path, count: count) } catch { throw CommandFailure(.badInput, error.description) }
     }
+}
+
+/// `--max-span`, for the commands that flatten an image (`flash`, `image convert` to a `.bin`).
+struct SpanOption: ParsableArguments {
+    @Option(
+        name: .customLong("max-span"),
+        help: ArgumentHelp(
+            "The most an image's segments may span, lowest address to highest end, where it is flattened (default 256MiB): a HEX whose few records lie far apart is refused before it is filled in.",
+            valueName: "SIZE"),
+        transform: parseSize)
+    var given: Int?
+
+    var maximumSpan: Int { given ?? FirmwareImage.defaultMaximumSpan }
+}
+
+/// Bytes: a number, or one with KiB, MiB or GiB after it (`256MiB`), up to 4 GiB.
+func parseSize(_ text: String) throws -> Int {
+    let units: [(String, Int)] = [("kib", 1 << 10), ("mib", 1 << 20), ("gib", 1 << 30), ("b", 1)]
+    let lower = text.lowercased()
+    let (digits, scale) = units.first { lower.hasSuffix($0.0) }.map { (String(lower.dropLast($0.0.count)), $0.1) } ?? (lower, 1)
+    guard let number = Int(digits.trimmingCharacters(in: .whitespaces)), number > 0, number <= (1 << 32) / scale else {
+        throw ValidationError("write bytes, or a number with KiB, MiB or GiB (256MiB), from 1 byte to 4GiB")
+    }
+    return number * scale
 }
 
 func parseAddress(_ text: String) throws -> UInt32 {
@@ -211,10 +235,12 @@ struct ImageInfo: AsyncParsableCommand {
         var report = ImageReport(file: file, image: image, fill: input.fill)
         // What `flash` would pick for it: the protocol whose own format it is.
         let probe = ImageFiles.probe(file)
-        if let owner = CommandContext.registry.protocols.first(where: { $0.imageAffinity(probe) == .owns }) {
+        let owner = CommandContext.registry.protocols.first(where: { $0.imageAffinity(probe) == .owns })
+        if let owner {
             report.protocol = owner.name
             report.madeFor = owner.identity.imageFormats.first
         }
+        logUnreadCompanions(of: probe, chosen: owner, logger: global.makeLogger("bleota.image"))
         if embedded == nil, key != nil {
             throw CommandFailure(.badInput, "\(file) is not an MCUboot image, so --key has nothing to verify")
         }
@@ -304,6 +330,7 @@ struct ImageConvert: AsyncParsableCommand {
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var input: ImageInputOptions
+    @OptionGroup var span: SpanOption
     @Option(name: .long, help: "Output format when the output's extension does not say (bin, hex, srec).")
     var format: ImageFormat?
     @Argument(help: "The image to read.") var inputFile: String
@@ -312,7 +339,11 @@ struct ImageConvert: AsyncParsableCommand {
     func run() async throws {
         // A path that could never be written is named before anything is read, as every command does.
         try checkOutputPath(outputFile)
-        let image = try input.load(inputFile)
+        // A .bin holds every byte from the lowest address to the highest end; HEX and S-records
+        // hold only the segments, so only a .bin is refused for its span (a raw input by its size,
+        // before it is read).
+        let wantsBinary = (format ?? ImageFormat(pathExtension: outputFile)) == .bin
+        let image = try input.load(inputFile, maximumSpan: wantsBinary ? span.maximumSpan : .max)
         guard let outputFormat = format ?? ImageFormat(pathExtension: outputFile) else {
             throw CommandFailure(.usage, "cannot tell the output format of '\(outputFile)' from its extension: add --format bin, hex or srec")
         }

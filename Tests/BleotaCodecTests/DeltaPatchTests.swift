@@ -183,4 +183,34 @@ import Testing
         try applier.finish()
         #expect(output == new)
     }
+
+    /// An error's offset is a byte of the patch file, never past its end; a compressed patch's
+    /// body also says where in its decompressed data (a 1 000-byte patch's errors said "at byte
+    /// 55988", an offset in the decompressed stream).
+    @Test func errorOffsetsAreBytesOfThePatchFile() throws {
+        var generator = seededGenerator("error offsets")
+        let old = Self.randomBytes(60_000, &generator)
+        var new = old
+        for index in stride(from: 1000, to: old.count, by: 7919) { new[index] ^= 0x55 }
+        for compression in DeltaPatchHeader.Compression.allCases {
+            let patch = DeltaPatch.create(from: old, to: new, compression: compression)
+            for length in [patch.count / 2, patch.count - 1] {
+                let error = #expect(throws: DeltaPatchError.self, "\(compression), \(length) of \(patch.count) bytes") {
+                    _ = try DeltaPatch.apply(Array(patch[0..<length]), to: old)
+                }
+                #expect(error?.offset == length, "\(compression): \(error.map(String.init(describing:)) ?? "")")
+                if compression == .heatshrink {
+                    let data = try #require(error?.dataOffset)
+                    #expect(data > length)
+                    #expect(error?.description.contains("at byte \(length) (byte \(data) of its decompressed data)") == true, "\(error!)")
+                } else {
+                    #expect(error?.dataOffset == nil)
+                    #expect(error?.description.contains("at byte \(length):") == true, "\(error!)")
+                }
+            }
+            // A base too short: named at the byte of the patch that reads past it.
+            let error = #expect(throws: DeltaPatchError.self) { _ = try DeltaPatch.apply(patch, to: Array(old.prefix(100))) }
+            #expect((error?.offset ?? .max) < patch.count, "\(compression): \(error.map(String.init(describing:)) ?? "")")
+        }
+    }
 }

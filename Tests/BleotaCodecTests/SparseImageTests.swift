@@ -105,6 +105,34 @@ import Testing
         #expect(try FirmwareImage.load(path: path).size == 1 << 32)
     }
 
+    /// The span a caller allows (`--max-span`, 256 MiB by default) is checked from the segments'
+    /// extent, before anything is flattened; the message names the span, the limit and the fix.
+    @Test func loadRefusesASpanOverTheMaximumFromTheSegments() throws {
+        let before = peakResidentBytes()
+        let path = try temporaryFile("span.hex", Array(Self.spanningText.utf8))
+        let error = #expect(throws: ImageError.self) { try FirmwareImage.load(path: path, maximumSpan: FirmwareImage.defaultMaximumSpan) }
+        #expect(error?.kind == .spanTooLarge(base: 0, end: 1 << 32, last: 0xFFFF_FFFC, limit: 256 << 20))
+        #expect(
+            error?.description
+                == "span.hex: its segments span 0x00000000–0xFFFFFFFF, 4294967296 bytes, more than the limit of 268435456 bytes: leave out what the target does not hold (the last segment starts at 0xFFFFFFFC), or give --max-span 4294967296"
+        )
+        // The smaller limit is the one named: a protocol's own is not one --max-span raises.
+        #expect(throws: ImageError(file: "span.hex", kind: .tooLarge(size: 1 << 32, limit: 1 << 20))) {
+            try FirmwareImage.load(path: path, limit: 1 << 20, maximumSpan: 256 << 20)
+        }
+        // Under it, loaded as before; and checkSpan says the same of an image in hand.
+        let image = try FirmwareImage.load(path: path, maximumSpan: 1 << 32)
+        #expect(throws: try #require(error)) { try image.checkSpan(limit: 256 << 20, fileName: "span.hex") }
+        try image.checkSpan(limit: 1 << 32)
+        // A raw binary by its file size, before it is read.
+        let big = try temporaryFile("big.bin", [])
+        #expect(truncate(big, 300 << 20) == 0)
+        #expect(throws: ImageError(file: "big.bin", kind: .spanTooLarge(base: 0x1000, end: 0x1000 + (300 << 20), last: 0x1000, limit: 256 << 20))) {
+            try FirmwareImage.load(path: big, baseAddress: 0x1000, maximumSpan: 256 << 20)
+        }
+        #expect(peakResidentBytes() - before < 256 << 20, "peak resident memory grew by \(peakResidentBytes() - before) bytes")
+    }
+
     @Test func aRawBinaryLoadsAtTheGivenBaseAddress() throws {
         let path = try temporaryFile("app.bin", [1, 2, 3])
         let image = try FirmwareImage.load(path: path, baseAddress: 0x0800_0000)

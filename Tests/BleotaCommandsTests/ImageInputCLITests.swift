@@ -158,6 +158,93 @@ func scratchDirectory() throws -> String {
         #expect(result.peakResident < 100 << 20, "image info peaked at \(result.peakResident >> 20) MiB")
     }
 
+    /// 132 bytes of Intel HEX: 20 bytes at 0 and 20 at 0xFFFF_FF00. `flash` peaked at 4.2 GB
+    /// filling the gap in before it refused for size, and `image convert` to .bin began writing 4 GiB.
+    static let farApart =
+        hexRecord(0x00, 0, Array(0..<20)) + hexRecord(0x04, 0, [0xFF, 0xFF]) + hexRecord(0x00, 0xFF00, Array(20..<40)) + hexRecord(0x01, 0, [])
+    static let farApartRefusal =
+        "sparse.hex: its segments span 0x00000000–0xFFFFFF13, 4294967060 bytes, more than the limit of 268435456 bytes: leave out what the target does not hold (the last segment starts at 0xFFFFFF00), or give --max-span 4294967060"
+
+    @Test func flashAndConvertRefuseAHexSpanning4GiBFromItsSegments() throws {
+        #expect(Self.farApart.utf8.count == 132)
+        let directory = try scratchDirectory()
+        let path = directory + "/sparse.hex"
+        try Self.farApart.write(toFile: path, atomically: true, encoding: .utf8)
+        let output = directory + "/out.bin"
+        for arguments in [
+            ["flash", path, "--device", "sim://2m-dle", "--no-saved-tuning"],
+            ["flash", path, "--device", "sim://2m-dle", "--protocol-file", "protocols/stm32wb-ota.yaml", "--no-saved-tuning"],
+            ["image", "convert", path, output],
+        ] {
+            let result = try GuardedRun.run(arguments, deadline: 60)
+            #expect(!result.killed && result.status == 3, "\(arguments): \(result.stderr)")
+            #expect(result.stderr == "error: \(Self.farApartRefusal)\n", "\(arguments)")
+            #expect(result.peakResident < 64 << 20, "\(arguments) peaked at \(result.peakResident >> 20) MiB")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory) == ["sparse.hex"])
+        // To HEX it stays two records: nothing between them is written, so nothing is refused.
+        let hex = try GuardedRun.run(["image", "convert", path, directory + "/copy.hex"])
+        #expect(hex.status == 0, "\(hex.stderr)")
+        #expect(try FirmwareImage.load(path: directory + "/copy.hex").segments == (try IntelHex.parse(Array(Self.farApart.utf8))).segments)
+    }
+
+    /// An STM32 HEX with its option bytes (0x1FFF_7800) beside its flash (0x0800_0000) spans
+    /// 400 MB: not hostile, but no .bin to write; --max-span says how far to go.
+    @Test func anSTM32HexWithOptionBytesIsRefusedForABinWithTheFix() throws {
+        let directory = try scratchDirectory()
+        let path = directory + "/stm32.hex"
+        let text =
+            Self.hexRecord(0x04, 0, [0x08, 0x00]) + Self.hexRecord(0x00, 0, Array(repeating: 0xA5, count: 16))
+            + Self.hexRecord(0x04, 0, [0x1F, 0xFF]) + Self.hexRecord(0x00, 0x7800, [0xAA, 0xF8, 0xFF, 0xFB, 0xFF, 0xFF, 0xFF, 0xFF])
+            + Self.hexRecord(0x01, 0, [])
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        let refusal =
+            "error: stm32.hex: its segments span 0x08000000–0x1FFF7807, 402618376 bytes, more than the limit of 268435456 bytes: leave out what the target does not hold (the last segment starts at 0x1FFF7800), or give --max-span 402618376"
+        let convert = try GuardedRun.run(["image", "convert", path, directory + "/stm32.bin"])
+        #expect(convert.status == 3)
+        #expect(convert.stderr == refusal + "\n")
+        let flash = try GuardedRun.run(["flash", path, "--device", "sim://2m-dle", "--no-saved-tuning"])
+        #expect(flash.status == 3)
+        #expect(flash.stderr == refusal + "\n")
+        #expect(max(convert.peakResident, flash.peakResident) < 64 << 20)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory) == ["stm32.hex"])
+    }
+
+    /// --max-span moves the limit either way; a size takes a unit.
+    @Test func maxSpanSetsTheLimit() throws {
+        let directory = try scratchDirectory()
+        let path = directory + "/two.hex"
+        // 2 MiB and 16 bytes from the first byte to the last.
+        let text =
+            Self.hexRecord(0x00, 0, Array(repeating: 1, count: 16)) + Self.hexRecord(0x04, 0, [0x00, 0x20])
+            + Self.hexRecord(0x00, 0, Array(repeating: 2, count: 16)) + Self.hexRecord(0x01, 0, [])
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        let out = directory + "/two.bin"
+        let refused = try BleotaProcess.run(["image", "convert", path, out, "--max-span", "1MiB"])
+        #expect(refused.status == 3)
+        #expect(refused.stderr.contains("2097168 bytes, more than the limit of 1048576 bytes"), "\(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: out))
+        let written = try BleotaProcess.run(["image", "convert", path, out, "--max-span", "2097168"])
+        #expect(written.status == 0, "\(written.stderr)")
+        #expect((try FileManager.default.attributesOfItem(atPath: out)[.size] as? Int) == 2_097_168)
+        // A raw input by its size, before it is read.
+        let raw = directory + "/raw.bin"
+        #expect(FileManager.default.createFile(atPath: raw, contents: nil) && truncate(raw, 3 << 20) == 0)
+        let rawRefused = try BleotaProcess.run(["image", "convert", raw, directory + "/raw-copy.bin", "--max-span", "2MiB", "--base-address", "0x8000"])
+        #expect(rawRefused.status == 3)
+        #expect(
+            rawRefused.stderr
+                == "error: raw.bin: its segments span 0x00008000–0x00307FFF, 3145728 bytes, more than the limit of 2097152 bytes: leave out what the target does not hold, or give --max-span 3145728\n"
+        )
+        let flash = try BleotaProcess.run(["flash", path, "--device", "sim://2m-dle", "--no-saved-tuning", "--max-span", "2MiB"])
+        #expect(flash.status == 3 && flash.stderr.contains("more than the limit of 2097152 bytes"), "\(flash.stderr)")
+        let typo = try BleotaProcess.run(["image", "convert", path, out, "--max-span", "2MB"])
+        #expect(typo.status == 2)
+        #expect(
+            typo.stderr.hasPrefix("error: the value '2MB' is invalid for '--max-span <SIZE>': write bytes, or a number with KiB, MiB or GiB (256MiB), from 1 byte to 4GiB\n"),
+            "\(typo.stderr)")
+    }
+
     @Test func convertingToTextStreamsTheRecords() throws {
         // 8 MiB to Intel HEX (23 MiB of text) and S-records: memory stays near the image,
         // not the text (building the text whole peaked near seven times the image).

@@ -1,3 +1,5 @@
+import BleotaCodec
+import BleotaProtocols
 import Foundation
 import Testing
 
@@ -115,5 +117,75 @@ import Testing
         #expect(
             run.stderr
                 == "error: \(package) is a Nordic Secure DFU package, not one image: bleota image info shows its parts, and bleota flash takes it whole\n")
+    }
+}
+
+/// A `.dat` beside a plain image is Nordic's init packet only when it is one for that image, or
+/// when Nordic's protocol is what the device speaks: a data file that merely shares the image's
+/// name took the image over (`flash blinky.bin` failed "blinky.dat is not a Secure DFU init
+/// packet", exit 3), though the user never named it.
+@Suite struct StrayInitPacketCLITests {
+    /// A scratch directory holding blinky.bin and, beside it, blinky.dat with `dat`.
+    static func imageBeside(_ dat: [UInt8]) throws -> (image: String, dat: String) {
+        let directory = try scratchDirectory()
+        let image = directory + "/blinky.bin"
+        try FileManager.default.copyItem(atPath: BleotaProcess.repositoryRoot.appendingPathComponent("samples/firmware/blinky.bin").path, toPath: image)
+        try Data(dat).write(to: URL(fileURLWithPath: directory + "/blinky.dat"))
+        return (image, directory + "/blinky.dat")
+    }
+
+    /// What each stray `.dat` is said to be, after "it is".
+    static func strays() throws -> [(name: String, bytes: [UInt8], what: String)] {
+        let blinky = try #require(FileManager.default.contents(atPath: BleotaProcess.repositoryRoot.appendingPathComponent("samples/firmware/blinky.bin").path))
+        let other = try NordicDFUPackage(
+            contentsOf: BleotaProcess.repositoryRoot.appendingPathComponent("\(ImageInfoJSONTests.fixtures)/nrfutil-6.1.7-app-unsigned.zip").path)
+        let part = try #require(other.parts.last)
+        return [
+            ("a data file", Array("time,temperature\n0,21.5\n1,21.6\n".utf8), "not a Secure DFU init packet (--protocol nordic-dfu would read it)"),
+            ("100 000 bytes", [UInt8](repeating: 0x5A, count: 100_000), "more than 4096 bytes, larger than any init packet (--protocol nordic-dfu would read it)"),
+            (
+                "another image's init packet", part.initPacketBytes,
+                "the init packet of an image of \(part.image.count) bytes, not of this one (\(blinky.count) bytes) (--protocol nordic-dfu would read it)"
+            ),
+        ]
+    }
+
+    @Test func flashAndImageInfoLeaveAStrayDatUnreadAndSaySo() throws {
+        for stray in try Self.strays() {
+            let (image, dat) = try Self.imageBeside(stray.bytes)
+            let note = "\(dat) beside \(image) is not read: it is \(stray.what)"
+            let flash = try BleotaProcess.run(["flash", image, "--device", "sim://2m-dle", "--json", "--no-saved-tuning", "--verbose"])
+            #expect(flash.status == 0, "\(stray.name): \(flash.stderr)")
+            #expect(try ProtocolChoiceCLITests.report(flash)["protocolName"] as? String == "native", "\(stray.name)")
+            #expect(flash.stderr.contains(note), "\(stray.name): \(flash.stderr)")
+            // Said at info level: a run without -v prints nothing about it.
+            let quiet = try BleotaProcess.run(["flash", image, "--device", "sim://2m-dle", "--no-saved-tuning"])
+            #expect(quiet.status == 0 && !quiet.stderr.contains("is not read"), "\(stray.name): \(quiet.stderr)")
+
+            let info = try BleotaProcess.run(["image", "info", image, "--json", "--log-level", "info"])
+            #expect(info.status == 0, "\(stray.name): \(info.stderr)")
+            let report = try JSONDecoder().decode(ImageInfoDocument.self, from: Data(info.stdout.utf8))
+            let blinky = try #require(FileManager.default.contents(atPath: image))
+            #expect(report.sha256 == SHA256Digest.hash(Array(blinky)).hexString && report.size == blinky.count, "\(stray.name)")
+            #expect(info.stderr.contains(note), "\(stray.name): \(info.stderr)")
+        }
+    }
+
+    /// Named, or from the address, Nordic's protocol reads the `.dat` and says what is wrong with it.
+    @Test func theDatIsReadWhenTheProtocolIsNordics() throws {
+        let (image, dat) = try Self.imageBeside(Array("time,temperature\n0,21.5\n".utf8))
+        for arguments in [
+            ["flash", image, "--device", "sim://2m-dle", "--protocol", "nordic-dfu"],
+            ["flash", image, "--device", "sim://2m-dle?protocol=nordic-dfu"],
+        ] {
+            let run = try BleotaProcess.run(arguments)
+            #expect(run.status == 3, "\(arguments): \(run.stderr)")
+            #expect(run.stderr.hasPrefix("error: \(dat) is not a Secure DFU init packet ("), "\(run.stderr)")
+            #expect(run.stderr.hasSuffix("): give the .dat nrfutil made for this image\n") && run.stderr.split(separator: "\n").count == 1, "\(run.stderr)")
+        }
+        let (big, bigDat) = try Self.imageBeside([UInt8](repeating: 0x5A, count: 100_000))
+        let run = try BleotaProcess.run(["flash", big, "--device", "sim://2m-dle?protocol=nordic-dfu"])
+        #expect(run.status == 3)
+        #expect(run.stderr == "error: \(bigDat) is 100000 bytes, more than the limit of 4096 bytes\n", "\(run.stderr)")
     }
 }

@@ -142,13 +142,17 @@ public struct DeltaPatchApplier: Sendable {
     private var basePosition = 0
     /// New image bytes made so far.
     public private(set) var produced = 0
-    /// Decompressed body bytes read so far (offsets in errors count these).
+    /// Decompressed body bytes read so far (an error's ``DeltaPatchError/dataOffset`` counts these).
     private var bodyOffset = 0
+    /// Patch bytes taken so far, the header's included: the offset in the file of the next one
+    /// (an error's ``DeltaPatchError/offset``).
+    private var patchOffset: Int
     private var scratch: [UInt8] = []
 
     public init(header: DeltaPatchHeader, baseSize: Int) {
         self.header = header
         self.baseSize = baseSize
+        patchOffset = header.size
         awaitingHeatshrinkHeader = header.compression == .heatshrink && header.newSize > 0
         if header.newSize == 0 { field = .end }
     }
@@ -160,33 +164,53 @@ public struct DeltaPatchApplier: Sendable {
     ) throws(DeltaPatchError) {
         switch header.compression {
         case .none:
-            for byte in bytes { try body(byte, base: base, into: &output) }
+            for byte in bytes {
+                do { try body(byte, base: base, into: &output) } catch { throw located(error) }
+                patchOffset += 1
+            }
         case .heatshrink:
             for byte in bytes {
                 if awaitingHeatshrinkHeader {
                     guard let parameters = Heatshrink.Parameters(headerByte: byte) else {
-                        throw DeltaPatchError(.invalid(String(format: "0x%02x names no heatshrink window and lookahead", byte)), field: "heatshrink parameters", offset: 0)
+                        throw DeltaPatchError(
+                            .invalid(String(format: "0x%02x names no heatshrink window and lookahead", byte)), field: "heatshrink parameters", offset: patchOffset)
                     }
                     decoder = Heatshrink.Decoder(parameters: parameters)
                     awaitingHeatshrinkHeader = false
+                    patchOffset += 1
                     continue
                 }
                 if field == .end {
                     // Only the last byte's zero padding may follow the end.
-                    guard byte == 0, decoder?.endsCleanly ?? true else { throw DeltaPatchError(.trailingData, field: "end", offset: bodyOffset) }
+                    guard byte == 0, decoder?.endsCleanly ?? true else { throw DeltaPatchError(.trailingData, field: "end", offset: patchOffset) }
                 }
                 scratch.removeAll(keepingCapacity: true)
                 decoder?.decode(CollectionOfOne(byte), into: &scratch)
-                for decoded in scratch { try body(decoded, base: base, into: &output) }
+                for decoded in scratch {
+                    do { try body(decoded, base: base, into: &output) } catch { throw located(error) }
+                }
+                patchOffset += 1
             }
         }
     }
 
+    /// An error `body` raised at a decompressed offset, placed at the patch byte being read; a
+    /// compressed patch keeps the decompressed offset beside it.
+    private func located(_ error: DeltaPatchError) -> DeltaPatchError {
+        var located = error
+        located.dataOffset = header.compression == .heatshrink ? error.offset : nil
+        located.offset = patchOffset
+        return located
+    }
+
     /// Says the patch has ended: throws unless the new image is complete and nothing is left over.
     public func finish() throws(DeltaPatchError) {
-        if awaitingHeatshrinkHeader { throw DeltaPatchError(.truncated, field: "heatshrink parameters", offset: 0) }
-        guard field == .end else { throw DeltaPatchError(.truncated, field: field.rawValue, offset: bodyOffset) }
-        if let decoder, !decoder.endsCleanly { throw DeltaPatchError(.trailingData, field: "heatshrink stream", offset: bodyOffset) }
+        let dataOffset = header.compression == .heatshrink ? bodyOffset : nil
+        if awaitingHeatshrinkHeader { throw DeltaPatchError(.truncated, field: "heatshrink parameters", offset: patchOffset) }
+        guard field == .end else { throw DeltaPatchError(.truncated, field: field.rawValue, offset: patchOffset, dataOffset: dataOffset) }
+        if let decoder, !decoder.endsCleanly {
+            throw DeltaPatchError(.trailingData, field: "heatshrink stream", offset: patchOffset, dataOffset: dataOffset)
+        }
     }
 
     private mutating func body(_ byte: UInt8, base: (Int) -> UInt8, into output: inout [UInt8]) throws(DeltaPatchError) {

@@ -18,21 +18,28 @@ public struct DeltaPatchError: Error, Sendable, Hashable, CustomStringConvertibl
     public var kind: Kind
     /// The part of the patch being read: "header", "to-size", "diff size", "heatshrink stream", …
     public var field: String
-    /// Where: an offset in the patch file for the header, in the decompressed stream after it.
+    /// Where: an offset in the patch file, at most its size (the byte being read, or its end).
     public var offset: Int
+    /// Where in the decompressed stream after the header, for a compressed patch's body (whose
+    /// offsets there run past the file's end: 55 988 in a 1 000-byte patch); nil otherwise.
+    public var dataOffset: Int?
 
-    public init(_ kind: Kind, field: String, offset: Int) {
+    public init(_ kind: Kind, field: String, offset: Int, dataOffset: Int? = nil) {
         self.kind = kind
         self.field = field
         self.offset = offset
+        self.dataOffset = dataOffset
     }
+
+    /// "byte 812", or "byte 812 (byte 55988 of its decompressed data)".
+    private var location: String { "byte \(offset)" + (dataOffset.map { " (byte \($0) of its decompressed data)" } ?? "") }
 
     public var description: String {
         switch kind {
-        case .truncated: "the patch ends inside its \(field) (at byte \(offset)): it is truncated"
-        case .invalid(let why): "the patch's \(field) at byte \(offset) is invalid: \(why)"
-        case .trailingData: "the patch goes on after its last chunk (at byte \(offset) of its data): it is damaged or not one patch"
-        case .unsupported(let what): "the patch uses \(what) (\(field), byte \(offset)), which bleota does not apply: make it with compression heatshrink or none, sequential"
+        case .truncated: "the patch ends inside its \(field), at \(location): it is truncated"
+        case .invalid(let why): "the patch's \(field) at \(location) is invalid: \(why)"
+        case .trailingData: "the patch goes on after its last chunk, at \(location): it is damaged or not one patch"
+        case .unsupported(let what): "the patch uses \(what) in its \(field) at \(location), which bleota does not apply: make it with compression heatshrink or none, sequential"
         case .wrongBase(let expected, let got):
             "the patch was made for a base with SHA-256 \(expected), but the base given has \(got): give the image the device runs"
         }

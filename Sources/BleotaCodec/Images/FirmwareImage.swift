@@ -92,6 +92,20 @@ public struct FirmwareImage: Sendable, Hashable {
         return Int(last.end - UInt64(first.address))
     }
 
+    /// What bleota flattens (or writes as a `.bin`) at most unless told otherwise (`--max-span`):
+    /// 256 MiB, more than any microcontroller's flash, so a HEX file whose few records lie far
+    /// apart (option bytes at 0x1FFF7800 beside flash at 0x08000000, or a hostile 4 GiB) is
+    /// refused from its segments instead of filled in.
+    public static let defaultMaximumSpan = 256 << 20
+
+    /// Refuses the image, before anything is flattened, when its segments span more than `limit`
+    /// bytes: ``ImageError/Kind/spanTooLarge(base:end:last:limit:)`` names the span, the limit
+    /// and the fix.
+    public func checkSpan(limit: Int, fileName: String = "image") throws(ImageError) {
+        guard size > limit, let first = segments.first, let last = segments.last else { return }
+        throw ImageError(file: fileName, kind: .spanTooLarge(base: first.address, end: last.end, last: last.address, limit: UInt64(max(0, limit))))
+    }
+
     /// Bytes that come from the file (excluding gap fill).
     public var dataSize: Int { segments.reduce(0) { $0 + $1.bytes.count } }
 
@@ -186,10 +200,13 @@ extension FirmwareImage {
     /// at `baseAddress` (text formats carry their own addresses) and refused by
     /// its file size, before it is read, when that exceeds `limit`; a HEX or
     /// S-record image is refused when its flattened size does, without being
-    /// flattened. Either way the error is ``ImageError/Kind/tooLarge(size:limit:)``.
+    /// flattened. Either way the error is ``ImageError/Kind/tooLarge(size:limit:)``,
+    /// or ``ImageError/Kind/spanTooLarge(base:end:last:limit:)`` when it is
+    /// `maximumSpan` that the image exceeds (the limit a user can raise,
+    /// `--max-span`), and that is the smaller.
     public static func load(
         path: String, format: ImageFormat? = nil, baseAddress: UInt32 = 0,
-        limit: Int = .max
+        limit: Int = .max, maximumSpan: Int = .max
     ) throws(ImageError) -> FirmwareImage {
         let name = (path as NSString).lastPathComponent
         let limit = UInt64(max(0, limit))
@@ -203,6 +220,11 @@ extension FirmwareImage {
         guard let format = format ?? ImageFormat(pathExtension: path) else {
             throw ImageError(file: name, kind: .unknownFormat)
         }
+        if format == .bin, fileSize > UInt64(max(0, maximumSpan)), UInt64(max(0, maximumSpan)) <= limit, fileSize > 0 {
+            let end = UInt64(baseAddress) + fileSize
+            let kind = ImageError.Kind.spanTooLarge(base: baseAddress, end: end, last: baseAddress, limit: UInt64(max(0, maximumSpan)))
+            throw ImageError(file: name, kind: kind)
+        }
         if format == .bin, fileSize > limit { throw ImageError(file: name, kind: .tooLarge(size: fileSize, limit: limit)) }
         let bytes: [UInt8]
         do { bytes = try InputFile.read(path, limit: format == .bin ? limit : .max) } catch { throw failure(error) }
@@ -213,6 +235,7 @@ extension FirmwareImage {
         case .intelHex: image = try IntelHex.parse(bytes, fileName: name)
         case .srec: image = try SRecord.parse(bytes, fileName: name)
         }
+        if UInt64(max(0, maximumSpan)) <= limit { try image.checkSpan(limit: maximumSpan, fileName: name) }
         guard UInt64(image.size) <= limit else { throw ImageError(file: name, kind: .tooLarge(size: UInt64(image.size), limit: limit)) }
         return image
     }

@@ -23,6 +23,10 @@ public struct ImageError: Error, Sendable, Hashable, CustomStringConvertible {
         case beyondAddressSpace(address: UInt64)
         /// The flattened image is larger than the caller accepts; it was not flattened.
         case tooLarge(size: UInt64, limit: UInt64)
+        /// The segments lie further apart than the caller accepts (`--max-span`), from the lowest
+        /// address to one past the highest; `last` is where the highest segment starts. Nothing
+        /// was flattened.
+        case spanTooLarge(base: UInt32, end: UInt64, last: UInt32, limit: UInt64)
     }
 
     public var file: String
@@ -64,6 +68,11 @@ public struct ImageError: Error, Sendable, Hashable, CustomStringConvertible {
             what = "data reaches 0x\(String(address, radix: 16, uppercase: true)), beyond the 32-bit address space"
         case .tooLarge(let size, let limit):
             return "\(file): the image is \(size) bytes flattened, more than the limit of \(limit) bytes"
+        case .spanTooLarge(let base, let end, let last, let limit):
+            let span = end - UInt64(base)
+            return
+                "\(file): its segments span 0x\(hex32(base))–0x\(hex32(UInt32(truncatingIfNeeded: end - 1))), \(span) bytes, more than the limit of \(limit) bytes: "
+                + "leave out what the target does not hold\(last == base ? "" : " (the last segment starts at 0x\(hex32(last)))"), or give --max-span \(span)"
         }
         if let line { location += " line \(line)" + (record.map { " (record \($0))" } ?? "") + ":" }
         return "\(location) \(what)"

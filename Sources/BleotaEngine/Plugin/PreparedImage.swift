@@ -46,10 +46,14 @@ public struct ImageRequest: Sendable, Hashable {
     public var baseAddress: UInt32
     /// The byte that fills gaps between segments.
     public var fill: UInt8
+    /// The most bytes an image's segments may span where it is flattened (`--max-span`): a
+    /// protocol loads its image with it (``FirmwareImage/load(path:format:baseAddress:limit:maximumSpan:)``),
+    /// so an image too sparse to hold is refused from its segments, before it is filled in.
+    public var maximumSpan: Int
 
     public init(
         path: String, keyPath: String? = nil, versionLabel: String? = nil, inputFormat: String? = nil,
-        baseAddress: UInt32 = 0, fill: UInt8 = 0xFF
+        baseAddress: UInt32 = 0, fill: UInt8 = 0xFF, maximumSpan: Int = FirmwareImage.defaultMaximumSpan
     ) {
         self.path = path
         self.keyPath = keyPath
@@ -57,6 +61,7 @@ public struct ImageRequest: Sendable, Hashable {
         self.inputFormat = inputFormat
         self.baseAddress = baseAddress
         self.fill = fill
+        self.maximumSpan = maximumSpan
     }
 }
 

@@ -45,6 +45,10 @@ public protocol UpdateProtocol: Sendable {
 
     /// How strongly an image file belongs to this protocol.
     func imageAffinity(_ probe: ImageProbe) -> ImageAffinity
+    /// A line for the log when another protocol carries the image: a file beside it that this
+    /// protocol would have read with it (a Nordic image's `.dat`) and that is therefore left
+    /// unread, and why. Nil by default, and when there is no such file.
+    func unreadCompanion(of probe: ImageProbe) -> String?
     /// Reads and checks an image before anything connects: a bad image, a hash
     /// that does not match or a signature that does not verify is refused here.
     func prepareImage(_ request: ImageRequest) throws(TransferError) -> PreparedImage
@@ -74,6 +78,7 @@ extension UpdateProtocol {
     public var flashModes: [FlashMode] { [.testAndConfirm] }
     public func frame(serial lines: any DelimitedByteStream) -> any Link { lines }
     public func describeImage(_ request: ImageRequest) throws(TransferError) -> ImageDescription? { nil }
+    public func unreadCompanion(of probe: ImageProbe) -> String? { nil }
 
     /// Whether the device whose GATT database lists `services` speaks this protocol.
     public func recognises(services: [BluetoothUUID]) -> Bool {

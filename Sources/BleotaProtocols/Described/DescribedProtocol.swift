@@ -86,7 +86,8 @@ public struct DescribedProtocol: UpdateProtocol {
         let bytes: [UInt8]
         let format: ImageFormat
         do {
-            let image = try FirmwareImage.load(path: request.path, format: request.inputFormat.flatMap(ImageFormat.init(rawValue:)), limit: 1 << 28)
+            let image = try FirmwareImage.load(
+                path: request.path, format: request.inputFormat.flatMap(ImageFormat.init(rawValue:)), limit: 1 << 28, maximumSpan: request.maximumSpan)
             format = image.format
             bytes = try image.flattened(fill: request.fill, limit: 1 << 28, fileName: (request.path as NSString).lastPathComponent)
         } catch {

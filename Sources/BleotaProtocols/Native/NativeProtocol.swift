@@ -52,7 +52,7 @@ public struct NativeProtocol: UpdateProtocol {
         let firmware: FirmwareImage
         do {
             let format = request.inputFormat.flatMap(ImageFormat.init(rawValue:))
-            var image = try FirmwareImage.load(path: request.path, format: format, limit: Self.maximumImage)
+            var image = try FirmwareImage.load(path: request.path, format: format, limit: Self.maximumImage, maximumSpan: request.maximumSpan)
             if image.format == .bin, request.baseAddress != 0 {
                 image = try FirmwareImage(binary: image.flattened(fill: request.fill), baseAddress: request.baseAddress)
             }

@@ -92,18 +92,66 @@ public struct NordicSecureDFUProtocol: UpdateProtocol {
             }
         }
         guard let initPath = Self.initPacketPath(beside: probe.path), FileManager.default.fileExists(atPath: initPath) else { return .refuses }
+        switch Self.initPacket(at: initPath, beside: probe.path) {
+        case .forThisImage: return .owns
         // adafruit-nrfutil's packages unzip to the same app.bin + app.dat, but that .dat is a
         // legacy init packet (device type, revision, version, sd_req, CRC-16), not protobuf.
-        return Self.isLegacyInitPacket(at: initPath) ? .refuses : .owns
+        case .legacy: return .refuses
+        // A file that only shares the image's name (a data file, another build's init packet):
+        // the image is plain bytes here, read with the .dat only when this protocol is named or
+        // the device offers it, and then refused with what is wrong with the .dat.
+        case .other: return .accepts
+        }
     }
 
-    /// Whether the file is a legacy DFU init packet and not a Secure DFU one: it does not
-    /// decode as a protobuf init packet with a command, and does as a legacy packet.
-    /// A file that is neither is left to this protocol, whose error then names what is wrong.
-    static func isLegacyInitPacket(at path: String) -> Bool {
-        guard let bytes = try? InputFile.prefix(path, count: 1024) else { return false }
-        if let packet = try? NordicInitPacket(decoding: bytes), packet.type != nil { return false }
-        return (try? NordicLegacyInitPacket(decoding: bytes)) != nil
+    /// The most an init packet takes (`load` reads no more of a `.dat`).
+    static let initPacketLimit = 4096
+
+    /// What the `.dat` beside a plain image is to this protocol.
+    enum InitPacketBeside: Equatable {
+        /// A Secure DFU init packet for an image of exactly this one's size: read with it. A hash
+        /// that then differs is refused as the image changed or damaged, not flashed as plain bytes.
+        case forThisImage
+        /// A legacy DFU init packet, which goes in an adafruit-nrfutil package.
+        case legacy
+        /// Anything else: why, as words that follow "it is".
+        case other(String)
+    }
+
+    /// Reads at most the init packet's limit of `initPath` and, when it decodes, the size of the
+    /// image at `path` (a HEX file parsed, not flattened): enough to tell whose it is.
+    static func initPacket(at initPath: String, beside path: String) -> InitPacketBeside {
+        let bytes: [UInt8]
+        do { bytes = try InputFile.prefix(initPath, count: initPacketLimit + 1) } catch { return .other("unreadable (\(error))") }
+        guard bytes.count <= initPacketLimit else { return .other("more than \(initPacketLimit) bytes, larger than any init packet") }
+        if let packet = try? NordicInitPacket(decoding: bytes), packet.type != nil {
+            let size: Int?
+            if ImageFormat(pathExtension: path) == .bin {
+                size = (try? InputFile.size(path)).map { Int(clamping: $0) }
+            } else {
+                size = (try? FirmwareImage.load(path: path, limit: NordicDFUPackage.maximumMemberSize))?.size
+            }
+            guard let size, UInt64(size) == packet.imageSize else {
+                return .other("the init packet of an image of \(packet.imageSize) bytes, not of this one\(size.map { " (\($0) bytes)" } ?? "")")
+            }
+            return .forThisImage
+        }
+        if (try? NordicLegacyInitPacket(decoding: bytes)) != nil { return .legacy }
+        return .other("not a Secure DFU init packet")
+    }
+
+    /// Said at info level when another protocol carries a plain image that has a `.dat` beside it.
+    public func unreadCompanion(of probe: ImageProbe) -> String? {
+        guard !NordicDFUPackage.startsLikePackage(probe.head), let initPath = Self.initPacketPath(beside: probe.path),
+            FileManager.default.fileExists(atPath: initPath)
+        else { return nil }
+        let why: String
+        switch Self.initPacket(at: initPath, beside: probe.path) {
+        case .forThisImage: why = "its Secure DFU init packet, which only Nordic Secure DFU sends (--protocol \(Self.name))"
+        case .legacy: why = "a legacy DFU init packet, which goes in the adafruit-nrfutil package (.zip) with the image"
+        case .other(let what): why = "\(what) (--protocol \(Self.name) would read it)"
+        }
+        return "\(initPath) beside \(probe.path) is not read: it is \(why)"
     }
 
     /// `app.bin` → `app.dat`.
@@ -221,7 +269,7 @@ public struct NordicSecureDFUProtocol: UpdateProtocol {
             let image: [UInt8]
             do {
                 let format = request.inputFormat.flatMap(ImageFormat.init(rawValue:))
-                image = try FirmwareImage.load(path: path, format: format, limit: NordicDFUPackage.maximumMemberSize)
+                image = try FirmwareImage.load(path: path, format: format, limit: NordicDFUPackage.maximumMemberSize, maximumSpan: request.maximumSpan)
                     .flattened(fill: request.fill, limit: NordicDFUPackage.maximumMemberSize, fileName: (path as NSString).lastPathComponent)
             } catch {
                 throw TransferError(.badInput, step: .load, String(describing: error))
