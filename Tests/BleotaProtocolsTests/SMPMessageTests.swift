@@ -185,3 +185,46 @@ final class ScriptedSMPLink: Link, @unchecked Sendable {
         }
     }
 }
+
+/// Slot info (image group, command 6) and MCUboot's mode names.
+@Suite struct SMPSlotInfoAndModeTests {
+    /// As smp_group_1.rst lays it out: images, each with its slots; the upload's slot names the upload image id.
+    @Test func slotInfoDecodesAndEncodesAsZephyrSendsIt() throws {
+        let body = CBOR.textMap([
+            "images": .array([
+                .textMap([
+                    "image": CBOR(0),
+                    "slots": .array([
+                        .textMap(["slot": CBOR(0), "size": CBOR(0x69000)]),
+                        .textMap(["slot": CBOR(1), "size": CBOR(0x69000), "upload_image_id": CBOR(0)]),
+                    ]),
+                ]),
+                .textMap([
+                    "image": CBOR(1),
+                    "slots": .array([.textMap(["slot": CBOR(0), "size": CBOR(0x40000)]), .textMap(["slot": CBOR(1), "size": CBOR(0x40000)])]),
+                    "max_image_size": CBOR(0x3F000),
+                ]),
+            ])
+        ])
+        let info = try SMPSlotInfo(body: body)
+        #expect(info.images.map(\.image) == [0, 1])
+        #expect(info.uploadLimit(image: 0) == 0x69000)
+        #expect(info.uploadLimit(image: 1) == 0x3F000, "max_image_size wins over the slot's size")
+        #expect(info.uploadLimit(image: 2) == nil)
+        #expect(try SMPSlotInfo(body: info.body) == info)
+        #expect(throws: SMPBody.FieldError.self) { try SMPSlotInfo(body: .textMap(["images": .array([.textMap(["image": CBOR(0)])])])) }
+        #expect(throws: SMPBody.FieldError.self) { try SMPSlotInfo(body: .map([])) }
+        #expect(SMPCommand.slotInfo.description == "slot info")
+    }
+
+    /// MCUboot's `enum mcuboot_mode` (boot_status.h): 0 is single slot, not "application".
+    @Test func everyMCUbootModeIsNamedAsMCUbootNamesIt() {
+        let names = (-1...10).map(SMPBootloaderInfo.modeName)
+        #expect(
+            names == [
+                "mode unknown to the device's MCUmgr", "single slot", "swap using scratch", "upgrade only (overwrite)", "swap using move",
+                "direct XIP without revert", "direct XIP with revert", "RAM load", "firmware loader", "single slot RAM load",
+                "swap using offset", "mode 10",
+            ])
+    }
+}

@@ -151,6 +151,32 @@ func same(_ a: [UInt8]?, _ b: [UInt8]?) -> Bool { a == b }
         #expect(run.steps == [.connect, .transfer, .verify, .activate, .reconnect, .confirm])
     }
 
+    /// Slot info (image group, command 6) says how large an upload the slot takes: an image that
+    /// does not fit is refused before a byte is sent, where the upload's first request was refused
+    /// "image too large" (rc 30). A device without the command still refuses it there.
+    @Test func anImageTooLargeForTheSlotIsRefusedBeforeAnythingIsSent() async throws {
+        let image = try imgtoolSample("app-1.1.0-ecdsa-p256.bin")
+        let run = try await simulateSMPUpgrade("sim://2m-dle?protocol=smp&slot=20000", image: image)
+        guard case .failure(let error) = run.outcome else {
+            Issue.record("an image larger than the slot was flashed")
+            return
+        }
+        #expect(error.code == .deviceRefused && error.step == .connect)
+        #expect(
+            error.message
+                == "the image is \(image.count) bytes but the device's slot for it holds 20000 (its slot info): nothing was sent; build a smaller image (or one compressed) or give the device larger slots"
+        )
+        #expect(error.outcome == .oldImage("1.0.0"))
+        #expect(run.device.secondary == nil)
+        #expect(run.steps == [.connect])
+        let without = try await simulateSMPUpgrade("sim://2m-dle?protocol=smp&slot=20000&slot-info=0", image: image)
+        guard case .failure(let late) = without.outcome else {
+            Issue.record("an image larger than the slot was flashed")
+            return
+        }
+        #expect(late.step == .transfer && late.message.contains("image too large"), "\(late)")
+    }
+
     @Test func uploadOnlyLeavesTheImageWaitingAndTheActiveOneUntouched() async throws {
         let image = try imgtoolSample("app-1.1.0-ecdsa-p256.bin")
         let run = try await simulateSMPUpgrade("sim://2m-dle?protocol=smp", image: image, mode: .upload)

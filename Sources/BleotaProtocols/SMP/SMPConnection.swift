@@ -229,6 +229,12 @@ public final class SMPConnection: Sendable {
         return (name, mode?.mode)
     }
 
+    /// Each image's slots and their sizes (image group, command 6); a device without the command
+    /// answers "not supported".
+    public func slotInfo(timeout: Duration, attempts: Int = 2) async throws(SMPClientError) -> SMPSlotInfo {
+        try await request(SMPSlotInfoRequest(), timeout: timeout, attempts: attempts)
+    }
+
     /// Erases the secondary slot.
     public func eraseSecondarySlot(timeout: Duration) async throws(SMPClientError) {
         _ = try await request(SMPImageEraseRequest(slot: 1), timeout: timeout)

@@ -31,8 +31,9 @@ package actor SMPDevice: DeviceHalf {
     package init(
         name: String = "bleota-smp", storage: SMPDeviceStorage,
         parameters: MCUmgrParameters = MCUmgrParameters(bufferSize: 2475, bufferCount: 4), swapTime: Duration = .seconds(2),
-        confirmFailures: Int = 0, resetDelay: Duration = .zero, stall: Stall? = nil
+        confirmFailures: Int = 0, resetDelay: Duration = .zero, stall: Stall? = nil, answersSlotInfo: Bool = true
     ) {
+        self.answersSlotInfo = answersSlotInfo
         self.name = name
         self.storage = storage
         self.parameters = parameters
@@ -62,6 +63,8 @@ package actor SMPDevice: DeviceHalf {
         }
     }
     package nonisolated let stall: Stall?
+    /// Whether it answers slot info (Zephyr's `CONFIG_MCUMGR_GRP_IMG_SLOT_INFO`); without, "not supported".
+    package nonisolated let answersSlotInfo: Bool
     /// Whether the stall has happened (once per device).
     private var stalled = false
 
@@ -264,6 +267,16 @@ package actor SMPDevice: DeviceHalf {
                 return (reply(SMPImageSlot.listBody(storage.slots)), .none)
             case (.imageUpload, true):
                 return (reply(try await upload(body, environment: environment)), .none)
+            case (.slotInfo, false):
+                guard answersSlotInfo else { throw SMPDeviceError(.general(.notSupported)) }
+                // One image, two slots of the storage's size; the upload goes to slot 1 (`upload_image_id`).
+                let size = storage.snapshot.slotSize
+                return (
+                    reply(
+                        SMPSlotInfo(images: [
+                            .init(image: 0, slots: [.init(slot: 0, size: size), .init(slot: 1, size: size, uploadImageID: 0)])
+                        ]).body), .none
+                )
             case (.imageErase, true):
                 try erase(body)
                 return (reply(.map([])), .none)

@@ -63,6 +63,9 @@ public struct SMPProtocol: UpdateProtocol {
             meaning:
                 "1: the bootloader decompresses compressed images and reports their decompressed SHA once they run (nRF Connect SDK's MCUboot); 0: it does not (upstream MCUboot)",
             ["0": false, "1": true], default: false)
+        static let slotInfo = ProtocolOption.choice(
+            "slot-info", meaning: "1: the device answers slot info (image group command 6, Zephyr's CONFIG_MCUMGR_GRP_IMG_SLOT_INFO); 0: it answers \"not supported\"",
+            ["0": false, "1": true], default: true)
         static let stallTime = ProtocolOption.milliseconds(
             "stall-time", meaning: "how long the stall of stall-at lasts, in ms (default 5000)", range: 0...600_000, default: .seconds(5))
     }
@@ -71,7 +74,7 @@ public struct SMPProtocol: UpdateProtocol {
         [
             DeviceOptions.bufferSize.deviceSpec, DeviceOptions.bufferCount.deviceSpec, DeviceOptions.swapTime.deviceSpec, DeviceOptions.confirmFailures.deviceSpec,
             DeviceOptions.resetDelay.deviceSpec, DeviceOptions.stallAt.deviceSpec, DeviceOptions.stallTime.deviceSpec,
-            DeviceOptions.decompress.deviceSpec,
+            DeviceOptions.decompress.deviceSpec, DeviceOptions.slotInfo.deviceSpec,
         ]
     }
 
@@ -154,6 +157,7 @@ public struct SMPProtocol: UpdateProtocol {
             name: configuration.name, storage: storage,
             parameters: MCUmgrParameters(bufferSize: bufferSize, bufferCount: bufferCount), swapTime: swapTime,
             confirmFailures: confirmFailures, resetDelay: resetDelay,
-            stall: stallAt < 0 ? nil : SMPDevice.Stall(atUploadBytes: stallAt, duration: stallTime))
+            stall: stallAt < 0 ? nil : SMPDevice.Stall(atUploadBytes: stallAt, duration: stallTime),
+            answersSlotInfo: try configuration.value(of: DeviceOptions.slotInfo))
     }
 }

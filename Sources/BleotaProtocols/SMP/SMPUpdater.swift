@@ -439,11 +439,30 @@ package struct SMPUpdater: ContextHost {
             } catch { throw host.fail(.connect, error) }
             try await read(.connect)
             versionBefore = reading.active?.version
+            try await refuseIfTooLarge(timeout: timeouts.response)
             if reading.running != nil {
                 note("the device already runs this image (\(version))")
                 targetAtConnect = reading.report(mode)
             }
             return .application
+        }
+
+        /// Asks the device how large an upload its slot takes (slot info) and refuses an image that does
+        /// not fit before a byte of it is sent; a device that does not answer slot info refuses such an
+        /// image at the first upload request instead ("image too large", rc 30).
+        mutating func refuseIfTooLarge(timeout: Duration) async throws(TransferError) {
+            let info: SMPSlotInfo
+            do { info = try await connection!.slotInfo(timeout: timeout) } catch {
+                host.logger.debug("no slot info (\(error)): the device checks the image's size at the upload")
+                return
+            }
+            guard let limit = info.uploadLimit(image: 0), image.count > limit else { return }
+            var error = TransferError(
+                .deviceRefused, step: .connect,
+                "the image is \(image.count) bytes but the device's slot for it holds \(limit) (its slot info): nothing was sent; build a smaller image (or one compressed) or give the device larger slots"
+            )
+            error.outcome = versionBefore.map { .oldImage($0) }
+            throw error
         }
 
         mutating func enterBootloader() async throws(TransferError) -> Bool { true }

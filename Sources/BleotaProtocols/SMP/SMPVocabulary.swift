@@ -71,6 +71,7 @@ public struct SMPCommand: Sendable, Hashable, CustomStringConvertible {
         .echo: "echo", .taskStatistics: "task statistics", .memoryPoolStatistics: "memory pool statistics",
         .dateTime: "date-time", .reset: "reset", .parameters: "MCUmgr parameters", .applicationInfo: "application info",
         .bootloaderInfo: "bootloader info", .imageState: "image state", .imageUpload: "image upload", .imageErase: "image erase",
+        .slotInfo: "slot info",
         .file: "file", .fileStatus: "file status", .fileHash: "file hash", .fileHashTypes: "supported hash types", .fileClose: "file close",
     ]
 
