@@ -49,6 +49,10 @@ def toolkit(args):
         if command == "upload":
             c.image_upload(open(rest[0], "rb").read(), image=args.image)
             return "uploaded"
+        if command == "upload-upgrade":
+            # The upload's `upgrade` flag: the device is to refuse an image not newer than the one it runs.
+            c.image_upload(open(rest[0], "rb").read(), image=args.image, upgrade_only=True)
+            return "uploaded"
         if command == "test":
             return slots_toolkit(c.image_set_state(hash=bytes.fromhex(rest[0]), confirm=False))
         if command == "confirm":
@@ -60,6 +64,10 @@ def toolkit(args):
         if command == "reset":
             c.os_system_reset()
             return "reset"
+        if command == "slot-info":
+            return [{"image": i.image, "max_image_size": i.max_image_size,
+                     "slots": [{"slot": s.slot, "size": s.size, "upload_image_id": s.upload_image_id} for s in i.slots]}
+                    for i in c.image_slot_info()]
         if command == "fs-upload":
             c.fs_file_upload(rest[1], open(rest[0], "rb").read())
             return "stored"
@@ -105,7 +113,7 @@ def main():
     parser.add_argument("--baud", type=int, default=115200)
     parser.add_argument("--timeout-ms", type=int, default=3000)
     parser.add_argument("--image", type=int, default=None)
-    parser.add_argument("command", choices=["state", "echo", "params", "upload", "update", "test", "confirm", "reset", "fs-upload", "fs-download"])
+    parser.add_argument("command", choices=["state", "echo", "params", "upload", "upload-upgrade", "update", "test", "confirm", "reset", "fs-upload", "fs-download", "slot-info"])
     parser.add_argument("rest", nargs="*")
     args = parser.parse_args()
     try:

@@ -171,6 +171,11 @@ struct FlashCommand: AsyncParsableCommand {
     @Option(name: .customLong("version-label"), help: "The version the device must report after the update, when the image carries none (default: the image's SHA-256 prefix).")
     var versionLabel: String?
 
+    @Flag(
+        name: .customLong("no-downgrade"),
+        help: "Refuse to send an image that is not newer than the one the device runs; the device is asked to refuse it too (SMP's upload 'upgrade' flag).")
+    var noDowngrade = false
+
     @Argument(help: "The image: .bin, .hex, .srec, or the protocol's own format (an MCUboot-signed .bin, …).") var image: String
 
     func run() async throws {
@@ -185,6 +190,10 @@ struct FlashCommand: AsyncParsableCommand {
                 .usage, "--mode \(mode.rawValue): \(updateProtocol.identity.displayName) supports \(updateProtocol.flashModes.map(\.rawValue).joined(separator: ", "))")
         }
         try tuningOptions.check(against: updateProtocol)
+        if noDowngrade, !updateProtocol.capabilities.contains(.refuseDowngrade) {
+            throw CommandFailure(
+                .usage, "--no-downgrade: \(updateProtocol.identity.displayName) cannot ask the device to refuse an older image: drop --no-downgrade")
+        }
         let request = ImageRequest(
             path: image, keyPath: flashOptions.key, versionLabel: versionLabel,
             inputFormat: input.inputFormat?.rawValue, baseAddress: input.baseAddress, fill: input.fill, maximumSpan: span.maximumSpan)
@@ -192,6 +201,7 @@ struct FlashCommand: AsyncParsableCommand {
         do { preparing = try updateProtocol.prepareImage(request) } catch { throw error.commandFailure }
         logger.info("\(preparing.summary)")
         preparing.deltaBase = try deltaOptions.base(for: updateProtocol, request: request)
+        preparing.refusesDowngrade = noDowngrade
         let prepared = preparing
         let hostOptions = try flashOptions.hostOptions(for: updateProtocol)
         let outcome = try await withHost(

@@ -140,3 +140,29 @@ import Testing
         #expect(flash.stderr.split(separator: "\n").filter { $0.hasPrefix("error:") }.count == 1, "\(flash.stderr)")
     }
 }
+
+/// `flash --no-downgrade`: an image not newer than what the device runs is refused before anything is
+/// sent, and the device is asked to refuse it too (SMP's upload `upgrade` flag, which the served device
+/// honours as img_mgmt does: scripts/smp-interop drives it with mcumgr-toolkit's upgrade_only).
+@Suite struct NoDowngradeCLITests {
+    static let image = "samples/mcuboot/imgtool-2.5.0/app-1.1.0-ecdsa-p256.bin"
+
+    @Test func anImageNotNewerThanTheDevicesIsRefusedBeforeSending() throws {
+        let same = try BleotaProcess.run(["flash", Self.image, "--device", "sim://2m-dle?protocol=smp&version=1.1.0", "--no-downgrade", "--json"])
+        #expect(same.status == 4, "\(same.stderr)")
+        let report = try JSONSerialization.jsonObject(with: Data(same.stdout.utf8)) as? [String: Any]
+        #expect(
+            (report?["error"] as? String)?.contains("the device runs 1.1.0, not older than the image's 1.1.0, and --no-downgrade refuses that: nothing was sent")
+                == true, "\(same.stdout)")
+        #expect(report?["step"] as? String == "connect")
+        let newer = try BleotaProcess.run(["flash", Self.image, "--device", "sim://2m-dle?protocol=smp", "--no-downgrade", "--json"])
+        #expect(newer.status == 0, "\(newer.stderr)")
+        #expect(newer.stdout.contains("\"versionAfter\" : \"1.1.0\""))
+    }
+
+    @Test func aProtocolThatCannotAskTheDeviceRefusesTheFlag() throws {
+        let native = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", "sim://2m-dle", "--no-downgrade"])
+        #expect(native.status == 2, "\(native.stderr)")
+        #expect(native.stderr.contains("error: --no-downgrade: bleota's native protocol cannot ask the device to refuse an older image: drop --no-downgrade"), "\(native.stderr)")
+    }
+}

@@ -138,6 +138,16 @@ public struct MCUbootImage: Sendable, Equatable {
         }
     }
 
+    /// The version in the header `bytes` begin with (all a first upload chunk may hold); nil when
+    /// they do not begin with an MCUboot header.
+    public static func headerVersion(_ bytes: some Collection<UInt8>) -> Version? {
+        let header = Array(bytes.prefix(32))
+        guard header.count == 32, startsWithMagic(header) else { return nil }
+        return Version(
+            major: header[20], minor: header[21], revision: UInt16(header[22]) | UInt16(header[23]) << 8,
+            build: littleEndian(Array(header[24..<28])) ?? 0)
+    }
+
     /// Whether `bytes` begin with the MCUboot header magic (little endian), without parsing further.
     public static func startsWithMagic(_ bytes: some Collection<UInt8>) -> Bool {
         var reader = ByteReader(bytes.prefix(4))

@@ -204,6 +204,10 @@ public struct PreparedImage: Sendable, Hashable {
     /// The image the device is believed to run, from which a protocol that can may send a delta patch
     /// instead of the whole image (`flash --base`); nil: send the image.
     public var deltaBase: DeltaBase?
+    /// Send the image only to a device that runs an older one (`flash --no-downgrade`): a protocol
+    /// with ``ProtocolCapabilities/refuseDowngrade`` refuses otherwise, before sending, and asks the
+    /// device to refuse it too.
+    public var refusesDowngrade = false
 
     /// The one image held in memory, or nil for several parts or one read from its file as it is
     /// sent: what a delta patch can be made from or against, and what the store of flashed images keeps.

@@ -154,10 +154,13 @@ public struct ProtocolCapabilities: OptionSet, Sendable, Hashable {
     public static let eraseStaging = ProtocolCapabilities(rawValue: 1 << 7)
     /// Send a delta patch against the image the device runs (``PreparedImage/deltaBase``, `flash --base`).
     public static let deltaFlash = ProtocolCapabilities(rawValue: 1 << 8)
+    /// Refuse an image not newer than the one the device runs, the device checking it too
+    /// (``PreparedImage/refusesDowngrade``, `flash --no-downgrade`; SMP's upload `upgrade` flag).
+    public static let refuseDowngrade = ProtocolCapabilities(rawValue: 1 << 9)
 
     static let names: [(ProtocolCapabilities, String)] = [
         (.flash, "flash"), (.push, "push files"), (.pull, "pull files"), (.testTransfer, "tune"),
-        (.imageState, "show and change image state"), (.echo, "echo"), (.reset, "reset"), (.eraseStaging, "erase its staging slot"),
+        (.imageState, "show and change image state"), (.echo, "echo"), (.reset, "reset"), (.eraseStaging, "erase its staging slot"), (.refuseDowngrade, "refuse a downgrade"),
         (.deltaFlash, "flash delta patches"),
     ]
 

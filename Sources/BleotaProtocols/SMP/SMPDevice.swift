@@ -423,6 +423,13 @@ package actor SMPDevice: DeviceHalf {
             if let resumed { return SMPUploadResponse(offset: resumed).body }
             guard !secondaryInUse else { throw SMPDeviceError(.image(.noFreeSlot)) }
             guard length <= storage.snapshot.slotSize else { throw SMPDeviceError(.image(.imageTooLarge)) }
+            // `upgrade`: only a newer image than the running one (img_mgmt's vercmp, equal refused too).
+            if request.upgrade == true {
+                guard let offered = MCUbootImage.headerVersion(request.data),
+                    let running = MCUbootImage.headerVersion(storage.snapshot.primary)
+                else { throw SMPDeviceError(.image(.versionGetFailed)) }
+                guard offered > running else { throw SMPDeviceError(.image(.currentVersionIsNewer), reason: "downgrade") }
+            }
             // `image` names no slot on a single-image device: the upload goes to the secondary slot.
             storage.withState { $0.secondary = nil }
             storage.withUpload { $0 = SMPDeviceStorage.Upload(length: length, sha: request.sha, bytes: []) }

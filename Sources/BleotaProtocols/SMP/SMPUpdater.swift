@@ -161,7 +161,7 @@ package struct SMPUpdater: ContextHost {
     /// Uploads `image` from wherever the device already is; resumes after a dropped link.
     func upload(
         _ image: [UInt8], sha: [UInt8], connection start: SMPConnection,
-        parameters: MCUmgrParameters
+        parameters: MCUmgrParameters, upgrade: Bool = false
     ) async throws(TransferError) -> (UploadResult, SMPConnection) {
         var connection = start
         let began = clock.now
@@ -218,7 +218,7 @@ package struct SMPUpdater: ContextHost {
                 case .send(let offset, let end, let first):
                     let request =
                         first
-                        ? SMPUploadRequest(offset: 0, data: Array(image[0..<end]), length: image.count, sha: sha, upgrade: false)
+                        ? SMPUploadRequest(offset: 0, data: Array(image[0..<end]), length: image.count, sha: sha, upgrade: upgrade)
                         : SMPUploadRequest(offset: offset, data: Array(image[offset..<end]))
                     let number = try await connection.send(SMPUploadRequest.operation, command: SMPUploadRequest.command, body: request.body)
                     pipeline.sent(sequence: number, offset: offset, end: end, at: clock.now)
@@ -351,6 +351,7 @@ package struct SMPUpdater: ContextHost {
         guard let hash = image.hashTLV else { throw TransferError(.badInput, step: .load, "the image has no SHA-256 TLV") }
         var steps = FlashSteps(
             host: self, image: imageBytes, hash: hash, decompressedHash: image.decompressedHash, version: image.version.description, mode: mode)
+        steps.refusesDowngrade = prepared.refusesDowngrade ? image.version : nil
         // The application takes the image (MCUmgr runs beside it); an upload-only flash ends at the
         // verification; MCUboot's slots say what a repeated mark, reset or confirm would mend.
         var machine = UpdateStateMachine(
@@ -394,6 +395,9 @@ package struct SMPUpdater: ContextHost {
         var afterProbe = false
         /// Whether the first try found the image staged already and sent nothing.
         var uploadSkipped = false
+        /// The image's version when only a device running an older one may take it (`--no-downgrade`):
+        /// checked at connect, and sent as the upload's `upgrade` flag so that the device checks it too.
+        var refusesDowngrade: MCUbootImage.Version?
 
         init(host: SMPUpdater, image: [UInt8], hash: [UInt8], decompressedHash: [UInt8]?, version: String, mode: FlashMode) {
             self.host = host
@@ -440,6 +444,13 @@ package struct SMPUpdater: ContextHost {
             try await read(.connect)
             versionBefore = reading.active?.version
             try await refuseIfTooLarge(timeout: timeouts.response)
+            if let newer = refusesDowngrade, let running = versionBefore.map(MCUbootImage.Version.init(parsing:)), running >= newer {
+                var error = TransferError(
+                    .deviceRefused, step: .connect,
+                    "the device runs \(running), not older than the image's \(newer), and --no-downgrade refuses that: nothing was sent")
+                error.outcome = versionBefore.map { .oldImage($0) }
+                throw error
+            }
             if reading.running != nil {
                 note("the device already runs this image (\(version))")
                 targetAtConnect = reading.report(mode)
@@ -482,7 +493,7 @@ package struct SMPUpdater: ContextHost {
             do throws(TransferError) {
                 let uploaded: UploadResult
                 (uploaded, connection) = try await host.upload(
-                    image, sha: SHA256Digest.hash(image), connection: connection!, parameters: parameters!)
+                    image, sha: SHA256Digest.hash(image), connection: connection!, parameters: parameters!, upgrade: refusesDowngrade != nil)
                 result = host.merge(result, uploaded)
             } catch { throw .final(error) }
             fresh = false
