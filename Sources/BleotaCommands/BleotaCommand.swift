@@ -12,7 +12,7 @@ import Logging
 /// went wrong and what to do; ``BleotaCommand/run(arguments:registry:)`` is the single
 /// place that turns them into text on stderr and a process exit code.
 public struct BleotaCommand: AsyncParsableCommand {
-    public static let version = "0.1.0"
+    public static let version = "0.2.0"
 
     public static let configuration = CommandConfiguration(
         commandName: "bleota",
@@ -107,10 +107,22 @@ public struct BleotaCommand: AsyncParsableCommand {
         return (words, current)
     }
 
+    /// The first line of argument-parser's message, with the list of valid values it puts on the lines
+    /// below ("Please provide one of the following:" then "- trace", "- debug", …) joined onto it.
+    static func oneLine(_ text: String) -> String? {
+        let lines = text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        guard var first = lines.first else { return nil }
+        if first.hasSuffix(":") {
+            let items = lines.dropFirst().prefix { $0.hasPrefix("- ") }.map { "'\($0.dropFirst(2))'" }
+            if !items.isEmpty { first += " " + items.joined(separator: ", ") }
+        }
+        return first
+    }
+
     /// argument-parser's usage error as bleota words its own: one line `error: …`, then the
     /// usage on a second line with where to read more.
     static func usageError(_ error: Error, arguments: [String]) -> (message: String, usage: String) {
-        var message = message(for: error).split(separator: "\n").first.map(String.init) ?? String(describing: error)
+        var message = oneLine(message(for: error)) ?? String(describing: error)
         if message.hasPrefix("Error: ") { message.removeFirst("Error: ".count) }
         if let first = message.first, first.isUppercase, message.dropFirst().first?.isLowercase == true {
             message = first.lowercased() + message.dropFirst()
@@ -336,7 +348,10 @@ public struct GlobalOptions: ParsableArguments, Sendable {
     }
 }
 
-extension Logger.Level: @retroactive ExpressibleByArgument {}
+extension Logger.Level: @retroactive ExpressibleByArgument {
+    /// Named, so that a wrong level is answered with the list (ArgumentParser found none to list).
+    public static var allValueStrings: [String] { allCases.map(\.rawValue) }
+}
 
 enum LoggingSetup {
     private static let once: Void = {

@@ -22,8 +22,9 @@ struct DeltaCreate: AsyncParsableCommand {
     @Argument(help: "The image the device runs (the base).") var old: String
     @Argument(help: "The image to send.") var new: String
     @Option(name: [.short, .customLong("output")], help: "The patch file to write.") var output: String
-    @Option(name: .long, help: "heatshrink (window 2^8, lookahead 2^7, as detools and esp_delta_ota default to) or none.")
-    var compression: DeltaPatchHeader.Compression = .heatshrink
+    @Option(name: .customLong("compression"), help: "heatshrink (window 2^8, lookahead 2^7, as detools and esp_delta_ota default to) or none.")
+    var compressionChoice: PatchCompression = .heatshrink
+    var compression: DeltaPatchHeader.Compression { compressionChoice == .heatshrink ? .heatshrink : .none }
     @Flag(name: .customLong("esp-header"), help: "Put esp_delta_ota's 64-byte header first: magic 0xfccdde10 and the SHA-256 the ESP32 reports for OLD.")
     var espHeader = false
 
@@ -197,13 +198,8 @@ struct DeltaInfo: AsyncParsableCommand {
     }
 }
 
-extension DeltaPatchHeader.Compression: ExpressibleByArgument {
-    public init?(argument: String) {
-        switch argument {
-        case "heatshrink": self = .heatshrink
-        case "none": self = .none
-        default: return nil
-        }
-    }
-    public static var allValueStrings: [String] { ["heatshrink", "none"] }
+/// `delta create --compression`, by name: the patch header's own values are detools' numbers (4 for
+/// heatshrink), which `--help` would otherwise show as the default.
+enum PatchCompression: String, CaseIterable, ExpressibleByArgument {
+    case heatshrink, none
 }

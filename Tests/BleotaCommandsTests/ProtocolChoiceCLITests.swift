@@ -189,3 +189,34 @@ import Testing
         #expect(run.stderr == "error: \(bigDat) is 100000 bytes, more than the limit of 4096 bytes\n", "\(run.stderr)")
     }
 }
+
+/// Small things a new user met (issue 48, items 11, 12, 14, 16).
+@Suite struct FirstContactMessageTests {
+    @Test func aWrongLogLevelListsTheLevels() throws {
+        let run = try BleotaProcess.run(["flash", "x.bin", "--device", "sim://2m-dle", "--log-level", "bogus"])
+        #expect(run.status == 2)
+        #expect(run.stderr.contains("Please provide one of the following: 'trace', 'debug', 'info', 'notice', 'warning', 'error', 'critical'"), "\(run.stderr)")
+    }
+
+    @Test func deltaCreateShowsItsDefaultCompressionByName() throws {
+        let help = try BleotaProcess.run(["delta", "create", "--help"])
+        #expect(help.stdout.contains("default: heatshrink"), "\(help.stdout)")
+        #expect(!help.stdout.contains("default: 4"))
+    }
+
+    @Test func aProtocolThatDisagreesWithTheAddressIsAUsageError() throws {
+        let run = try BleotaProcess.run([
+            "flash", "samples/mcuboot/imgtool-2.5.0/app-1.1.0-ecdsa-p256.bin", "--protocol", "smp", "--device", "sim://2m-dle?protocol=suota",
+        ])
+        #expect(run.status == 2, "\(run.stderr)")
+        #expect(
+            run.stderr.contains(
+                "error: --protocol smp disagrees with sim://2m-dle?protocol=suota, whose device speaks suota: drop --protocol, or protocol=suota from the address"),
+            "\(run.stderr)")
+    }
+
+    @Test func theVersionIsThisRelease() throws {
+        let run = try BleotaProcess.run(["--version"])
+        #expect(run.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0.2.0")
+    }
+}

@@ -66,6 +66,13 @@ public struct ProtocolRegistry: Sendable {
             guard let chosen = named(explicit) else {
                 throw ProtocolResolutionError("--protocol '\(explicit)' is not a protocol bleota knows: use one of \(names)", usage: true)
             }
+            // The address says what the device speaks (a simulated one is made to speak it): a --protocol
+            // that says otherwise would talk past it.
+            if let spoken = request.deviceProtocol, spoken != chosen.name {
+                throw ProtocolResolutionError(
+                    "--protocol \(explicit) disagrees with \(request.device), whose device speaks \(spoken): drop --protocol, or protocol=\(spoken) from the address",
+                    usage: true)
+            }
             try check(chosen, fits: request)
             try check(chosen, carries: request, instead: "leave out --protocol \(explicit)")
             return chosen
