@@ -199,6 +199,14 @@ struct SimServe: AsyncParsableCommand {
             }
         defer { statisticsSignal?.cancel() }
 
+        // Installed before anything is printed: a client that reads the addresses may signal at once.
+        let (stopRequested, requestStop) = AsyncStream.makeStream(of: Void.self)
+        let interrupted = Mutex(false)
+        ProcessSignals.interceptNextInterrupt {
+            interrupted.withLock { $0 = true }
+            requestStop.yield()
+        }
+        defer { ProcessSignals.stopInterceptingInterrupts() }
         var endpoints: [String: String] = [:]
         var opened: [UDPServerSocket] = []
         var udpHost = "127.0.0.1"
@@ -257,7 +265,8 @@ struct SimServe: AsyncParsableCommand {
             if global.json {
                 Terminal.standardOutput.writeLine(try JSONOutput.string(["udp": addresses]))
             } else {
-                Terminal.standardOutput.writeLine("serving \(devices) \(updateProtocol.name) devices over udp:")
+                // The header on stderr: stdout is the device list itself, one address a line, for fleet --devices.
+                Terminal.standardError.writeLine("serving \(devices) \(updateProtocol.name) devices over udp:")
                 for address in addresses { Terminal.standardOutput.writeLine(address) }
             }
         } else if global.json {
@@ -335,14 +344,21 @@ struct SimServe: AsyncParsableCommand {
                     await link.close()
                 }
             }
+            // Ctrl-C or SIGTERM stops serving as --duration does, and the command then exits 130 as
+            // every interrupted command does (the signal's own status, 143 for SIGTERM, said nothing
+            // the documentation promised); the serial link's symlink goes on the way out.
+            group.addTask {
+                for await _ in stopRequested { return }
+            }
             if let duration {
                 group.addTask { try await clock.sleep(for: .milliseconds(Int64(duration * 1000))) }
-                try await group.next()
-                group.cancelAll()
-                for server in servers { server.close() }
-            } else {
-                try await group.waitForAll()
             }
+            try await group.next()
+            group.cancelAll()
+            for server in servers { server.close() }
+        }
+        if interrupted.withLock({ $0 }) {
+            throw CommandFailure(.interrupted, "interrupted: the simulated device\(devices > 1 ? "s" : "") stopped serving")
         }
     }
 

@@ -166,3 +166,34 @@ import Testing
         #expect(native.stderr.contains("error: --no-downgrade: bleota's native protocol cannot ask the device to refuse an older image: drop --no-downgrade"), "\(native.stderr)")
     }
 }
+
+/// `sim serve` as a process among others: its device list feeds fleet, and a signal ends it as documented.
+@Suite struct SimServeProcessTests {
+    /// stdout is the list fleet --devices reads (the header went to stdout too); SIGTERM ends it with
+    /// 130, as every interrupted command, where the signal's own 143 was what the process said.
+    @Test func theDeviceListIsAllOfStdoutAndSIGTERMExits130() throws {
+        let server = Process()
+        server.executableURL = BleotaProcess.executable
+        server.arguments = ["sim", "serve", "--devices", "3", "--udp", "127.0.0.1:0", "--duration", "60"]
+        let out = Pipe()
+        let err = Pipe()
+        server.standardOutput = out
+        server.standardError = err
+        try server.run()
+        var text = ""
+        while text.split(separator: "\n").count < 3 {
+            let chunk = out.fileHandleForReading.availableData
+            guard !chunk.isEmpty else { break }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        server.terminate()
+        server.waitUntilExit()
+        text += String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let lines = text.split(separator: "\n")
+        #expect(lines.count == 3 && lines.allSatisfy { $0.hasPrefix("udp://127.0.0.1:") }, "\(text)")
+        #expect(server.terminationReason == .exit && server.terminationStatus == 130, "\(server.terminationReason) \(server.terminationStatus)")
+        let said = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(said.contains("serving 3 smp devices over udp:"), "\(said)")
+        #expect(said.contains("error: interrupted: the simulated devices stopped serving"), "\(said)")
+    }
+}
