@@ -66,6 +66,8 @@ import Testing
         #expect(line.hasSuffix("sent): nothing was activated, so the device keeps its old image; flash again to update it"), "\(line)")
         // One line, nothing after it: the step lines before it each ended.
         #expect(stderr.hasSuffix(line + "\n"))
+        // The stop is not taken for a dropped link to mend ("link lost (CancellationError()); reconnecting").
+        #expect(!stderr.contains("link lost"), "\(stderr)")
     }
 
     /// A second interrupt ends at once; the line it leaves says what is then unknown, by step.

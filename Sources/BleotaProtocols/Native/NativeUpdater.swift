@@ -589,6 +589,8 @@ struct Session {
             } catch let error as TransferError where error.code != .linkLost && error.code != .timeout {
                 throw error
             } catch {
+                // Cancelled (Ctrl-C): the link "lost" is the operation stopping, not a drop to mend.
+                if Task.isCancelled { throw TransferError(.linkLost, step: .transfer, "cancelled: \(error)") }
                 reconnects += 1
                 await link?.close()
                 link = nil

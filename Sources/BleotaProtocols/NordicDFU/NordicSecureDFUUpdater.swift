@@ -520,6 +520,8 @@ package struct NordicSecureDFUUpdater: ContextHost {
             } catch let error as TransferError {
                 throw error
             } catch {
+                // Cancelled (Ctrl-C): the link "lost" is the operation stopping, not a drop to mend.
+                if Task.isCancelled { throw TransferError(.linkLost, step: .transfer, "cancelled: \(error)") }
                 // The link dropped: reconnect to the bootloader and let Select say where it stands.
                 reconnects += 1
                 statistics.reconnects += 1

@@ -310,6 +310,8 @@ package struct SMPUpdater: ContextHost {
                     try await afterLoss()
                 }
             } catch .linkLost(let error) {
+                // Cancelled (Ctrl-C): the link "lost" is the operation stopping, not a drop to mend.
+                if Task.isCancelled { throw TransferError(.linkLost, step: .transfer, "cancelled: \(error)") }
                 guard result.reconnects < timeouts.attempts else {
                     throw TransferError(.linkLost, step: .transfer, "the link dropped \(result.reconnects + 1) times during the upload: \(error)")
                 }
