@@ -327,7 +327,12 @@ func withHost<T: Sendable>(
         work.cancel()
     } endingAtOnce: {
         reporter.finish()
-        Terminal.standardError.writeLine("error: \(endedAtOnce(at: reporter.position, activates: activates))")
+        let said = endedAtOnce(at: reporter.position, activates: activates)
+        Terminal.standardError.writeLine("error: \(said)")
+        // --json promises one document, failures included: ending at once is one too.
+        if global.json, let json = try? JSONOutput.string(FailureReport(CommandFailure(.interrupted, said))) {
+            Terminal.standardOutput.writeLine(json)
+        }
     }
     defer { ProcessSignals.stopInterceptingInterrupts() }
     do {

@@ -70,6 +70,60 @@ import Testing
         #expect(!stderr.contains("link lost"), "\(stderr)")
     }
 
+    /// Two interrupts close together (a signal to the process and one to its group): whichever way it
+    /// ends, --json's stdout is one JSON document, which it was not in 1 of 3 runs when the second
+    /// interrupt ended the process at once.
+    @Test func twoInterruptsStillLeaveOneJSONDocument() throws {
+        // A device in real time behind a slow link, so the transfer lasts seconds.
+        let server = Process()
+        server.executableURL = BleotaProcess.executable
+        server.arguments = ["sim", "serve", "--protocol", "native", "--udp", "127.0.0.1:0", "--link", "1m-no-dle-30ms", "--duration", "120"]
+        let serverOut = Pipe()
+        server.standardOutput = serverOut
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        defer {
+            server.terminate()
+            server.waitUntilExit()
+        }
+        let serving = Self.read(serverOut.fileHandleForReading) { $0.contains("127.0.0.1:") }
+        let port = try #require(
+            serving.split(separator: "\n").first { $0.contains("127.0.0.1:") }?
+                .split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }, "\(serving)")
+        for run in 0..<3 {
+            let flash = Process()
+            flash.executableURL = BleotaProcess.executable
+            // --log-level info: with --json, the log on stderr is what says the transfer began.
+            flash.arguments = [
+                "flash", "samples/firmware/blinky.bin", "--device", "udp://127.0.0.1:\(port)", "--protocol", "native", "--version-label", "2.\(run).0",
+                "--json", "--log-level", "info",
+            ]
+            flash.currentDirectoryURL = BleotaProcess.repositoryRoot
+            flash.environment = ProcessInfo.processInfo.environment.merging([
+                "XDG_CONFIG_HOME": BleotaProcess.configHome.path,
+                "XDG_DATA_HOME": BleotaProcess.configHome.appendingPathComponent("data-twice").path,
+            ]) { $1 }
+            let out = Pipe(), err = Pipe()
+            flash.standardOutput = out
+            flash.standardError = err
+            try flash.run()
+            let began = Self.read(err.fileHandleForReading) { $0.contains("sending the whole image") }
+            try #require(began.contains("sending the whole image"), "run \(run): \(began)")
+            kill(flash.processIdentifier, SIGINT)
+            kill(flash.processIdentifier, SIGINT)
+            let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            _ = err.fileHandleForReading.readDataToEndOfFile()
+            flash.waitUntilExit()
+            // 130, or (the second interrupt ending it at once) the signal itself, which a shell also shows as 130.
+            let ended =
+                (flash.terminationReason == .exit && flash.terminationStatus == 130)
+                || (flash.terminationReason == .uncaughtSignal && flash.terminationStatus == SIGINT)
+            #expect(ended, "run \(run): \(flash.terminationReason) \(flash.terminationStatus)")
+            let document = try? JSONSerialization.jsonObject(with: Data(stdout.utf8)) as? [String: Any]
+            #expect((document?["error"] as? String)?.hasPrefix("interrupted") == true, "run \(run): \(stdout)")
+        }
+    }
+
     /// A second interrupt ends at once; the line it leaves says what is then unknown, by step.
     @Test func aSecondInterruptSaysWhatIsUnknown() {
         let transfer = endedAtOnce(at: (.transfer, nil), activates: true)
