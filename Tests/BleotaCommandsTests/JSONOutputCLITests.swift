@@ -57,6 +57,21 @@ import Testing
         #expect(failure["exitStatus"] as? Int == Int(status))
     }
 
+    /// A refusal before anything is sent says the device keeps its old image, in deviceState too
+    /// (the message said "nothing was sent" and the document had no deviceState).
+    @Test(arguments: [
+        ("samples/firmware/blinky.bin", "sim://2m-dle?slot=100"),
+        ("samples/mcuboot/imgtool-2.5.0/app-1.1.0-ecdsa-p256.bin", "sim://2m-dle?protocol=smp&slot=100"),
+    ])
+    func aRefusalBeforeSendingSaysTheDeviceKeepsItsOldImage(image: String, device: String) throws {
+        let run = try BleotaProcess.run(["flash", image, "--device", device, "--json"])
+        #expect(run.status == 4, "\(run.stderr)")
+        let document = try #require(try Self.document(run.stdout) as? [String: Any], "\(run.stdout)")
+        #expect((document["error"] as? String)?.contains("nothing was sent") == true, "\(document)")
+        #expect(document["deviceState"] as? String == "old-image", "\(document)")
+        #expect(document["deviceVersion"] as? String == "1.0.0", "\(document)")
+    }
+
     /// A failure after the activation says what the device runs, and where it failed: the new image
     /// unconfirmed when the confirm cannot be written (exit 8), unknown when the device stays away (exit 9).
     @Test(

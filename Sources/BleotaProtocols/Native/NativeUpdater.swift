@@ -354,9 +354,12 @@ struct Session {
 
     func checkFits(_ size: Int, hello: NativeMessage.HelloResponse, step: UpdateStep) throws(TransferError) {
         guard size <= Int(hello.slotSize) else {
-            throw TransferError(
+            var error = TransferError(
                 .deviceRefused, step: step,
                 "the image is \(size) bytes but the device's slot holds \(hello.slotSize): nothing was sent; build a smaller image")
+            // Nothing was sent: the device runs what it said at hello, which --json's deviceState says.
+            error.outcome = .oldImage(hello.firmwareVersion)
+            throw error
         }
     }
 
