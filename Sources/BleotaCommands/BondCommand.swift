@@ -7,7 +7,7 @@ import Foundation
 struct BondCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bond",
-        abstract: "List or remove the bonds bleota keeps with paired devices.",
+        abstract: "List, remove or make (pair) the bonds bleota keeps with paired devices.",
         discussion: """
             When bluetoothd does not run, bleota pairs through the kernel's management interface and keeps \
             each bond (the device's identity address, its Long Term Keys and Identity Resolving Key) in \
@@ -31,11 +31,15 @@ struct BondPair: AsyncParsableCommand {
             """)
     @OptionGroup var global: GlobalOptions
     @Option(name: .long, help: "The device: ble://AA:BB:CC:DD:EE:FF[?type=random&adapter=hci0].") var device: DeviceAddress
-    @Option(name: .long, help: "Seconds bluetoothd may look for a device it does not know yet (0.1…600).") var discoverySeconds: Double = 10
+    @Option(
+        name: .long, help: "How long bluetoothd may look for a device it does not know yet, in seconds or with a unit (0.1…600 s, e.g. 500ms; default 10).",
+        transform: TimeArgument.parse)
+    var discoverySeconds: TimeArgument?
+    var discovery: Double { discoverySeconds?.seconds() ?? 10 }
     @OptionGroup var pairing: PairingOptions
 
     func validate() throws {
-        _ = try TimeValue.duration(discoverySeconds, option: "--discovery-seconds", unit: .seconds, range: 0.1...600)
+        if let discoverySeconds { _ = try discoverySeconds.checkedSeconds(option: "--discovery-seconds", range: 0.1...600) }
     }
 
     func run() async throws {
@@ -63,7 +67,7 @@ struct BondPair: AsyncParsableCommand {
         let outcome: BluetoothDaemonPairing.Outcome
         do {
             outcome = try await BluetoothDaemonPairing.pair(
-                adapter: adapter, device: target.address, discovery: .milliseconds(Int64(discoverySeconds * 1000)), clock: SystemClock(), logger: logger)
+                adapter: adapter, device: target.address, discovery: .milliseconds(Int64(discovery * 1000)), clock: SystemClock(), logger: logger)
         } catch {
             await PairingService.shared.stopAll()
             switch error.kind {

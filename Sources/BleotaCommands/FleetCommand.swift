@@ -57,8 +57,11 @@ struct FleetFlashCommand: AsyncParsableCommand, StreamsJSONLines {
     @Option(name: .customLong("min-rssi"), parsing: .unconditional, help: "With a scan: only devices heard at least this strongly (dBm, e.g. -70).")
     var minimumRSSI: Int?
 
-    @Option(name: .customLong("scan-seconds"), help: "With a scan: how long to scan, on the first --adapter (1…120).")
-    var scanSeconds: Double = 5
+    @Option(
+        name: .customLong("scan-seconds"), help: "With a scan: how long to scan, on the first --adapter, in seconds or with a unit (1…120 s, e.g. 2s; default 5).",
+        transform: TimeArgument.parse)
+    var scanTime: TimeArgument?
+    var scanSeconds: Double { scanTime?.seconds() ?? 5 }
 
     @Option(
         name: .customLong("scan-older-than"),
@@ -100,7 +103,7 @@ struct FleetFlashCommand: AsyncParsableCommand, StreamsJSONLines {
         if let scanService, BluetoothUUID(scanService) == nil {
             throw ValidationError("--scan-service '\(scanService)' is not a UUID: write 16 bits (FEF5) or 128 bits")
         }
-        _ = try TimeValue.duration(scanSeconds, option: "--scan-seconds", unit: .seconds, range: 1...120)
+        if let scanTime { _ = try scanTime.checkedSeconds(option: "--scan-seconds", range: 1...120) }
         if let report, FleetReport.Format(path: report) == nil {
             throw ValidationError("--report \(report): name a .csv or .json file")
         }

@@ -220,3 +220,23 @@ import Testing
         #expect(run.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0.2.0")
     }
 }
+
+/// Every time takes a unit, these two included (issue 48, item 17).
+@Suite struct TimeUnitOptionTests {
+    @Test(arguments: [
+        (["bond", "pair", "--device", "ble://AA:BB:CC:DD:EE:FF", "--discovery-seconds", "0.05s"], "--discovery-seconds 0.05s is out of range"),
+        (["fleet", "flash", "samples/firmware/blinky.bin", "--scan-name", "x", "--scan-seconds", "500ms"], "--scan-seconds 500ms is out of range"),
+    ])
+    func aTimeWithAUnitIsReadAndCheckedAgainstTheRange(arguments: [String], message: String) throws {
+        let run = try BleotaProcess.run(arguments)
+        #expect(run.status == 2, "\(run.stderr)")
+        #expect(run.stderr.contains(message), "\(run.stderr)")
+    }
+
+    @Test func aUnitWithinTheRangeIsTaken() throws {
+        // 2s is within 1…120: the scan starts (and, with no Bluetooth here, says what is missing).
+        let run = try BleotaProcess.run(["fleet", "flash", "samples/firmware/blinky.bin", "--scan-name", "x", "--scan-seconds", "2s"])
+        #expect(run.status != 2, "\(run.stderr)")
+        #expect(!run.stderr.contains("--scan-seconds"), "\(run.stderr)")
+    }
+}
