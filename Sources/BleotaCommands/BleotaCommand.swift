@@ -330,17 +330,18 @@ public struct GlobalOptions: ParsableArguments, Sendable {
     @Flag(name: .long, help: "Print machine-readable JSON on stdout instead of text.")
     public var json = false
 
-    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")
-    public var logLevel: Logger.Level = .warning
+    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical (default: warning; info with -v).")
+    public var logLevel: Logger.Level?
 
-    @Flag(name: [.short, .long], help: "Shorthand for --log-level info.")
+    @Flag(name: [.short, .long], help: "Shorthand for --log-level info (an explicit --log-level wins).")
     public var verbose = false
 
     public init() {}
 
     /// Sets up swift-log once per process, writing to stderr so JSON on stdout stays clean.
     public func makeLogger(_ label: String) -> Logger {
-        let level = verbose && logLevel > .info ? .info : logLevel
+        // What the user wrote wins: -v --log-level error logs errors only.
+        let level = logLevel ?? (verbose ? .info : .warning)
         LoggingSetup.bootstrapOnce()
         var logger = Logger(label: label)
         logger.logLevel = level

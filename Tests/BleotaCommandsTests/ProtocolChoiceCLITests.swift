@@ -240,3 +240,14 @@ import Testing
         #expect(!run.stderr.contains("--scan-seconds"), "\(run.stderr)")
     }
 }
+
+/// `-v --log-level error` logs errors only: what the user wrote wins over the shorthand (issue 48, item 17).
+@Suite struct LogLevelTests {
+    @Test func anExplicitLevelWinsOverVerbose() throws {
+        let quiet = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", "sim://2m-dle", "-v", "--log-level", "error"])
+        #expect(quiet.status == 0, "\(quiet.stderr)")
+        #expect(!quiet.stderr.contains(" info "), "\(quiet.stderr)")
+        let verbose = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", "sim://2m-dle", "-v"])
+        #expect(verbose.stderr.contains(" info "), "\(verbose.stderr)")
+    }
+}
