@@ -68,4 +68,18 @@ import Testing
         let (sent, resent) = Self.counts(report)
         #expect(sent > 0 && resent * 100 < sent, "\(resent) of \(sent) resent: \(report)")
     }
+
+    /// Nordic's Secure DFU runs over serial, not UDP: a serial bootloader behind `2m-dle`, each SLIP
+    /// frame a message of the link. Nothing resent (so before as well: its frames fit the serial MTU).
+    @Test func nordicSecureDFUOverAShapedSerialLinkResendsNothing() throws {
+        let (server, place) = try Self.serve(["--protocol", "nordic-dfu", "--serial", "--device-option", "nordic-start=bootloader", "--link", "2m-dle"])
+        defer {
+            server.terminate()
+            server.waitUntilExit()
+        }
+        let package = "Tests/BleotaProtocolsTests/Fixtures/nordic/nrfutil-6.1.7-app-unsigned.zip"
+        let report = try Self.flash([package, "--device", "serial://\(place)", "--protocol", "nordic-dfu"])
+        let (sent, resent) = Self.counts(report)
+        #expect(sent > 0 && resent * 100 < sent, "\(resent) of \(sent) resent: \(report)")
+    }
 }
