@@ -134,10 +134,29 @@ struct SimServe: AsyncParsableCommand {
         if let slot, !(1...Int(UInt32.max)).contains(slot) {
             throw CommandFailure(.usage, "--slot \(slot) is out of range: use 1…\(UInt32.max) bytes")
         }
-        let configuration = DeviceConfiguration(
+        let shaping: SimulatorAddress?
+        if let link {
+            do { shaping = try SimulatorAddress(parsing: "sim://" + link) } catch {
+                throw CommandFailure(.usage, "--link '\(link)': \(error)")
+            }
+            if shaping?.whenQueueFull == .hold {
+                throw CommandFailure(.usage, "--link '\(link)': the shaped link drops what finds the device's queue full and cannot hold it: drop when-full=hold")
+            }
+        } else {
+            shaping = nil
+        }
+        // Behind --link the device is the one a sim:// address of that preset makes: its buffer, and the
+        // largest packet its BLE link carries (ATT MTU − 3), which it tells a client that asks (the native
+        // HELLO's maxPacket). A client over UDP learns no MTU from its own link; without this it sent
+        // packets that no BLE link of the preset carries in one write.
+        var configuration = DeviceConfiguration(
             name: "bleota-sim", initialVersion: initialVersion, slotSize: slot ?? 1 << 20,
             files: [DeviceConfiguration.welcomeFile.name: DeviceConfiguration.welcomeFile.bytes],
             options: options)
+        if let model = shaping?.model {
+            configuration.bufferCount = model.deviceBuffer
+            configuration.maximumPacket = model.maximumPayload
+        }
         let fleet: [any DeviceHalf]
         do throws(DeviceConfigurationError) {
             var made: [any DeviceHalf] = []
@@ -155,17 +174,6 @@ struct SimServe: AsyncParsableCommand {
         let away = windows[0]
         let ledger = try self.ledger.map { path in
             do { return try ResetLedger(path: path) } catch { throw CommandFailure(.failure, "--ledger \(path): \(error)") }
-        }
-        let shaping: SimulatorAddress?
-        if let link {
-            do { shaping = try SimulatorAddress(parsing: "sim://" + link) } catch {
-                throw CommandFailure(.usage, "--link '\(link)': \(error)")
-            }
-            if shaping?.whenQueueFull == .hold {
-                throw CommandFailure(.usage, "--link '\(link)': the shaped link drops what finds the device's queue full and cannot hold it: drop when-full=hold")
-            }
-        } else {
-            shaping = nil
         }
         let shapedLinks = ShapedLinks()
         /// Serves the client's link as the device sees it: through the link model when --link is given.

@@ -80,9 +80,11 @@ package actor NativeDevice: DeviceHalf {
         try await NativeFraming.send(message, on: link)
     }
 
-    /// The acknowledgement bitmap that fits the link: ACK is 6 bytes plus the bitmap.
+    /// The acknowledgement bitmap that fits the link: ACK is 6 bytes plus the bitmap, in one packet
+    /// of the link and of the device's own (its BLE link's, behind `sim serve --link`).
     private func acknowledgement(_ receiver: inout ReceiverWindow, link: any Link) -> NativeMessage {
-        let ack = receiver.acknowledgement(bitmapBytes: max(0, min(32, link.parameters.maximumPayload - 6)))
+        let packet = min(link.parameters.maximumPayload, maximumPacket)
+        let ack = receiver.acknowledgement(bitmapBytes: max(0, min(32, packet - 6)))
         return .ack(.init(nextExpected: ack.nextExpected, bitmap: ack.bitmap))
     }
 

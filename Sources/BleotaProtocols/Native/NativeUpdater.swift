@@ -416,11 +416,17 @@ struct Session {
         throw TransferError(.deviceRefused, step: step, "the device does not accept compressed transfers: use --compression off")
     }
 
-    /// Whether a transfer on `link` goes with compact data headers: the device takes them, the link's
-    /// packets are small enough for the header to matter, and no compact transfer has failed VERIFY.
+    /// Whether a transfer on `link` goes with compact data headers: the device takes them, the packets
+    /// (as the link and the device allow) are small enough for the header to matter, and no compact
+    /// transfer has failed VERIFY. The device's limit counts: over UDP to a device behind a 23-byte
+    /// ATT MTU (`sim serve --link 1m-no-dle-30ms`) the link allows 1 472 bytes, the device 20.
     func sendsCompactData(on link: any Link, hello: NativeMessage.HelloResponse) -> Bool {
-        !fullHeadersOnly && hello.capabilities.contains(.compactData)
-            && link.parameters.maximumPayload <= NativeUpdater.compactDataLinkPayload
+        !fullHeadersOnly && hello.capabilities.contains(.compactData) && Self.largestPacket(on: link, hello: hello) <= NativeUpdater.compactDataLinkPayload
+    }
+
+    /// The largest packet that reaches the device: what the link carries, within the device's maxPacket.
+    static func largestPacket(on link: any Link, hello: NativeMessage.HelloResponse) -> Int {
+        min(link.parameters.maximumPayload, Int(hello.maximumPacket))
     }
 
     /// The payload per data packet: the tuning's if it fits, else the most the link and device allow.
@@ -431,7 +437,7 @@ struct Session {
     /// transfer goes without them (a pull, or a resend after a failed VERIFY): the same packets on the
     /// air, so a saved tuning never fails a transfer that a default one would finish.
     func packetSize(link: any Link, hello: NativeMessage.HelloResponse, step: UpdateStep = .transfer, compact: Bool = false) throws(TransferError) -> Int {
-        let onTheAir = min(link.parameters.maximumPayload, Int(hello.maximumPacket))
+        let onTheAir = Self.largestPacket(on: link, hello: hello)
         let header = compact ? NativeMessage.CompactData.headerSize : NativeMessage.dataHeaderSize
         let maximum = onTheAir - header
         guard maximum >= 1 else {
@@ -440,8 +446,7 @@ struct Session {
         // By default the packets the link carries in the fewest pieces (whole link-layer fragments);
         // a tuning may ask for anything up to the largest.
         guard let wanted = updater.tuning.packetSize else { return min(link.parameters.preferredPayload, onTheAir) - header }
-        let takesCompact =
-            hello.capabilities.contains(.compactData) && link.parameters.maximumPayload <= NativeUpdater.compactDataLinkPayload
+        let takesCompact = hello.capabilities.contains(.compactData) && onTheAir <= NativeUpdater.compactDataLinkPayload
         let accepted = takesCompact ? max(maximum, onTheAir - NativeMessage.CompactData.headerSize) : maximum
         guard wanted >= 1 && wanted <= accepted else {
             throw TransferError(
