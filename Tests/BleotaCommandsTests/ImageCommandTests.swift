@@ -210,7 +210,7 @@ import Testing
             (["flash", "missing.bin", "--device", "sim://2m-dle"], 3, "error: missing.bin: no such file: check the path\n"),
             (
                 ["flash", "samples/firmware/app-v2.bin", "--device", "sim://2m-dle?slot=4096"], 4,
-                "error: connect failed: the image is 49152 bytes but the device's slot holds 4096: nothing was sent; build a smaller image\n"
+                "error: connect failed: the image is 49152 bytes but the device's slot holds 4096: nothing was sent; build a smaller image; the device still runs its old image (1.0.0)\n"
             ),
             (
                 ["flash", "samples/firmware/blinky.bin", "--device", "sim://2m-dle", "--packet-size", "400"], 2,
