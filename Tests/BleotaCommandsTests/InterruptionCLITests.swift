@@ -23,21 +23,9 @@ import Testing
     @Test(arguments: [SIGINT, SIGTERM])
     func anInterruptDuringTheTransferSaysTheDeviceKeepsItsOldImage(signal: Int32) throws {
         // A device in real time behind a slow link (2.6 KiB/s), so the transfer lasts seconds.
-        let server = Process()
-        server.executableURL = BleotaProcess.executable
-        server.arguments = ["sim", "serve", "--protocol", "native", "--udp", "127.0.0.1:0", "--link", "1m-no-dle-30ms", "--duration", "120"]
-        let serverOut = Pipe()
-        server.standardOutput = serverOut
-        server.standardError = FileHandle.nullDevice
-        try server.run()
-        defer {
-            server.terminate()
-            server.waitUntilExit()
-        }
-        let serving = Self.read(serverOut.fileHandleForReading) { $0.contains("127.0.0.1:") }
-        let port = try #require(
-            serving.split(separator: "\n").first { $0.contains("127.0.0.1:") }?
-                .split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }, "\(serving)")
+        let server = try ServedDevice.start(["--protocol", "native", "--udp", "127.0.0.1:0", "--link", "1m-no-dle-30ms", "--duration", "120"])
+        defer { server.stop() }
+        let port = try server.port()
 
         let flash = Process()
         flash.executableURL = BleotaProcess.executable
@@ -75,21 +63,9 @@ import Testing
     /// interrupt ended the process at once.
     @Test func twoInterruptsStillLeaveOneJSONDocument() throws {
         // A device in real time behind a slow link, so the transfer lasts seconds.
-        let server = Process()
-        server.executableURL = BleotaProcess.executable
-        server.arguments = ["sim", "serve", "--protocol", "native", "--udp", "127.0.0.1:0", "--link", "1m-no-dle-30ms", "--duration", "120"]
-        let serverOut = Pipe()
-        server.standardOutput = serverOut
-        server.standardError = FileHandle.nullDevice
-        try server.run()
-        defer {
-            server.terminate()
-            server.waitUntilExit()
-        }
-        let serving = Self.read(serverOut.fileHandleForReading) { $0.contains("127.0.0.1:") }
-        let port = try #require(
-            serving.split(separator: "\n").first { $0.contains("127.0.0.1:") }?
-                .split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }, "\(serving)")
+        let server = try ServedDevice.start(["--protocol", "native", "--udp", "127.0.0.1:0", "--link", "1m-no-dle-30ms", "--duration", "120"])
+        defer { server.stop() }
+        let port = try server.port()
         for run in 0..<3 {
             let flash = Process()
             flash.executableURL = BleotaProcess.executable

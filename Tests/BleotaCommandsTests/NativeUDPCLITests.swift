@@ -21,22 +21,8 @@ import Testing
 
     /// A served device that keeps its image from one flash to the next, and its UDP port.
     static func serve(_ arguments: [String] = []) throws -> (Process, Int) {
-        let server = Process()
-        server.executableURL = BleotaProcess.executable
-        server.arguments = ["sim", "serve", "--protocol", "native", "--udp", "127.0.0.1:\(try Self.freePort())", "--duration", "60"] + arguments
-        let out = Pipe()
-        server.standardOutput = out
-        server.standardError = FileHandle.nullDevice
-        try server.run()
-        var line = Data()
-        while !line.contains(UInt8(ascii: "\n")) {
-            let chunk = out.fileHandleForReading.availableData
-            guard !chunk.isEmpty else { break }
-            line.append(chunk)
-        }
-        let text = String(decoding: line, as: UTF8.self)
-        let port = try #require(text.split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }, "\(text)")
-        return (server, port)
+        let served = try ServedDevice.start(["--protocol", "native", "--udp", "127.0.0.1:\(try Self.freePort())", "--duration", "60"] + arguments)
+        return (served.process, try served.port())
     }
 
     /// Two served devices and a device list naming both, written in `directory` (created); `stop` ends them.

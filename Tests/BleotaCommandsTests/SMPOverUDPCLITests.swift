@@ -9,23 +9,9 @@ import Testing
 
     /// A served SMP device with Zephyr's UDP buffer size and its UDP port.
     static func serveLikeZephyr(_ arguments: [String] = []) throws -> (Process, Int) {
-        let server = Process()
-        server.executableURL = BleotaProcess.executable
-        server.arguments =
-            ["sim", "serve", "--udp", "127.0.0.1:\(try NativeUDPCLITests.freePort())", "--smp-buffer", "2048", "--duration", "60"] + arguments
-        let out = Pipe()
-        server.standardOutput = out
-        server.standardError = FileHandle.nullDevice
-        try server.run()
-        var line = Data()
-        while !line.contains(UInt8(ascii: "\n")) {
-            let chunk = out.fileHandleForReading.availableData
-            guard !chunk.isEmpty else { break }
-            line.append(chunk)
-        }
-        let text = String(decoding: line, as: UTF8.self)
-        let port = try #require(text.split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }, "\(text)")
-        return (server, port)
+        let served = try ServedDevice.start(
+            ["--udp", "127.0.0.1:\(try NativeUDPCLITests.freePort())", "--smp-buffer", "2048", "--duration", "60"] + arguments)
+        return (served.process, try served.port())
     }
 
     static func stop(_ server: Process) {

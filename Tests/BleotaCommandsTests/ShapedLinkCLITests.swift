@@ -7,23 +7,8 @@ import Testing
 @Suite struct ShapedLinkCLITests {
     /// `sim serve` with `arguments`, and the place it prints it serves on (`127.0.0.1:PORT`, a pseudo-terminal's path).
     static func serve(_ arguments: [String]) throws -> (Process, String) {
-        let server = Process()
-        server.executableURL = BleotaProcess.executable
-        server.currentDirectoryURL = BleotaProcess.repositoryRoot
-        server.arguments = ["sim", "serve", "--duration", "120"] + arguments
-        let out = Pipe()
-        server.standardOutput = out
-        server.standardError = FileHandle.nullDevice
-        try server.run()
-        var line = Data()
-        while !line.contains(UInt8(ascii: "\n")) {
-            let chunk = out.fileHandleForReading.availableData
-            guard !chunk.isEmpty else { break }
-            line.append(chunk)
-        }
-        let text = String(decoding: line, as: UTF8.self)
-        let place = try #require(text.split(separator: "\n").first?.split(separator: " ").last.map(String.init), "\(text)")
-        return (server, place)
+        let served = try ServedDevice.start(["--duration", "120"] + arguments)
+        return (served.process, try served.place())
     }
 
     /// `flash … --json`'s report.
