@@ -330,6 +330,7 @@ public final class TransferEngine: @unchecked Sendable {
         var timeouts = 0
         var nextSendAt = clock.now
         var probed = false
+        var progress = (acknowledged: sender.acknowledgedCount, at: clock.now)
         reportProgress()
         while !sender.isComplete {
             // Take in whatever feedback has arrived before deciding what to send.
@@ -340,6 +341,11 @@ public final class TransferEngine: @unchecked Sendable {
                 }
             }
             if sender.isComplete { break }
+            if sender.acknowledgedCount > progress.acknowledged {
+                progress = (sender.acknowledgedCount, clock.now)
+            } else if clock.now - progress.at > progressLimit {
+                throw noProgress(since: progress.at)
+            }
             try await adjustAckInterval(link: link)
             let resentBefore = sender.resentCount
             let idle = sender.inFlight == 0
@@ -415,6 +421,22 @@ public final class TransferEngine: @unchecked Sendable {
             askedSinceAcknowledgement = true
         }
         reportProgress()
+    }
+
+    /// The longest a transfer goes on without a packet newly acknowledged: as many acknowledgement
+    /// timeouts as a silent device is given (`maxRetries` + 1). A device that answers but takes
+    /// nothing — every acknowledgement reporting only loss, which resets the timeout count — is
+    /// given no longer than a silent one, so every transfer ends within a bound its options set.
+    var progressLimit: Duration { tuning.ackTimeout * (tuning.maxRetries + 1) }
+
+    private func noProgress(since: Duration) -> TransferError {
+        let acknowledged = String(format: "%.0f%%", 100 * Double(bytesAcknowledged) / Double(max(1, source.count)))
+        let limit = String(format: "%.1f s", progressLimit.seconds)
+        return TransferError(
+            .timeout, step: .transfer,
+            "no new data acknowledged for \(limit) (\(tuning.maxRetries + 1) acknowledgement timeouts of \(Int((tuning.ackTimeout.seconds * 1000).rounded())) ms) "
+                + "at \(acknowledged) of the stream, \(sender.resentCount) of \(sender.sentCount) packets resent: the device drops what is sent; "
+                + "try a larger --packet-size or a smaller --window, or raise --ack-timeout or --retries to wait longer")
     }
 
     /// The acknowledgement interval the receiver should use now: the requested
