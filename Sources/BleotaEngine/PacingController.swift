@@ -230,34 +230,7 @@ public struct PacingController: Sendable {
             // Never below the starting flight: it fits the receiver's buffer, so it cannot overflow it.
             window = max(startWindow, min(Self.maximumWindow, target))
         }
-        // A flight the buffer holds needs no spacing; a larger one goes at the rate the receiver takes,
-        // and never more than the buffer per shortest round trip (``burstSpacing``).
-        var spacing = Duration.zero
-        if window > buffer {
-            if receiverLimited { spacing = .seconds(1 / (rate * pacingGain)) }
-            if let burst = burstSpacing { spacing = max(spacing, burst) }
-        }
-        gap = spacing
-    }
-
-    /// The gap that brings the receiver no more than its buffer of packets per shortest round trip.
-    ///
-    /// A BLE link does not deliver a paced flight as paced: the controller holds what the host
-    /// writes until the next connection event and sends it there back to back, so what a device
-    /// must queue is what one event brings, and pacing at a rate (which spaces packets within an
-    /// interval) does not bound it. Small packets make that burst short: on `slow-flash`, eight
-    /// 1-byte writes arrive within 4 ms at a device that takes 2 ms each and queues 4, so the tail
-    /// of every event was dropped — one or two packets, never the three in a row that say a queue
-    /// overflowed (``TransferEngine``'s `overflowRun`), so the flight grew on, and a dropped write
-    /// still costs the device its processing time: 13 477 of 94 000 packets resent with no loss,
-    /// and hours with 5 % duplication (a copy takes a place in the queue too). An event's burst
-    /// cannot exceed what the host sent over a round trip, and a round trip is at least the time
-    /// from one event to the next when the answer cannot come back in the same event (short events,
-    /// small packets), so a gap of the shortest round trip over the buffer keeps every burst within
-    /// it. With large packets an event is long, the answer comes back within it, the round trip is
-    /// short and this gap binds nothing (the device drains as the event goes).
-    var burstSpacing: Duration? {
-        guard let buffer = configuration.receiverBuffer, buffer > 0, let floor = shortestRoundTrip, floor > .zero else { return nil }
-        return floor / buffer
+        // A flight the buffer holds needs no spacing; a larger one goes at the rate the receiver takes.
+        gap = window > buffer && receiverLimited ? .seconds(1 / (rate * pacingGain)) : .zero
     }
 }
