@@ -176,6 +176,13 @@ struct FlashCommand: AsyncParsableCommand {
         help: "Refuse to send an image that is not newer than the one the device runs; the device is asked to refuse it too (SMP's upload 'upgrade' flag).")
     var noDowngrade = false
 
+    @Option(
+        name: .customLong("image"),
+        help:
+            "On a device with several images (cores), the one to update: 0 the application core, 1 an nRF5340's network core (MCUboot's image number, 0…15; a package's own image only, with a package)."
+    )
+    var imageNumber: Int?
+
     @Argument(help: "The image: .bin, .hex, .srec, or the protocol's own format (an MCUboot-signed .bin, …).") var image: String
 
     func run() async throws {
@@ -194,9 +201,17 @@ struct FlashCommand: AsyncParsableCommand {
             throw CommandFailure(
                 .usage, "--no-downgrade: \(updateProtocol.identity.displayName) cannot ask the device to refuse an older image: drop --no-downgrade")
         }
+        if let imageNumber {
+            guard (0...15).contains(imageNumber) else { throw CommandFailure(.usage, "--image \(imageNumber): MCUboot numbers images 0…15: give one of those") }
+            guard updateProtocol.capabilities.contains(.multipleImages) else {
+                throw CommandFailure(
+                    .usage, "--image: \(updateProtocol.identity.displayName) updates one image per device: drop --image")
+            }
+        }
         let request = ImageRequest(
             path: image, keyPath: flashOptions.key, versionLabel: versionLabel,
-            inputFormat: input.inputFormat?.rawValue, baseAddress: input.baseAddress, fill: input.fill, maximumSpan: span.maximumSpan)
+            inputFormat: input.inputFormat?.rawValue, baseAddress: input.baseAddress, fill: input.fill, maximumSpan: span.maximumSpan,
+            imageNumber: imageNumber)
         var preparing: PreparedImage
         do { preparing = try updateProtocol.prepareImage(request) } catch { throw error.commandFailure }
         logger.info("\(preparing.summary)")

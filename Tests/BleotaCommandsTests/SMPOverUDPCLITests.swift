@@ -119,11 +119,26 @@ import Testing
         #expect(parts?.allSatisfy { $0["hashMatches"] as? Bool == true } == true)
     }
 
-    @Test func flashingATwoCorePackageIsRefusedBeforeConnectingSayingWhy() throws {
-        let flash = try BleotaProcess.run(["flash", "\(Self.samples)/nrf5340-sysbuild-dfu_application.zip", "--device", "sim://2m-dle?protocol=smp"])
-        #expect(flash.status == 3, "\(flash.stderr)")
-        #expect(flash.stderr.contains("holds sensor_hub.signed.bin (image 0) and ipc_radio.bin (image 1): bleota cannot yet update several images"))
-        #expect(flash.stderr.split(separator: "\n").filter { $0.hasPrefix("error:") }.count == 1, "\(flash.stderr)")
+    /// The package an nRF5340 build makes updates both cores in one flash (exit 0, both cores named
+    /// in the notes); `--image 1` updates the network core alone; a device with one image refuses
+    /// the package at connect (exit 4), and `--image` is a usage error where it cannot apply.
+    @Test func aTwoCorePackageFlashesBothCoresAndTheImageOptionPicksOne() throws {
+        let package = "\(Self.samples)/nrf5340-sysbuild-dfu_application.zip"
+        let both = try BleotaProcess.run(["flash", package, "--device", "sim://2m-dle?protocol=smp&images=2"])
+        #expect(both.status == 0, "\(both.stderr)")
+        #expect(both.stdout.contains("; device now runs '2.0.1' (was '1.0.0')"), "\(both.stdout)")
+        #expect(both.stderr.contains("note: uploading image 1 (1.1.0), 13976 bytes"), "\(both.stderr)")
+        let network = try BleotaProcess.run(["flash", package, "--image", "1", "--device", "sim://2m-dle?protocol=smp&images=2", "--json"])
+        #expect(network.status == 0, "\(network.stderr)")
+        #expect(network.stdout.contains("\"versionAfter\" : \"1.1.0\""), "\(network.stdout)")
+        let single = try BleotaProcess.run(["flash", package, "--device", "sim://2m-dle?protocol=smp"])
+        #expect(single.status == 4, "\(single.stderr)")
+        #expect(single.stderr.contains("the device has no image 1 (its slot info lists image 0): nothing was sent"), "\(single.stderr)")
+        #expect(single.stderr.split(separator: "\n").filter { $0.hasPrefix("error:") }.count == 1, "\(single.stderr)")
+        let outOfRange = try BleotaProcess.run(["flash", package, "--image", "16", "--device", "sim://2m-dle?protocol=smp&images=2"])
+        #expect(outOfRange.status == 2 && outOfRange.stderr.contains("error: --image 16: MCUboot numbers images 0…15: give one of those"), "\(outOfRange.stderr)")
+        let native = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--image", "1", "--device", "sim://2m-dle"])
+        #expect(native.status == 2 && native.stderr.contains("error: --image: bleota's native protocol updates one image per device: drop --image"), "\(native.stderr)")
     }
 }
 

@@ -74,17 +74,30 @@ import ZIPFoundation
         let prepared = try SMPProtocol().prepareImage(ImageRequest(path: path))
         #expect(prepared.bytes == image)
         #expect(prepared.version == "1.1.0")
-        #expect(prepared.summary.hasPrefix("nRF Connect SDK package \(path): app_update.bin, MCUboot image 1.1.0"))
+        #expect(prepared.summary.hasPrefix("nRF Connect SDK package \(path): app_update.bin for image 0, MCUboot image 1.1.0"))
     }
 
-    @Test func severalImagesAreRefusedSayingWhatIsMissingAndHowToGoOn() throws {
+    /// A two-core package prepares as one update of both images, each part naming its image, and
+    /// `--image N` keeps one of them; a direct-XIP pair keeps both variants, each naming its slot.
+    @Test func aTwoCorePackageIsOneUpdateOfEachImageAndTheImageOptionPicksOne() throws {
         let path = Self.samples.appendingPathComponent("nrf5340-sysbuild-dfu_application.zip").path
+        let prepared = try SMPProtocol().prepareImage(ImageRequest(path: path))
+        #expect(prepared.parts.map(\.name) == ["image 0 (sensor_hub.signed.bin)", "image 1 (ipc_radio.bin)"])
+        #expect(prepared.parts.map { $0.attributes[SMPProtocol.imageNumberAttribute] } == [0, 1])
+        #expect(prepared.version == "2.0.1")
+        let package = try NCSDFUPackage(contentsOf: path)
+        #expect(prepared.parts.map(\.data) == package.images.map(\.bytes))
+        let network = try SMPProtocol().prepareImage(ImageRequest(path: path, imageNumber: 1))
+        #expect(network.parts.map(\.name) == ["image 1 (ipc_radio.bin)"] && network.version == "1.1.0")
         #expect(
             throws: TransferError(
                 .badInput, step: .load,
-                "\(path) holds sensor_hub.signed.bin (image 0) and ipc_radio.bin (image 1): bleota cannot yet update several images or pick a direct-XIP variant in one flash; flash the application core's image alone (unzip it and flash the .bin), or use nRF Connect Device Manager for this package"
-            )
-        ) { try SMPProtocol().prepareImage(ImageRequest(path: path)) }
+                "--image 2: \(path) has no image 2 (it has 0, 1): give one of those, or no --image to update every image")
+        ) { try SMPProtocol().prepareImage(ImageRequest(path: path, imageNumber: 2)) }
+        let xip = Self.samples.appendingPathComponent("nrf52840-direct-xip-dfu_application.zip").path
+        let pair = try SMPProtocol().prepareImage(ImageRequest(path: xip))
+        #expect(pair.parts.map { $0.attributes[SMPProtocol.xipSlotAttribute] } == [0, 1], "both variants go to the host, which picks at connect")
+        #expect(pair.parts.allSatisfy { $0.attributes[SMPProtocol.imageNumberAttribute] == 0 })
     }
 
     @Test func badPackagesAreRefusedInOneLineNamingTheProblem() throws {

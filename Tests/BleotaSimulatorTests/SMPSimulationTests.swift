@@ -23,7 +23,7 @@ struct SMPRun: Sendable {
 
 /// Runs one SMP upgrade against a simulated MCUboot device at `address`; `after` runs on the same device afterwards.
 func simulateSMPUpgrade(
-    _ address: String, image: [UInt8], mode: SMPUpgradeMode = .testAndConfirm, window: Int? = nil,
+    _ address: String, image: [UInt8] = [], prepared: PreparedImage? = nil, mode: SMPUpgradeMode = .testAndConfirm, window: Int? = nil,
     prepare: (@Sendable (SMPDeviceStorage) -> Void)? = nil,
     after: (@Sendable (SMPDeviceStorage) -> Void)? = nil
 ) async throws -> SMPRun {
@@ -41,7 +41,13 @@ func simulateSMPUpgrade(
             if case .note(let note) = event { notes.append(note) }
         }
         let outcome: Result<UpdateReport, TransferError>
-        do throws(TransferError) { outcome = .success(try await updater.upgrade(imageBytes: image, mode: mode)) } catch { outcome = .failure(error) }
+        do throws(TransferError) {
+            if let prepared {
+                outcome = .success(try await updater.flash(prepared, mode: mode))
+            } else {
+                outcome = .success(try await updater.upgrade(imageBytes: image, mode: mode))
+            }
+        } catch { outcome = .failure(error) }
         after?(storage)
         return SMPRun(outcome: outcome, device: storage.snapshot, slots: storage.slots, steps: steps.all, notes: notes.all)
     }

@@ -685,14 +685,14 @@ extension MCUbootImage {
     /// Builds an unsigned image the way `imgtool sign --pad-header` without a
     /// key does: a header padded with 0xFF, the firmware, and a TLV area holding
     /// the SHA-256. The simulator's factory images are made this way.
-    public static func build(firmware: [UInt8], version: Version, headerSize: Int = 0x200, loadAddress: UInt32 = 0) -> [UInt8] {
+    public static func build(firmware: [UInt8], version: Version, headerSize: Int = 0x200, loadAddress: UInt32 = 0, flags: Flags = []) -> [UInt8] {
         var writer = ByteWriter(capacity: headerSize + firmware.count + 44)
         writer.write(magic, .little)
         writer.write(loadAddress, .little)
         writer.write(UInt16(headerSize), .little)
         writer.write(UInt16(0), .little)  // no protected TLVs
         writer.write(UInt32(firmware.count), .little)
-        writer.write(UInt32(0), .little)  // flags
+        writer.write(flags.rawValue, .little)
         writer.write(version.major)
         writer.write(version.minor)
         writer.write(version.revision, .little)

@@ -50,11 +50,15 @@ public struct ImageRequest: Sendable, Hashable {
     /// protocol loads its image with it (``FirmwareImage/load(path:format:baseAddress:limit:maximumSpan:)``),
     /// so an image too sparse to hold is refused from its segments, before it is filled in.
     public var maximumSpan: Int
+    /// Which of a multi-image device's images (cores) the image is for (`flash --image N`,
+    /// ``ProtocolCapabilities/multipleImages``); nil: the protocol's default, or every image a package has.
+    public var imageNumber: Int?
 
     public init(
         path: String, keyPath: String? = nil, versionLabel: String? = nil, inputFormat: String? = nil,
-        baseAddress: UInt32 = 0, fill: UInt8 = 0xFF, maximumSpan: Int = FirmwareImage.defaultMaximumSpan
+        baseAddress: UInt32 = 0, fill: UInt8 = 0xFF, maximumSpan: Int = FirmwareImage.defaultMaximumSpan, imageNumber: Int? = nil
     ) {
+        self.imageNumber = imageNumber
         self.path = path
         self.keyPath = keyPath
         self.versionLabel = versionLabel

@@ -157,11 +157,14 @@ public struct ProtocolCapabilities: OptionSet, Sendable, Hashable {
     /// Refuse an image not newer than the one the device runs, the device checking it too
     /// (``PreparedImage/refusesDowngrade``, `flash --no-downgrade`; SMP's upload `upgrade` flag).
     public static let refuseDowngrade = ProtocolCapabilities(rawValue: 1 << 9)
+    /// Update one of several images (cores) a device has, or all of a package's in one update
+    /// (``ImageRequest/imageNumber``, `flash --image N`; MCUboot's image numbers).
+    public static let multipleImages = ProtocolCapabilities(rawValue: 1 << 10)
 
     static let names: [(ProtocolCapabilities, String)] = [
         (.flash, "flash"), (.push, "push files"), (.pull, "pull files"), (.testTransfer, "tune"),
         (.imageState, "show and change image state"), (.echo, "echo"), (.reset, "reset"), (.eraseStaging, "erase its staging slot"), (.refuseDowngrade, "refuse a downgrade"),
-        (.deltaFlash, "flash delta patches"),
+        (.deltaFlash, "flash delta patches"), (.multipleImages, "update several images"),
     ]
 
     /// "flash, push files and tune".

@@ -257,26 +257,32 @@ package actor SMPDevice: DeviceHalf {
                 if let query = body["query"] {
                     // Any query but "mode" yields no answer; Zephyr returns it as a plain code.
                     guard query.string == "mode" else { throw SMPDeviceError(.general(.invalidArgument)) }
-                    return (reply(SMPBootloaderInfo(mode: 1, noDowngrade: false).body), .none)
+                    // Swap using scratch (1), or direct-XIP (4, with revert 5), as `os_mgmt` reports its Kconfig.
+                    let xip = storage.snapshot.directXIP
+                    return (reply(SMPBootloaderInfo(mode: xip?.mode ?? 1, noDowngrade: xip != nil).body), .none)
                 }
                 return (reply(SMPBootloaderInfo(bootloader: "MCUboot").body), .none)
             case (.imageState, false):
-                return (reply(SMPImageSlot.listBody(storage.slots)), .none)
+                return (reply(SMPImageSlot.listBody(storage.slots, numbered: storage.imageCount > 1)), .none)
             case (.imageState, true):
                 try setState(body)
-                return (reply(SMPImageSlot.listBody(storage.slots)), .none)
+                return (reply(SMPImageSlot.listBody(storage.slots, numbered: storage.imageCount > 1)), .none)
             case (.imageUpload, true):
                 return (reply(try await upload(body, environment: environment)), .none)
             case (.slotInfo, false):
                 guard answersSlotInfo else { throw SMPDeviceError(.general(.notSupported)) }
-                // One image, two slots of the storage's size; the upload goes to slot 1 (`upload_image_id`).
-                let size = storage.snapshot.slotSize
-                return (
-                    reply(
-                        SMPSlotInfo(images: [
-                            .init(image: 0, slots: [.init(slot: 0, size: size), .init(slot: 1, size: size, uploadImageID: 0)])
-                        ]).body), .none
-                )
+                // Each image's two slots; an upload goes to its slot 1 (`upload_image_id`).
+                let state = storage.snapshot
+                let free = 1 - state.activeSlot
+                var images: [SMPSlotInfo.Image] = [
+                    .init(
+                        image: 0,
+                        slots: [0, 1].map { .init(slot: $0, size: state.slotSize, uploadImageID: $0 == free ? 0 : nil) })
+                ]
+                if let core = state.networkCore {
+                    images.append(.init(image: 1, slots: [.init(slot: 0, size: core.slotSize), .init(slot: 1, size: core.slotSize, uploadImageID: 1)]))
+                }
+                return (reply(SMPSlotInfo(images: images).body), .none)
             case (.imageErase, true):
                 try erase(body)
                 return (reply(.map([])), .none)
@@ -353,12 +359,22 @@ package actor SMPDevice: DeviceHalf {
             target = active
         }
         if !request.confirm && target.active { throw SMPDeviceError(.image(.imageSettingTestToActiveDenied)) }
+        if target.image == 1 {
+            // The network core: upgrade-only, so a test mark is as good as a permanent one.
+            storage.withState { state in
+                guard state.networkCore?.pending == false else { return }
+                state.networkCore?.pending = true
+                state.networkCore?.permanent = request.confirm
+                state.markOrder.append(1)
+            }
+            return
+        }
         switch type {
         case .test:
             // A test is pending: asking for that same test again is fine, anything else is not.
-            guard !request.confirm && target.slot == 1 else { throw SMPDeviceError(.image(.imageAlreadyPending)) }
+            guard !request.confirm && !target.active else { throw SMPDeviceError(.image(.imageAlreadyPending)) }
         case .permanent:
-            guard request.confirm && target.slot == 1 else { throw SMPDeviceError(.image(.imageAlreadyPending)) }
+            guard request.confirm && !target.active else { throw SMPDeviceError(.image(.imageAlreadyPending)) }
         case .revert:
             // A test boot: confirming the running image makes it stay; confirming the
             // previous one is accepted and changes nothing; a new test must wait.
@@ -372,7 +388,10 @@ package actor SMPDevice: DeviceHalf {
             storage.withState { $0.primaryConfirmed = true }
         case .none:
             if target.active { return }  // confirming what already runs confirmed
-            storage.withState { $0.pendingSwap = request.confirm ? .permanent : .test }
+            storage.withState { state in
+                state.pendingSwap = request.confirm ? .permanent : .test
+                state.markOrder.append(0)
+            }
         }
     }
 
@@ -380,12 +399,18 @@ package actor SMPDevice: DeviceHalf {
     /// swap is pending, nor while a test image runs unconfirmed (slot 1 holds the way back).
     private var secondaryInUse: Bool { storage.snapshot.swapType != .none }
 
+    /// The same for `image`: the network core's slot 1 is in use while its update is marked.
+    private func secondaryInUse(image: Int) -> Bool {
+        image == 0 ? secondaryInUse : storage.snapshot.networkCore?.pending == true
+    }
+
     private func erase(_ body: CBOR) throws(SMPDeviceError) {
         let request: SMPImageEraseRequest
         do { request = try SMPImageEraseRequest(body: body) } catch { throw SMPDeviceError(.general(.invalidArgument)) }
-        let slot = request.slot ?? 1
+        let free = 1 - storage.snapshot.activeSlot
+        let slot = request.slot ?? free
         guard slot == 0 || slot == 1 else { throw SMPDeviceError(.image(.invalidSlot)) }
-        guard slot == 1, !secondaryInUse else { throw SMPDeviceError(.image(.noFreeSlot)) }
+        guard slot == free, !secondaryInUse else { throw SMPDeviceError(.image(.noFreeSlot)) }
         storage.withState { $0.secondary = nil }
         storage.withUpload { $0 = nil }
     }
@@ -416,23 +441,30 @@ package actor SMPDevice: DeviceHalf {
             guard MCUbootImage.startsWithMagic(request.data) else { throw SMPDeviceError(.image(.invalidImageHeaderMagic)) }
             if let sha = request.sha, sha.count > 32 { throw SMPDeviceError(.image(.invalidHash)) }
             // The same image again (by its SHA) resumes where the last upload stopped; nothing is written.
+            // A single-image build ignores `image`; a multi-image one looks for image N's free slot
+            // (`img_mgmt_get_unused_slot_area_id`) and, for an image it does not have, finds none.
+            let image = storage.imageCount == 1 ? 0 : request.image
+            guard image >= 0, image < storage.imageCount else { throw SMPDeviceError(.image(.noFreeSlot), reason: "no slot") }
             let resumed = storage.withUpload { upload -> Int? in
-                guard let current = upload, let sha = request.sha, !sha.isEmpty, current.sha == sha else { return nil }
+                guard let current = upload, current.image == image, let sha = request.sha, !sha.isEmpty, current.sha == sha else { return nil }
                 return current.bytes.count
             }
             if let resumed { return SMPUploadResponse(offset: resumed).body }
-            guard !secondaryInUse else { throw SMPDeviceError(.image(.noFreeSlot)) }
-            guard length <= storage.snapshot.slotSize else { throw SMPDeviceError(.image(.imageTooLarge)) }
+            guard !secondaryInUse(image: image) else { throw SMPDeviceError(.image(.noFreeSlot)) }
+            let slotSize = image == 0 ? storage.snapshot.slotSize : storage.snapshot.networkCore!.slotSize
+            guard length <= slotSize else { throw SMPDeviceError(.image(.imageTooLarge)) }
             // `upgrade`: only a newer image than the running one (img_mgmt's vercmp, equal refused too).
             if request.upgrade == true {
                 guard let offered = MCUbootImage.headerVersion(request.data),
-                    let running = MCUbootImage.headerVersion(storage.snapshot.primary)
+                    let running = MCUbootImage.headerVersion(image == 0 ? storage.snapshot.primary : storage.snapshot.networkCore!.running)
                 else { throw SMPDeviceError(.image(.versionGetFailed)) }
                 guard offered > running else { throw SMPDeviceError(.image(.currentVersionIsNewer), reason: "downgrade") }
             }
-            // `image` names no slot on a single-image device: the upload goes to the secondary slot.
-            storage.withState { $0.secondary = nil }
-            storage.withUpload { $0 = SMPDeviceStorage.Upload(length: length, sha: request.sha, bytes: []) }
+            // The upload goes to the image's secondary slot, erased first.
+            storage.withState { state in
+                if image == 0 { state.secondary = nil } else { state.networkCore?.secondary = nil }
+            }
+            storage.withUpload { $0 = SMPDeviceStorage.Upload(image: image, length: length, sha: request.sha, bytes: []) }
         }
         let progress = storage.withUpload { upload -> Result<(offset: Int, done: Bool, match: Bool?), SMPDeviceError>? in
             guard upload != nil else { return .success((0, false, nil)) }  // no upload: it expects offset 0
@@ -456,11 +488,13 @@ package actor SMPDevice: DeviceHalf {
         }
         if state.done {
             // The upload is complete and leaves RAM; the slot holds what arrived, whatever its hash.
-            let bytes = storage.withUpload { upload -> [UInt8] in
+            let (image, bytes) = storage.withUpload { upload -> (Int, [UInt8]) in
                 defer { upload = nil }
-                return upload.map { Array($0.bytes.prefix($0.length)) } ?? []
+                return (upload?.image ?? 0, upload.map { Array($0.bytes.prefix($0.length)) } ?? [])
             }
-            storage.withState { $0.secondary = bytes }
+            storage.withState { state in
+                if image == 0 { state.secondary = bytes } else { state.networkCore?.secondary = bytes }
+            }
         }
         return SMPUploadResponse(offset: state.offset, match: state.match).body
     }
@@ -538,9 +572,11 @@ package actor SMPDevice: DeviceHalf {
     }
 
     /// The factory image a simulated device starts with: a real (unsigned) MCUboot image.
-    package static func factoryImage(version: MCUbootImage.Version, size: Int = 24 * 1024) -> [UInt8] {
+    /// `linkedAt`: ROM-fixed for that address (a direct-XIP device's image in its slot 0).
+    package static func factoryImage(version: MCUbootImage.Version, size: Int = 24 * 1024, linkedAt address: UInt32? = nil) -> [UInt8] {
         var generator = SeededRandom(seed: 0x5EED)
         let firmware = (0..<size).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        return MCUbootImage.build(firmware: firmware, version: version)
+        guard let address else { return MCUbootImage.build(firmware: firmware, version: version) }
+        return MCUbootImage.build(firmware: firmware, version: version, loadAddress: address, flags: .romFixed)
     }
 }

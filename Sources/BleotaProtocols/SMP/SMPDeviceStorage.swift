@@ -21,6 +21,17 @@ package final class SMPDeviceStorage: Sendable {
         package var boots = 0
         package var slotSize: Int
         package var files: [String: [UInt8]] = [:]
+        /// Image 1 of a two-core part (an nRF5340's network core), when the device has one.
+        package var networkCore: NetworkCore?
+        /// MCUboot in direct-XIP mode: both slots execute in place, nothing is swapped, and
+        /// `primary` is the image of the slot the device runs (`activeSlot`), `secondary` the other's.
+        package var directXIP: DirectXIP?
+        /// The slot `primary` is in: 0 unless direct-XIP booted slot 1.
+        package var activeSlot = 0
+        /// The images marked for the next boot, in the order their flags were set: on an nRF5340
+        /// MCUboot skips the network core's update when the application core's flag was set first
+        /// (nRF Connect SDK's known issue NCSDK-34106), so hosts mark image 1 before image 0.
+        package var markOrder: [Int] = []
 
         package enum PendingSwap: Sendable, Equatable { case test, permanent }
 
@@ -34,6 +45,49 @@ package final class SMPDeviceStorage: Sendable {
         }
     }
 
+    /// An nRF5340's network core as MCUboot updates it: the image runs on the other core, whose flash
+    /// the application core cannot read (the image list has no entry for image 1's slot 0), and an
+    /// update is copied over it at boot (upgrade-only: no test boot, no revert), after which the
+    /// application core's slot that carried it is erased.
+    package struct NetworkCore: Sendable {
+        /// What the network core runs (not listed: unreadable from the application core).
+        package var running: [UInt8]
+        /// Image 1's secondary slot, in the application core's flash.
+        package var secondary: [UInt8]?
+        /// Marked for the next boot (a test mark is taken as permanent: there is no way back).
+        package var pending: Bool = false
+        /// Whether the mark asked for permanence (what the trailer, and so the list, says).
+        package var permanent: Bool = false
+        package var slotSize: Int
+        package init(running: [UInt8], slotSize: Int) {
+            self.running = running
+            self.slotSize = slotSize
+        }
+    }
+
+    /// MCUboot's direct-XIP modes (`MCUBOOT_DIRECT_XIP`, bootloader info mode 4, and with
+    /// `MCUBOOT_DIRECT_XIP_REVERT` mode 5). Each slot runs in place, so an image is linked for one
+    /// slot (imgtool `--rom-fixed`, `IMAGE_F_ROM_FIXED` and the load address): MCUboot boots an
+    /// image only from the slot it is linked for (`boot_rom_address_check`). Without revert it
+    /// boots the valid image of the highest version, marks or not; with revert it boots the other
+    /// slot's image only once marked, and a test boot not confirmed goes back at the next boot.
+    package enum DirectXIP: Sendable, Equatable {
+        case withoutRevert, withRevert
+
+        /// Where each slot starts: an nRF52840's layout after a 48 KiB MCUboot (slots of 0x76000).
+        package static let slotAddresses: [UInt32] = [0xC000, 0x82000]
+        package static let slotSize = 0x76000
+        /// bootloader info's `mode`.
+        package var mode: Int { self == .withoutRevert ? 4 : 5 }
+    }
+
+    /// Whether `image` may run from physical `slot` under direct-XIP: it verifies, and an image
+    /// linked for a fixed address is linked for this slot's.
+    static func executes(_ image: [UInt8], inSlot slot: Int) -> Bool {
+        guard verifies(image), let parsed = try? MCUbootImage(decoding: image) else { return false }
+        return !parsed.imageFlags.contains(.romFixed) || parsed.loadAddress == DirectXIP.slotAddresses[slot]
+    }
+
     /// `boot_swap_type()`: what MCUboot will do at the next boot.
     package enum SwapType: Sendable, Equatable {
         case none, test, permanent
@@ -43,6 +97,8 @@ package final class SMPDeviceStorage: Sendable {
 
     /// An upload in progress (RAM on a real device).
     package struct Upload: Sendable {
+        /// The image (core) it is for: Zephyr keeps one upload context for all of them.
+        package var image: Int = 0
         package var length: Int
         package var sha: [UInt8]?
         package var bytes: [UInt8]
@@ -55,10 +111,18 @@ package final class SMPDeviceStorage: Sendable {
     /// SHA as its hash TLV, which is what the image list reports once it runs.
     package let decompresses: Bool
 
-    package init(primary: [UInt8], slotSize: Int = 512 * 1024, decompresses: Bool = false) {
-        state = Mutex(State(primary: primary, slotSize: slotSize))
+    package init(
+        primary: [UInt8], slotSize: Int = 512 * 1024, decompresses: Bool = false, networkCore: NetworkCore? = nil, directXIP: DirectXIP? = nil
+    ) {
+        var initial = State(primary: primary, slotSize: slotSize)
+        initial.networkCore = networkCore
+        initial.directXIP = directXIP
+        state = Mutex(initial)
         self.decompresses = decompresses
     }
+
+    /// The images the device updates: 1, or 2 with a network core.
+    package var imageCount: Int { snapshot.networkCore == nil ? 1 : 2 }
 
     /// What the primary slot holds once the bootloader has installed `image`: the image itself, or
     /// for a compressed one on a decompressing bootloader, the image with the decompressed SHA as
@@ -86,32 +150,101 @@ package final class SMPDeviceStorage: Sendable {
         upload.withLock { $0 = nil }
         return state.withLock { state in
             state.boots += 1
-            switch state.swapType {
-            case .test, .permanent:
-                let permanent = state.pendingSwap == .permanent
-                state.pendingSwap = nil
-                guard let secondary = state.secondary, Self.verifies(secondary) else {
-                    // boot_validate_slot: a pending image that fails validation is scrambled.
-                    state.secondary = nil
-                    return "the secondary image does not verify: erased it, kept the primary"
-                }
-                state.secondary = state.primary
-                state.primary = installed(secondary)
-                state.primaryConfirmed = permanent
-                return permanent ? "swapped to the new image permanently" : "swapped to the new image for a test boot"
-            case .revert:
-                guard let secondary = state.secondary, Self.verifies(secondary) else {
-                    // The old image no longer validates: MCUboot keeps the unconfirmed one.
-                    state.secondary = nil
-                    return "the previous image does not verify: erased it, kept the test image"
-                }
-                state.secondary = state.primary
-                state.primary = secondary
+            let network = Self.bootNetworkCore(&state)
+            state.markOrder = []
+            let application = state.directXIP == nil ? Self.bootApplication(&state, installing: installed) : Self.bootInPlace(&state)
+            return network.map { "\(application); \($0)" } ?? application
+        }
+    }
+
+    /// A direct-XIP boot: nothing moves; MCUboot picks the slot to run (``DirectXIP``), and an
+    /// image linked for the other slot's address is refused and erased.
+    private static func bootInPlace(_ state: inout State) -> String {
+        func runOther(confirmed: Bool) {
+            let running = state.primary
+            state.primary = state.secondary!
+            state.secondary = running
+            state.activeSlot = 1 - state.activeSlot
+            state.primaryConfirmed = confirmed
+        }
+        let other = 1 - state.activeSlot
+        if let secondary = state.secondary, !executes(secondary, inSlot: other), state.directXIP == .withoutRevert || state.pendingSwap != nil {
+            state.secondary = nil
+            state.pendingSwap = nil
+            return "the image in slot \(other) does not verify or is linked for the other slot: erased it, kept slot \(state.activeSlot)"
+        }
+        switch (state.directXIP!, state.swapType) {
+        case (.withoutRevert, _):
+            state.pendingSwap = nil
+            state.primaryConfirmed = true
+            guard let secondary = state.secondary, let offered = try? MCUbootImage(decoding: secondary),
+                let running = try? MCUbootImage(decoding: state.primary), offered.version > running.version
+            else { return "booted slot \(state.activeSlot) (the highest version)" }
+            runOther(confirmed: true)
+            return "booted slot \(state.activeSlot), the highest version"
+        case (.withRevert, .test), (.withRevert, .permanent):
+            let permanent = state.pendingSwap == .permanent
+            state.pendingSwap = nil
+            runOther(confirmed: permanent)
+            return "booted slot \(state.activeSlot)\(permanent ? " for good" : " for a test boot")"
+        case (.withRevert, .revert):
+            guard state.secondary.map({ executes($0, inSlot: other) }) == true else {
                 state.primaryConfirmed = true
-                return "the test image was not confirmed: reverted to the previous image"
-            case .none:
-                return "booted the primary image"
+                return "the previous image does not verify: kept the test image"
             }
+            runOther(confirmed: true)
+            return "the test image was not confirmed: back to slot \(state.activeSlot)"
+        case (.withRevert, .none):
+            return "booted slot \(state.activeSlot)"
+        }
+    }
+
+    /// The network core's part of a boot: its update copied over (PCD) when marked, unless the
+    /// application core's flag was set first (NCSDK-34106: the update is skipped, its slot kept,
+    /// no longer marked). Nil when there is nothing to say.
+    private static func bootNetworkCore(_ state: inout State) -> String? {
+        guard var core = state.networkCore, core.pending else { return nil }
+        core.pending = false
+        core.permanent = false
+        defer { state.networkCore = core }
+        if let application = state.markOrder.firstIndex(of: 0), let network = state.markOrder.firstIndex(of: 1), application < network {
+            return "skipped the network core's update: the application core's image was marked first (NCSDK-34106)"
+        }
+        guard let secondary = core.secondary, verifies(secondary) else {
+            core.secondary = nil
+            return "the network core's update does not verify: erased it"
+        }
+        core.running = secondary
+        core.secondary = nil
+        return "updated the network core"
+    }
+
+    private static func bootApplication(_ state: inout State, installing installed: ([UInt8]) -> [UInt8]) -> String {
+        switch state.swapType {
+        case .test, .permanent:
+            let permanent = state.pendingSwap == .permanent
+            state.pendingSwap = nil
+            guard let secondary = state.secondary, Self.verifies(secondary) else {
+                // boot_validate_slot: a pending image that fails validation is scrambled.
+                state.secondary = nil
+                return "the secondary image does not verify: erased it, kept the primary"
+            }
+            state.secondary = state.primary
+            state.primary = installed(secondary)
+            state.primaryConfirmed = permanent
+            return permanent ? "swapped to the new image permanently" : "swapped to the new image for a test boot"
+        case .revert:
+            guard let secondary = state.secondary, Self.verifies(secondary) else {
+                // The old image no longer validates: MCUboot keeps the unconfirmed one.
+                state.secondary = nil
+                return "the previous image does not verify: erased it, kept the test image"
+            }
+            state.secondary = state.primary
+            state.primary = secondary
+            state.primaryConfirmed = true
+            return "the test image was not confirmed: reverted to the previous image"
+        case .none:
+            return "booted the primary image"
         }
     }
 
@@ -132,16 +265,23 @@ package final class SMPDeviceStorage: Sendable {
         if let image = try? MCUbootImage(decoding: state.primary) {
             slots.append(
                 SMPImageSlot(
-                    slot: 0, version: image.version.description, hash: image.hashTLV ?? [],
+                    slot: state.activeSlot, version: image.version.description, hash: image.hashTLV ?? [],
                     bootable: true, confirmed: type != .revert, active: true))
         }
         if let secondary = state.secondary, let image = try? MCUbootImage(decoding: secondary) {
             slots.append(
                 SMPImageSlot(
-                    slot: 1, version: image.version.description, hash: image.hashTLV ?? [],
+                    slot: 1 - state.activeSlot, version: image.version.description, hash: image.hashTLV ?? [],
                     bootable: true, pending: type == .test || type == .permanent,
                     confirmed: type == .revert, active: false, permanent: type == .permanent))
         }
-        return slots
+        // Image 1: only its secondary slot, in the application core's flash, can be read.
+        if let core = state.networkCore, let secondary = core.secondary, let image = try? MCUbootImage(decoding: secondary) {
+            slots.append(
+                SMPImageSlot(
+                    image: 1, slot: 1, version: image.version.description, hash: image.hashTLV ?? [],
+                    bootable: true, pending: core.pending, confirmed: false, active: false, permanent: core.permanent))
+        }
+        return slots.sorted { ($0.image, $0.slot) < ($1.image, $1.slot) }
     }
 }

@@ -6,12 +6,15 @@ import BleotaEngine
 public typealias SMPImageSlot = ImageSlotState
 
 extension ImageSlotState {
-    /// As Zephyr sends it: the flags always present, `image` only with more than one image.
-    public var body: CBOR {
-        .textMap([
-            "slot": CBOR(slot), "version": .text(version), "hash": .bytes(hash), "bootable": .bool(bootable),
-            "pending": .bool(pending), "confirmed": .bool(confirmed), "active": .bool(active),
-            "permanent": .bool(permanent),
+    /// As Zephyr sends it: the flags always present, `image` only on a device with more than one
+    /// image (`numbered`; an entry of image 1 or later is numbered whatever it is told).
+    public var body: CBOR { body(numbered: image != 0) }
+
+    public func body(numbered: Bool) -> CBOR {
+        SMPBody.map([
+            ("image", numbered || image != 0 ? CBOR(image) : nil), ("slot", CBOR(slot)), ("version", .text(version)),
+            ("hash", .bytes(hash)), ("bootable", .bool(bootable)), ("pending", .bool(pending)), ("confirmed", .bool(confirmed)),
+            ("active", .bool(active)), ("permanent", .bool(permanent)),
         ])
     }
 
@@ -34,7 +37,9 @@ extension ImageSlotState {
         try SMPImageStateResponse(body: body).slots
     }
 
-    public static func listBody(_ slots: [SMPImageSlot]) -> CBOR { SMPImageStateResponse(slots: slots).body }
+    public static func listBody(_ slots: [SMPImageSlot], numbered: Bool = false) -> CBOR {
+        SMPImageStateResponse(slots: slots, numbered: numbered).body
+    }
 }
 
 /// Image group, command 0 (read): the slots.
@@ -71,9 +76,12 @@ public struct SMPImageStateWriteRequest: SMPRequest, Hashable {
 public struct SMPImageStateResponse: SMPResponse, Hashable {
     public var slots: [SMPImageSlot]
     public var splitStatus: Int?
-    public init(slots: [SMPImageSlot], splitStatus: Int? = 0) {
+    /// Whether every entry carries `image` (a device with several images), as Zephyr encodes it.
+    public var numbered: Bool
+    public init(slots: [SMPImageSlot], splitStatus: Int? = 0, numbered: Bool = false) {
         self.slots = slots
         self.splitStatus = splitStatus
+        self.numbered = numbered || slots.contains { $0.image != 0 }
     }
     public init(body: CBOR) throws(SMPBody.FieldError) {
         guard let images = body["images"]?.elements else { throw SMPBody.FieldError("the image state lacks an 'images' array") }
@@ -81,8 +89,11 @@ public struct SMPImageStateResponse: SMPResponse, Hashable {
         for image in images { slots.append(try SMPImageSlot(body: image)) }
         self.slots = slots
         splitStatus = try SMPBody.optionalInt(body, "splitStatus", in: "the image state")
+        numbered = images.contains { $0["image"] != nil }
     }
-    public var body: CBOR { SMPBody.map([("images", .array(slots.map(\.body))), ("splitStatus", splitStatus.map { CBOR($0) })]) }
+    public var body: CBOR {
+        SMPBody.map([("images", .array(slots.map { $0.body(numbered: numbered) })), ("splitStatus", splitStatus.map { CBOR($0) })])
+    }
 }
 
 /// Image group, command 1: one chunk of an upload.

@@ -26,7 +26,7 @@ public struct SMPProtocol: UpdateProtocol {
     }
 
     public var capabilities: ProtocolCapabilities {
-        [.flash, .push, .pull, .imageState, .echo, .reset, .eraseStaging, .refuseDowngrade]
+        [.flash, .push, .pull, .imageState, .echo, .reset, .eraseStaging, .refuseDowngrade, .multipleImages]
     }
 
     public var flashModes: [FlashMode] { [.testAndConfirm, .test, .confirm, .upload] }
@@ -66,6 +66,16 @@ public struct SMPProtocol: UpdateProtocol {
         static let slotInfo = ProtocolOption.choice(
             "slot-info", meaning: "1: the device answers slot info (image group command 6, Zephyr's CONFIG_MCUMGR_GRP_IMG_SLOT_INFO); 0: it answers \"not supported\"",
             ["0": false, "1": true], default: true)
+        static let images = ProtocolOption.choice(
+            "images",
+            meaning:
+                "2: a two-core part as an nRF5340 (image 1 the network core: upgrade-only, no slot 0 listed, 256 KiB slots, its update skipped when image 0 is marked first as NCSDK-34106 has it); 1: one image",
+            ["1": false, "2": true], default: false)
+        static let directXIP = ProtocolOption.choice(
+            "direct-xip",
+            meaning:
+                "1: MCUboot in direct-XIP mode (bootloader info mode 4: each slot runs in place, an image only from the slot it is linked for, the highest version boots, no marks; slots at 0xC000 and 0x82000); revert: with revert (mode 5: marked test, confirmed or back); 0: swap",
+            ["0": SMPDeviceStorage.DirectXIP?.none, "1": .withoutRevert, "revert": .withRevert], default: nil)
         static let stallTime = ProtocolOption.milliseconds(
             "stall-time", meaning: "how long the stall of stall-at lasts, in ms (default 5000)", range: 0...600_000, default: .seconds(5))
     }
@@ -74,7 +84,8 @@ public struct SMPProtocol: UpdateProtocol {
         [
             DeviceOptions.bufferSize.deviceSpec, DeviceOptions.bufferCount.deviceSpec, DeviceOptions.swapTime.deviceSpec, DeviceOptions.confirmFailures.deviceSpec,
             DeviceOptions.resetDelay.deviceSpec, DeviceOptions.stallAt.deviceSpec, DeviceOptions.stallTime.deviceSpec,
-            DeviceOptions.decompress.deviceSpec, DeviceOptions.slotInfo.deviceSpec,
+            DeviceOptions.decompress.deviceSpec, DeviceOptions.slotInfo.deviceSpec, DeviceOptions.images.deviceSpec,
+            DeviceOptions.directXIP.deviceSpec,
         ]
     }
 
@@ -83,30 +94,56 @@ public struct SMPProtocol: UpdateProtocol {
         return NCSDFUPackage.isPackage(at: probe.path, head: probe.head) ? .owns : .refuses
     }
 
+    /// The part attribute that names MCUboot's image (core) a part is for (`flash --image N`, or a
+    /// package's `image_index`); absent: image 0.
+    public static let imageNumberAttribute = "image"
+    /// The part attribute of one variant of a direct-XIP pair: the slot (0 or 1) it is linked for.
+    /// Of two variants of an image the host sends the one for the slot the device does not run.
+    public static let xipSlotAttribute = "xip-slot"
+
     public func prepareImage(_ request: ImageRequest) throws(TransferError) -> PreparedImage {
         if NordicDFUPackage.startsLikePackage(ImageFiles.probe(request.path).head) { return try Self.preparePackage(request) }
-        return try Self.prepare(try ImageFiles.read(request.path), path: request.path, keyPath: request.keyPath)
+        var prepared = try Self.prepare(try ImageFiles.read(request.path), path: request.path, keyPath: request.keyPath)
+        if let number = request.imageNumber {
+            prepared.parts[0].attributes[Self.imageNumberAttribute] = number
+            prepared.parts[0].name = "image \(number)"
+            prepared.summary = "image \(number): " + prepared.summary
+        }
+        return prepared
     }
 
-    /// An nRF Connect SDK package, checked whole before anything connects. One application image
-    /// flashes as that image; several images (a two-core part) or a direct-XIP pair need the
-    /// multi-image update, which this release does not have: refused, saying how to go on.
+    /// An nRF Connect SDK package, checked whole before anything connects: each image goes to its
+    /// image's (core's) secondary slot, all in one update; of a direct-XIP pair, the variant for the
+    /// slot the device does not run (picked at connect).
     static func preparePackage(_ request: ImageRequest) throws(TransferError) -> PreparedImage {
         let package: NCSDFUPackage
         do { package = try NCSDFUPackage(contentsOf: request.path) } catch { throw TransferError(.badInput, step: .load, error.description) }
+        var parts: [PreparedImage.Part] = []
+        var summaries: [String] = []
         for image in package.images {
-            _ = try prepare(image.bytes, path: "\(request.path): \(image.file)", keyPath: request.keyPath)
+            let prepared = try prepare(image.bytes, path: "\(request.path): \(image.file)", keyPath: request.keyPath)
+            var attributes = [imageNumberAttribute: image.imageIndex]
+            if let slot = image.xipSlot { attributes[xipSlotAttribute] = slot }
+            parts.append(
+                PreparedImage.Part(
+                    name: "image \(image.imageIndex) (\(image.file))", data: image.bytes, attributes: attributes))
+            summaries.append(
+                "\(image.file) for image \(image.imageIndex)\(image.xipSlot.map { " in slot \($0) (direct-XIP)" } ?? ""), \(prepared.summary)")
         }
-        guard package.images.count == 1, let only = package.images.first, only.imageIndex == 0, only.xipSlot == nil else {
-            let listing = package.images.map { "\($0.file) (image \($0.imageIndex)\($0.xipSlot.map { ", slot \($0)" } ?? ""))" }
-            throw TransferError(
-                .badInput, step: .load,
-                "\(request.path) holds \(listing.joined(separator: " and ")): bleota cannot yet update several images or pick a direct-XIP variant in one flash; flash the application core's image alone (unzip it and flash the .bin), or use nRF Connect Device Manager for this package"
-            )
+        if let number = request.imageNumber {
+            let only = parts.filter { $0.attributes[imageNumberAttribute] == number }
+            guard !only.isEmpty else {
+                throw TransferError(
+                    .badInput, step: .load,
+                    "--image \(number): \(request.path) has no image \(number) (it has \(package.imageIndices.map(String.init).joined(separator: ", "))): give one of those, or no --image to update every image"
+                )
+            }
+            parts = only
         }
-        var prepared = try prepare(only.bytes, path: "\(request.path): \(only.file)", keyPath: request.keyPath)
-        prepared.summary = "nRF Connect SDK package \(request.path): \(only.file), " + prepared.summary
-        return prepared
+        let lead = package.images.first { $0.imageIndex == (request.imageNumber ?? 0) } ?? package.images[0]
+        return PreparedImage(
+            parts: parts, version: lead.mcuboot.version.description,
+            summary: "nRF Connect SDK package \(request.path): " + summaries.joined(separator: "; "))
     }
 
     /// Checks an MCUboot image before anything connects: the hash TLV always,
@@ -147,9 +184,15 @@ public struct SMPProtocol: UpdateProtocol {
         let resetDelay = try configuration.value(of: DeviceOptions.resetDelay)
         let stallAt = try configuration.value(of: DeviceOptions.stallAt)
         let stallTime = try configuration.value(of: DeviceOptions.stallTime)
+        let version = MCUbootImage.Version(parsing: configuration.initialVersion)
+        let networkCore =
+            try configuration.value(of: DeviceOptions.images)
+            ? SMPDeviceStorage.NetworkCore(running: SMPDevice.factoryImage(version: version, size: 16 * 1024), slotSize: 256 * 1024) : nil
+        let directXIP = try configuration.value(of: DeviceOptions.directXIP)
         let storage = SMPDeviceStorage(
-            primary: SMPDevice.factoryImage(version: MCUbootImage.Version(parsing: configuration.initialVersion)),
-            slotSize: configuration.slotSize, decompresses: try configuration.value(of: DeviceOptions.decompress))
+            primary: SMPDevice.factoryImage(version: version, linkedAt: directXIP == nil ? nil : SMPDeviceStorage.DirectXIP.slotAddresses[0]),
+            slotSize: directXIP == nil ? configuration.slotSize : SMPDeviceStorage.DirectXIP.slotSize,
+            decompresses: try configuration.value(of: DeviceOptions.decompress), networkCore: networkCore, directXIP: directXIP)
         storage.withState { state in
             for (name, bytes) in configuration.files { state.files[SMPUpdater.devicePath(name)] = bytes }
         }

@@ -161,7 +161,7 @@ package struct SMPUpdater: ContextHost {
     /// Uploads `image` from wherever the device already is; resumes after a dropped link.
     func upload(
         _ image: [UInt8], sha: [UInt8], connection start: SMPConnection,
-        parameters: MCUmgrParameters, upgrade: Bool = false
+        parameters: MCUmgrParameters, upgrade: Bool = false, imageNumber: Int = 0, progress: (base: Int, total: Int, since: Duration)? = nil
     ) async throws(TransferError) -> (UploadResult, SMPConnection) {
         var connection = start
         let began = clock.now
@@ -198,9 +198,9 @@ package struct SMPUpdater: ContextHost {
             onEvent(
                 .progress(
                     TransferProgress(
-                        bytesAcknowledged: pipeline.confirmed, totalBytes: image.count,
+                        bytesAcknowledged: (progress?.base ?? 0) + pipeline.confirmed, totalBytes: progress?.total ?? image.count,
                         packetsSent: pipeline.requests, packetsResent: pipeline.resentRequests,
-                        packetsLost: pipeline.lossEvents, elapsed: clock.now - began,
+                        packetsLost: pipeline.lossEvents, elapsed: clock.now - (progress?.since ?? began),
                         window: pipeline.window, interPacketDelay: .zero)))
         }
         report()
@@ -218,7 +218,8 @@ package struct SMPUpdater: ContextHost {
                 case .send(let offset, let end, let first):
                     let request =
                         first
-                        ? SMPUploadRequest(offset: 0, data: Array(image[0..<end]), length: image.count, sha: sha, upgrade: upgrade)
+                        ? SMPUploadRequest(
+                            image: imageNumber, offset: 0, data: Array(image[0..<end]), length: image.count, sha: sha, upgrade: upgrade)
                         : SMPUploadRequest(offset: offset, data: Array(image[offset..<end]))
                     let number = try await connection.send(SMPUploadRequest.operation, command: SMPUploadRequest.command, body: request.body)
                     pipeline.sent(sequence: number, offset: offset, end: end, at: clock.now)
@@ -345,15 +346,30 @@ package struct SMPUpdater: ContextHost {
     }
 
     package func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
-        let imageBytes = prepared.bytes
-        let image: MCUbootImage
-        do { image = try MCUbootImage(decoding: imageBytes) } catch {
-            throw TransferError(.badInput, step: .load, "not an MCUboot image: \(error)")
+        var parts: [FlashSteps.Part] = []
+        var variants: [FlashSteps.Part] = []
+        for part in prepared.parts {
+            let image: MCUbootImage
+            do { image = try MCUbootImage(decoding: part.data) } catch {
+                throw TransferError(.badInput, step: .load, "\(part.name) is not an MCUboot image: \(error)")
+            }
+            guard let hash = image.hashTLV else { throw TransferError(.badInput, step: .load, "\(part.name) has no SHA-256 TLV") }
+            let number = part.attributes[SMPProtocol.imageNumberAttribute] ?? 0
+            let flashed = FlashSteps.Part(
+                number: number, image: part.data, hash: hash, version: image.version.description,
+                reading: SMPSlotReading([], hash: hash, decompressedHash: image.decompressedHash, image: number),
+                xipSlot: part.attributes[SMPProtocol.xipSlotAttribute])
+            if flashed.xipSlot != nil {
+                // A direct-XIP pair: the first variant stands for the image until connect picks one.
+                variants.append(flashed)
+                if variants.count > 1 { continue }
+            }
+            parts.append(flashed)
         }
-        guard let hash = image.hashTLV else { throw TransferError(.badInput, step: .load, "the image has no SHA-256 TLV") }
-        var steps = FlashSteps(
-            host: self, image: imageBytes, hash: hash, decompressedHash: image.decompressedHash, version: image.version.description, mode: mode)
-        steps.refusesDowngrade = prepared.refusesDowngrade ? image.version : nil
+        guard !parts.isEmpty else { throw TransferError(.badInput, step: .load, "nothing to flash") }
+        var steps = FlashSteps(host: self, parts: parts, mode: mode)
+        steps.variants = variants
+        steps.refusesDowngrade = prepared.refusesDowngrade ? MCUbootImage.Version(parsing: steps.version) : nil
         // The application takes the image (MCUmgr runs beside it); an upload-only flash ends at the
         // verification; MCUboot's slots say what a repeated mark, reset or confirm would mend.
         var machine = UpdateStateMachine(
@@ -363,26 +379,48 @@ package struct SMPUpdater: ContextHost {
 
     /// An MCUmgr/MCUboot upgrade's steps for the engine's lifecycle: connecting reads the slots
     /// (an image already running or staged is not uploaded again), the transfer is the pipelined
-    /// upload, the verification the image listed in the secondary slot, the activation a mark
-    /// (test or permanent) and a reset, and the confirmation the slots read back, with the
-    /// confirm the mode asks for. What the slots say goes to the engine as reports
+    /// upload of each image to its image's secondary slot, the verification each image listed
+    /// there, the activation the marks (test or permanent; image 1 before image 0, which nRF
+    /// Connect SDK's MCUboot needs, NCSDK-34106) and one reset, and the confirmation the slots read
+    /// back, with the confirm the mode asks for. What the slots say goes to the engine as reports
     /// (``SMPSlotReading``), so a mark, reset or confirm that never arrived is repeated by the
     /// engine's rules, the same that repeat any protocol's lost requests.
+    ///
+    /// The engine follows one image, the lead: image 0 when the update has it, else the one image
+    /// flashed (`flash --image N`). Every other image is checked beside it at each step, and a
+    /// failure names the image.
     struct FlashSteps: RecordedLifecycleSteps {
+        /// One image of the update, for MCUboot's image (core) `number`.
+        struct Part: Sendable {
+            var number: Int
+            var image: [UInt8]
+            var hash: [UInt8]
+            var version: String
+            /// Its slots, as last read.
+            var reading: SMPSlotReading
+            /// For one variant of a direct-XIP pair: the slot it is linked for.
+            var xipSlot: Int? = nil
+        }
+
+        /// A direct-XIP pair's variants (one image, one per slot), of which connect picks the one for
+        /// the slot the device does not run; empty otherwise.
+        var variants: [Part] = []
+        /// Whether the activation marks the images: not under direct-XIP without revert, where
+        /// MCUboot boots the highest version whatever is marked (bootloader info mode 4).
+        var marks = true
+
         let host: SMPUpdater
-        let image: [UInt8]
-        let hash: [UInt8]
-        let version: String
         let mode: FlashMode
+        var parts: [Part]
+        /// The part the engine follows (``parts``' image 0, or the only one).
+        let lead: Int
         var recorder: OperationRecorder
         /// Uploads whose image the device does not list go again, once, resuming from what it holds.
         var tries = UpdateTries(limit: 2)
         var connection: SMPConnection?
         var parameters: MCUmgrParameters?
         var result: UploadResult
-        /// The slots last read.
-        var reading: SMPSlotReading
-        /// Whether `reading` was read on this connection since the last request that changes the slots.
+        /// Whether the slots were read on this connection since the last request that changes them.
         var fresh = false
         /// Readings repeated before a negative verdict (an answer damaged on the way can show a
         /// wrong hash, so "not our image" is believed only once read again), over the whole upgrade.
@@ -400,23 +438,40 @@ package struct SMPUpdater: ContextHost {
         /// The image's version when only a device running an older one may take it (`--no-downgrade`):
         /// checked at connect, and sent as the upload's `upgrade` flag so that the device checks it too.
         var refusesDowngrade: MCUbootImage.Version?
+        /// The lead is for a core the device cannot read, and its update left its slot at the reset.
+        var leadCopied = false
 
-        init(host: SMPUpdater, image: [UInt8], hash: [UInt8], decompressedHash: [UInt8]?, version: String, mode: FlashMode) {
+        init(host: SMPUpdater, parts: [Part], mode: FlashMode) {
             self.host = host
-            self.image = image
-            self.hash = hash
-            self.version = version
+            self.parts = parts
             self.mode = mode
+            lead = parts.firstIndex { $0.number == 0 } ?? 0
             recorder = host.context.recorder("flash")
             recorder.beginQuietly(.load)
-            result = UploadResult(bytes: image.count)
-            reading = SMPSlotReading([], hash: hash, decompressedHash: decompressedHash)
+            result = UploadResult(bytes: parts.reduce(0) { $0 + $1.image.count })
         }
+
+        /// The lead's reading: what the engine is told.
+        var reading: SMPSlotReading {
+            get { parts[lead].reading }
+            set { parts[lead].reading = newValue }
+        }
+        var version: String { parts[lead].version }
+        var hash: [UInt8] { parts[lead].hash }
+        var totalBytes: Int { parts.reduce(0) { $0 + $1.image.count } }
 
         var link: (any Link)? { connection?.link }
         var timeouts: StepTimeouts { host.timeouts }
 
         func note(_ text: String) { host.onEvent(.note(text)) }
+
+        /// What every part reads from one slot list.
+        mutating func take(_ slots: [SMPImageSlot]) {
+            for index in parts.indices { parts[index].reading.slots = slots }
+        }
+
+        /// "image 1 (2.0.0)" where the update has several images or is not for image 0.
+        func name(_ part: Part) -> String { "image \(part.number) (\(part.version))" }
 
         /// As every recorded host's, except that MCUboot's return from the reset (a swap that takes
         /// seconds) is a step of its own in SMP's reports, not part of the confirmation.
@@ -432,7 +487,7 @@ package struct SMPUpdater: ContextHost {
         /// Reads the slots on the open connection.
         mutating func read(_ step: UpdateStep) async throws(TransferError) {
             do {
-                reading.slots = try await connection!.imageState(timeout: timeouts.response, attempts: host.patience)
+                take(try await connection!.imageState(timeout: timeouts.response, attempts: host.patience))
             } catch { throw host.fail(step, error) }
             fresh = true
         }
@@ -445,6 +500,7 @@ package struct SMPUpdater: ContextHost {
             } catch { throw host.fail(.connect, error) }
             try await read(.connect)
             versionBefore = reading.active?.version
+            if !variants.isEmpty { try await pickVariant() }
             try await refuseIfTooLarge(timeout: timeouts.response)
             if let newer = refusesDowngrade, let running = versionBefore.map(MCUbootImage.Version.init(parsing:)), running >= newer {
                 var error = TransferError(
@@ -453,29 +509,72 @@ package struct SMPUpdater: ContextHost {
                 error.outcome = versionBefore.map { .oldImage($0) }
                 throw error
             }
-            if reading.running != nil {
+            for part in parts where !part.reading.primaryReadable && mode != .upload {
+                note(
+                    "\(name(part)) is for a core whose flash the device cannot read (no slot 0 listed for image \(part.number)): MCUboot copies it over at the reset, with no test boot and no way back\(mode == .test ? ", so --mode test updates it for good" : ""); that its slot empties afterwards is the check"
+                )
+            }
+            if parts.count == 1, reading.running != nil {
                 note("the device already runs this image (\(version))")
                 targetAtConnect = reading.report(mode)
             }
             return .application
         }
 
-        /// Asks the device how large an upload its slot takes (slot info) and refuses an image that does
-        /// not fit before a byte of it is sent; a device that does not answer slot info refuses such an
-        /// image at the first upload request instead ("image too large", rc 30).
+        /// Direct-XIP: each slot runs in place, so the image must be the variant linked for the slot the
+        /// device does not run (MCUboot boots an image only from the slot it is linked for). Which mode
+        /// (bootloader info): without revert the image boots by its version, with no marks.
+        mutating func pickVariant() async throws(TransferError) {
+            let number = variants[0].number
+            guard let index = parts.firstIndex(where: { $0.number == number }) else { return }
+            let runningSlot = parts[index].reading.active?.slot ?? 0
+            let free = 1 - runningSlot
+            guard var chosen = variants.first(where: { $0.xipSlot == free }) else {
+                var error = TransferError(
+                    .deviceRefused, step: .connect,
+                    "the update's image \(number) is linked only for slot \(runningSlot), which the device runs (direct-XIP), so it cannot go to slot \(free): nothing was sent; give the package with both variants (an NCS direct-XIP build makes mcuboot_secondary_app.bin too)"
+                )
+                error.outcome = versionBefore.map { .oldImage($0) }
+                throw error
+            }
+            chosen.reading.slots = parts[index].reading.slots
+            parts[index] = chosen
+            note("direct-XIP: the device runs slot \(runningSlot), so the variant linked for slot \(free) goes")
+            if let info = try? await connection!.bootloaderInfo(timeout: timeouts.response), info.mode == 4 {
+                marks = false
+                if mode == .test || mode == .confirm {
+                    note("direct-XIP without revert: MCUboot boots the highest version for good, so --mode \(mode.rawValue) is an upload and a reset")
+                }
+            }
+        }
+
+        /// Asks the device how large an upload each image's slot takes (slot info) and refuses an image
+        /// that does not fit, or is for an image the device does not have, before a byte is sent; a
+        /// device that does not answer slot info refuses such an image at its first upload request
+        /// ("image too large", rc 30, or "invalid slot").
         mutating func refuseIfTooLarge(timeout: Duration) async throws(TransferError) {
             let info: SMPSlotInfo
             do { info = try await connection!.slotInfo(timeout: timeout) } catch {
                 host.logger.debug("no slot info (\(error)): the device checks the image's size at the upload")
                 return
             }
-            guard let limit = info.uploadLimit(image: 0), image.count > limit else { return }
-            var error = TransferError(
-                .deviceRefused, step: .connect,
-                "the image is \(image.count) bytes but the device's slot for it holds \(limit) (its slot info): nothing was sent; build a smaller image (or one compressed) or give the device larger slots"
-            )
-            error.outcome = versionBefore.map { .oldImage($0) }
-            throw error
+            for part in parts {
+                guard info.images.contains(where: { $0.image == part.number }) else {
+                    var error = TransferError(
+                        .deviceRefused, step: .connect,
+                        "the update has \(name(part)) but the device has no image \(part.number) (its slot info lists image \(info.images.map { String($0.image) }.joined(separator: ", "))): nothing was sent; give the package built for this device, or --image with one of those"
+                    )
+                    error.outcome = versionBefore.map { .oldImage($0) }
+                    throw error
+                }
+                guard let limit = info.uploadLimit(image: part.number), part.image.count > limit else { continue }
+                var error = TransferError(
+                    .deviceRefused, step: .connect,
+                    "\(parts.count > 1 || part.number != 0 ? "\(name(part)) is" : "the image is") \(part.image.count) bytes but the device's slot for it holds \(limit) (its slot info): nothing was sent; build a smaller image (or one compressed) or give the device larger slots"
+                )
+                error.outcome = versionBefore.map { .oldImage($0) }
+                throw error
+            }
         }
 
         mutating func enterBootloader() async throws(TransferError) -> Bool { true }
@@ -486,17 +585,33 @@ package struct SMPUpdater: ContextHost {
         }
 
         mutating func transfer() async throws(TryFailure) {
-            if result.requests == 0, !uploadSkipped, reading.staged != nil {
+            if result.requests == 0, !uploadSkipped, parts.allSatisfy({ $0.reading.staged != nil }) {
                 uploadSkipped = true
-                note("the image is already in the secondary slot; skipping the upload")
+                note("the image\(parts.count > 1 ? "s are" : " is") already in the secondary slot\(parts.count > 1 ? "s" : ""); skipping the upload")
                 return
             }
             uploadSkipped = false
             do throws(TransferError) {
-                let uploaded: UploadResult
-                (uploaded, connection) = try await host.upload(
-                    image, sha: SHA256Digest.hash(image), connection: connection!, parameters: parameters!, upgrade: refusesDowngrade != nil)
-                result = host.merge(result, uploaded)
+                var thisTry = UploadResult(bytes: 0)
+                var base = 0
+                let since = host.clock.now
+                for part in parts {
+                    defer { base += part.image.count }
+                    // Of several images, one the device already lists (read at connect, or at the
+                    // verification before this try) is not sent again.
+                    if parts.count > 1, part.reading.staged != nil {
+                        note("\(name(part)) is already in its secondary slot; not sending it again")
+                        continue
+                    }
+                    if parts.count > 1 { note("uploading \(name(part)), \(part.image.count) bytes") }
+                    let uploaded: UploadResult
+                    (uploaded, connection) = try await host.upload(
+                        part.image, sha: SHA256Digest.hash(part.image), connection: connection!, parameters: parameters!,
+                        upgrade: refusesDowngrade != nil && part.number == parts[lead].number, imageNumber: part.number,
+                        progress: (base, totalBytes, since))
+                    thisTry = host.accumulate(thisTry, uploaded)
+                }
+                result = host.merge(result, thisTry)
             } catch { throw .final(error) }
             fresh = false
         }
@@ -504,15 +619,16 @@ package struct SMPUpdater: ContextHost {
         mutating func verify() async throws(TryFailure) -> (ok: Bool, detail: String) {
             do throws(TransferError) {
                 try await read(.verify)
-                while reading.staged == nil, rereads < Self.maximumRereads {
+                while parts.contains(where: { $0.reading.staged == nil }), rereads < Self.maximumRereads {
                     rereads += 1
                     try await read(.verify)
                 }
             } catch { throw .final(error) }
-            guard reading.staged != nil else {
+            if let missing = parts.first(where: { $0.reading.staged == nil }) {
                 // An answer damaged on the way can make an upload look finished when it is not:
                 // upload again; the device resumes from what it holds. A skipped upload was no try.
-                throw .retry("the device does not list the uploaded image yet; uploading again", counts: !uploadSkipped)
+                throw .retry(
+                    "the device does not list the uploaded \(parts.count > 1 ? name(missing) : "image") yet; uploading again", counts: !uploadSkipped)
             }
             return (true, "")
         }
@@ -520,30 +636,39 @@ package struct SMPUpdater: ContextHost {
         mutating func retry(after retry: TryFailure.Retry) async throws(TransferError) { note(retry.reason) }
 
         mutating func triesExhausted(_ retry: TryFailure.Retry, attempts: Int) async -> TransferError {
+            let missing = parts.first { $0.reading.staged == nil } ?? parts[lead]
             var error = TransferError(
                 .verificationFailed, step: .verify,
-                "the device does not list the uploaded image (hash \(hash.hexString.prefix(16))…) in its secondary slot: it did not verify there")
+                "the device does not list the uploaded \(parts.count > 1 ? name(missing) : "image") (hash \(missing.hash.hexString.prefix(16))…) in its secondary slot: it did not verify there"
+            )
             error.outcome = versionBefore.map { .oldImage($0) }
             return error
         }
 
-        /// Marks the image (test, or permanent for ``FlashMode/confirm``) and resets. Again, after a
-        /// report that the image is held: the mark only if it did not take, then the reset.
+        /// Marks each image (test, or permanent for ``FlashMode/confirm`` and for an image whose core
+        /// cannot be read, which MCUboot only copies over), the highest image number first, and
+        /// resets once. Again, after a report that the image is held: the marks that did not take,
+        /// then the reset.
         mutating func activate() async throws(TransferError) -> Bool {
             activations += 1
-            let pending = reading.staged?.pending == true
+            let pending = parts.allSatisfy { $0.reading.staged?.pending == true }
             if activations > 1 {
                 note(
                     pending
-                        ? "the image is still pending (the reset did not arrive); resetting again"
-                        : "the image is not marked pending (the request did not arrive); marking it again")
+                        ? "the image\(parts.count > 1 ? "s are" : " is") still pending (the reset did not arrive); resetting again"
+                        : "the image\(parts.count > 1 ? "s are" : " is") not marked pending (the request did not arrive); marking \(parts.count > 1 ? "them" : "it") again")
             }
             afterProbe = false
-            if activations == 1 || !pending {
+            for index in parts.indices.sorted(by: { parts[$0].number > parts[$1].number }) where marks {
+                let part = parts[index]
+                guard activations == 1 || part.reading.staged?.pending != true else { continue }
+                let permanent = mode == .confirm || !part.reading.primaryReadable
                 do {
-                    reading.slots = try await connection!.setImageState(hash: hash, confirm: mode == .confirm, timeout: timeouts.response, attempts: host.patience)
+                    take(try await connection!.setImageState(hash: part.hash, confirm: permanent, timeout: timeouts.response, attempts: host.patience))
                 } catch { throw host.fail(.activate, error) }
-                guard reading.marked else { throw TransferError(.deviceRefused, step: .activate, "the device did not mark the image pending") }
+                guard parts[index].reading.marked else {
+                    throw TransferError(.deviceRefused, step: .activate, "the device did not mark \(parts.count > 1 ? name(part) : "the image") pending")
+                }
             }
             try await host.sendReset(connection!)
             await connection?.close()
@@ -555,19 +680,53 @@ package struct SMPUpdater: ContextHost {
         /// Not asked: ``reportRunning()`` answers for the slots.
         func runningVersion() async throws(TransferError) -> String? { reading.running?.version }
 
-        /// The slots once the device is back: the image runs (confirmed now if the mode asks), is
-        /// still pending (the engine resets again), or is gone, which MCUboot explains.
+        /// The slots once the device is back: each image runs (confirmed now if the mode asks), is
+        /// still pending (the engine resets again), or is gone, which MCUboot explains, naming the
+        /// image and what image 0 runs.
         mutating func reportRunning() async throws(TransferError) -> UpdateStateMachine.DeviceReport? {
             if !fresh { try await read(.reconnect) }
             fresh = false
+            // The other images first: the lead's report is what the engine acts on.
+            for index in parts.indices where index != lead {
+                while true {
+                    switch parts[index].reading.afterReset {
+                    case .runs, .copied: break
+                    case .stillPending:
+                        var report = reading.report(mode) ?? UpdateStateMachine.DeviceReport(mode: .application, version: versionBefore ?? "", target: .held)
+                        report.target = .held
+                        report.detail = "\(name(parts[index])) is still pending after \(activations) resets: the device does not start it"
+                        return report
+                    case .elsewhere:
+                        guard rereads < Self.maximumRereads else {
+                            // Named with what the lead runs, which is the outcome; left unconfirmed (it reverts
+                            // at the next reset) rather than kept beside a core that did not take its update.
+                            var error = parts[index].reading.failure(version: parts[index].version)
+                            let lead = reading.running
+                            error.message =
+                                "image \(reading.image) runs \(reading.active?.version ?? "nothing")\(lead.map { $0.confirmed ? "" : " unconfirmed (so it reverts at the next reset)" } ?? "") but "
+                                + error.message
+                            error.outcome = lead.map { $0.confirmed ? .newImageConfirmed : .newImageUnconfirmed } ?? .oldImage(reading.active?.version ?? "nothing")
+                            throw error
+                        }
+                        rereads += 1
+                        try await read(.reconnect)
+                        continue
+                    }
+                    break
+                }
+            }
             while true {
                 switch reading.afterReset {
+                case .copied:
+                    note("\(name(parts[lead])) left its slot at the reset: MCUboot copied it to its core (which the device cannot read back)")
+                    leadCopied = true
+                    return UpdateStateMachine.DeviceReport(mode: .application, version: version, target: .running(confirmationOwed: false))
                 case .runs(let running):
                     guard reading.confirmationOwed(mode, by: running) else { return reading.report(mode) }
                     if afterProbe { note("the device runs \(version) unconfirmed; confirming again") }
                     afterProbe = false
                     do {
-                        reading.slots = try await connection!.setImageState(hash: nil, confirm: true, timeout: timeouts.response, attempts: host.patience)
+                        take(try await connection!.setImageState(hash: nil, confirm: true, timeout: timeouts.response, attempts: host.patience))
                     } catch { throw host.fail(.confirm, error) }
                     guard let now = reading.running, now.confirmed else {
                         throw TransferError(.confirmFailed, step: .confirm, "the device did not mark the running image confirmed")
@@ -595,7 +754,7 @@ package struct SMPUpdater: ContextHost {
             connection = nil
             guard let found = await host.probe() else { return nil }
             connection = found.connection
-            reading.slots = found.slots
+            take(found.slots)
             fresh = true
             afterProbe = true
             let report = reading.report(mode)
@@ -608,13 +767,26 @@ package struct SMPUpdater: ContextHost {
         mutating func finish() async -> UpdateReport {
             await connection?.close()
             recorder.versionBefore = versionBefore
-            recorder.versionAfter = reading.active?.version ?? versionBefore
-            return host.report(&recorder, result, bytes: image.count)
+            recorder.versionAfter = reading.active?.version ?? (leadCopied ? version : versionBefore)
+            return host.report(&recorder, result, bytes: totalBytes)
         }
 
         mutating func abandon(_ error: TransferError) async {
             await connection?.close()
         }
+    }
+
+    /// Two uploads of one try (several images) as one: everything summed.
+    func accumulate(_ total: UploadResult, _ more: UploadResult) -> UploadResult {
+        var summed = more
+        summed.bytes += total.bytes
+        summed.elapsed += total.elapsed
+        summed.requests += total.requests
+        summed.resentBytes += total.resentBytes
+        summed.resentRequests += total.resentRequests
+        summed.reconnects += total.reconnects
+        summed.lossEvents += total.lossEvents
+        return summed
     }
 
     func merge(_ total: UploadResult, _ more: UploadResult) -> UploadResult {
