@@ -100,6 +100,30 @@ import ZIPFoundation
         #expect(pair.parts.allSatisfy { $0.attributes[SMPProtocol.imageNumberAttribute] == 0 })
     }
 
+    /// An application that needs a newer network core than the package's own is refused before connecting.
+    @Test func aPackageWhoseImagesDoNotMeetEachOthersDependenciesIsRefused() throws {
+        let application = try Self.sample("blinky-1.1.0-needs-image1-1.2.0+3-counter7-ecdsa-p256.bin")
+        let network = try NCSDFUPackage(contentsOf: Self.samples.appendingPathComponent("nrf5340-sysbuild-dfu_application.zip").path).images[1].bytes
+        let path = try zip(
+            "needs.zip",
+            [
+                ("app.bin", application), ("ipc_radio.bin", network),
+                (
+                    "manifest.json",
+                    try Self.manifest([
+                        ["file": "app.bin", "image_index": "0", "version_MCUBOOT": "1.1.0", "size": application.count],
+                        ["file": "ipc_radio.bin", "image_index": "1", "version_MCUBOOT": "1.1.0", "size": network.count],
+                    ])
+                ),
+            ])
+        #expect(
+            throws: TransferError(
+                .badInput, step: .load,
+                "\(path): app.bin (image 0) needs image 1 at 1.2.0.3 or later, but the package's ipc_radio.bin is 1.1.0: MCUboot would refuse it at boot; build the package again with matching images"
+            )
+        ) { try SMPProtocol().prepareImage(ImageRequest(path: path)) }
+    }
+
     @Test func badPackagesAreRefusedInOneLineNamingTheProblem() throws {
         let image = try Self.sample("blinky-1.1.0-xip-slot0-ecdsa-p256.bin")
         let entry: [String: Any] = ["file": "app.bin", "image_index": "0", "version_MCUBOOT": "1.1.0", "size": image.count]

@@ -64,7 +64,8 @@ import Testing
             #expect(state.networkCore?.pending == false && state.markOrder.isEmpty)
             #expect(same(state.networkCore?.secondary, updated ? nil : network), "a skipped update stays in its slot")
             #expect(said.contains(updated ? "updated the network core" : "skipped the network core's update"), "\(said)")
-            #expect(same(state.primary, order.contains(0) ? application : factory))
+            // The package's application needs its network core (a dependency TLV): without it MCUboot does not swap it either.
+            #expect(same(state.primary, order.contains(0) && updated ? application : factory), "order \(order)")
         }
     }
 
@@ -86,8 +87,9 @@ import Testing
     }
 
     /// A late failure names the image: here something marked the application core before bleota's
-    /// marks (a stale trailer), so MCUboot skips the network core's update; the application runs
-    /// its new image and the message says what each image did.
+    /// marks (a stale trailer), so MCUboot skips the network core's update, and the application,
+    /// which needs that network core (its dependency TLV), is not swapped either; the message says
+    /// what each image did.
     @Test func aNetworkCoreUpdateThatWasSkippedFailsNamingTheImage() async throws {
         let prepared = try SMPProtocol().prepareImage(ImageRequest(path: Self.package))
         let run = try await simulateSMPUpgrade(
@@ -99,9 +101,9 @@ import Testing
         #expect(error.code == .verificationFailed && error.step == .reconnect)
         #expect(
             error.message
-                == "image 0 runs 2.0.1 unconfirmed (so it reverts at the next reset) but image 1 (1.1.0) is still in its slot after the reset, no longer marked: MCUboot did not copy it to its core (on an nRF5340 it skips the network core's update when the application core's image was marked first, NCSDK-34106); flash it again with --image 1"
+                == "image 0 runs 1.0.0 but image 1 (1.1.0) is still in its slot after the reset, no longer marked: MCUboot did not copy it to its core (on an nRF5340 it skips the network core's update when the application core's image was marked first, NCSDK-34106); flash it again with --image 1"
         )
-        #expect(error.outcome == .newImageUnconfirmed)
+        #expect(error.outcome == .oldImage("1.0.0"))
         #expect(run.device.networkCore?.secondary != nil && run.device.networkCore?.pending == false)
     }
 
@@ -132,5 +134,39 @@ import Testing
         #expect(run.slots.allSatisfy { !$0.pending })
         #expect(same(run.device.secondary, application) && same(run.device.networkCore?.secondary, network))
         #expect(run.steps == [.connect, .transfer, .verify])
+    }
+
+    /// An image's dependency on image 1 (`IMAGE_TLV_DEPENDENCY`) is checked before anything is sent
+    /// where the device lists what image 1 runs; where it cannot (an nRF5340), bleota says so, and
+    /// MCUboot's refusal at boot (the upgrade cancelled, the image left in its slot) is named with it.
+    @Test(arguments: [("2-listed", "1.0.0"), ("2-listed", "1.3.0"), ("2", "1.0.0")])
+    func aDependencyOnTheOtherImageIsCheckedWhereTheDeviceShowsIt(_ images: String, running: String) async throws {
+        let image = try [UInt8](
+            Data(contentsOf: repositoryRootForSMP.appendingPathComponent("samples/mcuboot/imgtool-2.5.0-ncs/blinky-1.1.0-needs-image1-1.2.0+3-counter7-ecdsa-p256.bin")))
+        let run = try await simulateSMPUpgrade("sim://2m-dle?protocol=smp&images=\(images)&version=\(running)", image: image)
+        switch (images, running) {
+        case ("2-listed", "1.0.0"):
+            guard case .failure(let error) = run.outcome else {
+                Issue.record("an unmet dependency was flashed")
+                return
+            }
+            #expect(
+                error.message
+                    == "image 0 (1.1.0) needs image 1 at 1.2.0.3 or later, but the device's image 1 runs 1.0.0: nothing was sent; update image 1 first, or with it (MCUboot would refuse the image at boot)"
+            )
+            #expect(error.step == .connect && run.device.secondary == nil && run.steps == [.connect])
+        case ("2-listed", _):
+            #expect(try run.outcome.get().versionAfter == "1.1.0")
+            #expect(same(run.device.primary, image))
+        default:
+            guard case .failure(let error) = run.outcome else {
+                Issue.record("MCUboot swapped an image whose dependency is unmet")
+                return
+            }
+            #expect(run.notes.contains("image 0 (1.1.0) needs image 1 at 1.2.0.3 or later, which bleota cannot check: the device does not show what image 1 runs"))
+            #expect(error.message.hasSuffix("; or the image's dependency (image 1 at 1.2.0.3 or later) was not met, which bleota could not check beforehand"), "\(error.message)")
+            #expect(same(run.device.secondary, image) && run.device.pendingSwap == nil, "the upgrade was cancelled, the image left in its slot")
+            #expect(error.outcome == .oldImage("1.0.0"))
+        }
     }
 }

@@ -59,9 +59,13 @@ package final class SMPDeviceStorage: Sendable {
         /// Whether the mark asked for permanence (what the trailer, and so the list, says).
         package var permanent: Bool = false
         package var slotSize: Int
-        package init(running: [UInt8], slotSize: Int) {
+        /// Whether the image list shows what it runs (slot 0): not on an nRF5340, where that flash is
+        /// the other core's; a part whose second image the application can read lists it.
+        package var listsRunning: Bool
+        package init(running: [UInt8], slotSize: Int, listsRunning: Bool = false) {
             self.running = running
             self.slotSize = slotSize
+            self.listsRunning = listsRunning
         }
     }
 
@@ -229,6 +233,10 @@ package final class SMPDeviceStorage: Sendable {
                 state.secondary = nil
                 return "the secondary image does not verify: erased it, kept the primary"
             }
+            if let unmet = unmetDependency(of: secondary, in: state) {
+                // boot_verify_dependencies: the upgrade is cancelled, the image left where it is.
+                return "the secondary image needs \(unmet), which image \(unmet.image) does not meet: not swapped"
+            }
             state.secondary = state.primary
             state.primary = installed(secondary)
             state.primaryConfirmed = permanent
@@ -246,6 +254,14 @@ package final class SMPDeviceStorage: Sendable {
         case .none:
             return "booted the primary image"
         }
+    }
+
+    /// The first of `image`'s dependencies on the network core (image 1) that what it runs does not meet.
+    private static func unmetDependency(of image: [UInt8], in state: State) -> MCUbootImage.Dependency? {
+        guard let parsed = try? MCUbootImage(decoding: image), let core = state.networkCore,
+            let running = try? MCUbootImage(decoding: core.running)
+        else { return nil }
+        return parsed.dependencies.first { $0.image == 1 && running.version < $0.minimumVersion }
     }
 
     /// What MCUboot checks before swapping: the header, the TLVs and the hash.
@@ -275,7 +291,11 @@ package final class SMPDeviceStorage: Sendable {
                     bootable: true, pending: type == .test || type == .permanent,
                     confirmed: type == .revert, active: false, permanent: type == .permanent))
         }
-        // Image 1: only its secondary slot, in the application core's flash, can be read.
+        // Image 1: on an nRF5340 only its secondary slot, in the application core's flash, can be read.
+        if let core = state.networkCore, core.listsRunning, let image = try? MCUbootImage(decoding: core.running) {
+            slots.append(
+                SMPImageSlot(image: 1, slot: 0, version: image.version.description, hash: image.hashTLV ?? [], bootable: true, confirmed: true, active: true))
+        }
         if let core = state.networkCore, let secondary = core.secondary, let image = try? MCUbootImage(decoding: secondary) {
             slots.append(
                 SMPImageSlot(

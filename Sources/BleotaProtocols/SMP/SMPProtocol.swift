@@ -38,6 +38,9 @@ public struct SMPProtocol: UpdateProtocol {
         ]
     }
 
+    /// How many images the simulated device updates, and whether image 1's running slot is listed.
+    enum ImagesShape: Sendable { case one, networkCore, listedSecondImage }
+
     /// The simulated device's options.
     enum DeviceOptions {
         static let bufferSize = ProtocolOption.integer(
@@ -69,8 +72,8 @@ public struct SMPProtocol: UpdateProtocol {
         static let images = ProtocolOption.choice(
             "images",
             meaning:
-                "2: a two-core part as an nRF5340 (image 1 the network core: upgrade-only, no slot 0 listed, 256 KiB slots, its update skipped when image 0 is marked first as NCSDK-34106 has it); 1: one image",
-            ["1": false, "2": true], default: false)
+                "2: a two-core part as an nRF5340 (image 1 the network core: upgrade-only, no slot 0 listed, 256 KiB slots, its update skipped when image 0 is marked first as NCSDK-34106 has it); 2-listed: the same with image 1's running slot 0 listed; 1: one image",
+            ["1": ImagesShape.one, "2": .networkCore, "2-listed": .listedSecondImage], default: .one)
         static let directXIP = ProtocolOption.choice(
             "direct-xip",
             meaning:
@@ -140,6 +143,20 @@ public struct SMPProtocol: UpdateProtocol {
             }
             parts = only
         }
+        // A dependency on another image of the package is checked here, before anything connects.
+        if request.imageNumber == nil {
+            for image in package.images {
+                for dependency in image.mcuboot.dependencies {
+                    guard let other = package.images.first(where: { $0.imageIndex == dependency.image }),
+                        other.mcuboot.version < dependency.minimumVersion
+                    else { continue }
+                    throw TransferError(
+                        .badInput, step: .load,
+                        "\(request.path): \(image.file) (image \(image.imageIndex)) needs \(dependency), but the package's \(other.file) is \(other.mcuboot.version): MCUboot would refuse it at boot; build the package again with matching images"
+                    )
+                }
+            }
+        }
         let lead = package.images.first { $0.imageIndex == (request.imageNumber ?? 0) } ?? package.images[0]
         return PreparedImage(
             parts: parts, version: lead.mcuboot.version.description,
@@ -185,9 +202,12 @@ public struct SMPProtocol: UpdateProtocol {
         let stallAt = try configuration.value(of: DeviceOptions.stallAt)
         let stallTime = try configuration.value(of: DeviceOptions.stallTime)
         let version = MCUbootImage.Version(parsing: configuration.initialVersion)
+        let shape = try configuration.value(of: DeviceOptions.images)
         let networkCore =
-            try configuration.value(of: DeviceOptions.images)
-            ? SMPDeviceStorage.NetworkCore(running: SMPDevice.factoryImage(version: version, size: 16 * 1024), slotSize: 256 * 1024) : nil
+            shape == .one
+            ? nil
+            : SMPDeviceStorage.NetworkCore(
+                running: SMPDevice.factoryImage(version: version, size: 16 * 1024), slotSize: 256 * 1024, listsRunning: shape == .listedSecondImage)
         let directXIP = try configuration.value(of: DeviceOptions.directXIP)
         let storage = SMPDeviceStorage(
             primary: SMPDevice.factoryImage(version: version, linkedAt: directXIP == nil ? nil : SMPDeviceStorage.DirectXIP.slotAddresses[0]),

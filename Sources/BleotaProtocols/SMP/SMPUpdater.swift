@@ -501,6 +501,7 @@ package struct SMPUpdater: ContextHost {
             try await read(.connect)
             versionBefore = reading.active?.version
             if !variants.isEmpty { try await pickVariant() }
+            try refuseUnmetDependencies()
             try await refuseIfTooLarge(timeout: timeouts.response)
             if let newer = refusesDowngrade, let running = versionBefore.map(MCUbootImage.Version.init(parsing:)), running >= newer {
                 var error = TransferError(
@@ -519,6 +520,34 @@ package struct SMPUpdater: ContextHost {
                 targetAtConnect = reading.report(mode)
             }
             return .application
+        }
+
+        /// An image's dependency TLVs (`IMAGE_TLV_DEPENDENCY`: another image at a minimum version),
+        /// checked before anything is sent against what the update brings for that image, else what
+        /// the device lists running there; MCUboot would refuse the image at boot. One the device
+        /// cannot show (an nRF5340's network core) is said, not guessed.
+        mutating func refuseUnmetDependencies() throws(TransferError) {
+            for part in parts {
+                guard let image = try? MCUbootImage(decoding: part.image) else { continue }
+                for dependency in image.dependencies {
+                    let provided: (version: String, source: String)
+                    if let other = parts.first(where: { $0.number == dependency.image }) {
+                        provided = (other.version, "the update brings \(other.version) for it")
+                    } else if let active = part.reading.slots.first(where: { $0.image == dependency.image && $0.active }) {
+                        provided = (active.version, "the device's image \(dependency.image) runs \(active.version)")
+                    } else {
+                        note("\(name(part)) needs \(dependency), which bleota cannot check: the device does not show what image \(dependency.image) runs")
+                        continue
+                    }
+                    guard MCUbootImage.Version(parsing: provided.version) < dependency.minimumVersion else { continue }
+                    var error = TransferError(
+                        .deviceRefused, step: .connect,
+                        "\(name(part)) needs \(dependency), but \(provided.source): nothing was sent; update image \(dependency.image) first, or with it (MCUboot would refuse the image at boot)"
+                    )
+                    error.outcome = versionBefore.map { .oldImage($0) }
+                    throw error
+                }
+            }
         }
 
         /// Direct-XIP: each slot runs in place, so the image must be the variant linked for the slot the
@@ -737,7 +766,14 @@ package struct SMPUpdater: ContextHost {
                     report?.detail = "the image is still pending after \(activations) resets: the device does not start it"
                     return report
                 case .elsewhere:
-                    guard rereads < Self.maximumRereads else { throw reading.failure(version: version) }
+                    guard rereads < Self.maximumRereads else {
+                        var error = reading.failure(version: version)
+                        if reading.staged != nil, let dependencies = try? MCUbootImage(decoding: parts[lead].image).dependencies, !dependencies.isEmpty {
+                            error.message +=
+                                "; or the image's dependency (\(dependencies.map(\.description).joined(separator: ", "))) was not met, which bleota could not check beforehand"
+                        }
+                        throw error
+                    }
                     rereads += 1
                     try await read(.reconnect)
                 }
