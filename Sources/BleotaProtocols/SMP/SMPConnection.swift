@@ -240,7 +240,7 @@ public final class SMPConnection: Sendable {
         _ = try await request(SMPImageEraseRequest(slot: 1), timeout: timeout)
     }
 
-    public func reset(timeout: Duration, attempts: Int = 1) async throws(SMPClientError) {
-        _ = try await request(SMPResetRequest(), timeout: timeout, attempts: attempts)
+    public func reset(timeout: Duration, attempts: Int = 1, bootMode: Int? = nil) async throws(SMPClientError) {
+        _ = try await request(SMPResetRequest(bootMode: bootMode), timeout: timeout, attempts: attempts)
     }
 }

@@ -68,7 +68,8 @@ package actor SMPDevice: DeviceHalf {
     /// Whether the stall has happened (once per device).
     private var stalled = false
 
-    package var mode: DeviceMode { .application }
+    /// The loader of a firmware-loader device is its bootloader: it advertises as one (the next address).
+    package var mode: DeviceMode { storage.snapshot.inLoader ? .bootloader : .application }
 
     package var firmware: FirmwareState {
         let state = storage.snapshot
@@ -234,7 +235,16 @@ package actor SMPDevice: DeviceHalf {
         guard length <= message.count - SMPHeader.size else { return (failure(SMPDeviceError(.general(.corrupt))), .none) }
         // Reset does not look at its body (Zephyr without a reset hook): empty, garbage or
         // anything resets. Every other command needs a CBOR map.
-        if header.smpCommand == .reset, operation == .write { return (reply(.map([])), .reset) }
+        if header.smpCommand == .reset, operation == .write {
+            // A boot mode is kept for the next boot where the device has a firmware loader to boot.
+            if storage.snapshot.firmwareLoader != nil, length > 0,
+                let body = try? CBOR(decoding: Array(message[SMPHeader.size..<SMPHeader.size + length])),
+                let request = try? SMPResetRequest(body: body), let mode = request.bootMode
+            {
+                storage.withState { $0.bootModeRequest = mode }
+            }
+            return (reply(.map([])), .reset)
+        }
         let body: CBOR
         do {
             body = try CBOR(decoding: Array(message[SMPHeader.size..<SMPHeader.size + length]))
@@ -258,8 +268,9 @@ package actor SMPDevice: DeviceHalf {
                     // Any query but "mode" yields no answer; Zephyr returns it as a plain code.
                     guard query.string == "mode" else { throw SMPDeviceError(.general(.invalidArgument)) }
                     // Swap using scratch (1), or direct-XIP (4, with revert 5), as `os_mgmt` reports its Kconfig.
-                    let xip = storage.snapshot.directXIP
-                    return (reply(SMPBootloaderInfo(mode: xip?.mode ?? 1, noDowngrade: xip != nil).body), .none)
+                    let state = storage.snapshot
+                    let mode = state.firmwareLoader != nil ? 7 : state.directXIP?.mode ?? 1
+                    return (reply(SMPBootloaderInfo(mode: mode, noDowngrade: state.directXIP != nil).body), .none)
                 }
                 return (reply(SMPBootloaderInfo(bootloader: "MCUboot").body), .none)
             case (.imageState, false):
@@ -273,7 +284,8 @@ package actor SMPDevice: DeviceHalf {
                 guard answersSlotInfo else { throw SMPDeviceError(.general(.notSupported)) }
                 // Each image's two slots; an upload goes to its slot 1 (`upload_image_id`).
                 let state = storage.snapshot
-                let free = 1 - state.activeSlot
+                // With a firmware loader, only the loader takes an upload, and into slot 0.
+                let free = state.firmwareLoader == nil ? 1 - state.activeSlot : state.inLoader ? 0 : -1
                 var images: [SMPSlotInfo.Image] = [
                     .init(
                         image: 0,
@@ -347,6 +359,8 @@ package actor SMPDevice: DeviceHalf {
     private func setState(_ body: CBOR) throws(SMPDeviceError) {
         let request: SMPImageStateWriteRequest
         do { request = try SMPImageStateWriteRequest(body: body) } catch { throw SMPDeviceError(.general(.invalidArgument)) }
+        // Firmware-loader mode has nothing to mark: what is in slot 0 boots if it verifies.
+        if storage.snapshot.firmwareLoader != nil { throw SMPDeviceError(.general(.notSupported)) }
         let slots = storage.slots
         let type = storage.snapshot.swapType
         let target: SMPImageSlot
@@ -451,6 +465,9 @@ package actor SMPDevice: DeviceHalf {
             }
             if let resumed { return SMPUploadResponse(offset: resumed).body }
             guard !secondaryInUse(image: image) else { throw SMPDeviceError(.image(.noFreeSlot)) }
+            let loader = storage.snapshot.firmwareLoader != nil
+            // The application of a firmware-loader device has no slot to take an upload; its loader writes slot 0.
+            if loader, !storage.snapshot.inLoader { throw SMPDeviceError(.image(.noFreeSlot), reason: "no slot") }
             let slotSize = image == 0 ? storage.snapshot.slotSize : storage.snapshot.networkCore!.slotSize
             guard length <= slotSize else { throw SMPDeviceError(.image(.imageTooLarge)) }
             // `upgrade`: only a newer image than the running one (img_mgmt's vercmp, equal refused too).
@@ -462,7 +479,13 @@ package actor SMPDevice: DeviceHalf {
             }
             // The upload goes to the image's secondary slot, erased first.
             storage.withState { state in
-                if image == 0 { state.secondary = nil } else { state.networkCore?.secondary = nil }
+                if loader {
+                    state.primary = []  // the loader erases the application's slot before writing it
+                } else if image == 0 {
+                    state.secondary = nil
+                } else {
+                    state.networkCore?.secondary = nil
+                }
             }
             storage.withUpload { $0 = SMPDeviceStorage.Upload(image: image, length: length, sha: request.sha, bytes: []) }
         }
@@ -493,7 +516,13 @@ package actor SMPDevice: DeviceHalf {
                 return (upload?.image ?? 0, upload.map { Array($0.bytes.prefix($0.length)) } ?? [])
             }
             storage.withState { state in
-                if image == 0 { state.secondary = bytes } else { state.networkCore?.secondary = bytes }
+                if state.firmwareLoader != nil {
+                    state.primary = bytes
+                } else if image == 0 {
+                    state.secondary = bytes
+                } else {
+                    state.networkCore?.secondary = bytes
+                }
             }
         }
         return SMPUploadResponse(offset: state.offset, match: state.match).body

@@ -28,6 +28,14 @@ package final class SMPDeviceStorage: Sendable {
         package var directXIP: DirectXIP?
         /// The slot `primary` is in: 0 unless direct-XIP booted slot 1.
         package var activeSlot = 0
+        /// MCUboot's firmware-loader mode (mode 7): a second, small application with MCUmgr, the
+        /// loader (its image here), which MCUboot boots when asked (reset with `boot_mode` 1) or when
+        /// the application does not verify, and which writes an upload over the application.
+        package var firmwareLoader: [UInt8]?
+        /// Whether the loader runs (the device advertises as its bootloader then).
+        package var inLoader = false
+        /// The boot mode a reset asked for (retention RAM), read by the next boot.
+        package var bootModeRequest: Int?
         /// The images marked for the next boot, in the order their flags were set: on an nRF5340
         /// MCUboot skips the network core's update when the application core's flag was set first
         /// (nRF Connect SDK's known issue NCSDK-34106), so hosts mark image 1 before image 0.
@@ -156,9 +164,27 @@ package final class SMPDeviceStorage: Sendable {
             state.boots += 1
             let network = Self.bootNetworkCore(&state)
             state.markOrder = []
+            if state.firmwareLoader != nil { return Self.bootWithLoader(&state) }
             let application = state.directXIP == nil ? Self.bootApplication(&state, installing: installed) : Self.bootInPlace(&state)
             return network.map { "\(application); \($0)" } ?? application
         }
+    }
+
+    /// Firmware-loader mode: the loader when asked (boot mode 1) or when the application does not
+    /// verify (an upload cut short leaves it so), else the application. Nothing is swapped or marked.
+    private static func bootWithLoader(_ state: inout State) -> String {
+        defer { state.bootModeRequest = nil }
+        if state.bootModeRequest == SMPResetRequest.bootLoaderMode {
+            state.inLoader = true
+            return "booted the firmware loader (boot mode 1)"
+        }
+        guard verifies(state.primary) else {
+            state.inLoader = true
+            return "the application does not verify: booted the firmware loader"
+        }
+        state.inLoader = false
+        state.primaryConfirmed = true
+        return "booted the application"
     }
 
     /// A direct-XIP boot: nothing moves; MCUboot picks the slot to run (``DirectXIP``), and an
@@ -278,6 +304,17 @@ package final class SMPDeviceStorage: Sendable {
         let state = snapshot
         let type = state.swapType
         var slots: [SMPImageSlot] = []
+        if let loader = state.firmwareLoader {
+            // The application in slot 0, the loader in slot 1: each active when it runs.
+            if let image = try? MCUbootImage(decoding: state.primary) {
+                slots.append(
+                    SMPImageSlot(slot: 0, version: image.version.description, hash: image.hashTLV ?? [], bootable: true, confirmed: true, active: !state.inLoader))
+            }
+            if state.inLoader, let image = try? MCUbootImage(decoding: loader) {
+                slots.append(SMPImageSlot(slot: 1, version: image.version.description, hash: image.hashTLV ?? [], bootable: true, confirmed: true, active: true))
+            }
+            return slots
+        }
         if let image = try? MCUbootImage(decoding: state.primary) {
             slots.append(
                 SMPImageSlot(

@@ -29,9 +29,22 @@ public struct SMPResetRequest: SMPRequest, Hashable {
     public static let command = SMPCommand.reset
     public static let operation = SMPHeader.Operation.write
     public var force: Bool?
-    public init(force: Bool? = nil) { self.force = force }
-    public var what: String { "the reset request" }
-    public var body: CBOR { SMPBody.map([("force", force.map(CBOR.bool))]) }
+    /// Where the device should boot next (Zephyr 4.2's `CONFIG_MCUMGR_GRP_OS_RESET_BOOT_MODE`,
+    /// kept in retention RAM): 1 asks MCUboot for the firmware loader (``bootLoaderMode``); nil
+    /// for an ordinary reset.
+    public var bootMode: Int?
+    public init(force: Bool? = nil, bootMode: Int? = nil) {
+        self.force = force
+        self.bootMode = bootMode
+    }
+    /// `boot_mode` 1: the firmware loader (Zephyr's `BOOT_MODE_TYPE_BOOTLOADER`).
+    public static let bootLoaderMode = 1
+    public var what: String { bootMode == nil ? "the reset request" : "the reset request (boot mode \(bootMode!))" }
+    public var body: CBOR { SMPBody.map([("force", force.map(CBOR.bool)), ("boot_mode", bootMode.map { CBOR($0) })]) }
+    public init(body: CBOR) throws(SMPBody.FieldError) {
+        force = try SMPBody.optionalBool(body, "force", in: "the reset request")
+        bootMode = try SMPBody.optionalInt(body, "boot_mode", in: "the reset request")
+    }
 }
 
 /// OS group, command 6: the device's SMP buffer size and count.

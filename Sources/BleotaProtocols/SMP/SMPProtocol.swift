@@ -79,6 +79,11 @@ public struct SMPProtocol: UpdateProtocol {
             meaning:
                 "1: MCUboot in direct-XIP mode (bootloader info mode 4: each slot runs in place, an image only from the slot it is linked for, the highest version boots, no marks; slots at 0xC000 and 0x82000); revert: with revert (mode 5: marked test, confirmed or back); 0: swap",
             ["0": SMPDeviceStorage.DirectXIP?.none, "1": .withoutRevert, "revert": .withRevert], default: nil)
+        static let firmwareLoader = ProtocolOption.choice(
+            "firmware-loader",
+            meaning:
+                "1: MCUboot's firmware-loader mode (bootloader info mode 7): the application takes no upload; a reset with boot_mode 1 starts the loader (0.1.0, at the next address), which writes an upload over the application; nothing is marked",
+            ["0": false, "1": true], default: false)
         static let stallTime = ProtocolOption.milliseconds(
             "stall-time", meaning: "how long the stall of stall-at lasts, in ms (default 5000)", range: 0...600_000, default: .seconds(5))
     }
@@ -88,7 +93,7 @@ public struct SMPProtocol: UpdateProtocol {
             DeviceOptions.bufferSize.deviceSpec, DeviceOptions.bufferCount.deviceSpec, DeviceOptions.swapTime.deviceSpec, DeviceOptions.confirmFailures.deviceSpec,
             DeviceOptions.resetDelay.deviceSpec, DeviceOptions.stallAt.deviceSpec, DeviceOptions.stallTime.deviceSpec,
             DeviceOptions.decompress.deviceSpec, DeviceOptions.slotInfo.deviceSpec, DeviceOptions.images.deviceSpec,
-            DeviceOptions.directXIP.deviceSpec,
+            DeviceOptions.directXIP.deviceSpec, DeviceOptions.firmwareLoader.deviceSpec,
         ]
     }
 
@@ -213,8 +218,10 @@ public struct SMPProtocol: UpdateProtocol {
             primary: SMPDevice.factoryImage(version: version, linkedAt: directXIP == nil ? nil : SMPDeviceStorage.DirectXIP.slotAddresses[0]),
             slotSize: directXIP == nil ? configuration.slotSize : SMPDeviceStorage.DirectXIP.slotSize,
             decompresses: try configuration.value(of: DeviceOptions.decompress), networkCore: networkCore, directXIP: directXIP)
+        let loader = try configuration.value(of: DeviceOptions.firmwareLoader)
         storage.withState { state in
             for (name, bytes) in configuration.files { state.files[SMPUpdater.devicePath(name)] = bytes }
+            if loader { state.firmwareLoader = SMPDevice.factoryImage(version: MCUbootImage.Version(parsing: "0.1.0"), size: 8 * 1024) }
         }
         return SMPDevice(
             name: configuration.name, storage: storage,

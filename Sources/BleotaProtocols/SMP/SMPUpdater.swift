@@ -502,7 +502,19 @@ package struct SMPUpdater: ContextHost {
             versionBefore = reading.active?.version
             if !variants.isEmpty { try await pickVariant() }
             try refuseUnmetDependencies()
-            try await refuseIfTooLarge(timeout: timeouts.response)
+            var info: SMPSlotInfo?
+            do { info = try await connection!.slotInfo(timeout: timeouts.response) } catch {
+                host.logger.debug("no slot info (\(error)): the device checks the image's size at the upload")
+            }
+            let uploadable = info?.images.first { $0.image == 0 }?.slots.contains { $0.uploadImageID != nil }
+            // A device with no slot to upload to, or running slot 1, may have a firmware loader.
+            if uploadable != true || reading.active?.slot == 1, parts.count == 1, reading.running == nil,
+                let boot = try? await connection!.bootloaderInfo(timeout: timeouts.response), boot.mode == 7
+            {
+                try await enterFirmwareLoader()
+                info = try? await connection!.slotInfo(timeout: timeouts.response)
+            }
+            try refuseIfTooLarge(info)
             if let newer = refusesDowngrade, let running = versionBefore.map(MCUbootImage.Version.init(parsing:)), running >= newer {
                 var error = TransferError(
                     .deviceRefused, step: .connect,
@@ -577,16 +589,45 @@ package struct SMPUpdater: ContextHost {
             }
         }
 
-        /// Asks the device how large an upload each image's slot takes (slot info) and refuses an image
-        /// that does not fit, or is for an image the device does not have, before a byte is sent; a
-        /// device that does not answer slot info refuses such an image at its first upload request
-        /// ("image too large", rc 30, or "invalid slot").
-        mutating func refuseIfTooLarge(timeout: Duration) async throws(TransferError) {
-            let info: SMPSlotInfo
-            do { info = try await connection!.slotInfo(timeout: timeout) } catch {
-                host.logger.debug("no slot info (\(error)): the device checks the image's size at the upload")
+        /// MCUboot's firmware-loader mode (bootloader info mode 7): the application has no slot for an
+        /// upload; reset with `boot_mode` 1 (Zephyr 4.2), MCUboot boots the loader, a small MCUmgr
+        /// application at its own address, which writes the upload over the application in slot 0.
+        /// Nothing is marked (what is in slot 0 boots if it verifies), so the activation is a reset.
+        /// A device found in its loader already (slot 1 runs) is updated from there.
+        mutating func enterFirmwareLoader() async throws(TransferError) {
+            marks = false
+            guard reading.active?.slot != 1 else {
+                versionBefore = reading.own.first { $0.slot == 0 }?.version
+                note("the device runs its firmware loader already (slot 1): the image goes over the application in slot 0")
                 return
             }
+            note(
+                "firmware loader (MCUboot mode 7): the application resets into its loader (boot mode 1), which writes the image over the application; no test or confirm\(mode == .test ? ", so --mode test updates it for good" : "")"
+            )
+            recorder.enter(.enterBootloader)
+            try await host.sendReset(connection!, bootMode: SMPResetRequest.bootLoaderMode, step: .enterBootloader)
+            await connection?.close()
+            recorder.enter(.reconnect)
+            connection = try await host.waitForReturn(for: .bootloader)
+            do {
+                parameters = try await connection!.parameters(timeout: timeouts.response, attempts: host.patience)
+            } catch { throw host.fail(.reconnect, error) }
+            try await read(.reconnect)
+            guard reading.active?.slot == 1 else {
+                var error = TransferError(
+                    .deviceRefused, step: .enterBootloader,
+                    "the device came back running its application, not its firmware loader: it did not take the reset's boot mode (Zephyr's CONFIG_MCUMGR_GRP_OS_RESET_BOOT_MODE); start the loader by hand (its button or pin) and flash again"
+                )
+                error.outcome = versionBefore.map { .oldImage($0) }
+                throw error
+            }
+        }
+
+        /// Refuses, from the device's slot info, an image that does not fit its slot, or is for an image
+        /// the device does not have, before a byte is sent; a device that does not answer slot info
+        /// refuses such an image at its first upload request ("image too large", rc 30, or "no free slot").
+        mutating func refuseIfTooLarge(_ info: SMPSlotInfo?) throws(TransferError) {
+            guard let info else { return }
             for part in parts {
                 guard info.images.contains(where: { $0.image == part.number }) else {
                     var error = TransferError(
@@ -842,16 +883,16 @@ package struct SMPUpdater: ContextHost {
     /// `CONFIG_MCUMGR_GRP_OS_RESET_MS` later (250 ms by default), and until then the old image
     /// answers every request with its old slots — a reading taken then says "still pending" of an
     /// update that is about to take. A lost answer or a link that drops is expected either way.
-    func sendReset(_ connection: SMPConnection) async throws(TransferError) {
+    func sendReset(_ connection: SMPConnection, bootMode: Int? = nil, step: UpdateStep = .activate) async throws(TransferError) {
         do {
-            try await connection.reset(timeout: timeouts.response, attempts: 2)
+            try await connection.reset(timeout: timeouts.response, attempts: 2, bootMode: bootMode)
         } catch .linkLost {
             logger.debug("the link dropped at the reset: the device is resetting")
             return
         } catch .timeout {
             logger.debug("no answer to the reset: the device may be resetting")
         } catch {
-            throw fail(.activate, error)
+            throw fail(step, error)
         }
         let evidence = await awaitReset(connection)
         logger.debug("after the reset: \(evidence)")
@@ -899,9 +940,9 @@ package struct SMPUpdater: ContextHost {
     }
 
     /// After a reset: reconnect until the device answers again (it is away for the swap).
-    func waitForReturn() async throws(TransferError) -> SMPConnection {
+    func waitForReturn(for purpose: ConnectPurpose = .application) async throws(TransferError) -> SMPConnection {
         do {
-            return try await reconnectAndEcho()
+            return try await reconnectAndEcho(for: purpose)
         } catch {
             throw TransferError(
                 .timeout, step: .reconnect,
@@ -909,10 +950,10 @@ package struct SMPUpdater: ContextHost {
         }
     }
 
-    private func reconnectAndEcho() async throws(LinkError) -> SMPConnection {
+    private func reconnectAndEcho(for purpose: ConnectPurpose = .application) async throws(LinkError) -> SMPConnection {
         let clock = self.clock, connector = self.connector, timeouts = self.timeouts
         return try await retryUntil(deadline: clock.now + timeouts.reboot, clock: clock, pause: .milliseconds(200)) { left throws(LinkError) in
-            let link = try await connector.connect(for: .application, timeout: left)
+            let link = try await connector.connect(for: purpose, timeout: left)
             let connection = SMPConnection(link: link, clock: clock, firstSequence: 0x80)
             do {
                 _ = try await connection.echo("bleota", timeout: timeouts.response)

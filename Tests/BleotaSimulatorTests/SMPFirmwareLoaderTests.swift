@@ -1,0 +1,56 @@
+import BleotaCodec
+import BleotaEngine
+import BleotaProtocols
+import Foundation
+import Testing
+
+@testable import BleotaSimulator
+
+/// MCUboot's firmware-loader mode (bootloader info mode 7): the application takes no upload; a
+/// reset with `boot_mode` 1 starts the loader (another address), which writes the image over the
+/// application in slot 0; nothing is marked, and the next boot runs slot 0 if it verifies.
+@Suite struct SMPFirmwareLoaderTests {
+    @Test func theApplicationResetsIntoItsLoaderWhichWritesTheImageOverIt() async throws {
+        let image = try imgtoolSample("app-1.1.0-ecdsa-p256.bin")
+        let run = try await simulateSMPUpgrade("sim://2m-dle?protocol=smp&firmware-loader=1", image: image)
+        let report = try run.outcome.get()
+        #expect(same(run.device.primary, image))
+        #expect(!run.device.inLoader && run.device.pendingSwap == nil)
+        #expect(report.versionBefore == "1.0.0" && report.versionAfter == "1.1.0")
+        #expect(run.steps == [.connect, .enterBootloader, .reconnect, .transfer, .verify, .activate, .reconnect, .confirm])
+        #expect(run.device.boots == 2, "one boot into the loader, one back into the application")
+        #expect(run.notes.contains { $0.hasPrefix("firmware loader (MCUboot mode 7): the application resets into its loader (boot mode 1)") }, "\(run.notes)")
+    }
+
+    /// A device left in its loader (an update cut short there) is updated from it, with no reset first.
+    @Test func aDeviceFoundInItsLoaderIsUpdatedFromThere() async throws {
+        let image = try imgtoolSample("app-1.1.0-ecdsa-p256.bin")
+        let run = try await simulateSMPUpgrade(
+            "sim://2m-dle?protocol=smp&firmware-loader=1", image: image,
+            prepare: { storage in
+                storage.withState { state in
+                    state.primary = []
+                    state.inLoader = true
+                }
+            })
+        _ = try run.outcome.get()
+        #expect(same(run.device.primary, image) && !run.device.inLoader)
+        #expect(run.steps == [.connect, .transfer, .verify, .activate, .reconnect, .confirm])
+        #expect(run.notes.contains("the device runs its firmware loader already (slot 1): the image goes over the application in slot 0"))
+    }
+
+    /// The boots MCUboot makes in this mode: the loader when asked or when the application does not verify.
+    @Test func theLoaderBootsWhenAskedOrWhenTheApplicationDoesNotVerify() {
+        let factory = SMPDevice.factoryImage(version: .init(major: 1, minor: 0, revision: 0, build: 0))
+        let storage = SMPDeviceStorage(primary: factory)
+        storage.withState { $0.firmwareLoader = SMPDevice.factoryImage(version: .init(major: 0, minor: 1, revision: 0, build: 0), size: 1024) }
+        storage.withState { $0.bootModeRequest = SMPResetRequest.bootLoaderMode }
+        #expect(storage.boot() == "booted the firmware loader (boot mode 1)")
+        #expect(storage.snapshot.inLoader && storage.slots.map(\.slot) == [0, 1] && storage.slots.first { $0.active }?.slot == 1)
+        #expect(storage.boot() == "booted the application")
+        #expect(!storage.snapshot.inLoader && storage.slots.map(\.slot) == [0])
+        storage.withState { $0.primary = Array(factory.dropLast(7)) }
+        #expect(storage.boot() == "the application does not verify: booted the firmware loader")
+        #expect(storage.snapshot.inLoader)
+    }
+}
