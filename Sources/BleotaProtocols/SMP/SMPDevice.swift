@@ -76,8 +76,12 @@ package actor SMPDevice: DeviceHalf {
         return FirmwareState(running: state.primary, confirmed: state.primaryConfirmed, pending: state.pendingSwap == nil ? nil : state.secondary)
     }
 
+    /// What image 0 runs, and on a two-core part what the network core runs (which no SMP request shows).
     package var runningVersion: String {
-        (try? MCUbootImage(decoding: storage.snapshot.primary))?.version.description ?? "none"
+        let state = storage.snapshot
+        let application = (try? MCUbootImage(decoding: state.primary))?.version.description ?? "none"
+        guard let core = state.networkCore else { return application }
+        return "\(application) (network core \((try? MCUbootImage(decoding: core.running))?.version.description ?? "none"))"
     }
 
     /// Power-up: MCUboot's boot decisions, and RAM lost.
