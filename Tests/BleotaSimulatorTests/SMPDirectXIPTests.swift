@@ -19,12 +19,12 @@ import Testing
 
     /// From either running slot the variant for the other goes, and the device then runs it from there:
     /// with revert marked test and confirmed, without revert booted by its version alone.
-    @Test(arguments: [("1", 0), ("1", 1), ("revert", 0), ("revert", 1)])
+    @Test(arguments: [("direct-xip", 0), ("direct-xip", 1), ("direct-xip-revert", 0), ("direct-xip-revert", 1)])
     func thePackagesVariantForTheFreeSlotIsSentAndRuns(_ option: String, running: Int) async throws {
         let prepared = try SMPProtocol().prepareImage(ImageRequest(path: Self.package))
         #expect(prepared.parts.count == 2)
         let run = try await simulateSMPUpgrade(
-            "sim://2m-dle?protocol=smp&direct-xip=\(option)", prepared: prepared,
+            "sim://2m-dle?protocol=smp&mcuboot-mode=\(option)", prepared: prepared,
             prepare: { storage in
                 guard running == 1 else { return }
                 storage.withState { state in
@@ -46,7 +46,7 @@ import Testing
     @Test func aVariantOnlyForTheRunningSlotIsRefusedBeforeAnythingIsSent() async throws {
         var prepared = try SMPProtocol().prepareImage(ImageRequest(path: Self.package))
         prepared.parts.removeAll { $0.attributes[SMPProtocol.xipSlotAttribute] == 1 }
-        let run = try await simulateSMPUpgrade("sim://2m-dle?protocol=smp&direct-xip=1", prepared: prepared)
+        let run = try await simulateSMPUpgrade("sim://2m-dle?protocol=smp&mcuboot-mode=direct-xip", prepared: prepared)
         guard case .failure(let error) = run.outcome else {
             Issue.record("a variant for the running slot was sent")
             return
@@ -62,7 +62,7 @@ import Testing
     /// The wrong variant, given as a plain image, lands in the free slot, but MCUboot will not run
     /// an image linked for another address: it erases it and the device keeps its image.
     @Test func anImageLinkedForTheRunningSlotIsRefusedAtBoot() async throws {
-        let run = try await simulateSMPUpgrade("sim://2m-dle?protocol=smp&direct-xip=1", image: try Self.variant(0))
+        let run = try await simulateSMPUpgrade("sim://2m-dle?protocol=smp&mcuboot-mode=direct-xip", image: try Self.variant(0))
         guard case .failure(let error) = run.outcome else {
             Issue.record("an image linked for slot 0 ran from slot 1")
             return
@@ -74,15 +74,15 @@ import Testing
 
     /// With revert, a test boot not confirmed goes back to the other slot at the next boot; without
     /// revert, `--mode test` is an upload and a reset (said), and the image stays.
-    @Test(arguments: [("revert", 0), ("1", 1)])
+    @Test(arguments: [("direct-xip-revert", 0), ("direct-xip", 1)])
     func aTestBootIsRevertedOnlyWhereTheModeHasRevert(_ option: String, slotAfterNextBoot: Int) async throws {
         let prepared = try SMPProtocol().prepareImage(ImageRequest(path: Self.package))
         let run = try await simulateSMPUpgrade(
-            "sim://2m-dle?protocol=smp&direct-xip=\(option)", prepared: prepared, mode: .test, after: { $0.boot() })
+            "sim://2m-dle?protocol=smp&mcuboot-mode=\(option)", prepared: prepared, mode: .test, after: { $0.boot() })
         _ = try run.outcome.get()
         #expect(run.device.activeSlot == slotAfterNextBoot)
         #expect(
-            run.notes.contains("direct-XIP without revert: MCUboot boots the highest version for good, so --mode test is an upload and a reset")
-                == (option == "1"), "\(run.notes)")
+            run.notes.contains("direct XIP without revert (mode 4): MCUboot boots the highest version for good, so --mode test is an upload and a reset")
+                == (option == "direct-xip"), "\(run.notes)")
     }
 }

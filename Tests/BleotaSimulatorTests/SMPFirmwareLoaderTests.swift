@@ -12,7 +12,7 @@ import Testing
 @Suite struct SMPFirmwareLoaderTests {
     @Test func theApplicationResetsIntoItsLoaderWhichWritesTheImageOverIt() async throws {
         let image = try imgtoolSample("app-1.1.0-ecdsa-p256.bin")
-        let run = try await simulateSMPUpgrade("sim://2m-dle?protocol=smp&firmware-loader=1", image: image)
+        let run = try await simulateSMPUpgrade("sim://2m-dle?protocol=smp&mcuboot-mode=firmware-loader", image: image)
         let report = try run.outcome.get()
         #expect(same(run.device.primary, image))
         #expect(!run.device.inLoader && run.device.pendingSwap == nil)
@@ -26,7 +26,7 @@ import Testing
     @Test func aDeviceFoundInItsLoaderIsUpdatedFromThere() async throws {
         let image = try imgtoolSample("app-1.1.0-ecdsa-p256.bin")
         let run = try await simulateSMPUpgrade(
-            "sim://2m-dle?protocol=smp&firmware-loader=1", image: image,
+            "sim://2m-dle?protocol=smp&mcuboot-mode=firmware-loader", image: image,
             prepare: { storage in
                 storage.withState { state in
                     state.primary = []

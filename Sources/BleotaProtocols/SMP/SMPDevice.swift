@@ -273,8 +273,7 @@ package actor SMPDevice: DeviceHalf {
                     guard query.string == "mode" else { throw SMPDeviceError(.general(.invalidArgument)) }
                     // Swap using scratch (1), or direct-XIP (4, with revert 5), as `os_mgmt` reports its Kconfig.
                     let state = storage.snapshot
-                    let mode = state.firmwareLoader != nil ? 7 : state.directXIP?.mode ?? 1
-                    return (reply(SMPBootloaderInfo(mode: mode, noDowngrade: state.directXIP != nil).body), .none)
+                    return (reply(SMPBootloaderInfo(mode: state.mode.rawValue, noDowngrade: state.directXIP != nil).body), .none)
                 }
                 return (reply(SMPBootloaderInfo(bootloader: "MCUboot").body), .none)
             case (.imageState, false):
@@ -289,11 +288,13 @@ package actor SMPDevice: DeviceHalf {
                 // Each image's two slots; an upload goes to its slot 1 (`upload_image_id`).
                 let state = storage.snapshot
                 // With a firmware loader, only the loader takes an upload, and into slot 0.
-                let free = state.firmwareLoader == nil ? 1 - state.activeSlot : state.inLoader ? 0 : -1
+                let free = state.firmwareLoader != nil ? (state.inLoader ? 0 : -1) : state.mode.hasSecondSlot ? 1 - state.activeSlot : -1
                 var images: [SMPSlotInfo.Image] = [
                     .init(
                         image: 0,
-                        slots: [0, 1].map { .init(slot: $0, size: state.slotSize, uploadImageID: $0 == free ? 0 : nil) })
+                        slots: (state.mode.hasSecondSlot || state.firmwareLoader != nil ? [0, 1] : [0]).map {
+                            .init(slot: $0, size: state.slotSize, uploadImageID: $0 == free ? 0 : nil)
+                        })
                 ]
                 if let core = state.networkCore {
                     images.append(.init(image: 1, slots: [.init(slot: 0, size: core.slotSize), .init(slot: 1, size: core.slotSize, uploadImageID: 1)]))
@@ -472,6 +473,8 @@ package actor SMPDevice: DeviceHalf {
             let loader = storage.snapshot.firmwareLoader != nil
             // The application of a firmware-loader device has no slot to take an upload; its loader writes slot 0.
             if loader, !storage.snapshot.inLoader { throw SMPDeviceError(.image(.noFreeSlot), reason: "no slot") }
+            // A single-slot build has no slot beside the one it runs from.
+            if !loader, !storage.snapshot.mode.hasSecondSlot { throw SMPDeviceError(.image(.noFreeSlot), reason: "no slot") }
             let slotSize = image == 0 ? storage.snapshot.slotSize : storage.snapshot.networkCore!.slotSize
             guard length <= slotSize else { throw SMPDeviceError(.image(.imageTooLarge)) }
             // `upgrade`: only a newer image than the running one (img_mgmt's vercmp, equal refused too).

@@ -28,6 +28,8 @@ package final class SMPDeviceStorage: Sendable {
         package var directXIP: DirectXIP?
         /// The slot `primary` is in: 0 unless direct-XIP booted slot 1.
         package var activeSlot = 0
+        /// The mode MCUboot was built for, which bootloader info reports.
+        package var mode: MCUbootMode = .swapScratch
         /// MCUboot's firmware-loader mode (mode 7): a second, small application with MCUmgr, the
         /// loader (its image here), which MCUboot boots when asked (reset with `boot_mode` 1) or when
         /// the application does not verify, and which writes an upload over the application.
@@ -74,6 +76,28 @@ package final class SMPDeviceStorage: Sendable {
             self.running = running
             self.slotSize = slotSize
             self.listsRunning = listsRunning
+        }
+    }
+
+    /// MCUboot's modes as `boot_status.h` numbers them (bootloader info's `mode`, which Zephyr's
+    /// `os_mgmt` derives from the application's Kconfig). The simulated device does each: swap
+    /// (scratch, move, offset: test, confirm or revert), overwrite-only (copied, no revert),
+    /// direct-XIP and RAM load (the highest version from the slot it is in), direct-XIP with
+    /// revert, the firmware loader, and single-slot (no slot for an upload).
+    package enum MCUbootMode: Int, Sendable, CaseIterable {
+        case singleSlot = 0, swapScratch, overwriteOnly, swapMove, directXIP, directXIPRevert, ramLoad, firmwareLoader, singleSlotRAMLoad,
+            swapOffset
+
+        /// Whether an application has a second slot to take an upload.
+        package var hasSecondSlot: Bool { self != .singleSlot && self != .singleSlotRAMLoad && self != .firmwareLoader }
+
+        /// How the slots run, where they run in place (or from RAM): nil for the swap modes.
+        package var inPlace: DirectXIP? {
+            switch self {
+            case .directXIP, .ramLoad: .withoutRevert
+            case .directXIPRevert: .withRevert
+            default: nil
+            }
         }
     }
 
@@ -252,7 +276,7 @@ package final class SMPDeviceStorage: Sendable {
     private static func bootApplication(_ state: inout State, installing installed: ([UInt8]) -> [UInt8]) -> String {
         switch state.swapType {
         case .test, .permanent:
-            let permanent = state.pendingSwap == .permanent
+            let permanent = state.pendingSwap == .permanent || state.mode == .overwriteOnly
             state.pendingSwap = nil
             guard let secondary = state.secondary, Self.verifies(secondary) else {
                 // boot_validate_slot: a pending image that fails validation is scrambled.
@@ -263,7 +287,8 @@ package final class SMPDeviceStorage: Sendable {
                 // boot_verify_dependencies: the upgrade is cancelled, the image left where it is.
                 return "the secondary image needs \(unmet), which image \(unmet.image) does not meet: not swapped"
             }
-            state.secondary = state.primary
+            // Overwrite-only copies the image over and erases its slot: there is no way back.
+            state.secondary = state.mode == .overwriteOnly ? nil : state.primary
             state.primary = installed(secondary)
             state.primaryConfirmed = permanent
             return permanent ? "swapped to the new image permanently" : "swapped to the new image for a test boot"

@@ -74,16 +74,15 @@ public struct SMPProtocol: UpdateProtocol {
             meaning:
                 "2: a two-core part as an nRF5340 (image 1 the network core: upgrade-only, no slot 0 listed, 256 KiB slots, its update skipped when image 0 is marked first as NCSDK-34106 has it); 2-listed: the same with image 1's running slot 0 listed; 1: one image",
             ["1": ImagesShape.one, "2": .networkCore, "2-listed": .listedSecondImage], default: .one)
-        static let directXIP = ProtocolOption.choice(
-            "direct-xip",
+        static let mcubootMode = ProtocolOption.choice(
+            "mcuboot-mode",
             meaning:
-                "1: MCUboot in direct-XIP mode (bootloader info mode 4: each slot runs in place, an image only from the slot it is linked for, the highest version boots, no marks; slots at 0xC000 and 0x82000); revert: with revert (mode 5: marked test, confirmed or back); 0: swap",
-            ["0": SMPDeviceStorage.DirectXIP?.none, "1": .withoutRevert, "revert": .withRevert], default: nil)
-        static let firmwareLoader = ProtocolOption.choice(
-            "firmware-loader",
-            meaning:
-                "1: MCUboot's firmware-loader mode (bootloader info mode 7): the application takes no upload; a reset with boot_mode 1 starts the loader (0.1.0, at the next address), which writes an upload over the application; nothing is marked",
-            ["0": false, "1": true], default: false)
+                "the mode MCUboot is built for, as bootloader info reports it: swap-scratch (1, the default), swap-move (3), swap-offset (9): test, confirm or revert; overwrite-only (2): copied over, no revert; direct-xip (4): slots at 0xC000 and 0x82000 run in place, an image only from the slot it is linked for, the highest version boots, no marks; direct-xip-revert (5): the same, marked test and confirmed or back; ram-load (6): the highest version is run from RAM; firmware-loader (7): a reset with boot_mode 1 starts the loader (0.1.0, at the next address), which writes an upload over the application, nothing marked; single-slot (0), single-slot-ram-load (8): no slot for an upload",
+            [
+                "single-slot": SMPDeviceStorage.MCUbootMode.singleSlot, "swap-scratch": .swapScratch, "overwrite-only": .overwriteOnly,
+                "swap-move": .swapMove, "direct-xip": .directXIP, "direct-xip-revert": .directXIPRevert, "ram-load": .ramLoad,
+                "firmware-loader": .firmwareLoader, "single-slot-ram-load": .singleSlotRAMLoad, "swap-offset": .swapOffset,
+            ], default: .swapScratch, noun: "an MCUboot mode")
         static let stallTime = ProtocolOption.milliseconds(
             "stall-time", meaning: "how long the stall of stall-at lasts, in ms (default 5000)", range: 0...600_000, default: .seconds(5))
     }
@@ -93,7 +92,7 @@ public struct SMPProtocol: UpdateProtocol {
             DeviceOptions.bufferSize.deviceSpec, DeviceOptions.bufferCount.deviceSpec, DeviceOptions.swapTime.deviceSpec, DeviceOptions.confirmFailures.deviceSpec,
             DeviceOptions.resetDelay.deviceSpec, DeviceOptions.stallAt.deviceSpec, DeviceOptions.stallTime.deviceSpec,
             DeviceOptions.decompress.deviceSpec, DeviceOptions.slotInfo.deviceSpec, DeviceOptions.images.deviceSpec,
-            DeviceOptions.directXIP.deviceSpec, DeviceOptions.firmwareLoader.deviceSpec,
+            DeviceOptions.mcubootMode.deviceSpec,
         ]
     }
 
@@ -213,13 +212,16 @@ public struct SMPProtocol: UpdateProtocol {
             ? nil
             : SMPDeviceStorage.NetworkCore(
                 running: SMPDevice.factoryImage(version: version, size: 16 * 1024), slotSize: 256 * 1024, listsRunning: shape == .listedSecondImage)
-        let directXIP = try configuration.value(of: DeviceOptions.directXIP)
+        let mode = try configuration.value(of: DeviceOptions.mcubootMode)
+        let directXIP = mode.inPlace
         let storage = SMPDeviceStorage(
-            primary: SMPDevice.factoryImage(version: version, linkedAt: directXIP == nil ? nil : SMPDeviceStorage.DirectXIP.slotAddresses[0]),
+            primary: SMPDevice.factoryImage(
+                version: version, linkedAt: mode == .directXIP || mode == .directXIPRevert ? SMPDeviceStorage.DirectXIP.slotAddresses[0] : nil),
             slotSize: directXIP == nil ? configuration.slotSize : SMPDeviceStorage.DirectXIP.slotSize,
             decompresses: try configuration.value(of: DeviceOptions.decompress), networkCore: networkCore, directXIP: directXIP)
-        let loader = try configuration.value(of: DeviceOptions.firmwareLoader)
+        let loader = mode == .firmwareLoader
         storage.withState { state in
+            state.mode = mode
             for (name, bytes) in configuration.files { state.files[SMPUpdater.devicePath(name)] = bytes }
             if loader { state.firmwareLoader = SMPDevice.factoryImage(version: MCUbootImage.Version(parsing: "0.1.0"), size: 8 * 1024) }
         }

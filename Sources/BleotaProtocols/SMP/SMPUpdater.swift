@@ -507,12 +507,32 @@ package struct SMPUpdater: ContextHost {
                 host.logger.debug("no slot info (\(error)): the device checks the image's size at the upload")
             }
             let uploadable = info?.images.first { $0.image == 0 }?.slots.contains { $0.uploadImageID != nil }
-            // A device with no slot to upload to, or running slot 1, may have a firmware loader.
-            if uploadable != true || reading.active?.slot == 1, parts.count == 1, reading.running == nil,
-                let boot = try? await connection!.bootloaderInfo(timeout: timeouts.response), boot.mode == 7
-            {
+            // The mode decides the flow where the slots leave it open: no slot to upload to (a firmware
+            // loader, or single-slot), slot 1 running (a loader, or in place), or a direct-XIP pair.
+            var bootMode: Int?
+            if uploadable != true || reading.active?.slot == 1 || !variants.isEmpty, reading.running == nil || parts.count > 1 {
+                bootMode = (try? await connection!.bootloaderInfo(timeout: timeouts.response))?.mode
+            }
+            switch bootMode {
+            case 7? where parts.count == 1:
                 try await enterFirmwareLoader()
                 info = try? await connection!.slotInfo(timeout: timeouts.response)
+            case 0?, 8?:
+                var error = TransferError(
+                    .deviceRefused, step: .connect,
+                    "the device's MCUboot is single-slot (mode \(bootMode!), \(SMPBootloaderInfo.modeName(bootMode!))): the application has no slot for an update, so nothing was sent; update it through MCUboot's serial recovery (the bootloader's SMP on its serial console: hold the device in recovery and flash --device serial://…)"
+                )
+                error.outcome = versionBefore.map { .oldImage($0) }
+                throw error
+            case 4?, 6?:
+                // Direct-XIP without revert and RAM load boot the highest version whatever is marked.
+                marks = false
+                if mode == .test || mode == .confirm {
+                    note(
+                        "\(SMPBootloaderInfo.modeName(bootMode!)) (mode \(bootMode!)): MCUboot boots the highest version for good, so --mode \(mode.rawValue) is an upload and a reset"
+                    )
+                }
+            default: break
             }
             try refuseIfTooLarge(info)
             if let newer = refusesDowngrade, let running = versionBefore.map(MCUbootImage.Version.init(parsing:)), running >= newer {
@@ -581,12 +601,6 @@ package struct SMPUpdater: ContextHost {
             chosen.reading.slots = parts[index].reading.slots
             parts[index] = chosen
             note("direct-XIP: the device runs slot \(runningSlot), so the variant linked for slot \(free) goes")
-            if let info = try? await connection!.bootloaderInfo(timeout: timeouts.response), info.mode == 4 {
-                marks = false
-                if mode == .test || mode == .confirm {
-                    note("direct-XIP without revert: MCUboot boots the highest version for good, so --mode \(mode.rawValue) is an upload and a reset")
-                }
-            }
         }
 
         /// MCUboot's firmware-loader mode (bootloader info mode 7): the application has no slot for an
