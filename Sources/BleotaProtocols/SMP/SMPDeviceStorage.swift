@@ -30,6 +30,8 @@ package final class SMPDeviceStorage: Sendable {
         package var activeSlot = 0
         /// The mode MCUboot was built for, which bootloader info reports.
         package var mode: MCUbootMode = .swapScratch
+        /// The private key MCUboot holds for encrypted images (`MCUBOOT_ENCRYPT_*`).
+        package var decryption: Decryption = .any
         /// MCUboot's firmware-loader mode (mode 7): a second, small application with MCUmgr, the
         /// loader (its image here), which MCUboot boots when asked (reset with `boot_mode` 1) or when
         /// the application does not verify, and which writes an upload over the application.
@@ -77,6 +79,31 @@ package final class SMPDeviceStorage: Sendable {
             self.slotSize = slotSize
             self.listsRunning = listsRunning
         }
+    }
+
+    /// Which encrypted images MCUboot can decrypt: it unwraps the image's AES key with its own
+    /// private key (the key TLV's kind: 0x30 RSA-OAEP, 0x31 AES key wrap, 0x32 ECIES P-256, 0x33
+    /// ECIES X25519), so an image encrypted for another kind, or a bootloader without a key, fails
+    /// validation and is erased. `any` stands for the key each image was encrypted for.
+    package enum Decryption: Sendable, Equatable {
+        case any, none
+        case key(UInt16)
+
+        func decrypts(_ image: MCUbootImage) -> Bool {
+            switch self {
+            case .any: true
+            case .none: false
+            case .key(let kind): image.encryption?.key?.type == kind
+            }
+        }
+    }
+
+    /// What MCUboot's validation says of `image` on this device: an encrypted image is validated once
+    /// decrypted, which needs the key it was encrypted for; any other, its hash.
+    static func validates(_ image: [UInt8], _ state: State) -> Bool {
+        guard let parsed = try? MCUbootImage(decoding: image) else { return false }
+        if parsed.isEncrypted { return state.decryption.decrypts(parsed) }
+        return verifies(image)
     }
 
     /// MCUboot's modes as `boot_status.h` numbers them (bootloader info's `mode`, which Zephyr's
@@ -278,7 +305,7 @@ package final class SMPDeviceStorage: Sendable {
         case .test, .permanent:
             let permanent = state.pendingSwap == .permanent || state.mode == .overwriteOnly
             state.pendingSwap = nil
-            guard let secondary = state.secondary, Self.verifies(secondary) else {
+            guard let secondary = state.secondary, Self.validates(secondary, state) else {
                 // boot_validate_slot: a pending image that fails validation is scrambled.
                 state.secondary = nil
                 return "the secondary image does not verify: erased it, kept the primary"

@@ -83,6 +83,14 @@ public struct SMPProtocol: UpdateProtocol {
                 "swap-move": .swapMove, "direct-xip": .directXIP, "direct-xip-revert": .directXIPRevert, "ram-load": .ramLoad,
                 "firmware-loader": .firmwareLoader, "single-slot-ram-load": .singleSlotRAMLoad, "swap-offset": .swapOffset,
             ], default: .swapScratch, noun: "an MCUboot mode")
+        static let decryptionKey = ProtocolOption.choice(
+            "decrypt-key",
+            meaning:
+                "the private key MCUboot holds for encrypted images: ecies-p256 (key TLV 0x32), x25519 (0x33), kw (AES key wrap, 0x31), rsa (0x30), none (an encrypted image fails validation and is erased), any (the default: whatever each image was encrypted for)",
+            [
+                "any": SMPDeviceStorage.Decryption.any, "none": .none, "ecies-p256": .key(0x32), "x25519": .key(0x33), "kw": .key(0x31),
+                "rsa": .key(0x30),
+            ], default: .any, noun: "a key kind")
         static let stallTime = ProtocolOption.milliseconds(
             "stall-time", meaning: "how long the stall of stall-at lasts, in ms (default 5000)", range: 0...600_000, default: .seconds(5))
     }
@@ -92,7 +100,7 @@ public struct SMPProtocol: UpdateProtocol {
             DeviceOptions.bufferSize.deviceSpec, DeviceOptions.bufferCount.deviceSpec, DeviceOptions.swapTime.deviceSpec, DeviceOptions.confirmFailures.deviceSpec,
             DeviceOptions.resetDelay.deviceSpec, DeviceOptions.stallAt.deviceSpec, DeviceOptions.stallTime.deviceSpec,
             DeviceOptions.decompress.deviceSpec, DeviceOptions.slotInfo.deviceSpec, DeviceOptions.images.deviceSpec,
-            DeviceOptions.mcubootMode.deviceSpec,
+            DeviceOptions.mcubootMode.deviceSpec, DeviceOptions.decryptionKey.deviceSpec,
         ]
     }
 
@@ -220,8 +228,10 @@ public struct SMPProtocol: UpdateProtocol {
             slotSize: directXIP == nil ? configuration.slotSize : SMPDeviceStorage.DirectXIP.slotSize,
             decompresses: try configuration.value(of: DeviceOptions.decompress), networkCore: networkCore, directXIP: directXIP)
         let loader = mode == .firmwareLoader
+        let decryption = try configuration.value(of: DeviceOptions.decryptionKey)
         storage.withState { state in
             state.mode = mode
+            state.decryption = decryption
             for (name, bytes) in configuration.files { state.files[SMPUpdater.devicePath(name)] = bytes }
             if loader { state.firmwareLoader = SMPDevice.factoryImage(version: MCUbootImage.Version(parsing: "0.1.0"), size: 8 * 1024) }
         }

@@ -823,6 +823,10 @@ package struct SMPUpdater: ContextHost {
                 case .elsewhere:
                     guard rereads < Self.maximumRereads else {
                         var error = reading.failure(version: version)
+                        if reading.staged == nil, let encryption = (try? MCUbootImage(decoding: parts[lead].image))?.encryption {
+                            error.message +=
+                                "; the image is encrypted (\(encryption.cipher)\(encryption.key.map { String(format: ", its key in TLV 0x%02x", $0.type) } ?? "")): the bootloader must hold the private key it was encrypted for"
+                        }
                         if reading.staged != nil, let dependencies = try? MCUbootImage(decoding: parts[lead].image).dependencies, !dependencies.isEmpty {
                             error.message +=
                                 "; or the image's dependency (\(dependencies.map(\.description).joined(separator: ", "))) was not met, which bleota could not check beforehand"
