@@ -64,6 +64,12 @@ def toolkit(args):
         if command == "reset":
             c.os_system_reset()
             return "reset"
+        if command == "reset-loader":
+            # boot_mode 1: the firmware loader (Zephyr's CONFIG_MCUMGR_GRP_OS_RESET_BOOT_MODE)
+            c.os_system_reset(boot_mode=1)
+            return "reset"
+        if command == "bootloader-info":
+            return c.os_bootloader_info()
         if command == "slot-info":
             return [{"image": i.image, "max_image_size": i.max_image_size,
                      "slots": [{"slot": s.slot, "size": s.size, "upload_image_id": s.upload_image_id} for s in i.slots]}
@@ -113,7 +119,7 @@ def main():
     parser.add_argument("--baud", type=int, default=115200)
     parser.add_argument("--timeout-ms", type=int, default=3000)
     parser.add_argument("--image", type=int, default=None)
-    parser.add_argument("command", choices=["state", "echo", "params", "upload", "upload-upgrade", "update", "test", "confirm", "reset", "fs-upload", "fs-download", "slot-info"])
+    parser.add_argument("command", choices=["state", "echo", "params", "upload", "upload-upgrade", "update", "test", "confirm", "reset", "fs-upload", "fs-download", "slot-info", "reset-loader", "bootloader-info"])
     parser.add_argument("rest", nargs="*")
     args = parser.parse_args()
     try:
