@@ -59,6 +59,12 @@ struct ServeCommand: AsyncParsableCommand {
             "Advertise the first protocol's service, the name bleota-serve and the firmware version the device runs (manufacturer data, protocols/advertised-version.md; updated after an update) through the kernel's management interface (needs root; the kernel advertises again after each connection). Without it, advertising is left to the adapter's owner, e.g. btmgmt or bluetoothd."
     )
     var advertise = false
+    @Option(
+        name: .customLong("device-option"),
+        help: ArgumentHelp(
+            "A key of a served protocol's device, as in a sim:// address (repeatable; each protocol that has the key takes it; bleota sim presets lists them), e.g. images=2 for a two-core MCUboot device.",
+            valueName: "KEY=VALUE"))
+    var deviceOptions: [String] = []
 
     func validate() throws {
         if let runTime { _ = try runTime.checkedSeconds(option: "--duration", range: 0...31_536_000) }
@@ -74,14 +80,21 @@ struct ServeCommand: AsyncParsableCommand {
         } catch {
             throw CommandFailure(.bluetoothUnavailable, "cannot listen on \(adapter) (\(address)): \(error)")
         }
-        // One device half per protocol with a GATT service, all behind one GATT server.
-        let configuration = DeviceConfiguration(
-            name: "bleota-serve", initialVersion: version, slotSize: slot, bufferCount: 32,
-            maximumPacket: 514, files: [DeviceConfiguration.welcomeFile.name: DeviceConfiguration.welcomeFile.bytes])
+        // One device half per protocol with a GATT service, all behind one GATT server; each takes
+        // the --device-option keys it has.
+        let served = CommandContext.registry.protocols.filter { !$0.identity.gattServices.isEmpty }
+        let given = try keyValueOptions(
+            deviceOptions, option: "--device-option", example: "images=2",
+            accepted: Array(Set(served.flatMap { $0.deviceOptions.map(\.key) })).sorted(), owner: "a served protocol's device")
         var hosted: [HostedDevice] = []
         var credit: (any DeviceHalf)?
-        for updateProtocol in CommandContext.registry.protocols {
+        for updateProtocol in served {
             guard let service = updateProtocol.identity.gattServices.first else { continue }
+            let keys = Set(updateProtocol.deviceOptions.map(\.key))
+            let configuration = DeviceConfiguration(
+                name: "bleota-serve", initialVersion: version, slotSize: slot, bufferCount: 32,
+                maximumPacket: 514, files: [DeviceConfiguration.welcomeFile.name: DeviceConfiguration.welcomeFile.bytes],
+                options: given.filter { keys.contains($0.key) })
             let half: any DeviceHalf
             do { half = try updateProtocol.makeDevice(configuration) } catch {
                 throw CommandFailure(.usage, "cannot make the \(updateProtocol.name) device: \(error)")
