@@ -183,13 +183,30 @@ struct FlashCommand: AsyncParsableCommand {
     )
     var imageNumber: Int?
 
-    @Argument(help: "The image: .bin, .hex, .srec, or the protocol's own format (an MCUboot-signed .bin, …).") var image: String
+    @Option(
+        name: .customLong("xip-pair"), parsing: .upToNextOption,
+        help: ArgumentHelp(
+            "For MCUboot's direct-XIP: the two variants of the image, each linked for one slot (imgtool --rom-fixed); bleota sends the one for the slot the device does not run. In place of IMAGE.",
+            valueName: "A B"))
+    var xipPair: [String] = []
+
+    @Argument(help: "The image: .bin, .hex, .srec, or the protocol's own format (an MCUboot-signed .bin, …).") var image: String?
+
+    func validate() throws {
+        switch (image, xipPair.count) {
+        case (nil, 0): throw ValidationError("give the image to flash (or --xip-pair A B)")
+        case (_?, 1...): throw ValidationError("give either IMAGE or --xip-pair A B, not both")
+        case (nil, 2): break
+        case (nil, _): throw ValidationError("--xip-pair takes two images, one linked for each slot: got \(xipPair.count)")
+        default: break
+        }
+    }
 
     func run() async throws {
         let logger = global.makeLogger("bleota.flash")
         let device = deviceOptions.device
         let updateProtocol = try await device.resolveProtocol(
-            explicit: protocolOption.name, image: ImageFiles.probe(image), needs: .flash,
+            explicit: protocolOption.name, image: ImageFiles.probe(image ?? xipPair[0]), needs: .flash,
             timeout: deviceOptions.timeouts.connect, pairing: deviceOptions.pairing.policy, logger: logger)
         let mode = flashOptions.mode ?? updateProtocol.flashModes.first ?? .testAndConfirm
         guard updateProtocol.flashModes.contains(mode) else {
@@ -201,6 +218,9 @@ struct FlashCommand: AsyncParsableCommand {
             throw CommandFailure(
                 .usage, "--no-downgrade: \(updateProtocol.identity.displayName) cannot ask the device to refuse an older image: drop --no-downgrade")
         }
+        if !xipPair.isEmpty, !updateProtocol.capabilities.contains(.multipleImages) {
+            throw CommandFailure(.usage, "--xip-pair: \(updateProtocol.identity.displayName) has no direct-XIP slots to pick between: give one image")
+        }
         if let imageNumber {
             guard (0...15).contains(imageNumber) else { throw CommandFailure(.usage, "--image \(imageNumber): MCUboot numbers images 0…15: give one of those") }
             guard updateProtocol.capabilities.contains(.multipleImages) else {
@@ -209,9 +229,9 @@ struct FlashCommand: AsyncParsableCommand {
             }
         }
         let request = ImageRequest(
-            path: image, keyPath: flashOptions.key, versionLabel: versionLabel,
+            path: image ?? xipPair[0], keyPath: flashOptions.key, versionLabel: versionLabel,
             inputFormat: input.inputFormat?.rawValue, baseAddress: input.baseAddress, fill: input.fill, maximumSpan: span.maximumSpan,
-            imageNumber: imageNumber)
+            imageNumber: imageNumber, xipVariants: xipPair)
         var preparing: PreparedImage
         do { preparing = try updateProtocol.prepareImage(request) } catch { throw error.commandFailure }
         logger.info("\(preparing.summary)")

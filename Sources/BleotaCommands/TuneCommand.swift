@@ -175,7 +175,7 @@ struct TuneCommand: AsyncParsableCommand {
                 throw CommandFailure(error.exitStatus, "the first test transfer failed: \(error)")
             }
             let effectiveLargest = probeReport.packetSize
-            let space = TuningSpace.standard(maximumPacket: effectiveLargest)
+            let space = TuningSpace.standard(maximumPacket: effectiveLargest).restricted(to: Set(updateProtocol.tuningKnobs.keys))
             if !quiet { Terminal.standardError.writeLine(Self.header) }
             let reference = await measure(TuningPoint(packetSize: effectiveLargest, window: defaults.window, delay: defaults.interPacketDelay))
             let start = reference.point

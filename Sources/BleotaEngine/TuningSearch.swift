@@ -113,6 +113,16 @@ public struct TuningSpace: Sendable, Codable, Equatable {
             delays: [.zero, .milliseconds(1), .milliseconds(2), .milliseconds(4), .milliseconds(8), .milliseconds(16)])
     }
 
+    /// The space along the knobs a protocol has: a knob it lacks is held at its first value (no
+    /// delay, the smallest window), so trials are not spent on settings that change nothing.
+    public func restricted(to knobs: Set<TuningKnob>) -> TuningSpace {
+        var space = self
+        if !knobs.contains(.delay) { space.delaysMicroseconds = [0] }
+        if !knobs.contains(.window) { space.windows = Array(windows.prefix(1)) }
+        if !knobs.contains(.packetSize) { space.packetSizes = Array(packetSizes.suffix(1)) }
+        return space
+    }
+
     public var count: Int { packetSizes.count * windows.count * delaysMicroseconds.count }
 
     public var allPoints: [TuningPoint] {

@@ -149,7 +149,7 @@ import Testing
             ["image", "info", "samples/firmware/blinky.bin", "--key", "samples/mcuboot/imgtool-2.5.0/ed25519.pub.pem"], 3,
             "is not an MCUboot image, so --key has nothing to verify"
         ),
-        (["tune", "--device", "udp://127.0.0.1:1337"], 2, "speaks SMP"),
+        (["tune", "--device", "udp://127.0.0.1:1337"], 2, "SMP (MCUmgr) devices take only real images: give the package to measure with, --image FILE"),
     ])
     func badInputIsOneLineWithTheFix(arguments: [String], status: Int32, message: String) throws {
         let result = try BleotaProcess.run(arguments)

@@ -198,3 +198,43 @@ import Testing
         #expect(said.contains("error: interrupted: the simulated devices stopped serving"), "\(said)")
     }
 }
+
+/// `tune` for SMP: each trial uploads the image to the secondary slot with one frame size and window,
+/// never marked; delays, which SMP has no use for, are not tried.
+@Suite struct SMPTuneCLITests {
+    @Test func tuneMeasuresUploadsOverFrameSizeAndWindowOnly() throws {
+        let tuned = try BleotaProcess.run([
+            "tune", "--device", "sim://linux-bluez?protocol=smp", "--no-saved-tuning", "--json", "--image", "samples/mcuboot/imgtool-2.5.0/app-1.1.0-ecdsa-p256.bin",
+        ])
+        #expect(tuned.status == 0, "\(tuned.stderr)")
+        let document = try JSONSerialization.jsonObject(with: Data(tuned.stdout.utf8)) as? [String: Any]
+        let space = document?["space"] as? [String: Any]
+        #expect(space?["delaysMicroseconds"] as? [Int] == [0], "\(String(describing: space))")
+        #expect((space?["windows"] as? [Int])?.count == 5)
+        let trials = document?["trials"] as? [[String: Any]] ?? []
+        #expect(!trials.isEmpty && trials.allSatisfy { ($0["goodput"] as? Double ?? 0) > 0 }, "every trial uploaded the image")
+        let untuned = try BleotaProcess.run(["tune", "--device", "sim://2m-dle?protocol=smp", "--no-saved-tuning"])
+        #expect(untuned.status == 2 && untuned.stderr.contains("SMP (MCUmgr) devices take only real images: give the package to measure with, --image FILE"))
+    }
+}
+
+/// `flash --xip-pair A B`: two variants of a direct-XIP image, the one for the free slot sent.
+@Suite struct XIPPairCLITests {
+    static let samples = "samples/mcuboot/imgtool-2.5.0-ncs"
+
+    @Test func theVariantForTheFreeSlotIsFlashedAndBadPairsAreRefused() throws {
+        let pair = ["\(Self.samples)/blinky-1.1.0-xip-slot1-ecdsa-p256.bin", "\(Self.samples)/blinky-1.1.0-xip-slot0-ecdsa-p256.bin"]
+        let flash = try BleotaProcess.run(["flash", "--xip-pair"] + pair + ["--device", "sim://2m-dle?protocol=smp&mcuboot-mode=direct-xip"])
+        #expect(flash.status == 0, "\(flash.stderr)")
+        #expect(flash.stderr.contains("note: direct-XIP: the device runs slot 0, so the variant linked for slot 1 goes"), "\(flash.stderr)")
+        #expect(flash.stdout.contains("device now runs '1.1.0' (was '1.0.0')"), "\(flash.stdout)")
+        let same = try BleotaProcess.run(["flash", "--xip-pair", pair[1], pair[1], "--device", "sim://2m-dle?protocol=smp&mcuboot-mode=direct-xip"])
+        #expect(same.status == 3 && same.stderr.contains("are both linked for 0xc000: a direct-XIP pair has one image for each slot"), "\(same.stderr)")
+        let plain = try BleotaProcess.run([
+            "flash", "--xip-pair", pair[0], "samples/mcuboot/imgtool-2.5.0/app-1.1.0-ecdsa-p256.bin", "--device", "sim://2m-dle?protocol=smp",
+        ])
+        #expect(plain.status == 3 && plain.stderr.contains("is not linked for a slot (no ROM_FIXED flag)"), "\(plain.stderr)")
+        let both = try BleotaProcess.run(["flash", pair[0], "--xip-pair"] + pair + ["--device", "sim://2m-dle?protocol=smp"])
+        #expect(both.status == 2 && both.stderr.contains("give either IMAGE or --xip-pair A B, not both"), "\(both.stderr)")
+    }
+}

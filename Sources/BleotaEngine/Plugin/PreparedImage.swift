@@ -53,12 +53,17 @@ public struct ImageRequest: Sendable, Hashable {
     /// Which of a multi-image device's images (cores) the image is for (`flash --image N`,
     /// ``ProtocolCapabilities/multipleImages``); nil: the protocol's default, or every image a package has.
     public var imageNumber: Int?
+    /// Direct-XIP: the image's two variants, each linked for one slot (`flash --xip-pair A B`, `path`
+    /// the first); the protocol sends the one for the slot the device does not run. Empty otherwise.
+    public var xipVariants: [String]
 
     public init(
         path: String, keyPath: String? = nil, versionLabel: String? = nil, inputFormat: String? = nil,
-        baseAddress: UInt32 = 0, fill: UInt8 = 0xFF, maximumSpan: Int = FirmwareImage.defaultMaximumSpan, imageNumber: Int? = nil
+        baseAddress: UInt32 = 0, fill: UInt8 = 0xFF, maximumSpan: Int = FirmwareImage.defaultMaximumSpan, imageNumber: Int? = nil,
+        xipVariants: [String] = []
     ) {
         self.imageNumber = imageNumber
+        self.xipVariants = xipVariants
         self.path = path
         self.keyPath = keyPath
         self.versionLabel = versionLabel

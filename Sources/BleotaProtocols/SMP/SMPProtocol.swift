@@ -26,10 +26,14 @@ public struct SMPProtocol: UpdateProtocol {
     }
 
     public var capabilities: ProtocolCapabilities {
-        [.flash, .push, .pull, .imageState, .echo, .reset, .eraseStaging, .refuseDowngrade, .multipleImages]
+        [.flash, .push, .pull, .imageState, .echo, .reset, .eraseStaging, .refuseDowngrade, .multipleImages, .testTransfer]
     }
 
     public var flashModes: [FlashMode] { [.testAndConfirm, .test, .confirm, .upload] }
+
+    /// `tune` uploads a real image to the secondary slot and never marks it: an MCUmgr device takes
+    /// nothing else (its upload is checked as an MCUboot image from the first request).
+    public var testTransferNeedsImage: Bool { true }
 
     public var tuningKnobs: [TuningKnob: String] {
         [
@@ -117,6 +121,7 @@ public struct SMPProtocol: UpdateProtocol {
     public static let xipSlotAttribute = "xip-slot"
 
     public func prepareImage(_ request: ImageRequest) throws(TransferError) -> PreparedImage {
+        if !request.xipVariants.isEmpty { return try Self.prepareXIPPair(request) }
         if NordicDFUPackage.startsLikePackage(ImageFiles.probe(request.path).head) { return try Self.preparePackage(request) }
         var prepared = try Self.prepare(try ImageFiles.read(request.path), path: request.path, keyPath: request.keyPath)
         if let number = request.imageNumber {
@@ -125,6 +130,47 @@ public struct SMPProtocol: UpdateProtocol {
             prepared.summary = "image \(number): " + prepared.summary
         }
         return prepared
+    }
+
+    /// `flash --xip-pair A B`: the two variants of a direct-XIP image, each checked, both ROM-fixed
+    /// (linked for a slot's address) with the same version; the lower address is slot 0's.
+    static func prepareXIPPair(_ request: ImageRequest) throws(TransferError) -> PreparedImage {
+        guard request.xipVariants.count == 2 else {
+            throw TransferError(.badInput, step: .load, "--xip-pair takes two images, one linked for each slot")
+        }
+        var variants: [(path: String, bytes: [UInt8], image: MCUbootImage, summary: String)] = []
+        for path in request.xipVariants {
+            let bytes = try ImageFiles.read(path)
+            let prepared = try prepare(bytes, path: path, keyPath: request.keyPath)
+            let image: MCUbootImage
+            do { image = try MCUbootImage(decoding: bytes) } catch { throw TransferError(.badInput, step: .load, "\(path): \(error)") }
+            guard image.imageFlags.contains(.romFixed) else {
+                throw TransferError(
+                    .badInput, step: .load,
+                    "\(path) is not linked for a slot (no ROM_FIXED flag): a direct-XIP pair is two images signed with imgtool --rom-fixed, one for each slot's address")
+            }
+            variants.append((path, bytes, image, prepared.summary))
+        }
+        variants.sort { $0.image.loadAddress < $1.image.loadAddress }
+        guard variants[0].image.loadAddress != variants[1].image.loadAddress else {
+            throw TransferError(
+                .badInput, step: .load,
+                "\(variants[0].path) and \(variants[1].path) are both linked for 0x\(String(variants[0].image.loadAddress, radix: 16)): a direct-XIP pair has one image for each slot"
+            )
+        }
+        guard variants[0].image.version == variants[1].image.version else {
+            throw TransferError(
+                .badInput, step: .load,
+                "\(variants[0].path) is \(variants[0].image.version) but \(variants[1].path) is \(variants[1].image.version): the two variants of one image have one version")
+        }
+        let parts = variants.enumerated().map { slot, variant in
+            PreparedImage.Part(
+                name: "image 0 (\(variant.path), slot \(slot))", data: variant.bytes,
+                attributes: [imageNumberAttribute: 0, xipSlotAttribute: slot])
+        }
+        return PreparedImage(
+            parts: parts, version: variants[0].image.version.description,
+            summary: "direct-XIP pair: " + variants.enumerated().map { "\($1.path) for slot \($0), \($1.summary)" }.joined(separator: "; "))
     }
 
     /// An nRF Connect SDK package, checked whole before anything connects: each image goes to its

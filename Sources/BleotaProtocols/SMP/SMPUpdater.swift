@@ -1013,6 +1013,43 @@ package struct SMPUpdater: ContextHost {
         return recorder.finish(bytes: bytes, transfer: transfer, statistics: statistics, tuning: tuning)
     }
 
+    // MARK: Test transfers (tune)
+
+    /// A test transfer is an upload of `image`'s lead image (image 0, or the only one) to its secondary
+    /// slot with this host's tuning, never marked: what `tune` measures, the device keeping its image.
+    /// Sent whole every time, even when the slot holds it already (an upload-only flash would skip it).
+    package func testTransfer(image: PreparedImage) async throws(TransferError) -> UpdateReport {
+        let part = image.parts.first { ($0.attributes[SMPProtocol.imageNumberAttribute] ?? 0) == 0 } ?? image.parts[0]
+        var recorder = context.recorder("tune")
+        recorder.beginQuietly(.connect)
+        var connection = try await connect(.initial, step: .connect)
+        let parameters: MCUmgrParameters
+        do {
+            let first = Self.firstContact(connect: timeouts.connect, response: timeouts.response, patience: patience)
+            parameters = try await connection.parameters(timeout: first.timeout, attempts: first.attempts)
+        } catch {
+            await connection.close()
+            throw fail(.connect, error)
+        }
+        try await recorder.enterTransfer(closing: connection.link)
+        let result: UploadResult
+        do {
+            (result, connection) = try await upload(
+                part.data, sha: SHA256Digest.hash(part.data), connection: connection, parameters: parameters,
+                imageNumber: part.attributes[SMPProtocol.imageNumberAttribute] ?? 0)
+        } catch {
+            await connection.close()
+            throw error
+        }
+        await connection.close()
+        return report(&recorder, result, bytes: part.data.count)
+    }
+
+    package func testTransfer(_ bytes: [UInt8]) async throws(TransferError) -> UpdateReport {
+        throw TransferError(
+            .badInput, step: .load, "an MCUmgr device takes only MCUboot images: give tune the image to measure with, --image FILE (it is uploaded but never marked)")
+    }
+
     // MARK: Device management
 
     package func imageState(_ change: ImageStateChange?) async throws(TransferError) -> DeviceImageState {
