@@ -211,6 +211,15 @@ extension DeviceAddress {
                     await PairingService.shared.stopAll()
                     // However the protocol worded the connect failure, a failed pairing is what the user must fix.
                     if let failure = connector.security.failure { throw failure }
+                    // Nothing answered on a plain link: a device that protects its characteristic but not
+                    // the CCC descriptor drops every write silently (a Write Command has no answer).
+                    if var failure = error as? TransferError, failure.code == .timeout, failure.step == .connect, !pairing.expectsPairing,
+                        (connector.security.latest?.level ?? .low) == .low
+                    {
+                        failure.message +=
+                            "; a device that demands encryption may drop writes on a plain link without a word: if it pairs, give --passkey (or ?security=medium in the address for Just Works)"
+                        throw failure
+                    }
                     throw error
                 }
                 await PairingService.shared.stopAll()

@@ -252,6 +252,15 @@ struct ImageInfo: AsyncParsableCommand {
             failure = CommandFailure(.verificationFailed, problem, reportedInJSON: global.json)
             report.error = failure?.message
             report.exitStatus = failure?.status.rawValue
+        } else if embedded == nil, let owner {
+            // The protocol whose format it is checks it as flash would (an ESP-IDF image's checksum and
+            // SHA-256, a DA1469x or TI OAD header's CRC, a GBL's tags), so a damaged image is not
+            // reported as fine here and refused there; the exit status is flash's.
+            do { _ = try owner.prepareImage(request) } catch {
+                failure = CommandFailure(error.exitStatus, error.message, reportedInJSON: global.json)
+                report.error = failure?.message
+                report.exitStatus = failure?.status.rawValue
+            }
         }
         if global.json {
             Terminal.standardOutput.writeLine(try JSONOutput.string(report))

@@ -85,10 +85,15 @@ public enum DeviceOutcome: Sendable, Hashable, Codable {
         }
     }
 
+    /// The version of an old image the protocol cannot name (its device reports none): said as
+    /// "its old image", not "its old image (its old image)".
+    public static let unnamedOldImage = "its old image"
+
     public var sentence: String {
         switch self {
         case .newImageConfirmed: "the device runs the new image, confirmed"
         case .newImageUnconfirmed: "the device runs the new image but it is not confirmed: confirm it (bleota image state --confirm) or it is reverted at the next reset"
+        case .oldImage(Self.unnamedOldImage): "the device still runs its old image"
         case .oldImage(let version): "the device still runs its old image (\(version))"
         case .inBootloader: "the device waits in its bootloader: run the same command again to finish the update"
         case .unknown: "the device could not be reached afterwards, so what it runs is unknown: check it with bleota image state"

@@ -90,7 +90,7 @@ public struct UpdateTries {
 
     /// What the device runs when the tries end in failure: unknown once a try may have
     /// activated the image, its old image otherwise.
-    public var outcomeAfterFailure: DeviceOutcome { mayHaveActivated ? .unknown : .oldImage("its old image") }
+    public var outcomeAfterFailure: DeviceOutcome { mayHaveActivated ? .unknown : .oldImage(DeviceOutcome.unnamedOldImage) }
 
     /// Runs `body` (given the try's number, from 1; a try that did not count gives its
     /// number to the next) until it returns.

@@ -62,6 +62,13 @@ public protocol PairingAgent: Sendable {
     func confirm(_ number: UInt32, for device: String) async throws(PairingError) -> Bool
     /// Passkey entry, this side displays: `passkey` is to be typed on the device.
     func display(_ passkey: UInt32, for device: String) async
+    /// Whether the user said the device pairs (gave its passkey): a connect that got no answer on a
+    /// plain link is then not blamed on pairing that was never asked for.
+    var expectsPairing: Bool { get }
+}
+
+extension PairingAgent {
+    public var expectsPairing: Bool { false }
 }
 
 /// Asks a person, on a terminal, what a pairing needs.
@@ -94,6 +101,9 @@ public struct PairingPolicy: PairingAgent {
 
     /// Just Works only: no passkey, no comparison, no terminal.
     public static let justWorks = PairingPolicy()
+
+    /// A given passkey (`--passkey`) says the device pairs by passkey entry.
+    public var expectsPairing: Bool { passkey != nil }
 
     /// What it can answer: a terminal can do everything; a passkey alone means
     /// typing; an acceptance alone means a yes/no display.

@@ -276,3 +276,33 @@ import Testing
         }
     }
 }
+
+/// `image info` of a damaged image in a protocol's own format fails as `flash` does, with flash's
+/// exit status and message (issue 48, item 13): it used to print the plain report and exit 0.
+@Suite struct DamagedVendorImageInfoTests {
+    @Test(arguments: [
+        "samples/espressif/esp-app-sample.bin", "samples/suota/da1469x-app-sample.img", "samples/ti-oad/cc26x2-app-sample_oad.bin",
+        "samples/silabs/efr32-app-sample.gbl",
+    ])
+    func aTamperedImageFailsImageInfoAsFlashRefusesIt(_ sample: String) throws {
+        var bytes = [UInt8](try Data(contentsOf: BleotaProcess.repositoryRoot.appendingPathComponent(sample)))
+        // One bit of the code, well past every header.
+        bytes[bytes.count * 2 / 3] ^= 0x10
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-tampered-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent((sample as NSString).lastPathComponent).path
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        let intact = try BleotaProcess.run(["image", "info", sample])
+        #expect(intact.status == 0, "\(intact.stderr)")
+        let info = try BleotaProcess.run(["image", "info", path])
+        let flash = try BleotaProcess.run(["flash", path, "--device", "sim://2m-dle"])
+        #expect(flash.status != 0, "\(flash.stderr)")
+        #expect(info.status == flash.status, "image info \(info.status), flash \(flash.status): \(info.stderr)")
+        let said = { (text: String) in text.split(separator: "\n").first { $0.hasPrefix("error:") }.map(String.init) }
+        #expect(said(info.stderr) != nil && said(info.stderr) == said(flash.stderr), "\(info.stderr) / \(flash.stderr)")
+        let json = try BleotaProcess.run(["image", "info", path, "--json"])
+        let document = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+        #expect(json.status == flash.status && document?["exitStatus"] as? Int == Int(flash.status), "\(json.stdout)")
+    }
+}

@@ -93,3 +93,19 @@ import Testing
         #expect(result.stderr.trimmingCharacters(in: .newlines) == message)
     }
 }
+
+/// A bootloader that refuses a package by its policy (its hw_version, its sd_req) refused it: exit 4,
+/// "device refused", not 5, "verification failed" (issue 48, item 17).
+@Suite struct NordicPolicyRefusalCLITests {
+    @Test(arguments: [
+        ("nordic-hw=53", "the package's hw_version does not match this device"),
+        ("nordic-sd=0x00B6", "the device's SoftDevice is not in the package's sd_req"),
+    ])
+    func aPackageTheBootloaderRefusesByPolicyExits4(_ key: String, message: String) throws {
+        let flash = try BleotaProcess.run([
+            "flash", "Tests/BleotaProtocolsTests/Fixtures/nordic/nrfutil-6.1.7-app-unsigned.zip", "--device", "sim://2m-dle?protocol=nordic-dfu&\(key)",
+        ])
+        #expect(flash.status == 4, "\(flash.stderr)")
+        #expect(flash.stderr.contains(message), "\(flash.stderr)")
+    }
+}

@@ -125,10 +125,11 @@ import Testing
         }
     }
 
-    @Test func tuneRefusesSMPDevicesAndBadOptions() throws {
+    /// SMP devices are tuned with a real image (SMPTuneCLITests); without one, tune says what to give.
+    @Test func tuneAsksSMPDevicesForAnImageAndRefusesBadOptions() throws {
         let smp = try BleotaProcess.run(["tune", "--device", "sim://2m-dle?protocol=smp"])
         #expect(smp.status == 2)
-        #expect(smp.stderr.contains("speaks SMP"))
+        #expect(smp.stderr.contains("SMP (MCUmgr) devices take only real images: give the package to measure with, --image FILE"), "\(smp.stderr)")
         let small = try BleotaProcess.run(["tune", "--device", "sim://2m-dle", "--trial-bytes", "10"])
         #expect(small.status == 2)
         #expect(small.stderr.contains("--trial-bytes 10 is out of range"))

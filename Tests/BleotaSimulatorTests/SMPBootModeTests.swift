@@ -48,10 +48,7 @@ import Testing
         #expect(run.device.mode.rawValue == number)
         switch expected {
         case .refused(let message):
-            guard case .failure(let error) = run.outcome else {
-                Issue.record("mode \(number): flashed where nothing should be sent")
-                return
-            }
+            let error = try #require(run.failure, "mode \(number): flashed where nothing should be sent")
             #expect(error.message == message && error.step == .connect)
             #expect(run.steps == [.connect] && run.device.secondary == nil)
         case .runs(let steps, let kept):

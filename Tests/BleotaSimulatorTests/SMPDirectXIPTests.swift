@@ -47,10 +47,7 @@ import Testing
         var prepared = try SMPProtocol().prepareImage(ImageRequest(path: Self.package))
         prepared.parts.removeAll { $0.attributes[SMPProtocol.xipSlotAttribute] == 1 }
         let run = try await simulateSMPUpgrade("sim://2m-dle?protocol=smp&mcuboot-mode=direct-xip", prepared: prepared)
-        guard case .failure(let error) = run.outcome else {
-            Issue.record("a variant for the running slot was sent")
-            return
-        }
+        let error = try #require(run.failure, "a variant for the running slot was sent")
         #expect(error.step == .connect && error.code == .deviceRefused)
         #expect(
             error.message
@@ -63,10 +60,7 @@ import Testing
     /// an image linked for another address: it erases it and the device keeps its image.
     @Test func anImageLinkedForTheRunningSlotIsRefusedAtBoot() async throws {
         let run = try await simulateSMPUpgrade("sim://2m-dle?protocol=smp&mcuboot-mode=direct-xip", image: try Self.variant(0))
-        guard case .failure(let error) = run.outcome else {
-            Issue.record("an image linked for slot 0 ran from slot 1")
-            return
-        }
+        let error = try #require(run.failure, "an image linked for slot 0 ran from slot 1")
         #expect(error.message.contains("MCUboot refused the image at boot"), "\(error.message)")
         #expect(run.device.activeSlot == 0 && run.device.secondary == nil)
         #expect(error.outcome == .oldImage("1.0.0"))

@@ -29,10 +29,7 @@ import Testing
             #expect(same(run.device.primary, image) && run.device.primaryConfirmed)
             return
         }
-        guard case .failure(let error) = run.outcome else {
-            Issue.record("an image encrypted for another key ran")
-            return
-        }
+        let error = try #require(run.failure, "an image encrypted for another key ran")
         let keyTLV = name.contains("ecies-p256") ? "0x32" : "0x33"
         let cipher = name.contains("aes128") ? "AES-128" : "AES-256"
         #expect(error.message.contains("MCUboot refused the image at boot"), "\(error.message)")

@@ -94,10 +94,7 @@ import Testing
         let prepared = try SMPProtocol().prepareImage(ImageRequest(path: Self.package))
         let run = try await simulateSMPUpgrade(
             "sim://2m-dle?protocol=smp&images=2", prepared: prepared, prepare: { storage in storage.withState { $0.markOrder = [0] } })
-        guard case .failure(let error) = run.outcome else {
-            Issue.record("a skipped network core update was reported as done")
-            return
-        }
+        let error = try #require(run.failure, "a skipped network core update was reported as done")
         #expect(error.code == .verificationFailed && error.step == .reconnect)
         #expect(
             error.message
@@ -111,10 +108,7 @@ import Testing
     @Test func aPackageForAnImageTheDeviceLacksIsRefusedBeforeAnythingIsSent() async throws {
         let prepared = try SMPProtocol().prepareImage(ImageRequest(path: Self.package))
         let run = try await simulateSMPUpgrade("sim://2m-dle?protocol=smp", prepared: prepared)
-        guard case .failure(let error) = run.outcome else {
-            Issue.record("a two-core package was flashed to a one-image device")
-            return
-        }
+        let error = try #require(run.failure, "a two-core package was flashed to a one-image device")
         #expect(error.step == .connect && error.code == .deviceRefused)
         #expect(
             error.message
@@ -146,10 +140,7 @@ import Testing
         let run = try await simulateSMPUpgrade("sim://2m-dle?protocol=smp&images=\(images)&version=\(running)", image: image)
         switch (images, running) {
         case ("2-listed", "1.0.0"):
-            guard case .failure(let error) = run.outcome else {
-                Issue.record("an unmet dependency was flashed")
-                return
-            }
+            let error = try #require(run.failure, "an unmet dependency was flashed")
             #expect(
                 error.message
                     == "image 0 (1.1.0) needs image 1 at 1.2.0.3 or later, but the device's image 1 runs 1.0.0: nothing was sent; update image 1 first, or with it (MCUboot would refuse the image at boot)"
@@ -159,10 +150,7 @@ import Testing
             #expect(try run.outcome.get().versionAfter == "1.1.0")
             #expect(same(run.device.primary, image))
         default:
-            guard case .failure(let error) = run.outcome else {
-                Issue.record("MCUboot swapped an image whose dependency is unmet")
-                return
-            }
+            let error = try #require(run.failure, "MCUboot swapped an image whose dependency is unmet")
             #expect(run.notes.contains("image 0 (1.1.0) needs image 1 at 1.2.0.3 or later, which bleota cannot check: the device does not show what image 1 runs"))
             #expect(error.message.hasSuffix("; or the image's dependency (image 1 at 1.2.0.3 or later) was not met, which bleota could not check beforehand"), "\(error.message)")
             #expect(same(run.device.secondary, image) && run.device.pendingSwap == nil, "the upgrade was cancelled, the image left in its slot")

@@ -15,6 +15,11 @@ func imgtoolSample(_ name: String) throws -> [UInt8] {
 
 struct SMPRun: Sendable {
     var outcome: Result<UpdateReport, TransferError>
+    /// The error the run ended with; nil when it succeeded (`try #require(run.failure, "why it must fail")`).
+    var failure: TransferError? {
+        if case .failure(let error) = outcome { return error }
+        return nil
+    }
     var device: SMPDeviceStorage.State
     var slots: [SMPImageSlot]
     var steps: [UpdateStep]

@@ -291,7 +291,7 @@ package struct DescribedUpdater: ContextHost {
                 } else if activationPossible || description.update.bootloaderErasesApplication {
                     .unknown
                 } else {
-                    .oldImage("its old image")
+                    .oldImage(DeviceOutcome.unnamedOldImage)
                 }
             return error
         }

@@ -448,7 +448,11 @@ package struct NordicDFUTransfer: Sendable {
         } else {
             message += Self.advice(response.result, phase: phase)
         }
-        let code: TransferError.Code = step == .verify ? .verificationFailed : .deviceRefused
+        // What the bootloader refuses by its policy (the package's firmware, hardware or SoftDevice
+        // version, its size) is a refusal, exit 4; only a hash or signature that fails is a verification.
+        let policy: Set<NordicDFUExtendedError> = [.firmwareVersionFailure, .hardwareVersionFailure, .softDeviceVersionFailure, .insufficientSpace]
+        let refusedByPolicy = response.result == .extendedError && response.extendedError.map(policy.contains) == true
+        let code: TransferError.Code = step == .verify && !refusedByPolicy ? .verificationFailed : .deviceRefused
         if phase == .executeData, objectEnd == image.count {
             // Believed only once the device is seen still in its bootloader (the fault matrix met a
             // damaged answer to the last Execute while the device started the new application).

@@ -100,7 +100,7 @@ package struct SMPSlotReading: Sendable, Hashable {
                 "image \(image) (\(version)) is still in its slot after the reset, no longer marked: MCUboot did not copy it to its core (on an nRF5340 it skips the network core's update when the application core's image was marked first, NCSDK-34106); flash it again with --image \(image)"
             )
             // What the core runs cannot be read: the update did not reach it, so the old image runs.
-            error.outcome = .oldImage("its old image")
+            error.outcome = .oldImage(DeviceOutcome.unnamedOldImage)
             return error
         }
         if slots.contains(where: holdsImage) {

@@ -213,7 +213,7 @@ package struct SiliconLabsOTAUpdater: ContextHost {
                 .verificationFailed, step: .transfer, "the GBL file did not arrive whole in \(attempts) tries (\(retry.reason)): move closer to the device")
             error.outcome =
                 retry.mayHaveActivated
-                ? .unknown : inAppLoader ? .inBootloader : .oldImage(versionBefore.map { "application version \($0)" } ?? "its old image")
+                ? .unknown : inAppLoader ? .inBootloader : .oldImage(versionBefore.map { "application version \($0)" } ?? DeviceOutcome.unnamedOldImage)
             return error
         }
 
