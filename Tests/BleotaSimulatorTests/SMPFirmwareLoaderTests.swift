@@ -1,5 +1,6 @@
 import BleotaCodec
 import BleotaEngine
+import BleotaLink
 import BleotaProtocols
 import Foundation
 import Testing
@@ -52,5 +53,42 @@ import Testing
         storage.withState { $0.primary = Array(factory.dropLast(7)) }
         #expect(storage.boot() == "the application does not verify: booted the firmware loader")
         #expect(storage.snapshot.inLoader)
+    }
+}
+
+/// A loader that advertises a name of its own (an NCS loader's `FL_…`) is found by it when the host
+/// is told the name (`--protocol-option loader-name=…`); told another, the reconnect names what it sought.
+@Suite struct SMPFirmwareLoaderNameTests {
+    static func run(loaderName: String) async throws -> SMPRun {
+        let image = try imgtoolSample("app-1.1.0-ecdsa-p256.bin")
+        let parsed = try SimulatorAddress(parsing: "sim://2m-dle?protocol=smp&mcuboot-mode=firmware-loader&loader-name=FL_00042")
+        return try await SimulationRuntime.run { runtime in
+            let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
+            let device = try SMPProtocol().makeDevice(Simulation.configuration(parsed)) as! SMPDevice
+            await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model))
+            let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: "sim")
+            let steps = SharedSteps(), notes = SharedLog()
+            let context = HostContext(
+                protocolName: SMPProtocol.name, connector: connector, clock: world.clock, timeouts: StepTimeouts(reboot: .seconds(5)),
+                options: ["loader-name": loaderName]
+            ) { event in
+                if case .step(let step) = event { steps.append(step) }
+                if case .note(let note) = event { notes.append(note) }
+            }
+            let outcome: Result<UpdateReport, TransferError>
+            do throws(TransferError) {
+                outcome = .success(
+                    try await SMPUpdater(context: context, explicitKnobs: []).flash(try SMPProtocol.prepare(image, path: "app", keyPath: nil), mode: .testAndConfirm))
+            } catch { outcome = .failure(error) }
+            return SMPRun(outcome: outcome, device: device.storage.snapshot, slots: device.storage.slots, steps: steps.all, notes: notes.all)
+        }
+    }
+
+    @Test func theLoaderIsFoundByTheNameItAdvertises() async throws {
+        let found = try await Self.run(loaderName: "FL_00042")
+        #expect(try found.outcome.get().versionAfter == "1.1.0")
+        #expect(!found.device.inLoader)
+        let error = try #require(try await Self.run(loaderName: "FL_99999").failure, "a loader was found under another name")
+        #expect(error.step == .reconnect && error.message.contains("no device advertising the name 'FL_99999'"), "\(error.message)")
     }
 }

@@ -29,12 +29,13 @@ package actor SMPDevice: DeviceHalf {
     private var fileUpload: (name: String, expected: Int, length: Int?)?
 
     package init(
-        name: String = "bleota-smp", storage: SMPDeviceStorage,
+        name: String = "bleota-smp", loaderName: String? = nil, storage: SMPDeviceStorage,
         parameters: MCUmgrParameters = MCUmgrParameters(bufferSize: 2475, bufferCount: 4), swapTime: Duration = .seconds(2),
         confirmFailures: Int = 0, resetDelay: Duration = .zero, stall: Stall? = nil, answersSlotInfo: Bool = true
     ) {
         self.answersSlotInfo = answersSlotInfo
         self.name = name
+        self.loaderName = loaderName
         self.storage = storage
         self.parameters = parameters
         self.swapTime = swapTime
@@ -70,6 +71,10 @@ package actor SMPDevice: DeviceHalf {
 
     /// The loader of a firmware-loader device is its bootloader: it advertises as one (the next address).
     package var mode: DeviceMode { storage.snapshot.inLoader ? .bootloader : .application }
+
+    /// The name the firmware loader advertises, when it has one of its own (an NCS loader's `FL_…`).
+    package nonisolated let loaderName: String?
+    package var advertisedName: String? { storage.snapshot.inLoader ? loaderName : nil }
 
     package var firmware: FirmwareState {
         let state = storage.snapshot

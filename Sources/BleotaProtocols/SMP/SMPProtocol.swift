@@ -95,6 +95,8 @@ public struct SMPProtocol: UpdateProtocol {
                 "any": SMPDeviceStorage.Decryption.any, "none": .none, "ecies-p256": .key(0x32), "x25519": .key(0x33), "kw": .key(0x31),
                 "rsa": .key(0x30),
             ], default: .any, noun: "a key kind")
+        static let loaderName = ProtocolOption.text(
+            "loader-name", meaning: "the name the firmware loader (mcuboot-mode=firmware-loader) advertises; by default the bootloader's name at the next address")
         static let stallTime = ProtocolOption.milliseconds(
             "stall-time", meaning: "how long the stall of stall-at lasts, in ms (default 5000)", range: 0...600_000, default: .seconds(5))
     }
@@ -104,7 +106,7 @@ public struct SMPProtocol: UpdateProtocol {
             DeviceOptions.bufferSize.deviceSpec, DeviceOptions.bufferCount.deviceSpec, DeviceOptions.swapTime.deviceSpec, DeviceOptions.confirmFailures.deviceSpec,
             DeviceOptions.resetDelay.deviceSpec, DeviceOptions.stallAt.deviceSpec, DeviceOptions.stallTime.deviceSpec,
             DeviceOptions.decompress.deviceSpec, DeviceOptions.slotInfo.deviceSpec, DeviceOptions.images.deviceSpec,
-            DeviceOptions.mcubootMode.deviceSpec, DeviceOptions.decryptionKey.deviceSpec,
+            DeviceOptions.mcubootMode.deviceSpec, DeviceOptions.decryptionKey.deviceSpec, DeviceOptions.loaderName.deviceSpec,
         ]
     }
 
@@ -247,6 +249,16 @@ public struct SMPProtocol: UpdateProtocol {
 
     public func frame(serial lines: any DelimitedByteStream) -> any Link { SMPSerialLink(lines: lines) }
 
+    /// The host's options.
+    enum HostOptions {
+        static let loaderName = ProtocolOption.text(
+            "loader-name",
+            meaning:
+                "the name MCUboot's firmware loader advertises (an NCS loader's FL_…), when it comes up at an address of its own: bleota then finds it by that name")
+    }
+
+    public var hostOptions: [HostOptionSpec] { [HostOptions.loaderName.hostSpec] }
+
     public func makeHost(_ context: HostContext) -> any ProtocolHost {
         SMPUpdater(context: context, explicitKnobs: context.explicitKnobs)
     }
@@ -281,8 +293,9 @@ public struct SMPProtocol: UpdateProtocol {
             for (name, bytes) in configuration.files { state.files[SMPUpdater.devicePath(name)] = bytes }
             if loader { state.firmwareLoader = SMPDevice.factoryImage(version: MCUbootImage.Version(parsing: "0.1.0"), size: 8 * 1024) }
         }
+        let loaderName = try configuration.value(of: DeviceOptions.loaderName)
         return SMPDevice(
-            name: configuration.name, storage: storage,
+            name: configuration.name, loaderName: loaderName, storage: storage,
             parameters: MCUmgrParameters(bufferSize: bufferSize, bufferCount: bufferCount), swapTime: swapTime,
             confirmFailures: confirmFailures, resetDelay: resetDelay,
             stall: stallAt < 0 ? nil : SMPDevice.Stall(atUploadBytes: stallAt, duration: stallTime),

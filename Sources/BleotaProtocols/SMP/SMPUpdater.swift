@@ -622,7 +622,7 @@ package struct SMPUpdater: ContextHost {
             try await host.sendReset(connection!, bootMode: SMPResetRequest.bootLoaderMode, step: .enterBootloader)
             await connection?.close()
             recorder.enter(.reconnect)
-            connection = try await host.waitForReturn(for: .bootloader)
+            connection = try await host.waitForReturn(for: .bootloader, advertisedName: host.context.options[SMPProtocol.HostOptions.loaderName.key])
             do {
                 parameters = try await connection!.parameters(timeout: timeouts.response, attempts: host.patience)
             } catch { throw host.fail(.reconnect, error) }
@@ -958,9 +958,9 @@ package struct SMPUpdater: ContextHost {
     }
 
     /// After a reset: reconnect until the device answers again (it is away for the swap).
-    func waitForReturn(for purpose: ConnectPurpose = .application) async throws(TransferError) -> SMPConnection {
+    func waitForReturn(for purpose: ConnectPurpose = .application, advertisedName: String? = nil) async throws(TransferError) -> SMPConnection {
         do {
-            return try await reconnectAndEcho(for: purpose)
+            return try await reconnectAndEcho(for: purpose, advertisedName: advertisedName)
         } catch {
             throw TransferError(
                 .timeout, step: .reconnect,
@@ -968,10 +968,16 @@ package struct SMPUpdater: ContextHost {
         }
     }
 
-    private func reconnectAndEcho(for purpose: ConnectPurpose = .application) async throws(LinkError) -> SMPConnection {
+    /// `advertisedName`: found by the name it advertises (a firmware loader with a name of its own).
+    private func reconnectAndEcho(for purpose: ConnectPurpose = .application, advertisedName: String? = nil) async throws(LinkError) -> SMPConnection {
         let clock = self.clock, connector = self.connector, timeouts = self.timeouts
         return try await retryUntil(deadline: clock.now + timeouts.reboot, clock: clock, pause: .milliseconds(200)) { left throws(LinkError) in
-            let link = try await connector.connect(for: purpose, timeout: left)
+            let link =
+                if let advertisedName {
+                    try await connector.connect(for: purpose, timeout: left, advertisedName: advertisedName)
+                } else {
+                    try await connector.connect(for: purpose, timeout: left)
+                }
             let connection = SMPConnection(link: link, clock: clock, firstSequence: 0x80)
             do {
                 _ = try await connection.echo("bleota", timeout: timeouts.response)
