@@ -47,7 +47,7 @@ public struct ImageRequest: Sendable, Hashable {
     /// The byte that fills gaps between segments.
     public var fill: UInt8
     /// The most bytes an image's segments may span where it is flattened (`--max-span`): a
-    /// protocol loads its image with it (``FirmwareImage/load(path:format:baseAddress:limit:maximumSpan:)``),
+    /// protocol loads its image with it (`FirmwareImage.load(path:format:baseAddress:limit:maximumSpan:)`),
     /// so an image too sparse to hold is refused from its segments, before it is filled in.
     public var maximumSpan: Int
     /// Which of a multi-image device's images (cores) the image is for (`flash --image N`,
