@@ -463,6 +463,14 @@ package struct SMPUpdater: ContextHost {
         var link: (any Link)? { connection?.link }
         var timeouts: StepTimeouts { host.timeouts }
 
+        /// A failure that leaves the device running what it ran at connect (nothing was sent, or
+        /// nothing marked): the error with that as its outcome.
+        func oldImageFailure(_ code: TransferError.Code, step: UpdateStep, _ message: String) -> TransferError {
+            var error = TransferError(code, step: step, message)
+            error.outcome = versionBefore.map { .oldImage($0) }
+            return error
+        }
+
         func note(_ text: String) { host.onEvent(.note(text)) }
 
         /// What every part reads from one slot list.
@@ -518,12 +526,10 @@ package struct SMPUpdater: ContextHost {
                 try await enterFirmwareLoader()
                 info = try? await connection!.slotInfo(timeout: timeouts.response)
             case 0?, 8?:
-                var error = TransferError(
+                throw oldImageFailure(
                     .deviceRefused, step: .connect,
                     "the device's MCUboot is single-slot (mode \(bootMode!), \(SMPBootloaderInfo.modeName(bootMode!))): the application has no slot for an update, so nothing was sent; update it through MCUboot's serial recovery (the bootloader's SMP on its serial console: hold the device in recovery and flash --device serial://…)"
                 )
-                error.outcome = versionBefore.map { .oldImage($0) }
-                throw error
             case 4?, 6?:
                 // Direct-XIP without revert and RAM load boot the highest version whatever is marked.
                 marks = false
@@ -536,11 +542,9 @@ package struct SMPUpdater: ContextHost {
             }
             try refuseIfTooLarge(info)
             if let newer = refusesDowngrade, let running = versionBefore.map(MCUbootImage.Version.init(parsing:)), running >= newer {
-                var error = TransferError(
+                throw oldImageFailure(
                     .deviceRefused, step: .connect,
                     "the device runs \(running), not older than the image's \(newer), and --no-downgrade refuses that: nothing was sent")
-                error.outcome = versionBefore.map { .oldImage($0) }
-                throw error
             }
             for part in parts where !part.reading.primaryReadable && mode != .upload {
                 note(
@@ -572,12 +576,10 @@ package struct SMPUpdater: ContextHost {
                         continue
                     }
                     guard MCUbootImage.Version(parsing: provided.version) < dependency.minimumVersion else { continue }
-                    var error = TransferError(
+                    throw oldImageFailure(
                         .deviceRefused, step: .connect,
                         "\(name(part)) needs \(dependency), but \(provided.source): nothing was sent; update image \(dependency.image) first, or with it (MCUboot would refuse the image at boot)"
                     )
-                    error.outcome = versionBefore.map { .oldImage($0) }
-                    throw error
                 }
             }
         }
@@ -591,12 +593,10 @@ package struct SMPUpdater: ContextHost {
             let runningSlot = parts[index].reading.active?.slot ?? 0
             let free = 1 - runningSlot
             guard var chosen = variants.first(where: { $0.xipSlot == free }) else {
-                var error = TransferError(
+                throw oldImageFailure(
                     .deviceRefused, step: .connect,
                     "the update's image \(number) is linked only for slot \(runningSlot), which the device runs (direct-XIP), so it cannot go to slot \(free): nothing was sent; give the package with both variants (an NCS direct-XIP build makes mcuboot_secondary_app.bin too)"
                 )
-                error.outcome = versionBefore.map { .oldImage($0) }
-                throw error
             }
             chosen.reading.slots = parts[index].reading.slots
             parts[index] = chosen
@@ -628,12 +628,10 @@ package struct SMPUpdater: ContextHost {
             } catch { throw host.fail(.reconnect, error) }
             try await read(.reconnect)
             guard reading.active?.slot == 1 else {
-                var error = TransferError(
+                throw oldImageFailure(
                     .deviceRefused, step: .enterBootloader,
                     "the device came back running its application, not its firmware loader: it did not take the reset's boot mode (Zephyr's CONFIG_MCUMGR_GRP_OS_RESET_BOOT_MODE); start the loader by hand (its button or pin) and flash again"
                 )
-                error.outcome = versionBefore.map { .oldImage($0) }
-                throw error
             }
         }
 
@@ -644,20 +642,16 @@ package struct SMPUpdater: ContextHost {
             guard let info else { return }
             for part in parts {
                 guard info.images.contains(where: { $0.image == part.number }) else {
-                    var error = TransferError(
+                    throw oldImageFailure(
                         .deviceRefused, step: .connect,
                         "the update has \(name(part)) but the device has no image \(part.number) (its slot info lists image \(info.images.map { String($0.image) }.joined(separator: ", "))): nothing was sent; give the package built for this device, or --image with one of those"
                     )
-                    error.outcome = versionBefore.map { .oldImage($0) }
-                    throw error
                 }
                 guard let limit = info.uploadLimit(image: part.number), part.image.count > limit else { continue }
-                var error = TransferError(
+                throw oldImageFailure(
                     .deviceRefused, step: .connect,
                     "\(parts.count > 1 || part.number != 0 ? "\(name(part)) is" : "the image is") \(part.image.count) bytes but the device's slot for it holds \(limit) (its slot info): nothing was sent; build a smaller image (or one compressed) or give the device larger slots"
                 )
-                error.outcome = versionBefore.map { .oldImage($0) }
-                throw error
             }
         }
 
@@ -721,12 +715,10 @@ package struct SMPUpdater: ContextHost {
 
         mutating func triesExhausted(_ retry: TryFailure.Retry, attempts: Int) async -> TransferError {
             let missing = parts.first { $0.reading.staged == nil } ?? parts[lead]
-            var error = TransferError(
+            return oldImageFailure(
                 .verificationFailed, step: .verify,
                 "the device does not list the uploaded \(parts.count > 1 ? name(missing) : "image") (hash \(missing.hash.hexString.prefix(16))…) in its secondary slot: it did not verify there"
             )
-            error.outcome = versionBefore.map { .oldImage($0) }
-            return error
         }
 
         /// Marks each image (test, or permanent for ``FlashMode/confirm`` and for an image whose core
