@@ -234,7 +234,9 @@ extension DeviceAddress {
         } catch let error as TransferError {
             throw error.commandFailure
         } catch let error as SimulationError {
-            throw CommandFailure(.failure, "simulation failed: \(error)")
+            // Every update ends within the bounds its options set (the progress floor, the tries); a
+            // simulated one that runs a day of virtual time past them is a bleota bug to report.
+            throw CommandFailure(.failure, "simulation failed: \(error): this is a bug in bleota; please report it with the command line")
         } catch let error as DeviceConfigurationError {
             throw CommandFailure(.usage, "sim:// \(error)")
         }

@@ -162,6 +162,14 @@ public final class TransferEngine: @unchecked Sendable {
     /// the longer interval is not asked for again.
     private var longerAckIntervalFailed = false
     private var lastAcknowledgementAt: Duration?
+    /// The transmission count when an acknowledgement interval was last asked of the receiver
+    /// (nil: not since START, which carries one itself); that request can be lost.
+    private var ackIntervalAskedAt: UInt32?
+    /// The receiver showed that it did not take the last interval asked: ask it again.
+    private var resendAckInterval = false
+    /// Whether an acknowledgement not asked for arrived since the interval was last asked: the
+    /// receiver took it.
+    private var acknowledgedUnpromptedSinceAckInterval = false
     /// Whether an acknowledgement request went out since the last acknowledgement
     /// (then a long gap was a wait for a lost packet, not the device pausing).
     private var askedSinceAcknowledgement = false
@@ -308,6 +316,8 @@ public final class TransferEngine: @unchecked Sendable {
         if started == nil { started = clock.now }
         // Each (re)start of the transfer asks the receiver for the requested interval again.
         setAckInterval(requestedAckInterval)
+        ackIntervalAskedAt = nil
+        resendAckInterval = false
         let inbox = Mailbox<Result<[UInt8], LinkError>>()
         let wire = self.wire
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -347,6 +357,9 @@ public final class TransferEngine: @unchecked Sendable {
                 throw noProgress(since: progress.at)
             }
             try await adjustAckInterval(link: link)
+            if let intervalControl = link as? any ConnectionIntervalControl {
+                pacer?.connectionIntervalChanged(to: intervalControl.connectionInterval)
+            }
             let resentBefore = sender.resentCount
             let idle = sender.inFlight == 0
             if let index = sender.nextPacket(window: max(1, window), newBelow: newPacketLimit) {
@@ -460,9 +473,16 @@ public final class TransferEngine: @unchecked Sendable {
     /// once the window fills, one acknowledging more often costs air time.
     private func adjustAckInterval(link: any Link) async throws {
         let wanted = wantedAckInterval
-        guard wanted != ackInterval, let message = wire.encodeAckInterval(wanted) else { return }
+        guard wanted != ackInterval || resendAckInterval, let message = wire.encodeAckInterval(wanted) else { return }
         try await link.send(message)
-        logger.debug("asked the receiver to acknowledge every \(wanted) packets (was \(ackInterval))")
+        if wanted == ackInterval {
+            logger.debug("asked the receiver again to acknowledge every \(wanted) packets: it did not acknowledge on its own")
+        } else {
+            logger.debug("asked the receiver to acknowledge every \(wanted) packets (was \(ackInterval))")
+        }
+        ackIntervalAskedAt = sender.transmissionCount
+        resendAckInterval = false
+        acknowledgedUnpromptedSinceAckInterval = false
         setAckInterval(wanted)
     }
 
@@ -513,12 +533,25 @@ public final class TransferEngine: @unchecked Sendable {
                 logger.debug("receiver stalled \(now - previous) with packet \(sender.base) first unacknowledged; page \(stalls?.pageSize.map(String.init) ?? "not known yet")")
             }
             lastAcknowledgementAt = now
+            let answersARequest = askedSinceAcknowledgement
             askedSinceAcknowledgement = false
             var received: [Int] = []
             for bit in 0..<(bitmap.count * 8) where bitmap[bit / 8] & (1 << (bit % 8)) != 0 {
                 received.append(nextIndex + 1 + bit)
             }
             var outcome = sender.acknowledge(nextExpected: nextIndex, received: received)
+            if !answersARequest {
+                acknowledgedUnpromptedSinceAckInterval = true
+            } else if let asked = ackIntervalAskedAt, !acknowledgedUnpromptedSinceAckInterval,
+                outcome.newlyAcknowledged > ackInterval, Int(sender.transmissionCount &- asked) >= 2 * ackInterval
+            {
+                // More than an interval's packets waited for our request, and the receiver has not
+                // acknowledged on its own over two intervals' packets sent since the interval was
+                // asked: it missed that message (a full queue drops it as it drops data), and each
+                // round would wait for a probe. (A lost acknowledgement looks the same once, but
+                // others arrive unprompted.)
+                resendAckInterval = true
+            }
             if let mark = requestMark, outcome.newlyAcknowledged == 0 {
                 // An acknowledgement that adds nothing after our request is its answer: the
                 // receiver has seen everything sent before the request. One that adds

@@ -131,7 +131,16 @@ public final class SimulationRuntime: TaskExecutor, @unchecked Sendable {
                 let now = state.now
                 condition.unlock()
                 if now > maximumVirtualTime {
-                    return SimulationError("the simulation ran past \(maximumVirtualTime) of virtual time without finishing")
+                    // Every sleep ends with the error, this one and those still pending, and the code
+                    // that waited runs on to its end: no continuation is left unresumed, no task hangs.
+                    let overrun = SimulationError("the simulation ran past \(maximumVirtualTime) of virtual time without finishing")
+                    condition.lock()
+                    let pending = state.timers
+                    state.timers = []
+                    condition.unlock()
+                    timer.continuation.resume(throwing: overrun)
+                    for other in pending { other.continuation.resume(throwing: overrun) }
+                    return unwind(after: overrun)
                 }
                 timer.continuation.resume()
                 continue
@@ -146,6 +155,36 @@ public final class SimulationRuntime: TaskExecutor, @unchecked Sendable {
             }
         }
     }
+
+    /// Runs the jobs the overrun's errors start until the simulated code has ended, for at most
+    /// ``unwindingJobLimit`` jobs (code that catches the error and goes on never ends). A sleep
+    /// begun meanwhile ends with the error too, once the jobs before it have run: never at once,
+    /// so a loop that catches it still yields, and the limit can stop it.
+    private func unwind(after overrun: SimulationError) -> SimulationError {
+        var run = 0
+        while run < Self.unwindingJobLimit {
+            condition.lock()
+            if state.head < state.jobs.count {
+                let job = state.jobs[state.head]
+                state.head += 1
+                condition.unlock()
+                run += 1
+                jobsRun += 1
+                job.runSynchronously(on: asUnownedTaskExecutor())
+                continue
+            }
+            let done = state.finished
+            let timers = state.timers
+            state.timers = []
+            condition.unlock()
+            for timer in timers { timer.continuation.resume(throwing: overrun) }
+            if done || timers.isEmpty { break }
+        }
+        return overrun
+    }
+
+    /// Jobs run after an overrun before the runtime stops regardless.
+    static let unwindingJobLimit = 100_000
 
     private func earliestTimerIndex() -> Int? {
         guard !state.timers.isEmpty else { return nil }

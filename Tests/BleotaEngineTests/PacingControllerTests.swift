@@ -63,6 +63,34 @@ import Testing
         #expect(abs(pacer.gap.seconds - expected) < 0.0001)
     }
 
+    /// A device taking 4 packets per 15 ms event at 267 a second: paced at the rate with the
+    /// cruising gain, some events bring it 5. Where the link says its interval the gap is at
+    /// least the interval over the buffer (3.75 ms), so no event brings more than the buffer;
+    /// where it does not, the rate alone paces, as before.
+    @Test func aKnownConnectionIntervalKeepsEachEventsBurstWithinTheBuffer() {
+        var paced = PacingController(.init(initialWindow: 32, receiverBuffer: 4, ackInterval: 2, connectionInterval: .milliseconds(15)))
+        var unknown = Self.controller(buffer: 4)
+        for index in [0, 1] {
+            var pacer = index == 0 ? paced : unknown
+            _ = Self.feed(&pacer, rounds: 12, perAck: 4, spacing: .milliseconds(15), roundTrip: .milliseconds(20))
+            pacer.receiverStalled()
+            if index == 0 { paced = pacer } else { unknown = pacer }
+        }
+        #expect(paced.window > 4)
+        #expect(paced.gap >= .microseconds(3750))
+        #expect(unknown.gap < .microseconds(3750), "\(unknown.gap)")
+        // A shorter interval (a fleet's link alone on its adapter) shortens the gap with it.
+        paced.connectionIntervalChanged(to: .microseconds(7500))
+        #expect(paced.gap < .microseconds(3750))
+        #expect(paced.gap >= .microseconds(1875))
+        // A flight within the buffer is never paced, whatever the interval.
+        var small = PacingController(.init(initialWindow: 4, receiverBuffer: 32, ackInterval: 2, connectionInterval: .milliseconds(15)))
+        _ = Self.feed(&small, rounds: 6, perAck: 4, spacing: .milliseconds(15), roundTrip: .milliseconds(5))
+        small.receiverStalled()
+        #expect(small.window <= 32)
+        #expect(small.gap == .zero)
+    }
+
     @Test func aFlightTheBufferHoldsIsNeverPaced() {
         var pacer = Self.controller(buffer: 32)
         _ = Self.feed(&pacer, rounds: 6, perAck: 16, spacing: .milliseconds(30), roundTrip: .milliseconds(40))

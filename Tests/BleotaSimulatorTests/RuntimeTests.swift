@@ -110,6 +110,47 @@ final class SharedLog: Sendable {
         #expect(error?.description.contains("ran past") == true)
     }
 
+    /// Past the cap every sleep ends with the overrun's error — the one that crossed it and
+    /// those still pending in other tasks — and the simulated code runs on to its end:
+    /// cleanup runs, and no continuation is left unresumed (which Swift reports as a misuse).
+    @Test func anOverrunEndsEverySleepAndLetsTheCodeUnwind() async {
+        let unwound = SharedLog()
+        let error = await #expect(throws: SimulationError.self) {
+            try await SimulationRuntime.run(maximumVirtualTime: .seconds(10)) { runtime in
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        do { try await runtime.clock.sleep(for: .seconds(3600)) } catch {
+                            unwound.append("pending sleep: \(type(of: error))")
+                            throw error
+                        }
+                    }
+                    group.addTask {
+                        defer { unwound.append("loop") }
+                        while true { try await runtime.clock.sleep(for: .seconds(1)) }
+                    }
+                    try await group.waitForAll()
+                }
+            }
+        }
+        #expect(error?.description.contains("ran past 10.0 seconds") == true)
+        #expect(unwound.all.sorted() == ["loop", "pending sleep: SimulationError"])
+    }
+
+    /// Code that catches the overrun's error and sleeps again gets it again at once, and the
+    /// runtime still ends (within its unwinding limit), with the overrun as the result.
+    @Test func codeThatIgnoresTheOverrunStillEnds() async {
+        let tries = SharedLog()
+        let error = await #expect(throws: SimulationError.self) {
+            try await SimulationRuntime.run(maximumVirtualTime: .seconds(5)) { runtime in
+                while true {
+                    do { try await runtime.clock.sleep(for: .seconds(1)) } catch { tries.append("caught") }
+                }
+            }
+        }
+        #expect(error?.description.contains("ran past") == true)
+        #expect(tries.all.count > 1)
+    }
+
     @Test func seededRandomIsStableAndStreamsAreIndependent() {
         var a = SeededRandom(seed: 7), b = SeededRandom(seed: 7), c = SeededRandom(seed: 8)
         let first = (0..<5).map { _ in a.next() }
