@@ -632,6 +632,36 @@ if runs("pacing") {
     }
 }
 
+// 1d'. Small packets on a slow device (issue 48, item 6): slow-flash takes 4 packets per 15 ms
+// connection event, whatever their size, so small packets are bound by the events, not by the
+// device's 2 ms a packet; 5 % duplication puts copies in the same 4 places.
+if runs("small-packets") {
+    print("\n== small packets: slow-flash, 64 KiB, --packet-size 1, 8, 20 and the link's, with and without 5 % duplication")
+    let model = LinkPreset.named("slow-flash")!.model
+    let header = NativeMessage.dataHeaderSize
+    let small = pseudoRandom(64 * 1024, seed: 6)
+    for size in [1, 8, 20, nil] as [Int?] {
+        var tuning = defaultTuning
+        if let size { tuning.packetSize = size }
+        let payload = size ?? (model.maximumPayload - header)
+        // The ceiling: each 4 KiB page costs its erase, then its packets at the buffer's worth per
+        // connection event or at the device's processing, whichever is slower (protocols/link-model.md).
+        let page = Double(model.flashPageSize)
+        let perEvent = model.connectionInterval.seconds / Double(model.deviceBuffer)
+        let eventBound = page / (model.flashEraseTimePerPage.seconds + page / Double(payload) * perEvent)
+        let ceiling = min(eventBound, model.deviceCeiling(packetBytes: payload + header, headerBytes: header) ?? .infinity)
+        let name = size.map { "--packet-size \($0)" } ?? "the link's packet size"
+        record("small-packets", "\(name): ceiling", ceiling, "B/s")
+        for duplication in [0.0, 0.05] {
+            let run = try await simulatedFlash("sim://slow-flash?seed=1&duplicate=\(duplication)", image: small, tuning: tuning)
+            let label = duplication > 0 ? "\(name), 5 % duplicated" : name
+            record("small-packets", "\(label): goodput", run.goodput, "B/s")
+            record("small-packets", "\(label): share of the ceiling", run.goodput / ceiling * 100, "%", target: duplication > 0 ? "≥ 70 %" : "≥ 80 %")
+            record("small-packets", "\(label): packets resent", Double(run.resent), "packets")
+        }
+    }
+}
+
 // 1e. A fleet: many simulated devices over several simulated adapters, each adapter's radio shared by its links.
 /// One fleet campaign of `kib`-KiB images; `--fleet-devices`, `--fleet-adapters`, `--fleet-spacing`,
 /// `--fleet-fixed` (pacing off) and `--fleet-steps` (time per step and links transferring, per adapter
