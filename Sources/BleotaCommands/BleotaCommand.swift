@@ -119,6 +119,13 @@ public struct BleotaCommand: AsyncParsableCommand {
         return first
     }
 
+    /// The names of `type`'s subcommands, for "did you mean".
+    static func subcommandNames(of type: any ParsableCommand.Type) -> [String] {
+        var names: [String] = []
+        for subcommand in type.configuration.subcommands { names.append(subcommand._commandName) }
+        return names
+    }
+
     /// argument-parser's usage error as bleota words its own: one line `error: …`, then the
     /// usage on a second line with where to read more.
     static func usageError(_ error: Error, arguments: [String]) -> (message: String, usage: String) {
@@ -128,6 +135,13 @@ public struct BleotaCommand: AsyncParsableCommand {
             message = first.lowercased() + message.dropFirst()
         }
         let (words, type) = subcommand(in: arguments)
+        // A misspelt command (`bleota flsh`) gets the nearest one, as a misspelt option does.
+        if message.hasPrefix("unexpected argument '"), let typed = message.split(separator: "'").dropFirst().first,
+            !typed.hasPrefix("-"),
+            let near = NameSuggestion.closest(to: String(typed), among: subcommandNames(of: type))
+        {
+            message += " (did you mean '\(near)'?)"
+        }
         let usage = usageString(for: type).split(whereSeparator: \.isWhitespace).joined(separator: " ")
         let help = (["bleota"] + words + ["--help"]).joined(separator: " ")
         return (message, "usage: \(usage) (see '\(help)')")

@@ -208,3 +208,22 @@ public struct LinkFaults: Sendable, Hashable, Codable {
 
     public init() {}
 }
+
+extension LinkModel: CustomStringConvertible {
+    /// What a log line says of the model, in the units the address keys take
+    /// (`SimulatorAddress.simulatorKeys`), not Swift's rendering of the struct.
+    public var description: String {
+        func milliseconds(_ duration: Duration) -> String {
+            let value = duration.seconds * 1000
+            return value == value.rounded() ? "\(Int(value)) ms" : String(format: "%g ms", value)
+        }
+        var parts = [
+            "LE \(phy.rawValue.uppercased())", "link-layer payload \(linkLayerPayload)", "MTU \(attMTU)",
+            "\(milliseconds(connectionInterval)) interval", "\(packetsPerEvent) packets per event",
+            "device buffer \(deviceBuffer)", "\(milliseconds(deviceProcessingPerPacket)) per packet",
+        ]
+        if flashEraseTimePerPage > .zero { parts.append("\(flashPageSize)-byte pages erased in \(milliseconds(flashEraseTimePerPage))") }
+        parts.append("reboot \(milliseconds(rebootTime))")
+        return parts.joined(separator: ", ")
+    }
+}

@@ -73,6 +73,27 @@ struct BleotaProcess {
     }
 
     /// A value that looks like a negative number belongs to the option before it.
+    /// A misspelt command or protocol gets the nearest name, as a misspelt option does, and a
+    /// protocol that is a description in the repository gets the --protocol-file that loads it
+    /// (issue 48, item 17).
+    @Test func misspeltNamesGetTheNearestOne() throws {
+        let command = try BleotaProcess.run(["flsh"])
+        #expect(command.status == 2)
+        #expect(command.stderr.hasPrefix("error: unexpected argument 'flsh' (did you mean 'flash'?)\n"), "\(command.stderr)")
+        let group = try BleotaProcess.run(["image", "inf"])
+        #expect(group.stderr.hasPrefix("error: unexpected argument 'inf' (did you mean 'info'?)\n"), "\(group.stderr)")
+        let image = BleotaProcess.repositoryRoot.appendingPathComponent("samples/firmware/blinky.hex").path
+        let misspelt = try BleotaProcess.run(["flash", image, "--device", "sim://2m-dle", "--protocol", "smpp"])
+        #expect(misspelt.status == 2)
+        #expect(misspelt.stderr.hasPrefix("error: --protocol 'smpp' is not a protocol bleota knows (did you mean 'smp'?): use one of native, smp,"))
+        let described = try BleotaProcess.run(["flash", image, "--device", "sim://2m-dle", "--protocol", "telink-ota"])
+        #expect(described.status == 2)
+        #expect(described.stderr.contains("or load its description with --protocol-file protocols/telink-ota.yaml\n"), "\(described.stderr)")
+        let far = try BleotaProcess.run(["flash", image, "--device", "sim://2m-dle", "--protocol", "xyz"])
+        #expect(!far.stderr.contains("did you mean"))
+        #expect(far.stderr.contains("or a protocol described in YAML with --protocol-file FILE"))
+    }
+
     @Test func negativeNumbersAreOptionValues() {
         #expect(BleotaCommand.joiningNegativeValues(["flash", "--delay", "-1", "x"]) == ["flash", "--delay=-1", "x"])
         #expect(BleotaCommand.joiningNegativeValues(["--backoff", "-.5"]) == ["--backoff=-.5"])

@@ -39,7 +39,10 @@ struct FakeProtocol: UpdateProtocol {
 
     @Test func theExplicitProtocolWinsWhenItFits() throws {
         #expect(try resolve(ProtocolRequest(explicit: "managed", transport: .ble, device: "d", needs: .flash)) == "managed")
-        #expect(throws: ProtocolResolutionError("--protocol 'nope' is not a protocol bleota knows: use one of plain, managed", usage: true)) {
+        #expect(
+            throws: ProtocolResolutionError(
+                "--protocol 'nope' is not a protocol bleota knows: use one of plain, managed, or a protocol described in YAML with --protocol-file FILE", usage: true)
+        ) {
             try resolve(ProtocolRequest(explicit: "nope", transport: .ble, device: "d", needs: .flash))
         }
         #expect(throws: ProtocolResolutionError("PLAIN does not run over udp (udp://x): use --protocol managed (or leave it out)", usage: true)) {
@@ -47,12 +50,31 @@ struct FakeProtocol: UpdateProtocol {
         }
     }
 
+    /// A misspelt name gets the nearest known one; a far one gets none (issue 48, item 17).
+    @Test func aMisspeltProtocolIsAnsweredWithTheNearestName() {
+        #expect(
+            throws: ProtocolResolutionError(
+                "--protocol 'manged' is not a protocol bleota knows (did you mean 'managed'?): use one of plain, managed, or a protocol described in YAML with --protocol-file FILE",
+                usage: true)
+        ) {
+            try resolve(ProtocolRequest(explicit: "manged", transport: .ble, device: "d", needs: .flash))
+        }
+        #expect(NameSuggestion.closest(to: "smpp", among: ["native", "smp", "suota"]) == "smp")
+        #expect(NameSuggestion.closest(to: "flsh", among: ["flash", "push", "pull"]) == "flash")
+        #expect(NameSuggestion.closest(to: "nordic-legcay", among: ["nordic-dfu", "nordic-legacy"]) == "nordic-legacy")
+        #expect(NameSuggestion.closest(to: "xyz", among: ["smp", "suota"]) == nil)
+        #expect(NameSuggestion.closest(to: "telink-ota", among: ["native", "smp", "ti-oad", "silabs-ota"]) == nil)
+    }
+
     /// `sim serve` and campaigns: the named protocol, or the default over the transports served.
     @Test func aCommandWithoutADeviceGetsTheNamedProtocolOrTheTransportsDefault() throws {
         #expect(try Self.registry.named("plain", orDefaultOver: [.udp]).name == "plain", "a name is taken as it is")
         #expect(try Self.registry.named(nil, orDefaultOver: [.udp, .serial]).name == "managed")
         #expect(try Self.registry.named(nil, orDefaultOver: [.simulator]).name == "plain")
-        #expect(throws: ProtocolResolutionError("--protocol 'nope' is not a protocol bleota knows: use one of plain, managed", usage: true)) {
+        #expect(
+            throws: ProtocolResolutionError(
+                "--protocol 'nope' is not a protocol bleota knows: use one of plain, managed, or a protocol described in YAML with --protocol-file FILE", usage: true)
+        ) {
             try Self.registry.named("nope", orDefaultOver: [.udp])
         }
         #expect(throws: ProtocolResolutionError("no registered protocol runs over udp or serial: name one with --protocol (plain)", usage: true)) {

@@ -10,6 +10,20 @@ import enum BleotaEngine.FullQueueHandling
     let oneM = LinkPreset.named("1m-no-dle-30ms")!.model
     let twoM = LinkPreset.named("2m-dle")!.model
 
+    /// `-v` logs the model as the address keys say it, not as Swift renders the struct
+    /// (`LinkModel(phy: BleotaSimulator.LinkModel.PHY.le2M, …)`, issue 48, item 17).
+    @Test func aModelDescribesItselfInTheAddressKeysUnits() throws {
+        let slow = try #require(LinkPreset.named("slow-flash")).model
+        #expect(
+            slow.description
+                == "LE 2M, link-layer payload 251, MTU 247, 15 ms interval, 8 packets per event, device buffer 4, 2 ms per packet, 4096-byte pages erased in 85 ms, reboot 500 ms"
+        )
+        let fast = try #require(LinkPreset.named("1m-dle-7.5ms")).model
+        #expect(fast.description.contains("7.5 ms interval"))
+        #expect(!fast.description.contains("erased"))
+        #expect(!"\(fast)".contains("BleotaSimulator."))
+    }
+
     @Test func airTimeFollowsTheCoreSpecPacketFormat() {
         // LE 1M: (1 preamble + 4 access address + 2 header + 27 payload + 3 CRC) bytes × 8 µs.
         #expect(oneM.airTime(payload: 27) == .microseconds(296))

@@ -1,4 +1,5 @@
 import BleotaATT
+import Foundation
 
 /// The update protocols bleota knows, in order of preference, and the one
 /// place that decides which of them a device and an image call for.
@@ -45,7 +46,7 @@ public struct ProtocolRegistry: Sendable {
     public func named(_ name: String?, orDefaultOver transports: [TransportKind]) throws(ProtocolResolutionError) -> any UpdateProtocol {
         if let name {
             guard let chosen = named(name) else {
-                throw ProtocolResolutionError("--protocol '\(name)' is not a protocol bleota knows: use one of \(names.joined(separator: ", "))", usage: true)
+                throw unknownProtocol(name)
             }
             return chosen
         }
@@ -57,6 +58,24 @@ public struct ProtocolRegistry: Sendable {
         return chosen
     }
 
+    /// The refusal of a `--protocol` no registered protocol has: the names that would work, the
+    /// nearest of them when it looks misspelt, and, where the working directory holds a
+    /// description of that name (`protocols/telink-ota.yaml` in bleota's repository), how to load it.
+    func unknownProtocol(_ name: String) -> ProtocolResolutionError {
+        var message = "--protocol '\(name)' is not a protocol bleota knows"
+        if let near = NameSuggestion.closest(to: name, among: names) {
+            message += " (did you mean '\(near)'?)"
+        }
+        message += ": use one of \(names.joined(separator: ", "))"
+        let description = "protocols/\(name).yaml"
+        if FileManager.default.fileExists(atPath: description) {
+            message += ", or load its description with --protocol-file \(description)"
+        } else {
+            message += ", or a protocol described in YAML with --protocol-file FILE"
+        }
+        return ProtocolResolutionError(message, usage: true)
+    }
+
     /// Picks the protocol for one command, once: from `--protocol`, from what
     /// the address says, from the image, or from what the device offers —
     /// in that order of authority. Every refusal says what would work.
@@ -64,7 +83,7 @@ public struct ProtocolRegistry: Sendable {
         let names = self.names.joined(separator: ", ")
         if let explicit = request.explicit {
             guard let chosen = named(explicit) else {
-                throw ProtocolResolutionError("--protocol '\(explicit)' is not a protocol bleota knows: use one of \(names)", usage: true)
+                throw unknownProtocol(explicit)
             }
             // The address says what the device speaks (a simulated one is made to speak it): a --protocol
             // that says otherwise would talk past it.
