@@ -454,7 +454,15 @@ func summary(_ report: UpdateReport) -> String {
             format: ", %.0f%% of the %@/s this device can write; the link carries %@/s",
             100 * report.goodput / device, formatBytes(Int(device)), formatBytes(Int(link)))
     } else if let capacity = report.linkCapacity, capacity > 0 {
-        parts[0] += String(format: ", %.0f%% of the link's %@/s", 100 * report.goodput / capacity, formatBytes(Int(capacity)))
+        if report.streamBytes > 0, report.streamBytes < report.bytes, report.transferSeconds > 0 {
+            // Compressed or a delta: the image arrives faster than the link carries bytes, so the
+            // share of the link is of what was sent ("142 % of the link" said nothing true).
+            let sent = Double(report.streamBytes) / report.transferSeconds
+            parts[0] += String(
+                format: " of image; %@/s sent, %.0f%% of the link's %@/s", formatBytes(Int(sent)), 100 * sent / capacity, formatBytes(Int(capacity)))
+        } else {
+            parts[0] += String(format: ", %.0f%% of the link's %@/s", 100 * report.goodput / capacity, formatBytes(Int(capacity)))
+        }
     }
     parts[0] += ")"
     parts.append("\(formatDuration(report.totalSeconds)) in all")
