@@ -14,6 +14,20 @@ import Testing
         String(result.stderr.split(separator: "\n", omittingEmptySubsequences: true).first ?? "")
     }
 
+    /// `--delta always` where bleota holds no copy of the running image: a local cause, exit 3
+    /// (a base that is missing, as a missing file is), not 4 "the device refused"; nothing sent
+    /// (issue 48, item 17). Each run here has an image store of its own, empty.
+    @Test func deltaAlwaysWithoutAStoredBaseIsALocalFailure() throws {
+        let result = try BleotaProcess.run(
+            ["flash", "samples/cortex-m/gcc-arm-none-eabi-12.2.1/delta/sensor-hub-2.0.1.bin", "--device", "sim://2m-dle", "--delta", "always", "--json"])
+        #expect(result.status == 3, "\(result.stderr)")
+        #expect(result.stderr.contains("bleota holds no copy of the image the device runs"), "\(result.stderr)")
+        #expect(result.stderr.contains("give --base the image it runs, or use --delta auto"))
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+        #expect(report["exitStatus"] as? Int == 3)
+        #expect(report["deviceState"] as? String == "old-image", "\(report)")
+    }
+
     @Test(
         arguments: [
             (["flash", image, "--device", "sim://2m-dle", "--delay", "nan"], "error: --delay nan is out of range: use 0…60 s (or write a unit: ms, us)"),

@@ -368,10 +368,19 @@ struct Session {
     func checkDelta(_ hello: NativeMessage.HelloResponse, step: UpdateStep) throws(TransferError) {
         guard let base = deltaBase, base.policy == .always else { return }
         guard hello.capabilities.contains(.delta), let running = hello.runningSHA256 else {
-            throw TransferError(.deviceRefused, step: step, "the device does not apply delta patches: use --delta auto or never")
+            var error = TransferError(.deviceRefused, step: step, "the device does not apply delta patches: use --delta auto or never")
+            error.outcome = .oldImage(hello.firmwareVersion)
+            throw error
         }
         if case .failure(let mismatch) = base.resolve(running: running) {
-            throw TransferError(.deviceRefused, step: step, "\(mismatch): give --base the image it runs, or use --delta auto")
+            // No stored copy is a local cause (exit 3, as a missing file); a given base the device
+            // does not run is the device's answer (exit 4).
+            let code: TransferError.Code
+            if case .store = base.origin { code = .badInput } else { code = .deviceRefused }
+            var error = TransferError(code, step: step, "\(mismatch): give --base the image it runs, or use --delta auto")
+            // Nothing was sent: the device runs what it said at hello.
+            error.outcome = .oldImage(hello.firmwareVersion)
+            throw error
         }
     }
 
