@@ -432,9 +432,11 @@ func effectiveTuning(
     _ options: TuningOptions, device: String, for updateProtocol: any UpdateProtocol,
     store: TuningStore = TuningStore()
 ) -> (TransferTuning, Set<TuningKnob>, String?) {
-    let savedKnobs: Set<TuningKnob> = [.packetSize, .window, .delay]
-    guard !options.noSavedTuning, savedKnobs.isSubset(of: Set(updateProtocol.tuningKnobs.keys)),
-        let saved = store.saved(for: DeviceIdentity(device))
+    // A saved setting's knobs that mean something to this protocol (legacy DFU has no delay): tune
+    // saves only those it measured, and flash takes them.
+    let savedKnobs = Set<TuningKnob>([.packetSize, .window, .delay]).intersection(updateProtocol.tuningKnobs.keys)
+    guard !options.noSavedTuning, !savedKnobs.isEmpty,
+        let saved = store.saved(for: DeviceIdentity(device, protocolName: updateProtocol.name))
     else {
         return (options.tuning(), options.givenKnobs, nil)
     }

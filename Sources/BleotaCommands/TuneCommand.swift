@@ -83,8 +83,9 @@ struct TuneCommand: AsyncParsableCommand {
         if let plot { try checkOutputPath(plot) }
         // Tuning measures test transfers the device checks and discards: a protocol without
         // them could only be measured by changing the device.
+        // The image decides the protocol as it does for flash (a Nordic package on sim://slow-flash).
         let updateProtocol = try await deviceOptions.device.resolveProtocol(
-            explicit: protocolOption.name, needs: .testTransfer,
+            explicit: protocolOption.name, image: image.map(ImageFiles.probe), needs: .testTransfer,
             timeout: deviceOptions.timeouts.connect, pairing: deviceOptions.pairing.policy, logger: logger)
         try await tune(updateProtocol, logger: logger)
     }
@@ -214,7 +215,7 @@ struct TuneCommand: AsyncParsableCommand {
                     formatBytes(Int(chosenClosedLoop.goodput)), gain, formatBytes(Int(defaultClosedLoop.goodput)),
                     beatsDefault ? "" : ", so it is not saved"))
         }
-        let identity = DeviceIdentity(deviceOptions.device.text)
+        let identity = DeviceIdentity(deviceOptions.device.text, protocolName: updateProtocol.name)
         let store = TuningStore()
         var savedTo: String?
         var removedEarlier = false
@@ -307,17 +308,24 @@ func pseudoRandomBytes(_ count: Int, seed: UInt64) -> [UInt8] {
 struct DeviceIdentity: Equatable {
     var key: String
 
-    init(_ address: String) {
-        guard let query = address.firstIndex(of: "?") else {
-            key = address
-            return
-        }
-        let base = String(address[..<query])
-        if address.hasPrefix("ble://") {
+    /// `protocolName` is the protocol the command resolved. A simulated device speaks whatever the
+    /// command picks unless its address names one, so `sim://slow-flash` flashed with a Nordic
+    /// package is the same device as `sim://slow-flash?protocol=nordic-dfu`: for `sim://` the key
+    /// names the resolved protocol as `protocol=` (none for the simulator's default protocol, so
+    /// settings saved before keep their keys), whatever the address said, and leaves out `seed=`.
+    init(_ address: String, protocolName: String? = nil, defaultProtocol: String? = CommandContext.registry.defaultProtocol?.name) {
+        let simulated = address.hasPrefix("sim://")
+        let query = address.firstIndex(of: "?")
+        let base = String(address[..<(query ?? address.endIndex)])
+        if address.hasPrefix("ble://") || query == nil && !simulated {
             key = base
             return
         }
-        let kept = address[address.index(after: query)...].split(separator: "&").filter { !$0.hasPrefix("seed=") }
+        var kept = query.map { address[address.index(after: $0)...].split(separator: "&").map(String.init) } ?? []
+        kept = kept.filter { !$0.hasPrefix("seed=") }
+        if simulated, let protocolName {
+            kept = kept.filter { !$0.hasPrefix("protocol=") } + (protocolName == defaultProtocol ? [] : ["protocol=\(protocolName)"])
+        }
         key = kept.isEmpty ? base : base + "?" + kept.joined(separator: "&")
     }
 }

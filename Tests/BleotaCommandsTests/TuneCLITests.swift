@@ -95,6 +95,36 @@ import Testing
         #expect(gain < 1.5, "tune claims \(gain)x over flash's own defaults")
     }
 
+    /// tune takes the protocol from --image as flash does (a Nordic package on plain sim://slow-flash
+    /// was refused, "drop --image"), and a setting saved for `sim://slow-flash?protocol=nordic-legacy`
+    /// is the one a flash of the same package on `sim://slow-flash` uses: one device, one key
+    /// (issue 48, item 17). Legacy DFU has no --delay: the saved knobs it has are taken.
+    @Test func aPackageDecidesTuneProtocolAndTheSavedSettingIsFoundUnderEitherAddress() throws {
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-tune-\(UUID())")
+        try FileManager.default.createDirectory(at: config.appendingPathComponent("bleota"), withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: config) }
+        let package = "Tests/BleotaProtocolsTests/Fixtures/nordic/adafruit-nrfutil-0.5.3.post16-app.zip"
+        let tune = try BleotaProcess.run(["tune", "--device", "sim://slow-flash", "--image", package, "--json", "--no-saved-tuning"], configHome: config)
+        #expect(tune.status == 0, "\(tune.stderr)")
+        #expect(!tune.stderr.contains("drop --image"))
+        let saved =
+            #"{"devices":{"sim://slow-flash?protocol=nordic-legacy":{"goodput":1000,"loss":0,"point":{"delayMilliseconds":0,"packetSize":100,"window":8},"savedAt":"2026-01-01T00:00:00Z","trials":3}}}"#
+        try Data(saved.utf8).write(to: config.appendingPathComponent("bleota/tuning.json"))
+        let said = try BleotaProcess.run(["flash", package, "--device", "sim://slow-flash"], configHome: config)
+        #expect(said.status == 0, "\(said.stderr)")
+        #expect(said.stderr.contains("using the tuning saved for this device: packet 100, window 8"), "\(said.stderr)")
+        let flash = try BleotaProcess.run(["flash", package, "--device", "sim://slow-flash", "--json"], configHome: config)
+        #expect(flash.status == 0, "\(flash.stderr)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(flash.stdout.utf8)) as? [String: Any])
+        #expect(report["packetSize"] as? Int == 100, "\(report)")
+        // The native protocol on the same preset has its own key: the Nordic setting is not its.
+        let native = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", "sim://slow-flash"], configHome: config)
+        #expect(!native.stderr.contains("using the tuning saved"), "\(native.stderr)")
+        #expect(DeviceIdentity("sim://slow-flash?seed=3&protocol=nordic-legacy", protocolName: "nordic-legacy").key == "sim://slow-flash?protocol=nordic-legacy")
+        #expect(DeviceIdentity("sim://slow-flash?seed=3", protocolName: "native").key == "sim://slow-flash")
+        #expect(DeviceIdentity("ble://AA:BB:CC:DD:EE:FF?adapter=hci1", protocolName: "smp").key == "ble://AA:BB:CC:DD:EE:FF")
+    }
+
     /// On a link without data length extension the native protocol sends compact data headers, and tune
     /// measures packets that full headers could not carry; a flash with that size saved starts and ends.
     @Test func aPacketSizeThatFitsOnlyWithCompactHeadersIsTakenByFlash() throws {
