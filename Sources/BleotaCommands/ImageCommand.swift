@@ -373,9 +373,14 @@ struct ImageConvert: AsyncParsableCommand {
             let result = Converted(input: inputFile, output: outputFile, format: outputFormat.shortName, size: image.size, crc32: hex32(image.crc32(fill: input.fill)))
             Terminal.standardOutput.writeLine(try JSONOutput.string(result))
         } else {
+            // A .bin holds one flat run: the segments it was made of are said as filled into it.
+            let count = image.segments.count
+            let layout =
+                outputFormat == .bin
+                ? (count == 1 ? "1 segment" : "\(count) segments filled into one with 0x\(String(format: "%02X", input.fill))")
+                : "\(count) segment\(count == 1 ? "" : "s")"
             Terminal.standardOutput.writeLine(
-                "wrote \(outputFile) (\(outputFormat.displayName), \(image.segments.count) segment\(image.segments.count == 1 ? "" : "s"), \(image.size) bytes, crc32 \(hex32(image.crc32(fill: input.fill))))"
-            )
+                "wrote \(outputFile) (\(outputFormat.displayName), \(layout), \(image.size) bytes, crc32 \(hex32(image.crc32(fill: input.fill))))")
         }
     }
 }

@@ -81,6 +81,26 @@ import Testing
         #expect(a.size == b.size)
     }
 
+    /// An S-record's S0 header survives a conversion to S-record, and a .bin output, one flat
+    /// run, says its segments were filled into one rather than "2 segments" (issue 48, item 17).
+    @Test func conversionsSayWhatTheOutputHolds() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let source = "samples/firmware/blinky.srec"
+        let header = try #require(try String(contentsOfFile: source, encoding: .utf8).split(separator: "\n").first)
+        #expect(header.hasPrefix("S0"))
+        let srec = directory.appendingPathComponent("again.srec").path
+        let toSrec = try BleotaProcess.run(["image", "convert", source, srec])
+        #expect(toSrec.status == 0, "\(toSrec.stderr)")
+        #expect(try String(contentsOfFile: srec, encoding: .utf8).split(separator: "\n").first == header)
+        #expect(toSrec.stdout.contains("(Motorola S-record, 2 segments, "), "\(toSrec.stdout)")
+        let bin = directory.appendingPathComponent("flat.bin").path
+        let toBin = try BleotaProcess.run(["image", "convert", source, bin])
+        #expect(toBin.status == 0, "\(toBin.stderr)")
+        #expect(toBin.stdout.contains("(raw binary, 2 segments filled into one with 0xFF, 13312 bytes, "), "\(toBin.stdout)")
+    }
+
     @Test func malformedImageIsExit3WithFileAndLine() throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("bad-\(UUID().uuidString).hex").path
         try ":0100000042BD\n:0100010043BC\n:00000001FF\n".write(toFile: path, atomically: true, encoding: .utf8)
