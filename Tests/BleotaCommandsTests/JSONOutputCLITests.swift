@@ -128,6 +128,12 @@ import Testing
         let failure = try #require(try Self.document(String(lines.last ?? "")) as? [String: Any])
         #expect(failure["event"] as? String == "failure")
         #expect(Self.failureKeys.isSubset(of: Set(failure.keys)) && failure["exitStatus"] as? Int == Int(status), "\(failure)")
+        // A device refused before anything was sent says what it runs (issue 48, item 15).
+        let refused = try lines.compactMap { try Self.document(String($0)) as? [String: Any] }
+            .first { $0["event"] as? String == "finished" && ($0["device"] as? String)?.contains("slot=1024") == true }
+        let result = try #require(refused?["result"] as? [String: Any])
+        #expect(result["outcome"] as? String == "failed")
+        #expect(result["deviceState"] as? String == "old-image", "\(result)")
     }
 
     /// A fleet that cannot start (a usage error, a bad device list) answers in its stream's form too: one line.
