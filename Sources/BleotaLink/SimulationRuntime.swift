@@ -90,12 +90,36 @@ public final class SimulationRuntime: TaskExecutor, @unchecked Sendable {
 
     /// Ends the sleeps still pending when the simulation is over (connection
     /// event loops, a rebooting device), so no continuation is leaked.
-    private func abandonTimers() {
+    private func abandonTimers() { endTimers(throwing: CancellationError()) }
+
+    /// Resumes every pending sleep with `error`; returns how many there were.
+    @discardableResult
+    private func endTimers(throwing error: any Error) -> Int {
+        let timers = condition.withLock {
+            defer { state.timers = [] }
+            return state.timers
+        }
+        for timer in timers { timer.continuation.resume(throwing: error) }
+        return timers.count
+    }
+
+    /// Runs the next queued job, if there is one, on this thread.
+    private func runNextJob() -> Bool {
         condition.lock()
-        let timers = state.timers
-        state.timers = []
+        guard state.head < state.jobs.count else {
+            condition.unlock()
+            return false
+        }
+        let job = state.jobs[state.head]
+        state.head += 1
+        if state.head > 1024 && state.head * 2 > state.jobs.count {
+            state.jobs.removeFirst(state.head)
+            state.head = 0
+        }
         condition.unlock()
-        for timer in timers { timer.continuation.resume(throwing: CancellationError()) }
+        jobsRun += 1
+        job.runSynchronously(on: asUnownedTaskExecutor())
+        return true
     }
 
     private func markFinished() {
@@ -108,19 +132,8 @@ public final class SimulationRuntime: TaskExecutor, @unchecked Sendable {
     /// The event loop; returns an error if the simulation cannot proceed.
     private func drive() -> SimulationError? {
         while true {
+            if runNextJob() { continue }
             condition.lock()
-            if state.head < state.jobs.count {
-                let job = state.jobs[state.head]
-                state.head += 1
-                if state.head > 1024 && state.head * 2 > state.jobs.count {
-                    state.jobs.removeFirst(state.head)
-                    state.head = 0
-                }
-                condition.unlock()
-                jobsRun += 1
-                job.runSynchronously(on: asUnownedTaskExecutor())
-                continue
-            }
             if state.finished {
                 condition.unlock()
                 return nil
@@ -134,12 +147,8 @@ public final class SimulationRuntime: TaskExecutor, @unchecked Sendable {
                     // Every sleep ends with the error, this one and those still pending, and the code
                     // that waited runs on to its end: no continuation is left unresumed, no task hangs.
                     let overrun = SimulationError("the simulation ran past \(maximumVirtualTime) of virtual time without finishing")
-                    condition.lock()
-                    let pending = state.timers
-                    state.timers = []
-                    condition.unlock()
                     timer.continuation.resume(throwing: overrun)
-                    for other in pending { other.continuation.resume(throwing: overrun) }
+                    endTimers(throwing: overrun)
                     return unwind(after: overrun)
                 }
                 timer.continuation.resume()
@@ -163,22 +172,12 @@ public final class SimulationRuntime: TaskExecutor, @unchecked Sendable {
     private func unwind(after overrun: SimulationError) -> SimulationError {
         var run = 0
         while run < Self.unwindingJobLimit {
-            condition.lock()
-            if state.head < state.jobs.count {
-                let job = state.jobs[state.head]
-                state.head += 1
-                condition.unlock()
+            if runNextJob() {
                 run += 1
-                jobsRun += 1
-                job.runSynchronously(on: asUnownedTaskExecutor())
                 continue
             }
-            let done = state.finished
-            let timers = state.timers
-            state.timers = []
-            condition.unlock()
-            for timer in timers { timer.continuation.resume(throwing: overrun) }
-            if done || timers.isEmpty { break }
+            let done = condition.withLock { state.finished }
+            if endTimers(throwing: overrun) == 0 || done { break }
         }
         return overrun
     }
