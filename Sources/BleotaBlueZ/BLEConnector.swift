@@ -133,11 +133,16 @@ public struct BLEConnector: DeviceConnector {
     public let security = ConnectionSecurityRecord()
     /// Answers what pairing asks.
     public let pairing: any PairingAgent
+    /// The security every link is raised to before anything is written on it (a retry after a
+    /// device answered nothing on a plain link, ``/BleotaLink/SilentDropRecovery``). Links are
+    /// raised to medium anyway when the agent expects pairing or bleota keeps a bond with the device.
+    public let securityBeforeWriting: SecurityLevel
     public let logger: Logger
 
     public init(
         target: BLEDeviceAddress, clock: any BleotaClock, description: String, service: GATTPacketService,
-        allowsCreditChannel: Bool, pairing: any PairingAgent = PairingPolicy.justWorks, logger: Logger = Logger(label: "bleota.ble")
+        allowsCreditChannel: Bool, pairing: any PairingAgent = PairingPolicy.justWorks, securityBeforeWriting: SecurityLevel = .low,
+        logger: Logger = Logger(label: "bleota.ble")
     ) {
         self.target = target
         self.clock = clock
@@ -145,6 +150,7 @@ public struct BLEConnector: DeviceConnector {
         self.service = service
         self.allowsCreditChannel = allowsCreditChannel
         self.pairing = pairing
+        self.securityBeforeWriting = securityBeforeWriting
         self.logger = logger
     }
 
@@ -212,10 +218,16 @@ public struct BLEConnector: DeviceConnector {
         }
     }
 
-    /// Where a device named by its identity advertises now: a device with a bond whose IRK bleota
-    /// keeps may advertise from a private address that changes (and changes again across a reset
-    /// into its bootloader), so a short scan finds the address that IRK resolves. Without such a
-    /// bond, or when the scan finds nothing, the address as it is.
+    /// Where to connect to a device that may advertise from a private address that changes (and
+    /// changes again across a reset into its bootloader).
+    ///
+    /// With a bond whose IRK bleota keeps, the device is reached by its identity: bleota's agent
+    /// loads every bond into the kernel (Load Identity Resolving Keys) before this returns, and a
+    /// kernel that holds the IRK reports the device's advertising under the identity and connects
+    /// to whichever private address it uses by then. Connecting to the private address a scan saw
+    /// instead never completes, since the kernel no longer reports the device under it. Where
+    /// the agent cannot load keys (beside bluetoothd, or without `CAP_NET_ADMIN`), a short scan
+    /// finds the address the IRK resolves. Without such a bond, the address as it is.
     func located(_ candidate: BLEDeviceAddress) async -> BLEDeviceAddress {
         guard let adapterAddress = BluetoothAvailability.address(of: candidate.adapter) else { return candidate }
         let keys = ((try? BondStore().bonds(adapter: adapterAddress)) ?? []).compactMap(\.identityResolvingKey)
@@ -223,6 +235,11 @@ public struct BLEConnector: DeviceConnector {
         if let key = keys.first(where: { $0.identity.address == candidate.address })
             ?? keys.first(where: { ResolvablePrivateAddress.resolves(candidate.address, irk: $0.value) })
         {
+            let answerer = await PairingService.shared.answerer(adapter: candidate.adapter, policy: pairing, logger: logger)
+            if let agent = answerer.agent, agent.loadsBonds {
+                logger.info("\(key.identity.address) is bonded with its IRK: connecting to its identity, which the kernel resolves to the private address it uses now")
+                return Self.identity(key.identity, of: candidate)
+            }
             return await scanned(candidate, identity: key.identity, keys: [key])
         }
         // Beside bluetoothd the keys are its own, but the kernel holds them and reports the device under
@@ -239,6 +256,14 @@ public struct BLEConnector: DeviceConnector {
             return await scanned(candidate, identity: ManagementAddress(candidate.address, type: candidate.type), keys: [])
         }
         return candidate
+    }
+
+    /// `candidate` addressed by `identity` (an LE identity is public or static random).
+    static func identity(_ identity: ManagementAddress, of candidate: BLEDeviceAddress) -> BLEDeviceAddress {
+        var reached = candidate
+        reached.address = identity.address
+        reached.type = identity.kind == .lePublic ? .public : .random
+        return reached
     }
 
     /// `candidate` at the address a short scan finds `identity` advertising from (resolved with `keys`, or by the kernel).
@@ -296,10 +321,29 @@ public struct BLEConnector: DeviceConnector {
             throw error
         }
         settings.record(connection.settings)
+        try await secureBeforeWriting(connection)
         let link = try await setUpGATT(connection, target: target)
         let reached = await connection.security.security
         if reached.level > .low { security.record(reached) }
         return link
+    }
+
+    /// Pairs, or encrypts with the bond, before the first write (the CCC descriptor's included)
+    /// when the user said the device pairs (`--passkey`, `--accept-pairing`), bleota keeps a bond
+    /// with it, or this connector is the retry of a connect that went unanswered. Waiting for a
+    /// refusal is not enough: a device that protects its characteristic but not its CCC
+    /// descriptor refuses nothing and drops every Write Command.
+    private func secureBeforeWriting(_ connection: ATTConnection) async throws(LinkError) {
+        let expected: SecurityLevel = pairing.expectsPairing || connection.security.storedBond != nil ? .medium : .low
+        let level = max(securityBeforeWriting, expected)
+        guard level > .low else { return }
+        do {
+            let reached = try await connection.security.raiseSecurity(to: level)
+            logger.debug("\(connection.security.peer): security \(reached.level.name) before writing")
+        } catch {
+            await connection.close("pairing failed")
+            throw .security(error)
+        }
     }
 
     /// Where bluetoothd already holds the link to the device (the kernel allows one ATT channel per

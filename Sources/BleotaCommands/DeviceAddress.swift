@@ -202,28 +202,38 @@ extension DeviceAddress {
                     throw CommandFailure(.usage, "\(updateProtocol.identity.displayName) has no GATT service to reach \(text) through")
                 }
                 let clock = SystemClock()
-                let connector = BLEConnector(
-                    target: target, clock: clock, description: text, service: service,
-                    allowsCreditChannel: updateProtocol.identity.transports.contains(.creditChannel),
-                    pairing: pairing, logger: logger)
-                let value: T
-                do { value = try await body(connector, clock) } catch {
-                    await PairingService.shared.stopAll()
-                    // However the protocol worded the connect failure, a failed pairing is what the user must fix.
-                    if let failure = connector.security.failure { throw failure }
-                    // Nothing answered on a plain link: a device that protects its characteristic but not
-                    // the CCC descriptor drops every write silently (a Write Command has no answer).
-                    if var failure = error as? TransferError, failure.code == .timeout, failure.step == .connect, !pairing.expectsPairing,
-                        (connector.security.latest?.level ?? .low) == .low
-                    {
-                        failure.message +=
-                            "; a device that demands encryption may drop writes on a plain link without a word: if it pairs, give --passkey (or ?security=medium in the address for Just Works)"
-                        throw failure
+                var securityBeforeWriting = SecurityLevel.low
+                while true {
+                    let connector = BLEConnector(
+                        target: target, clock: clock, description: text, service: service,
+                        allowsCreditChannel: updateProtocol.identity.transports.contains(.creditChannel),
+                        pairing: pairing, securityBeforeWriting: securityBeforeWriting, logger: logger)
+                    let value: T
+                    do { value = try await body(connector, clock) } catch {
+                        await PairingService.shared.stopAll()
+                        // However the protocol worded the connect failure, a failed pairing is what the user must fix.
+                        if let failure = connector.security.failure { throw failure }
+                        // Nothing answered: a device that protects its characteristic but not the CCC
+                        // descriptor drops every write on a link less secure than it wants, silently.
+                        guard var failure = error as? TransferError, failure.code == .timeout, failure.step == .connect else { throw error }
+                        let reached = connector.security.latest?.level ?? .low
+                        switch SilentDropRecovery.next(reached: reached, raised: securityBeforeWriting > .low, canAuthenticate: pairing.canAuthenticate) {
+                        case .retry(let level):
+                            logger.notice(
+                                "\(text): \(failure.message) on a link at security \(reached.name); a device may drop writes below the security it wants without a word: connecting again at security \(level.name)"
+                            )
+                            securityBeforeWriting = level
+                            continue
+                        case .fail(let pairingFailure):
+                            throw pairingFailure
+                        case .report(let hint):
+                            if let hint { failure.message += hint }
+                            throw failure
+                        }
                     }
-                    throw error
+                    await PairingService.shared.stopAll()
+                    return SessionOutcome(value: value, connection: connector.settings.latest, security: connector.security.latest)
                 }
-                await PairingService.shared.stopAll()
-                return SessionOutcome(value: value, connection: connector.settings.latest, security: connector.security.latest)
             case .network(let address):
                 _ = try transport()  // the protocol must run over it
                 let connector = NetworkConnector(address: address, description: text) { updateProtocol.frame(serial: $0) }

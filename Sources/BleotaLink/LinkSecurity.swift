@@ -223,6 +223,9 @@ public enum PairingError: Error, Sendable, Equatable, CustomStringConvertible {
     case refusedAtHighestLevel(SecurityShortfall)
     /// The link dropped during pairing.
     case linkLost(String)
+    /// The device answered nothing on a link encrypted by Just Works, the best this side could do
+    /// with no passkey, comparison or terminal (``SilentDropRecovery``).
+    case unansweredWithoutAuthentication
     /// This transport cannot pair (UDP, serial).
     case unsupported(String)
 
@@ -264,6 +267,9 @@ public enum PairingError: Error, Sendable, Equatable, CustomStringConvertible {
             return "the device still answers \(shortfall) at the highest security bleota can reach: check its security settings"
         case .linkLost(let why):
             return "the link dropped while pairing: \(why)"
+        case .unansweredWithoutAuthentication:
+            return
+                "the device answered nothing on a link encrypted by Just Works, so it likely demands an authenticated link: give --passkey N with the passkey it shows (or --accept-pairing if it shows a number to compare)"
         case .unsupported(let why):
             return "this link cannot be encrypted: \(why)"
         }

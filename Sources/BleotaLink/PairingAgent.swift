@@ -62,13 +62,17 @@ public protocol PairingAgent: Sendable {
     func confirm(_ number: UInt32, for device: String) async throws(PairingError) -> Bool
     /// Passkey entry, this side displays: `passkey` is to be typed on the device.
     func display(_ passkey: UInt32, for device: String) async
-    /// Whether the user said the device pairs (gave its passkey): a connect that got no answer on a
-    /// plain link is then not blamed on pairing that was never asked for.
+    /// Whether the user said the device pairs (gave its passkey, or accepted a comparison in
+    /// advance): a connector then pairs before it writes anything, since a device that protects
+    /// its characteristic but not its CCC descriptor would drop the writes without a word.
     var expectsPairing: Bool { get }
 }
 
 extension PairingAgent {
     public var expectsPairing: Bool { false }
+    /// Whether pairing with this agent can authenticate (passkey entry or numeric comparison);
+    /// without, the kernel pairs Just Works and the key is unauthenticated.
+    public var canAuthenticate: Bool { ioCapability != .noInputNoOutput }
 }
 
 /// Asks a person, on a terminal, what a pairing needs.
@@ -102,8 +106,9 @@ public struct PairingPolicy: PairingAgent {
     /// Just Works only: no passkey, no comparison, no terminal.
     public static let justWorks = PairingPolicy()
 
-    /// A given passkey (`--passkey`) says the device pairs by passkey entry.
-    public var expectsPairing: Bool { passkey != nil }
+    /// A given passkey (`--passkey`) says the device pairs by passkey entry, and
+    /// `--accept-pairing` that it pairs by numeric comparison.
+    public var expectsPairing: Bool { passkey != nil || acceptsComparison }
 
     /// What it can answer: a terminal can do everything; a passkey alone means
     /// typing; an acceptance alone means a yes/no display.

@@ -56,4 +56,17 @@ import Testing
         #expect(!ResolvablePrivateAddress.isResolvable(BluetoothAddress("C0:98:E5:00:00:01")!))
         #expect(ResolvablePrivateAddress.identity(of: BluetoothAddress("00:AA:01:01:00:01")!, among: keys) == nil)
     }
+
+    /// A device bonded with its IRK is reached by its identity, with the identity's type, whatever
+    /// private address it was named by; the rest of the address (adapter, PSM) is kept.
+    @Test func aBondedDeviceIsAddressedByItsIdentity() throws {
+        let named = try BLEDeviceAddress.parse("ble://7F:4E:DF:49:03:C6?type=random&adapter=hci2&psm=0x80").get()
+        let random = BLEConnector.identity(ManagementAddress(BluetoothAddress("C0:98:E5:00:00:01")!, kind: .leRandom), of: named)
+        #expect(random.address.description == "C0:98:E5:00:00:01")
+        #expect(random.type == .random)
+        #expect(random.adapter == "hci2")
+        #expect(random.psm == 0x80)
+        let publicIdentity = BLEConnector.identity(ManagementAddress(BluetoothAddress("00:AA:01:01:00:01")!, kind: .lePublic), of: named)
+        #expect(publicIdentity.type == .public)
+    }
 }

@@ -14,15 +14,27 @@ and its answers back as notifications.
 With --privacy it advertises from a resolvable private address made with its IRK and
 takes a new one at every reset (an SMP OS reset request), as devices do across a
 reset into their bootloader; the address it advertises from is written to --address-file.
+With --rotate N it also takes a new one every N seconds while it advertises, as a phone
+or a privacy-minded device does. --keystore keeps its bonds in a file, so a later
+process (the next day) still knows the host.
 
-    bumble-smp-peripheral.py --udp 127.0.0.1:1337 [--passkey 123456] [--privacy] [--address-file F]
+--demand says what a write needs (authentication, or only encryption); with
+--ccc open the CCC descriptor has Bumble's default, open permissions, as several
+vendor SDKs leave it: a client subscribes on a plain link, and each Write Command it
+sends then is dropped without a word (ATT cannot answer a command). --io none makes
+a device with no display (Just Works only).
+
+    bumble-smp-peripheral.py --udp 127.0.0.1:1337 [--passkey 123456] [--privacy] [--rotate N]
+        [--address-file F] [--keystore F] [--demand authentication|encryption] [--ccc protected|open]
+        [--io display|none]
 """
 import argparse
 import asyncio
+import logging
 import sys
 
 import bumble.gatt_server
-from bumble.att import ATT_Error, ATT_INSUFFICIENT_AUTHENTICATION_ERROR
+from bumble.att import ATT_Error, ATT_INSUFFICIENT_AUTHENTICATION_ERROR, ATT_INSUFFICIENT_ENCRYPTION_ERROR
 from bumble.controller import Controller
 from bumble.core import PhysicalTransport
 from bumble.device import Device, DeviceConfiguration
@@ -30,7 +42,7 @@ from bumble.gatt import (GATT_CLIENT_CHARACTERISTIC_CONFIGURATION_DESCRIPTOR, Ch
                          Descriptor, Service)
 from bumble.hci import Address, HCI_LE_Set_Random_Address_Command, OwnAddressType
 from bumble.host import Host
-from bumble.keys import MemoryKeyStore
+from bumble.keys import JsonKeyStore, MemoryKeyStore
 from bumble.link import LocalLink
 from bumble.pairing import PairingConfig, PairingDelegate
 from bumble.transport import open_transport
@@ -44,6 +56,15 @@ IRK = bytes.fromhex("3a1c5e9b0f7d24c6881e53aa07f2d64b")
 
 def log(text):
     print(f"bumble: {text}", flush=True)
+
+
+class DroppedWrites(logging.Handler):
+    """Bumble's GATT server checks a Write Command's permissions and drops one that fails them,
+    logging only that it ignored an exception: say which write it dropped, and why."""
+
+    def emit(self, record):
+        if record.exc_info and "ignoring exception" in record.getMessage():
+            log(f"dropped a Write Command: {record.exc_info[1]}")
 
 
 class ConnectionAddressLink(LocalLink):
@@ -104,8 +125,16 @@ async def main():
     parser.add_argument("--passkey", type=int, default=123456)
     parser.add_argument("--privacy", action="store_true")
     parser.add_argument("--address-file")
+    parser.add_argument("--rotate", type=float, default=0, help="take a new private address every N seconds while advertising")
+    parser.add_argument("--keystore", help="a JSON file to keep bonds in across processes")
+    parser.add_argument("--demand", choices=["authentication", "encryption"], default="authentication")
+    parser.add_argument("--ccc", choices=["protected", "open"], default="protected")
+    parser.add_argument("--io", choices=["display", "none"], default="display")
     arguments = parser.parse_args()
     host, port = arguments.udp.rsplit(":", 1)
+    gatt_log = logging.getLogger("bumble.gatt_server")
+    gatt_log.addHandler(DroppedWrites())
+    gatt_log.propagate = False
 
     link = ConnectionAddressLink()
     vhci = await open_transport("vhci")
@@ -121,9 +150,13 @@ async def main():
     config.advertising_interval_max = 40
     config.advertising_data = bytes([2, 0x01, 0x06, 17, 0x07]) + bytes.fromhex(SMP_SERVICE.replace("-", ""))[::-1]
     device = Device(config=config, host=Host(device_controller, device_controller))
-    device.keystore = MemoryKeyStore()
+    device.keystore = JsonKeyStore(IDENTITY, arguments.keystore) if arguments.keystore else MemoryKeyStore()
+    if arguments.io == "display":
+        delegate = Display(arguments.passkey)
+    else:
+        delegate = PairingDelegate(io_capability=PairingDelegate.IoCapability.NO_OUTPUT_NO_INPUT)
     device.pairing_config_factory = lambda connection: PairingConfig(
-        sc=True, mitm=True, bonding=True, delegate=Display(arguments.passkey),
+        sc=True, mitm=arguments.io == "display", bonding=True, delegate=delegate,
         identity_address_type=PairingConfig.AddressType.RANDOM)
 
     authenticated = set()  # connection handles whose key came from an authenticated pairing
@@ -158,9 +191,12 @@ async def main():
 
     def on_write(connection, value):
         # Bumble counts any encrypted link as authenticated; this device wants the key to be.
-        if connection.handle not in authenticated:
+        if arguments.demand == "authentication" and connection.handle not in authenticated:
             log(f"refused a write of {len(value)} bytes: the link is not authenticated")
             raise ATT_Error(ATT_INSUFFICIENT_AUTHENTICATION_ERROR)
+        if arguments.demand == "encryption" and not connection.is_encrypted:
+            log(f"refused a write of {len(value)} bytes: the link is not encrypted")
+            raise ATT_Error(ATT_INSUFFICIENT_ENCRYPTION_ERROR)
         log(f"write of {len(value)} bytes")
         reassembler = reassemblers.setdefault(connection.handle, SMPReassembler())
         for message in reassembler.add(bytes(value)):
@@ -168,14 +204,18 @@ async def main():
                 resetting["pending"] = True
             transport.sendto(message)
 
-    permissions = (Characteristic.Permissions.READABLE | Characteristic.Permissions.WRITEABLE
-                   | Characteristic.Permissions.READ_REQUIRES_AUTHENTICATION | Characteristic.Permissions.WRITE_REQUIRES_AUTHENTICATION)
+    demanded = ((Characteristic.Permissions.READ_REQUIRES_AUTHENTICATION | Characteristic.Permissions.WRITE_REQUIRES_AUTHENTICATION)
+                if arguments.demand == "authentication" else
+                (Characteristic.Permissions.READ_REQUIRES_ENCRYPTION | Characteristic.Permissions.WRITE_REQUIRES_ENCRYPTION))
+    permissions = Characteristic.Permissions.READABLE | Characteristic.Permissions.WRITEABLE | demanded
     characteristic = Characteristic(SMP_CHARACTERISTIC,
                                     Characteristic.Properties.WRITE_WITHOUT_RESPONSE | Characteristic.Properties.NOTIFY,
                                     permissions, CharacteristicValue(write=on_write))
     # The CCC descriptor demands it too, as Zephyr's does: a client learns it must pair when it subscribes.
-    characteristic.descriptors = [Descriptor(GATT_CLIENT_CHARACTERISTIC_CONFIGURATION_DESCRIPTOR, permissions,
-                                             device.gatt_server.make_descriptor_value(characteristic))]
+    # Left out, Bumble adds its own, open to any link.
+    if arguments.ccc == "protected":
+        characteristic.descriptors = [Descriptor(GATT_CLIENT_CHARACTERISTIC_CONFIGURATION_DESCRIPTOR, permissions,
+                                                 device.gatt_server.make_descriptor_value(characteristic))]
     device.add_service(Service(SMP_SERVICE, [characteristic]))
     characteristic.on("subscription", lambda connection, notify, indicate: log(f"subscription: notify {notify}, indicate {indicate}"))
 
@@ -204,6 +244,13 @@ async def main():
             authenticated.add(connection.handle)
         log(f"encrypted with {'an authenticated' if connection.handle in authenticated else 'no authenticated'} key ({connection.peer_address})")
 
+    async def rotate_while_advertising():
+        # A new private address every few seconds, while nobody is connected (a connection ends advertising).
+        while True:
+            await asyncio.sleep(arguments.rotate)
+            if not device.connections:
+                await advertise(rotate=True)
+
     async def advertise(rotate):
         await device.stop_advertising()
         if rotate:
@@ -219,6 +266,8 @@ async def main():
 
     await device.power_on()
     await advertise(rotate=False)
+    if arguments.rotate > 0 and arguments.privacy:
+        loop.create_task(rotate_while_advertising())
     await loop.create_future()
 
 

@@ -25,6 +25,9 @@ public actor KernelPairingAgent {
     /// False beside bluetoothd: it answers the kernel (asking bleota's ``BluetoothDaemonAgent``) and
     /// keeps the keys; this agent then only watches how pairings go.
     let answers: Bool
+    /// Whether it loaded bleota's bonds into the kernel (Load Long Term Keys, Load Identity Resolving
+    /// Keys): the kernel then resolves a bonded device's private addresses itself.
+    public nonisolated var loadsBonds: Bool { answers && store != nil }
 
     /// What happened while pairing with one device.
     struct Attempt {
