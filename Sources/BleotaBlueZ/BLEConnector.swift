@@ -122,7 +122,7 @@ public let creditChannelMTU = 1024
 /// On connecting it subscribes afresh — writing the CCC descriptor 0, then 1 —
 /// which is what makes a Zephyr device drop a half-received SMP request it
 /// would otherwise keep across connections.
-public struct BLEConnector: DeviceConnector {
+public struct BLEConnector: SecurityRaisingConnector {
     public let target: BLEDeviceAddress
     public let clock: any BleotaClock
     public let description: String
@@ -136,7 +136,7 @@ public struct BLEConnector: DeviceConnector {
     /// The security every link is raised to before anything is written on it (a retry after a
     /// device answered nothing on a plain link, ``/BleotaLink/SilentDropRecovery``). Links are
     /// raised to medium anyway when the agent expects pairing or bleota keeps a bond with the device.
-    public let securityBeforeWriting: SecurityLevel
+    public private(set) var securityBeforeWriting: SecurityLevel
     public let logger: Logger
 
     public init(
@@ -152,6 +152,12 @@ public struct BLEConnector: DeviceConnector {
         self.pairing = pairing
         self.securityBeforeWriting = securityBeforeWriting
         self.logger = logger
+    }
+
+    public func raisingSecurity(to level: SecurityLevel) -> BLEConnector {
+        var raised = self
+        raised.securityBeforeWriting = max(securityBeforeWriting, level)
+        return raised
     }
 
     public func connect(for purpose: ConnectPurpose, timeout: Duration) async throws(LinkError) -> any Link {

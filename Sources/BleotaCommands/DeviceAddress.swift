@@ -191,7 +191,11 @@ extension DeviceAddress {
             switch try kind() {
             case .simulator(let address):
                 logger.info("simulating \(address.preset): \(address.model), seed \(address.seed)")
-                let outcome = try await Simulation.run(address, protocol: updateProtocol, description: text, pairing: pairing, body)
+                let text = self.text
+                let outcome = try await Simulation.run(address, protocol: updateProtocol, description: text, pairing: pairing) { connector, clock in
+                    guard let simulated = connector as? SimulatedConnector else { return try await body(connector, clock) }
+                    return try await recoveringSilentDrops(simulated, clock: clock, pairing: pairing, description: text, logger: logger, body)
+                }
                 if let security = outcome.security { logger.info("\(text): link security \(security)") }
                 return SessionOutcome(
                     value: outcome.value, linkCapacity: outcome.linkCapacity, deviceCapacity: outcome.deviceCapacity,
@@ -202,38 +206,17 @@ extension DeviceAddress {
                     throw CommandFailure(.usage, "\(updateProtocol.identity.displayName) has no GATT service to reach \(text) through")
                 }
                 let clock = SystemClock()
-                var securityBeforeWriting = SecurityLevel.low
-                while true {
-                    let connector = BLEConnector(
-                        target: target, clock: clock, description: text, service: service,
-                        allowsCreditChannel: updateProtocol.identity.transports.contains(.creditChannel),
-                        pairing: pairing, securityBeforeWriting: securityBeforeWriting, logger: logger)
-                    let value: T
-                    do { value = try await body(connector, clock) } catch {
-                        await PairingService.shared.stopAll()
-                        // However the protocol worded the connect failure, a failed pairing is what the user must fix.
-                        if let failure = connector.security.failure { throw failure }
-                        // Nothing answered: a device that protects its characteristic but not the CCC
-                        // descriptor drops every write on a link less secure than it wants, silently.
-                        guard var failure = error as? TransferError, failure.code == .timeout, failure.step == .connect else { throw error }
-                        let reached = connector.security.latest?.level ?? .low
-                        switch SilentDropRecovery.next(reached: reached, raised: securityBeforeWriting > .low, canAuthenticate: pairing.canAuthenticate) {
-                        case .retry(let level):
-                            logger.notice(
-                                "\(text): \(failure.message) on a link at security \(reached.name); a device may drop writes below the security it wants without a word: connecting again at security \(level.name)"
-                            )
-                            securityBeforeWriting = level
-                            continue
-                        case .fail(let pairingFailure):
-                            throw pairingFailure
-                        case .report(let hint):
-                            if let hint { failure.message += hint }
-                            throw failure
-                        }
-                    }
+                let connector = BLEConnector(
+                    target: target, clock: clock, description: text, service: service,
+                    allowsCreditChannel: updateProtocol.identity.transports.contains(.creditChannel),
+                    pairing: pairing, logger: logger)
+                let value: T
+                do { value = try await recoveringSilentDrops(connector, clock: clock, pairing: pairing, description: text, logger: logger, body) } catch {
                     await PairingService.shared.stopAll()
-                    return SessionOutcome(value: value, connection: connector.settings.latest, security: connector.security.latest)
+                    throw error
                 }
+                await PairingService.shared.stopAll()
+                return SessionOutcome(value: value, connection: connector.settings.latest, security: connector.security.latest)
             case .network(let address):
                 _ = try transport()  // the protocol must run over it
                 let connector = NetworkConnector(address: address, description: text) { updateProtocol.frame(serial: $0) }
@@ -249,6 +232,39 @@ extension DeviceAddress {
             throw CommandFailure(.failure, "simulation failed: \(error): this is a bug in bleota; please report it with the command line")
         } catch let error as DeviceConfigurationError {
             throw CommandFailure(.usage, "sim:// \(error)")
+        }
+    }
+}
+
+/// Runs `body` with `connector`; when its connect went unanswered on a link that may be less
+/// secure than the device wants, runs it once more with the connector raising the link first, as
+/// ``/BleotaLink/SilentDropRecovery`` decides. A device that protects its characteristic but not
+/// its CCC descriptor drops every write on such a link without a word, so silence is the only sign.
+/// A pairing failure, however the protocol worded the connect failure, is what is thrown.
+func recoveringSilentDrops<Connector: SecurityRaisingConnector, T: Sendable>(
+    _ connector: Connector, clock: any BleotaClock, pairing: PairingPolicy, description text: String, logger: Logger,
+    _ body: @Sendable (any DeviceConnector, any BleotaClock) async throws -> T
+) async throws -> T {
+    var current = connector
+    var raised = false
+    while true {
+        do { return try await body(current, clock) } catch {
+            if let failure = current.security.failure { throw failure }
+            guard var failure = error as? TransferError, failure.code == .timeout, failure.step == .connect else { throw error }
+            let reached = current.security.latest?.level ?? .low
+            switch SilentDropRecovery.next(reached: reached, raised: raised, canAuthenticate: pairing.canAuthenticate) {
+            case .retry(let level):
+                logger.notice(
+                    "\(text): \(failure.message) on a link at security \(reached.name); a device may drop writes below the security it wants without a word: connecting again at security \(level.name)"
+                )
+                current = current.raisingSecurity(to: level)
+                raised = true
+            case .fail(let pairingFailure):
+                throw pairingFailure
+            case .report(let hint):
+                if let hint { failure.message += hint }
+                throw failure
+            }
         }
     }
 }

@@ -39,13 +39,16 @@ public protocol MessageCarryingLink: Link, ChannelLink {}
 extension MessageCarryingLink {
     public var channelLink: any ChannelLink { self }
 
+    /// Sends the message `packet` frames; bytes that frame none (an empty packet, a marker that is
+    /// not its message whole) are an error, not dropped, since nothing would say they were lost.
     public func send(_ packet: [UInt8]) async throws(LinkError) {
-        // Bytes that frame no message carry none.
-        guard let message = ChannelFrame.decode(packet) else { return }
+        guard let message = ChannelFrame.decode(packet) else {
+            throw .notAMessage("\(packet.count) bytes\(packet.first.map { " starting 0x\(String($0, radix: 16))" } ?? "") frame no channel message")
+        }
         try await send(message)
     }
 
-    public func receive() async throws(LinkError) -> [UInt8] { ChannelFrame.encode(try await receiveMessage()) }
+    public func receive() async throws(LinkError) -> [UInt8] { try ChannelFrame.encode(try await receiveMessage()) }
 }
 
 /// The ``ChannelLink`` of a link that carries bytes only: each message framed by ``ChannelFrame``.
@@ -57,7 +60,7 @@ public struct FramedChannelLink: ChannelLink {
     public var parameters: LinkParameters { base.parameters }
 
     public func send(_ message: ChannelMessage) async throws(LinkError) {
-        try await base.send(ChannelFrame.encode(message))
+        try await base.send(try ChannelFrame.encode(message))
     }
 
     public func receiveMessage() async throws(LinkError) -> ChannelMessage {

@@ -73,11 +73,14 @@ public enum ChannelFrame {
     /// Channel numbers at or above this are the markers': no protocol may use them.
     public static let firstReservedChannel: UInt8 = 0xFC
 
-    /// The bytes of `message`.
-    public static func encode(_ message: ChannelMessage) -> [UInt8] {
+    /// The bytes of `message`. A packet on a reserved channel (``firstReservedChannel`` and up)
+    /// has none: its first byte would read as a marker.
+    public static func encode(_ message: ChannelMessage) throws(LinkError) -> [UInt8] {
         switch message {
         case .packet(let channel, let payload):
-            precondition(channel < firstReservedChannel, "channel \(channel) is reserved for the channel frame's markers")
+            guard channel < firstReservedChannel else {
+                throw .notAMessage("channel 0x\(String(channel, radix: 16)) is reserved for the channel frame's markers (0xfc and up)")
+            }
             return [channel] + payload
         case .directoryQuery: return [directoryQueryMarker]
         case .read(let channel): return [readMarker, channel]

@@ -127,6 +127,10 @@ public enum LinkError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The device demands security the link could not get (pairing failed, or
     /// could not authenticate); connecting again does not help.
     case security(PairingError)
+    /// What was sent cannot travel on this link as it is: bytes that frame no ``ChannelMessage``
+    /// given to a link that carries messages, or a packet on a channel ``ChannelFrame`` reserves.
+    /// A bug in the caller, reported instead of the bytes being dropped or the process trapping.
+    case notAMessage(String)
 
     public var description: String {
         switch self {
@@ -137,6 +141,7 @@ public enum LinkError: Error, Sendable, Equatable, CustomStringConvertible {
         case .unreachable(let why): return "device unreachable: \(why)"
         case .system(let why): return why
         case .security(let error): return error.description
+        case .notAMessage(let why): return "not a message this link carries: \(why)"
         }
     }
 }

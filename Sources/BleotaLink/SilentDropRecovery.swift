@@ -42,3 +42,13 @@ public enum SilentDropRecovery: Equatable, Sendable {
     public static let plainLinkHint =
         "; a device that demands encryption may drop writes on a plain link without a word: if it pairs, give --passkey (or ?security=medium in the address for Just Works)"
 }
+
+/// A connector that can connect again with every link raised to a security level before anything
+/// is written on it: what ``SilentDropRecovery/retry(raisingTo:)`` needs.
+public protocol SecurityRaisingConnector: DeviceConnector {
+    /// The security each link reached, and the pairing failure that ended connecting; shared with
+    /// the connectors ``raisingSecurity(to:)`` makes.
+    var security: ConnectionSecurityRecord { get }
+    /// This connector, raising every link to at least `level` before writing on it.
+    func raisingSecurity(to level: SecurityLevel) -> Self
+}

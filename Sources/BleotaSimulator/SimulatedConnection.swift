@@ -610,6 +610,9 @@ public final class SimulatedConnection: Sendable {
             return try await connection.pair(to: level)
         }
 
+        /// Whether the world keeps a bond with this link's device.
+        var holdsBond: Bool { connection.map { $0.world.bond(for: $0.peripheral) != nil } ?? false }
+
         /// Subscribes to the device's notifications, which a device that demands security refuses until the link has it.
         public func subscribe() async throws(SecurityShortfall) {
             guard let connection else { return }

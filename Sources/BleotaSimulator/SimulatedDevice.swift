@@ -103,12 +103,15 @@ public final class SimulatedDevice: SimulatedPeripheral {
 /// protocol's notifications; a device that demands security refuses that until
 /// the link is paired, so the connector pairs (with the world's pairing agent)
 /// and subscribes again, as the ATT bearer does over a real link.
-public struct SimulatedConnector: DeviceConnector {
+public struct SimulatedConnector: SecurityRaisingConnector {
     public let world: SimulatedWorld
     public let address: String
     public let description: String
     /// The security each link reached, and the pairing failure that ended connecting.
     public let security: ConnectionSecurityRecord
+    /// The security every link is raised to before anything is written on it, as
+    /// `BLEConnector`'s: at least medium when the world's agent expects pairing or holds a bond.
+    public private(set) var securityBeforeWriting: SecurityLevel = .low
 
     public init(world: SimulatedWorld, address: String, description: String, security: ConnectionSecurityRecord = ConnectionSecurityRecord()) {
         self.world = world
@@ -117,9 +120,19 @@ public struct SimulatedConnector: DeviceConnector {
         self.security = security
     }
 
-    /// `link` once subscribed, paired first when the device demands it.
+    public func raisingSecurity(to level: SecurityLevel) -> SimulatedConnector {
+        var raised = self
+        raised.securityBeforeWriting = max(securityBeforeWriting, level)
+        return raised
+    }
+
+    /// `link` once subscribed: paired before it when the user said the device pairs, a bond is
+    /// kept, or this is a retry that asks it; and when the device refuses the subscription.
     func secured(_ link: SimulatedConnection.HostEnd) async throws(LinkError) -> any Link {
         do {
+            let expected: SecurityLevel = world.pairingAgent.expectsPairing || link.holdsBond ? .medium : .low
+            let before = max(securityBeforeWriting, expected)
+            if before > .low { _ = try await link.raiseSecurity(to: before) }
             try await withSecurityOnDemand(control: link, shortfall: { (refusal: SecurityShortfall) in refusal }) {
                 () async throws(SecurityShortfall) in try await link.subscribe()
             }

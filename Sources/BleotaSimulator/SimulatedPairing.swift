@@ -1,7 +1,7 @@
 import BleotaLink
 
 /// What a simulated device demands of a link and what it can do to pair:
-/// the `security=`, `device-io=`, `device-passkey=` and `legacy-pairing=`
+/// the `security=`, `device-io=`, `device-passkey=`, `legacy-pairing=` and `ccc=`
 /// keys of a `sim://` address.
 ///
 /// A device that demands a level drops every packet that reaches it over a
@@ -19,15 +19,20 @@ public struct SimulatedDeviceSecurity: Sendable, Hashable {
     public var passkey: UInt32
     /// False for a device that can do only LE legacy pairing.
     public var secureConnections: Bool
+    /// False for a device whose CCC descriptor is open to any link (`ccc=open`; Bumble's default,
+    /// several vendor SDKs): the subscription then succeeds on a plain link, and every packet
+    /// after it is dropped without a word.
+    public var protectsSubscription: Bool
 
     public init(
         required: SecurityLevel = .low, ioCapability: PairingIOCapability = .displayOnly, passkey: UInt32 = 123_456,
-        secureConnections: Bool = true
+        secureConnections: Bool = true, protectsSubscription: Bool = true
     ) {
         self.required = required
         self.ioCapability = ioCapability
         self.passkey = passkey
         self.secureConnections = secureConnections
+        self.protectsSubscription = protectsSubscription
     }
 
     /// A device that demands nothing.
@@ -172,7 +177,7 @@ extension SimulatedConnection {
     /// demands nothing accepts it at no cost, as the simulator always has.
     func subscribe() async throws(SecurityShortfall) {
         let device = deviceSecurity
-        guard device.required > .low else { return }
+        guard device.required > .low, device.protectsSubscription else { return }
         // The request and its response.
         try? await world.clock.sleep(for: connectionInterval * 2)
         let refusal = device.refusal(of: security, bonded: world.bond(for: peripheral) != nil)

@@ -60,6 +60,7 @@ public struct SimulatorAddress: Sendable {
         ("device-io", "what the device can do to pair: display (shows device-passkey), yesno, keyboard, keyboard-display or none"),
         ("device-passkey", "the six-digit passkey the device shows (default 123456)"),
         ("legacy-pairing", "1: the device can do only LE legacy pairing, not Secure Connections"),
+        ("ccc", "open: the CCC descriptor takes a plain link's subscription, and writes below security= are dropped without a word"),
         ("protocol-file", "a protocol description (YAML) the device speaks, as `--protocol-file` reads it"),
     ]
 
@@ -217,6 +218,11 @@ public struct SimulatorAddress: Sendable {
                 throw SimulatorAddressError("sim:// key 'device-passkey' is six digits (000000…999999), got '\(value)'")
             }
             deviceSecurity.passkey = passkey
+        case "ccc":
+            guard value == "open" || value == "protected" else {
+                throw SimulatorAddressError("sim:// key 'ccc' is open or protected, got '\(value)'")
+            }
+            deviceSecurity.protectsSubscription = value == "protected"
         case "legacy-pairing":
             guard value == "0" || value == "1" else {
                 throw SimulatorAddressError("sim:// key 'legacy-pairing' is 0 or 1, got '\(value)'")

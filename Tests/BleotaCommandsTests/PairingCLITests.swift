@@ -79,3 +79,56 @@ import Testing
         #expect(run.stderr == "error: bond pair pairs a Bluetooth device: give --device ble://AA:BB:CC:DD:EE:FF (a sim:// device has no pairing)\n")
     }
 }
+
+/// A device whose CCC descriptor is open but whose characteristic demands security (`ccc=open`):
+/// the subscription succeeds on a plain link and every packet after it is dropped without a word.
+@Suite struct SilentDropCLITests {
+    static let encrypted = "sim://2m-dle?security=encrypted&ccc=open&device-io=none"
+    static let authenticated = "sim://2m-dle?security=authenticated&ccc=open"
+
+    /// No option says the device pairs: the connect goes unanswered, bleota connects once more and
+    /// pairs Just Works before writing, and the image arrives.
+    @Test func aSilentPlainLinkIsRetriedOnceEncrypted() throws {
+        let result = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", Self.encrypted, "--json", "--log-level", "notice"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stderr.contains("on a link at security low; a device may drop writes below the security it wants without a word: connecting again at security medium"))
+        let report = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+        let security = try #require(report?["security"] as? [String: Any])
+        #expect(security["method"] as? String == "just-works")
+        #expect(report?["versionAfter"] as? String != nil)
+    }
+
+    /// --passkey says the device pairs: bleota pairs before its first write, so nothing goes unanswered.
+    @Test func aGivenPasskeyPairsBeforeTheFirstWrite() throws {
+        let result = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", Self.authenticated, "--passkey", "123456", "--json", "--log-level", "notice"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(!result.stderr.contains("connecting again"), "\(result.stderr)")
+        let report = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+        let security = try #require(report?["security"] as? [String: Any])
+        #expect(security["method"] as? String == "passkey-entry")
+        #expect(security["level"] as? String == "fips")
+    }
+
+    @Test func aWrongPasskeyIsOneLineAndExit13() throws {
+        let result = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", Self.authenticated, "--passkey", "654321", "--quiet"])
+        #expect(result.status == 13)
+        #expect(result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")
+        #expect(result.stderr.contains("pairing failed at the device: confirm value failed"))
+    }
+
+    /// No passkey and no terminal: the retry can only ask for what the device can be paired to
+    /// without input, and the one line says what to give.
+    @Test func withoutAPasskeyOffATerminalTheOneLineSaysToGiveIt() throws {
+        let result = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", Self.authenticated, "--quiet"])
+        #expect(result.status == 13)
+        let lines = result.stderr.split(separator: "\n")
+        #expect(lines.count == 1, "\(result.stderr)")
+        #expect(lines.first?.contains("--passkey") == true, "\(result.stderr)")
+    }
+
+    @Test func cccTakesOpenOrProtected() throws {
+        let result = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", "sim://2m-dle?ccc=ajar", "--quiet"])
+        #expect(result.status == 2)
+        #expect(result.stderr.contains("sim:// key 'ccc' is open or protected, got 'ajar'"), "\(result.stderr)")
+    }
+}

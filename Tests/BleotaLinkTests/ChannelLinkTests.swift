@@ -1,4 +1,5 @@
 import BleotaTestSupport
+import Synchronization
 import Testing
 
 @testable import BleotaLink
@@ -11,8 +12,8 @@ import Testing
         .read(channel: 2), .directoryQuery, .directory([0, 1, 2]), .directory([]), .writeResult(channel: 0, code: 0x81), .writeResult(channel: 7, code: 0),
     ]
 
-    @Test(arguments: everyKind) func eachMessageIsItsFrameAndBack(_ message: ChannelMessage) {
-        let frame = ChannelFrame.encode(message)
+    @Test(arguments: everyKind) func eachMessageIsItsFrameAndBack(_ message: ChannelMessage) throws {
+        let frame = try ChannelFrame.encode(message)
         #expect(frame.count == message.framedSize)
         #expect(ChannelFrame.decode(frame) == message)
     }
@@ -25,9 +26,18 @@ import Testing
         #expect(ChannelMessage.packet(channel: 1, payload: [0xB0][...]).description == "a packet of 1 byte on channel 1 (b0)")
     }
 
-    @Test func anEmptyDirectoryIsNotAQuery() {
-        #expect(ChannelFrame.encode(.directory([])) != ChannelFrame.encode(.directoryQuery))
-        #expect(ChannelFrame.decode(ChannelFrame.encode(.directory([]))) == .directory([]))
+    @Test func anEmptyDirectoryIsNotAQuery() throws {
+        #expect(try ChannelFrame.encode(.directory([])) != ChannelFrame.encode(.directoryQuery))
+        #expect(ChannelFrame.decode(try ChannelFrame.encode(.directory([]))) == .directory([]))
+    }
+
+    /// A packet on a reserved channel would read as a marker: a typed error naming the channel, not a trap.
+    @Test func aReservedChannelIsATypedError() {
+        for channel in ChannelFrame.firstReservedChannel...UInt8.max {
+            #expect(throws: LinkError.notAMessage("channel 0x\(String(channel, radix: 16)) is reserved for the channel frame's markers (0xfc and up)")) {
+                try ChannelFrame.encode(.packet(channel, [1]))
+            }
+        }
     }
 
     @Test func framesThatAreNoMessageWholeCarryNone() {
@@ -41,7 +51,7 @@ import Testing
     }
 
     /// Whatever the bytes, decoding never traps, and what decodes encodes to the same bytes.
-    @Test func decodingAnyBytesRoundTripsOrRefuses() {
+    @Test func decodingAnyBytesRoundTripsOrRefuses() throws {
         var random = seededGenerator("decodingAnyBytesRoundTripsOrRefuses")
         for _ in 0..<2000 {
             let count = Int(random.next() % 6)
@@ -49,7 +59,7 @@ import Testing
             var bytes = (0..<count).map { _ in UInt8(truncatingIfNeeded: random.next()) }
             if !bytes.isEmpty, random.next() % 2 == 0 { bytes[0] = 0xFC + UInt8(random.next() % 4) }
             guard let message = ChannelFrame.decode(bytes) else { continue }
-            #expect(ChannelFrame.encode(message) == bytes, "\(bytes) decoded as \(message)")
+            #expect(try ChannelFrame.encode(message) == bytes, "\(bytes) decoded as \(message)")
         }
     }
 
@@ -81,5 +91,29 @@ import Testing
         }
         #expect(message == nil)
         #expect(waited == .milliseconds(100))
+    }
+}
+
+/// A link that carries messages, recording what it was given.
+private final class RecordingMessageLink: MessageCarryingLink {
+    let sent = Mutex<[ChannelMessage]>([])
+    var parameters: LinkParameters { LinkParameters(maximumPayload: 244, description: "recording") }
+    func send(_ message: ChannelMessage) async throws(LinkError) { sent.withLock { $0.append(message) } }
+    func receiveMessage() async throws(LinkError) -> ChannelMessage { throw .disconnected("nothing to receive") }
+    func close() async {}
+}
+
+extension ChannelLinkTests {
+    /// Bytes given to a link that carries messages are sent as the message they frame; bytes that
+    /// frame none are an error naming them, where they used to vanish without a word.
+    @Test func aByteSendOnAMessageLinkSendsItsMessageOrFails() async throws {
+        let link = RecordingMessageLink()
+        try await link.send([0x02, 0xAA, 0xBB])
+        #expect(link.sent.withLock { $0 } == [.packet(2, [0xAA, 0xBB])])
+        for unframed: [UInt8] in [[], [0xFF, 0x00], [0xFD, 0x01]] {
+            await #expect(throws: LinkError.self) { try await link.send(unframed) }
+        }
+        #expect(link.sent.withLock { $0 }.count == 1, "nothing was sent for bytes that frame no message")
+        await #expect(throws: LinkError.notAMessage("2 bytes starting 0xff frame no channel message")) { try await link.send([0xFF, 0x00]) }
     }
 }

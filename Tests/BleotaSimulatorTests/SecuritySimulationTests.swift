@@ -61,7 +61,8 @@ import Testing
         // One pairing; every later link (the bootloader, the application again) encrypted with its bond.
         #expect(outcome.pairing.pairings == 1)
         #expect(outcome.pairing.refusedForSecurity == 0, "\(name): \(outcome.pairing.refusedForSecurity) packets reached the device before the link was secure")
-        #expect(outcome.pairing.refusedSubscriptions >= 1)
+        // --passkey says the device pairs: the link is paired before the first write, the subscription included.
+        #expect(outcome.pairing.refusedSubscriptions == 0, "\(name): the subscription was refused \(outcome.pairing.refusedSubscriptions) times")
     }
 
     @Test(arguments: protocolsAndImages.map(\.protocolName))
@@ -189,11 +190,28 @@ import Testing
         #expect(prompt.shown.count == 1 && prompt.shown[0].hasPrefix("type ") && prompt.shown[0].hasSuffix(" on C0:FF:EE:00:00:01"))
     }
 
+    /// With no option that says the device pairs, a device that demands nothing is not paired.
     @Test func aDeviceThatDemandsNothingCostsNothing() async throws {
-        let open = try await Self.flash(
+        for pairing in [PairingPolicy.justWorks, PairingPolicy(prompt: RecordingPrompt(answer: true))] {
+            let open = try await Self.flash(
+                "native", image: "samples/firmware/blinky.bin", description: nil,
+                address: "sim://2m-dle?seed=1", pairing: pairing)
+            #expect(open.security == nil && open.pairing == PairingStatistics())
+        }
+    }
+
+    /// A given passkey says the device pairs: bleota pairs before writing even where the device
+    /// demands nothing (it cannot tell), and a wrong one fails as anywhere else.
+    @Test func aGivenPasskeyPairsADeviceThatDemandsNothing() async throws {
+        let paired = try await Self.flash(
             "native", image: "samples/firmware/blinky.bin", description: nil,
-            address: "sim://2m-dle?seed=1", pairing: PairingPolicy(passkey: 1))
-        #expect(open.security == nil && open.pairing == PairingStatistics())
+            address: "sim://2m-dle?seed=1", pairing: PairingPolicy(passkey: 123_456))
+        #expect(paired.pairing.pairings == 1 && paired.pairing.refusedForSecurity == 0)
+        await #expect(throws: PairingError.failed(.confirmValueFailed, byDevice: true)) {
+            _ = try await Self.flash(
+                "native", image: "samples/firmware/blinky.bin", description: nil,
+                address: "sim://2m-dle?seed=1", pairing: PairingPolicy(passkey: 1))
+        }
     }
 
     @Test func addressKeysAreCheckedWithWhatIsValid() {

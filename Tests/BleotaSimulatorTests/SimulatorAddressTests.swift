@@ -43,7 +43,7 @@ import Testing
         ("sim://nope", "unknown simulator preset 'nope': use one of 1m-no-dle-30ms, 1m-dle-7.5ms, 2m-dle, linux-bluez, slow-flash"),
         (
             "sim://2m-dle?colour=red",
-            "unknown sim:// key 'colour': use seed, loss, notify-loss, corrupt, duplicate, disconnect-at, disconnect-time, disconnect-prob, power-loss-at, reboot-at, mtu, dle, phy, interval, per-event, buffer, when-full, processing, erase, reboot-time, slot, version, security, device-io, device-passkey, legacy-pairing, protocol-file, protocol, smp-buffer, smp-buffers, swap-time, confirm-fails, reset-delay, stall-at, stall-time, decompress, slot-info, images, mcuboot-mode, decrypt-key, loader-name, nordic-hw, nordic-sd, nordic-key, nordic-bootloader, nordic-buttonless, nordic-start, nordic-save-progress, nordic-serial-mtu, legacy-sd, legacy-start, esp-window"
+            "unknown sim:// key 'colour': use seed, loss, notify-loss, corrupt, duplicate, disconnect-at, disconnect-time, disconnect-prob, power-loss-at, reboot-at, mtu, dle, phy, interval, per-event, buffer, when-full, processing, erase, reboot-time, slot, version, security, device-io, device-passkey, legacy-pairing, ccc, protocol-file, protocol, smp-buffer, smp-buffers, swap-time, confirm-fails, reset-delay, stall-at, stall-time, decompress, slot-info, images, mcuboot-mode, decrypt-key, loader-name, nordic-hw, nordic-sd, nordic-key, nordic-bootloader, nordic-buttonless, nordic-start, nordic-save-progress, nordic-serial-mtu, legacy-sd, legacy-start, esp-window"
         ),
         ("sim://2m-dle?loss=1.5", "sim:// key 'loss' is a probability: use 0…1, got 1.5"),
         ("sim://2m-dle?loss=abc", "sim:// key 'loss' needs a number, got 'abc'"),

@@ -51,11 +51,13 @@ func simulateVendorUpdate<Device: DeviceHalf>(
 }
 
 /// Five seeded runs under `faults`: each ends with the exact image or a failure and the old one,
-/// and at least `minimum` succeed.
+/// and at least `minimum` succeed (at most `maximum`, when given). A floor of 0 with no ceiling
+/// could not fail, so it is refused: a sweep where nothing may succeed says so with `maximum: 0`.
 func sweepVendorFaults(
-    _ faults: String, minimum: Int, image: (UInt64) -> [UInt8],
+    _ faults: String, minimum: Int, maximum: Int? = nil, image: (UInt64) -> [UInt8],
     run: (String, [UInt8]) async throws -> VendorRun
 ) async throws {
+    try #require(minimum > 0 || maximum != nil, "\(faults): a floor of 0 with no ceiling cannot fail")
     var succeeded = 0
     for seed in 1...5 {
         let bytes = image(UInt64(seed))
@@ -70,6 +72,7 @@ func sweepVendorFaults(
             #expect(old, "\(faults) seed \(seed): \(error)")
         }
     }
-    print("fault sweep \(faults): \(succeeded) of 5 succeeded (floor \(minimum))")
+    print("fault sweep \(faults): \(succeeded) of 5 succeeded (floor \(minimum)\(maximum.map { ", ceiling \($0)" } ?? ""))")
     #expect(succeeded >= minimum, "\(faults): \(succeeded) of 5")
+    if let maximum { #expect(succeeded <= maximum, "\(faults): \(succeeded) of 5, more than \(maximum)") }
 }
