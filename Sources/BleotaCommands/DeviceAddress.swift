@@ -8,13 +8,6 @@ import BleotaSystem
 import Foundation
 import Logging
 
-/// The protocols the running commands know: bleota's built-in ones, or a
-/// vendor's registry when bleota's commands run as a library
-/// (``BleotaCommand/run(arguments:registry:)``).
-enum CommandContext {
-    @TaskLocal static var registry: ProtocolRegistry = .builtIn
-}
-
 /// A `--device` address, parsed once: which transport, and where.
 ///
 /// Parsing happens when the arguments are parsed; a malformed address is kept
