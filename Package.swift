@@ -51,7 +51,7 @@ let package = Package(
         .systemLibrary(
             name: "CSDBus", path: "Sources/CSDBus", pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]),
-        // epoll(7), which Swift's Glibc module leaves out: BleotaLink's reactor waits through it.
+        // epoll(7), which Swift's Glibc module leaves out: BleotaSystem's reactor (DescriptorReactor) waits through it.
         .systemLibrary(name: "CEpoll", path: "Sources/CEpoll"),
         .target(name: "BleotaZlib", dependencies: ["CSystemZlib"]),
 
