@@ -142,7 +142,7 @@ public final class DescriptorReactor: Sendable {
     }
 
     /// How many tasks are parked on `fd`, for tests that must know a wait has begun.
-    func waitingTasks(on fd: Int32) -> Int {
+    package func waitingTasks(on fd: Int32) -> Int {
         state.withLock { $0.waiters[fd]?.count ?? 0 }
     }
 

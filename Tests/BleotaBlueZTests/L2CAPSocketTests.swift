@@ -1,5 +1,6 @@
 import BleotaATT
 import BleotaLink
+import BleotaSystem
 import Glibc
 import Synchronization
 import Testing
@@ -103,7 +104,9 @@ let device = L2CAPAddress(address: BluetoothAddress("00:AA:01:01:00:01")!, type:
         let b = L2CAPLink(socket: .adopt(fd: fds[1], system: system, peer: adapter), maximumPayload: 512, description: "b")
         // The receiver waits first: the reactor must wake it when data arrives.
         async let received = b.receive()
-        try await Task.sleep(for: .milliseconds(20))
+        // Until it is parked on its descriptor in the reactor (a liveness bound of 10 s, not a timing assertion).
+        let clock = SystemClock()
+        while DescriptorReactor.shared.waitingTasks(on: fds[1]) < 1, clock.now < .seconds(10) { await Task.yield() }
         try await a.send([1, 2, 3])
         #expect(try await received == [1, 2, 3])
         // Packet boundaries survive (SEQPACKET), many in a row.

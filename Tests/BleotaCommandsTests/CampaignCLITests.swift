@@ -43,6 +43,7 @@ import Testing
         var addresses: [String] = []
         for _ in 0..<250 where addresses.count < 12 {
             addresses = Self.lines(served).filter { $0.hasPrefix("udp://") }
+            // Real time: real sim serve processes are what is waited for.
             usleep(20_000)
         }
         try #require(addresses.count == 12, "sim serve printed \(Self.lines(served))")
@@ -75,6 +76,7 @@ import Testing
                 workers[0].signal(SIGKILL)
                 killedDuring = event["device"] as? String
             }
+            // Real time: real worker processes are what is watched.
             usleep(20_000)
         }
         try #require(killedDuring != nil, "w1 never reached a transfer: \(Self.lines("\(directory)/w1.err"))")

@@ -155,6 +155,7 @@ import Testing
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
+        // Real time: a real bleota process is what is waited for (a liveness bound of 60 s).
         let deadline = Date().addingTimeInterval(60)
         while !ready(), process.isRunning, Date() < deadline { usleep(2_000) }
         #expect(process.isRunning, "\(arguments) ended before it could be interrupted")

@@ -68,6 +68,7 @@ struct GuardedRun {
                 kill(-pid, SIGKILL)
                 killed = true
             }
+            // Real time: a real bleota process is what is waited for.
             usleep(20_000)
         }
         let exited = status & 0x7F == 0

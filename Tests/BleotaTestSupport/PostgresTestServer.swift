@@ -140,6 +140,7 @@ public final class SpawnedProcess: Sendable {
             }
             if result < 0 && errno != EINTR { return -1 }
             if Date() >= deadline { return nil }
+            // Real time: a real PostgreSQL process is what is waited for.
             usleep(20_000)
         }
     }
