@@ -97,11 +97,7 @@ public struct HostContext: Sendable {
     /// A link to the device, or the failure named for `step`: the connect timeout for the first
     /// connection, the reboot timeout for every later one (the device may be restarting).
     public func connect(_ purpose: ConnectPurpose, step: UpdateStep) async throws(TransferError) -> any Link {
-        do {
-            return try await connector.connect(for: purpose, timeout: purpose == .initial ? timeouts.connect : timeouts.reboot)
-        } catch {
-            throw TransferError(.linkLost, step: step, "cannot reach \(connector.description): \(error)")
-        }
+        try await connect(purpose, step: step, timeout: purpose == .initial ? timeouts.connect : timeouts.reboot)
     }
 
     /// A recorder for one operation, stamped with this context's protocol, device and clock.

@@ -41,7 +41,7 @@ public struct AcmeHost: ProtocolHost {
         var context: HostContext { host.context }
 
         mutating func connect() async throws(TransferError) -> DeviceMode {
-            let link = try await host.connect(.initial, step: .connect)
+            let link = try await context.connect(.initial, step: .connect)
             self.link = link
             recorder.versionBefore = try await host.version(on: link, step: .connect)
             return .application
@@ -61,7 +61,7 @@ public struct AcmeHost: ProtocolHost {
             let start = AcmeMessage.start(
                 length: UInt32(bytes.count), crc32: CRC32.checksum(bytes), chunk: UInt16(clamping: chunk),
                 version: image.version)
-            let accepted = try await host.request(start, on: link, step: .transfer) { if case .status(let status, _, _) = $0 { status } else { nil } }
+            let accepted = try await context.request(AcmeRequest.Start(message: start), on: link, step: .transfer)
             guard accepted == .ok else { throw TransferError(.deviceRefused, step: .transfer, "the device refused the image: \(accepted)") }
             let began = context.clock.now
             let onEvent = context.onEvent
@@ -80,9 +80,8 @@ public struct AcmeHost: ProtocolHost {
         /// END: the device checks the CRC-32 the START announced.
         mutating func verify() async throws(TryFailure) -> (ok: Bool, detail: String) {
             do throws(TransferError) {
-                let verdict = try await host.request(.end, on: link!, step: .verify, timeout: context.timeouts.verify) {
-                    if case .status(let status, _, _) = $0, status != .ok { status } else { nil }
-                }
+                let policy = RequestPolicy(timeout: context.timeouts.verify, attempts: context.timeouts.attempts)
+                let verdict = try await context.request(AcmeRequest.End(), on: link!, step: .verify, policy: policy)
                 return (verdict == .done, "\(verdict)")
             } catch { throw .final(error) }
         }
@@ -95,7 +94,7 @@ public struct AcmeHost: ProtocolHost {
         }
 
         mutating func reconnect(expecting mode: DeviceMode) async throws(TransferError) -> DeviceMode {
-            link = try await host.connect(.application, step: .reconnect, timeout: context.timeouts.reboot)
+            link = try await context.connect(.application, step: .reconnect)
             return .application
         }
 
@@ -109,7 +108,7 @@ public struct AcmeHost: ProtocolHost {
         mutating func probe() async -> UpdateStateMachine.DeviceReport? {
             await link?.close()
             link = nil
-            guard let back = try? await host.connect(.application, step: .confirm, timeout: context.timeouts.reboot) else { return nil }
+            guard let back = try? await context.connect(.application, step: .confirm) else { return nil }
             defer { link = back }
             guard let version = try? await host.version(on: back, step: .confirm) else { return nil }
             recorder.versionAfter = version
@@ -124,38 +123,7 @@ public struct AcmeHost: ProtocolHost {
         }
     }
 
-    func connect(_ purpose: ConnectPurpose, step: UpdateStep, timeout: Duration? = nil) async throws(TransferError) -> any Link {
-        do { return try await context.connector.connect(for: purpose, timeout: timeout ?? context.timeouts.connect) } catch {
-            throw TransferError(.linkLost, step: step, "cannot reach \(context.connector.description): \(error)")
-        }
-    }
-
     func version(on link: any Link, step: UpdateStep) async throws(TransferError) -> String {
-        try await request(.versionRequest, on: link, step: step) { if case .version(let text) = $0 { text } else { nil } }
-    }
-
-    /// Sends `message` and waits for the answer `match` recognises, trying again a few times.
-    func request<T: Sendable>(
-        _ message: AcmeMessage, on link: any Link, step: UpdateStep, timeout: Duration? = nil,
-        match: @escaping @Sendable (AcmeMessage) -> T?
-    ) async throws(TransferError) -> T {
-        let limit = timeout ?? context.timeouts.response
-        for _ in 0..<max(1, context.timeouts.attempts) {
-            do {
-                try await link.send(message.encode())
-                return try await withDeadline(limit, clock: context.clock) { () async throws -> T in
-                    while true {
-                        // A closed link ends the wait (it throws); only a damaged packet is skipped.
-                        let packet = try await link.receive()
-                        if let decoded = try? AcmeMessage(decoding: packet), let value = match(decoded) { return value }
-                    }
-                }
-            } catch is DeadlineExceeded {
-                continue
-            } catch {
-                throw TransferError(.linkLost, step: step, "\(error)")
-            }
-        }
-        throw TransferError(.timeout, step: step, "no answer from the device: check it is powered and in range")
+        try await context.request(AcmeRequest.Version(), on: link, step: step)
     }
 }

@@ -1,4 +1,5 @@
 import BleotaCodec
+import BleotaEngine
 
 /// ACME OTA's messages: the common private shape of a vendor protocol. One
 /// GATT characteristic takes every host → device message; the device answers
@@ -120,6 +121,40 @@ public struct AcmeStatus: RawRepresentable, Sendable, Hashable, CustomStringConv
         case .badState: "not allowed now"
         case .tooLarge: "too large for the device"
         default: "status \(rawValue)"
+        }
+    }
+}
+
+/// ACME OTA's requests, each naming its answer: bleota's exchange
+/// (`HostContext.request(_:on:step:policy:)`) sends one, skips packets that do
+/// not answer it and tries again when the answer is lost.
+enum AcmeRequest {
+    /// VERSION, answered by the version the device runs.
+    struct Version: DeviceRequest {
+        var what: String { "the version request" }
+        func encode() -> [UInt8] { AcmeMessage.versionRequest.encode() }
+        func response(from packet: [UInt8]) -> String? {
+            if case .version(let text)? = try? AcmeMessage(decoding: packet) { text } else { nil }
+        }
+    }
+
+    /// START, answered by a STATUS: whether the device takes the image.
+    struct Start: DeviceRequest {
+        var message: AcmeMessage
+        var what: String { "the START request" }
+        func encode() -> [UInt8] { message.encode() }
+        func response(from packet: [UInt8]) -> AcmeStatus? {
+            if case .status(let status, _, _)? = try? AcmeMessage(decoding: packet) { status } else { nil }
+        }
+    }
+
+    /// END, answered by the STATUS of the device's CRC-32 check (a STATUS ok is the transfer's
+    /// last acknowledgement, not the verdict, and is skipped).
+    struct End: DeviceRequest {
+        var what: String { "the END request" }
+        func encode() -> [UInt8] { AcmeMessage.end.encode() }
+        func response(from packet: [UInt8]) -> AcmeStatus? {
+            if case .status(let status, _, _)? = try? AcmeMessage(decoding: packet), status != .ok { status } else { nil }
         }
     }
 }
