@@ -133,16 +133,14 @@ public struct BLEConnector: SecurityRaisingConnector {
     public let security = ConnectionSecurityRecord()
     /// Answers what pairing asks.
     public let pairing: any PairingAgent
-    /// The security every link is raised to before anything is written on it (a retry after a
-    /// device answered nothing on a plain link, ``/BleotaLink/SilentDropRecovery``). Links are
-    /// raised to medium anyway when the agent expects pairing or bleota keeps a bond with the device.
-    public private(set) var securityBeforeWriting: SecurityLevel
+    /// The security every link is raised to before anything is written on it, set by
+    /// ``raisingSecurity(to:)`` (the retry after a device answered nothing, ``/BleotaLink/SilentDropRecovery``).
+    public private(set) var securityBeforeWriting: SecurityLevel = .low
     public let logger: Logger
 
     public init(
         target: BLEDeviceAddress, clock: any BleotaClock, description: String, service: GATTPacketService,
-        allowsCreditChannel: Bool, pairing: any PairingAgent = PairingPolicy.justWorks, securityBeforeWriting: SecurityLevel = .low,
-        logger: Logger = Logger(label: "bleota.ble")
+        allowsCreditChannel: Bool, pairing: any PairingAgent = PairingPolicy.justWorks, logger: Logger = Logger(label: "bleota.ble")
     ) {
         self.target = target
         self.clock = clock
@@ -150,7 +148,6 @@ public struct BLEConnector: SecurityRaisingConnector {
         self.service = service
         self.allowsCreditChannel = allowsCreditChannel
         self.pairing = pairing
-        self.securityBeforeWriting = securityBeforeWriting
         self.logger = logger
     }
 
@@ -340,8 +337,8 @@ public struct BLEConnector: SecurityRaisingConnector {
     /// refusal is not enough: a device that protects its characteristic but not its CCC
     /// descriptor refuses nothing and drops every Write Command.
     private func secureBeforeWriting(_ connection: ATTConnection) async throws(LinkError) {
-        let expected: SecurityLevel = pairing.expectsPairing || connection.security.storedBond != nil ? .medium : .low
-        let level = max(securityBeforeWriting, expected)
+        let level = SilentDropRecovery.levelBeforeWriting(
+            asked: securityBeforeWriting, expectsPairing: pairing.expectsPairing, bonded: connection.security.storedBond != nil)
         guard level > .low else { return }
         do {
             let reached = try await connection.security.raiseSecurity(to: level)

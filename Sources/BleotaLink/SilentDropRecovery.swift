@@ -38,6 +38,13 @@ public enum SilentDropRecovery: Equatable, Sendable {
         }
     }
 
+    /// The level a connector raises a new link to before its first write: what a retry asked
+    /// (`asked`), and at least medium (pairing, or encryption with the bond) when the user said the
+    /// device pairs or a bond is kept with it; low (nothing) otherwise. One rule for every connector.
+    public static func levelBeforeWriting(asked: SecurityLevel, expectsPairing: Bool, bonded: Bool) -> SecurityLevel {
+        max(asked, expectsPairing || bonded ? .medium : .low)
+    }
+
     /// What a silent plain link most likely means, and the fix.
     public static let plainLinkHint =
         "; a device that demands encryption may drop writes on a plain link without a word: if it pairs, give --passkey (or ?security=medium in the address for Just Works)"

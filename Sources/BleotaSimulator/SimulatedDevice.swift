@@ -130,8 +130,8 @@ public struct SimulatedConnector: SecurityRaisingConnector {
     /// kept, or this is a retry that asks it; and when the device refuses the subscription.
     func secured(_ link: SimulatedConnection.HostEnd) async throws(LinkError) -> any Link {
         do {
-            let expected: SecurityLevel = world.pairingAgent.expectsPairing || link.holdsBond ? .medium : .low
-            let before = max(securityBeforeWriting, expected)
+            let before = SilentDropRecovery.levelBeforeWriting(
+                asked: securityBeforeWriting, expectsPairing: world.pairingAgent.expectsPairing, bonded: link.holdsBond)
             if before > .low { _ = try await link.raiseSecurity(to: before) }
             try await withSecurityOnDemand(control: link, shortfall: { (refusal: SecurityShortfall) in refusal }) {
                 () async throws(SecurityShortfall) in try await link.subscribe()

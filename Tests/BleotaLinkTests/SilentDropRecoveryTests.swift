@@ -45,6 +45,14 @@ import Testing
         #expect(SilentDropRecovery.next(reached: .low, raised: true, canAuthenticate: false) == .report(hint: SilentDropRecovery.plainLinkHint))
     }
 
+    /// Every connector raises a new link before its first write by the same rule.
+    @Test func theLevelBeforeTheFirstWrite() {
+        #expect(SilentDropRecovery.levelBeforeWriting(asked: .low, expectsPairing: false, bonded: false) == .low)
+        #expect(SilentDropRecovery.levelBeforeWriting(asked: .low, expectsPairing: true, bonded: false) == .medium)
+        #expect(SilentDropRecovery.levelBeforeWriting(asked: .low, expectsPairing: false, bonded: true) == .medium)
+        #expect(SilentDropRecovery.levelBeforeWriting(asked: .high, expectsPairing: true, bonded: true) == .high)
+    }
+
     /// What the user said decides whether a connector pairs before it writes, and whether pairing can authenticate.
     @Test func theOptionsThatExpectPairing() {
         #expect(!PairingPolicy.justWorks.expectsPairing)
