@@ -153,7 +153,7 @@ package struct DescribedUpdater: ContextHost {
 
         func mode(of link: any Link, step: UpdateStep) async throws(TransferError) -> DeviceMode {
             guard description.update.enterBootloader != nil else { return .bootloader }
-            return try await context.channels(on: link, step: step).contains(dataChannel) ? .bootloader : .application
+            return try await context.request(DirectoryRequest(), on: link, step: step).contains(dataChannel) ? .bootloader : .application
         }
 
         /// The jump command; a refusal the device names ends the update, a lost answer is the reset's.
@@ -345,7 +345,7 @@ package struct DescribedUpdater: ContextHost {
         }
         guard description.update.enterBootloader != nil else { return back }
         let offered: Set<UInt8>
-        do { offered = try await context.channels(on: back, step: .confirm) } catch { throw TryFailure.final(error) }
+        do { offered = try await context.request(DirectoryRequest(), on: back, step: .confirm) } catch { throw TryFailure.final(error) }
         let data = description.message(description.transfer.packet).channel
         if offered.contains(data), !description.characteristics[Int(data)].offeredIn.contains(.application) {
             // The bootloader did not start the image: it did not arrive whole, or it is not one the device boots.

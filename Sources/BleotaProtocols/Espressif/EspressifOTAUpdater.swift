@@ -220,18 +220,20 @@ package struct EspressifOTAUpdater: ContextHost {
         var sentEverySector = false
         guard sectors <= Int(UInt16.max) else { throw .final(TransferError(.badInput, step: .load, "the image has more sectors than a 16-bit index counts")) }
         do {
-            var ack: EspressifCommandAck?
-            for _ in 0..<max(1, timeouts.attempts) {
+            // The last refusal, kept for the error when no later try is accepted.
+            var refused: EspressifCommandAck?
+            let answered = try await RequestPolicy(timeouts).tries(on: clock) { (_) async throws(LinkError) -> EspressifCommandAck? in
                 try await link.send(channel: EspressifOTAChannel.command.rawValue, EspressifCommand.start(length: UInt32(image.count)).encode())
-                ack = try await commandAck(EspressifCommand.startID, on: link)
-                if ack?.accepted == true { break }
-                if ack != nil {
-                    // Refused: a START of ours may have arrived after all (its answer lost) or been damaged
-                    // on the way; STOP clears an upload in progress, then START again.
-                    try await link.send(channel: EspressifOTAChannel.command.rawValue, EspressifCommand.stop.encode())
-                    _ = try await commandAck(EspressifCommand.stopID, on: link)
-                }
+                guard let ack = try await commandAck(EspressifCommand.startID, on: link) else { return nil }
+                if ack.accepted { return ack }
+                // Refused: a START of ours may have arrived after all (its answer lost) or been damaged
+                // on the way; STOP clears an upload in progress, then START again.
+                refused = ack
+                try await link.send(channel: EspressifOTAChannel.command.rawValue, EspressifCommand.stop.encode())
+                _ = try await commandAck(EspressifCommand.stopID, on: link)
+                return nil
             }
+            let ack = answered ?? refused
             guard let ack else { throw TryFailure.retry("\(device) did not answer START") }
             guard ack.accepted else {
                 throw TryFailure.final(

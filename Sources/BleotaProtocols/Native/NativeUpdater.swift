@@ -271,10 +271,7 @@ package struct NativeUpdater: ContextHost {
         let request = NativeMessage.GetFile(
             name: name, packetSize: UInt16(packetSize),
             ackInterval: UInt16(tuning.effectiveAckInterval), window: UInt16(tuning.window))
-        let info = try await session.request(.getFile(request), on: link, step: .transfer) { message -> NativeMessage.FileInfo? in
-            if case .getFileResponse(let info) = message { return info }
-            return nil
-        }
+        let info = try await session.request(NativeGetFileRequest(file: request), on: link, step: .transfer)
         guard info.status == .ok else {
             throw TransferError(
                 .deviceRefused, step: .transfer,
@@ -338,10 +335,7 @@ struct Session {
         }
         let hello: NativeMessage.HelloResponse
         do throws(TransferError) {
-            hello = try await request(.hello(.init()), on: link, step: step) { message -> NativeMessage.HelloResponse? in
-                if case .helloResponse(let hello) = message { return hello }
-                return nil
-            }
+            hello = try await request(NativeHelloRequest(), on: link, step: step)
         } catch {
             // A device that connected but never answered stays connected otherwise, and a
             // connected peripheral does not advertise: the next try would not find it.
@@ -465,43 +459,25 @@ struct Session {
         return min(wanted, maximum)
     }
 
-    /// Sends `message` and waits for the reply `match` recognises, skipping
-    /// stray transfer traffic; an ERROR reply becomes a ``TransferError``.
+    /// Sends `request` and waits for the reply that answers it, skipping stray transfer traffic,
+    /// within the command line's policy (`timeout` instead of its wait per try); an ERROR reply is
+    /// the device's refusal.
     @discardableResult
-    func request<T: Sendable>(
-        _ message: NativeMessage, on link: any Link, step: UpdateStep, timeout: Duration? = nil,
-        match: @escaping @Sendable (NativeMessage) -> T?
-    ) async throws(TransferError) -> T {
-        let limit = timeout ?? updater.timeouts.response
-        let attempts = max(1, updater.timeouts.attempts)
-        for attempt in 1...attempts {
-            do {
-                try await NativeFraming.send(message, on: link)
-                return try await withDeadline(limit, clock: updater.clock) { () async throws -> T in
-                    var reassembler = NativeReassembler()
-                    while true {
-                        guard let packet = reassembler.feed(try await link.receive()),
-                            let reply = try? NativeMessage(decoding: packet)
-                        else { continue }
-                        if case .error(let error) = reply {
-                            throw TransferError(.deviceRefused, step: step, "the device refused: \(error.message) (\(error.status))")
-                        }
-                        if let value = match(reply) { return value }
-                    }
-                }
-            } catch let error as TransferError {
-                throw error
-            } catch is DeadlineExceeded {
-                // The request or its answer was lost: ask again (requests are idempotent).
-                updater.logger.debug("no answer to \(step) request (attempt \(attempt) of \(attempts))")
-                continue
-            } catch {
-                throw TransferError(.linkLost, step: step, "\(error)")
+    func request<Request: NativeRequest>(
+        _ request: Request, on link: any Link, step: UpdateStep, timeout: Duration? = nil
+    ) async throws(TransferError) -> Request.Response {
+        let message = request.message
+        let policy = RequestPolicy(updater.timeouts).waiting(timeout ?? updater.timeouts.response)
+        return try await updater.context.exchange(request.what, step: step, policy: policy) { () async throws(LinkError) in
+            try await NativeFraming.send(message, on: link)
+        } answer: {
+            var reassembler = NativeReassembler()
+            while true {
+                guard let packet = reassembler.feed(try await link.receive()), let reply = try? NativeMessage(decoding: packet) else { continue }
+                if case .error(let error) = reply { throw DeviceRefusal("the device refused: \(error.message) (\(error.status))") }
+                if let answer = request.response(from: reply) { return answer }
             }
         }
-        throw TransferError(
-            .timeout, step: step,
-            "no answer from the device after \(attempts) tries of \(limit): check it is powered and in range")
     }
 
     /// Sends a request after which the device resets (ENTER_BOOTLOADER,
@@ -510,12 +486,9 @@ struct Session {
     /// beaten the answer to the air, or the request may never have arrived, and
     /// the reconnect that follows finds out which.
     func requestAllowingReset(_ message: NativeMessage, on link: any Link, step: UpdateStep) async throws(TransferError) -> Bool {
-        guard case .some(let opcode) = NativeMessage.Opcode(rawValue: message.encode()[0]) else { return false }
+        guard let opcode = message.opcode else { return false }
         do throws(TransferError) {
-            let status = try await request(message, on: link, step: step) { reply -> NativeStatus? in
-                if case .simpleResponse(let request, let status) = reply, request == opcode { return status }
-                return nil
-            }
+            let status = try await request(NativeSimpleRequest(message: message), on: link, step: step)
             guard status == .ok else {
                 throw TransferError(.deviceRefused, step: step, "the device refused \(opcode.name): \(status)")
             }
@@ -590,10 +563,7 @@ struct Session {
         while true {
             do {
                 guard let active = link else { throw LinkError.disconnected("no link") }
-                let ranges = try await request(.start(start), on: active, step: .transfer) { message -> NativeMessage.RangesResponse? in
-                    if case .startResponse(let response) = message { return response }
-                    return nil
-                }
+                let ranges = try await request(NativeStartRequest(start: start), on: active, step: .transfer)
                 guard ranges.status == .ok else {
                     throw TransferError(.deviceRefused, step: .transfer, "the device refused the transfer: \(ranges.status)")
                 }
@@ -656,10 +626,7 @@ struct Session {
     }
 
     func verify(on link: any Link) async throws(TransferError) -> (ok: Bool, detail: String) {
-        let result = try await request(.verify, on: link, step: .verify, timeout: updater.timeouts.verify) { message -> NativeMessage.VerifyResult? in
-            if case .verifyResponse(let result) = message { return result }
-            return nil
-        }
+        let result = try await request(NativeVerifyRequest(), on: link, step: .verify, timeout: updater.timeouts.verify)
         switch result.status {
         case .ok: return (true, "ok")
         case .invalidState: return (false, "the transfer is incomplete")

@@ -84,19 +84,10 @@ package struct NordicSecureDFUUpdater: ContextHost {
             throw TransferError(.linkLost, step: step, "cannot reach \(connector.description): \(error)")
         }
         // What GATT discovery tells a real host: which characteristics are there.
-        for _ in 0..<max(1, timeouts.attempts) {
-            do {
-                try await link.send(message: .directoryQuery)
-                while let packet = try await link.receiveMessage(within: timeouts.response, clock: clock) {
-                    if case .directory(let channels) = packet { return Connection(link: link, channels: Set(channels)) }
-                }
-            } catch {
-                await link.close()
-                throw TransferError(.linkLost, step: step, "\(connector.description) dropped the link while its services were read: \(error)")
-            }
+        do { return Connection(link: link, channels: try await context.request(DirectoryRequest(), on: link, step: step)) } catch {
+            await link.close()
+            throw error
         }
-        await link.close()
-        throw TransferError(.timeout, step: step, "\(connector.description) did not list its services")
     }
 
     /// The next control point answer, or nil after `timeout`; anything else on the link is skipped.
@@ -130,29 +121,7 @@ package struct NordicSecureDFUUpdater: ContextHost {
     func requestBootloader(on connection: Connection, kind: NordicDFUChannel) async throws(TransferError) -> Bool {
         let link = connection.link
         func request(_ bytes: [UInt8]) async throws(TransferError) -> NordicButtonless.Status {
-            for _ in 0..<max(1, timeouts.attempts) {
-                do {
-                    try await link.send(channel: kind.rawValue, bytes)
-                    let deadline = clock.now + timeouts.response
-                    while deadline > clock.now, let packet = try await link.receiveMessage(within: deadline - clock.now, clock: clock) {
-                        guard case .packet(let channel, let payload) = packet, channel == kind.rawValue, payload.count == 3,
-                            payload[payload.startIndex] == NordicButtonless.responseCode,
-                            payload[payload.startIndex + 1] == bytes[0]
-                        else { continue }
-                        guard let status = NordicButtonless.Status(rawValue: payload[payload.startIndex + 2]) else {
-                            throw TransferError(
-                                .protocolViolation, step: .enterBootloader,
-                                "the buttonless service answered status 0x\(String(payload[payload.startIndex + 2], radix: 16))")
-                        }
-                        return status
-                    }
-                } catch let error as TransferError {
-                    throw error
-                } catch {
-                    throw TransferError(.linkLost, step: .enterBootloader, "the link dropped during the buttonless jump: \(error)")
-                }
-            }
-            throw TransferError(.timeout, step: .enterBootloader, "the buttonless DFU service did not answer")
+            try await context.request(NordicButtonlessRequest(channel: kind, bytes: bytes), on: link, step: .enterBootloader)
         }
         var renamed = false
         if let bootloaderName {
@@ -564,23 +533,10 @@ package struct NordicSecureDFUUpdater: ContextHost {
         // After the channel byte; over serial, what the MTU allows instead (below).
         var size = connection.link.parameters.dataPerPacket(after: 1, asked: context.askedPacketSize)
         if connection.isSerial {
-            var mtu: UInt16?
-            for _ in 0..<max(1, timeouts.attempts) where mtu == nil {
-                do {
-                    try await connection.send(NordicDFURequest.getSerialMTU)
-                    if let answer = try await nextAnswer(connection.link, timeout: timeouts.response), answer.operation == .getSerialMTU {
-                        guard case .serialMTU(let value) = answer.payload else {
-                            throw TransferError(.deviceRefused, step: .transfer, "the serial bootloader refused Get MTU: \(answer.result)")
-                        }
-                        mtu = value
-                    }
-                } catch let error as TransferError {
-                    throw error
-                } catch {
-                    throw TransferError(.linkLost, step: .transfer, "the serial link dropped: \(error)")
-                }
+            let answer = try await context.request(NordicControlPointRequest(.getSerialMTU, on: connection), on: connection.link, step: .transfer)
+            guard case .serialMTU(let mtu) = answer.payload else {
+                throw TransferError(.deviceRefused, step: .transfer, "the serial bootloader refused Get MTU: \(answer.result)")
             }
-            guard let mtu else { throw TransferError(.timeout, step: .transfer, "the serial bootloader did not answer Get MTU") }
             // The write request's opcode and SLIP's doubling of every byte in the worst case.
             size = (Int(mtu) - 1) / 2 - 1
         }

@@ -37,33 +37,19 @@ package struct NordicLegacyDFUUpdater: ContextHost {
     }
 
     func connect(_ purpose: ConnectPurpose, step: UpdateStep) async throws(TransferError) -> (link: any Link, revision: UInt16) {
-        let link: any Link
-        do {
-            link = try await connector.connect(for: purpose, timeout: purpose == .initial ? timeouts.connect : timeouts.reboot)
-        } catch {
-            throw TransferError(.linkLost, step: step, "cannot reach \(connector.description): \(error)")
-        }
+        let link = try await context.connect(purpose, step: step, timeout: purpose == .initial ? timeouts.connect : timeouts.reboot)
         return try await identify(link, step: step)
     }
 
     /// Reads the revision characteristic: application (0x0001) or bootloader (0x0008).
     func identify(_ link: any Link, step: UpdateStep) async throws(TransferError) -> (link: any Link, revision: UInt16) {
-        for _ in 0..<max(1, timeouts.attempts) {
-            do {
-                try await link.send(message: .read(channel: NordicLegacyChannel.revision.rawValue))
-                let deadline = clock.now + timeouts.response
-                while deadline > clock.now, let packet = try await link.receiveMessage(within: deadline - clock.now, clock: clock) {
-                    if case .packet(let channel, let value) = packet, channel == NordicLegacyChannel.revision.rawValue, value.count == 2 {
-                        return (link, UInt16(value[value.startIndex]) | UInt16(value[value.startIndex + 1]) << 8)
-                    }
-                }
-            } catch {
-                await link.close()
-                throw TransferError(.linkLost, step: step, "\(connector.description) dropped the link while its DFU revision was read: \(error)")
-            }
+        let read = ChannelReadRequest(NordicLegacyChannel.revision.rawValue, what: "a read of its DFU revision") { value in
+            value.count == 2 ? UInt16(value[value.startIndex]) | UInt16(value[value.startIndex + 1]) << 8 : nil
         }
-        await link.close()
-        throw TransferError(.timeout, step: step, "\(connector.description) did not answer a read of its DFU revision")
+        do { return (link, try await context.request(read, on: link, step: step)) } catch {
+            await link.close()
+            throw error
+        }
     }
 
     /// The next notification on the control point, or nil after `timeout`.
@@ -101,7 +87,7 @@ package struct NordicLegacyDFUUpdater: ContextHost {
         }
         // Over the serial transport the one channel is HCI frames: nothing comes back but their acknowledgements.
         let offered: Set<UInt8>
-        do { offered = try await context.channels(on: first, step: .connect) } catch {
+        do { offered = try await context.request(DirectoryRequest(), on: first, step: .connect) } catch {
             await first.close()
             throw error
         }

@@ -154,22 +154,23 @@ public final class SMPConnection: Sendable {
         what: String, decode: (CBOR) throws(SMPBody.FieldError) -> T
     ) async throws(SMPClientError) -> T {
         var stray: SMPClientError?
-        for attempt in 0..<max(1, attempts) {
+        let policy = RequestPolicy(timeout: timeout, attempts: attempts)
+        let answer = try await policy.tries(on: clock) { (number) async throws(SMPClientError) -> T? in
             // Whatever half-arrived before the last try timed out will not be completed.
-            if attempt > 0 { resetReassembly() }
-            let number = try await send(operation, command: command, body: body)
+            if number > 1 { resetReassembly() }
+            let sequence = try await send(operation, command: command, body: body)
             let sentAt = clock.now
-            let deadline = sentAt + answerTimeout(within: timeout)
+            let deadline = sentAt + answerTimeout(within: policy.timeout)
             while clock.now < deadline {
                 let response: SMPPacket?
-                do { response = try await nextResponse(timeout: deadline - clock.now) } catch .malformed(let why) {
+                do throws(SMPClientError) { response = try await nextResponse(timeout: deadline - clock.now) } catch .malformed(let why) {
                     stray = .malformed(why)
                     continue
                 }
-                guard let response else { break }
-                guard response.header.sequence == number else {
+                guard let response else { return nil }
+                guard response.header.sequence == sequence else {
                     if !wasSent(response.header.sequence) {
-                        stray = stray ?? .sequence("the device answered sequence \(response.header.sequence) to request \(number) (\(what))")
+                        stray = stray ?? .sequence("the device answered sequence \(response.header.sequence) to request \(sequence) (\(what))")
                     }
                     continue
                 }
@@ -178,17 +179,19 @@ public final class SMPConnection: Sendable {
                     continue
                 }
                 if let error = SMPDeviceError(response: response.body) { throw .device(error) }
-                do {
+                do throws(SMPBody.FieldError) {
                     let value = try decode(response.body)
-                    if attempt == 0 { roundTrip.withLock { $0.add(clock.now - sentAt) } }
+                    if number == 1 { roundTrip.withLock { $0.add(clock.now - sentAt) } }
                     return value
                 } catch {
                     stray = .field(error.description)
-                    break
+                    return nil
                 }
             }
+            return nil
         }
-        throw stray ?? .timeout("\(what) after \(max(1, attempts)) \(attempts > 1 ? "tries" : "try")")
+        guard let answer else { throw stray ?? .timeout("\(what) after \(policy.attempts) \(policy.attempts > 1 ? "tries" : "try")") }
+        return answer
     }
 
     /// The raw form with a group and command number, for tools and tests.

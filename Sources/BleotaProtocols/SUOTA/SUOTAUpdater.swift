@@ -79,7 +79,7 @@ package struct SUOTAUpdater: ContextHost {
             self.link = link
             // The credit-based channel where the device publishes one and this host can open it, unless told otherwise.
             if transport != .ble {
-                pace.overCreditChannel = try await context.channels(on: link, step: .connect).contains(SUOTAChannel.creditData)
+                pace.overCreditChannel = try await context.request(DirectoryRequest(), on: link, step: .connect).contains(SUOTAChannel.creditData)
             }
             return .application
         }

@@ -138,7 +138,7 @@ package struct SiliconLabsOTAUpdater: ContextHost {
         mutating func connect() async throws(TransferError) -> DeviceMode {
             let link = try await context.connect(.initial, step: .connect)
             self.link = link
-            offered = try await context.channels(on: link, step: .connect)
+            offered = try await context.request(DirectoryRequest(), on: link, step: .connect)
             guard offered.contains(SiliconLabsOTAChannel.control.rawValue) else {
                 await link.close()
                 throw TransferError(
@@ -198,7 +198,7 @@ package struct SiliconLabsOTAUpdater: ContextHost {
             do throws(TransferError) {
                 let link = try await context.connect(.resume, step: .reconnect)
                 self.link = link
-                offered = try await context.channels(on: link, step: .reconnect)
+                offered = try await context.request(DirectoryRequest(), on: link, step: .reconnect)
             } catch {
                 var failure = error
                 failure.outcome = inAppLoader ? .inBootloader : .unknown
@@ -237,7 +237,7 @@ package struct SiliconLabsOTAUpdater: ContextHost {
                 failure.outcome = .unknown
                 throw failure
             }
-            backOffered = try? await context.channels(on: back, step: .confirm)
+            backOffered = try? await context.request(DirectoryRequest(), on: back, step: .confirm)
             running = try? await host.agreedApplicationVersion(on: back)
             await back.close()
             return .application
@@ -293,7 +293,7 @@ package struct SiliconLabsOTAUpdater: ContextHost {
         let offered: Set<UInt8>
         do {
             appLoader = try await context.connect(.resume, step: .reconnect)
-            offered = try await context.channels(on: appLoader, step: .reconnect)
+            offered = try await context.request(DirectoryRequest(), on: appLoader, step: .reconnect)
         } catch {
             // The device acknowledged the reset (or its answer was lost): where it is is not known.
             var failure = error
