@@ -46,6 +46,23 @@ extension Link {
     public func deviceBooted() {}
 }
 
+/// What carries a link's channels, as a typed capability of the link: a host whose protocol
+/// differs by transport (Nordic's serial bootloaders answer Get MTU and take object data as Write
+/// requests; legacy DFU's HCI transport acknowledges frames and notifies nothing) asks the link,
+/// instead of recognising a channel number only that transport would list. The link that frames
+/// a line says what it is; a link that wraps another passes it on with the other ``LinkParameters``.
+public struct LinkTransport: Sendable, Hashable, CustomStringConvertible {
+    /// For logs: "Nordic serial DFU".
+    public let name: String
+
+    public init(_ name: String) { self.name = name }
+
+    public var description: String { name }
+
+    /// Characteristics, or a byte link that frames them (the simulator, UDP): the default.
+    public static let characteristics = LinkTransport("characteristics")
+}
+
 /// What a link tells the engine about itself.
 public struct LinkParameters: Sendable, Hashable, Codable {
     /// The largest packet ``Link/send(_:)`` accepts: ATT MTU − 3 for GATT writes,
@@ -67,16 +84,25 @@ public struct LinkParameters: Sendable, Hashable, Codable {
     /// device reading a datagram cut short sees a message shorter than its header says, not the
     /// start of one whose rest is to come.
     public var carriesWholeMessages: Bool
+    /// What carries the link's channels, for a host that speaks differently over a serial
+    /// bootloader's framing than over characteristics. Not saved with a tuning: it is what the
+    /// link is, not what was measured on it.
+    public var transport: LinkTransport = .characteristics
+
+    private enum CodingKeys: String, CodingKey {
+        case maximumPayload, preferredPayload, acknowledgedWrites, description, carriesWholeMessages
+    }
 
     public init(
         maximumPayload: Int, preferredPayload: Int? = nil, acknowledgedWrites: Bool = false, description: String,
-        carriesWholeMessages: Bool = false
+        carriesWholeMessages: Bool = false, transport: LinkTransport = .characteristics
     ) {
         self.maximumPayload = maximumPayload
         self.preferredPayload = min(maximumPayload, max(1, preferredPayload ?? maximumPayload))
         self.acknowledgedWrites = acknowledgedWrites
         self.description = description
         self.carriesWholeMessages = carriesWholeMessages
+        self.transport = transport
     }
 
     /// Data bytes per packet for a host that adds `overhead` bytes of its own: what

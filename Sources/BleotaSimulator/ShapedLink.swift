@@ -62,10 +62,10 @@ public final class ShapedLink: Link, @unchecked Sendable {
         self.model = model
         self.faults = faults
         self.clock = clock
-        parameters = LinkParameters(
-            maximumPayload: inner.parameters.maximumPayload, preferredPayload: inner.parameters.preferredPayload,
-            acknowledgedWrites: inner.parameters.acknowledgedWrites,
-            description: inner.parameters.description + " shaped as a BLE link", carriesWholeMessages: inner.parameters.carriesWholeMessages)
+        // Everything the inner link is (its sizes, its transport), shaped.
+        var shaped = inner.parameters
+        shaped.description += " shaped as a BLE link"
+        parameters = shaped
         state = Mutex(State(random: SeededRandom(seed: seed, stream: "shaped-link")))
     }
 

@@ -6,7 +6,8 @@ import Testing
 @testable import BleotaProtocols
 
 /// A link that only passes packets on, as `sim serve --link`'s shaping does: it knows
-/// nothing of channels, so its channel link is the framed one.
+/// nothing of channels, so its channel link is the framed one; its parameters (the
+/// transport among them) are the inner link's.
 final class PassingLink: Link {
     let inner: any Link
     init(_ inner: any Link) { self.inner = inner }
@@ -16,8 +17,9 @@ final class PassingLink: Link {
     func close() async { await inner.close() }
 }
 
-/// Secure DFU's serial transport as a channel link: the line is one channel, and the device
-/// half tells it by that channel, not by the type of the link it was given.
+/// Secure DFU's serial transport as a channel link: the line carries the control point alone,
+/// and the device half tells it by the transport its link reports, through a link that only
+/// passes packets on, not by the type of the link it was given or a channel number.
 @Suite struct NordicSerialLinkTests {
     @Test func aSerialBootloaderBehindAnotherLinkAnswersTheSerialOnlyRequestsOnTheLine() async throws {
         let (hostLine, deviceLine) = SerialLinePipe.pair()
@@ -25,7 +27,8 @@ final class PassingLink: Link {
         let device = NordicSecureDFUDevice(flash: NordicBootloader.Flash(), startInBootloader: true, serialMTU: 2051)
         let deviceLink = PassingLink(NordicSerialLink(lines: deviceLine))
         let serving = Task { await device.serve(deviceLink, environment: DeviceEnvironment(clock: SystemClock()) { _ in }) }
-        let line = NordicSerialLink.controlPointChannel
+        let line = NordicDFUChannel.controlPoint.rawValue
+        #expect(host.parameters.transport == .nordicSerial && deviceLink.parameters.transport == .nordicSerial)
 
         try await host.send(message: .directoryQuery)
         #expect(try await host.receiveMessage() == .directory([line]), "a serial line lists only its control point")

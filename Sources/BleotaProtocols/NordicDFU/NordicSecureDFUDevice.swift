@@ -86,9 +86,9 @@ package actor NordicSecureDFUDevice: DeviceHalf {
                 continue
             }
             guard case .packet(let channel, let payload) = packet else { continue }
-            // Requests on a serial line are the control point's, answered on the line.
-            let serial = channel == NordicSerialLink.controlPointChannel
-            guard let kind = serial ? .controlPoint : NordicDFUChannel(rawValue: channel) else { continue }
+            // A serial line carries the control point alone; its bootloader also answers the serial-only requests.
+            let serial = link.parameters.transport == .nordicSerial
+            guard let kind = NordicDFUChannel(rawValue: channel), !serial || kind == .controlPoint else { continue }
             let reboot: RebootRequest?
             do throws(LinkError) {
                 reboot =
@@ -143,8 +143,8 @@ package actor NordicSecureDFUDevice: DeviceHalf {
         _ payload: [UInt8], on channel: NordicDFUChannel, link: any Link, serial: Bool,
         environment: DeviceEnvironment
     ) async throws(LinkError) -> RebootRequest? {
-        // Answers go back where requests came from: the control point, or the serial line.
-        let answers = serial ? NordicSerialLink.controlPointChannel : NordicDFUChannel.controlPoint.rawValue
+        // Answers go back on the control point (on a serial line, its one channel).
+        let answers = NordicDFUChannel.controlPoint.rawValue
         let actions: [NordicBootloader.Action]
         switch channel {
         case .controlPoint:

@@ -51,12 +51,12 @@ package struct NordicSecureDFUUpdater: ContextHost {
     struct Connection: Sendable {
         let link: any Link
         let channels: Set<UInt8>
-        var inBootloader: Bool { channels.contains(NordicDFUChannel.controlPoint.rawValue) || isSerial }
+        var inBootloader: Bool { channels.contains(controlChannel) }
         var buttonless: NordicDFUChannel? { NordicDFUChannel.buttonlessKinds.first { channels.contains($0.rawValue) } }
-        /// A serial bootloader lists only its control point over the line (``NordicSerialLink/controlPointChannel``).
-        var isSerial: Bool { channels.contains(NordicSerialLink.controlPointChannel) }
-        /// Where requests go: the control point characteristic, or the serial line's.
-        var controlChannel: UInt8 { isSerial ? NordicSerialLink.controlPointChannel : NordicDFUChannel.controlPoint.rawValue }
+        /// A serial bootloader (``NordicSerialLink``), which the link says it is.
+        var isSerial: Bool { link.parameters.transport == .nordicSerial }
+        /// Where requests go: the control point, a characteristic or the serial line's one channel.
+        var controlChannel: UInt8 { NordicDFUChannel.controlPoint.rawValue }
 
         func send(_ request: NordicDFURequest) async throws(LinkError) {
             try await link.send(channel: controlChannel, request.encode())
@@ -97,7 +97,7 @@ package struct NordicSecureDFUUpdater: ContextHost {
             let left = deadline - clock.now
             guard left > .zero, let packet = try await link.receiveMessage(within: left, clock: clock) else { return nil }
             guard case .packet(let channel, let payload) = packet,
-                channel == NordicDFUChannel.controlPoint.rawValue || channel == NordicSerialLink.controlPointChannel,
+                channel == NordicDFUChannel.controlPoint.rawValue,
                 let response = try? NordicDFUResponse(decoding: Array(payload))
             else {
                 context.logger.debug("skipping what is not a control point answer: \(packet)")

@@ -3,15 +3,16 @@ import BleotaLink
 import Logging
 
 /// Nordic's serial DFU transport (UART and USB CDC bootloaders, `nrfutil dfu
-/// serial`) as a ``/BleotaLink/ChannelLink``: the line is one channel,
-/// ``controlPointChannel``, and each packet on it one SLIP frame — a control
-/// point request or answer, or object data as a Write request (0x08), which
-/// BLE carries on the packet characteristic instead.
+/// serial`) as a ``/BleotaLink/ChannelLink``: the line carries the control
+/// point alone, each packet on it one SLIP frame — a control point request or
+/// answer, or object data as a Write request (0x08), which BLE carries on the
+/// packet characteristic instead.
 ///
-/// Both halves use it. The directory, answered here, lists that one channel,
-/// which is how a host and a device half tell the serial transport, whose
-/// bootloader answers the serial-only requests (Get MTU, Ping, Write) and no
-/// buttonless jump: `nrf_dfu_serial.c`.
+/// Both halves use it. Its ``/BleotaLink/LinkParameters/transport`` is
+/// `LinkTransport.nordicSerial`, which is how a host and a device
+/// half tell the serial transport, whose bootloader answers the serial-only
+/// requests (Get MTU, Ping, Write) and no buttonless jump: `nrf_dfu_serial.c`.
+/// The directory, answered here, lists the control point only.
 package final class NordicSerialLink: MessageCarryingLink {
     package let lines: any DelimitedByteStream
     package let parameters: LinkParameters
@@ -23,11 +24,11 @@ package final class NordicSerialLink: MessageCarryingLink {
         self.logger = logger
         // One SLIP frame may carry a write of any length the bootloader's MTU allows;
         // the channel is not sent.
-        parameters = LinkParameters(maximumPayload: 65_536, description: lines.parameters.description)
+        parameters = LinkParameters(maximumPayload: 65_536, description: lines.parameters.description, transport: .nordicSerial)
     }
 
-    /// The control point as a serial line carries it: not a BLE characteristic's number.
-    package static let controlPointChannel: UInt8 = 0x20
+    /// The one channel on the line: the control point's.
+    private static let controlPointChannel = NordicDFUChannel.controlPoint.rawValue
 
     package func send(_ message: ChannelMessage) async throws(LinkError) {
         switch message {
@@ -57,4 +58,9 @@ package final class NordicSerialLink: MessageCarryingLink {
     }
 
     package func close() async { await lines.close() }
+}
+
+extension LinkTransport {
+    /// Secure DFU's serial transport (UART, USB CDC): ``NordicSerialLink``.
+    package static let nordicSerial = LinkTransport("Nordic serial DFU (SLIP)")
 }

@@ -25,8 +25,9 @@ import Synchronization
 /// The host sees one channel, ``frameChannel``, the only one in the
 /// directory: each packet it sends there is one frame's payload, and each
 /// acknowledgement comes back as a ``/BleotaLink/ChannelMessage/writeResult(channel:code:)``
-/// on it, 0 when it acknowledged that frame. Nothing else comes back, which is
-/// how a host tells this transport from the BLE one.
+/// on it, 0 when it acknowledged that frame. Nothing else comes back. A host
+/// tells this transport from the BLE one by the link's
+/// ``/BleotaLink/LinkParameters/transport``, `LinkTransport.nordicHCI`.
 package final class NordicHCILink: MessageCarryingLink {
     package enum PacketType: UInt32, Sendable {
         case initPacket = 1, start = 3, data = 4, stop = 5
@@ -35,7 +36,7 @@ package final class NordicHCILink: MessageCarryingLink {
     package let lines: any DelimitedByteStream
     package let parameters: LinkParameters
     private let logger: Logger
-    /// The channel of HCI frames: a number no BLE characteristic of legacy DFU has.
+    /// The channel of HCI frames, this link's only one.
     package static let frameChannel: UInt8 = 0x10
 
     private struct State {
@@ -51,7 +52,7 @@ package final class NordicHCILink: MessageCarryingLink {
     package init(lines: any DelimitedByteStream, logger: Logger = Logger(label: "bleota.nordic.hci")) {
         self.lines = lines
         self.logger = logger
-        parameters = LinkParameters(maximumPayload: 4096, description: lines.parameters.description)
+        parameters = LinkParameters(maximumPayload: 4096, description: lines.parameters.description, transport: .nordicHCI)
     }
 
     /// The device booted again: it expects sequence number 1.
@@ -179,4 +180,9 @@ package final class NordicHCILink: MessageCarryingLink {
         }
         state.withLock { $0.pending += writes }
     }
+}
+
+extension LinkTransport {
+    /// Legacy DFU's HCI/SLIP serial transport: ``NordicHCILink``.
+    package static let nordicHCI = LinkTransport("legacy DFU HCI serial (SLIP)")
 }

@@ -85,13 +85,8 @@ package struct NordicLegacyDFUUpdater: ContextHost {
         do { first = try await connector.connect(for: .initial, timeout: timeouts.connect) } catch {
             throw TransferError(.linkLost, step: .connect, "cannot reach \(connector.description): \(error)")
         }
-        // Over the serial transport the one channel is HCI frames: nothing comes back but their acknowledgements.
-        let offered: Set<UInt8>
-        do { offered = try await context.request(DirectoryRequest(), on: first, step: .connect) } catch {
-            await first.close()
-            throw error
-        }
-        if offered == [NordicHCILink.frameChannel] {
+        // Over the serial transport (the link says which it is) nothing comes back but acknowledgements of HCI frames.
+        if first.parameters.transport == .nordicHCI {
             let serial = first
             guard activate else {
                 await serial.close()
