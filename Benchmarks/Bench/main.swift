@@ -161,7 +161,7 @@ func simulatedSMPUpload(
     let parsed = try SimulatorAddress(parsing: address)
     let outcome: Result<UpdateReport, TransferError> = try await SimulationRuntime.run { runtime in
         let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
-        var configuration = Simulation.configuration(parsed)
+        var configuration = try Simulation.configuration(parsed, for: SMPProtocol())
         configuration.slotSize = 4 << 20
         let device = try SMPProtocol().makeDevice(configuration)
         await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model))

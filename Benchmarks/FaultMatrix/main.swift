@@ -174,7 +174,7 @@ func runOne(index: Int, options: Options) async -> RunResult {
     do {
         let (report, state) = try await SimulationRuntime.run(maximumVirtualTime: .seconds(4 * 3600)) { runtime -> (Result<UpdateReport, TransferError>, DeviceState) in
             let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
-            let half = try chosen.makeDevice(Simulation.configuration(parsed))
+            let half = try chosen.makeDevice(Simulation.configuration(parsed, for: chosen))
             let old = await half.firmware.running ?? []
             await world.add(
                 SimulatedDevice(address: Simulation.deviceAddress, half: half, model: parsed.model, speaking: chosen))

@@ -69,9 +69,9 @@ extension CampaignCreateCommand {
             do { _ = try updateProtocol.prepareImage(ImageRequest(path: image, keyPath: nil, versionLabel: update.versionLabel)) } catch {
                 throw error.commandFailure
             }
-            pairs = try keyValueOptions(
-                update.protocolOptions, option: "--protocol-option", example: "bootloader-name=DfuNew",
-                accepted: updateProtocol.hostOptions.map(\.key), owner: updateProtocol.identity.displayName)
+            // Parsed now so a value the protocol refuses is refused before any worker finds out;
+            // the row keeps the text, which each worker parses again through its planner.
+            pairs = Dictionary(uniqueKeysWithValues: try parsedHostOptions(update.protocolOptions, for: updateProtocol).given.map { ($0.key, $0.text) })
         } else {
             // Each device's protocol is found by its worker, which checks the keys then.
             pairs = try keyValueOptions(

@@ -58,7 +58,7 @@ struct CampaignCreateCommand: AsyncParsableCommand {
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var location: CampaignLocation
-    @OptionGroup var protocolOption: ProtocolOption
+    @OptionGroup var protocolOption: ProtocolChoice
     @OptionGroup var update: FleetUpdateOptions
 
     @Option(

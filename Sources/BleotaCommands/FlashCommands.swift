@@ -9,7 +9,7 @@ import Logging
 import Synchronization
 
 /// Which protocol to speak, for commands that work over several.
-struct ProtocolOption: ParsableArguments {
+struct ProtocolChoice: ParsableArguments {
     @Option(
         name: .customLong("protocol"),
         help: "The device's update protocol (default: what the address, the image or the device says). `bleota protocols` lists them.")
@@ -50,11 +50,21 @@ struct FlashOptions: ParsableArguments {
         help: ArgumentHelp("A key of the protocol's host half (repeatable; bleota protocols lists them), e.g. bootloader-name=DfuNew.", valueName: "KEY=VALUE"))
     var protocolOptions: [String] = []
 
-    /// The protocol options as keys and values, each checked against what `updateProtocol` accepts.
-    func hostOptions(for updateProtocol: any UpdateProtocol) throws -> [String: String] {
-        try keyValueOptions(
-            protocolOptions, option: "--protocol-option", example: "bootloader-name=DfuNew",
-            accepted: updateProtocol.hostOptions.map(\.key), owner: updateProtocol.identity.displayName)
+    /// The protocol options, parsed into `updateProtocol`'s typed values.
+    func hostOptions(for updateProtocol: any UpdateProtocol) throws -> ProtocolOptions {
+        try parsedHostOptions(protocolOptions, for: updateProtocol)
+    }
+}
+
+/// `--protocol-option KEY=VALUE` pairs (the command line's, a device list's, a campaign's)
+/// parsed once into `updateProtocol`'s typed host options: a malformed pair or an unknown key
+/// is a usage error, and so is a value the option refuses, each in one line.
+func parsedHostOptions(_ pairs: [String], for updateProtocol: any UpdateProtocol) throws -> ProtocolOptions {
+    let text = try keyValueOptions(
+        pairs, option: "--protocol-option", example: "bootloader-name=DfuNew",
+        accepted: updateProtocol.hostOptions.map(\.key), owner: updateProtocol.identity.displayName)
+    do { return try ProtocolOptions(parsing: text, updateProtocol.hostOptions) } catch {
+        throw CommandFailure(.usage, "--protocol-option \(error)")
     }
 }
 
@@ -164,7 +174,7 @@ struct FlashCommand: AsyncParsableCommand {
     @OptionGroup var tuningOptions: TuningOptions
     @OptionGroup var input: ImageInputOptions
     @OptionGroup var span: SpanOption
-    @OptionGroup var protocolOption: ProtocolOption
+    @OptionGroup var protocolOption: ProtocolChoice
     @OptionGroup var flashOptions: FlashOptions
     @OptionGroup(title: "Delta patches") var deltaOptions: DeltaOptions
 
@@ -263,7 +273,7 @@ struct FlashCommand: AsyncParsableCommand {
 /// half reporting progress to the terminal, and closes the progress line.
 func withHost<T: Sendable>(
     _ updateProtocol: any UpdateProtocol, global: GlobalOptions, device: DeviceOptions, tuning: TuningOptions,
-    options: [String: String] = [:], activates: Bool = false,
+    options: ProtocolOptions = ProtocolOptions(), activates: Bool = false,
     logger: Logger, _ operation: @escaping @Sendable (any ProtocolHost) async throws -> T
 ) async throws -> SessionOutcome<T> {
     let reporter = ProgressReporter.automatic(json: global.json, quiet: device.quiet)

@@ -37,7 +37,7 @@ struct FleetFlashCommand: AsyncParsableCommand, StreamsJSONLines {
     )
 
     @OptionGroup var global: GlobalOptions
-    @OptionGroup var protocolOption: ProtocolOption
+    @OptionGroup var protocolOption: ProtocolChoice
     @OptionGroup var update: FleetUpdateOptions
     @OptionGroup var runOptions: FleetRunOptions
     @OptionGroup var imageStore: ImageStoreOption
@@ -447,9 +447,7 @@ actor FleetPlanner {
             prepared[updateProtocol.name] = image
         }
         let pairs = protocolOptions + device.protocolOptions.map { "\($0.key)=\($0.value)" }
-        let hostOptions = try keyValueOptions(
-            pairs, option: "--protocol-option", example: "bootloader-name=DfuNew",
-            accepted: updateProtocol.hostOptions.map(\.key), owner: updateProtocol.identity.displayName)
+        let hostOptions = try parsedHostOptions(pairs, for: updateProtocol)
         let plan = FleetPlan(device: device, address: address, updateProtocol: updateProtocol, image: prepared[updateProtocol.name]!, hostOptions: hostOptions)
         plans[device.address] = plan
         return plan
@@ -462,7 +460,7 @@ struct FleetPlan: Sendable {
     var address: DeviceAddress
     var updateProtocol: any UpdateProtocol
     var image: PreparedImage
-    var hostOptions: [String: String]
+    var hostOptions: ProtocolOptions
 
     /// One try: the version the device runs first (where the protocol can say), then the update.
     func attempt(_ host: any ProtocolHost, force: Bool) async -> FleetAttempt {

@@ -13,7 +13,7 @@ struct ImageState: AsyncParsableCommand {
             "--test marks the image with that hash for one test boot (MCUboot reverts it unless confirmed); --confirm makes the running image (or the one with --hash) permanent.")
     @OptionGroup var global: GlobalOptions
     @OptionGroup var deviceOptions: DeviceOptions
-    @OptionGroup var protocolOption: ProtocolOption
+    @OptionGroup var protocolOption: ProtocolChoice
     @Option(name: .long, help: "Mark the image with this SHA-256 (hex, its hash TLV) for a test boot.") var test: String?
     @Flag(name: .long, help: "Confirm the running image, or the one named by --hash.") var confirm = false
     @Option(name: .long, help: "With --confirm: the image to confirm (hex SHA-256).") var hash: String?
@@ -71,7 +71,7 @@ struct ImageErase: AsyncParsableCommand {
         commandName: "erase", abstract: "Erase a device's secondary slot (refused while an image there is pending or a test image runs unconfirmed).")
     @OptionGroup var global: GlobalOptions
     @OptionGroup var deviceOptions: DeviceOptions
-    @OptionGroup var protocolOption: ProtocolOption
+    @OptionGroup var protocolOption: ProtocolChoice
 
     func run() async throws {
         try await manage(

@@ -26,7 +26,7 @@ struct EchoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "echo", abstract: "Send text to a device and print its echo (protocols with an echo command, e.g. SMP).")
     @OptionGroup var global: GlobalOptions
     @OptionGroup var deviceOptions: DeviceOptions
-    @OptionGroup var protocolOption: ProtocolOption
+    @OptionGroup var protocolOption: ProtocolChoice
     @Argument(help: "The text to echo (at most 4096 bytes of UTF-8).") var text: String
 
     func validate() throws {
@@ -59,7 +59,7 @@ struct ResetCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "reset", abstract: "Reset a device (MCUboot then swaps in a pending image).")
     @OptionGroup var global: GlobalOptions
     @OptionGroup var deviceOptions: DeviceOptions
-    @OptionGroup var protocolOption: ProtocolOption
+    @OptionGroup var protocolOption: ProtocolChoice
 
     func run() async throws {
         try await manage(

@@ -91,10 +91,14 @@ struct ServeCommand: AsyncParsableCommand {
         for updateProtocol in served {
             guard let service = updateProtocol.identity.gattServices.first else { continue }
             let keys = Set(updateProtocol.deviceOptions.map(\.key))
+            let options: ProtocolOptions
+            do { options = try ProtocolOptions(parsing: given.filter { keys.contains($0.key) }, updateProtocol.deviceOptions) } catch {
+                throw CommandFailure(.usage, "--device-option \(error.key) \(error.problem)")
+            }
             let configuration = DeviceConfiguration(
                 name: "bleota-serve", initialVersion: version, slotSize: slot, bufferCount: 32,
                 maximumPacket: 514, files: [DeviceConfiguration.welcomeFile.name: DeviceConfiguration.welcomeFile.bytes],
-                options: given.filter { keys.contains($0.key) })
+                options: options)
             let half: any DeviceHalf
             do { half = try updateProtocol.makeDevice(configuration) } catch {
                 throw CommandFailure(.usage, "cannot make the \(updateProtocol.name) device: \(error)")

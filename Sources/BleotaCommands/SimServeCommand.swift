@@ -22,7 +22,7 @@ struct SimServe: AsyncParsableCommand {
             """)
 
     @OptionGroup var global: GlobalOptions
-    @OptionGroup var protocolOption: ProtocolOption
+    @OptionGroup var protocolOption: ProtocolChoice
     @Option(name: .long, help: "Listen over UDP on HOST:PORT (default 127.0.0.1:1337 when --serial is not given; port 0: free ports, printed).") var udp: String?
     @Flag(name: .long, help: "Serve on a new pseudo-terminal with the protocol's serial framing; its path is printed.") var serial = false
     @Option(name: .long, help: "Also make this path a symlink to the pseudo-terminal (removed on exit, signals included).") var serialLink: String?
@@ -131,6 +131,14 @@ struct SimServe: AsyncParsableCommand {
                 accepted: updateProtocol.deviceOptions.map(\.key),
                 owner: "\(updateProtocol.identity.displayName)'s device")
         ) { _, given in given }
+        // Parsed once, here: a value the device's option refuses is named by the flag it came with.
+        let parsedOptions: ProtocolOptions
+        do { parsedOptions = try ProtocolOptions(parsing: options, updateProtocol.deviceOptions) } catch {
+            if let flag = updateProtocol.deviceOptions.first(where: { $0.key == error.key })?.serveOption, serveOptions.contains(where: { $0.flag == flag && $0.given }) {
+                throw CommandFailure(.usage, "--\(flag) \(error.problem)")
+            }
+            throw CommandFailure(.usage, "--device-option \(error.key) \(error.problem)")
+        }
         if let slot, !(1...Int(UInt32.max)).contains(slot) {
             throw CommandFailure(.usage, "--slot \(slot) is out of range: use 1…\(UInt32.max) bytes")
         }
@@ -152,7 +160,7 @@ struct SimServe: AsyncParsableCommand {
         var configuration = DeviceConfiguration(
             name: "bleota-sim", initialVersion: initialVersion, slotSize: slot ?? 1 << 20,
             files: [DeviceConfiguration.welcomeFile.name: DeviceConfiguration.welcomeFile.bytes],
-            options: options)
+            options: parsedOptions)
         if let model = shaping?.model {
             configuration.bufferCount = model.deviceBuffer
             configuration.maximumPacket = model.maximumPayload

@@ -17,7 +17,7 @@ struct PushCommand: AsyncParsableCommand {
     @OptionGroup var global: GlobalOptions
     @OptionGroup var deviceOptions: DeviceOptions
     @OptionGroup var tuningOptions: TuningOptions
-    @OptionGroup var protocolOption: ProtocolOption
+    @OptionGroup var protocolOption: ProtocolChoice
     @Option(name: .long, help: "Name on the device (default: the file's name; protocols with a mounted file system put relative names under it, e.g. /lfs/).") var name: String?
     @Argument(help: "The file to send.") var file: String
 
@@ -50,7 +50,7 @@ struct PullCommand: AsyncParsableCommand {
     @OptionGroup var global: GlobalOptions
     @OptionGroup var deviceOptions: DeviceOptions
     @OptionGroup var tuningOptions: TuningOptions
-    @OptionGroup var protocolOption: ProtocolOption
+    @OptionGroup var protocolOption: ProtocolChoice
     @Option(name: [.short, .customLong("output")], help: "Where to write the file.") var output: String
     @Argument(help: "The file's name on the device (protocols with a mounted file system look relative names up under it).") var name: String
 

@@ -70,7 +70,7 @@ struct TuneCommand: AsyncParsableCommand {
         var removedEarlier: Bool
     }
 
-    @OptionGroup var protocolOption: ProtocolOption
+    @OptionGroup var protocolOption: ProtocolChoice
 
     func run() async throws {
         let logger = global.makeLogger("bleota.tune")

@@ -29,7 +29,7 @@ public final class SimulatedFleet: Sendable {
     }
 
     public func add(_ address: SimulatorAddress, protocol updateProtocol: any UpdateProtocol, description: String) async throws -> Member {
-        let half = try updateProtocol.makeDevice(Simulation.configuration(address))
+        let half = try updateProtocol.makeDevice(Simulation.configuration(address, for: updateProtocol))
         let world = SimulatedWorld(runtime: runtime, model: address.model, faults: address.faults, seed: address.seed)
         await world.add(SimulatedDevice(address: Simulation.deviceAddress, half: half, model: address.model, speaking: updateProtocol, whenQueueFull: address.whenQueueFull))
         let connector = SimulatedConnector(world: world, address: Simulation.deviceAddress, description: description)

@@ -25,13 +25,20 @@ public enum Simulation {
         public var pairing: PairingStatistics
     }
 
-    /// The device configuration an address describes.
-    public static func configuration(_ address: SimulatorAddress) -> DeviceConfiguration {
-        DeviceConfiguration(
+    /// The device configuration an address describes for `updateProtocol`'s device: its keys
+    /// parsed into the protocol's typed options here, once; a value one refuses throws, naming it.
+    public static func configuration(
+        _ address: SimulatorAddress, for updateProtocol: any UpdateProtocol
+    ) throws(DeviceConfigurationError) -> DeviceConfiguration {
+        let options: ProtocolOptions
+        do { options = try ProtocolOptions(parsing: address.deviceOptions, updateProtocol.deviceOptions) } catch {
+            throw DeviceConfigurationError(key: error.key, error.problem)
+        }
+        return DeviceConfiguration(
             name: "bleota-sim", initialVersion: address.initialVersion, slotSize: address.slotSize,
             bufferCount: address.model.deviceBuffer, maximumPacket: address.model.maximumPayload,
             files: [DeviceConfiguration.welcomeFile.name: DeviceConfiguration.welcomeFile.bytes],
-            options: address.deviceOptions)
+            options: options)
     }
 
     /// Runs `body` against the device `address` describes, speaking `protocol`.
@@ -44,7 +51,7 @@ public enum Simulation {
         pairing: any PairingAgent = PairingPolicy.justWorks, packetTrace: (@Sendable ([String]) -> Void)? = nil,
         _ body: @escaping @Sendable (any DeviceConnector, any BleotaClock) async throws -> T
     ) async throws -> Outcome<T> {
-        let half = try updateProtocol.makeDevice(configuration(address))
+        let half = try updateProtocol.makeDevice(configuration(address, for: updateProtocol))
         let record = ConnectionSecurityRecord()
         let (value, pairingStatistics) = try await SimulationRuntime.run { runtime in
             let world = SimulatedWorld(runtime: runtime, model: address.model, faults: address.faults, seed: address.seed)

@@ -130,7 +130,7 @@ public struct SimulatorAddress: Sendable {
                 "sim:// key '\(key)' is for another protocol's device: \(chosen.name) takes "
                     + (chosen.deviceOptions.isEmpty ? "none" : chosen.deviceOptions.map(\.key).joined(separator: ", ")))
         }
-        do { _ = try chosen.makeDevice(Simulation.configuration(self)) } catch {
+        do { _ = try chosen.makeDevice(Simulation.configuration(self, for: chosen)) } catch {
             throw SimulatorAddressError("sim:// \(error.description)")
         }
     }

@@ -64,13 +64,13 @@ import Testing
         let parsed = try SimulatorAddress(parsing: "sim://2m-dle?protocol=smp&mcuboot-mode=firmware-loader&loader-name=FL_00042")
         return try await SimulationRuntime.run { runtime in
             let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
-            let device = try SMPProtocol().makeDevice(Simulation.configuration(parsed)) as! SMPDevice
+            let device = try SMPProtocol().makeDevice(Simulation.configuration(parsed, for: SMPProtocol())) as! SMPDevice
             await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model))
             let connector = SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: "sim")
             let steps = SharedSteps(), notes = SharedLog()
             let context = HostContext(
                 protocolName: SMPProtocol.name, connector: connector, clock: world.clock, timeouts: StepTimeouts(reboot: .seconds(5)),
-                options: ["loader-name": loaderName]
+                options: try ProtocolOptions(parsing: ["loader-name": loaderName], SMPProtocol().hostOptions)
             ) { event in
                 if case .step(let step) = event { steps.append(step) }
                 if case .note(let note) = event { notes.append(note) }

@@ -35,7 +35,7 @@ func simulateSMPUpgrade(
     let parsed = try SimulatorAddress(parsing: address)
     return try await SimulationRuntime.run { runtime in
         let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
-        let device = try SMPProtocol().makeDevice(Simulation.configuration(parsed)) as! SMPDevice
+        let device = try SMPProtocol().makeDevice(Simulation.configuration(parsed, for: SMPProtocol())) as! SMPDevice
         let storage = device.storage
         prepare?(storage)
         await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, whenQueueFull: parsed.whenQueueFull))

@@ -41,7 +41,7 @@ import Testing
     /// Over the credit-based channel the device publishes (bleota's default), or `transport: "gatt"`.
     func simulate(_ address: String, image: [UInt8], factoryVersion: String = "1.0.0", transport: String = "l2cap") async throws -> VendorRun {
         try await simulateVendorUpdate(
-            address, image: image, options: ["suota-transport": transport], speaking: SUOTAProtocol(),
+            address, image: image, options: try ProtocolOptions(parsing: ["suota-transport": transport], SUOTAProtocol().hostOptions), speaking: SUOTAProtocol(),
             makeDevice: { _ in
                 let factory = SUOTAImageHeader.sample(Array("factory".utf8), version: factoryVersion)
                 return (SUOTADevice(partitionSize: 1 << 20, initialImage: factory), factory)

@@ -81,7 +81,7 @@ import Testing
         _ body: @escaping @Sendable (SimulatedWorld, SimulatedConnector) async throws -> T
     ) async throws -> T {
         let parsed = try SimulatorAddress(parsing: address)
-        let half = try NativeProtocol().makeDevice(Simulation.configuration(parsed))
+        let half = try NativeProtocol().makeDevice(Simulation.configuration(parsed, for: NativeProtocol()))
         return try await SimulationRuntime.run { runtime in
             let world = SimulatedWorld(runtime: runtime, model: parsed.model, seed: parsed.seed)
             world.setPairingAgent(pairing)

@@ -18,7 +18,7 @@ struct VendorRun: Sendable {
 /// half for the link model (with its factory image), `running` reads what it runs afterwards.
 func simulateVendorUpdate<Device: DeviceHalf>(
     _ address: String, image: [UInt8], tuning: TransferTuning = TransferTuning(), knobs: Set<TuningKnob> = [],
-    options: [String: String] = [:], speaking updateProtocol: any UpdateProtocol, deltaBase: DeltaBase? = nil,
+    options: ProtocolOptions = ProtocolOptions(), speaking updateProtocol: any UpdateProtocol, deltaBase: DeltaBase? = nil,
     makeDevice: @escaping @Sendable (LinkModel) -> (Device, factory: [UInt8]),
     running: @escaping @Sendable (Device) async -> [UInt8],
     makeHost: @escaping @Sendable (HostContext) -> any ProtocolHost

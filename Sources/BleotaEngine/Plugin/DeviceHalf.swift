@@ -149,12 +149,12 @@ public struct DeviceConfiguration: Sendable {
     public var maximumPacket: Int
     /// Files it starts with, by plain name (a protocol puts them where its file system keeps them).
     public var files: [String: [UInt8]]
-    /// The protocol's own keys (``UpdateProtocol/deviceOptions``), as given.
-    public var options: [String: String]
+    /// The protocol's own keys (``UpdateProtocol/deviceOptions``), parsed where they were given.
+    public var options: ProtocolOptions
 
     public init(
         name: String = "bleota-sim", initialVersion: String = "1.0.0", slotSize: Int = 1 << 20, bufferCount: Int = 32,
-        maximumPacket: Int = 244, files: [String: [UInt8]] = [:], options: [String: String] = [:]
+        maximumPacket: Int = 244, files: [String: [UInt8]] = [:], options: ProtocolOptions = ProtocolOptions()
     ) {
         self.name = name
         self.initialVersion = initialVersion

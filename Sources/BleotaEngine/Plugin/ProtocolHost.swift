@@ -61,8 +61,8 @@ public struct HostContext: Sendable {
     public var timeouts: StepTimeouts
     public var logger: Logger
     public var onEvent: @Sendable (UpdateEvent) -> Void
-    /// The protocol's own host options (``UpdateProtocol/hostOptions``), as given.
-    public var options: [String: String]
+    /// The protocol's own host options (``UpdateProtocol/hostOptions``), parsed where they were given.
+    public var options: ProtocolOptions
     /// The place among transfers sharing the device's radio that the operation's transfer step
     /// waits for (``OperationRecorder/enterTransfer()``): set by a fleet, nil otherwise.
     public var transferTurn: TransferTurn?
@@ -70,7 +70,7 @@ public struct HostContext: Sendable {
     public init(
         protocolName: String, connector: any DeviceConnector, clock: any BleotaClock,
         tuning: TransferTuning = TransferTuning(), explicitKnobs: Set<TuningKnob> = [], timeouts: StepTimeouts = StepTimeouts(),
-        logger: Logger = Logger(label: "bleota"), options: [String: String] = [:], transferTurn: TransferTurn? = nil,
+        logger: Logger = Logger(label: "bleota"), options: ProtocolOptions = ProtocolOptions(), transferTurn: TransferTurn? = nil,
         onEvent: @escaping @Sendable (UpdateEvent) -> Void = { _ in }
     ) {
         self.options = options

@@ -38,10 +38,14 @@ public struct ProtocolOption<Value: Sendable>: Sendable {
         return try parse(text)
     }
 
-    /// What ``UpdateProtocol/deviceOptions`` lists for it.
-    public var deviceSpec: DeviceOptionSpec { DeviceOptionSpec(key: key, meaning: meaning, serveOption: serveOption) }
-    /// What ``UpdateProtocol/hostOptions`` lists for it.
-    public var hostSpec: HostOptionSpec { HostOptionSpec(key: key, meaning: meaning) }
+    /// What ``UpdateProtocol/deviceOptions`` lists for it, carrying its parse.
+    public var deviceSpec: DeviceOptionSpec {
+        DeviceOptionSpec(key: key, meaning: meaning, serveOption: serveOption) { [parse] text throws(ProtocolOptionRefusal) in try parse(text) }
+    }
+    /// What ``UpdateProtocol/hostOptions`` lists for it, carrying its parse.
+    public var hostSpec: HostOptionSpec {
+        HostOptionSpec(key: key, meaning: meaning) { [parse] text throws(ProtocolOptionRefusal) in try parse(text) }
+    }
 }
 
 extension ProtocolOption where Value == Int {
@@ -104,23 +108,6 @@ extension ProtocolOption where Value == String? {
         Self(key, meaning: meaning, default: nil) { text throws(ProtocolOptionRefusal) in
             if let problem = check(text) { throw ProtocolOptionRefusal(problem) }
             return text
-        }
-    }
-}
-
-extension DeviceConfiguration {
-    /// The value of one of the protocol's device options: its default when not given.
-    public func value<Value>(of option: ProtocolOption<Value>) throws(DeviceConfigurationError) -> Value {
-        do { return try option.value(options[option.key]) } catch { throw DeviceConfigurationError(key: option.key, error.problem) }
-    }
-}
-
-extension HostContext {
-    /// The value of one of the protocol's host options (`--protocol-option KEY=VALUE`): its
-    /// default when not given; a value it refuses fails the update before anything is sent.
-    public func value<Value>(of option: ProtocolOption<Value>) throws(TransferError) -> Value {
-        do { return try option.value(options[option.key]) } catch {
-            throw TransferError(.invalidTuning, step: .load, "--protocol-option \(option.key)=\(options[option.key] ?? ""): \(error.problem)")
         }
     }
 }

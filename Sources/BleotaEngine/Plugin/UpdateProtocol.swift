@@ -199,28 +199,44 @@ public enum TuningKnob: String, Sendable, Hashable, CaseIterable, Codable {
     case compression
 }
 
-/// A key a protocol's host half accepts.
-public struct HostOptionSpec: Sendable, Hashable {
+/// A key a protocol's host half accepts, with what its value must be: made by
+/// ``ProtocolOption/hostSpec``, so the parse that reads a value is the option's own.
+public struct HostOptionSpec: Sendable, Hashable, OptionSpec {
     public var key: String
     public var meaning: String
-    public init(key: String, meaning: String) {
+    let parse: @Sendable (String) throws(ProtocolOptionRefusal) -> any Sendable
+
+    init(key: String, meaning: String, parse: @escaping @Sendable (String) throws(ProtocolOptionRefusal) -> any Sendable) {
         self.key = key
         self.meaning = meaning
+        self.parse = parse
     }
+
+    public func value(parsing text: String) throws(ProtocolOptionRefusal) -> any Sendable { try parse(text) }
+    public static func == (a: Self, b: Self) -> Bool { a.key == b.key && a.meaning == b.meaning }
+    public func hash(into hasher: inout Hasher) { hasher.combine(key) }
 }
 
-/// A key a protocol's simulated device accepts.
-public struct DeviceOptionSpec: Sendable, Hashable {
+/// A key a protocol's simulated device accepts, with what its value must be: made by
+/// ``ProtocolOption/deviceSpec``.
+public struct DeviceOptionSpec: Sendable, Hashable, OptionSpec {
     /// The key in a `sim://` address.
     public var key: String
     public var meaning: String
     /// The generic `bleota sim serve` option that sets it (`buffer` for `--buffer`), if any.
     public var serveOption: String?
-    public init(key: String, meaning: String, serveOption: String? = nil) {
+    let parse: @Sendable (String) throws(ProtocolOptionRefusal) -> any Sendable
+
+    init(key: String, meaning: String, serveOption: String?, parse: @escaping @Sendable (String) throws(ProtocolOptionRefusal) -> any Sendable) {
         self.key = key
         self.meaning = meaning
         self.serveOption = serveOption
+        self.parse = parse
     }
+
+    public func value(parsing text: String) throws(ProtocolOptionRefusal) -> any Sendable { try parse(text) }
+    public static func == (a: Self, b: Self) -> Bool { a.key == b.key && a.meaning == b.meaning && a.serveOption == b.serveOption }
+    public func hash(into hasher: inout Hasher) { hasher.combine(key) }
 }
 
 /// The transports bleota carries protocols over.

@@ -118,7 +118,7 @@ package struct DescribedUpdater: ContextHost {
             recorder = host.context.recorder(activates ? "flash" : "test-transfer")
             recorder.beginQuietly(.load)
             bytes = try host.prepare(image)
-            versionNumber = try host.context.value(of: DescribedProtocol.HostOptions.version)
+            versionNumber = host.context.options[DescribedProtocol.HostOptions.version]
             tries = UpdateTries(limit: host.tries)
             let context = host.context
             let transfer = host.description.transfer

@@ -68,7 +68,7 @@ public struct EspressifOTAProtocol: UpdateProtocol {
     public func makeHost(_ context: HostContext) -> any ProtocolHost { EspressifOTAUpdater(context: context) }
 
     public func makeDevice(_ configuration: DeviceConfiguration) throws(DeviceConfigurationError) -> any DeviceHalf {
-        let window = try configuration.value(of: DeviceOptions.window)
+        let window = configuration.options[DeviceOptions.window]
         return EspressifOTADevice(
             partitionSize: configuration.slotSize, window: window,
             initialImage: ESPAppImage.sample(Array("factory application \(configuration.initialVersion)".utf8)))

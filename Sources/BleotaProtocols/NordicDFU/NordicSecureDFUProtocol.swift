@@ -348,21 +348,21 @@ public struct NordicSecureDFUProtocol: UpdateProtocol {
 
     public func makeHost(_ context: HostContext) -> any ProtocolHost {
         // Any text is a value of it: the updater checks its length where it sends it.
-        NordicSecureDFUUpdater(context: context, bootloaderName: context.options[HostOptions.bootloaderName.key])
+        NordicSecureDFUUpdater(context: context, bootloaderName: context.options[HostOptions.bootloaderName])
     }
 
     public func makeDevice(_ configuration: DeviceConfiguration) throws(DeviceConfigurationError) -> any DeviceHalf {
         var flash = NordicBootloader.Flash()
-        flash.hardwareVersion = try configuration.value(of: DeviceOptions.hardwareVersion)
-        flash.softDeviceID = try configuration.value(of: DeviceOptions.softDevice)
-        flash.bootloaderVersion = try configuration.value(of: DeviceOptions.bootloaderVersion)
-        if let path = try configuration.value(of: DeviceOptions.keyFile) {
+        flash.hardwareVersion = configuration.options[DeviceOptions.hardwareVersion]
+        flash.softDeviceID = configuration.options[DeviceOptions.softDevice]
+        flash.bootloaderVersion = configuration.options[DeviceOptions.bootloaderVersion]
+        if let path = configuration.options[DeviceOptions.keyFile] {
             do { flash.publicKey = try Self.publicKey(at: path) } catch { throw DeviceConfigurationError(key: DeviceOptions.keyFile.key, error.message) }
         }
-        flash.savesDataProgress = try configuration.value(of: DeviceOptions.savesProgress)
-        let buttonless = try configuration.value(of: DeviceOptions.buttonless)
-        let startInBootloader = try configuration.value(of: DeviceOptions.startInBootloader)
-        let mtu = try configuration.value(of: DeviceOptions.serialMTU)
+        flash.savesDataProgress = configuration.options[DeviceOptions.savesProgress]
+        let buttonless = configuration.options[DeviceOptions.buttonless]
+        let startInBootloader = configuration.options[DeviceOptions.startInBootloader]
+        let mtu = configuration.options[DeviceOptions.serialMTU]
         // The application's version: the number the version starts with ("3" or "3.0.0" → 3).
         flash.applicationVersion = UInt32(configuration.initialVersion.prefix { $0.isNumber }) ?? 1
         flash.application = Array("factory application \(flash.applicationVersion)".utf8)

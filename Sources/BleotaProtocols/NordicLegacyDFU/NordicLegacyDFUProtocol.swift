@@ -147,8 +147,8 @@ public struct NordicLegacyDFUProtocol: UpdateProtocol {
 
     public func makeDevice(_ configuration: DeviceConfiguration) throws(DeviceConfigurationError) -> any DeviceHalf {
         var flash = NordicLegacyBootloader.Flash()
-        flash.softDeviceID = try configuration.value(of: DeviceOptions.softDevice)
-        let start = try configuration.value(of: DeviceOptions.startInBootloader)
+        flash.softDeviceID = configuration.options[DeviceOptions.softDevice]
+        let start = configuration.options[DeviceOptions.startInBootloader]
         flash.applicationVersion = UInt32(configuration.initialVersion.prefix { $0.isNumber }) ?? 1
         flash.application = Array("factory application \(flash.applicationVersion)".utf8)
         flash.slotSize = configuration.slotSize

@@ -264,41 +264,41 @@ public struct SMPProtocol: UpdateProtocol {
     }
 
     public func makeDevice(_ configuration: DeviceConfiguration) throws(DeviceConfigurationError) -> any DeviceHalf {
-        let bufferSize = try configuration.value(of: DeviceOptions.bufferSize)
-        let bufferCount = try configuration.value(of: DeviceOptions.bufferCount)
-        let confirmFailures = try configuration.value(of: DeviceOptions.confirmFailures)
-        let swapTime = try configuration.value(of: DeviceOptions.swapTime)
-        let resetDelay = try configuration.value(of: DeviceOptions.resetDelay)
-        let stallAt = try configuration.value(of: DeviceOptions.stallAt)
-        let stallTime = try configuration.value(of: DeviceOptions.stallTime)
+        let bufferSize = configuration.options[DeviceOptions.bufferSize]
+        let bufferCount = configuration.options[DeviceOptions.bufferCount]
+        let confirmFailures = configuration.options[DeviceOptions.confirmFailures]
+        let swapTime = configuration.options[DeviceOptions.swapTime]
+        let resetDelay = configuration.options[DeviceOptions.resetDelay]
+        let stallAt = configuration.options[DeviceOptions.stallAt]
+        let stallTime = configuration.options[DeviceOptions.stallTime]
         let version = MCUbootImage.Version(parsing: configuration.initialVersion)
-        let shape = try configuration.value(of: DeviceOptions.images)
+        let shape = configuration.options[DeviceOptions.images]
         let networkCore =
             shape == .one
             ? nil
             : SMPDeviceStorage.NetworkCore(
                 running: SMPDevice.factoryImage(version: version, size: 16 * 1024), slotSize: 256 * 1024, listsRunning: shape == .listedSecondImage)
-        let mode = try configuration.value(of: DeviceOptions.mcubootMode)
+        let mode = configuration.options[DeviceOptions.mcubootMode]
         let directXIP = mode.inPlace
         let storage = SMPDeviceStorage(
             primary: SMPDevice.factoryImage(
                 version: version, linkedAt: mode == .directXIP || mode == .directXIPRevert ? SMPDeviceStorage.DirectXIP.slotAddresses[0] : nil),
             slotSize: directXIP == nil ? configuration.slotSize : SMPDeviceStorage.DirectXIP.slotSize,
-            decompresses: try configuration.value(of: DeviceOptions.decompress), networkCore: networkCore, directXIP: directXIP)
+            decompresses: configuration.options[DeviceOptions.decompress], networkCore: networkCore, directXIP: directXIP)
         let loader = mode == .firmwareLoader
-        let decryption = try configuration.value(of: DeviceOptions.decryptionKey)
+        let decryption = configuration.options[DeviceOptions.decryptionKey]
         storage.withState { state in
             state.mode = mode
             state.decryption = decryption
             for (name, bytes) in configuration.files { state.files[SMPUpdater.devicePath(name)] = bytes }
             if loader { state.firmwareLoader = SMPDevice.factoryImage(version: MCUbootImage.Version(parsing: "0.1.0"), size: 8 * 1024) }
         }
-        let loaderName = try configuration.value(of: DeviceOptions.loaderName)
+        let loaderName = configuration.options[DeviceOptions.loaderName]
         return SMPDevice(
             name: configuration.name, loaderName: loaderName, storage: storage,
             parameters: MCUmgrParameters(bufferSize: bufferSize, bufferCount: bufferCount), swapTime: swapTime,
             confirmFailures: confirmFailures, resetDelay: resetDelay,
             stall: stallAt < 0 ? nil : SMPDevice.Stall(atUploadBytes: stallAt, duration: stallTime),
-            answersSlotInfo: try configuration.value(of: DeviceOptions.slotInfo))
+            answersSlotInfo: configuration.options[DeviceOptions.slotInfo])
     }
 }

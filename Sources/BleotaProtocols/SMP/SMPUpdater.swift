@@ -622,7 +622,7 @@ package struct SMPUpdater: ContextHost {
             try await host.sendReset(connection!, bootMode: SMPResetRequest.bootLoaderMode, step: .enterBootloader)
             await connection?.close()
             recorder.enter(.reconnect)
-            connection = try await host.waitForReturn(for: .bootloader, advertisedName: host.context.options[SMPProtocol.HostOptions.loaderName.key])
+            connection = try await host.waitForReturn(for: .bootloader, advertisedName: host.context.options[SMPProtocol.HostOptions.loaderName])
             do {
                 parameters = try await connection!.parameters(timeout: timeouts.response, attempts: host.patience)
             } catch { throw host.fail(.reconnect, error) }

@@ -27,7 +27,7 @@ package struct SUOTAUpdater: ContextHost {
     }
 
     package func flash(_ prepared: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
-        let transport = try context.value(of: SUOTAProtocol.HostOptions.transport)
+        let transport = context.options[SUOTAProtocol.HostOptions.transport]
         var steps = FlashSteps(host: self, prepared: prepared, transport: transport)
         var machine = UpdateStateMachine(expectedVersion: prepared.version, applicationReceives: true)
         return try await machine.run(&steps)
