@@ -8,7 +8,9 @@ import Logging
 /// tuning, timeouts, logger, event sink) and is expected to be a thin shell
 /// around a pure state machine, reporting its steps through an
 /// ``OperationRecorder``. Operations a protocol does not declare in its
-/// ``ProtocolCapabilities`` keep the default implementation, which refuses.
+/// ``ProtocolCapabilities`` keep the default implementation, which refuses before connecting;
+/// the declaration is the one the commands read, and a test holds every shipped protocol's
+/// host to it (CapabilityAgreementTests).
 public protocol ProtocolHost: Sendable {
     /// connect → (bootloader) → transfer → verify → activate → confirm, as far as `mode` goes.
     func flash(_ image: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport

@@ -43,8 +43,17 @@ package struct DescribedUpdater: ContextHost {
         try await run(prepared.bytes, version: prepared.version, activate: true)
     }
 
+    /// Sent and verified, never activated; refused (as ``DescribedProtocol/capabilities`` says)
+    /// where the description has no activate message, since such a device installs what its
+    /// transfer ends with.
     package func testTransfer(image: PreparedImage) async throws(TransferError) -> UpdateReport {
-        try await run(image.bytes, version: image.version, activate: false)
+        guard description.update.activate != nil else {
+            throw TransferError(
+                .unsupported, step: .connect,
+                "\(description.displayName) devices install an image as its transfer ends (the description has no activate message), so a test transfer would not leave them as they were: tune cannot measure them"
+            )
+        }
+        return try await run(image.bytes, version: image.version, activate: false)
     }
 
     package func testTransfer(_ bytes: [UInt8]) async throws(TransferError) -> UpdateReport {
