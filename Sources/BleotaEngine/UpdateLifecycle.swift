@@ -64,6 +64,16 @@ public protocol UpdateLifecycleSteps {
 }
 
 extension UpdateLifecycleSteps {
+    /// A device that takes the image in its application, or whose connect found its bootloader
+    /// already, has nothing to enter: it is ready as it is.
+    public mutating func enterBootloader() async throws(TransferError) -> Bool { true }
+    /// A wire whose device gives its verdict inside the transfer (the answer to its last packet,
+    /// a CRC it checks, or nothing but its restart) has nothing more to ask: the transfer's end
+    /// was the verification.
+    public mutating func verify() async throws(TryFailure) -> (ok: Bool, detail: String) { (true, "") }
+    /// A protocol whose devices cannot say what they run: a failure after the activation leaves
+    /// it unknown, which is what the update then reports.
+    public mutating func probe() async -> UpdateStateMachine.DeviceReport? { nil }
     public mutating func probe(after error: TransferError) async -> UpdateStateMachine.DeviceReport? { await probe() }
     public var targetAtConnect: UpdateStateMachine.DeviceReport? { nil }
     public mutating func reportRunning() async throws(TransferError) -> UpdateStateMachine.DeviceReport? { nil }

@@ -185,9 +185,9 @@ package struct DescribedUpdater: ContextHost {
         mutating func reconnect(expecting mode: DeviceMode) async throws(TransferError) -> DeviceMode {
             // After an activation the device came back inside the verification's try (see the type's notes).
             guard mode == .bootloader else { return .application }
-            if let link { await awaitDisconnect(link, clock: clock, timeout: host.timeouts.response) }
+            let previous = link
             link = nil
-            let back = try await context.connect(.bootloader, step: .reconnect)
+            let back = try await context.reconnect(after: previous, expecting: .bootloader)
             link = back
             let found = try await self.mode(of: back, step: .reconnect)
             if found == .application {
@@ -310,8 +310,6 @@ package struct DescribedUpdater: ContextHost {
         /// A described device does not say what it runs: its coming back (inside the verification) is the confirmation.
         mutating func runningVersion() async throws(TransferError) -> String? { nil }
 
-        mutating func probe() async -> UpdateStateMachine.DeviceReport? { nil }
-
         mutating func finish() async -> UpdateReport {
             var tuning = context.tuning
             tuning.packetSize = payloadSize
@@ -345,7 +343,7 @@ package struct DescribedUpdater: ContextHost {
             }
         }
         recorder.enter(.confirm)
-        await awaitDisconnect(link, clock: clock, timeout: timeouts.response)
+        await context.awaitDisconnect(link)
         let back: any Link
         do { back = try await context.connect(.application, step: .confirm) } catch {
             var failure = error

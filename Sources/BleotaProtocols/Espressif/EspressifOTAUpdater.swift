@@ -106,8 +106,6 @@ package struct EspressifOTAUpdater: ContextHost {
             return .application
         }
 
-        mutating func enterBootloader() async throws(TransferError) -> Bool { true }
-
         mutating func transfer() async throws(TryFailure) {
             let began = clock.now
             defer { transferTime += clock.now - began }
@@ -118,9 +116,6 @@ package struct EspressifOTAUpdater: ContextHost {
                 throw error
             }
         }
-
-        /// The device validates the image after its last sector and says nothing: its restart is the verdict (``activate()``).
-        mutating func verify() async throws(TryFailure) -> (ok: Bool, detail: String) { (true, "") }
 
         mutating func retry(after retry: TryFailure.Retry) async throws(TransferError) {
             statistics.reconnects += 1
@@ -160,15 +155,11 @@ package struct EspressifOTAUpdater: ContextHost {
         }
 
         mutating func reconnect(expecting mode: DeviceMode) async throws(TransferError) -> DeviceMode {
-            let back = try await context.connect(.application, step: .confirm)
-            await back.close()
+            try await context.reconnect(after: nil, expecting: .application).close()
             return .application
         }
 
         mutating func runningVersion() async throws(TransferError) -> String? { nil }
-
-        /// Espressif's BLE OTA cannot say what a device runs.
-        mutating func probe() async -> UpdateStateMachine.DeviceReport? { nil }
 
         mutating func finish() async -> UpdateReport {
             recorder.versionAfter = prepared.version

@@ -153,7 +153,7 @@ package struct NordicSecureDFUUpdater: ContextHost {
     /// its application.
     func findBootloader(after link: any Link, renamed: Bool) async throws(TransferError) -> Connection? {
         // The application resets once its answer is confirmed: wait for it to drop the link.
-        await awaitDisconnect(link, clock: clock, timeout: timeouts.response)
+        await context.awaitDisconnect(link)
         // The bootloader advertises once the application has reset: found by scanning, never a fixed sleep.
         let bootloader = try await connect(.bootloader, step: .reconnect, timeout: timeouts.reboot, advertisedName: renamed ? bootloaderName : nil)
         guard bootloader.inBootloader else {
@@ -448,7 +448,7 @@ package struct NordicSecureDFUUpdater: ContextHost {
                     if !activate {
                         // Nothing was activated: Abort, and the device resets into what it ran.
                         try? await connection.send(NordicDFURequest.abort)
-                        await awaitDisconnect(connection.link, clock: clock, timeout: timeouts.response)
+                        await context.awaitDisconnect(connection.link)
                     }
                     return outcome
                 case .failed(let error):

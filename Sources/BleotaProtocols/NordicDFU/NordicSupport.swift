@@ -4,15 +4,6 @@ import BleotaLink
 
 // What the Secure DFU and legacy DFU halves share.
 
-/// Waits until the device drops `link` (it resets after a jump or an
-/// activation), at most `timeout`; then closes it from this side too.
-func awaitDisconnect(_ link: any Link, clock: any BleotaClock, timeout: Duration) async {
-    let deadline = clock.now + timeout
-    // Whatever still arrives is skipped; a timeout or the drop ends the wait.
-    while deadline > clock.now, (try? await link.receive(within: deadline - clock.now, clock: clock)) != nil {}
-    await link.close()
-}
-
 extension PreparedImage {
     /// The package's last part alone (its application): what `tune` measures a Nordic bootloader with.
     func lastPartAlone() throws(TransferError) -> PreparedImage {
@@ -65,14 +56,9 @@ extension NordicLifecycleSteps {
         }
     }
 
-    /// The end of each part was the bootloader's validation.
-    mutating func verify() async throws(TryFailure) -> (ok: Bool, detail: String) { (true, "") }
-
     /// The end of the last part activated the image.
     mutating func activate() async throws(TransferError) -> Bool { true }
 
     mutating func runningVersion() async throws(TransferError) -> String? { nil }
 
-    /// What a Nordic device runs cannot be read: a failure after the activation leaves it unknown.
-    mutating func probe() async -> UpdateStateMachine.DeviceReport? { nil }
 }

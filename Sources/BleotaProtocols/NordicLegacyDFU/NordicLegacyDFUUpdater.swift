@@ -166,24 +166,18 @@ package struct NordicLegacyDFUUpdater: ContextHost {
         }
 
         mutating func reconnect(expecting mode: DeviceMode) async throws(TransferError) -> DeviceMode {
-            if let link { await awaitDisconnect(link, clock: host.clock, timeout: host.timeouts.response) }
+            let previous = link
             link = nil
-            switch mode {
-            case .bootloader:
-                let (connection, revision) = try await host.connect(.bootloader, step: .reconnect)
-                link = connection
-                if Self.mode(revision) == .application {
-                    await connection.close()
-                    link = nil
-                }
-                return Self.mode(revision)
-            case .application:
-                // A test transfer reset each part back into what ran before.
-                guard activates else { return .application }
-                let (back, revision) = try await host.connect(.application, step: .confirm)
-                await back.close()
-                return Self.mode(revision)
+            // A test transfer reset each part back into what ran before.
+            if mode == .application, !activates {
+                if let previous { await host.context.awaitDisconnect(previous) }
+                return .application
             }
+            let back = try await host.context.reconnect(after: previous, expecting: mode)
+            let (_, revision) = try await host.identify(back, step: mode == .bootloader ? .reconnect : .confirm)
+            // Kept for the transfer when the bootloader is there; the application only answers who it is.
+            if mode == .bootloader, Self.mode(revision) == .bootloader { link = back } else { await back.close() }
+            return Self.mode(revision)
         }
 
         /// A connection to the bootloader for a part after the first or another try: the
@@ -231,7 +225,7 @@ package struct NordicLegacyDFUUpdater: ContextHost {
                         part, type: imageType, link: connection, interval: &interval, done: done,
                         total: total, statistics: &statistics, activate: activates, receiptsAhead: &receiptsAhead)
                     transferTime += host.clock.now - began
-                    await awaitDisconnect(connection, clock: host.clock, timeout: host.timeouts.response)
+                    await host.context.awaitDisconnect(connection)
                     link = nil
                     done += part.data.count
                     nextPart = index + 1
@@ -251,7 +245,7 @@ package struct NordicLegacyDFUUpdater: ContextHost {
                     refusal = refused
                     // Start the part again from a clean bootloader (the old application is still in bank 0).
                     try? await connection.send(channel: NordicLegacyChannel.controlPoint.rawValue, [NordicLegacyOperation.reset.rawValue])
-                    await awaitDisconnect(connection, clock: host.clock, timeout: host.timeouts.response)
+                    await host.context.awaitDisconnect(connection)
                     let progressed = index > first
                     // A write lost while groups went ahead: the next try waits for each receipt, which
                     // is the smaller step; a lost write while waiting asks for fewer writes a receipt.
@@ -546,7 +540,6 @@ package struct NordicLegacyDFUUpdater: ContextHost {
         var clock: any BleotaClock { host.clock }
 
         mutating func connect() async throws(TransferError) -> DeviceMode { .bootloader }
-        mutating func enterBootloader() async throws(TransferError) -> Bool { true }
         /// Nothing to reconnect to: the serial line stays open, and the bootloader says nothing of what it booted.
         mutating func reconnect(expecting mode: DeviceMode) async throws(TransferError) -> DeviceMode { mode }
 
@@ -646,13 +639,10 @@ package struct NordicLegacyDFUUpdater: ContextHost {
             }
         }
 
-        /// The bootloader reports nothing: its own checks decide.
-        mutating func verify() async throws(TryFailure) -> (ok: Bool, detail: String) { (true, "") }
         /// Each part's Stop was its activation.
         mutating func activate() async throws(TransferError) -> Bool { true }
         /// Unknown: nothing comes back, so its coming back is all the confirmation there is.
         mutating func runningVersion() async throws(TransferError) -> String? { nil }
-        mutating func probe() async -> UpdateStateMachine.DeviceReport? { nil }
 
         mutating func finish() async -> UpdateReport {
             await link?.close()

@@ -655,7 +655,6 @@ package struct SMPUpdater: ContextHost {
             }
         }
 
-        mutating func enterBootloader() async throws(TransferError) -> Bool { true }
         mutating func reconnect(expecting mode: DeviceMode) async throws(TransferError) -> DeviceMode {
             connection = try await host.waitForReturn()
             fresh = false
@@ -830,9 +829,6 @@ package struct SMPUpdater: ContextHost {
                 }
             }
         }
-
-        /// Not asked: ``probe(after:)`` is, and its note names the failure.
-        func probe() async -> UpdateStateMachine.DeviceReport? { nil }
 
         /// Reconnects within the reboot budget and reads the slots; the connection stays open
         /// for whatever step the report leads to.

@@ -84,8 +84,6 @@ package struct SUOTAUpdater: ContextHost {
             return .application
         }
 
-        mutating func enterBootloader() async throws(TransferError) -> Bool { true }
-
         mutating func transfer() async throws(TryFailure) {
             let began = clock.now
             defer { transferTime += clock.now - began }
@@ -150,25 +148,18 @@ package struct SUOTAUpdater: ContextHost {
 
         mutating func activate() async throws(TransferError) -> Bool {
             try? await link?.send(channel: SUOTAChannel.memoryDevice.rawValue, SUOTAMemoryCommand.reboot.encode())
-            if let link { await awaitDisconnect(link, clock: clock, timeout: host.timeouts.response) }
+            if let link { await context.awaitDisconnect(link) }
             link = nil
             return true
         }
 
         mutating func reconnect(expecting mode: DeviceMode) async throws(TransferError) -> DeviceMode {
-            let back: any Link
-            do { back = try await context.connector.connect(for: .application, timeout: host.timeouts.reboot) } catch {
-                var failure = TransferError(.linkLost, step: .confirm, "\(host.device) did not come back after REBOOT: \(error)")
-                failure.outcome = .unknown
-                throw failure
-            }
-            await back.close()
+            // Back after REBOOT is the confirmation: a SUOTA device says nothing of what it runs.
+            try await context.reconnect(after: nil, expecting: .application).close()
             return .application
         }
 
         mutating func runningVersion() async throws(TransferError) -> String? { nil }
-
-        mutating func probe() async -> UpdateStateMachine.DeviceReport? { nil }
 
         mutating func finish() async -> UpdateReport {
             recorder.versionAfter = version

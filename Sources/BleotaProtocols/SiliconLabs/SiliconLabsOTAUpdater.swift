@@ -153,8 +153,6 @@ package struct SiliconLabsOTAUpdater: ContextHost {
             return .application
         }
 
-        mutating func enterBootloader() async throws(TransferError) -> Bool { true }
-
         mutating func transfer() async throws(TryFailure) {
             attempt += 1
             // An end whose answer was lost: the device booted the file when the link closed.
@@ -182,9 +180,6 @@ package struct SiliconLabsOTAUpdater: ContextHost {
                 throw error
             }
         }
-
-        /// The Write Response to the file's 0x03 was the AppLoader's verdict, inside the transfer.
-        mutating func verify() async throws(TryFailure) -> (ok: Bool, detail: String) { (true, "") }
 
         mutating func retry(after retry: TryFailure.Retry) async throws(TransferError) {
             statistics.reconnects += 1
@@ -224,19 +219,14 @@ package struct SiliconLabsOTAUpdater: ContextHost {
             } else {
                 // 0x04 asks the AppLoader to close the connection, after which it boots the verified file.
                 if (try? await host.control(.close, on: link)) != nil { _ = try? await host.writeResult(on: link) }
-                await awaitDisconnect(link, clock: clock, timeout: host.timeouts.response)
+                await context.awaitDisconnect(link)
             }
             self.link = nil
             return true
         }
 
         mutating func reconnect(expecting mode: DeviceMode) async throws(TransferError) -> DeviceMode {
-            let back: any Link
-            do { back = try await context.connect(.application, step: .confirm) } catch {
-                var failure = error
-                failure.outcome = .unknown
-                throw failure
-            }
+            let back = try await context.reconnect(after: nil, expecting: .application)
             backOffered = try? await context.request(DirectoryRequest(), on: back, step: .confirm)
             running = try? await host.agreedApplicationVersion(on: back)
             await back.close()
@@ -257,8 +247,6 @@ package struct SiliconLabsOTAUpdater: ContextHost {
             }
             return nil
         }
-
-        mutating func probe() async -> UpdateStateMachine.DeviceReport? { nil }
 
         mutating func finish() async -> UpdateReport {
             recorder.versionAfter = version
@@ -288,7 +276,7 @@ package struct SiliconLabsOTAUpdater: ContextHost {
         } catch {
             // The device resetting as it answers is expected.
         }
-        await awaitDisconnect(link, clock: clock, timeout: timeouts.response)
+        await context.awaitDisconnect(link)
         let appLoader: any Link
         let offered: Set<UInt8>
         do {

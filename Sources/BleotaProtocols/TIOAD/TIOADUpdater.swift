@@ -71,8 +71,6 @@ package struct TIOADUpdater: ContextHost {
             return .application
         }
 
-        mutating func enterBootloader() async throws(TransferError) -> Bool { true }
-
         mutating func transfer() async throws(TryFailure) {
             let began = clock.now
             defer { transferTime += clock.now - began }
@@ -85,9 +83,6 @@ package struct TIOADUpdater: ContextHost {
                 throw error
             }
         }
-
-        /// OAD_DL_COMPLETE ended the transfer: the device checked the image's CRC.
-        mutating func verify() async throws(TryFailure) -> (ok: Bool, detail: String) { (true, "") }
 
         mutating func retry(after retry: TryFailure.Retry) async throws(TransferError) {
             statistics.reconnects += 1
@@ -117,14 +112,9 @@ package struct TIOADUpdater: ContextHost {
         }
 
         mutating func reconnect(expecting mode: DeviceMode) async throws(TransferError) -> DeviceMode {
-            if let link { await awaitDisconnect(link, clock: clock, timeout: host.timeouts.response) }
+            let previous = link
             link = nil
-            let back: any Link
-            do { back = try await context.connect(.application, step: .confirm) } catch {
-                var failure = error
-                failure.outcome = .unknown
-                throw failure
-            }
+            let back = try await context.reconnect(after: previous, expecting: .application)
             running = try? await host.softwareVersion(on: back)
             await back.close()
             return .application
@@ -156,8 +146,6 @@ package struct TIOADUpdater: ContextHost {
             }
             return nil
         }
-
-        mutating func probe() async -> UpdateStateMachine.DeviceReport? { nil }
 
         mutating func finish() async -> UpdateReport {
             recorder.versionAfter = version

@@ -47,8 +47,6 @@ public struct AcmeHost: ProtocolHost {
             return .application
         }
 
-        mutating func enterBootloader() async throws(TransferError) -> Bool { true }
-
         mutating func transfer() async throws(TryFailure) {
             do throws(TransferError) { try await send() } catch { throw .final(error) }
         }
@@ -94,7 +92,7 @@ public struct AcmeHost: ProtocolHost {
         }
 
         mutating func reconnect(expecting mode: DeviceMode) async throws(TransferError) -> DeviceMode {
-            link = try await context.connect(.application, step: .reconnect)
+            link = try await context.reconnect(after: nil, expecting: .application)
             return .application
         }
 

@@ -1,0 +1,32 @@
+import BleotaLink
+
+extension HostContext {
+    /// Waits until the device drops `link` (it resets after a jump or an activation), at most
+    /// `timeout` (`--response-timeout` by default), skipping whatever still arrives on it; then
+    /// closes it from this side too. What the device says before it drops is the old state, so
+    /// a host reads what runs only on the link it finds the device on again (``reconnect(after:expecting:timeout:)``).
+    public func awaitDisconnect(_ link: any Link, timeout: Duration? = nil) async {
+        let deadline = clock.now + (timeout ?? timeouts.response)
+        while deadline > clock.now, (try? await link.receive(within: deadline - clock.now, clock: clock)) != nil {}
+        await link.close()
+    }
+
+    /// The device found again after a reset, in `mode`: `previous` (the link its reset was asked
+    /// on, if still open) let go once the device dropped it, then a link for that mode within
+    /// `timeout` (`--connect-timeout`'s reboot wait by default). It fails as the step the mode
+    /// belongs to: the reconnect for a bootloader, the confirmation for the application, whose
+    /// failure the update's lifecycle then probes for what runs.
+    ///
+    /// Where the device will be is the connector's to know (``ConnectPurpose``: a bootloader at
+    /// another address, a private address resolved with the bond's IRK, a firmware loader's name),
+    /// so each protocol states only the mode it expects and reads what it needs on the new link.
+    public func reconnect(after previous: (any Link)?, expecting mode: DeviceMode, timeout: Duration? = nil) async throws(TransferError) -> any Link {
+        if let previous { await awaitDisconnect(previous) }
+        let wait = timeout ?? timeouts.reboot
+        let (purpose, step, place): (ConnectPurpose, UpdateStep, String) =
+            mode == .bootloader ? (.bootloader, .reconnect, "its bootloader") : (.application, .confirm, "its application")
+        do { return try await connector.connect(for: purpose, timeout: wait) } catch {
+            throw TransferError(.linkLost, step: step, "\(connector.description) did not come back in \(place) within \(wait): \(error)")
+        }
+    }
+}

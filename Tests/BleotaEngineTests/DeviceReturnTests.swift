@@ -1,0 +1,79 @@
+import BleotaLink
+import Synchronization
+import Testing
+
+@testable import BleotaEngine
+
+/// Finding a device again after its reset, written once for every host: the old link let go only
+/// once the device dropped it (or the wait ran out), and a link for the expected mode, on virtual time.
+@Suite struct DeviceReturnTests {
+    /// Hands out one prepared link per connect, or refuses when none is left; records each purpose and timeout.
+    final class RecordingConnector: DeviceConnector {
+        let links: Mutex<[any Link]>
+        let asked = Mutex<[(ConnectPurpose, Duration)]>([])
+        init(_ links: [any Link]) { self.links = Mutex(links) }
+        var description: String { "the test device" }
+        func connect(for purpose: ConnectPurpose, timeout: Duration) async throws(LinkError) -> any Link {
+            asked.withLock { $0.append((purpose, timeout)) }
+            guard let link = links.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) else { throw .unreachable("not advertising") }
+            return link
+        }
+    }
+
+    @Test func theOldLinkIsLetGoWhenTheDeviceDropsItAndTheNewOneIsForTheExpectedMode() async throws {
+        let (elapsed, purposes, sent) = try await SimulationRuntime.run { runtime in
+            let (old, oldDevice) = LoopbackLink.pair()
+            let (new, _) = LoopbackLink.pair()
+            let connector = RecordingConnector([new])
+            let context = HostContext(
+                protocolName: "test", connector: connector, clock: runtime.clock,
+                timeouts: StepTimeouts(response: .seconds(5), reboot: .seconds(30)))
+            // The device says a last word, then resets 2 s after its answer.
+            let resetting = Task(executorPreference: runtime) {
+                try? await oldDevice.send([0x01])
+                try? await runtime.clock.sleep(for: .seconds(2))
+                await oldDevice.close()
+            }
+            let started = runtime.clock.now
+            let back = try await context.reconnect(after: old, expecting: .bootloader)
+            let elapsed = runtime.clock.now - started
+            await resetting.value
+            // The old link is closed from this side too: sending on it fails.
+            let sent: Bool
+            do {
+                try await old.send([0x02])
+                sent = true
+            } catch { sent = false }
+            await back.close()
+            return (elapsed, connector.asked.withLock { $0.map { "\($0.0) \($0.1)" } }, sent)
+        }
+        #expect(elapsed == .seconds(2), "waited for the drop, not the whole response timeout")
+        #expect(purposes == ["bootloader 30.0 seconds"])
+        #expect(!sent)
+    }
+
+    @Test func aDeviceThatNeverDropsTheLinkIsLetGoAfterTheResponseTimeout() async throws {
+        let elapsed = try await SimulationRuntime.run { runtime in
+            let (old, _) = LoopbackLink.pair()
+            let context = HostContext(protocolName: "test", connector: RecordingConnector([]), clock: runtime.clock, timeouts: StepTimeouts(response: .seconds(3)))
+            let started = runtime.clock.now
+            await context.awaitDisconnect(old)
+            return runtime.clock.now - started
+        }
+        #expect(elapsed == .seconds(3))
+    }
+
+    @Test(arguments: [(DeviceMode.application, UpdateStep.confirm, "its application"), (.bootloader, .reconnect, "its bootloader")])
+    func aDeviceNotFoundAgainFailsAsTheStepOfTheModeItWasExpectedIn(mode: DeviceMode, step: UpdateStep, place: String) async throws {
+        let failure = try await SimulationRuntime.run { runtime -> TransferError? in
+            let context = HostContext(protocolName: "test", connector: RecordingConnector([]), clock: runtime.clock, timeouts: StepTimeouts(reboot: .seconds(12)))
+            do throws(TransferError) {
+                _ = try await context.reconnect(after: nil, expecting: mode)
+                return nil
+            } catch { return error }
+        }
+        #expect(failure?.code == .linkLost && failure?.step == step)
+        #expect(failure?.message == "the test device did not come back in \(place) within 12.0 seconds: device unreachable: not advertising")
+        #expect(failure?.outcome == nil, "the lifecycle probes what runs")
+    }
+}
