@@ -101,37 +101,43 @@ import Testing
     /// device had not sent yet, after the device asked for an
     /// acknowledgement: its sender's bookkeeping ran backwards (FuzzNativeDevice).
     @Test func aPullAcknowledgedBeyondWhatWasSentLeavesTheDeviceServing() async throws {
-        let device = DeviceHarness()
-        // The fuzzer's packets: HELLO, START a 100-byte file "notes.txt", its DATA, VERIFY.
-        for hex in [
-            "010101",
-            "03010064000000640000004e9349525b46fd3cff72161180901a1040fc85772358e7c6614e346e6603011d16c81fc5c8000800096e6f7465732e747874",
-            "10000000000120018100000182000005820000098200000d8200001182000015820000198200001d8200002182000025820000298200002d82000031820000"
-                + "35820000398200003d8200004182000045820000498200004d820000518200005582000059820000",
-            "05",
-        ] {
-            try await device.send(withCRC(try #require([UInt8](hex: hex))))
-            let reply = try await device.reply()
-            if case .verifyResponse(let result) = reply { #expect(result.status == .ok) }
-        }
-        // GET_FILE one byte a packet, window 6: the device sends 6 packets and asks for an acknowledgement.
-        try await device.send(withCRC(try #require([UInt8](hex: "09096e6f7465732e747874010004580600"))))
-        let sawRequest = try await withDeadline(.seconds(10), clock: SystemClock()) {
-            while true { if case .ackRequest = try await device.reply() { return true } }
-        }
-        #expect(sawRequest)
-        // The fuzzer's ACK: next expected 0x0E0F with a 13-byte bitmap, all far beyond what was sent.
-        try await device.send(withCRC(try #require([UInt8](hex: "110f0e0d11111111111111111111111111"))))
-        // The device finishes the pull and serves on. (HELLO goes again until answered: the pull's
-        // reader may still take the first one.)
-        var answered = false
-        for _ in 0..<20 where !answered {
-            try await device.send(.hello(.init()))
-            do {
-                answered = try await withDeadline(.milliseconds(500), clock: SystemClock()) {
-                    while true { if case .helloResponse = try await device.reply() { return true } }
-                }
-            } catch is DeadlineExceeded {}
+        // On virtual time: the device, and every wait for its answers (a real deadline would pass by
+        // accident on a loaded machine).
+        let answered = try await SimulationRuntime.run { runtime in
+            let device = DeviceHarness(runtime: runtime)
+            // The fuzzer's packets: HELLO, START a 100-byte file "notes.txt", its DATA, VERIFY.
+            for hex in [
+                "010101",
+                "03010064000000640000004e9349525b46fd3cff72161180901a1040fc85772358e7c6614e346e6603011d16c81fc5c8000800096e6f7465732e747874",
+                "10000000000120018100000182000005820000098200000d8200001182000015820000198200001d8200002182000025820000298200002d82000031820000"
+                    + "35820000398200003d8200004182000045820000498200004d820000518200005582000059820000",
+                "05",
+            ] {
+                try await device.send(withCRC(try #require([UInt8](hex: hex))))
+                let reply = try await device.reply()
+                if case .verifyResponse(let result) = reply { #expect(result.status == .ok) }
+            }
+            // GET_FILE one byte a packet, window 6: the device sends 6 packets and asks for an acknowledgement.
+            try await device.send(withCRC(try #require([UInt8](hex: "09096e6f7465732e747874010004580600"))))
+            let sawRequest = try await withDeadline(.seconds(10), clock: runtime.clock) {
+                while true { if case .ackRequest = try await device.reply() { return true } }
+            }
+            #expect(sawRequest)
+            // The fuzzer's ACK: next expected 0x0E0F with a 13-byte bitmap, all far beyond what was sent.
+            try await device.send(withCRC(try #require([UInt8](hex: "110f0e0d11111111111111111111111111"))))
+            // The device finishes the pull and serves on. (HELLO goes again until answered: the pull's
+            // reader may still take the first one.)
+            var answered = false
+            for _ in 0..<20 where !answered {
+                try await device.send(.hello(.init()))
+                do {
+                    answered = try await withDeadline(.milliseconds(500), clock: runtime.clock) {
+                        while true { if case .helloResponse = try await device.reply() { return true } }
+                    }
+                } catch is DeadlineExceeded {}
+            }
+            await device.host.close()
+            return answered
         }
         #expect(answered)
     }

@@ -10,17 +10,19 @@ struct DeviceHarness {
     let host: LoopbackLink
     let storage: DeviceStorage
 
+    /// A device on `runtime`'s virtual clock when one is given, else on the system's.
     init(
         bootloader: Bool = true, slot: Int = 64 * 1024,
-        capabilities: NativeMessage.Capabilities = [.deflate, .testTransfer, .files, .resume, .compactData, .ackIntervalChange]
+        capabilities: NativeMessage.Capabilities = [.deflate, .testTransfer, .files, .resume, .compactData, .ackIntervalChange],
+        runtime: SimulationRuntime? = nil
     ) {
         storage = DeviceStorage(activeImage: [1, 2, 3], activeVersion: "1.0.0", slotSize: slot)
         storage.withState { $0.bootToBootloader = bootloader }
         let device = NativeDevice(name: "test", storage: storage, bufferCount: 8, maximumPacket: 244, capabilities: capabilities)
         let (host, deviceEnd) = LoopbackLink.pair(maximumPayload: 244)
         self.host = host
-        let environment = NativeDeviceEnvironment(clock: SystemClock()) { _ in await deviceEnd.close() }
-        Task { await device.serve(deviceEnd, environment: environment) }
+        let environment = NativeDeviceEnvironment(clock: runtime?.clock ?? SystemClock()) { _ in await deviceEnd.close() }
+        Task(executorPreference: runtime) { await device.serve(deviceEnd, environment: environment) }
     }
 
     func send(_ bytes: [UInt8]) async throws { try await host.send(bytes) }
