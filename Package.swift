@@ -108,7 +108,7 @@ let package = Package(
             path: "Benchmarks/FaultMatrix"),
 
         // Seeded random inputs whose seed is printed, for every test target.
-        .target(name: "BleotaTestSupport", dependencies: ["BleotaLink", "BleotaATT"], path: "Tests/BleotaTestSupport"),
+        .target(name: "BleotaTestSupport", dependencies: ["BleotaLink", "BleotaATT", "BleotaEngine"], path: "Tests/BleotaTestSupport"),
         .testTarget(name: "BleotaCodecTests", dependencies: ["BleotaTestSupport", "BleotaCodec", "BleotaSystem", "BleotaZlib", .product(name: "Crypto", package: "swift-crypto")],
                     resources: [.copy("Fixtures")]),
         .testTarget(name: "BleotaLinkTests", dependencies: ["BleotaTestSupport", "BleotaLink", "BleotaCodec"]),

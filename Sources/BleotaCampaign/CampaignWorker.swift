@@ -162,7 +162,7 @@ public struct CampaignWorker: Sendable {
                     }
                 }
                 // With nothing left to claim or start, a transfer alone on its adapter stays alone (its
-                // link may take the shortest interval: TransferTurn); a device claimed later reopens it.
+                // link may take the shortest interval: GatedTransferTurn); a device claimed later reopens it.
                 places.setOpenToNewcomers(!(stop.isStopped || (claimedAllThereWas && waiting.isEmpty)))
                 if held.isEmpty && unrecorded.isEmpty {
                     if stop.isStopped { break }

@@ -216,11 +216,13 @@ struct GattSubscribe: AsyncParsableCommand {
             }
         }
         var received = 0
-        let deadline = ContinuousClock.now + .milliseconds(Int64(duration * 1000))
-        while ContinuousClock.now < deadline, count.map({ received < $0 }) ?? true {
-            let left = deadline - ContinuousClock.now
+        // One clock for the deadline and each wait on it.
+        let clock = SystemClock()
+        let deadline = clock.now + .milliseconds(Int64(duration * 1000))
+        while clock.now < deadline, count.map({ received < $0 }) ?? true {
+            let left = deadline - clock.now
             // try? flattens: nil on timeout, on a closed bearer, or at the end of the stream.
-            guard let pdu = try? await withDeadline(left, clock: SystemClock(), operation: { try await connection.bearer.incoming.take() })
+            guard let pdu = try? await withDeadline(left, clock: clock, operation: { try await connection.bearer.incoming.take() })
             else { break }
             switch pdu {
             case .handleValueNotification(let h, let value), .handleValueIndication(let h, let value):

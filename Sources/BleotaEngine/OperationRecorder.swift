@@ -20,14 +20,14 @@ public struct OperationRecorder: Sendable {
     public var versionBefore: String?
     public var versionAfter: String?
     /// The place among transfers sharing a radio this operation waits for before it transfers
-    /// (a fleet's ``TransferGate``); nil outside a fleet.
-    public let transferTurn: TransferTurn?
+    /// (a fleet's transfer gate); nil outside a fleet.
+    public let transferTurn: (any TransferTurn)?
     /// Set while ``enterTransfer()`` enters the step, waited or not.
     private var enteringThroughGate = false
 
     public init(
         operation: String, protocolName: String, device: String, clock: any BleotaClock,
-        transferTurn: TransferTurn? = nil, onEvent: @escaping @Sendable (UpdateEvent) -> Void
+        transferTurn: (any TransferTurn)? = nil, onEvent: @escaping @Sendable (UpdateEvent) -> Void
     ) {
         self.transferTurn = transferTurn
         self.operation = operation
@@ -51,7 +51,7 @@ public struct OperationRecorder: Sendable {
     /// Starts the transfer step, after waiting for a place among the transfers that share this
     /// device's radio (``transferTurn``; at once when there is none). Every protocol's host enters
     /// its transfer this way, when the device is ready for the bytes: a fleet then prepares the next
-    /// devices while others transfer (``TransferGate``). Leaving the step gives the place back.
+    /// devices while others transfer (BleotaFleet's `TransferGate`). Leaving the step gives the place back.
     ///
     /// Throws when a fleet withdrew the wait (``TransferTurn/wasWithdrawn``): a place is free on
     /// another adapter, and the update ends here, before any byte is sent, to start again there.

@@ -25,7 +25,7 @@ public struct FleetOptions: Sendable, Hashable {
     /// waiting for reboots (``/BleotaEngine/TransferGate``).
     public var transfersPerAdapter: Int?
     /// The longest a ready device waits for a transfer place before it transfers beside the others
-    /// (``/BleotaEngine/TransferTurn/maximumWait``).
+    /// (``GatedTransferTurn/maximumWait``).
     public var maximumTransferWait: Duration = Self.defaultMaximumTransferWait
     /// Tries per device before it is reported failed.
     public var attempts: Int
@@ -89,7 +89,7 @@ public struct FleetRunner: Sendable {
     /// connections), and reports its events to `onEvent`.
     public typealias Update =
         @Sendable (
-            _ device: FleetDevice, _ adapter: String, _ transferTurn: TransferTurn?,
+            _ device: FleetDevice, _ adapter: String, _ transferTurn: GatedTransferTurn?,
             _ onEvent: @escaping @Sendable (UpdateEvent) -> Void
         ) async -> FleetAttempt
 
@@ -154,7 +154,7 @@ public struct FleetRunner: Sendable {
             transfersPerAdapter: options.transfersPerAdapter, maximumWait: options.maximumTransferWait,
             onPlaceFree: options.movesQueuedDevices ? placeFreed : nil)
         /// The turns of tries started after a move, until they end: one not yet holding a place is on its way to one.
-        var movedTurns: [Int: TransferTurn] = [:]
+        var movedTurns: [Int: GatedTransferTurn] = [:]
         var announcedStop = false
         await withTaskGroup(of: Completion.self) { group in
             var running = 0
@@ -217,7 +217,7 @@ public struct FleetRunner: Sendable {
                     }
                 }
                 // With no device left to start, a transfer alone on its adapter stays alone (its link may
-                // take the shortest interval: TransferTurn).
+                // take the shortest interval: GatedTransferTurn).
                 places.setOpenToNewcomers(!(pending.isEmpty || stop.isStopped))
                 if running == 0 && (pending.isEmpty || stop.isStopped) { break }
                 // Wake for the earliest back-off or spacing, unless a timer is already set.
@@ -403,9 +403,9 @@ public struct TransferPlaces: Sendable {
     public func turn(
         on adapter: String, for device: FleetDevice, movable: Bool = false,
         onEvent: @escaping @Sendable (FleetEvent) -> Void
-    ) -> TransferTurn? {
+    ) -> GatedTransferTurn? {
         gates[adapter].map { gate in
-            TransferTurn(gate: gate, maximumWait: maximumWait, movable: movable && device.adapter == nil) { onEvent(.queued(device: device)) }
+            GatedTransferTurn(gate: gate, maximumWait: maximumWait, movable: movable && device.adapter == nil) { onEvent(.queued(device: device)) }
         }
     }
 }

@@ -76,4 +76,33 @@ import Testing
         #expect(failure?.message == "the test device did not come back in \(place) within 12.0 seconds: device unreachable: not advertising")
         #expect(failure?.outcome == nil, "the lifecycle probes what runs")
     }
+
+    @Test func aTransferResumesAsOftenAsItsLimitAndSaysSoOnceMore() {
+        var resumption = TransferResumption(limit: 2)
+        var notes: [String] = []
+        let note: (UpdateEvent) -> Void = { if case .note(let text) = $0 { notes.append(text) } }
+        let drop = LinkError.disconnected("supervision timeout")
+        #expect(throws: Never.self) { try resumption.linkDropped(drop, onEvent: note) }
+        #expect(throws: Never.self) { try resumption.linkDropped(drop, onEvent: note) }
+        #expect(resumption.reconnects == 2)
+        #expect(notes == Array(repeating: "link lost (link disconnected: supervision timeout); reconnecting to resume", count: 2))
+        #expect(
+            throws: TransferError(
+                .linkLost, step: .transfer, "the link dropped 3 times (last: link disconnected: supervision timeout); run the same command again to resume")
+        ) { try resumption.linkDropped(drop, onEvent: note) }
+        #expect(notes.count == 2, "the last drop is the failure, not a note")
+    }
+
+    @Test func aCancelledOperationIsNotADropToMend() async {
+        let task = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            var resumption = TransferResumption(limit: 5)
+            do throws(TransferError) {
+                try resumption.linkDropped(LinkError.cancelled) { _ in }
+                return (resumption.reconnects, String?.none)
+            } catch { return (resumption.reconnects, Optional(error.message)) }
+        }
+        let (reconnects, message) = await task.value
+        #expect(reconnects == 0 && message == "cancelled: link operation cancelled")
+    }
 }

@@ -1,24 +1,9 @@
 import BleotaLink
+import BleotaTestSupport
 import Synchronization
 import Testing
 
 @testable import BleotaEngine
-
-/// A clock the test moves by hand.
-final class ManualClock: BleotaClock, Sendable {
-    private let time = Mutex<Duration>(.zero)
-    var now: Duration { time.withLock { $0 } }
-    func advance(_ by: Duration) { time.withLock { $0 += by } }
-    func sleep(until deadline: Duration) async throws { time.withLock { $0 = max($0, deadline) } }
-}
-
-final class Events: Sendable {
-    private let log = Mutex<[String]>([])
-    func add(_ event: UpdateEvent) {
-        if case .step(let step) = event { log.withLock { $0.append(step.rawValue) } }
-    }
-    var steps: [String] { log.withLock { $0 } }
-}
 
 @Suite struct OperationRecorderTests {
     @Test func stepsAreTimedReportedOnceAndLoadCanBeCountedQuietly() {

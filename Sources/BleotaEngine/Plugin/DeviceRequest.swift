@@ -3,7 +3,7 @@ import Logging
 
 /// A request to a device that names the answer it expects, as smpclient's requests name their
 /// responses: the host says what it asks, the request says what counts as its answer, and one
-/// exchange (``HostContext/request(_:on:step:policy:)``) owns sending, waiting, trying again
+/// exchange (`HostContext.request(_:on:step:policy:)`, over ``HostContext/exchange(_:step:policy:send:answer:)``) owns sending, waiting, trying again
 /// and telling a lost answer from a link that went away.
 ///
 /// This form carries bytes on a ``/BleotaLink/Link``; ``ChannelRequest`` is the same for a
@@ -23,7 +23,7 @@ public protocol DeviceRequest: Sendable {
 
 /// A request on the channels of a ``/BleotaLink/ChannelLink`` (a protocol that spans several
 /// characteristics): one message out, and the message that answers it. Performed by
-/// ``HostContext/request(_:on:step:policy:)-(ChannelRequest,_,_,_)`` with the same policy and
+/// `HostContext.request(_:on:step:policy:)` with the same policy and
 /// matching as a ``DeviceRequest``.
 public protocol ChannelRequest: Sendable {
     /// What the answer is once decoded.

@@ -30,3 +30,28 @@ extension HostContext {
         }
     }
 }
+
+/// The reconnects one transfer step may make when its link drops mid-transfer, before it gives
+/// up: counted, refused past the limit, and said in one wording by every protocol that resumes
+/// (native, SMP, Nordic's Secure DFU). What differs stays the protocol's: how it reconnects
+/// (``/BleotaLink/ConnectPurpose/resume``) and how it learns what the device already holds.
+public struct TransferResumption: Sendable {
+    /// Reconnects allowed in the step.
+    public let limit: Int
+    /// Reconnects made so far.
+    public private(set) var reconnects = 0
+
+    public init(limit: Int) { self.limit = max(0, limit) }
+
+    /// The link dropped with `error`: the step's failure when the operation was cancelled (Ctrl-C:
+    /// the link "lost" is the operation stopping, not a drop to mend) or when this drop is one past
+    /// the limit; otherwise it is counted and noted, and the caller reconnects and resumes.
+    public mutating func linkDropped(_ error: any Error, onEvent: (UpdateEvent) -> Void) throws(TransferError) {
+        if Task.isCancelled { throw TransferError(.linkLost, step: .transfer, "cancelled: \(error)") }
+        reconnects += 1
+        guard reconnects <= limit else {
+            throw TransferError(.linkLost, step: .transfer, "the link dropped \(reconnects) times (last: \(error)); run the same command again to resume")
+        }
+        onEvent(.note("link lost (\(error)); reconnecting to resume"))
+    }
+}

@@ -67,12 +67,12 @@ public struct HostContext: Sendable {
     public var options: ProtocolOptions
     /// The place among transfers sharing the device's radio that the operation's transfer step
     /// waits for (``OperationRecorder/enterTransfer()``): set by a fleet, nil otherwise.
-    public var transferTurn: TransferTurn?
+    public var transferTurn: (any TransferTurn)?
 
     public init(
         protocolName: String, connector: any DeviceConnector, clock: any BleotaClock,
         tuning: TransferTuning = TransferTuning(), explicitKnobs: Set<TuningKnob> = [], timeouts: StepTimeouts = StepTimeouts(),
-        logger: Logger = Logger(label: "bleota"), options: ProtocolOptions = ProtocolOptions(), transferTurn: TransferTurn? = nil,
+        logger: Logger = Logger(label: "bleota"), options: ProtocolOptions = ProtocolOptions(), transferTurn: (any TransferTurn)? = nil,
         onEvent: @escaping @Sendable (UpdateEvent) -> Void = { _ in }
     ) {
         self.options = options

@@ -5,7 +5,7 @@ import BleotaLink
 /// returned as they are: protocols that look for a transport's own type still find it.
 struct TurnAdoptingConnector: DeviceConnector {
     let connector: any DeviceConnector
-    let turn: TransferTurn
+    let turn: any TransferTurn
 
     var description: String { connector.description }
 

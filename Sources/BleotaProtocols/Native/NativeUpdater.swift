@@ -559,7 +559,7 @@ struct Session {
             clock: updater.clock, receiverBuffer: receiverBuffer, logger: updater.logger
         ) { onEvent(.progress($0)) }
         let began = updater.clock.now
-        var reconnects = 0
+        var resumption = TransferResumption(limit: tuning.maxReconnects)
         while true {
             do {
                 guard let active = link else { throw LinkError.disconnected("no link") }
@@ -576,23 +576,15 @@ struct Session {
             } catch let error as TransferError where error.code != .linkLost && error.code != .timeout {
                 throw error
             } catch {
-                // Cancelled (Ctrl-C): the link "lost" is the operation stopping, not a drop to mend.
-                if Task.isCancelled { throw TransferError(.linkLost, step: .transfer, "cancelled: \(error)") }
-                reconnects += 1
                 await link?.close()
                 link = nil
-                guard reconnects <= tuning.maxReconnects else {
-                    throw TransferError(
-                        .linkLost, step: .transfer,
-                        "the link dropped \(reconnects) times (last: \(error)); run the same command again to resume")
-                }
-                updater.onEvent(.note("link lost (\(error)); reconnecting to resume"))
+                try resumption.linkDropped(error, onEvent: updater.onEvent)
                 let (newLink, _) = try await connect(.resume, step: .transfer)
                 link = newLink
             }
         }
         statistics = engine.statistics
-        statistics.reconnects = reconnects
+        statistics.reconnects = resumption.reconnects
         return TransferSummary(
             streamBytes: stream.count, compressed: compressed, delta: delta != nil, packetSize: packetSize,
             elapsed: updater.clock.now - began)

@@ -328,7 +328,7 @@ package struct NordicSecureDFUUpdater: ContextHost {
         statistics: inout TransferStatistics, activate: Bool = true
     ) async throws(TransferError) -> PartOutcome {
         var outcome = PartOutcome()
-        var reconnects = 0
+        var resumption = TransferResumption(limit: max(1, context.tuning.maxReconnects))
         let began = clock.now
         var packet = try await packetSize(connection)
         outcome.packetSize = packet
@@ -489,16 +489,10 @@ package struct NordicSecureDFUUpdater: ContextHost {
             } catch let error as TransferError {
                 throw error
             } catch {
-                // Cancelled (Ctrl-C): the link "lost" is the operation stopping, not a drop to mend.
-                if Task.isCancelled { throw TransferError(.linkLost, step: .transfer, "cancelled: \(error)") }
                 // The link dropped: reconnect to the bootloader and let Select say where it stands.
-                reconnects += 1
-                statistics.reconnects += 1
                 await connection.link.close()
-                guard reconnects <= max(1, context.tuning.maxReconnects) else {
-                    throw TransferError(.linkLost, step: .transfer, "the link dropped \(reconnects) times during the update: \(error)")
-                }
-                onEvent(.note("link lost (\(error)); reconnecting to resume"))
+                try resumption.linkDropped(error, onEvent: onEvent)
+                statistics.reconnects += 1
                 connection = try await connect(.resume, step: .transfer, timeout: timeouts.reboot)
                 if !connection.inBootloader {
                     // It reset into its (still intact) application: jump again; the bootloader kept the init packet.

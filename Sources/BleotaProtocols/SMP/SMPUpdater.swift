@@ -170,6 +170,7 @@ package struct SMPUpdater: ContextHost {
         let shape = SMPWriteShape(payload: connection.link.parameters.preferredPayload, bufferSize: parameters.bufferSize)
         connection.shapeWrites(shape)
         var result = UploadResult(bytes: image.count)
+        var resumption = TransferResumption(limit: timeouts.attempts)
         result.window = configuration.window
         result.chunkSize = configuration.chunk
         var restarts = 0
@@ -311,14 +312,9 @@ package struct SMPUpdater: ContextHost {
                     try await afterLoss()
                 }
             } catch .linkLost(let error) {
-                // Cancelled (Ctrl-C): the link "lost" is the operation stopping, not a drop to mend.
-                if Task.isCancelled { throw TransferError(.linkLost, step: .transfer, "cancelled: \(error)") }
-                guard result.reconnects < timeouts.attempts else {
-                    throw TransferError(.linkLost, step: .transfer, "the link dropped \(result.reconnects + 1) times during the upload: \(error)")
-                }
-                result.reconnects += 1
-                onEvent(.note("link lost (\(error)); reconnecting to resume the upload"))
                 await connection.close()
+                try resumption.linkDropped(error, onEvent: onEvent)
+                result.reconnects = resumption.reconnects
                 connection = try await connect(.resume, step: .transfer)
                 connection.shapeWrites(shape)
                 pipeline.reconnected()

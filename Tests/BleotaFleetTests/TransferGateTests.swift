@@ -1,8 +1,10 @@
+import BleotaEngine
 import BleotaLink
+import BleotaTestSupport
 import Synchronization
 import Testing
 
-@testable import BleotaEngine
+@testable import BleotaFleet
 
 /// The transfer gate a fleet's adapter shares: at most `capacity` transfers,
 /// places given in arrival order, given back when a transfer step ends, and a
@@ -21,10 +23,10 @@ import Testing
     }
 
     /// `gate`'s one place held by a turn, and a second turn queued behind it (its wait's task).
-    func heldWithOneWaiting(_ gate: TransferGate, clock: ManualClock) async -> (holder: TransferTurn, waiter: TransferTurn, wait: Task<Bool, Never>) {
-        let holder = TransferTurn(gate: gate)
+    func heldWithOneWaiting(_ gate: TransferGate, clock: ManualClock) async -> (holder: GatedTransferTurn, waiter: GatedTransferTurn, wait: Task<Bool, Never>) {
+        let holder = GatedTransferTurn(gate: gate)
         await holder.wait(clock: clock)
-        let waiter = TransferTurn(gate: gate)
+        let waiter = GatedTransferTurn(gate: gate)
         let wait = Task { await waiter.wait(clock: clock) }
         await eventually { gate.waiting == 1 }
         return (holder, waiter, wait)
@@ -34,7 +36,7 @@ import Testing
         let clock = ManualClock()
         let gate = TransferGate(capacity: 2)
         let order = Log()
-        let turns = (0..<5).map { _ in TransferTurn(gate: gate) }
+        let turns = (0..<5).map { _ in GatedTransferTurn(gate: gate) }
         await turns[0].wait(clock: clock)
         await turns[1].wait(clock: clock)
         #expect(gate.holding == 2 && gate.isFull)
@@ -82,9 +84,9 @@ import Testing
         let notes = Mutex<[String]>([])
         let (placed, report, holding) = try await SimulationRuntime.run { runtime in
             let gate = TransferGate(capacity: 1)
-            let holder = TransferTurn(gate: gate)
+            let holder = GatedTransferTurn(gate: gate)
             await holder.wait(clock: runtime.clock)
-            let turn = TransferTurn(gate: gate, maximumWait: .seconds(60))
+            let turn = GatedTransferTurn(gate: gate, maximumWait: .seconds(60))
             var recorder = OperationRecorder(operation: "flash", protocolName: "p", device: "d", clock: runtime.clock, transferTurn: turn) { event in
                 if case .note(let text) = event { notes.withLock { $0.append(text) } }
             }
@@ -104,10 +106,10 @@ import Testing
     @Test func theRecorderWaitsBeforeTheTransferStepAndGivesThePlaceBackWhenItLeaves() async throws {
         let clock = ManualClock()
         let gate = TransferGate(capacity: 1)
-        let other = TransferTurn(gate: gate)
+        let other = GatedTransferTurn(gate: gate)
         await other.wait(clock: clock)
         let queued = Log()
-        let turn = TransferTurn(gate: gate) { queued.append(1) }
+        let turn = GatedTransferTurn(gate: gate) { queued.append(1) }
         let events = Events()
         var recorder = OperationRecorder(
             operation: "flash", protocolName: "p", device: "d", clock: clock,
@@ -141,12 +143,12 @@ import Testing
     @Test func aWithdrawnWaitEndsTheUpdateBeforeItsTransfer() async throws {
         let clock = ManualClock()
         let gate = TransferGate(capacity: 1)
-        let holder = TransferTurn(gate: gate)
+        let holder = GatedTransferTurn(gate: gate)
         await holder.wait(clock: clock)
-        let fixed = TransferTurn(gate: gate, movable: false)
+        let fixed = GatedTransferTurn(gate: gate, movable: false)
         let fixedWait = Task { await fixed.wait(clock: clock) }
         await eventually { gate.waiting == 1 }
-        let movable = TransferTurn(gate: gate, movable: true)
+        let movable = GatedTransferTurn(gate: gate, movable: true)
         let events = Events()
         var recorder = OperationRecorder(
             operation: "flash", protocolName: "p", device: "d", clock: clock,

@@ -1,11 +1,12 @@
+import BleotaEngine
 import BleotaLink
 import BleotaTestSupport
 import Testing
 
-@testable import BleotaEngine
+@testable import BleotaFleet
 
 /// A transfer that will keep its adapter to itself asks for the shortest connection interval, and for
-/// its opening one again as soon as that may change (TransferTurn with a ConnectionIntervalControl link).
+/// its opening one again as soon as that may change (GatedTransferTurn with a ConnectionIntervalControl link).
 @Suite struct AloneTransferIntervalTests {
     /// A connector that gives out the same recording link every time.
     struct RecordingConnector: DeviceConnector {
@@ -18,7 +19,7 @@ import Testing
         let clock = ManualClock()
         let gate = TransferGate(capacity: 2)
         let (a, b) = (RecordingIntervalLink(), RecordingIntervalLink())
-        let (turnA, turnB) = (TransferTurn(gate: gate), TransferTurn(gate: gate))
+        let (turnA, turnB) = (GatedTransferTurn(gate: gate), GatedTransferTurn(gate: gate))
         // Links come through a host context's connector, as every protocol opens them.
         let contextA = HostContext(protocolName: "test", connector: RecordingConnector(link: a), clock: clock, transferTurn: turnA)
         let contextB = HostContext(protocolName: "test", connector: RecordingConnector(link: b), clock: clock, transferTurn: turnB)
@@ -39,7 +40,7 @@ import Testing
         #expect(b.asked.isEmpty, "B holds no place")
 
         // A retry made for this adapter is to come: A goes back at once, and again short when it ends.
-        let retry = TransferTurn(gate: gate)
+        let retry = GatedTransferTurn(gate: gate)
         #expect(a.asked == [7.5, 15])
         retry.release()
         #expect(a.asked == [7.5, 15, 7.5])
@@ -58,7 +59,7 @@ import Testing
         let gate = TransferGate(capacity: 2)
         gate.setOpenToNewcomers(false)
         let (first, resumed) = (RecordingIntervalLink(), RecordingIntervalLink())
-        let turn = TransferTurn(gate: gate)
+        let turn = GatedTransferTurn(gate: gate)
         await turn.wait(clock: clock)
         turn.adopt(first)
         #expect(first.asked == [7.5])
@@ -75,7 +76,7 @@ import Testing
         let gate = TransferGate(capacity: 1)
         gate.setOpenToNewcomers(false)
         let link = RecordingIntervalLink()
-        let turn = TransferTurn(gate: gate, shortensAloneLinks: false)
+        let turn = GatedTransferTurn(gate: gate, shortensAloneLinks: false)
         turn.adopt(link)
         await turn.wait(clock: clock)
         turn.release()

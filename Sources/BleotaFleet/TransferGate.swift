@@ -1,3 +1,4 @@
+import BleotaEngine
 import BleotaLink
 import Synchronization
 
@@ -182,12 +183,11 @@ public final class TransferGate: Sendable {
     }
 }
 
-/// One update's claim on a ``TransferGate``: waited for when the update enters
-/// its transfer step (``OperationRecorder/enterTransfer()``), given back when it
-/// leaves it, and in any case when the update ends. Waiting again after giving
-/// it back (a protocol that sends several parts with reboots between) queues
-/// again.
-public final class TransferTurn: Sendable {
+/// One update's claim on a ``TransferGate``, the fleet's ``/BleotaEngine/TransferTurn``: waited
+/// for when the update enters its transfer step (``/BleotaEngine/OperationRecorder/enterTransfer(closing:)``),
+/// given back when it leaves it, and in any case when the update ends. Waiting again after giving
+/// it back (a protocol that sends several parts with reboots between) queues again.
+public final class GatedTransferTurn: TransferTurn {
     public let gate: TransferGate
     /// The longest a device waits, connected and idle, before it transfers without a place (over
     /// the gate's limit): a bootloader may give up on an idle connection (Nordic's Secure DFU
