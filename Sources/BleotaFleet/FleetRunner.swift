@@ -22,7 +22,7 @@ public struct FleetOptions: Sendable, Hashable {
     /// Transfers running at once on one adapter, or nil for as many as its connections. The
     /// other connections get devices ready meanwhile (connected, in their bootloader) or finish
     /// them (verify, activate, confirm), so the transfers follow one another without the radio
-    /// waiting for reboots (``/BleotaEngine/TransferGate``).
+    /// waiting for reboots (``TransferGate``).
     public var transfersPerAdapter: Int?
     /// The longest a ready device waits for a transfer place before it transfers beside the others
     /// (``GatedTransferTurn/maximumWait``).
@@ -354,7 +354,7 @@ public struct FleetRunner: Sendable {
     }
 }
 
-/// The transfer places of a fleet's adapters (one ``/BleotaEngine/TransferGate`` each when
+/// The transfer places of a fleet's adapters (one ``TransferGate`` each when
 /// transfers are limited below connections), shared by ``FleetRunner`` and a campaign worker.
 public struct TransferPlaces: Sendable {
     let gates: [String: TransferGate]
@@ -363,7 +363,7 @@ public struct TransferPlaces: Sendable {
     let maximumWait: Duration
 
     /// `onPlaceFree` is called when a place is given back with no one waiting for it (see
-    /// ``/BleotaEngine/TransferGate/init(capacity:onPlaceFree:)``).
+    /// ``TransferGate/init(capacity:onPlaceFree:)``).
     public init(
         adapters: [String], connectionsPerAdapter: Int, transfersPerAdapter: Int?, maximumWait: Duration,
         onPlaceFree: (@Sendable () -> Void)? = nil
@@ -377,7 +377,7 @@ public struct TransferPlaces: Sendable {
         }
     }
 
-    /// Says on every gate whether devices not yet started may still come (``/BleotaEngine/TransferGate/setOpenToNewcomers(_:)``).
+    /// Says on every gate whether devices not yet started may still come (``TransferGate/setOpenToNewcomers(_:)``).
     public func setOpenToNewcomers(_ open: Bool) {
         for gate in gates.values { gate.setOpenToNewcomers(open) }
     }

@@ -73,7 +73,9 @@ import Testing
             } catch { return error }
         }
         #expect(failure?.code == .linkLost && failure?.step == step)
-        #expect(failure?.message == "the test device did not come back in \(place) within 12.0 seconds: device unreachable: not advertising")
+        #expect(
+            failure?.message
+                == "the test device did not come back in \(place) within 12.0 seconds (raise --connect-timeout if its reset takes longer): device unreachable: not advertising")
         #expect(failure?.outcome == nil, "the lifecycle probes what runs")
     }
 
@@ -104,5 +106,63 @@ import Testing
         }
         let (reconnects, message) = await task.value
         #expect(reconnects == 0 && message == "cancelled: link operation cancelled")
+    }
+
+    /// A device still starting takes a connection and does not answer on it: that link is closed and
+    /// the device is found again, 200 ms later, within what is left of the reboot wait.
+    @Test func aGreetingLeftUnansweredIsTriedAgainOnANewLinkWithinTheRebootWait() async throws {
+        let (elapsed, purposes, firstClosed, greeted) = try await SimulationRuntime.run { runtime in
+            let (silent, silentDevice) = LoopbackLink.pair()
+            let (answering, answeringDevice) = LoopbackLink.pair()
+            let connector = RecordingConnector([silent, answering])
+            let context = HostContext(
+                protocolName: "test", connector: connector, clock: runtime.clock,
+                timeouts: StepTimeouts(response: .seconds(1), reboot: .seconds(30)))
+            let answerer = Task(executorPreference: runtime) {
+                if let hello = try? await answeringDevice.receive(within: .seconds(60), clock: runtime.clock) { try? await answeringDevice.send(hello + [0xAA]) }
+            }
+            let started = runtime.clock.now
+            let (link, greeting) = try await context.reconnect(after: nil, expecting: .application) { (link) async throws(TransferError) -> [UInt8] in
+                do {
+                    try await link.send([0x01])
+                    guard let answer = try await link.receive(within: .seconds(1), clock: runtime.clock) else {
+                        throw TransferError(.timeout, step: .confirm, "no answer to the greeting")
+                    }
+                    return answer
+                } catch let error as TransferError { throw error } catch { throw TransferError(.linkLost, step: .confirm, "\(error)") }
+            }
+            let elapsed = runtime.clock.now - started
+            await answerer.value
+            let firstClosed: Bool
+            do {
+                try await silentDevice.send([0x02])
+                firstClosed = false
+            } catch { firstClosed = true }
+            await link.close()
+            return (elapsed, connector.asked.withLock { $0.map { "\($0.0) \($0.1)" } }, firstClosed, greeting)
+        }
+        #expect(greeted == [0x01, 0xAA])
+        #expect(elapsed == .milliseconds(1200), "one unanswered greeting and the pause")
+        #expect(purposes == ["application 30.0 seconds", "application 28.8 seconds"])
+        #expect(firstClosed, "the link the greeting went unanswered on is let go")
+    }
+
+    /// Every greeting failing: the last failure is the step's, once the reboot wait is spent.
+    @Test func theLastUnansweredGreetingIsTheFailureOnceTheWaitIsSpent() async throws {
+        let (failure, connects) = try await SimulationRuntime.run { runtime -> (TransferError?, Int) in
+            let links = (0..<40).map { _ in LoopbackLink.pair().0 as any Link }
+            let connector = RecordingConnector(links)
+            let context = HostContext(protocolName: "test", connector: connector, clock: runtime.clock, timeouts: StepTimeouts(reboot: .seconds(3)))
+            do throws(TransferError) {
+                _ = try await context.reconnect(after: nil, expecting: .bootloader) { (_) async throws(TransferError) -> Int in
+                    try? await runtime.clock.sleep(for: .milliseconds(800))
+                    throw TransferError(.timeout, step: .reconnect, "no hello")
+                }
+                return (nil, connector.asked.withLock { $0.count })
+            } catch { return (error, connector.asked.withLock { $0.count }) }
+        }
+        #expect(failure?.message == "no hello")
+        // 0.8 s a greeting and 0.2 s a pause: greetings at 0, 1 and 2 s, and one at 3 s would be past the wait.
+        #expect(connects == 3)
     }
 }

@@ -17,7 +17,7 @@ extension HostContext {
     /// belongs to: the reconnect for a bootloader, the confirmation for the application, whose
     /// failure the update's lifecycle then probes for what runs.
     ///
-    /// Where the device will be is the connector's to know (``ConnectPurpose``: a bootloader at
+    /// Where the device will be is the connector's to know (``/BleotaLink/ConnectPurpose``: a bootloader at
     /// another address, a private address resolved with the bond's IRK, a firmware loader's name),
     /// so each protocol states only the mode it expects and reads what it needs on the new link.
     public func reconnect(after previous: (any Link)?, expecting mode: DeviceMode, timeout: Duration? = nil) async throws(TransferError) -> any Link {
@@ -26,9 +26,63 @@ extension HostContext {
         let (purpose, step, place): (ConnectPurpose, UpdateStep, String) =
             mode == .bootloader ? (.bootloader, .reconnect, "its bootloader") : (.application, .confirm, "its application")
         do { return try await connector.connect(for: purpose, timeout: wait) } catch {
-            throw TransferError(.linkLost, step: step, "\(connector.description) did not come back in \(place) within \(wait): \(error)")
+            throw TransferError(
+                .linkLost, step: step, "\(connector.description) did not come back in \(place) within \(wait) (raise --connect-timeout if its reset takes longer): \(error)")
         }
     }
+}
+
+extension HostContext {
+    /// The device found again as ``reconnect(after:expecting:timeout:)`` finds it, then greeted:
+    /// `greet` reads on the new link what the protocol needs to go on (a hello, an echo, whether
+    /// the bootloader's characteristics are there). A device still starting may take a connection
+    /// and not answer on it yet, so a greeting that fails closes that link and the device is found
+    /// again, 200 ms later, until `timeout` is spent; the last failure is the step's. A link refused
+    /// for its security is not tried again: the next one would be refused the same way.
+    ///
+    /// `advertisedName` finds a device that comes back under another name (a firmware loader, a
+    /// bootloader that renames itself); `step` is the step a failure is named for, by default the
+    /// one the mode belongs to.
+    public func reconnect<Greeting>(
+        after previous: (any Link)?, expecting mode: DeviceMode, timeout: Duration? = nil, advertisedName: String? = nil,
+        step: UpdateStep? = nil, greeting greet: (any Link) async throws(TransferError) -> Greeting
+    ) async throws(TransferError) -> (link: any Link, greeting: Greeting) {
+        if let previous { await awaitDisconnect(previous) }
+        let wait = timeout ?? timeouts.reboot
+        let deadline = clock.now + wait
+        let purpose: ConnectPurpose = mode == .bootloader ? .bootloader : .application
+        let failedStep = step ?? (mode == .bootloader ? .reconnect : .confirm)
+        let place = mode == .bootloader ? "its bootloader" : "its application"
+        var last: TransferError?
+        repeat {
+            let left = max(.milliseconds(1), deadline - clock.now)
+            do {
+                let link =
+                    if let advertisedName {
+                        try await connector.connect(for: purpose, timeout: left, advertisedName: advertisedName)
+                    } else {
+                        try await connector.connect(for: purpose, timeout: left)
+                    }
+                do throws(TransferError) { return (link, try await greet(link)) } catch {
+                    await link.close()
+                    last = error
+                }
+            } catch {
+                last = TransferError(
+                    .linkLost, step: failedStep,
+                    "\(connector.description) did not come back in \(place) within \(wait) (raise --connect-timeout if its reset takes longer): \(error)")
+                if case .security = error { break }
+            }
+            guard deadline > clock.now else { break }
+            try? await clock.sleep(for: min(Self.greetingPause, deadline - clock.now))
+        } while deadline > clock.now
+        throw last
+            ?? TransferError(
+                .linkLost, step: failedStep, "\(connector.description) did not come back in \(place) within \(wait) (raise --connect-timeout if its reset takes longer)")
+    }
+
+    /// The pause before the device is looked for again after a greeting went unanswered.
+    static let greetingPause = Duration.milliseconds(200)
 }
 
 /// The reconnects one transfer step may make when its link drops mid-transfer, before it gives

@@ -131,9 +131,12 @@ package struct NativeUpdater: ContextHost {
         }
 
         mutating func reconnect(expecting mode: DeviceMode) async throws(TransferError) -> DeviceMode {
-            let (newLink, hello) = try await session.connect(
-                mode == .bootloader ? .bootloader : .application,
-                step: mode == .bootloader ? .reconnect : .confirm, timeout: timeouts.reboot)
+            let step: UpdateStep = mode == .bootloader ? .reconnect : .confirm
+            let greeter = session
+            let (newLink, hello) = try await session.updater.context.reconnect(after: nil, expecting: mode, step: step) {
+                (link) async throws(TransferError) -> NativeMessage.HelloResponse in
+                try await greeter.request(NativeHelloRequest(), on: link, step: step)
+            }
             link = newLink
             if mode == .bootloader { try session.checkFits(image.count, hello: hello, step: .reconnect) }
             session.lastHello = hello

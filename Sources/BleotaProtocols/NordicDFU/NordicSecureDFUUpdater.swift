@@ -90,6 +90,18 @@ package struct NordicSecureDFUUpdater: ContextHost {
         }
     }
 
+    /// The device found again after its reset (``/BleotaEngine/HostContext/reconnect(after:expecting:timeout:advertisedName:step:greeting:)``),
+    /// greeted by what GATT discovery finds, which tells a bootloader from its application.
+    func back(after previous: (any Link)?, expecting mode: DeviceMode, advertisedName: String? = nil) async throws(TransferError) -> Connection {
+        let context = self.context
+        let step: UpdateStep = mode == .bootloader ? .reconnect : .confirm
+        let (link, channels) = try await context.reconnect(after: previous, expecting: mode, advertisedName: advertisedName) {
+            (link) async throws(TransferError) -> Set<UInt8> in
+            try await context.request(DirectoryRequest(), on: link, step: step)
+        }
+        return Connection(link: link, channels: channels)
+    }
+
     /// The next control point answer, or nil after `timeout`; anything else on the link is skipped.
     func nextAnswer(_ link: any Link, timeout: Duration) async throws(LinkError) -> NordicDFUResponse? {
         let deadline = clock.now + timeout
@@ -152,10 +164,9 @@ package struct NordicSecureDFUUpdater: ContextHost {
     /// given it, if `renamed`); nil, with the connection closed, when the device came back as
     /// its application.
     func findBootloader(after link: any Link, renamed: Bool) async throws(TransferError) -> Connection? {
-        // The application resets once its answer is confirmed: wait for it to drop the link.
-        await context.awaitDisconnect(link)
-        // The bootloader advertises once the application has reset: found by scanning, never a fixed sleep.
-        let bootloader = try await connect(.bootloader, step: .reconnect, timeout: timeouts.reboot, advertisedName: renamed ? bootloaderName : nil)
+        // The application resets once its answer is confirmed (the old link is let go once it drops);
+        // the bootloader advertises once it has: found by scanning, never a fixed sleep.
+        let bootloader = try await back(after: link, expecting: .bootloader, advertisedName: renamed ? bootloaderName : nil)
         guard bootloader.inBootloader else {
             await bootloader.link.close()
             return nil
@@ -262,7 +273,7 @@ package struct NordicSecureDFUUpdater: ContextHost {
                 // A serial bootloader starts the application with no link to see it by; a test transfer activated nothing.
                 guard activates, !serial else { return .application }
                 // A device that rejected the image at boot would wait in its bootloader.
-                let back = try await host.connect(.application, step: .confirm, timeout: host.timeouts.reboot)
+                let back = try await host.back(after: nil, expecting: .application)
                 await back.link.close()
                 return back.inBootloader ? .bootloader : .application
             }
@@ -281,7 +292,7 @@ package struct NordicSecureDFUUpdater: ContextHost {
                 if index > 0 {
                     // The device resets into the previous part and waits in its bootloader for this one.
                     recorder.enter(.reconnect)
-                    connection = try await host.connect(.bootloader, step: .reconnect, timeout: host.timeouts.reboot)
+                    connection = try await host.back(after: nil, expecting: .bootloader)
                     if !connection.inBootloader {
                         guard let kind = connection.buttonless else { throw await host.noDFUService(connection) }
                         connection = try await host.enterBootloader(from: connection, kind: kind, recorder: &recorder)

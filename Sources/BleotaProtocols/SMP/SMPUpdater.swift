@@ -941,43 +941,26 @@ package struct SMPUpdater: ContextHost {
         return .stillAnswering
     }
 
-    /// After a reset: reconnect until the device answers again (it is away for the swap).
+    /// After a reset: the device found again within the reboot budget (``/BleotaEngine/HostContext/reconnect(after:expecting:timeout:advertisedName:step:greeting:)``),
+    /// greeted with an echo, which a device still swapping its images does not answer yet.
     func waitForReturn(for purpose: ConnectPurpose = .application, advertisedName: String? = nil) async throws(TransferError) -> SMPConnection {
-        do {
-            return try await reconnectAndEcho(for: purpose, advertisedName: advertisedName)
-        } catch {
-            throw TransferError(
-                .timeout, step: .reconnect,
-                "the device did not come back within \(timeouts.reboot) after the reset (raise --connect-timeout if its swap takes longer): \(error)")
-        }
-    }
-
-    /// `advertisedName`: found by the name it advertises (a firmware loader with a name of its own).
-    private func reconnectAndEcho(for purpose: ConnectPurpose = .application, advertisedName: String? = nil) async throws(LinkError) -> SMPConnection {
-        let clock = self.clock, connector = self.connector, timeouts = self.timeouts
-        return try await retryUntil(deadline: clock.now + timeouts.reboot, clock: clock, pause: .milliseconds(200)) { left throws(LinkError) in
-            let link =
-                if let advertisedName {
-                    try await connector.connect(for: purpose, timeout: left, advertisedName: advertisedName)
-                } else {
-                    try await connector.connect(for: purpose, timeout: left)
-                }
+        let clock = self.clock, timeouts = self.timeouts
+        return try await context.reconnect(
+            after: nil, expecting: purpose == .bootloader ? .bootloader : .application, advertisedName: advertisedName, step: .reconnect
+        ) { (link) async throws(TransferError) -> SMPConnection in
             let connection = SMPConnection(link: link, clock: clock, firstSequence: 0x80)
-            do {
-                _ = try await connection.echo("bleota", timeout: timeouts.response)
-                return connection
-            } catch {
-                await connection.close()
-                throw LinkError.unreachable("\(error)")
+            do { _ = try await connection.echo("bleota", timeout: timeouts.response) } catch {
+                throw TransferError(.timeout, step: .reconnect, "the device took a connection but did not answer an echo: \(error)")
             }
-        }
+            return connection
+        }.greeting
     }
 
     /// Reconnects within the reboot budget and reads the slots; nil when the device cannot be reached.
     /// The connection stays open for whatever step the probe leads to.
     func probe() async -> (slots: [SMPImageSlot], connection: SMPConnection)? {
         do {
-            let connection = try await reconnectAndEcho()
+            let connection = try await waitForReturn()
             do {
                 return (try await connection.imageState(timeout: timeouts.response, attempts: patience), connection)
             } catch {
