@@ -571,56 +571,51 @@ package struct DescribedUpdater: ContextHost {
         return status
     }
 
-    /// Go-back-N under the device's acknowledgements: up to `window` packets beyond the last one acknowledged;
-    /// an acknowledgement that reports a gap (or repeats itself) sends again from the index it names.
+    /// Go-back-N under the device's acknowledgements (``/BleotaEngine/GoBackSender``): up to
+    /// `window` packets beyond the last one acknowledged; an acknowledgement that reports a gap
+    /// (or repeats itself) sends again from the index it names.
     func sendAcknowledged(
         count: Int, start: Int, ack: String, pace: Pace, packetMessage: (Int) -> ChannelMessage, on link: any Link,
         statistics: inout TransferStatistics, report: (Int, TransferStatistics) -> Void
     ) async throws(LinkError) {
         let template = description.message(ack)
         let mask = Self.mask(of: template, variable: "next-index")
-        var base = start
-        var next = base
+        var sender = GoBackSender(unitCount: count, start: start, window: pace.window)
         var lastAcknowledged = -1
-        var silentRounds = 0
-        var highest = 0
-        while base < count {
-            while next < min(count, base + pace.window) {
-                let data = packetMessage(next)
+        while !sender.isComplete {
+            while let index = sender.unitToSend {
+                let data = packetMessage(index)
                 try await link.send(message: data)
+                if sender.sent() { statistics.packetsResent += 1 }
                 statistics.packetsSent += 1
-                if next < highest { statistics.packetsResent += 1 }
                 statistics.bytesOnWire += data.framedSize - 1
-                next += 1
-                highest = max(highest, next)
                 if pace.delay > .zero { try? await clock.sleep(for: pace.delay) }
             }
             guard let packet = try await link.receiveMessage(within: context.explicitKnobs.contains(.ackTimeout) ? context.tuning.ackTimeout : timeouts.response, clock: clock)
             else {
                 statistics.ackTimeouts += 1
-                silentRounds += 1
-                guard silentRounds < max(2, timeouts.attempts) else { throw LinkError.disconnected("no acknowledgement in \(silentRounds) rounds") }
-                next = base
+                let silent = sender.waitedInVain()
+                guard silent < max(2, timeouts.attempts) else { throw LinkError.disconnected("no acknowledgement in \(silent) rounds") }
                 continue
             }
             guard case .packet(let channel, let payload) = packet, channel == template.channel,
                 case .matched(let variables, _) = template.decode(payload), let raw = variables["next-index"]
             else { continue }
-            silentRounds = 0
+            sender.answered()
             statistics.acknowledgements += 1
             // The wrapped index names the packet nearest the window's base.
-            let acknowledged = Self.unwrap(raw, mask: mask, near: base)
-            guard acknowledged >= base - Int(min(mask, 1 << 20)) / 2, acknowledged <= count else { continue }
+            let acknowledged = Self.unwrap(raw, mask: mask, near: sender.base)
+            guard acknowledged >= sender.base - Int(min(mask, 1 << 20)) / 2, acknowledged <= count else { continue }
             let gap = variables["status"].map { $0 != description.statuses.success } ?? false
-            if gap || acknowledged == lastAcknowledged, acknowledged < next {
+            if gap || acknowledged == lastAcknowledged, acknowledged < sender.next {
                 statistics.negativeAcknowledgements += 1
-                statistics.packetsLost += next - acknowledged
-                next = acknowledged
+                statistics.packetsLost += sender.next - acknowledged
+                // One behind the device's point (a late answer) sends from the point.
+                sender.missing(from: max(acknowledged, sender.base))
             }
             lastAcknowledged = acknowledged
-            base = max(base, acknowledged)
-            next = max(next, base)
-            report(base, statistics)
+            sender.acknowledged(before: acknowledged)
+            report(sender.base, statistics)
         }
     }
 

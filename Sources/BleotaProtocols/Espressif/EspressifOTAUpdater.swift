@@ -235,10 +235,8 @@ package struct EspressifOTAUpdater: ContextHost {
             var flight = EspressifSectorFlight(
                 announcedSectors: Int(max(1, ack.window)),
                 fixedSectors: context.explicitKnobs.contains(.window) ? max(1, min(64, context.tuning.window)) : nil)
-            var base = 0
-            var next = 0
-            var highest = 0
-            var silent = 0
+            // Which sector goes next and where a gap or a silence sends from again: the engine's go-back-N.
+            var sender = GoBackSender(unitCount: sectors, window: flight.sectors)
             var resyncs = 0
             var wentBackTo = -1
             var stalled = 0
@@ -264,39 +262,37 @@ package struct EspressifOTAUpdater: ContextHost {
                 if context.explicitKnobs.contains(.ackTimeout) { return context.tuning.ackTimeout }
                 return ackGaps.wait(atLeast: Self.shortestSectorWait, atMost: timeouts.response)
             }
-            while base < sectors {
-                while next < min(sectors, base + flight.sectors) {
-                    try await send(sector: next, of: image, data: data, delay: delay, on: link, statistics: &statistics, resend: next < highest)
-                    next += 1
-                    highest = max(highest, next)
-                    if highest >= sectors { sentEverySector = true }
+            while !sender.isComplete {
+                sender.window = flight.sectors
+                while let sector = sender.unitToSend {
+                    try await send(sector: sector, of: image, data: data, delay: delay, on: link, statistics: &statistics, resend: sector < sender.highest)
+                    sender.sent()
+                    if sender.sentEveryUnit { sentEverySector = true }
                 }
                 // Answers that move nothing on, however many, end the try.
                 stalled += 1
-                guard stalled < 64 else { throw TryFailure.retry("\(device) made no progress in 64 answers and waits", mayHaveActivated: highest >= sectors) }
+                guard stalled < 64 else { throw TryFailure.retry("\(device) made no progress in 64 answers and waits", mayHaveActivated: sender.sentEveryUnit) }
                 let waited = ackTimeout()
                 guard let packet = try await link.receiveMessage(within: waited, clock: clock) else {
                     statistics.ackTimeouts += 1
-                    silent += 1
+                    context.logger.debug("no sector acknowledged in \(waited) with sectors \(sender.base)..<\(sender.next) out: sending from \(sender.base) again")
+                    let silent = sender.waitedInVain()
                     guard silent < max(2, timeouts.attempts) else {
-                        throw TryFailure.retry("\(device) acknowledged no sector in \(silent) waits", mayHaveActivated: highest >= sectors)
+                        throw TryFailure.retry("\(device) acknowledged no sector in \(silent) waits", mayHaveActivated: sender.sentEveryUnit)
                     }
-                    context.logger.debug("no sector acknowledged in \(waited) with sectors \(base)..<\(next) out: sending from \(base) again")
                     lost()
-                    next = base
                     continue
                 }
                 guard case .packet(let channel, let payload) = packet, channel == EspressifOTAChannel.firmware.rawValue,
                     let sectorAck = try? EspressifSectorAck(decoding: payload)
                 else { continue }
-                silent = 0
+                sender.answered()
                 statistics.acknowledgements += 1
                 let acked = Int(sectorAck.sector)
                 switch sectorAck.status {
                 case .success:
                     resyncs = 0
-                    if acked >= base {
-                        base = acked + 1
+                    if sender.acknowledged(before: acked + 1) {
                         stalled = 0
                         flight.acknowledged()
                         // A pause that 8 sectors in a row did without is halved, down to the first
@@ -311,25 +307,24 @@ package struct EspressifOTAUpdater: ContextHost {
                         if let lastAckAt { ackGaps.add(now - lastAckAt) }
                         lastAckAt = now
                     }
-                    next = max(next, base)
                     context.onEvent(
                         .progress(
                             TransferProgress(
-                                bytesAcknowledged: min(image.count, base * sectorSize), totalBytes: image.count,
+                                bytesAcknowledged: min(image.count, sender.base * sectorSize), totalBytes: image.count,
                                 packetsSent: statistics.packetsSent, packetsResent: statistics.packetsResent,
                                 packetsLost: statistics.packetsLost, elapsed: .zero, window: flight.sectors, interPacketDelay: delay)))
                 case .crcError, .payloadLengthError, .sectorIndexError:
                     statistics.negativeAcknowledgements += 1
                     let from = sectorAck.status == .sectorIndexError ? Int(sectorAck.expected) : acked
-                    context.logger.debug("sector \(acked) answered \(sectorAck.status) (expected \(sectorAck.expected)) with sectors \(base)..<\(next) out")
+                    context.logger.debug("sector \(acked) answered \(sectorAck.status) (expected \(sectorAck.expected)) with sectors \(sender.base)..<\(sender.next) out")
                     // Sectors sent ahead of a spoiled one are each answered "expected the spoiled one":
                     // after going back there once, those answers are stale.
                     if sectorAck.status == .sectorIndexError, from == wentBackTo, acked != from { continue }
-                    guard from >= base, from < next else { continue }
+                    // A sector already acknowledged, or not out now: a stale answer.
+                    guard sender.missing(from: from) != nil else { continue }
                     resyncs += 1
-                    guard resyncs <= 10 else { throw TryFailure.retry("\(device) answered \(sectorAck.status) ten times in a row", mayHaveActivated: highest >= sectors) }
+                    guard resyncs <= 10 else { throw TryFailure.retry("\(device) answered \(sectorAck.status) ten times in a row", mayHaveActivated: sender.sentEveryUnit) }
                     statistics.packetsLost += 1
-                    next = from
                     wentBackTo = from
                     lost()
                 }
