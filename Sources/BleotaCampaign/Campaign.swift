@@ -1,3 +1,4 @@
+import BleotaEngine
 import BleotaFleet
 import Foundation
 
@@ -34,7 +35,8 @@ public struct CampaignDefinition: Sendable {
     public var image: [UInt8]
     public var devices: [FleetDevice]
     public var protocolName: String?
-    public var protocolOptions: [String: String]
+    /// As given, to be parsed by each worker once it knows the devices' protocol.
+    public var protocolOptions: ProtocolOptionText
     public var versionLabel: String?
     public var force: Bool
     /// Tries per device, counted across workers (a try whose worker died counts).
@@ -47,7 +49,7 @@ public struct CampaignDefinition: Sendable {
 
     public init(
         name: String, imageName: String, image: [UInt8], devices: [FleetDevice], protocolName: String? = nil,
-        protocolOptions: [String: String] = [:], versionLabel: String? = nil, force: Bool = false, attempts: Int = 3,
+        protocolOptions: ProtocolOptionText = [:], versionLabel: String? = nil, force: Bool = false, attempts: Int = 3,
         backoffSeconds: Double = 5, leaseSeconds: Double = 60
     ) {
         self.name = name
@@ -72,7 +74,7 @@ public struct CampaignInfo: Sendable, Codable, Equatable {
     public var imageSHA256: String
     public var imageSize: Int
     public var protocolName: String?
-    public var protocolOptions: [String: String]
+    public var protocolOptions: ProtocolOptionText
     public var versionLabel: String?
     public var force: Bool
     public var attempts: Int

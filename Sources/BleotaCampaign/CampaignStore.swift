@@ -1,5 +1,6 @@
 // Built with the Campaigns trait only (Package.swift): it needs PostgreSQL's client.
 #if Campaigns
+import BleotaEngine
 import BleotaFleet
 import Crypto
 import Foundation
@@ -503,14 +504,19 @@ public final class CampaignStore: Sendable {
         return "\(error)"
     }
 
-    static func json(_ options: [String: String]) -> String {
-        let data = (try? JSONSerialization.data(withJSONObject: options, options: [.sortedKeys])) ?? Data("{}".utf8)
+    /// Options as the row's `jsonb` holds them: an object of strings.
+    static func json(_ options: ProtocolOptionText) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let data = (try? encoder.encode(options)) ?? Data("{}".utf8)
         return String(decoding: data, as: UTF8.self)
     }
 
-    static func options(_ json: String) -> [String: String] {
+    static func options(_ json: String) -> ProtocolOptionText {
         guard let object = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] else { return [:] }
-        return object.mapValues { "\($0)" }
+        var options = ProtocolOptionText()
+        for (key, value) in object { options[key] = "\(value)" }
+        return options
     }
 }
 

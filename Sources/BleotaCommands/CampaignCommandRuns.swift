@@ -59,7 +59,7 @@ extension CampaignCreateCommand {
         let bytes: [UInt8]
         do { bytes = try InputFile.read(image, limit: 1 << 30) } catch { throw CommandFailure(.badInput, error.description) }
         let registry = CommandContext.registry
-        var pairs: [String: String] = [:]
+        var pairs = ProtocolOptionText()
         if let name = protocolOption.name {
             let updateProtocol: any UpdateProtocol
             do { updateProtocol = try registry.named(name, orDefaultOver: []) } catch {
@@ -71,7 +71,7 @@ extension CampaignCreateCommand {
             }
             // Parsed now so a value the protocol refuses is refused before any worker finds out;
             // the row keeps the text, which each worker parses again through its planner.
-            pairs = Dictionary(uniqueKeysWithValues: try parsedHostOptions(update.protocolOptions, for: updateProtocol).given.map { ($0.key, $0.text) })
+            pairs = try parsedHostOptions(update.protocolOptions, for: updateProtocol).text
         } else {
             // Each device's protocol is found by its worker, which checks the keys then.
             pairs = try keyValueOptions(
@@ -121,7 +121,7 @@ extension FleetWorkerCommand {
             defer { image.remove() }
             let planner = FleetPlanner(
                 image: image.path, versionLabel: campaign.versionLabel,
-                protocolOptions: campaign.protocolOptions.map { "\($0.key)=\($0.value)" }.sorted(),
+                protocolOptions: campaign.protocolOptions.pairs,
                 explicit: campaign.protocolName, timeout: timeouts.connect, imageStore: imageStoreOption.store, logger: logger)
             logger.notice("worker \(name) joins campaign '\(campaign.name)' with \(adapterNames.joined(separator: ", "))")
             let logs = try runOptions.deviceLogs(devices: [], clock: SystemClock())

@@ -71,8 +71,8 @@ func parsedHostOptions(_ pairs: [String], for updateProtocol: any UpdateProtocol
 /// `KEY=VALUE` options given with `option` (repeatable), each key checked against
 /// what `owner` accepts (any key when `accepted` is nil: the owner is not known yet);
 /// a malformed pair or an unknown key is a one-line usage error.
-func keyValueOptions(_ pairs: [String], option: String, example: String, accepted: [String]?, owner: String) throws -> [String: String] {
-    var options: [String: String] = [:]
+func keyValueOptions(_ pairs: [String], option: String, example: String, accepted: [String]?, owner: String) throws -> ProtocolOptionText {
+    var options = ProtocolOptionText()
     for pair in pairs {
         let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
         guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {

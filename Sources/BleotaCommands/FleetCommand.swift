@@ -446,7 +446,7 @@ actor FleetPlanner {
             }
             prepared[updateProtocol.name] = image
         }
-        let pairs = protocolOptions + device.protocolOptions.map { "\($0.key)=\($0.value)" }
+        let pairs = protocolOptions + device.protocolOptions.pairs
         let hostOptions = try parsedHostOptions(pairs, for: updateProtocol)
         let plan = FleetPlan(device: device, address: address, updateProtocol: updateProtocol, image: prepared[updateProtocol.name]!, hostOptions: hostOptions)
         plans[device.address] = plan

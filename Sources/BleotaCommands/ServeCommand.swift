@@ -92,7 +92,7 @@ struct ServeCommand: AsyncParsableCommand {
             guard let service = updateProtocol.identity.gattServices.first else { continue }
             let keys = Set(updateProtocol.deviceOptions.map(\.key))
             let options: ProtocolOptions
-            do { options = try ProtocolOptions(parsing: given.filter { keys.contains($0.key) }, updateProtocol.deviceOptions) } catch {
+            do { options = try ProtocolOptions(parsing: given.filter { keys.contains($0) }, updateProtocol.deviceOptions) } catch {
                 throw CommandFailure(.usage, "--device-option \(error.key) \(error.problem)")
             }
             let configuration = DeviceConfiguration(

@@ -117,7 +117,7 @@ struct SimServe: AsyncParsableCommand {
             throw CommandFailure(.usage, error.description)
         }
         // Map the neutral options onto the protocol's own keys; one it has no use for is refused.
-        var options: [String: String] = [:]
+        var options = ProtocolOptionText()
         for option in serveOptions {
             if let spec = updateProtocol.deviceOptions.first(where: { $0.serveOption == option.flag }) {
                 options[spec.key] = option.value
@@ -125,12 +125,11 @@ struct SimServe: AsyncParsableCommand {
                 throw CommandFailure(.usage, "--\(option.flag) has no meaning for \(updateProtocol.identity.displayName)'s device: drop it")
             }
         }
-        options.merge(
-            try keyValueOptions(
+        options = options.overridden(
+            by: try keyValueOptions(
                 deviceOptions, option: "--device-option", example: "nordic-hw=52",
                 accepted: updateProtocol.deviceOptions.map(\.key),
-                owner: "\(updateProtocol.identity.displayName)'s device")
-        ) { _, given in given }
+                owner: "\(updateProtocol.identity.displayName)'s device"))
         // Parsed once, here: a value the device's option refuses is named by the flag it came with.
         let parsedOptions: ProtocolOptions
         do { parsedOptions = try ProtocolOptions(parsing: options, updateProtocol.deviceOptions) } catch {

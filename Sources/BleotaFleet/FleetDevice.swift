@@ -1,3 +1,4 @@
+import BleotaEngine
 import Foundation
 
 /// One device of a fleet: its address as `flash --device` takes it, and the
@@ -9,8 +10,9 @@ public struct FleetDevice: Sendable, Hashable, Codable {
     public var adapter: String?
     /// `--protocol` for this device alone.
     public var protocolName: String?
-    /// `--protocol-option` keys for this device alone.
-    public var protocolOptions: [String: String]
+    /// `--protocol-option` keys for this device alone, as the list writes them: parsed where the
+    /// device's protocol is known (the fleet's planner).
+    public var protocolOptions: ProtocolOptionText
     /// A label for tables and reports (the address when none is given).
     public var label: String
     /// Where the device list gives it, for messages about it; not part of what the device is
@@ -36,7 +38,7 @@ public struct FleetDevice: Sendable, Hashable, Codable {
         hasher.combine(label)
     }
 
-    public init(address: String, adapter: String? = nil, protocolName: String? = nil, protocolOptions: [String: String] = [:], label: String? = nil) {
+    public init(address: String, adapter: String? = nil, protocolName: String? = nil, protocolOptions: ProtocolOptionText = [:], label: String? = nil) {
         self.address = address
         self.adapter = adapter
         self.protocolName = protocolName
@@ -159,7 +161,7 @@ public enum FleetDeviceList {
             guard let object = entry as? [String: Any], let address = object["device"] as? String else {
                 throw FleetListError(file: file, line: nil, "entry \(index + 1) has no 'device' string: write {\"device\": \"ble://…\"}")
             }
-            var options: [String: String] = [:]
+            var options = ProtocolOptionText()
             if let given = object["options"] {
                 guard let table = given as? [String: Any] else {
                     throw FleetListError(file: file, line: nil, "entry \(index + 1): 'options' is not an object of strings")

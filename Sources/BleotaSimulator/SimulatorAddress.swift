@@ -21,7 +21,7 @@ public struct SimulatorAddress: Sendable {
     /// The device's protocol, as the address names it (`protocol=`); nil for the registry's default.
     public var deviceProtocol: String?
     /// Keys for the protocol's device half (its ``/BleotaEngine/UpdateProtocol/deviceOptions``).
-    public var deviceOptions: [String: String] = [:]
+    public var deviceOptions = ProtocolOptionText()
     /// Bytes the device's image slot holds.
     public var slotSize: Int
     /// The firmware version the simulated device starts with.
@@ -125,7 +125,7 @@ public struct SimulatorAddress: Sendable {
         }
         // The device half checks its own keys.
         guard !deviceOptions.isEmpty, let chosen = updateProtocol(in: registry) else { return }
-        for key in deviceOptions.keys.sorted() where !chosen.deviceOptions.contains(where: { $0.key == key }) {
+        for key in deviceOptions.keys where !chosen.deviceOptions.contains(where: { $0.key == key }) {
             throw SimulatorAddressError(
                 "sim:// key '\(key)' is for another protocol's device: \(chosen.name) takes "
                     + (chosen.deviceOptions.isEmpty ? "none" : chosen.deviceOptions.map(\.key).joined(separator: ", ")))

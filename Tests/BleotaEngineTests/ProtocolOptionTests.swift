@@ -1,5 +1,6 @@
 import BleotaEngine
 import BleotaLink
+import Foundation
 import Testing
 
 /// A protocol's options as it declares them: one declaration gives the key, the default,
@@ -76,5 +77,25 @@ import Testing
         #expect(option.hostSpec.key == "smp-buffer" && option.hostSpec.meaning == "a buffer")
         #expect(try option.hostSpec.value(parsing: "2") as? Int == 2)
         #expect(throws: ProtocolOptionRefusal("3 is out of range: use 1…2")) { try option.deviceSpec.value(parsing: "3") }
+    }
+
+    /// Options as written travel as text until their protocol is known: a JSON object of strings
+    /// in a device list or a campaign's row, a device's keys over the command's, and parsed once.
+    @Test func optionTextIsAnObjectOfStringsThatADevicesKeysOverrideAndThatParsesOnce() throws {
+        let command: ProtocolOptionText = ["window": "8", "name": "abc"]
+        let device = try JSONDecoder().decode(ProtocolOptionText.self, from: Data(#"{"window": "2", "kind": "b"}"#.utf8))
+        let merged = command.overridden(by: device)
+        #expect(merged.given.map { "\($0.key)=\($0.text)" } == ["kind=b", "name=abc", "window=2"])
+        #expect(merged.pairs == ["kind=b", "name=abc", "window=2"])
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        #expect(String(decoding: try encoder.encode(merged), as: UTF8.self) == #"{"kind":"b","name":"abc","window":"2"}"#)
+        let parsed = try ProtocolOptions(parsing: merged, Self.specs)
+        #expect(parsed[Self.window] == 2 && parsed[Self.kind] == 2 && parsed[Self.name] == "abc")
+        #expect(parsed.text == merged, "what is stored again is what was given")
+        #expect(merged.filter { $0 != "name" }.keys == ["kind", "window"])
+        #expect(throws: ProtocolOptionError(key: "window", value: "99", problem: "99 is out of range: use 1…64")) {
+            try ProtocolOptions(parsing: merged.overridden(by: ["window": "99"]), Self.specs)
+        }
     }
 }
