@@ -134,7 +134,9 @@ public final class TransferGate: Sendable {
 
     /// Waits for a place, in arrival order. `holder`, when given, is told of every change that may
     /// make it the last transfer or end that, while it holds the place, until ``release(_:)`` with its key.
-    func acquire(movable: Bool = false, holder: Holder? = nil) async -> Grant {
+    /// `onQueued` is called when the caller finds every place taken and waits (decided under the
+    /// gate's lock, so two callers arriving together cannot both miss it).
+    func acquire(movable: Bool = false, holder: Holder? = nil, onQueued: @Sendable () -> Void = {}) async -> Grant {
         let id = state.withLock { state in
             state.nextID += 1
             return state.nextID
@@ -153,7 +155,7 @@ public final class TransferGate: Sendable {
                     return (nil, [])
                 }
                 tell(told)
-                if let immediate { continuation.resume(returning: immediate) }
+                if let immediate { continuation.resume(returning: immediate) } else { onQueued() }
             }
         } onCancel: {
             let waiter = state.withLock { state -> CheckedContinuation<Grant, Never>? in
@@ -207,7 +209,8 @@ public final class GatedTransferTurn: TransferTurn {
     /// Whether the gate still counts this turn's transfer as one to come.
     private let expected = Mutex(true)
 
-    /// `onQueue` is called when a wait finds every place taken (for a live table's "queued").
+    /// `onQueue` is called when a wait finds every place taken and queues (for a live table's
+    /// "queued"; the gate decides it as it queues the wait, so devices starting together are each told).
     /// `shortensAloneLinks`: while this turn's transfer is the last on its gate
     /// (``TransferGate/hasLastTransfer``), its link (a ``/BleotaLink/ConnectionIntervalControl``; see
     /// ``adopt(_:)``) is asked for ``/BleotaLink/LEConnectionInterval/shortest``, and for its opening
@@ -278,12 +281,12 @@ public final class GatedTransferTurn: TransferTurn {
     public func wait(clock: any BleotaClock) async -> Bool {
         guard !isHeld else { return true }
         withdrawn.withLock { $0 = false }
-        if gate.isFull { onQueue() }
         let grant: TransferGate.Grant
         let movable = self.movable
+        let onQueue = self.onQueue
         if let maximumWait {
             grant = await withTaskGroup(of: TransferGate.Grant.self) { group in
-                group.addTask { await self.gate.acquire(movable: movable, holder: self.holder) }
+                group.addTask { await self.gate.acquire(movable: movable, holder: self.holder, onQueued: onQueue) }
                 group.addTask {
                     try? await clock.sleep(for: maximumWait)
                     return .cancelled
@@ -296,7 +299,7 @@ public final class GatedTransferTurn: TransferTurn {
                 return grants.contains(.placed) ? .placed : grants.contains(.withdrawn) ? .withdrawn : .cancelled
             }
         } else {
-            grant = await gate.acquire(movable: movable, holder: holder)
+            grant = await gate.acquire(movable: movable, holder: holder, onQueued: onQueue)
         }
         switch grant {
         case .placed:

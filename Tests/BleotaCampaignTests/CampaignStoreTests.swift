@@ -215,26 +215,37 @@ import Testing
 /// Workers in one process on a real database, with an update function that
 /// stands in for a device: two workers share a campaign, one dies mid-update.
 @Suite struct CampaignWorkerTests {
-    @Test func aDeadWorkersDevicesAreFinishedByTheOtherAndNoneIsUpdatedTwice() async throws {
+    /// On the store's clock, stepped (``SteppedClock``): the doomed worker hangs holding two devices
+    /// and is cancelled, so it renews nothing; the survivor's rounds move the clock, and with it
+    /// the database's, until the doomed worker's leases run out and the survivor takes its devices.
+    /// Nothing waits in real time.
+    @Test(.timeLimit(.minutes(2))) func aDeadWorkersDevicesAreFinishedByTheOtherAndNoneIsUpdatedTwice() async throws {
         let server = try PostgresTestServer.start()
         defer { server.stop() }
         let logger = Logger(label: "bleota.worker.test")
         try await CampaignStore.withStore(try CampaignAddress(parsing: server.url), logger: logger) { store in
+            let clock = SteppedClock { moved in store.advanceClock(by: Double(moved / .milliseconds(1)) / 1000) }
             let devices = (1...16).map { FleetDevice(address: "udp://127.0.0.1:\(30_000 + $0)") }
             let info = try await store.create(
                 CampaignDefinition(
                     name: "pair", imageName: "app.bin", image: [7, 7, 7], devices: devices,
-                    leaseSeconds: 1))
+                    leaseSeconds: 60))
             // Each "device" counts the updates that reached their end on it.
             let completed = Shared<[String: [String]]>([:])
             let startedByDoomed = Shared(0)
+            let doomedStarted = AsyncCondition()
+            // The doomed worker's updates never end while the test runs: it dies holding them.
+            let released = Shared(false)
+            let release = AsyncCondition()
             func update(_ worker: String) -> FleetRunner.Update {
                 { device, _, _, _ in
                     // Like a real device asked first what it runs: one a dead worker finished is current.
                     if completed.value.withLock({ $0[device.address] != nil }) { return .alreadyCurrent(version: "2.0.0") }
-                    if worker == "doomed" { startedByDoomed.value.withLock { $0 += 1 } }
-                    do { try await Task.sleep(for: .milliseconds(150)) } catch {
-                        return .failed(TransferError(.linkLost, step: .transfer, "cancelled"))
+                    if worker == "doomed" {
+                        startedByDoomed.value.withLock { $0 += 1 }
+                        doomedStarted.changed()
+                        await release.wait { released.value.withLock { $0 } }
+                        return .failed(TransferError(.linkLost, step: .transfer, "the worker died"))
                     }
                     completed.value.withLock { $0[device.address, default: []].append(worker) }
                     var report = UpdateReport(
@@ -245,15 +256,23 @@ import Testing
                     return .updated(report)
                 }
             }
-            let options = { (name: String) in CampaignWorkerOptions(adapters: ["a0"], connectionsPerAdapter: 2, name: name, poll: .milliseconds(100)) }
-            let survivor = CampaignWorker(store: store, campaign: info, options: options("survivor"), logger: logger, update: update("survivor"))
-            let doomed = CampaignWorker(store: store, campaign: info, options: options("doomed"), logger: logger, update: update("doomed"))
+            // A lease of 60 s on the stepped clock, 60 rounds of a second: the doomed worker's run out
+            // there, while the database's own time, which a loaded machine also moves, never gets near it.
+            let options = { (name: String) in CampaignWorkerOptions(adapters: ["a0"], connectionsPerAdapter: 2, name: name, poll: .seconds(1)) }
+            let survivor = CampaignWorker(store: store, campaign: info, options: options("survivor"), clock: clock, logger: logger, update: update("survivor"))
+            let doomed = CampaignWorker(store: store, campaign: info, options: options("doomed"), clock: clock, logger: logger, update: update("doomed"))
             let doomedRun = Task { try await doomed.run() }
             // The doomed worker dies (its task cancelled) while it holds devices mid-update.
-            while startedByDoomed.value.withLock({ $0 }) < 3 { try await Task.sleep(for: .milliseconds(10)) }
-            try await Task.sleep(for: .milliseconds(50))
+            await doomedStarted.wait { startedByDoomed.value.withLock { $0 } >= 2 }
             doomedRun.cancel()
+            let stepping = Task {
+                while !Task.isCancelled { await clock.step() }
+            }
+            defer { stepping.cancel() }
             let summary = try await survivor.run()
+            stepping.cancel()
+            released.value.withLock { $0 = true }
+            release.changed()
             _ = try? await doomedRun.value
             let status = try #require(summary.status)
             #expect(status.count(.updated) + status.count(.skipped) == 16 && status.isFinished, "\(status.sentence)")
@@ -274,7 +293,7 @@ import Testing
 extension CampaignWorkerTests {
     /// A worker limits transfers per adapter apart from its connections, as `fleet flash` does: three
     /// devices connected at once, one transferring at a time, the others reported queued.
-    @Test func aWorkerTransfersOnlyAsManyAtOnceAsItsTransferPlaces() async throws {
+    @Test(.timeLimit(.minutes(2))) func aWorkerTransfersOnlyAsManyAtOnceAsItsTransferPlaces() async throws {
         let server = try PostgresTestServer.start()
         defer { server.stop() }
         let logger = Logger(label: "bleota.worker.test")
@@ -283,15 +302,21 @@ extension CampaignWorkerTests {
             let info = try await store.create(CampaignDefinition(name: "gated", imageName: "app.bin", image: [7], devices: devices))
             let transferring = Shared((now: 0, most: 0, connected: 0, mostConnected: 0))
             let queued = Shared(0)
+            // What the transfers wait for: two devices queued behind the first, the last left alone.
+            let happened = AsyncCondition()
+            let clock = SteppedClock { moved in store.advanceClock(by: Double(moved / .milliseconds(1)) / 1000) }
             // Each device's link, in the order their transfers began.
             let links = Shared<[(device: String, link: RecordingIntervalLink)]>([])
             let options = CampaignWorkerOptions(
                 adapters: ["a0"], connectionsPerAdapter: 3, transfersPerAdapter: 1, name: "w",
                 poll: .milliseconds(100))
             let worker = CampaignWorker(
-                store: store, campaign: info, options: options, logger: logger,
+                store: store, campaign: info, options: options, clock: clock, logger: logger,
                 onEvent: { event in
-                    if case .queued = event { queued.value.withLock { $0 += 1 } }
+                    if case .queued = event {
+                        queued.value.withLock { $0 += 1 }
+                        happened.changed()
+                    }
                 }
             ) { device, _, turn, _ in
                 transferring.value.withLock {
@@ -300,8 +325,9 @@ extension CampaignWorkerTests {
                 }
                 defer { transferring.value.withLock { $0.connected -= 1 } }
                 guard let turn else { return .failed(TransferError(.badInput, step: .load, "no transfer turn given")) }
+                // The gate's own bound on a wait, in real time: the place comes by release, never by it.
                 await turn.wait(clock: SystemClock())
-                let link = RecordingIntervalLink()
+                let link = RecordingIntervalLink { happened.changed() }
                 turn.adopt(link)
                 let number = links.value.withLock {
                     $0.append((device.address, link))
@@ -311,18 +337,12 @@ extension CampaignWorkerTests {
                     $0.now += 1
                     $0.most = max($0.most, $0.now)
                 }
-                try? await Task.sleep(for: .milliseconds(60))
                 // The first transfer lasts until two more devices wait for the adapter's transfer place
-                // (the worker claims them while it runs; a claim may take longer than a transfer on a
-                // loaded machine), or 5 s: a worker that never queues them fails the count below.
-                if number == 1 {
-                    for _ in 0..<500 where queued.value.withLock({ $0 }) < 2 { try? await Task.sleep(for: .milliseconds(10)) }
-                }
-                // The last transfer lasts until the worker has found nothing more to claim (a claim may
-                // take longer than a transfer on a loaded machine), or 5 s.
-                if number == devices.count {
-                    for _ in 0..<500 where !link.asked.contains(7.5) { try? await Task.sleep(for: .milliseconds(10)) }
-                }
+                // (the worker claims them while it runs): a worker that never queues them does not end.
+                if number == 1 { await happened.wait { queued.value.withLock { $0 } >= 2 } }
+                // The last transfer lasts until the worker has found nothing more to claim and left it
+                // the adapter (the shortest interval asked of its link).
+                if number == devices.count { await happened.wait { link.asked.contains(7.5) } }
                 transferring.value.withLock { $0.now -= 1 }
                 turn.release()
                 var report = UpdateReport(
@@ -332,7 +352,12 @@ extension CampaignWorkerTests {
                 report.versionAfter = "2.0.0"
                 return .updated(report)
             }
+            let stepping = Task {
+                while !Task.isCancelled { await clock.step() }
+            }
+            defer { stepping.cancel() }
             let summary = try await worker.run()
+            stepping.cancel()
             #expect(summary.updated == 6)
             let seen = transferring.value.withLock { $0 }
             #expect(seen.most == 1 && seen.mostConnected == 3, "\(seen)")

@@ -84,6 +84,8 @@ struct PseudoTerminalFixture {
             ended.withLock { $0 = "sent every byte" }
         }
         // The pseudo-terminal holds a few KiB: the send must now be waiting for writability.
+        // Real time: a real pseudo-terminal and the kernel's epoll are what is waited for (a
+        // liveness bound of 60 s, as waitUntilParked's).
         let clock = SystemClock()
         while DescriptorReactor.shared.waitingTasks(on: pty.terminal.master) < 1, ended.withLock({ $0 }) == nil, clock.now < .seconds(60) {
             try await Task.sleep(for: .milliseconds(1))

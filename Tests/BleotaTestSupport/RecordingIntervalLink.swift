@@ -8,7 +8,10 @@ public final class RecordingIntervalLink: ConnectionIntervalControl {
     public let openingConnectionInterval = Duration.milliseconds(15)
     private let state = Mutex<(inForce: Duration, asked: [Double])>((.milliseconds(15), []))
 
-    public init() {}
+    /// Told after each interval asked, so a test can wait for one instead of polling.
+    private let onRequest: @Sendable () -> Void
+
+    public init(onRequest: @escaping @Sendable () -> Void = {}) { self.onRequest = onRequest }
 
     public var connectionInterval: Duration { state.withLock { $0.inForce } }
     /// The intervals asked, in milliseconds, in order.
@@ -19,6 +22,7 @@ public final class RecordingIntervalLink: ConnectionIntervalControl {
             state.asked.append(interval / .milliseconds(1))
             state.inForce = interval
         }
+        onRequest()
     }
 
     public func send(_ packet: [UInt8]) async throws(LinkError) {}
