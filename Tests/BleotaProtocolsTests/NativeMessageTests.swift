@@ -71,6 +71,15 @@ let goldenVectors: [(name: String, message: NativeMessage, hex: String)] = [
         #expect(try NativeMessage(decoding: bytes) == vector.message)
     }
 
+    /// The opcode a message names (for its requests' words) is the one its golden bytes start
+    /// with; a response, whose first byte has the top bit set, names none.
+    @Test(arguments: goldenVectors.map(\.name))
+    func theOpcodeAMessageNamesIsItsFirstByte(name: String) throws {
+        let vector = goldenVectors.first { $0.name == name }!
+        let first = try #require([UInt8](hex: vector.hex)?.first)
+        #expect(vector.message.opcode == NativeMessage.Opcode(rawValue: first))
+    }
+
     @Test func everyOpcodeHasAGoldenVector() {
         let covered = Set(goldenVectors.compactMap { [UInt8](hex: $0.hex)?.first.map { $0 & 0x7F } })
         for opcode in NativeMessage.Opcode.allCases { #expect(covered.contains(opcode.rawValue & 0x7F), "\(opcode)") }

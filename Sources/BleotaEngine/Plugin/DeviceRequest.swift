@@ -181,23 +181,3 @@ public struct DirectoryRequest: ChannelRequest {
         return nil
     }
 }
-
-/// A read of one channel's value, answered by a packet on that channel; `decode` says whether the
-/// value is the one asked for (a length, a form) and what it means.
-public struct ChannelReadRequest<Value: Sendable>: ChannelRequest {
-    public let channel: UInt8
-    public let what: String
-    let decode: @Sendable (ArraySlice<UInt8>) -> Value?
-
-    public init(_ channel: UInt8, what: String, decode: @escaping @Sendable (ArraySlice<UInt8>) -> Value?) {
-        self.channel = channel
-        self.what = what
-        self.decode = decode
-    }
-
-    public func encode() -> ChannelMessage { .read(channel: channel) }
-    public func response(from message: ChannelMessage) -> Value? {
-        guard case .packet(let from, let value) = message, from == channel else { return nil }
-        return decode(value)
-    }
-}

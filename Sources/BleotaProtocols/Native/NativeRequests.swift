@@ -16,8 +16,29 @@ extension NativeRequest {
 }
 
 extension NativeMessage {
-    /// This message's opcode, from its encoding's first byte.
-    var opcode: Opcode? { encode().first.flatMap(Opcode.init(rawValue:)) }
+    /// This message's opcode: a request's, or a transfer message's; nil for a response, whose
+    /// first byte is its request's opcode with the top bit set.
+    var opcode: Opcode? {
+        switch self {
+        case .hello: .hello
+        case .enterBootloader: .enterBootloader
+        case .start: .start
+        case .status: .status
+        case .verify: .verify
+        case .activate: .activate
+        case .reboot: .reboot
+        case .abort: .abort
+        case .getFile: .getFile
+        case .data: .data
+        case .ack: .ack
+        case .nack: .nack
+        case .ackRequest: .ackRequest
+        case .segment: .segment
+        case .ackInterval: .ackInterval
+        case .error: .error
+        case .helloResponse, .startResponse, .statusResponse, .verifyResponse, .getFileResponse, .simpleResponse: nil
+        }
+    }
 }
 
 /// HELLO: what the device is and takes.

@@ -43,10 +43,7 @@ package struct NordicLegacyDFUUpdater: ContextHost {
 
     /// Reads the revision characteristic: application (0x0001) or bootloader (0x0008).
     func identify(_ link: any Link, step: UpdateStep) async throws(TransferError) -> (link: any Link, revision: UInt16) {
-        let read = ChannelReadRequest(NordicLegacyChannel.revision.rawValue, what: "a read of its DFU revision") { value in
-            value.count == 2 ? UInt16(value[value.startIndex]) | UInt16(value[value.startIndex + 1]) << 8 : nil
-        }
-        do { return (link, try await context.request(read, on: link, step: step)) } catch {
+        do { return (link, try await context.request(NordicLegacyRevisionRequest(), on: link, step: step)) } catch {
             await link.close()
             throw error
         }

@@ -1,4 +1,6 @@
 import BleotaCodec
+import BleotaEngine
+import BleotaLink
 
 /// Nordic's legacy DFU (nRF5 SDK 11 bootloaders, Adafruit's nRF52
 /// bootloader): the control point's operations and answers, and the init
@@ -190,5 +192,17 @@ package struct NordicLegacyInitPacket: Sendable, Hashable {
         softDeviceRequirements = requirements
         imageCRC = try reader.readUInt16(.little, "init.crc16")
         extra = reader.readRemaining()
+    }
+}
+
+/// A read of the DFU Revision characteristic, answered by its value: a 16-bit little-endian
+/// revision, 0x0001 in an application that can jump, 0x0008 in the bootloader (SDK 7–11).
+struct NordicLegacyRevisionRequest: ChannelRequest {
+    var what: String { "a read of its DFU revision" }
+    func encode() -> ChannelMessage { .read(channel: NordicLegacyChannel.revision.rawValue) }
+    func response(from message: ChannelMessage) -> UInt16? {
+        guard case .packet(let channel, let value) = message, channel == NordicLegacyChannel.revision.rawValue, value.count == 2 else { return nil }
+        var reader = ByteReader(value)
+        return try? reader.readUInt16(.little, "revision")
     }
 }
