@@ -72,14 +72,10 @@ package struct NordicSecureDFUUpdater: ContextHost {
         }
     }
 
-    func connect(_ purpose: ConnectPurpose, step: UpdateStep, timeout: Duration? = nil, advertisedName: String? = nil) async throws(TransferError) -> Connection {
+    func connect(_ purpose: ConnectPurpose, step: UpdateStep, timeout: Duration? = nil) async throws(TransferError) -> Connection {
         let link: any Link
         do {
-            if let advertisedName {
-                link = try await connector.connect(for: purpose, timeout: timeout ?? timeouts.connect, advertisedName: advertisedName)
-            } else {
-                link = try await connector.connect(for: purpose, timeout: timeout ?? timeouts.connect)
-            }
+            link = try await connector.connect(for: purpose, timeout: timeout ?? timeouts.connect)
         } catch {
             throw TransferError(.linkLost, step: step, "cannot reach \(connector.description): \(error)")
         }
