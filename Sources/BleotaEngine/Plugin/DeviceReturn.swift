@@ -23,12 +23,31 @@ extension HostContext {
     public func reconnect(after previous: (any Link)?, expecting mode: DeviceMode, timeout: Duration? = nil) async throws(TransferError) -> any Link {
         if let previous { await awaitDisconnect(previous) }
         let wait = timeout ?? timeouts.reboot
-        let (purpose, step, place): (ConnectPurpose, UpdateStep, String) =
-            mode == .bootloader ? (.bootloader, .reconnect, "its bootloader") : (.application, .confirm, "its application")
-        do { return try await connector.connect(for: purpose, timeout: wait) } catch {
-            throw TransferError(
-                .linkLost, step: step, "\(connector.description) did not come back in \(place) within \(wait) (raise --connect-timeout if its reset takes longer): \(error)")
+        let expected = ExpectedReturn(mode)
+        do { return try await connector.connect(for: expected.purpose, timeout: wait) } catch {
+            throw notBack(expected, step: expected.step, within: wait, error)
         }
+    }
+
+    /// What a reset is expected to bring back: the connector's purpose for it, the step a failure
+    /// belongs to, and how the failure names it.
+    struct ExpectedReturn {
+        let purpose: ConnectPurpose
+        let step: UpdateStep
+        let place: String
+
+        init(_ mode: DeviceMode) {
+            (purpose, step, place) =
+                mode == .bootloader ? (.bootloader, .reconnect, "its bootloader") : (.application, .confirm, "its application")
+        }
+    }
+
+    /// The device did not come back as `expected` within `wait` (`error`: the last connect's).
+    func notBack(_ expected: ExpectedReturn, step: UpdateStep, within wait: Duration, _ error: LinkError? = nil) -> TransferError {
+        TransferError(
+            .linkLost, step: step,
+            "\(connector.description) did not come back in \(expected.place) within \(wait) (raise --connect-timeout if its reset takes longer)"
+                + (error.map { ": \($0)" } ?? ""))
     }
 }
 
@@ -50,9 +69,9 @@ extension HostContext {
         if let previous { await awaitDisconnect(previous) }
         let wait = timeout ?? timeouts.reboot
         let deadline = clock.now + wait
-        let purpose: ConnectPurpose = mode == .bootloader ? .bootloader : .application
-        let failedStep = step ?? (mode == .bootloader ? .reconnect : .confirm)
-        let place = mode == .bootloader ? "its bootloader" : "its application"
+        let expected = ExpectedReturn(mode)
+        let purpose = expected.purpose
+        let failedStep = step ?? expected.step
         var last: TransferError?
         repeat {
             let left = max(.milliseconds(1), deadline - clock.now)
@@ -68,17 +87,13 @@ extension HostContext {
                     last = error
                 }
             } catch {
-                last = TransferError(
-                    .linkLost, step: failedStep,
-                    "\(connector.description) did not come back in \(place) within \(wait) (raise --connect-timeout if its reset takes longer): \(error)")
+                last = notBack(expected, step: failedStep, within: wait, error)
                 if case .security = error { break }
             }
             guard deadline > clock.now else { break }
             try? await clock.sleep(for: min(Self.greetingPause, deadline - clock.now))
         } while deadline > clock.now
-        throw last
-            ?? TransferError(
-                .linkLost, step: failedStep, "\(connector.description) did not come back in \(place) within \(wait) (raise --connect-timeout if its reset takes longer)")
+        throw last ?? notBack(expected, step: failedStep, within: wait)
     }
 
     /// The pause before the device is looked for again after a greeting went unanswered.
