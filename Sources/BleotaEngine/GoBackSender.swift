@@ -3,12 +3,14 @@
 ///
 /// ``SelectiveRepeatSender`` serves a wire that says which packets arrived; many wires say only
 /// how far the receiver got — Espressif's sector acknowledgements, a described protocol's
-/// `next-index`, SMP's offsets — and a receiver that writes only what comes next in order
+/// `next-index` — and a receiver that writes only what comes next in order
 /// drops whatever follows a gap. On such a wire the sender keeps up to a window of units
 /// (sectors, packets) beyond the receiver's point, and after a gap or a silence it goes back and
 /// sends again from where the receiver is. The decisions are this value's; the protocol's host
 /// frames each unit, reads each acknowledgement and does the I/O, so a host can differ in what
 /// a unit is and what an answer says while the going back is written once, and tested as a table.
+/// A wire whose requests differ in size and are answered one by one with an offset (SMP's) is
+/// ``GoBackRangeSender``'s.
 ///
 /// Units are numbered from 0 to `unitCount`. The window may change between sends (a host that
 /// grows its flight on acknowledgements, halves it on loss).

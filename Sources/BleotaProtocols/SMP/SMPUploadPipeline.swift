@@ -11,7 +11,10 @@ import Foundation
 /// with the offset it has reached, so the device's offset always wins. A
 /// chunk that arrives at another offset is not written; its answer tells
 /// where the device is, and the pipeline goes back to that offset while it
-/// keeps flowing (go-back-N, as SMP has no selective acknowledgement).
+/// keeps flowing (go-back-N, as SMP has no selective acknowledgement). The
+/// bookkeeping of that — which requests are out, which are stale, where the next
+/// starts, what is sent again — is the engine's ``/BleotaEngine/GoBackRangeSender``;
+/// this value is the policy that tells it what to do.
 ///
 /// Requests keep their window through loss. On a BLE link a request spans
 /// several writes, and a lost write could leave the device half a request to
@@ -89,21 +92,8 @@ package struct SMPUploadPipeline: Sendable {
         }
     }
 
-    /// A chunk on its way.
-    package struct InFlight: Sendable, Hashable {
-        package var sequence: UInt8
-        package var offset: Int
-        package var end: Int
-        package var sentAt: Duration
-        /// Sent before the last go-back: its answer only repeats what is known.
-        package var stale: Bool
-        /// Sent before (this range went out earlier): its round trip is no sample (Karn).
-        package var resent: Bool
-        /// Which request of the upload this was (1, 2, …), to set it against a probe.
-        package var number: Int = 0
-        /// Sent while another live request was in flight (``SMPWindowChoice``).
-        package var behind = false
-    }
+    /// A chunk on its way: the engine's request, tagged with its SMP sequence number.
+    package typealias InFlight = GoBackRangeSender<UInt8>.Request
 
     /// What to do next.
     package enum Action: Sendable, Hashable {
@@ -127,11 +117,14 @@ package struct SMPUploadPipeline: Sendable {
     }
 
     package let configuration: Configuration
+    /// The chunks out and the device's offset: the engine's go-back-N over byte ranges, which this
+    /// policy tells how large each chunk is, how many may be out and when to go back.
+    package private(set) var flight: GoBackRangeSender<UInt8>
     /// The device's offset as last reported.
-    package private(set) var confirmed = 0
+    package var confirmed: Int { flight.confirmed }
     /// Where the next chunk starts.
-    package private(set) var next = 0
-    package private(set) var inFlight: [InFlight] = []
+    package var next: Int { flight.next }
+    package var inFlight: [InFlight] { flight.inFlight }
     /// Whether the first chunk (with length and hash) has been answered.
     package private(set) var announced = false
     /// Requests in flight: the configured window, through loss too — but one where even the
@@ -156,11 +149,11 @@ package struct SMPUploadPipeline: Sendable {
     /// Data bytes per request now: halved by each loss, doubled again by clean runs.
     package private(set) var chunkLimit: Int
     package private(set) var roundTrip = RoundTripEstimator()
-    package private(set) var requests = 0
-    package private(set) var resentBytes = 0
+    package var requests: Int { flight.requests }
+    package var resentBytes: Int { flight.resentBytes }
     /// Requests that carried bytes sent before (after a go-back, a timeout or a reconnection).
-    package private(set) var resentRequests = 0
-    package private(set) var highestSent = 0
+    package var resentRequests: Int { flight.resentRequests }
+    package var highestSent: Int { flight.highestSent }
     package private(set) var timeoutsInARow = 0
     package private(set) var lossEvents = 0
     /// The echo sent while an answer was overdue (``probeDelay``), and how many requests had gone
@@ -178,6 +171,7 @@ package struct SMPUploadPipeline: Sendable {
 
     package init(_ configuration: Configuration) {
         self.configuration = configuration
+        flight = GoBackRangeSender(total: configuration.total)
         windowChoice = SMPWindowChoice(configured: configuration.window, measures: configuration.measuresWindow)
         chunkLimit = configuration.chunk
         firstChunkLimit = configuration.firstChunk
@@ -237,16 +231,15 @@ package struct SMPUploadPipeline: Sendable {
     package mutating func probeAnswered(sequence: UInt8) -> AnswerOutcome {
         guard let sent = probe, sent.sequence == sequence else { return .ignored }
         probe = nil
-        let missing = inFlight.filter { $0.number <= sent.after }
+        let missing = flight.giveUp(upTo: sent.after)
         guard !missing.isEmpty else { return .ignored }
-        inFlight.removeAll { $0.number <= sent.after }
         guard let lost = missing.first(where: { !$0.stale }) else { return .ignored }
         goBack(to: confirmed, lost: true)
         windowChanged(windowChoice.lost(behind: lost.behind))
         return .moved(to: confirmed)
     }
 
-    private var liveCount: Int { inFlight.reduce(0) { $0 + ($1.stale ? 0 : 1) } }
+    private var liveCount: Int { flight.liveCount }
 
     /// The next step: a chunk to send if the window allows, else how long to wait.
     package func nextAction() -> Action {
@@ -269,34 +262,20 @@ package struct SMPUploadPipeline: Sendable {
 
     /// Records that the chunk `offset..<end` went out as `sequence`.
     package mutating func sent(sequence: UInt8, offset: Int, end: Int, at now: Duration) {
-        requests += 1
         packetsSent += Double(packets(end - offset))
         if packetsSent > 800 {
             packetsSent /= 2
             packetsLost /= 2
         }
-        let resent = offset < highestSent
-        if resent {
-            resentBytes += min(end, highestSent) - offset
-            resentRequests += 1
-        }
-        highestSent = max(highestSent, end)
-        // A sequence number comes round again after 256 requests: the older holder is long gone.
-        inFlight.removeAll { $0.sequence == sequence }
-        let behind = liveCount > 0
-        inFlight.append(
-            InFlight(sequence: sequence, offset: offset, end: end, sentAt: now, stale: false, resent: resent, number: requests, behind: behind))
-        next = end
+        // A sequence number comes round again after 256 requests: the engine lets the new one replace the old.
+        flight.sent(sequence, offset: offset, end: end, at: now)
     }
 
     /// Applies the device's answer to `sequence`: it stands at `offset` now.
     package mutating func answered(sequence: UInt8, offset: Int, match: Bool?, at now: Duration) -> AnswerOutcome {
-        guard let index = inFlight.firstIndex(where: { $0.sequence == sequence }) else { return .ignored }
-        let entry = inFlight[index]
-        // Were this answer to show a loss, the request lost: the first live one it answers for.
-        let firstLive = inFlight[...index].first { !$0.stale }
-        // Answers come in order: everything sent before this one has been answered or lost.
-        inFlight.removeSubrange(...index)
+        // Answers come in order: everything sent before this one has been answered or lost. Were
+        // this answer to show a loss, the request lost is the first live one it answers for.
+        guard let (entry, firstLive) = flight.answer(to: sequence) else { return .ignored }
         guard !entry.stale else { return .ignored }
         guard (0...configuration.total).contains(offset) else { return .ignored }
         if !entry.resent { roundTrip.add(now - entry.sentAt) }
@@ -313,8 +292,7 @@ package struct SMPUploadPipeline: Sendable {
             answersWithoutProgress = 0
             busyInARow = 0
             refusalsInARow = 0
-            confirmed = offset
-            next = offset
+            flight.start(at: offset)
             return offset == entry.end ? .progress(offset: offset) : .moved(to: offset)
         }
         if match == false {
@@ -322,7 +300,7 @@ package struct SMPUploadPipeline: Sendable {
             return .mismatch
         }
         if offset == entry.end {
-            confirmed = offset
+            flight.receiver(at: offset)
             answersWithoutProgress = 0
             busyInARow = 0
             refusalsInARow = 0
@@ -347,7 +325,7 @@ package struct SMPUploadPipeline: Sendable {
         // The device is not where this chunk ended: the device's offset wins. Every
         // chunk still in flight was sent for the old position; its answer says nothing new.
         if offset <= confirmed { answersWithoutProgress += 1 } else { answersWithoutProgress = 0 }
-        confirmed = offset
+        flight.receiver(at: offset)
         goBack(to: offset, lost: offset < entry.end)
         if offset < entry.end, let firstLive { windowChanged(windowChoice.lost(behind: firstLive.behind)) }
         forgetAnnouncementIfAtStart(offset)
@@ -371,10 +349,7 @@ package struct SMPUploadPipeline: Sendable {
     /// cut: Zephyr's UDP transport reads 1500 bytes of one): requests are halved, and stay below
     /// the size refused.
     package mutating func refused(sequence: UInt8, cut: Bool = false) {
-        guard let index = inFlight.firstIndex(where: { $0.sequence == sequence }) else { return }
-        let entry = inFlight[index]
-        inFlight.removeSubrange(...index)
-        guard !entry.stale else { return }
+        guard let (entry, _) = flight.answer(to: sequence), !entry.stale else { return }
         timeoutsInARow += 1
         refusalsInARow = cut ? refusalsInARow + 1 : 0
         if refusalsInARow >= 2 {
@@ -394,10 +369,7 @@ package struct SMPUploadPipeline: Sendable {
     /// waits the returned pause (doubling with each such answer in a row) before sending again;
     /// `.zero` for an answer to a request already given up on. Too many in a row stall the upload.
     package mutating func busy(sequence: UInt8) -> Duration {
-        guard let index = inFlight.firstIndex(where: { $0.sequence == sequence }) else { return .zero }
-        let stale = inFlight[index].stale
-        inFlight.removeSubrange(...index)
-        guard !stale else { return .zero }
+        guard let (entry, _) = flight.answer(to: sequence), !entry.stale else { return .zero }
         busyInARow += 1
         busyWindow = max(1, window / 2)
         cleanRun = 0
@@ -412,7 +384,7 @@ package struct SMPUploadPipeline: Sendable {
     /// from the device's last offset. Returns false once the upload has stalled.
     package mutating func timedOut() -> Bool {
         timeoutsInARow += 1
-        if announced, let oldest = inFlight.first(where: { !$0.stale }) { windowChanged(windowChoice.lost(behind: oldest.behind)) }
+        if announced, let oldest = flight.oldestLive { windowChanged(windowChoice.lost(behind: oldest.behind)) }
         probe = nil  // unanswered too: the next wait may probe again
         if !announced {
             // A first chunk that keeps getting lost is probably too big to arrive whole: a quarter
@@ -427,7 +399,7 @@ package struct SMPUploadPipeline: Sendable {
     /// image's hash) asks the device where it stands; Zephyr keeps the upload in RAM across
     /// connections and answers with its offset.
     package mutating func reconnected() {
-        for index in inFlight.indices { inFlight[index].stale = true }
+        flight.markInFlightStale()
         probe = nil
         announced = false
         timeoutsInARow = 0
@@ -435,10 +407,8 @@ package struct SMPUploadPipeline: Sendable {
 
     /// Starts the upload over (the device dropped it: its hash differed).
     package mutating func restart() {
-        for index in inFlight.indices { inFlight[index].stale = true }
+        flight.restart()
         announced = false
-        confirmed = 0
-        next = 0
         lossEvents += 1
         // Something arrived other than what was sent: as good as a lost packet.
         packetsLost += 1
@@ -447,8 +417,7 @@ package struct SMPUploadPipeline: Sendable {
 
     /// `evidence`: the device's answer showed the loss (a timeout may be a late answer instead).
     private mutating func goBack(to offset: Int, lost: Bool, evidence: Bool = true) {
-        for index in inFlight.indices { inFlight[index].stale = true }
-        next = offset
+        flight.goBack(to: offset)
         if lost {
             lossEvents += 1
             if evidence { packetsLost += 1 }
