@@ -197,3 +197,22 @@ extension RecordedLifecycleSteps {
         }
     }
 }
+
+/// Steps whose device says nothing of what it runs (SUOTA, Espressif's BLE OTA): finding it
+/// again in its application after the activation is the confirmation, so the reconnect is the
+/// engine's and declaring the conformance is all a host half writes of it.
+public protocol SilentReturnSteps: RecordedLifecycleSteps {
+    /// Where the device is looked for again.
+    var context: HostContext { get }
+}
+
+extension SilentReturnSteps {
+    /// Finds the device again in its application and lets it go: there is nothing to read.
+    public mutating func reconnect(expecting mode: DeviceMode) async throws(TransferError) -> DeviceMode {
+        try await context.reconnect(after: nil, expecting: .application).close()
+        return .application
+    }
+
+    /// Nothing: the device does not say (its coming back was the confirmation).
+    public mutating func runningVersion() async throws(TransferError) -> String? { nil }
+}

@@ -71,7 +71,7 @@ package struct EspressifOTAUpdater: ContextHost {
     /// An update's steps as Espressif's BLE OTA performs them, for the engine's lifecycle: the
     /// application takes the sectors itself, validates the image silently and restarts into it
     /// (the restart is the only verdict), and its coming back is the confirmation.
-    struct FlashSteps: RecordedLifecycleSteps {
+    struct FlashSteps: SilentReturnSteps {
         let host: EspressifOTAUpdater
         let prepared: PreparedImage
         /// The image, or the patch that rebuilds it on the device.
@@ -153,13 +153,6 @@ package struct EspressifOTAUpdater: ContextHost {
             }
             return true
         }
-
-        mutating func reconnect(expecting mode: DeviceMode) async throws(TransferError) -> DeviceMode {
-            try await context.reconnect(after: nil, expecting: .application).close()
-            return .application
-        }
-
-        mutating func runningVersion() async throws(TransferError) -> String? { nil }
 
         mutating func finish() async -> UpdateReport {
             recorder.versionAfter = prepared.version

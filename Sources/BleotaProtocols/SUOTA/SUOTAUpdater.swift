@@ -36,7 +36,7 @@ package struct SUOTAUpdater: ContextHost {
     /// An update's steps as SUOTA performs them, for the engine's lifecycle: the application
     /// takes the image itself, END is the verification, REBOOT the activation, and the device
     /// coming back the confirmation (SUOTA does not say what runs).
-    struct FlashSteps: RecordedLifecycleSteps {
+    struct FlashSteps: SilentReturnSteps {
         let host: SUOTAUpdater
         let file: [UInt8]
         /// The file and SuotaLib's trailing XOR byte.
@@ -152,14 +152,6 @@ package struct SUOTAUpdater: ContextHost {
             link = nil
             return true
         }
-
-        mutating func reconnect(expecting mode: DeviceMode) async throws(TransferError) -> DeviceMode {
-            // Back after REBOOT is the confirmation: a SUOTA device says nothing of what it runs.
-            try await context.reconnect(after: nil, expecting: .application).close()
-            return .application
-        }
-
-        mutating func runningVersion() async throws(TransferError) -> String? { nil }
 
         mutating func finish() async -> UpdateReport {
             recorder.versionAfter = version
