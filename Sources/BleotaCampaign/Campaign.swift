@@ -14,10 +14,15 @@ public enum CampaignError: Error, Sendable, Equatable, CustomStringConvertible {
     case exists(String)
     /// The image stored for the campaign does not hash to what the campaign names.
     case imageMismatch(String)
+    /// Stages or a halt rule that cannot be carried out (the text says what to write).
+    case badRollout(String)
+    /// An operator's command that does not fit where the campaign stands (advance with every
+    /// stage open, resume of one not halted, anything on an aborted one).
+    case notNow(String)
 
     public var description: String {
         switch self {
-        case .badAddress(let text), .database(let text), .imageMismatch(let text): text
+        case .badAddress(let text), .database(let text), .imageMismatch(let text), .badRollout(let text), .notNow(let text): text
         case .schemaTooNew(let found, let known):
             "the campaign database is at schema version \(found), newer than this bleota knows (\(known)): use a newer bleota"
         case .notFound(let name): "no campaign named '\(name)' in this database: create it with bleota fleet campaign create, or list them with bleota fleet status"
@@ -46,11 +51,13 @@ public struct CampaignDefinition: Sendable {
     /// How long a claim lasts without renewal: a worker renews every third of it,
     /// so a worker that dies loses its devices to the others this long after.
     public var leaseSeconds: Double
+    /// The stages the devices go out in and what halts the campaign.
+    public var rollout: CampaignRollout
 
     public init(
         name: String, imageName: String, image: [UInt8], devices: [FleetDevice], protocolName: String? = nil,
         protocolOptions: ProtocolOptionText = [:], versionLabel: String? = nil, force: Bool = false, attempts: Int = 3,
-        backoffSeconds: Double = 5, leaseSeconds: Double = 60
+        backoffSeconds: Double = 5, leaseSeconds: Double = 60, rollout: CampaignRollout = CampaignRollout()
     ) {
         self.name = name
         self.imageName = imageName
@@ -63,6 +70,7 @@ public struct CampaignDefinition: Sendable {
         self.attempts = attempts
         self.backoffSeconds = backoffSeconds
         self.leaseSeconds = leaseSeconds
+        self.rollout = rollout
     }
 }
 
@@ -81,6 +89,38 @@ public struct CampaignInfo: Sendable, Codable, Equatable {
     public var backoffSeconds: Double
     public var leaseSeconds: Double
     public var createdAt: Date
+    public var rollout: CampaignRollout
+    /// Where the rollout stands now (as read: the database moves on).
+    public var progress: RolloutProgress
+}
+
+/// Where a campaign's rollout stands, as the database keeps it.
+public struct RolloutProgress: Sendable, Codable, Equatable {
+    /// The last stage open (0-based): devices of it and of the stages before may be claimed.
+    public var openStage: Int
+    public var stageOpenedAt: Date?
+    /// Set when the failures reached the halt rule: no device is claimed until a resume.
+    public var haltedAt: Date?
+    public var haltReason: String?
+    /// Failures count from here (the last resume), or from the start when nil.
+    public var failuresCountedFrom: Date?
+    /// Set by an abort: no device is claimed again.
+    public var abortedAt: Date?
+
+    public init(
+        openStage: Int = 0, stageOpenedAt: Date? = nil, haltedAt: Date? = nil, haltReason: String? = nil,
+        failuresCountedFrom: Date? = nil, abortedAt: Date? = nil
+    ) {
+        self.openStage = openStage
+        self.stageOpenedAt = stageOpenedAt
+        self.haltedAt = haltedAt
+        self.haltReason = haltReason
+        self.failuresCountedFrom = failuresCountedFrom
+        self.abortedAt = abortedAt
+    }
+
+    public var isHalted: Bool { haltedAt != nil }
+    public var isAborted: Bool { abortedAt != nil }
 }
 
 /// One device of a campaign as the database holds it.
@@ -110,10 +150,12 @@ public struct CampaignDeviceState: Sendable, Codable, Equatable {
     /// The step it happened in. In JSON also as `errorStep`, its name in 0.1.0, for one release.
     public var step: String?
     public var deviceState: String?
+    /// The rollout stage it belongs to (0-based).
+    public var stage: Int
 
     public init(
         device: String, label: String, state: State, tries: Int, worker: String?, versionBefore: String?, versionAfter: String?,
-        seconds: Double, bytes: Int, resends: Int, error: String?, step: String?, deviceState: String?
+        seconds: Double, bytes: Int, resends: Int, error: String?, step: String?, deviceState: String?, stage: Int = 0
     ) {
         self.device = device
         self.label = label
@@ -128,10 +170,17 @@ public struct CampaignDeviceState: Sendable, Codable, Equatable {
         self.error = error
         self.step = step
         self.deviceState = deviceState
+        self.stage = stage
+    }
+
+    /// A failure that left the device as it was (its old image, untouched), as against one that
+    /// ended late or unknown: the two kinds a halt rule can count apart.
+    public var failedCleanly: Bool {
+        state == .failed && (deviceState == nil || deviceState == "old-image") && step != "lease"
     }
 
     private enum CodingKeys: String, CodingKey {
-        case device, label, state, tries, worker, versionBefore, versionAfter, seconds, bytes, resends, error, step, deviceState
+        case device, label, state, tries, worker, versionBefore, versionAfter, seconds, bytes, resends, error, step, deviceState, stage
         case errorStep
     }
 
@@ -146,7 +195,8 @@ public struct CampaignDeviceState: Sendable, Codable, Equatable {
             seconds: try container.decode(Double.self, forKey: .seconds), bytes: try container.decode(Int.self, forKey: .bytes),
             resends: try container.decode(Int.self, forKey: .resends), error: try container.decodeIfPresent(String.self, forKey: .error),
             step: try container.decodeIfPresent(String.self, forKey: .step) ?? container.decodeIfPresent(String.self, forKey: .errorStep),
-            deviceState: try container.decodeIfPresent(String.self, forKey: .deviceState))
+            deviceState: try container.decodeIfPresent(String.self, forKey: .deviceState),
+            stage: try container.decodeIfPresent(Int.self, forKey: .stage) ?? 0)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -166,6 +216,7 @@ public struct CampaignDeviceState: Sendable, Codable, Equatable {
         // 0.1.0's name, kept one release for scripts that read it.
         try container.encodeIfPresent(step, forKey: .errorStep)
         try container.encodeIfPresent(deviceState, forKey: .deviceState)
+        try container.encode(stage, forKey: .stage)
     }
 }
 
@@ -189,6 +240,57 @@ public struct CampaignStatus: Sendable, Codable, Equatable {
             parts.append("\(count(state)) \(words)")
         }
         return "\(devices.count) devices: " + (parts.isEmpty ? "none" : parts.joined(separator: ", "))
+    }
+}
+
+/// One stage of a campaign as its devices stand.
+public struct StageSummary: Sendable, Codable, Equatable {
+    public var name: String
+    /// Devices of this stage alone.
+    public var devices: Int
+    public var finished: Int
+    public var failed: Int
+    /// Whether its devices may be claimed.
+    public var open: Bool
+}
+
+extension CampaignStatus {
+    /// Every stage, in order, with its devices' counts.
+    public var stages: [StageSummary] {
+        campaign.rollout.effectiveStages.enumerated().map { index, stage in
+            let mine = devices.filter { $0.stage == index }
+            return StageSummary(
+                name: stage.name, devices: mine.count, finished: mine.count(where: \.state.isFinal),
+                failed: mine.count { $0.state == .failed }, open: index <= campaign.progress.openStage)
+        }
+    }
+
+    /// Where the rollout stands, in a line: "stage 2 of 4 (5%): 38 of 40 finished, 2 failed; …".
+    public var rolloutSentence: String {
+        let progress = campaign.progress
+        if let aborted = progress.abortedAt { return "aborted at \(aborted.formatted(.iso8601)): no device is claimed again" }
+        if let halted = progress.haltedAt {
+            return "halted at \(halted.formatted(.iso8601)): \(progress.haltReason ?? "the halt rule was reached"); "
+                + "resume with bleota fleet campaign resume --name \(campaign.name), or abort"
+        }
+        let all = stages
+        guard all.count > 1 else { return "" }
+        let index = min(progress.openStage, all.count - 1)
+        let stage = all[index]
+        var text = "stage \(index + 1) of \(all.count) (\(stage.name)): \(stage.finished) of \(stage.devices) finished, \(stage.failed) failed"
+        if index + 1 < all.count {
+            let next = all[index + 1]
+            let stageDone = all.prefix(index + 1).allSatisfy { $0.finished == $0.devices }
+            switch campaign.rollout.stageWait {
+            case .operatorAdvance:
+                text += stageDone ? "; \(next.name) waits for bleota fleet campaign advance" : "; then \(next.name), by bleota fleet campaign advance"
+            case .seconds(let wait):
+                text += "; \(next.name) opens \(Int(wait.rounded())) s after this stage finishes"
+            case .none:
+                text += "; \(next.name) opens when this stage finishes"
+            }
+        }
+        return text
     }
 }
 

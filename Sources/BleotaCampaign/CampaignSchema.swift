@@ -87,6 +87,29 @@ public enum CampaignSchema {
                     FOREIGN KEY (campaign, address) REFERENCES bleota.devices (campaign, address) ON DELETE CASCADE)
                 """,
                 "CREATE INDEX tries_by_device ON bleota.tries (campaign, address, try)",
-            ])
+            ]),
+        Migration(
+            version: 2, description: "rollouts: stages, halting and aborting",
+            statements: [
+                """
+                ALTER TABLE bleota.campaigns
+                    ADD COLUMN stages jsonb NOT NULL DEFAULT '[]',
+                    ADD COLUMN stage_count integer NOT NULL DEFAULT 1 CHECK (stage_count >= 1),
+                    ADD COLUMN stage_wait_seconds double precision NOT NULL DEFAULT 0 CHECK (stage_wait_seconds >= 0),
+                    ADD COLUMN stage_wait_manual boolean NOT NULL DEFAULT false,
+                    ADD COLUMN seed bigint NOT NULL DEFAULT 0,
+                    ADD COLUMN open_stage integer NOT NULL DEFAULT 0,
+                    ADD COLUMN stage_opened_at timestamptz,
+                    ADD COLUMN halt_failed_share double precision CHECK (halt_failed_share > 0 AND halt_failed_share <= 1),
+                    ADD COLUMN halt_after integer NOT NULL DEFAULT 1 CHECK (halt_after >= 1),
+                    ADD COLUMN halt_on text NOT NULL DEFAULT 'any' CHECK (halt_on IN ('any', 'clean', 'late')),
+                    ADD COLUMN halted_at timestamptz,
+                    ADD COLUMN halt_reason text,
+                    ADD COLUMN failures_counted_from timestamptz,
+                    ADD COLUMN aborted_at timestamptz,
+                    ADD CHECK (open_stage >= 0 AND open_stage < stage_count)
+                """,
+                "ALTER TABLE bleota.devices ADD COLUMN stage integer NOT NULL DEFAULT 0",
+            ]),
     ]
 }

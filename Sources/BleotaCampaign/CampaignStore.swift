@@ -179,6 +179,18 @@ public final class CampaignStore: Sendable {
     public func create(_ definition: CampaignDefinition) async throws(CampaignError) -> CampaignInfo {
         let digest = Data(SHA256.hash(data: definition.image))
         let options = Self.json(definition.protocolOptions)
+        let rollout = definition.rollout
+        try rollout.check(deviceCount: definition.devices.count)
+        let stageOf = rollout.stageOfEachDevice(total: definition.devices.count)
+        let stages = Self.json(rollout.stages)
+        let stageCount = rollout.effectiveStages.count
+        let (waitSeconds, waitManual): (Double, Bool) =
+            switch rollout.stageWait {
+            case .none: (0, false)
+            case .seconds(let seconds): (seconds, false)
+            case .operatorAdvance: (0, true)
+            }
+        let seed = Int64(bitPattern: rollout.seed)
         try await run("creating campaign '\(definition.name)'") { [self] in
             try await client.withTransaction(logger: databaseLogger) { connection in
                 let taken = try await connection.query("SELECT 1 FROM bleota.campaigns WHERE name = \(definition.name)", logger: databaseLogger)
@@ -191,17 +203,20 @@ public final class CampaignStore: Sendable {
                 try await connection.query(
                     """
                     INSERT INTO bleota.campaigns (name, image_sha256, image_name, protocol, protocol_options, version_label, force,
-                                                  attempts, backoff_seconds, lease_seconds)
+                                                  attempts, backoff_seconds, lease_seconds, stages, stage_count, stage_wait_seconds,
+                                                  stage_wait_manual, seed, stage_opened_at, halt_failed_share, halt_after, halt_on)
                     VALUES (\(definition.name), \(digest), \(definition.imageName), \(definition.protocolName), \(options)::jsonb,
                             \(definition.versionLabel), \(definition.force), \(definition.attempts), \(definition.backoffSeconds),
-                            \(definition.leaseSeconds))
+                            \(definition.leaseSeconds), \(stages)::jsonb, \(stageCount), \(waitSeconds), \(waitManual), \(seed),
+                            now() + make_interval(secs => \(shift)), \(rollout.halt?.failedShare), \(rollout.halt?.after ?? 1),
+                            \(rollout.halt?.counting.rawValue ?? "any"))
                     """, logger: databaseLogger)
                 for (position, device) in definition.devices.enumerated() {
                     try await connection.query(
                         """
-                        INSERT INTO bleota.devices (campaign, address, position, label, adapter, protocol, options)
+                        INSERT INTO bleota.devices (campaign, address, position, label, adapter, protocol, options, stage)
                         VALUES (\(definition.name), \(device.address), \(position), \(device.label), \(device.adapter),
-                                \(device.protocolName), \(Self.json(device.protocolOptions))::jsonb)
+                                \(device.protocolName), \(Self.json(device.protocolOptions))::jsonb, \(stageOf[position]))
                         """, logger: databaseLogger)
                 }
             }
@@ -228,15 +243,21 @@ public final class CampaignStore: Sendable {
                        c.attempts, c.backoff_seconds, c.lease_seconds, c.created_at
                 FROM bleota.campaigns c JOIN bleota.images i ON i.sha256 = c.image_sha256 WHERE c.name = \(name)
                 """, logger: databaseLogger)
+            var found: CampaignInfo?
             for try await (name, imageName, digest, size, protocolName, options, label, force, attempts, backoff, lease, created)
                 in rows.decode((String, String, Data, Int, String?, String, String?, Bool, Int, Double, Double, Date).self)
             {
-                return CampaignInfo(
+                found = CampaignInfo(
                     name: name, imageName: imageName, imageSHA256: digest.map { String(format: "%02x", $0) }.joined(),
                     imageSize: size, protocolName: protocolName, protocolOptions: Self.options(options), versionLabel: label,
-                    force: force, attempts: attempts, backoffSeconds: backoff, leaseSeconds: lease, createdAt: created)
+                    force: force, attempts: attempts, backoffSeconds: backoff, leaseSeconds: lease, createdAt: created,
+                    rollout: CampaignRollout(), progress: RolloutProgress())
             }
-            throw CampaignError.notFound(name)
+            guard var info = found else { throw CampaignError.notFound(name) }
+            (info.rollout, info.progress) = try await client.withConnection { connection in
+                try await Self.rollout(of: name, on: connection, logger: databaseLogger)
+            }
+            return info
         }
     }
 
@@ -261,21 +282,27 @@ public final class CampaignStore: Sendable {
     // MARK: Workers
 
     /// Claims up to `limit` devices for `worker`: first ends the leases that expired (a lost
-    /// try; the device goes back to pending, or fails when it has no tries left), then takes
-    /// pending devices whose back-off is over, in list order, skipping rows another worker is
-    /// claiming at this moment. A device fixed to an adapter is claimed only by a worker that
+    /// try; the device goes back to pending, or fails when it has no tries left), halts the
+    /// campaign if its failures reached its rule and opens the stages that are due
+    /// (``CampaignRollout``), then takes pending devices of the open stages whose back-off is
+    /// over, in list order, skipping rows another worker is claiming at this moment; none from a
+    /// halted or aborted campaign. A device fixed to an adapter is claimed only by a worker that
     /// has that adapter.
     public func claim(_ campaign: CampaignInfo, worker: String, limit: Int, adapters: [String]) async throws(CampaignError) -> [ClaimedDevice] {
         guard limit > 0 else { return [] }
         return try await run("claiming devices of '\(campaign.name)'") { [self] in
             try await client.withTransaction(logger: databaseLogger) { connection in
                 try await Self.expireLeases(campaign, connection: connection, shift: shift, logger: databaseLogger, notices: logger)
+                try await Self.haltIfFailing(campaign.name, connection: connection, shift: shift, logger: databaseLogger, notices: logger)
+                try await Self.openDueStages(campaign.name, connection: connection, shift: shift, logger: databaseLogger, notices: logger)
+                // Halted, aborted: nothing is claimed. Otherwise devices of the open stages only.
+                guard let stage = try await Self.claimableStage(campaign.name, connection: connection, logger: databaseLogger) else { return [] }
                 let rows = try await connection.query(
                     """
                     WITH next AS (
                         SELECT address FROM bleota.devices
                         WHERE campaign = \(campaign.name) AND state = 'pending' AND not_before <= now() + make_interval(secs => \(shift))
-                          AND (adapter IS NULL OR adapter = ANY(\(adapters)))
+                          AND stage <= \(stage) AND (adapter IS NULL OR adapter = ANY(\(adapters)))
                         ORDER BY position LIMIT \(limit)
                         FOR UPDATE SKIP LOCKED)
                     UPDATE bleota.devices d
@@ -407,6 +434,8 @@ public final class CampaignStore: Sendable {
                 var held = false
                 for try await _ in rows { held = true }
                 guard held else { return false }
+                // Every ending moves the share (a success can bring the finished devices to --halt-after).
+                try await Self.haltIfFailing(campaign.name, connection: connection, shift: shift, logger: databaseLogger, notices: logger)
                 try await connection.query(
                     """
                     UPDATE bleota.tries SET ended_at = now() + make_interval(secs => \(shift)), outcome = \(outcome), error = \(error), error_step = \(step),
@@ -424,33 +453,38 @@ public final class CampaignStore: Sendable {
         return try await run("reading the devices of '\(name)'") { [self] in
             let rows = try await client.query(
                 """
-                SELECT address, label, state, tries, worker, version_before, version_after, seconds, bytes, resends, error, error_step, device_state
+                SELECT address, label, state, tries, worker, version_before, version_after, seconds, bytes, resends, error, error_step, device_state,
+                       stage
                 FROM bleota.devices WHERE campaign = \(name) ORDER BY position
                 """, logger: databaseLogger)
             var devices: [CampaignDeviceState] = []
-            for try await (address, label, state, tries, worker, before, after, seconds, bytes, resends, error, step, deviceState)
-                in rows.decode((String, String, String, Int, String?, String?, String?, Double, Int, Int, String?, String?, String?).self)
+            for try await (address, label, state, tries, worker, before, after, seconds, bytes, resends, error, step, deviceState, stage)
+                in rows.decode((String, String, String, Int, String?, String?, String?, Double, Int, Int, String?, String?, String?, Int).self)
             {
                 devices.append(
                     CampaignDeviceState(
                         device: address, label: label, state: .init(rawValue: state) ?? .pending, tries: tries, worker: worker,
                         versionBefore: before, versionAfter: after, seconds: seconds, bytes: bytes, resends: resends,
-                        error: error, step: step, deviceState: deviceState))
+                        error: error, step: step, deviceState: deviceState, stage: stage))
             }
             return CampaignStatus(campaign: campaign, devices: devices)
         }
     }
 
-    /// Devices not yet final: (pending, running).
-    public func unfinished(_ name: String) async throws(CampaignError) -> (pending: Int, running: Int) {
+    /// Devices not yet final (pending, running), and whether the campaign is halted or aborted.
+    public func unfinished(_ name: String) async throws(CampaignError) -> (pending: Int, running: Int, halted: String?, aborted: Bool) {
         try await run("counting the devices of '\(name)'") { [self] in
             let rows = try await client.query(
                 """
-                SELECT count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE state = 'running')
-                FROM bleota.devices WHERE campaign = \(name)
+                SELECT count(d.address) FILTER (WHERE d.state = 'pending'), count(d.address) FILTER (WHERE d.state = 'running'),
+                       CASE WHEN c.halted_at IS NOT NULL THEN coalesce(c.halt_reason, 'halted') END, c.aborted_at IS NOT NULL
+                FROM bleota.campaigns c LEFT JOIN bleota.devices d ON d.campaign = c.name
+                WHERE c.name = \(name) GROUP BY c.name, c.halted_at, c.halt_reason, c.aborted_at
                 """, logger: databaseLogger)
-            for try await (pending, running) in rows.decode((Int, Int).self) { return (pending, running) }
-            return (0, 0)
+            for try await (pending, running, halted, aborted) in rows.decode((Int, Int, String?, Bool).self) {
+                return (pending, running, halted, aborted)
+            }
+            throw CampaignError.notFound(name)
         }
     }
 
@@ -509,6 +543,14 @@ public final class CampaignStore: Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         let data = (try? encoder.encode(options)) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// A value as JSON text, for a `jsonb` column.
+    static func json(_ value: some Encodable) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let data = (try? encoder.encode(value)) ?? Data("null".utf8)
         return String(decoding: data, as: UTF8.self)
     }
 

@@ -105,6 +105,8 @@ public struct CampaignWorker: Sendable {
         var lastRenewal = clock.now
         var databaseFailures = 0
         var announcedStop = false
+        /// The halt reason last said, so a halted campaign is announced once.
+        var announcedHalt: String?
         /// Whether the last claim found fewer devices than it had room for: nothing more to claim now.
         var claimedAllThereWas = false
         let renewEvery = Duration.milliseconds(Int64(campaign.leaseSeconds * 1000 / 3))
@@ -170,10 +172,17 @@ public struct CampaignWorker: Sendable {
                         failure = .database("the campaign database failed 5 times in a row; stopping (see the warnings above)")
                         break
                     }
-                    // Nothing of ours runs: done when no device is left anywhere.
+                    // Nothing of ours runs: done when no device is left anywhere, or the campaign
+                    // was aborted. A halted one waits for an operator's resume (or abort).
                     do {
                         let left = try await store.unfinished(campaign.name)
-                        if left.pending == 0 && left.running == 0 { break }
+                        if left.aborted || (left.pending == 0 && left.running == 0) { break }
+                        if left.halted != announcedHalt {
+                            announcedHalt = left.halted
+                            if let reason = left.halted {
+                                logger.warning("campaign '\(campaign.name)' is halted (\(reason)): waiting for bleota fleet campaign resume or abort")
+                            }
+                        }
                     } catch {
                         databaseFailures += 1
                         logger.warning("cannot read the campaign (\(databaseFailures) in a row): \(error)")

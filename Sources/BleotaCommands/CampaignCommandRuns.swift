@@ -78,16 +78,31 @@ extension CampaignCreateCommand {
                 update.protocolOptions, option: "--protocol-option", example: "bootloader-name=DfuNew",
                 accepted: nil, owner: "the devices' protocol")
         }
+        // A seed of its own unless given: stored, so the stages' choice can be drawn again.
+        let rollout = try rolloutOptions.rollout(seed: UInt64.random(in: 1...UInt64(Int64.max)))
+        do { try rollout.check(deviceCount: list.count) } catch { throw error.commandFailure }
         let definition = CampaignDefinition(
             name: location.name ?? "default", imageName: (image as NSString).lastPathComponent, image: bytes,
             devices: list, protocolName: protocolOption.name, protocolOptions: pairs, versionLabel: update.versionLabel,
-            force: update.force, attempts: update.attempts, backoffSeconds: update.backoff, leaseSeconds: lease)
+            force: update.force, attempts: update.attempts, backoffSeconds: update.backoff, leaseSeconds: lease, rollout: rollout)
         let info = try await withCampaignStore(location, logger: logger) { store in try await store.create(definition) }
         if global.json {
             Terminal.standardOutput.writeLine(try JSONOutput.string(info))
         } else {
             Terminal.standardOutput.writeLine(
                 "campaign '\(info.name)': \(list.count) devices, image \(info.imageName) (\(info.imageSize) bytes, sha256 \(info.imageSHA256.prefix(16))…)")
+            if !rollout.stages.isEmpty {
+                let sizes = rollout.effectiveStages.indices.map { index in
+                    let reach = rollout.reach(ofStage: index, total: list.count) - (index == 0 ? 0 : rollout.reach(ofStage: index - 1, total: list.count))
+                    return "\(rollout.effectiveStages[index].name) \(reach)"
+                }
+                Terminal.standardOutput.writeLine("stages: \(sizes.joined(separator: " → ")) devices, chosen with seed \(rollout.seed)")
+            }
+            if let halt = rollout.halt {
+                Terminal.standardOutput.writeLine(
+                    "halts when \(halt.shareText) of the finished devices failed (\(halt.counting.rawValue))"
+                        + (halt.after > 1 ? ", once \(halt.after) have finished" : ""))
+            }
             Terminal.standardOutput.writeLine("start a worker on each host: bleota fleet worker --campaign URL --name \(info.name) --adapter hci0")
         }
     }
@@ -145,6 +160,10 @@ extension FleetWorkerCommand {
             "worker \(summary.worker): \(summary.updated) updated, \(summary.skipped) already current, \(summary.failed) failed, \(summary.retried) left for another try"
             + (summary.lostLeases > 0 ? ", \(summary.lostLeases) lost their lease" : "") + " in \(Int(summary.seconds.rounded())) s"
         if !json { Terminal.standardError.writeLine(mine) }
+        if status.campaign.progress.isAborted {
+            let succeeded = status.count(.updated) + status.count(.skipped)
+            throw CommandFailure(succeeded == 0 ? .fleetNone : .fleetPartial, "campaign '\(status.campaign.name)' aborted: \(status.sentence)")
+        }
         guard status.isFinished else {
             if !json { Terminal.standardOutput.writeLine("stopped; campaign '\(status.campaign.name)': \(status.sentence)") }
             return
@@ -170,10 +189,12 @@ extension FleetStatusCommand {
         if global.json {
             struct Document: Codable {
                 var campaign: CampaignInfo
+                var stages: [StageSummary]
                 var devices: [CampaignDeviceState]
                 var tries: [TryRecord]?
             }
-            Terminal.standardOutput.writeLine(try JSONOutput.string(Document(campaign: status.campaign, devices: status.devices, tries: withTries ? records : nil)))
+            Terminal.standardOutput.writeLine(
+                try JSONOutput.string(Document(campaign: status.campaign, stages: status.stages, devices: status.devices, tries: withTries ? records : nil)))
             return
         }
         let info = status.campaign
@@ -193,8 +214,57 @@ extension FleetStatusCommand {
         for record in records {
             lines.append("try \(record.tryNumber) of \(record.device) by \(record.worker): \(record.outcome ?? "running")" + (record.error.map { " (\($0))" } ?? ""))
         }
+        let stages = status.stages
+        if stages.count > 1 {
+            for (index, stage) in stages.enumerated() {
+                lines.append(
+                    "stage \(index + 1) \(stage.name): \(stage.devices) devices, \(stage.finished) finished, \(stage.failed) failed"
+                        + (stage.open ? "" : ", not open"))
+            }
+        }
         lines.append(status.sentence)
+        let rollout = status.rolloutSentence
+        if !rollout.isEmpty { lines.append(rollout) }
         for line in lines { Terminal.standardOutput.writeLine(line) }
+    }
+}
+extension CampaignAdvanceCommand {
+    func run() async throws {
+        let location = self.location
+        let seen = fromStage.map { $0 - 1 }
+        let result = try await withCampaignStore(location, logger: global.makeLogger("bleota.campaign")) { store in
+            try await store.advance(try await location.resolveName(store), from: seen)
+        }
+        try printOperatorResult(result, json: global.json)
+    }
+}
+
+extension CampaignResumeCommand {
+    func run() async throws {
+        let location = self.location
+        let result = try await withCampaignStore(location, logger: global.makeLogger("bleota.campaign")) { store in
+            try await store.resume(try await location.resolveName(store))
+        }
+        try printOperatorResult(result, json: global.json)
+    }
+}
+
+extension CampaignAbortCommand {
+    func run() async throws {
+        let location = self.location
+        let result = try await withCampaignStore(location, logger: global.makeLogger("bleota.campaign")) { store in
+            try await store.abort(try await location.resolveName(store))
+        }
+        try printOperatorResult(result, json: global.json)
+    }
+}
+
+/// An operator command's line, or with `--json` the campaign as it now stands.
+func printOperatorResult(_ result: CampaignStore.OperatorResult, json: Bool) throws {
+    if json {
+        Terminal.standardOutput.writeLine(try JSONOutput.string(result.info))
+    } else {
+        Terminal.standardOutput.writeLine(result.sentence)
     }
 }
 #else
@@ -212,6 +282,18 @@ extension FleetWorkerCommand {
 }
 
 extension FleetStatusCommand {
+    func run() async throws { throw campaignsNotBuilt }
+}
+
+extension CampaignAdvanceCommand {
+    func run() async throws { throw campaignsNotBuilt }
+}
+
+extension CampaignResumeCommand {
+    func run() async throws { throw campaignsNotBuilt }
+}
+
+extension CampaignAbortCommand {
     func run() async throws { throw campaignsNotBuilt }
 }
 #endif

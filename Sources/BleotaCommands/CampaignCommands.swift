@@ -30,7 +30,8 @@ struct CampaignLocation: ParsableArguments {
 extension CampaignError {
     var commandFailure: CommandFailure {
         switch self {
-        case .badAddress, .exists, .notFound: CommandFailure(.usage, description)
+        case .badAddress, .exists, .notFound, .badRollout: CommandFailure(.usage, description)
+        case .notNow: CommandFailure(.failure, description)
         case .database, .schemaTooNew, .imageMismatch: CommandFailure(.campaignDatabase, description)
         }
     }
@@ -41,7 +42,7 @@ struct CampaignCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "campaign",
         abstract: "Define a campaign in PostgreSQL that workers on many hosts carry out together.",
-        subcommands: [CampaignCreateCommand.self])
+        subcommands: [CampaignCreateCommand.self, CampaignAdvanceCommand.self, CampaignResumeCommand.self, CampaignAbortCommand.self])
 }
 
 /// `bleota fleet campaign create IMAGE --devices FILE --campaign URL --name NAME`
@@ -73,11 +74,131 @@ struct CampaignCreateCommand: AsyncParsableCommand {
     var leaseTime = TimeArgument(seconds: 60)
     var lease: Double { leaseTime.seconds() }
 
+    @OptionGroup var rolloutOptions: RolloutOptions
+
     @Argument(help: "The image every device gets.") var image: String
 
     func validate() throws {
         _ = try leaseTime.checkedSeconds(option: "--lease", range: 5...3600)
+        _ = try rolloutOptions.rollout(seed: 0)
     }
+}
+
+/// How a campaign goes out: `--stage`, `--stage-wait`, `--seed` and the halt rule.
+struct RolloutOptions: ParsableArguments {
+    @Option(
+        name: .customLong("stage"),
+        help: ArgumentHelp(
+            "A stage of the rollout, in order (repeatable): NAME=SIZE or SIZE, a device count or a share of the list, counting the stages before it (canary=10, 5%, 25%, 100%); the last reaches every device. Devices are chosen at random from --seed.",
+            valueName: "STAGE"))
+    var stages: [String] = []
+
+    @Option(
+        name: .customLong("stage-wait"),
+        help: ArgumentHelp(
+            "When the next stage opens after one finishes: a time (30m, 2h; default 0: at once), or 'manual' for bleota fleet campaign advance.",
+            valueName: "TIME|manual"))
+    var stageWait: String?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp("What the stages' choice of devices is drawn from (default: a random seed, printed and stored with the campaign).", valueName: "N"))
+    var seed: UInt64?
+
+    @Option(
+        name: .customLong("halt-when-failed"),
+        help: ArgumentHelp("Stop claiming devices on every host once this share of the finished devices has failed (5%).", valueName: "SHARE"))
+    var haltWhenFailed: String?
+
+    @Option(name: .customLong("halt-after"), help: ArgumentHelp("Finished devices before --halt-when-failed applies (default 1).", valueName: "N"))
+    var haltAfter: Int?
+
+    @Option(
+        name: .customLong("halt-on"),
+        help: ArgumentHelp("Which failures --halt-when-failed counts: any, clean (old image, untouched) or late (late or unknown).", valueName: "KIND"))
+    var haltOn: String?
+
+    /// The rollout these options describe; a one-line error for any that cannot be carried out.
+    func rollout(seed fallback: UInt64) throws -> CampaignRollout {
+        do throws(CampaignError) {
+            let stageList = try stages.map { (text) throws(CampaignError) in try CampaignRollout.Stage(parsing: text) }
+            var wait = CampaignRollout.StageWait.none
+            if let stageWait {
+                if stageWait == "manual" {
+                    wait = .operatorAdvance
+                } else {
+                    guard let time = TimeArgument(argument: stageWait) else {
+                        throw .badRollout("--stage-wait '\(stageWait)' is neither a time nor 'manual': write 30m, 2h or manual")
+                    }
+                    wait = time.seconds() > 0 ? .seconds(time.seconds()) : .none
+                }
+                if stageList.count < 2 { throw .badRollout("--stage-wait needs two or more --stage: there is no stage after the first to wait for") }
+            }
+            var halt: CampaignRollout.HaltRule?
+            if let haltWhenFailed {
+                var kind = CampaignRollout.FailureKind.any
+                if let haltOn {
+                    guard let named = CampaignRollout.FailureKind(rawValue: haltOn) else {
+                        throw .badRollout("--halt-on '\(haltOn)' is not a kind of failure: write any, clean or late")
+                    }
+                    kind = named
+                }
+                if let haltAfter, haltAfter < 1 { throw .badRollout("--halt-after \(haltAfter) is below 1: give the finished devices to wait for, 1 or more") }
+                halt = CampaignRollout.HaltRule(failedShare: try CampaignRollout.HaltRule.share(parsing: haltWhenFailed), after: haltAfter ?? 1, counting: kind)
+            } else if haltAfter != nil || haltOn != nil {
+                throw .badRollout("--halt-after and --halt-on qualify --halt-when-failed: give it too (--halt-when-failed 5%)")
+            }
+            return CampaignRollout(stages: stageList, stageWait: wait, seed: seed ?? fallback, halt: halt)
+        } catch {
+            throw ValidationError(error.description)
+        }
+    }
+}
+
+/// `bleota fleet campaign advance`
+struct CampaignAdvanceCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "advance",
+        abstract: "Open a campaign's next stage now, whether or not the stages open so far have finished.",
+        discussion: """
+            For stages that wait for an operator (--stage-wait manual), or to open one before its wait is over. \
+            Two operators advancing at once open one stage: the second is told it was opened already (exit 1). \
+            Exit status: 0 opened, 1 not now (every stage open, halted, aborted, or opened by another), 2 usage, 12 the database failed.
+            """)
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var location: CampaignLocation
+
+    @Option(
+        name: .customLong("from-stage"),
+        help: ArgumentHelp("The stage (1, 2, …) you saw open: nothing changes if another has opened the next already (default: the one open now).", valueName: "N"))
+    var fromStage: Int?
+
+    func validate() throws {
+        if let fromStage, fromStage < 1 { throw ValidationError("--from-stage \(fromStage) is below 1: stages count from 1") }
+    }
+}
+
+/// `bleota fleet campaign resume`
+struct CampaignResumeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "resume",
+        abstract: "Let a halted campaign go on: claims start again, and failures count afresh from now.",
+        discussion: "Exit status: 0 resumed, 1 not halted (or aborted), 2 usage, 12 the database failed.")
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var location: CampaignLocation
+}
+
+/// `bleota fleet campaign abort`
+struct CampaignAbortCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "abort",
+        abstract: "Stop a campaign for good: no device is claimed again; updates under way finish and are recorded.",
+        discussion: "Workers end once their running updates are recorded. Exit status: 0 aborted, 1 aborted already, 2 usage, 12 the database failed.")
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var location: CampaignLocation
 }
 
 /// `bleota fleet worker --campaign URL`: this host's part of a campaign.

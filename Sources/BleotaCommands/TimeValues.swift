@@ -29,7 +29,7 @@ enum TimeValue {
 }
 
 /// A time given on the command line: a number of seconds, or a number with its unit written
-/// (`750ms`, `2.5s`, `1500us`). One rule for every time option, so `--connect-timeout 500ms`
+/// (`750ms`, `2.5s`, `1500us`, `30m`, `2h`). One rule for every time option, so `--connect-timeout 500ms`
 /// and `--delay 0.002` mean what they say.
 ///
 /// `--delay`, `--ack-timeout` and `--swap-time` took bare milliseconds in 0.1.0; for one release
@@ -46,11 +46,16 @@ struct TimeArgument: ExpressibleByArgument, Sendable, Equatable, CustomStringCon
         case microseconds = "us"
         case milliseconds = "ms"
         case seconds = "s"
+        /// For the times a rollout waits (`--stage-wait 30m`).
+        case minutes = "m"
+        case hours = "h"
         var seconds: Double {
             switch self {
             case .microseconds: 1e-6
             case .milliseconds: 1e-3
             case .seconds: 1
+            case .minutes: 60
+            case .hours: 3600
             }
         }
     }
@@ -58,7 +63,7 @@ struct TimeArgument: ExpressibleByArgument, Sendable, Equatable, CustomStringCon
     init?(argument: String) {
         let trimmed = argument.trimmingCharacters(in: .whitespaces)
         // The longest suffix first: "ms" and "us" end in "s".
-        let written = [WrittenUnit.milliseconds, .microseconds, .seconds].first { trimmed.lowercased().hasSuffix($0.rawValue) }
+        let written = [WrittenUnit.milliseconds, .microseconds, .seconds, .minutes, .hours].first { trimmed.lowercased().hasSuffix($0.rawValue) }
         let number = written.map { String(trimmed.dropLast($0.rawValue.count)).trimmingCharacters(in: .whitespaces) } ?? trimmed
         guard let value = Double(number) else { return nil }
         self.value = value

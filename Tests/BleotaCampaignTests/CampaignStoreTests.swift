@@ -18,7 +18,7 @@ import Testing
 
     /// A server, its address, and a campaign of `count` devices named d1…dN.
     func withCampaign(
-        _ count: Int = 4, attempts: Int = 3, lease: Double = 60, backoff: Double = 0,
+        _ count: Int = 4, attempts: Int = 3, lease: Double = 60, backoff: Double = 0, rollout: CampaignRollout = CampaignRollout(),
         _ body: @Sendable (CampaignStore, CampaignInfo, PostgresTestServer) async throws -> Void
     ) async throws {
         let server = try PostgresTestServer.start()
@@ -30,7 +30,7 @@ import Testing
                 CampaignDefinition(
                     name: "test", imageName: "app.bin", image: Array(repeating: 0xA5, count: 4096),
                     devices: devices, versionLabel: "2.0.0", attempts: attempts,
-                    backoffSeconds: backoff, leaseSeconds: lease))
+                    backoffSeconds: backoff, leaseSeconds: lease, rollout: rollout))
             try await body(store, info, server)
         }
     }

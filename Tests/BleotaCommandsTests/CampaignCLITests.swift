@@ -190,6 +190,64 @@ import Testing
         ])
         #expect(badPair.status == 2)
         #expect(badPair.stderr == "error: --protocol-option 'window' is not KEY=VALUE: write e.g. --protocol-option bootloader-name=DfuNew\n", "\(badPair.stderr)")
+        // A rollout that cannot be carried out is refused before the database is opened.
+        let four = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-campaign-\(UUID()).txt")
+        try (1...4).map { "udp://127.0.0.1:\($0)" }.joined(separator: "\n").write(to: four, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: four) }
+        for (arguments, says) in [
+            (["--stage", "0%"], "error: --stage '0%': '0%' is not a share above 0 % and at most 100 %: write it as 5% or 100%"),
+            (["--stage", "canary=1", "--stage", "50%"], "error: the last --stage (50%) reaches 2 of the 4 devices: end with --stage 100% so that every device is offered"),
+            (["--stage", "a=1", "--stage", "100%", "--stage-wait", "soon"], "error: --stage-wait 'soon' is neither a time nor 'manual': write 30m, 2h or manual"),
+            (["--stage-wait", "1h"], "error: --stage-wait needs two or more --stage: there is no stage after the first to wait for"),
+            (["--halt-on", "late"], "error: --halt-after and --halt-on qualify --halt-when-failed: give it too (--halt-when-failed 5%)"),
+            (["--halt-when-failed", "150%"], "error: --halt-when-failed '150%' is not a share above 0 and at most 100 %: write it as 5%"),
+        ] {
+            let refused = try BleotaProcess.run(
+                ["fleet", "campaign", "create", Self.image, "--devices", four.path, "--campaign", "postgresql:///x?host=/nonexistent"] + arguments)
+            #expect(refused.status == 2, "\(arguments): \(refused.stderr)")
+            #expect(refused.stderr.hasPrefix(says + "\n"), "\(arguments): \(refused.stderr)")
+        }
+    }
+
+    /// An operator's commands on a staged campaign, as processes against a real server: the stages
+    /// drawn from the seed, advance, resume and abort, each refusal one line with exit 1.
+    @Test func anOperatorAdvancesResumesAndAbortsAStagedCampaign() throws {
+        let server = try PostgresTestServer.start()
+        defer { server.stop() }
+        let list = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-campaign-\(UUID()).txt")
+        try (1...8).map { "udp://127.0.0.1:\(30_000 + $0)" }.joined(separator: "\n").write(to: list, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: list) }
+        let create = try BleotaProcess.run([
+            "fleet", "campaign", "create", Self.image, "--devices", list.path, "--campaign", server.url, "--name", "staged",
+            "--stage", "canary=1", "--stage", "50%", "--stage", "100%", "--stage-wait", "manual", "--seed", "9",
+            "--halt-when-failed", "10%", "--halt-after", "4",
+        ])
+        #expect(create.status == 0, "\(create.stderr)")
+        #expect(create.stdout.contains("stages: canary 1 → 50% 3 → 100% 4 devices, chosen with seed 9\n"), "\(create.stdout)")
+        #expect(create.stdout.contains("halts when 10% of the finished devices failed (any), once 4 have finished\n"), "\(create.stdout)")
+        let advance = try BleotaProcess.run(["fleet", "campaign", "advance", "--campaign", server.url])
+        #expect(advance.status == 0 && advance.stdout == "campaign 'staged': stage 2 of 3 (50%) is open\n", "\(advance.stdout)\(advance.stderr)")
+        let stale = try BleotaProcess.run(["fleet", "campaign", "advance", "--campaign", server.url, "--from-stage", "1"])
+        #expect(stale.status == 1)
+        #expect(stale.stderr == "error: campaign 'staged' is at stage 2 of 3 now, not 1: another operator or its stage wait opened it; nothing changed\n")
+        let status = try BleotaProcess.run(["fleet", "status", "--campaign", server.url, "--json"])
+        let document = try #require(Self.json(status.stdout), "\(status.stdout)")
+        let stages = try #require(document["stages"] as? [[String: Any]])
+        #expect(stages.map { $0["devices"] as? Int } == [1, 3, 4] && stages.map { $0["open"] as? Bool } == [true, true, false])
+        let devices = try #require(document["devices"] as? [[String: Any]])
+        #expect(devices.compactMap { $0["stage"] as? Int }.count == 8)
+        let text = try BleotaProcess.run(["fleet", "status", "--campaign", server.url])
+        #expect(text.stdout.contains("stage 3 100%: 4 devices, 0 finished, 0 failed, not open\n"), "\(text.stdout)")
+        #expect(text.stdout.hasSuffix("stage 2 of 3 (50%): 0 of 3 finished, 0 failed; then 100%, by bleota fleet campaign advance\n"), "\(text.stdout)")
+        let resume = try BleotaProcess.run(["fleet", "campaign", "resume", "--campaign", server.url])
+        #expect(resume.status == 1 && resume.stderr == "error: campaign 'staged' is not halted: nothing to resume\n", "\(resume.stderr)")
+        let abort = try BleotaProcess.run(["fleet", "campaign", "abort", "--campaign", server.url, "--json"])
+        #expect(abort.status == 0)
+        #expect((Self.json(abort.stdout)?["progress"] as? [String: Any])?["abortedAt"] != nil, "\(abort.stdout)")
+        let again = try BleotaProcess.run(["fleet", "campaign", "abort", "--campaign", server.url])
+        #expect(again.status == 1 && again.stderr == "error: campaign 'staged' was aborted already\n")
+        let aborted = try BleotaProcess.run(["fleet", "status", "--campaign", server.url])
+        #expect(aborted.stdout.contains("aborted at "), "\(aborted.stdout)")
     }
 }
 #endif
