@@ -1,5 +1,6 @@
 // Built with the Campaigns trait only (Package.swift): it needs PostgreSQL's client.
 #if Campaigns
+import BleotaEngine
 import BleotaFleet
 import BleotaTestSupport
 import Foundation
@@ -173,6 +174,49 @@ import Testing
             await #expect(throws: CampaignError.notNow("campaign 'test' was aborted: it cannot be resumed; create a new campaign")) {
                 _ = try await store.resume(info.name)
             }
+        }
+    }
+
+    /// A worker whose devices fail: the halt stops its claims while it stays up, and an abort ends it.
+    @Test(.timeLimit(.minutes(2))) func aHaltedCampaignsWorkerClaimsNothingMoreAndAnAbortEndsIt() async throws {
+        let rollout = CampaignRollout(halt: CampaignRollout.HaltRule(failedShare: 0.5, after: 2))
+        try await campaigns.withCampaign(6, attempts: 1, rollout: rollout) { store, info, _ in
+            let clock = SteppedClock { moved in store.advanceClock(by: Double(moved / .milliseconds(1)) / 1000) }
+            let started = Shared(0)
+            let finished = Shared(0)
+            let happened = AsyncCondition()
+            let options = CampaignWorkerOptions(adapters: ["a0"], connectionsPerAdapter: 1, name: "w", poll: .milliseconds(100))
+            let worker = CampaignWorker(
+                store: store, campaign: info, options: options, clock: clock, logger: CampaignStoreTests.logger,
+                onEvent: { event in
+                    switch event {
+                    case .started: started.value.withLock { $0 += 1 }
+                    case .finished: finished.value.withLock { $0 += 1 }
+                    default: return
+                    }
+                    happened.changed()
+                }
+            ) { _, _, _, _ in .failed(TransferError(.linkLost, step: .connect, "no answer")) }
+            let stepping = Task {
+                while !Task.isCancelled { await clock.step() }
+            }
+            defer { stepping.cancel() }
+            let running = Task { try await worker.run() }
+            await happened.wait { finished.value.withLock { $0 } >= 2 }
+            // The second failure halted the campaign in the transaction that recorded it.
+            let halted = try await store.status(info.name)
+            #expect(halted.campaign.progress.haltReason == "2 of 2 finished devices failed (100 %), reaching --halt-when-failed 50% after at least 2")
+            // Twenty more polls: the worker stays up and claims nothing.
+            let before = clock.now
+            while clock.now - before < .seconds(2) { await Task.yield() }
+            #expect(started.value.withLock { $0 } == 2, "no device is claimed from a halted campaign")
+            _ = try await store.abort(info.name)
+            let summary = try await running.value
+            stepping.cancel()
+            #expect(summary.failed == 2 && summary.updated == 0)
+            let status = try #require(summary.status)
+            #expect(status.campaign.progress.isAborted)
+            #expect(status.devices.filter { $0.state == .pending && $0.tries == 0 }.count == 4)
         }
     }
 
