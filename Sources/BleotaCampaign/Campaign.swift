@@ -273,8 +273,12 @@ extension CampaignStatus {
             return "halted at \(halted.formatted(.iso8601)): \(progress.haltReason ?? "the halt rule was reached"); "
                 + "resume with bleota fleet campaign resume --name \(campaign.name), or abort"
         }
+        var limits: [String] = []
+        if let rate = campaign.rollout.rate { limits.append("at most \(rate.text)") }
+        if let window = campaign.rollout.window { limits.append("claims only between \(window.text)") }
+        let limitText = limits.isEmpty ? "" : "; " + limits.joined(separator: ", ")
         let all = stages
-        guard all.count > 1 else { return "" }
+        guard all.count > 1 else { return limits.isEmpty ? "" : String(limitText.dropFirst(2)) }
         let index = min(progress.openStage, all.count - 1)
         let stage = all[index]
         var text = "stage \(index + 1) of \(all.count) (\(stage.name)): \(stage.finished) of \(stage.devices) finished, \(stage.failed) failed"
@@ -290,7 +294,7 @@ extension CampaignStatus {
                 text += "; \(next.name) opens when this stage finishes"
             }
         }
-        return text
+        return text + limitText
     }
 }
 

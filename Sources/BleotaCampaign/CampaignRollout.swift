@@ -138,18 +138,97 @@ public struct CampaignRollout: Sendable, Codable, Equatable {
         }
     }
 
+    /// The hours of the day, in a named time zone, in which devices may be claimed: a
+    /// maintenance window. One that ends before it starts runs past midnight (22:00-02:00).
+    public struct ClaimWindow: Sendable, Codable, Equatable {
+        /// Minutes after midnight: the first minute in, and the first minute out.
+        public var start: Int
+        public var end: Int
+        /// An IANA time zone name (`Europe/Berlin`): the hosts' local time, named in the campaign so
+        /// that every host and the database read the window alike.
+        public var zone: String
+
+        public init(start: Int, end: Int, zone: String) {
+            self.start = start
+            self.end = end
+            self.zone = zone
+        }
+
+        /// `HH:MM-HH:MM` in `zone`.
+        public init(parsing text: String, zone: String) throws(CampaignError) {
+            let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+            func minute(_ part: Substring) -> Int? {
+                let fields = part.split(separator: ":", omittingEmptySubsequences: false)
+                guard fields.count == 2, fields.allSatisfy({ $0.count == 2 }), let hour = Int(fields[0]), let minute = Int(fields[1]),
+                    (0...24).contains(hour), (0..<60).contains(minute), hour * 60 + minute <= 24 * 60
+                else { return nil }
+                return hour * 60 + minute
+            }
+            guard parts.count == 2, let start = minute(parts[0]), let end = minute(parts[1]) else {
+                throw .badRollout("--window '\(text)' is not HH:MM-HH:MM: write it as 02:00-05:00 (22:00-02:00 runs past midnight)")
+            }
+            guard start != end else { throw .badRollout("--window '\(text)' starts where it ends, so it is never open: give two different times") }
+            self.init(start: start % (24 * 60), end: end % (24 * 60), zone: zone)
+        }
+
+        /// Whether the minute of the day `minute` (in ``zone``) is inside.
+        public func contains(minute: Int) -> Bool {
+            start < end ? (start <= minute && minute < end) : (minute >= start || minute < end)
+        }
+
+        /// `02:00-05:00 Europe/Berlin`.
+        public var text: String {
+            func clock(_ minute: Int) -> String { String(format: "%02d:%02d", minute / 60, minute % 60) }
+            return "\(clock(start))-\(clock(end)) \(zone)"
+        }
+    }
+
     /// The stages, in order; the last reaches every device. Empty: one stage of every device.
     public var stages: [Stage]
     public var stageWait: StageWait
     /// What the stages' choice of devices is drawn from: the same seed and list, the same stages.
     public var seed: UInt64
     public var halt: HaltRule?
+    /// Devices claimed at most in any period, by every worker together (nil: no limit).
+    public var rate: ClaimRate?
+    /// When devices may be claimed (nil: at any time).
+    public var window: ClaimWindow?
 
-    public init(stages: [Stage] = [], stageWait: StageWait = .none, seed: UInt64 = 0, halt: HaltRule? = nil) {
+    public init(
+        stages: [Stage] = [], stageWait: StageWait = .none, seed: UInt64 = 0, halt: HaltRule? = nil, rate: ClaimRate? = nil,
+        window: ClaimWindow? = nil
+    ) {
         self.stages = stages
         self.stageWait = stageWait
         self.seed = seed
         self.halt = halt
+        self.rate = rate
+        self.window = window
+    }
+
+    /// How many devices may be claimed in any one period (a minute or an hour), by every worker
+    /// together: the tries begun in the period just past are counted, so the limit holds however
+    /// many hosts claim.
+    public struct ClaimRate: Sendable, Codable, Equatable {
+        public var count: Int
+        /// 60 or 3600.
+        public var periodSeconds: Int
+
+        public init(count: Int, periodSeconds: Int) {
+            self.count = count
+            self.periodSeconds = periodSeconds
+        }
+
+        /// `N/min` or `N/h`.
+        public init(parsing text: String) throws(CampaignError) {
+            let parts = text.split(separator: "/", omittingEmptySubsequences: false)
+            guard parts.count == 2, let count = Int(parts[0]), count > 0, let period = ["min": 60, "h": 3600][String(parts[1])] else {
+                throw .badRollout("--rate '\(text)' is not a number of devices per minute or hour: write it as 20/min or 100/h")
+            }
+            self.init(count: count, periodSeconds: period)
+        }
+
+        public var text: String { "\(count)/\(periodSeconds == 3600 ? "h" : "min")" }
     }
 
     /// Stages as the database keeps them: at least one (everything, when none was given).

@@ -18,17 +18,24 @@ extension CampaignStore {
         let rows = try await connection.query(
             """
             SELECT stages::text, stage_wait_seconds, stage_wait_manual, seed, halt_failed_share, halt_after, halt_on,
-                   open_stage, stage_opened_at, halted_at, halt_reason, failures_counted_from, aborted_at
+                   open_stage, stage_opened_at, halted_at, halt_reason, failures_counted_from, aborted_at,
+                   rate_count, rate_period_seconds, window_start_minute, window_end_minute, window_zone
             FROM bleota.campaigns WHERE name = \(name)
             """, logger: logger)
-        for try await (stages, wait, manual, seed, share, after, on, open, opened, halted, reason, countedFrom, aborted)
-            in rows.decode((String, Double, Bool, Int64, Double?, Int, String, Int, Date?, Date?, String?, Date?, Date?).self)
+        for try await (
+            stages, wait, manual, seed, share, after, on, open, opened, halted, reason, countedFrom, aborted, rate, period, start, end, zone
+        ) in rows.decode(
+            (String, Double, Bool, Int64, Double?, Int, String, Int, Date?, Date?, String?, Date?, Date?, Int?, Int, Int?, Int?, String?).self)
         {
             let stageList = (try? JSONDecoder().decode([CampaignRollout.Stage].self, from: Data(stages.utf8))) ?? []
             let rollout = CampaignRollout(
                 stages: stageList, stageWait: manual ? .operatorAdvance : wait > 0 ? .seconds(wait) : .none,
                 seed: UInt64(bitPattern: seed),
-                halt: share.map { CampaignRollout.HaltRule(failedShare: $0, after: after, counting: .init(rawValue: on) ?? .any) })
+                halt: share.map { CampaignRollout.HaltRule(failedShare: $0, after: after, counting: .init(rawValue: on) ?? .any) },
+                rate: rate.map { CampaignRollout.ClaimRate(count: $0, periodSeconds: period) },
+                window: start.flatMap { start in
+                    end.flatMap { end in zone.map { CampaignRollout.ClaimWindow(start: start, end: end, zone: $0) } }
+                })
             let progress = RolloutProgress(
                 openStage: open, stageOpenedAt: opened, haltedAt: halted, haltReason: reason, failuresCountedFrom: countedFrom,
                 abortedAt: aborted)
@@ -98,13 +105,46 @@ extension CampaignStore {
         }
     }
 
-    /// The campaign's row, read `FOR SHARE` inside a claim: the last stage open, and whether
-    /// claims are stopped (halted or aborted).
-    static func claimableStage(_ name: String, connection: PostgresConnection, logger: Logger) async throws -> Int? {
-        let rows = try await connection.query(
-            "SELECT open_stage, halted_at IS NULL AND aborted_at IS NULL FROM bleota.campaigns WHERE name = \(name) FOR SHARE",
-            logger: logger)
-        for try await (stage, claimable) in rows.decode((Int, Bool).self) { return claimable ? stage : nil }
+    /// What a claim may take now: the last stage open, and how many devices (nil: none, as the
+    /// campaign is halted or aborted, outside its window, or has used its rate; `.max`: no limit).
+    ///
+    /// The campaign's row is read `FOR SHARE`, or `FOR UPDATE` where a rate is set: then claims
+    /// take turns, so that two hosts counting the same tries cannot both claim the last place.
+    static func claimable(_ name: String, connection: PostgresConnection, shift: Double, logger: Logger) async throws -> (stage: Int, room: Int)? {
+        var rated = false
+        for try await value in try await connection.query(
+            "SELECT rate_count IS NOT NULL FROM bleota.campaigns WHERE name = \(name)", logger: logger
+        ).decode(Bool.self) {
+            rated = value
+        }
+        let rows =
+            rated
+            ? try await connection.query(
+                "SELECT open_stage, halted_at IS NULL AND aborted_at IS NULL FROM bleota.campaigns WHERE name = \(name) FOR UPDATE", logger: logger)
+            : try await connection.query(
+                "SELECT open_stage, halted_at IS NULL AND aborted_at IS NULL FROM bleota.campaigns WHERE name = \(name) FOR SHARE", logger: logger)
+        var open: Int?
+        for try await (stage, claimable) in rows.decode((Int, Bool).self) where claimable { open = stage }
+        guard let open else { return nil }
+        // The window is read in the campaign's time zone by the server, whose clock every host shares.
+        let limits = try await connection.query(
+            """
+            SELECT c.rate_count, c.rate_period_seconds, c.window_start_minute, c.window_end_minute, c.window_zone,
+                   CASE WHEN c.window_zone IS NOT NULL THEN
+                       (extract(hour FROM (now() + make_interval(secs => \(shift))) AT TIME ZONE c.window_zone) * 60
+                        + extract(minute FROM (now() + make_interval(secs => \(shift))) AT TIME ZONE c.window_zone))::integer END,
+                   (SELECT count(*) FROM bleota.tries t WHERE t.campaign = c.name
+                      AND t.started_at > now() + make_interval(secs => \(shift)) - make_interval(secs => c.rate_period_seconds))::integer
+            FROM bleota.campaigns c WHERE c.name = \(name)
+            """, logger: logger)
+        for try await (rate, _, start, end, zone, minute, recent) in limits.decode((Int?, Int, Int?, Int?, String?, Int?, Int).self) {
+            if let start, let end, let zone, let minute, !CampaignRollout.ClaimWindow(start: start, end: end, zone: zone).contains(minute: minute) {
+                return nil
+            }
+            guard let rate else { return (open, .max) }
+            let room = rate - recent
+            return room > 0 ? (open, room) : nil
+        }
         return nil
     }
 

@@ -89,7 +89,7 @@ public enum CampaignSchema {
                 "CREATE INDEX tries_by_device ON bleota.tries (campaign, address, try)",
             ]),
         Migration(
-            version: 2, description: "rollouts: stages, halting and aborting",
+            version: 2, description: "rollouts: stages, halting, aborting, a claim rate and window",
             statements: [
                 """
                 ALTER TABLE bleota.campaigns
@@ -107,6 +107,11 @@ public enum CampaignSchema {
                     ADD COLUMN halt_reason text,
                     ADD COLUMN failures_counted_from timestamptz,
                     ADD COLUMN aborted_at timestamptz,
+                    ADD COLUMN rate_count integer CHECK (rate_count > 0),
+                    ADD COLUMN rate_period_seconds integer NOT NULL DEFAULT 60 CHECK (rate_period_seconds IN (60, 3600)),
+                    ADD COLUMN window_start_minute integer CHECK (window_start_minute BETWEEN 0 AND 1439),
+                    ADD COLUMN window_end_minute integer CHECK (window_end_minute BETWEEN 0 AND 1439),
+                    ADD COLUMN window_zone text,
                     ADD CHECK (open_stage >= 0 AND open_stage < stage_count)
                 """,
                 "ALTER TABLE bleota.devices ADD COLUMN stage integer NOT NULL DEFAULT 0",

@@ -204,12 +204,14 @@ public final class CampaignStore: Sendable {
                     """
                     INSERT INTO bleota.campaigns (name, image_sha256, image_name, protocol, protocol_options, version_label, force,
                                                   attempts, backoff_seconds, lease_seconds, stages, stage_count, stage_wait_seconds,
-                                                  stage_wait_manual, seed, stage_opened_at, halt_failed_share, halt_after, halt_on)
+                                                  stage_wait_manual, seed, stage_opened_at, halt_failed_share, halt_after, halt_on,
+                                                  rate_count, rate_period_seconds, window_start_minute, window_end_minute, window_zone)
                     VALUES (\(definition.name), \(digest), \(definition.imageName), \(definition.protocolName), \(options)::jsonb,
                             \(definition.versionLabel), \(definition.force), \(definition.attempts), \(definition.backoffSeconds),
                             \(definition.leaseSeconds), \(stages)::jsonb, \(stageCount), \(waitSeconds), \(waitManual), \(seed),
                             now() + make_interval(secs => \(shift)), \(rollout.halt?.failedShare), \(rollout.halt?.after ?? 1),
-                            \(rollout.halt?.counting.rawValue ?? "any"))
+                            \(rollout.halt?.counting.rawValue ?? "any"), \(rollout.rate?.count), \(rollout.rate?.periodSeconds ?? 60),
+                            \(rollout.window?.start), \(rollout.window?.end), \(rollout.window?.zone))
                     """, logger: databaseLogger)
                 for (position, device) in definition.devices.enumerated() {
                     try await connection.query(
@@ -295,15 +297,18 @@ public final class CampaignStore: Sendable {
                 try await Self.expireLeases(campaign, connection: connection, shift: shift, logger: databaseLogger, notices: logger)
                 try await Self.haltIfFailing(campaign.name, connection: connection, shift: shift, logger: databaseLogger, notices: logger)
                 try await Self.openDueStages(campaign.name, connection: connection, shift: shift, logger: databaseLogger, notices: logger)
-                // Halted, aborted: nothing is claimed. Otherwise devices of the open stages only.
-                guard let stage = try await Self.claimableStage(campaign.name, connection: connection, logger: databaseLogger) else { return [] }
+                // Halted, aborted, outside its window or at its rate: nothing is claimed. Otherwise
+                // devices of the open stages only, as many as the rate leaves.
+                guard let (stage, room) = try await Self.claimable(campaign.name, connection: connection, shift: shift, logger: databaseLogger)
+                else { return [] }
+                let take = min(limit, room)
                 let rows = try await connection.query(
                     """
                     WITH next AS (
                         SELECT address FROM bleota.devices
                         WHERE campaign = \(campaign.name) AND state = 'pending' AND not_before <= now() + make_interval(secs => \(shift))
                           AND stage <= \(stage) AND (adapter IS NULL OR adapter = ANY(\(adapters)))
-                        ORDER BY position LIMIT \(limit)
+                        ORDER BY position LIMIT \(take)
                         FOR UPDATE SKIP LOCKED)
                     UPDATE bleota.devices d
                     SET state = 'running', worker = \(worker), tries = d.tries + 1,

@@ -98,6 +98,8 @@ extension CampaignCreateCommand {
                 }
                 Terminal.standardOutput.writeLine("stages: \(sizes.joined(separator: " → ")) devices, chosen with seed \(rollout.seed)")
             }
+            if let rate = rollout.rate { Terminal.standardOutput.writeLine("claims at most \(rate.text), by every worker together") }
+            if let window = rollout.window { Terminal.standardOutput.writeLine("claims only between \(window.text)") }
             if let halt = rollout.halt {
                 Terminal.standardOutput.writeLine(
                     "halts when \(halt.shareText) of the finished devices failed (\(halt.counting.rawValue))"

@@ -118,6 +118,21 @@ struct RolloutOptions: ParsableArguments {
         help: ArgumentHelp("Which failures --halt-when-failed counts: any, clean (old image, untouched) or late (late or unknown).", valueName: "KIND"))
     var haltOn: String?
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Devices claimed at most per minute or hour, by every worker together (20/min, 100/h).", valueName: "N/min|N/h"))
+    var rate: String?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Claim devices only between these times of day (02:00-05:00; 22:00-02:00 runs past midnight), in --time-zone.", valueName: "HH:MM-HH:MM"))
+    var window: String?
+
+    @Option(
+        name: .customLong("time-zone"),
+        help: ArgumentHelp("The time zone --window is read in, stored with the campaign (default: this host's, $TZ).", valueName: "ZONE"))
+    var timeZone: String?
+
     /// The rollout these options describe; a one-line error for any that cannot be carried out.
     func rollout(seed fallback: UInt64) throws -> CampaignRollout {
         do throws(CampaignError) {
@@ -148,7 +163,18 @@ struct RolloutOptions: ParsableArguments {
             } else if haltAfter != nil || haltOn != nil {
                 throw .badRollout("--halt-after and --halt-on qualify --halt-when-failed: give it too (--halt-when-failed 5%)")
             }
-            return CampaignRollout(stages: stageList, stageWait: wait, seed: seed ?? fallback, halt: halt)
+            let claimRate = try rate.map { (text) throws(CampaignError) in try CampaignRollout.ClaimRate(parsing: text) }
+            var claimWindow: CampaignRollout.ClaimWindow?
+            if let window {
+                let zone = timeZone ?? TimeZone.current.identifier
+                guard TimeZone(identifier: zone) != nil else {
+                    throw .badRollout("--time-zone '\(zone)' is not a time zone: give an IANA name, as Europe/Berlin or UTC")
+                }
+                claimWindow = try CampaignRollout.ClaimWindow(parsing: window, zone: zone)
+            } else if timeZone != nil {
+                throw .badRollout("--time-zone says how --window is read: give --window too (--window 02:00-05:00)")
+            }
+            return CampaignRollout(stages: stageList, stageWait: wait, seed: seed ?? fallback, halt: halt, rate: claimRate, window: claimWindow)
         } catch {
             throw ValidationError(error.description)
         }

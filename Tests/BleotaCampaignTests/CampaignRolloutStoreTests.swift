@@ -177,6 +177,44 @@ import Testing
         }
     }
 
+    @Test func aRateHoldsForEveryWorkerTogetherOverThePeriodJustPast() async throws {
+        let rollout = CampaignRollout(rate: CampaignRollout.ClaimRate(count: 3, periodSeconds: 60))
+        try await campaigns.withCampaign(10, rollout: rollout) { store, info, _ in
+            let first = try await Self.claimable(store, info, worker: "w1", limit: 2)
+            let second = try await Self.claimable(store, info, worker: "w2", limit: 5)
+            #expect(first.count == 2 && second.count == 1, "3 a minute, whoever claims")
+            store.advanceClock(by: 30)
+            #expect(try await Self.claimable(store, info, worker: "w3").isEmpty, "30 s later the minute still holds 3 claims")
+            store.advanceClock(by: 31)
+            #expect(try await Self.claimable(store, info, worker: "w3").count == 3)
+            // Claims racing for the last places of a minute never take more than the rate.
+            store.advanceClock(by: 61)
+            let racing = try await withThrowingTaskGroup(of: Int.self) { group in
+                for worker in 1...4 { group.addTask { try await Self.claimable(store, info, worker: "r\(worker)", limit: 2).count } }
+                return try await group.reduce(0, +)
+            }
+            #expect(racing == 3)
+            #expect(try await store.status(info.name).rolloutSentence == "at most 3/min")
+        }
+    }
+
+    @Test func devicesAreClaimedOnlyInsideTheWindowOfTheCampaignsTimeZone() async throws {
+        // A window from an hour to two hours from now, in UTC: the server's clock is this machine's.
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let now = calendar.dateComponents([.hour, .minute], from: Date())
+        let minute = now.hour! * 60 + now.minute!
+        let window = CampaignRollout.ClaimWindow(start: (minute + 60) % 1440, end: (minute + 120) % 1440, zone: "UTC")
+        try await campaigns.withCampaign(3, rollout: CampaignRollout(window: window)) { store, info, _ async throws in
+            #expect(try await Self.claimable(store, info).isEmpty, "an hour before the window opens")
+            store.advanceClock(by: 3_660)
+            #expect(try await Self.claimable(store, info, limit: 1).count == 1, "inside it")
+            store.advanceClock(by: 3_600)
+            #expect(try await Self.claimable(store, info).isEmpty, "after it closed")
+            #expect(try await store.status(info.name).rolloutSentence == "claims only between \(window.text)")
+        }
+    }
+
     /// A worker whose devices fail: the halt stops its claims while it stays up, and an abort ends it.
     @Test(.timeLimit(.minutes(2))) func aHaltedCampaignsWorkerClaimsNothingMoreAndAnAbortEndsIt() async throws {
         let rollout = CampaignRollout(halt: CampaignRollout.HaltRule(failedShare: 0.5, after: 2))

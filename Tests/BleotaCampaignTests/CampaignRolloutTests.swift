@@ -62,6 +62,24 @@ import Testing
         #expect(CampaignRollout().stageOfEachDevice(total: 3) == [0, 0, 0], "no stages: one stage of everything")
     }
 
+    @Test func aWindowIsHoursOfTheDayAndMayRunPastMidnight() throws {
+        let night = try CampaignRollout.ClaimWindow(parsing: "02:00-05:00", zone: "Europe/Berlin")
+        #expect(night.start == 120 && night.end == 300 && night.text == "02:00-05:00 Europe/Berlin")
+        #expect([119, 120, 299, 300].map { night.contains(minute: $0) } == [false, true, true, false])
+        let late = try CampaignRollout.ClaimWindow(parsing: "22:00-02:00", zone: "UTC")
+        #expect([1319, 1320, 1439, 0, 119, 120].map { late.contains(minute: $0) } == [false, true, true, true, true, false])
+        #expect(try CampaignRollout.ClaimWindow(parsing: "20:00-24:00", zone: "UTC").contains(minute: 1439))
+        for bad in ["2:00-05:00", "02:00", "25:00-01:00", "02:60-03:00", "03:00-03:00"] {
+            #expect(throws: CampaignError.self, "\(bad)") { try CampaignRollout.ClaimWindow(parsing: bad, zone: "UTC") }
+        }
+        #expect(try CampaignRollout.ClaimRate(parsing: "20/min") == .init(count: 20, periodSeconds: 60))
+        #expect(try CampaignRollout.ClaimRate(parsing: "100/h").text == "100/h")
+        #expect(throws: CampaignError.badRollout("--rate '0/min' is not a number of devices per minute or hour: write it as 20/min or 100/h")) {
+            try CampaignRollout.ClaimRate(parsing: "0/min")
+        }
+        #expect(throws: CampaignError.self) { try CampaignRollout.ClaimRate(parsing: "20/s") }
+    }
+
     @Test func aHaltCountsTheChosenFailuresOnceEnoughDevicesFinished() throws {
         let rule = CampaignRollout.HaltRule(failedShare: 0.05, after: 20)
         #expect(rule.verdict(finished: 19, clean: 5, late: 0) == nil, "fewer than --halt-after finished")

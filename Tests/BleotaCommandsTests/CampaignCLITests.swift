@@ -201,6 +201,10 @@ import Testing
             (["--stage-wait", "1h"], "error: --stage-wait needs two or more --stage: there is no stage after the first to wait for"),
             (["--halt-on", "late"], "error: --halt-after and --halt-on qualify --halt-when-failed: give it too (--halt-when-failed 5%)"),
             (["--halt-when-failed", "150%"], "error: --halt-when-failed '150%' is not a share above 0 and at most 100 %: write it as 5%"),
+            (["--rate", "20"], "error: --rate '20' is not a number of devices per minute or hour: write it as 20/min or 100/h"),
+            (["--window", "2-5"], "error: --window '2-5' is not HH:MM-HH:MM: write it as 02:00-05:00 (22:00-02:00 runs past midnight)"),
+            (["--window", "02:00-05:00", "--time-zone", "Mars/Olympus"], "error: --time-zone 'Mars/Olympus' is not a time zone: give an IANA name, as Europe/Berlin or UTC"),
+            (["--time-zone", "UTC"], "error: --time-zone says how --window is read: give --window too (--window 02:00-05:00)"),
         ] {
             let refused = try BleotaProcess.run(
                 ["fleet", "campaign", "create", Self.image, "--devices", four.path, "--campaign", "postgresql:///x?host=/nonexistent"] + arguments)
@@ -220,11 +224,12 @@ import Testing
         let create = try BleotaProcess.run([
             "fleet", "campaign", "create", Self.image, "--devices", list.path, "--campaign", server.url, "--name", "staged",
             "--stage", "canary=1", "--stage", "50%", "--stage", "100%", "--stage-wait", "manual", "--seed", "9",
-            "--halt-when-failed", "10%", "--halt-after", "4",
+            "--halt-when-failed", "10%", "--halt-after", "4", "--rate", "100/h", "--window", "22:00-02:00", "--time-zone", "Europe/Berlin",
         ])
         #expect(create.status == 0, "\(create.stderr)")
         #expect(create.stdout.contains("stages: canary 1 → 50% 3 → 100% 4 devices, chosen with seed 9\n"), "\(create.stdout)")
         #expect(create.stdout.contains("halts when 10% of the finished devices failed (any), once 4 have finished\n"), "\(create.stdout)")
+        #expect(create.stdout.contains("claims at most 100/h, by every worker together\nclaims only between 22:00-02:00 Europe/Berlin\n"), "\(create.stdout)")
         let advance = try BleotaProcess.run(["fleet", "campaign", "advance", "--campaign", server.url])
         #expect(advance.status == 0 && advance.stdout == "campaign 'staged': stage 2 of 3 (50%) is open\n", "\(advance.stdout)\(advance.stderr)")
         let stale = try BleotaProcess.run(["fleet", "campaign", "advance", "--campaign", server.url, "--from-stage", "1"])
@@ -238,7 +243,10 @@ import Testing
         #expect(devices.compactMap { $0["stage"] as? Int }.count == 8)
         let text = try BleotaProcess.run(["fleet", "status", "--campaign", server.url])
         #expect(text.stdout.contains("stage 3 100%: 4 devices, 0 finished, 0 failed, not open\n"), "\(text.stdout)")
-        #expect(text.stdout.hasSuffix("stage 2 of 3 (50%): 0 of 3 finished, 0 failed; then 100%, by bleota fleet campaign advance\n"), "\(text.stdout)")
+        #expect(
+            text.stdout.hasSuffix(
+                "stage 2 of 3 (50%): 0 of 3 finished, 0 failed; then 100%, by bleota fleet campaign advance; at most 100/h, claims only between 22:00-02:00 Europe/Berlin\n"),
+            "\(text.stdout)")
         let resume = try BleotaProcess.run(["fleet", "campaign", "resume", "--campaign", server.url])
         #expect(resume.status == 1 && resume.stderr == "error: campaign 'staged' is not halted: nothing to resume\n", "\(resume.stderr)")
         let abort = try BleotaProcess.run(["fleet", "campaign", "abort", "--campaign", server.url, "--json"])
