@@ -38,6 +38,8 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.0.0"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.5.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.0"),
     ],
     targets: [
         // C libraries, reached only through their wrapper modules.
@@ -80,8 +82,12 @@ let package = Package(
         .target(name: "BleotaFleet", dependencies: ["BleotaEngine", "BleotaLink", "BleotaCodec", .product(name: "Logging", package: "swift-log")]),
         // A fleet campaign shared by workers on many hosts, kept in PostgreSQL.
         // Without the Campaigns trait it holds a campaign's types, address and schema; the store and the worker need the trait.
-        .target(name: "BleotaCampaign", dependencies: ["BleotaFleet", "BleotaEngine",
+        // A worker's counters go out through swift-metrics to a Prometheus registry, served by
+        // BleotaSystem's TCP listener on the reactor (`fleet worker --metrics`).
+        .target(name: "BleotaCampaign", dependencies: ["BleotaFleet", "BleotaEngine", "BleotaSystem",
                                                        .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Campaigns"])),
+                                                       .product(name: "CoreMetrics", package: "swift-metrics", condition: .when(traits: ["Campaigns"])),
+                                                       .product(name: "Prometheus", package: "swift-prometheus", condition: .when(traits: ["Campaigns"])),
                                                        .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(traits: ["Campaigns"])),
                                                        .product(name: "Crypto", package: "swift-crypto"),
                                                        .product(name: "Logging", package: "swift-log")]),

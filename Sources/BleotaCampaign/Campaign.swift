@@ -305,6 +305,8 @@ public struct ClaimedDevice: Sendable, Equatable {
     public var tryNumber: Int
     /// The row of `bleota.tries` that records this try.
     public var tryID: Int64
+    /// The rollout stage the device belongs to (0-based).
+    public var stage: Int = 0
 }
 
 /// How one try ended, as a worker records it.

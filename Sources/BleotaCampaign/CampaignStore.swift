@@ -314,16 +314,16 @@ public final class CampaignStore: Sendable {
                     SET state = 'running', worker = \(worker), tries = d.tries + 1,
                         lease_expires = now() + make_interval(secs => \(shift)) + make_interval(secs => \(campaign.leaseSeconds))
                     FROM next WHERE d.campaign = \(campaign.name) AND d.address = next.address
-                    RETURNING d.address, d.label, d.adapter, d.protocol, d.options::text, d.tries, d.position
+                    RETURNING d.address, d.label, d.adapter, d.protocol, d.options::text, d.tries, d.position, d.stage
                     """, logger: databaseLogger)
                 var claimed: [(ClaimedDevice, Int)] = []
-                for try await (address, label, adapter, protocolName, options, tries, position)
-                    in rows.decode((String, String, String?, String?, String, Int, Int).self)
+                for try await (address, label, adapter, protocolName, options, tries, position, stage)
+                    in rows.decode((String, String, String?, String?, String, Int, Int, Int).self)
                 {
                     let device = FleetDevice(
                         address: address, adapter: adapter, protocolName: protocolName,
                         protocolOptions: Self.options(options), label: label)
-                    claimed.append((ClaimedDevice(device: device, tryNumber: tries, tryID: 0), position))
+                    claimed.append((ClaimedDevice(device: device, tryNumber: tries, tryID: 0, stage: stage), position))
                 }
                 claimed.sort { $0.1 < $1.1 }
                 var result: [ClaimedDevice] = []

@@ -68,11 +68,13 @@ public struct CampaignWorker: Sendable {
     public let logger: Logger
     public let onEvent: @Sendable (FleetEvent) -> Void
     public let update: FleetRunner.Update
+    /// Where the worker's counters go (`--metrics`), if anywhere.
+    public let metrics: CampaignMetrics?
 
     public init(
         store: CampaignStore, campaign: CampaignInfo, options: CampaignWorkerOptions, clock: any BleotaClock = SystemClock(),
         stop: FleetStopSignal = FleetStopSignal(), logger: Logger, onEvent: @escaping @Sendable (FleetEvent) -> Void = { _ in },
-        update: @escaping FleetRunner.Update
+        metrics: CampaignMetrics? = nil, update: @escaping FleetRunner.Update
     ) {
         self.store = store
         self.campaign = campaign
@@ -82,6 +84,7 @@ public struct CampaignWorker: Sendable {
         self.logger = logger
         self.onEvent = onEvent
         self.update = update
+        self.metrics = metrics
     }
 
     enum Completion: Sendable {
@@ -137,6 +140,7 @@ public struct CampaignWorker: Sendable {
                             held[device.device.address] = Held(claimed: device, adapter: nil)
                             waiting.append(device)
                         }
+                        metrics?.holding(held.count)
                     } catch {
                         databaseFailures += 1
                         logger.warning("cannot claim devices (\(databaseFailures) in a row): \(error)")
@@ -210,10 +214,11 @@ public struct CampaignWorker: Sendable {
                         // ending(of:) leaves retryAfter nil when no try is left.
                         if retryAfter != nil { summary.retried += 1 } else { summary.failed += 1 }
                     }
-                    if await record(claimed, ending, adapter: adapter, summary: &summary) == nil {
+                    if await record(claimed, ending, adapter: adapter, summary: &summary, elapsed: clock.now - began) == nil {
                         unrecorded.append((claimed, ending))
                     }
                     held[claimed.device.address] = nil
+                    metrics?.holding(held.count)
                     if case .failed(let error) = attempt, case .failed(_, _, _, _, _, _, let retryAfter?) = ending {
                         onEvent(.retrying(device: claimed.device, error: error, delay: .milliseconds(Int64(retryAfter * 1000))))
                     } else {
@@ -234,7 +239,7 @@ public struct CampaignWorker: Sendable {
                     }
                     var still: [(ClaimedDevice, TryEnding)] = []
                     for (claimed, ending) in unrecorded {
-                        if await record(claimed, ending, adapter: nil, summary: &summary) == nil { still.append((claimed, ending)) }
+                        if await record(claimed, ending, adapter: nil, summary: &summary, elapsed: clock.now - began) == nil { still.append((claimed, ending)) }
                     }
                     unrecorded = still
                 }
@@ -250,12 +255,23 @@ public struct CampaignWorker: Sendable {
     }
 
     /// Records a try's end; true when recorded, false when the lease was lost, nil when the database failed.
-    func record(_ claimed: ClaimedDevice, _ ending: TryEnding, adapter: String?, summary: inout CampaignWorkerSummary) async -> Bool? {
+    func record(
+        _ claimed: ClaimedDevice, _ ending: TryEnding, adapter: String?, summary: inout CampaignWorkerSummary, elapsed: Duration
+    ) async -> Bool? {
         do {
             let recorded = try await store.record(campaign, worker: options.name, claimed: claimed, ending: ending)
             if !recorded {
                 summary.lostLeases += 1
                 logger.warning("\(claimed.device.address): this worker's lease ran out before the try ended; its ending is not recorded")
+            }
+            if let metrics {
+                switch ending {
+                case _ where !recorded: metrics.ended(.leaseLost, stage: claimed.stage, bytes: 0, elapsed: elapsed)
+                case .updated(_, _, _, let bytes, _): metrics.ended(.updated, stage: claimed.stage, bytes: bytes, elapsed: elapsed)
+                case .alreadyCurrent: metrics.ended(.skipped, stage: claimed.stage, bytes: 0, elapsed: elapsed)
+                case .failed(_, _, _, _, let bytes, _, let retryAfter):
+                    metrics.ended(retryAfter == nil ? .failed : .retried, stage: claimed.stage, bytes: bytes, elapsed: elapsed)
+                }
             }
             return recorded
         } catch {

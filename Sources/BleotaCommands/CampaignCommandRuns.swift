@@ -129,6 +129,7 @@ extension FleetWorkerCommand {
             poll: .milliseconds(Int64(poll * 1000)))
         let location = self.location
         let json = global.json
+        let metricsAt = try metricsEndpoint
         let summary = try await withCampaignStore(location, logger: logger) { store in
             let campaign = try await store.info(try await location.resolveName(store))
             let bytes = try await store.image(of: campaign)
@@ -142,9 +143,33 @@ extension FleetWorkerCommand {
                 explicit: campaign.protocolName, timeout: timeouts.connect, imageStore: imageStoreOption.store, logger: logger)
             logger.notice("worker \(name) joins campaign '\(campaign.name)' with \(adapterNames.joined(separator: ", "))")
             let logs = try runOptions.deviceLogs(devices: [], clock: SystemClock())
+            var counters: CampaignMetrics?
+            var endpoint: MetricsEndpoint?
+            if let (host, port) = metricsAt {
+                let metrics = CampaignMetrics(campaign: campaign.name, worker: name)
+                do { endpoint = try MetricsEndpoint(host: host, port: port, metrics: metrics, logger: logger) } catch {
+                    throw CommandFailure(.usage, "--metrics \(host):\(port): \(error): pick a free port, or 0 for any")
+                }
+                counters = metrics
+                let url = "http://\(host.contains(":") ? "[\(host)]" : host):\(endpoint!.port)/metrics"
+                if json {
+                    struct Line: Codable {
+                        var event = "metrics"
+                        var url: String
+                    }
+                    Terminal.standardOutput.writeLine(try JSONOutput.string(Line(url: url), pretty: false))
+                } else {
+                    Terminal.standardError.writeLine("metrics for Prometheus: \(url)")
+                }
+            }
+            let serving = endpoint.map { endpoint in Task { await endpoint.run() } }
+            defer {
+                endpoint?.stop()
+                serving?.cancel()
+            }
             let worker = CampaignWorker(
                 store: store, campaign: campaign, options: options, stop: stop, logger: logger,
-                onEvent: runOptions.handler(display, logs),
+                onEvent: runOptions.handler(display, logs), metrics: counters,
                 update: planner.realDeviceUpdate(timeouts: timeouts, force: campaign.force, logs: logs))
             let summary = try await worker.run()
             if summary.updated > 0 { await planner.keepImages() }
@@ -184,21 +209,61 @@ extension FleetStatusCommand {
         let logger = global.makeLogger("bleota.campaign")
         let location = self.location
         let withTries = tries
+        let json = global.json
+        if watch {
+            let every = interval.duration()
+            try await withCampaignStore(location, logger: logger) { store in
+                let name = try await location.resolveName(store)
+                var pace = CampaignPace()
+                let started = ContinuousClock.now
+                let redraw = Terminal.standardOutput.isInteractive && !json
+                while true {
+                    let status = try await store.status(name)
+                    pace.observe(finished: status.devices.count(where: \.state.isFinal), of: status.devices.count, at: ContinuousClock.now - started)
+                    if json {
+                        Terminal.standardOutput.writeLine(
+                            try JSONOutput.string(
+                                StatusDocument(
+                                    campaign: status.campaign, stages: status.stages, devices: status.devices, tries: nil,
+                                    devicesPerMinute: pace.perMinute, etaSeconds: pace.etaSeconds),
+                                pretty: false))
+                    } else {
+                        let lines = Self.lines(status, records: []) + [pace.sentence]
+                        Terminal.standardOutput.write((redraw ? "\u{1B}[H\u{1B}[2J" : "") + lines.joined(separator: "\n") + "\n" + (redraw ? "" : "\n"))
+                    }
+                    if status.isFinished || status.campaign.progress.isAborted { return }
+                    try await Task.sleep(for: every)
+                }
+            }
+            return
+        }
         let (status, records) = try await withCampaignStore(location, logger: logger) { store in
             let name = try await location.resolveName(store)
             return (try await store.status(name), withTries ? try await store.tries(name) : [])
         }
-        if global.json {
-            struct Document: Codable {
-                var campaign: CampaignInfo
-                var stages: [StageSummary]
-                var devices: [CampaignDeviceState]
-                var tries: [TryRecord]?
-            }
+        if json {
             Terminal.standardOutput.writeLine(
-                try JSONOutput.string(Document(campaign: status.campaign, stages: status.stages, devices: status.devices, tries: withTries ? records : nil)))
+                try JSONOutput.string(
+                    StatusDocument(campaign: status.campaign, stages: status.stages, devices: status.devices, tries: withTries ? records : nil)))
             return
         }
+        for line in Self.lines(status, records: records) { Terminal.standardOutput.writeLine(line) }
+    }
+
+    /// `fleet status --json`: the campaign, its stages, its devices and (`--tries`) its tries;
+    /// with `--watch` also the rate and ETA.
+    struct StatusDocument: Codable {
+        var campaign: CampaignInfo
+        var stages: [StageSummary]
+        var devices: [CampaignDeviceState]
+        var tries: [TryRecord]?
+        var devicesPerMinute: Double?
+        var etaSeconds: Double?
+    }
+
+    /// The status as text: the campaign, a row a device, the tries, each stage, the counts and
+    /// where the rollout stands.
+    static func lines(_ status: CampaignStatus, records: [TryRecord]) -> [String] {
         let info = status.campaign
         var lines = [
             "campaign '\(info.name)': image \(info.imageName) (sha256 \(info.imageSHA256.prefix(16))…), \(info.attempts) tries per device, lease \(Int(info.leaseSeconds)) s"
@@ -227,9 +292,10 @@ extension FleetStatusCommand {
         lines.append(status.sentence)
         let rollout = status.rolloutSentence
         if !rollout.isEmpty { lines.append(rollout) }
-        for line in lines { Terminal.standardOutput.writeLine(line) }
+        return lines
     }
 }
+
 extension CampaignAdvanceCommand {
     func run() async throws {
         let location = self.location

@@ -262,7 +262,37 @@ struct FleetWorkerCommand: AsyncParsableCommand, StreamsJSONLines {
 
     @OptionGroup var imageStoreOption: ImageStoreOption
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Serve this worker's counters for Prometheus at http://HOST:PORT/metrics (127.0.0.1:9464; port 0 picks one, printed).",
+            valueName: "HOST:PORT"))
+    var metrics: String?
+
+    /// `--metrics` as host and port.
+    var metricsEndpoint: (host: String, port: UInt16)? {
+        get throws {
+            guard let metrics else { return nil }
+            let host: Substring
+            let port: Substring
+            if metrics.hasPrefix("["), let close = metrics.firstIndex(of: "]") {
+                host = metrics[metrics.index(after: metrics.startIndex)..<close]
+                port = metrics[metrics.index(after: close)...].drop { $0 == ":" }
+            } else if let colon = metrics.lastIndex(of: ":") {
+                host = metrics[..<colon]
+                port = metrics[metrics.index(after: colon)...]
+            } else {
+                throw ValidationError("--metrics '\(metrics)' is not HOST:PORT: write 127.0.0.1:9464 (or [::1]:9464)")
+            }
+            guard !host.isEmpty, let number = UInt16(port) else {
+                throw ValidationError("--metrics '\(metrics)' is not HOST:PORT: write 127.0.0.1:9464 (or [::1]:9464)")
+            }
+            return (String(host), number)
+        }
+    }
+
     func validate() throws {
+        _ = try metricsEndpoint
         _ = try pollTime.checkedSeconds(option: "--poll", range: 0.1...60)
         if Set(adapters).count != adapters.count { throw ValidationError("--adapter names an adapter twice: give each once") }
         if let workerName, workerName.isEmpty { throw ValidationError("--worker-name is empty: give a name, or leave it out for HOST:PID") }
@@ -274,13 +304,32 @@ struct FleetStatusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
         abstract: "Print a campaign: every device's state, tries, worker, versions and last error.",
-        discussion: "With --json the campaign, its devices and (with --tries) every try as one JSON document.")
+        discussion: """
+            With --json the campaign, its stages, its devices and (with --tries) every try as one JSON document. With --watch the \
+            view is redrawn every --interval (on a terminal in place; --json: one document a line, with the rate and ETA) until every \
+            device is done or the campaign is aborted; the rate is devices finished a minute over the last minute of looks.
+            """)
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var location: CampaignLocation
 
     @Flag(name: .long, help: "Also list every try (worker, start, end, outcome).")
     var tries = false
+
+    @Flag(
+        name: .long,
+        help: "Redraw the status every --interval until the campaign is done or aborted: stage, counts, rate and ETA, halt reason (--json: one document a line).")
+    var watch = false
+
+    @Option(
+        name: .long, help: "Time between redraws with --watch, in seconds or with a unit (0.5…3600 s, default 2 s).",
+        transform: TimeArgument.parse)
+    var interval = TimeArgument(seconds: 2)
+
+    func validate() throws {
+        _ = try interval.checkedSeconds(option: "--interval", range: 0.5...3600)
+        if tries && watch { throw ValidationError("--tries lists every try once: leave it out of --watch") }
+    }
 }
 
 /// A campaign's image as a file of this worker: written under its own name in a directory

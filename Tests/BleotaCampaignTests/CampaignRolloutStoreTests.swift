@@ -5,6 +5,10 @@ import BleotaFleet
 import BleotaTestSupport
 import Foundation
 import PostgresNIO
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Testing
 
 @testable import BleotaCampaign
@@ -255,6 +259,90 @@ import Testing
             let status = try #require(summary.status)
             #expect(status.campaign.progress.isAborted)
             #expect(status.devices.filter { $0.state == .pending && $0.tries == 0 }.count == 4)
+        }
+    }
+
+    /// The value of the sample of `name` whose labels include every one of `labels`, in a scrape.
+    static func sample(_ text: String, _ name: String, _ labels: [String: String]) -> Double? {
+        for line in text.split(separator: "\n") where line.hasPrefix(name + "{") {
+            guard let close = line.lastIndex(of: "}") else { continue }
+            let inside = line[line.index(line.startIndex, offsetBy: name.count + 1)..<close]
+            let pairs = Dictionary(
+                inside.split(separator: ",").map { pair in
+                    let parts = pair.split(separator: "=", maxSplits: 1)
+                    return (String(parts[0]), String(parts[1]).trimmingCharacters(in: CharacterSet(charactersIn: "\"")))
+                }, uniquingKeysWith: { first, _ in first })
+            if labels.allSatisfy({ pairs[$0.key] == $0.value }) { return Double(line[line.index(after: close)...].trimmingCharacters(in: .whitespaces)) }
+        }
+        return nil
+    }
+
+    /// A worker's counters, scraped over HTTP by Foundation's URLSession (libcurl) as Prometheus
+    /// would: devices by outcome and stage, bytes, in flight; another path and method refused.
+    @Test(.timeLimit(.minutes(2))) func aWorkersMetricsAreScrapedOverHTTP() async throws {
+        let rollout = CampaignRollout(stages: try Self.stages("canary=1", "100%"), seed: 5)
+        try await campaigns.withCampaign(4, attempts: 1, rollout: rollout) { store, info, _ in
+            let clock = SteppedClock { moved in store.advanceClock(by: Double(moved / .milliseconds(1)) / 1000) }
+            let metrics = CampaignMetrics(campaign: info.name, worker: "w")
+            let endpoint = try MetricsEndpoint(host: "127.0.0.1", port: 0, metrics: metrics, logger: CampaignStoreTests.logger)
+            let serving = Task { await endpoint.run() }
+            defer {
+                endpoint.stop()
+                serving.cancel()
+            }
+            let count = Shared(0)
+            let options = CampaignWorkerOptions(adapters: ["a0"], connectionsPerAdapter: 2, name: "w", poll: .milliseconds(100))
+            let worker = CampaignWorker(
+                store: store, campaign: info, options: options, clock: clock, logger: CampaignStoreTests.logger, metrics: metrics
+            ) { device, _, _, _ in
+                // Every other device fails cleanly; the others take 1 000 bytes.
+                let number = count.value.withLock {
+                    $0 += 1
+                    return $0
+                }
+                if number.isMultiple(of: 2) { return .failed(TransferError(.linkLost, step: .connect, "no answer")) }
+                var report = UpdateReport(
+                    operation: "flash", device: device.address, bytes: 1000, streamBytes: 1000, compressed: false, packetSize: 244,
+                    transferSeconds: 0.1, totalSeconds: 0.1, statistics: TransferStatistics(), stepSeconds: [:], tuning: TransferTuning())
+                report.versionAfter = "2.0.0"
+                return .updated(report)
+            }
+            let stepping = Task {
+                while !Task.isCancelled { await clock.step() }
+            }
+            defer { stepping.cancel() }
+            let summary = try await worker.run()
+            stepping.cancel()
+            #expect(summary.updated == 2 && summary.failed == 2)
+            let base = "http://127.0.0.1:\(endpoint.port)"
+            let (body, response) = try await URLSession.shared.data(from: URL(string: "\(base)/metrics")!)
+            let http = try #require(response as? HTTPURLResponse)
+            #expect(http.statusCode == 200)
+            #expect(http.value(forHTTPHeaderField: "Content-Type") == "text/plain; version=0.0.4; charset=utf-8")
+            let text = String(decoding: body, as: UTF8.self)
+            let stageOf = rollout.stageOfEachDevice(total: 4)
+            let status = try await store.status(info.name)
+            // What the database recorded, stage by stage, is what the worker counted.
+            for stage in 0..<2 {
+                let mine = status.devices.filter { $0.stage == stage }
+                for (outcome, state) in [("updated", CampaignDeviceState.State.updated), ("failed", .failed)] {
+                    let expected = Double(mine.count { $0.state == state })
+                    let counted = Self.sample(text, "bleota_campaign_devices_total", ["stage": "\(stage + 1)", "outcome": outcome, "worker": "w"]) ?? 0
+                    #expect(counted == expected, "stage \(stage + 1) \(outcome): \(text)")
+                }
+            }
+            #expect(stageOf.count(where: { $0 == 0 }) == 1)
+            let bytes = (1...2).compactMap { Self.sample(text, "bleota_campaign_bytes_sent_total", ["stage": "\($0)"]) }.reduce(0, +)
+            #expect(bytes == 2000, "\(text)")
+            #expect(Self.sample(text, "bleota_campaign_devices_in_flight", ["campaign": "test"]) == 0)
+            #expect((Self.sample(text, "bleota_campaign_goodput_bytes_per_second", ["worker": "w"]) ?? 0) > 0)
+            #expect(text.contains("# TYPE bleota_campaign_devices_total counter"), "\(text)")
+            let (_, missing) = try await URLSession.shared.data(from: URL(string: "\(base)/other")!)
+            #expect((missing as? HTTPURLResponse)?.statusCode == 404)
+            var post = URLRequest(url: URL(string: "\(base)/metrics")!)
+            post.httpMethod = "POST"
+            let (_, refused) = try await URLSession.shared.data(for: post)
+            #expect((refused as? HTTPURLResponse)?.statusCode == 405)
         }
     }
 

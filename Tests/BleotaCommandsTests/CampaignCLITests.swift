@@ -256,6 +256,16 @@ import Testing
         #expect(again.status == 1 && again.stderr == "error: campaign 'staged' was aborted already\n")
         let aborted = try BleotaProcess.run(["fleet", "status", "--campaign", server.url])
         #expect(aborted.stdout.contains("aborted at "), "\(aborted.stdout)")
+        // A watch of a campaign that can no longer move draws it once and ends.
+        let watched = try BleotaProcess.run(["fleet", "status", "--campaign", server.url, "--watch", "--json", "--interval", "500ms"])
+        #expect(watched.status == 0, "\(watched.stderr)")
+        let documents = watched.stdout.split(separator: "\n")
+        #expect(documents.count == 1 && Self.json(String(documents[0]))?["stages"] != nil, "\(watched.stdout)")
+        let drawn = try BleotaProcess.run(["fleet", "status", "--campaign", server.url, "--watch"])
+        #expect(drawn.status == 0 && drawn.stdout.contains("\naborted at "), "\(drawn.stdout)")
+        #expect(drawn.stdout.contains("\nrate: measuring\n"), "\(drawn.stdout)")
+        let both = try BleotaProcess.run(["fleet", "status", "--campaign", server.url, "--watch", "--tries"])
+        #expect(both.status == 2 && both.stderr.contains("--tries lists every try once"), "\(both.stderr)")
     }
 }
 #endif
