@@ -35,15 +35,23 @@ public final class CampaignStore: Sendable {
     /// Moves the store's clock forward: what tests do instead of waiting for leases to run out.
     func advanceClock(by seconds: Double) { clockOffset.withLock { $0 += seconds } }
 
+    /// While set, every operation fails as a store cut off from its server does (no answer):
+    /// how tests cut one worker off the network while the others still reach the database.
+    let cutOff = Mutex(false)
+
     /// What postgres-nio itself logs (its queries, its pool): errors only, unless the user asked
     /// for debug or trace. (Its one warning in normal use is a race of our own making: the first
     /// query may ask for a connection a moment before `run()` has started; it waits and succeeds.)
     let databaseLogger: Logger
 
-    init(client: PostgresClient, address: CampaignAddress, logger: Logger) {
+    /// How long one operation may take (``defaultOperationTimeout`` in use).
+    let operationTimeout: Duration
+
+    init(client: PostgresClient, address: CampaignAddress, logger: Logger, operationTimeout: Duration = defaultOperationTimeout) {
         self.client = client
         self.address = address
         self.logger = logger
+        self.operationTimeout = operationTimeout
         databaseLogger = Self.quieter(logger)
     }
 
@@ -54,8 +62,10 @@ public final class CampaignStore: Sendable {
     }
 
     /// Opens the database at `address`, applies missing migrations, runs `body`, and closes it.
+    /// `operationTimeout`: how long one operation may take before it fails (a query in flight
+    /// when the server went away was seen never to end).
     public static func withStore<Result: Sendable>(
-        _ address: CampaignAddress, logger: Logger,
+        _ address: CampaignAddress, logger: Logger, operationTimeout: Duration = defaultOperationTimeout,
         _ body: @Sendable (CampaignStore) async throws -> Result
     ) async throws -> Result {
         var configuration: PostgresClient.Configuration
@@ -77,7 +87,7 @@ public final class CampaignStore: Sendable {
         configuration.options.maximumConnections = 4
         configuration.options.connectionIdleTimeout = .seconds(120)
         let client = PostgresClient(configuration: configuration, backgroundLogger: Self.quieter(logger))
-        let store = CampaignStore(client: client, address: address, logger: logger)
+        let store = CampaignStore(client: client, address: address, logger: logger, operationTimeout: operationTimeout)
         return try await withThrowingTaskGroup(of: Result?.self) { group in
             group.addTask {
                 await client.run()
@@ -121,8 +131,9 @@ public final class CampaignStore: Sendable {
     }
 
     /// How long one database operation may take before the worker gives up on it: a server
-    /// that stops answering (a cut network) otherwise holds a query for ever.
-    static let operationTimeout = Duration.seconds(30)
+    /// that stops answering (a cut network), or one restarted under a query in flight (seen with
+    /// an immediate shutdown), otherwise holds the query for ever.
+    public static let defaultOperationTimeout = Duration.seconds(30)
 
     // MARK: Schema
 
@@ -514,7 +525,8 @@ public final class CampaignStore: Sendable {
 
     /// Runs a database operation; errors become one-line ``CampaignError``s naming what was being done.
     func run<Result: Sendable>(_ doing: String, _ body: @escaping @Sendable () async throws -> Result) async throws(CampaignError) -> Result {
-        do { return try await withOperationTimeout(Self.operationTimeout, body) } catch let error as CampaignError {
+        if cutOff.withLock({ $0 }) { throw .database("\(doing) at \(address): no answer (cut off from the server)") }
+        do { return try await withOperationTimeout(operationTimeout, body) } catch let error as CampaignError {
             if case .database(let text) = error, text.hasPrefix("no answer") { throw .database("\(doing) at \(address): \(text)") }
             throw error
         } catch {
@@ -568,19 +580,62 @@ public final class CampaignStore: Sendable {
 }
 
 /// Runs `body`, or throws ``CampaignError/database(_:)`` when it takes longer than `limit`
-/// (the body is cancelled).
+/// (the body is cancelled, and not waited for).
+///
+/// Not a task group: a group waits for its children, and a query whose connection the server
+/// dropped mid-transaction (a restart) was seen to ignore cancellation and never end, which held
+/// the worker for ever. The body runs in a task of its own; whichever ends first — the body, the
+/// limit, or the caller's cancellation — answers, and a body that outlives the limit ends on its
+/// own (its connection gone with the server's).
 func withOperationTimeout<Result: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> Result) async throws -> Result {
-    try await withThrowingTaskGroup(of: Result?.self) { group in
-        group.addTask { try await body() }
-        group.addTask {
-            try await Task.sleep(for: limit)
-            return nil
+    let race = OperationRace<Result>()
+    return try await withTaskCancellationHandler {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Result, any Error>) in
+            race.answer.withLock { $0 = continuation }
+            let running = Task {
+                do { race.finish(.success(try await body())) } catch { race.finish(.failure(error)) }
+            }
+            let timer = Task {
+                do { try await Task.sleep(for: limit) } catch { return }
+                race.finish(.failure(CampaignError.database("no answer in \(limit.components.seconds) s: is the server running, and is the address right?")))
+            }
+            race.keep([running, timer])
+            // Cancelled before the answer could be waited for: the handler found nothing to end.
+            if Task.isCancelled { race.finish(.failure(CancellationError())) }
         }
-        defer { group.cancelAll() }
-        guard let first = try await group.next(), let result = first else {
-            throw CampaignError.database("no answer in \(limit.components.seconds) s: is the server running, and is the address right?")
+    } onCancel: {
+        race.finish(.failure(CancellationError()))
+    }
+}
+
+/// The body and the timer of ``withOperationTimeout(_:_:)``: the first to end answers, once,
+/// and cancels the other.
+private final class OperationRace<Result: Sendable>: Sendable {
+    let answer = Mutex<CheckedContinuation<Result, any Error>?>(nil)
+    private let tasks = Mutex<(kept: [Task<Void, Never>], finished: Bool)>(([], false))
+
+    func keep(_ running: [Task<Void, Never>]) {
+        let finished = tasks.withLock { state -> Bool in
+            state.kept = running
+            return state.finished
         }
-        return result
+        // Answered (or cancelled) before the tasks were kept: they are cancelled now.
+        if finished { for task in running { task.cancel() } }
+    }
+
+    func finish(_ outcome: Swift.Result<Result, any Error>) {
+        guard
+            let continuation = answer.withLock({ slot -> CheckedContinuation<Result, any Error>? in
+                defer { slot = nil }
+                return slot
+            })
+        else { return }
+        let running = tasks.withLock { state -> [Task<Void, Never>] in
+            state.finished = true
+            return state.kept
+        }
+        for task in running { task.cancel() }
+        continuation.resume(with: outcome)
     }
 }
 

@@ -19,12 +19,13 @@ import Testing
     /// A server, its address, and a campaign of `count` devices named d1…dN.
     func withCampaign(
         _ count: Int = 4, attempts: Int = 3, lease: Double = 60, backoff: Double = 0, rollout: CampaignRollout = CampaignRollout(),
+        operationTimeout: Duration = CampaignStore.defaultOperationTimeout,
         _ body: @Sendable (CampaignStore, CampaignInfo, PostgresTestServer) async throws -> Void
     ) async throws {
         let server = try PostgresTestServer.start()
         defer { server.stop() }
         let address = try CampaignAddress(parsing: server.url)
-        try await CampaignStore.withStore(address, logger: Self.logger) { store in
+        try await CampaignStore.withStore(address, logger: Self.logger, operationTimeout: operationTimeout) { store in
             let devices = (1...count).map { FleetDevice(address: "udp://127.0.0.1:\(20_000 + $0)", label: "d\($0)") }
             let info = try await store.create(
                 CampaignDefinition(

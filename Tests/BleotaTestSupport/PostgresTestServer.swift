@@ -50,13 +50,7 @@ public final class PostgresTestServer: Sendable {
         do {
             if server.asPostgresUser { try server.run("/bin/chown", ["postgres", directory]) }
             try server.run("\(binaries)/initdb", ["-D", "\(directory)/data", "-U", "bleota", "--auth=trust", "-E", "UTF8", "--no-sync"], asServerUser: true)
-            try server.run(
-                "\(binaries)/pg_ctl",
-                [
-                    "-D", "\(directory)/data", "-l", "\(directory)/log", "-w", "-t", "60", "start",
-                    "-o", "-k \(directory) -c listen_addresses= -p \(server.port) -c fsync=off -c max_connections=60",
-                ],
-                asServerUser: true)
+            try server.launch()
         } catch {
             server.stop()
             throw error
@@ -69,6 +63,24 @@ public final class PostgresTestServer: Sendable {
         self.port = port
         self.binaries = binaries
         self.asPostgresUser = asPostgresUser
+    }
+
+    /// Stops the server at once, as a crash or a host's reboot would (every connection dropped,
+    /// nothing flushed on the way), and starts it again on the same socket and data.
+    public func restart() throws {
+        try run("\(binaries)/pg_ctl", ["-D", "\(directory)/data", "-m", "immediate", "-w", "stop"], asServerUser: true)
+        try launch()
+    }
+
+    /// Starts the cluster in `directory/data` on its socket, and waits until it takes connections.
+    func launch() throws {
+        try run(
+            "\(binaries)/pg_ctl",
+            [
+                "-D", "\(directory)/data", "-l", "\(directory)/log", "-w", "-t", "60", "start",
+                "-o", "-k \(directory) -c listen_addresses= -p \(port) -c fsync=off -c max_connections=60",
+            ],
+            asServerUser: true)
     }
 
     /// Stops the server at once and removes its directory.
