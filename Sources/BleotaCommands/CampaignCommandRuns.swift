@@ -298,33 +298,32 @@ extension FleetStatusCommand {
 
 extension CampaignAdvanceCommand {
     func run() async throws {
-        let location = self.location
         let seen = fromStage.map { $0 - 1 }
-        let result = try await withCampaignStore(location, logger: global.makeLogger("bleota.campaign")) { store in
-            try await store.advance(try await location.resolveName(store), from: seen)
-        }
-        try printOperatorResult(result, json: global.json)
+        try await runOperatorCommand(location, global) { store, name in try await store.advance(name, from: seen) }
     }
 }
 
 extension CampaignResumeCommand {
     func run() async throws {
-        let location = self.location
-        let result = try await withCampaignStore(location, logger: global.makeLogger("bleota.campaign")) { store in
-            try await store.resume(try await location.resolveName(store))
-        }
-        try printOperatorResult(result, json: global.json)
+        try await runOperatorCommand(location, global) { store, name in try await store.resume(name) }
     }
 }
 
 extension CampaignAbortCommand {
     func run() async throws {
-        let location = self.location
-        let result = try await withCampaignStore(location, logger: global.makeLogger("bleota.campaign")) { store in
-            try await store.abort(try await location.resolveName(store))
-        }
-        try printOperatorResult(result, json: global.json)
+        try await runOperatorCommand(location, global) { store, name in try await store.abort(name) }
     }
+}
+
+/// An operator's command on the campaign `location` names: its one change, then its line.
+func runOperatorCommand(
+    _ location: CampaignLocation, _ global: GlobalOptions,
+    _ change: @escaping @Sendable (CampaignStore, String) async throws -> CampaignStore.OperatorResult
+) async throws {
+    let result = try await withCampaignStore(location, logger: global.makeLogger("bleota.campaign")) { store in
+        try await change(store, try await location.resolveName(store))
+    }
+    try printOperatorResult(result, json: global.json)
 }
 
 /// An operator command's line, or with `--json` the campaign as it now stands.
