@@ -47,8 +47,8 @@ import Testing
     /// The server is stopped at once (every connection dropped) and started again while a worker
     /// is mid-campaign: the worker's claims and records fail for a moment, it connects again and
     /// goes on, and every device is updated exactly once, recorded once. (Before the store stopped
-    /// waiting for an operation past its limit, a query caught in the restart held the worker for
-    /// ever: 2 runs of 2 hung past the test's 2 minutes.)
+    /// waiting for an operation past its limit, a query caught in the restart could hold the worker
+    /// for ever: 2 runs of 3 hung.)
     @Test(.timeLimit(.minutes(2))) func aDatabaseRestartedMidCampaignLosesNothingAndRepeatsNothing() async throws {
         // A query in flight as the server went away can hang: the store gives up on it after 3 s here.
         try await campaigns.withCampaign(8, lease: 60, operationTimeout: .seconds(3)) { store, info, server in
