@@ -8,7 +8,8 @@ import Logging
 /// format, one response per connection (then closed), on the process's one reactor.
 ///
 /// Nothing else is served: another path is 404, another method 405, a request line that does not
-/// come within 8 KiB or 5 s is dropped. It listens where `--metrics` says (127.0.0.1 unless the
+/// come within 8 KiB is dropped (a scraper that connects and sends nothing
+/// holds its connection until it closes it: there is no read timeout). It listens where `--metrics` says (127.0.0.1 unless the
 /// operator opens it wider).
 public struct MetricsEndpoint: Sendable {
     public let listener: TCPListener
