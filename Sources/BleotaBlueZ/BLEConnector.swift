@@ -28,6 +28,14 @@ public struct ATTConnection: Sendable {
         guard let local = BluetoothAvailability.address(of: target.adapter) else {
             throw .unreachable(BluetoothAvailability.noAdapter(target.adapter).description)
         }
+        // A device whose bond must exist is not connected to without one: the kernel would pair
+        // it Just Works without asking anyone. (Beside bluetoothd the bonds are its own, and its
+        // agent refuses to pair such a device instead.)
+        if !pairing.pairsAnew, !BluetoothDaemon.isRunning,
+            (try? BondStore().bonds(adapter: local))?.contains(where: { $0.identity.address == target.address }) != true
+        {
+            throw .security(.noBond)
+        }
         // Before the connection exists: the kernel gives it the IO capability the agent sets.
         let answerer = await PairingService.shared.answerer(adapter: target.adapter, policy: pairing, logger: logger)
         let socket: L2CAPSocket

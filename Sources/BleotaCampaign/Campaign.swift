@@ -53,12 +53,16 @@ public struct CampaignDefinition: Sendable {
     public var leaseSeconds: Double
     /// The stages the devices go out in and what halts the campaign.
     public var rollout: CampaignRollout
+    /// `--from-version`: only devices that run one of these are updated (empty: any); the others
+    /// end as ``CampaignDeviceState/State/otherVersion``.
+    public var fromVersions: [String]
 
     public init(
         name: String, imageName: String, image: [UInt8], devices: [FleetDevice], protocolName: String? = nil,
         protocolOptions: ProtocolOptionText = [:], versionLabel: String? = nil, force: Bool = false, attempts: Int = 3,
-        backoffSeconds: Double = 5, leaseSeconds: Double = 60, rollout: CampaignRollout = CampaignRollout()
+        backoffSeconds: Double = 5, leaseSeconds: Double = 60, rollout: CampaignRollout = CampaignRollout(), fromVersions: [String] = []
     ) {
+        self.fromVersions = fromVersions
         self.name = name
         self.imageName = imageName
         self.image = image
@@ -92,6 +96,8 @@ public struct CampaignInfo: Sendable, Codable, Equatable {
     public var rollout: CampaignRollout
     /// Where the rollout stands now (as read: the database moves on).
     public var progress: RolloutProgress
+    /// `--from-version` (empty: any version is updated).
+    public var fromVersions: [String] = []
 }
 
 /// Where a campaign's rollout stands, as the database keeps it.
@@ -129,8 +135,10 @@ public struct CampaignDeviceState: Sendable, Codable, Equatable {
     /// that may be cured goes back to pending after its back-off.
     public enum State: String, Sendable, Codable, CaseIterable {
         case pending, running, updated, skipped, failed
+        /// It runs a version the campaign is not for (`--from-version`), or cannot say which: left alone.
+        case otherVersion = "other-version"
         /// No worker will touch the device again.
-        public var isFinal: Bool { self == .updated || self == .skipped || self == .failed }
+        public var isFinal: Bool { self != .pending && self != .running }
     }
 
     public var device: String
@@ -152,6 +160,9 @@ public struct CampaignDeviceState: Sendable, Codable, Equatable {
     public var deviceState: String?
     /// The rollout stage it belongs to (0-based).
     public var stage: Int
+    /// Bytes that went over the air to update it: fewer than ``bytes`` (the whole image's) when a
+    /// delta patch or a compressed stream went.
+    public var airBytes: Int = 0
 
     public init(
         device: String, label: String, state: State, tries: Int, worker: String?, versionBefore: String?, versionAfter: String?,
@@ -181,6 +192,7 @@ public struct CampaignDeviceState: Sendable, Codable, Equatable {
 
     private enum CodingKeys: String, CodingKey {
         case device, label, state, tries, worker, versionBefore, versionAfter, seconds, bytes, resends, error, step, deviceState, stage
+        case airBytes
         case errorStep
     }
 
@@ -197,6 +209,7 @@ public struct CampaignDeviceState: Sendable, Codable, Equatable {
             step: try container.decodeIfPresent(String.self, forKey: .step) ?? container.decodeIfPresent(String.self, forKey: .errorStep),
             deviceState: try container.decodeIfPresent(String.self, forKey: .deviceState),
             stage: try container.decodeIfPresent(Int.self, forKey: .stage) ?? 0)
+        airBytes = try container.decodeIfPresent(Int.self, forKey: .airBytes) ?? bytes
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -217,6 +230,7 @@ public struct CampaignDeviceState: Sendable, Codable, Equatable {
         try container.encodeIfPresent(step, forKey: .errorStep)
         try container.encodeIfPresent(deviceState, forKey: .deviceState)
         try container.encode(stage, forKey: .stage)
+        try container.encode(airBytes, forKey: .airBytes)
     }
 }
 
@@ -235,11 +249,20 @@ public struct CampaignStatus: Sendable, Codable, Equatable {
         var parts: [String] = []
         for (state, words) in [
             (CampaignDeviceState.State.updated, "updated"), (.skipped, "already current"), (.failed, "failed"),
-            (.running, "running"), (.pending, "pending"),
+            (.otherVersion, "another version's (left alone)"), (.running, "running"), (.pending, "pending"),
         ] where count(state) > 0 {
             parts.append("\(count(state)) \(words)")
         }
         return "\(devices.count) devices: " + (parts.isEmpty ? "none" : parts.joined(separator: ", "))
+    }
+
+    /// Devices that run the target, or were left alone as the campaign asked (`--from-version`).
+    public var endedAsAsked: Int { count(.updated) + count(.skipped) + count(.otherVersion) }
+
+    /// What went over the air to the updated devices against what their whole images are.
+    public var air: (sent: Int, whole: Int, patched: Int) {
+        let updated = devices.filter { $0.state == .updated }
+        return (updated.reduce(0) { $0 + $1.airBytes }, updated.reduce(0) { $0 + $1.bytes }, updated.count { $0.airBytes < $0.bytes })
     }
 }
 
@@ -311,9 +334,12 @@ public struct ClaimedDevice: Sendable, Equatable {
 
 /// How one try ended, as a worker records it.
 public enum TryEnding: Sendable, Equatable {
-    case updated(versionBefore: String?, versionAfter: String?, seconds: Double, bytes: Int, resends: Int)
+    /// `bytes`: the whole image's; `airBytes`: what went over the air (a patch's, when one went).
+    case updated(versionBefore: String?, versionAfter: String?, seconds: Double, bytes: Int, resends: Int, airBytes: Int)
     /// The device already ran the target; nothing was sent.
     case alreadyCurrent(version: String, seconds: Double)
+    /// It runs a version the campaign is not for (`--from-version`; nil: it cannot say): nothing was sent.
+    case otherVersion(version: String?, reason: String, seconds: Double)
     /// `retryAfter` nil: the device has failed for good (no tries left, or a failure no retry cures).
     case failed(error: String, step: String, deviceState: String?, seconds: Double, bytes: Int, resends: Int, retryAfter: Double?)
 }

@@ -29,6 +29,8 @@ public final class CampaignMetrics: Sendable {
         case retried
         /// The worker lost the device's lease before it could record the end.
         case leaseLost = "lease_lost"
+        /// It runs a version the campaign is not for (`--from-version`): left alone.
+        case otherVersion = "other_version"
     }
 
     public init(campaign: String, worker: String) {
@@ -57,18 +59,18 @@ public final class CampaignMetrics: Sendable {
         }
     }
 
-    /// A try of a device of `stage` (0-based) ended so, having sent `bytes`, `elapsed` into the
-    /// worker's run (on its clock: goodput is the bytes of updated devices over it).
-    public func ended(_ outcome: Outcome, stage: Int, bytes: Int, elapsed: Duration) {
+    /// A try of a device of `stage` (0-based) ended so, having sent `sent` bytes over the air to
+    /// deliver an image of `bytes`, `elapsed` into the worker's run (on its clock: goodput is the
+    /// image bytes of updated devices over it, so a delta patch's saving shows as goodput).
+    public func ended(_ outcome: Outcome, stage: Int, bytes: Int, sent: Int, elapsed: Duration) {
         counter("bleota_campaign_devices_total", stage: stage, outcome: outcome).increment()
-        if bytes > 0 { counter("bleota_campaign_bytes_sent_total", stage: stage, outcome: nil).increment(by: bytes) }
+        if sent > 0 { counter("bleota_campaign_bytes_sent_total", stage: stage, outcome: nil).increment(by: sent) }
         guard outcome == .updated else { return }
         let total = updatedBytes.withLock {
             $0 += bytes
             return $0
         }
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        goodput.set(Double(total) / max(seconds, 0.001))
+        goodput.set(Double(total) / max(elapsed / .seconds(1), 0.001))
     }
 
     /// Devices this worker holds now (claimed and not yet recorded).

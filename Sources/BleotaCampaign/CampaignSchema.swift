@@ -116,5 +116,26 @@ public enum CampaignSchema {
                 """,
                 "ALTER TABLE bleota.devices ADD COLUMN stage integer NOT NULL DEFAULT 0",
             ]),
+        Migration(
+            version: 3, description: "cohorts by version, bytes over the air, devices that need pairing",
+            statements: [
+                "ALTER TABLE bleota.campaigns ADD COLUMN from_versions text[] NOT NULL DEFAULT '{}'",
+                """
+                ALTER TABLE bleota.devices
+                    ADD COLUMN air_bytes bigint,
+                    ADD COLUMN pairing text CHECK (pairing = 'bonded' OR pairing ~ '^passkey:[0-9]{1,6}$'),
+                    DROP CONSTRAINT devices_state_check,
+                    ADD CONSTRAINT devices_state_check CHECK (state IN ('pending', 'running', 'updated', 'skipped', 'failed', 'other-version'))
+                """,
+                // A row written before: only whole images went over the air then.
+                "UPDATE bleota.devices SET air_bytes = bytes",
+                "ALTER TABLE bleota.devices ALTER COLUMN air_bytes SET DEFAULT 0, ALTER COLUMN air_bytes SET NOT NULL",
+                """
+                ALTER TABLE bleota.tries
+                    ADD COLUMN air_bytes bigint,
+                    DROP CONSTRAINT tries_outcome_check,
+                    ADD CONSTRAINT tries_outcome_check CHECK (outcome IN ('updated', 'skipped', 'failed', 'lease-expired', 'other-version'))
+                """,
+            ]),
     ]
 }

@@ -216,20 +216,21 @@ public final class CampaignStore: Sendable {
                     INSERT INTO bleota.campaigns (name, image_sha256, image_name, protocol, protocol_options, version_label, force,
                                                   attempts, backoff_seconds, lease_seconds, stages, stage_count, stage_wait_seconds,
                                                   stage_wait_manual, seed, stage_opened_at, halt_failed_share, halt_after, halt_on,
-                                                  rate_count, rate_period_seconds, window_start_minute, window_end_minute, window_zone)
+                                                  rate_count, rate_period_seconds, window_start_minute, window_end_minute, window_zone,
+                                                  from_versions)
                     VALUES (\(definition.name), \(digest), \(definition.imageName), \(definition.protocolName), \(options)::jsonb,
                             \(definition.versionLabel), \(definition.force), \(definition.attempts), \(definition.backoffSeconds),
                             \(definition.leaseSeconds), \(stages)::jsonb, \(stageCount), \(waitSeconds), \(waitManual), \(seed),
                             now() + make_interval(secs => \(shift)), \(rollout.halt?.failedShare), \(rollout.halt?.after ?? 1),
                             \(rollout.halt?.counting.rawValue ?? "any"), \(rollout.rate?.count), \(rollout.rate?.periodSeconds ?? 60),
-                            \(rollout.window?.start), \(rollout.window?.end), \(rollout.window?.zone))
+                            \(rollout.window?.start), \(rollout.window?.end), \(rollout.window?.zone), \(definition.fromVersions))
                     """, logger: databaseLogger)
                 for (position, device) in definition.devices.enumerated() {
                     try await connection.query(
                         """
-                        INSERT INTO bleota.devices (campaign, address, position, label, adapter, protocol, options, stage)
+                        INSERT INTO bleota.devices (campaign, address, position, label, adapter, protocol, options, stage, pairing)
                         VALUES (\(definition.name), \(device.address), \(position), \(device.label), \(device.adapter),
-                                \(device.protocolName), \(Self.json(device.protocolOptions))::jsonb, \(stageOf[position]))
+                                \(device.protocolName), \(Self.json(device.protocolOptions))::jsonb, \(stageOf[position]), \(device.pairing?.text))
                         """, logger: databaseLogger)
                 }
             }
@@ -253,18 +254,18 @@ public final class CampaignStore: Sendable {
             let rows = try await client.query(
                 """
                 SELECT c.name, c.image_name, c.image_sha256, i.size, c.protocol, c.protocol_options::text, c.version_label, c.force,
-                       c.attempts, c.backoff_seconds, c.lease_seconds, c.created_at
+                       c.attempts, c.backoff_seconds, c.lease_seconds, c.created_at, c.from_versions
                 FROM bleota.campaigns c JOIN bleota.images i ON i.sha256 = c.image_sha256 WHERE c.name = \(name)
                 """, logger: databaseLogger)
             var found: CampaignInfo?
-            for try await (name, imageName, digest, size, protocolName, options, label, force, attempts, backoff, lease, created)
-                in rows.decode((String, String, Data, Int, String?, String, String?, Bool, Int, Double, Double, Date).self)
+            for try await (name, imageName, digest, size, protocolName, options, label, force, attempts, backoff, lease, created, fromVersions)
+                in rows.decode((String, String, Data, Int, String?, String, String?, Bool, Int, Double, Double, Date, [String]).self)
             {
                 found = CampaignInfo(
                     name: name, imageName: imageName, imageSHA256: digest.map { String(format: "%02x", $0) }.joined(),
                     imageSize: size, protocolName: protocolName, protocolOptions: Self.options(options), versionLabel: label,
                     force: force, attempts: attempts, backoffSeconds: backoff, leaseSeconds: lease, createdAt: created,
-                    rollout: CampaignRollout(), progress: RolloutProgress())
+                    rollout: CampaignRollout(), progress: RolloutProgress(), fromVersions: fromVersions)
             }
             guard var info = found else { throw CampaignError.notFound(name) }
             (info.rollout, info.progress) = try await client.withConnection { connection in
@@ -325,15 +326,15 @@ public final class CampaignStore: Sendable {
                     SET state = 'running', worker = \(worker), tries = d.tries + 1,
                         lease_expires = now() + make_interval(secs => \(shift)) + make_interval(secs => \(campaign.leaseSeconds))
                     FROM next WHERE d.campaign = \(campaign.name) AND d.address = next.address
-                    RETURNING d.address, d.label, d.adapter, d.protocol, d.options::text, d.tries, d.position, d.stage
+                    RETURNING d.address, d.label, d.adapter, d.protocol, d.options::text, d.tries, d.position, d.stage, d.pairing
                     """, logger: databaseLogger)
                 var claimed: [(ClaimedDevice, Int)] = []
-                for try await (address, label, adapter, protocolName, options, tries, position, stage)
-                    in rows.decode((String, String, String?, String?, String, Int, Int, Int).self)
+                for try await (address, label, adapter, protocolName, options, tries, position, stage, pairing)
+                    in rows.decode((String, String, String?, String?, String, Int, Int, Int, String?).self)
                 {
                     let device = FleetDevice(
                         address: address, adapter: adapter, protocolName: protocolName,
-                        protocolOptions: Self.options(options), label: label)
+                        protocolOptions: Self.options(options), label: label, pairing: pairing.flatMap(DevicePairing.init(text:)))
                     claimed.append((ClaimedDevice(device: device, tryNumber: tries, tryID: 0, stage: stage), position))
                 }
                 claimed.sort { $0.1 < $1.1 }
@@ -410,14 +411,15 @@ public final class CampaignStore: Sendable {
                 var error: String?
                 var step: String?
                 var seconds = 0.0, bytes = 0, resends = 0
+                var airBytes: Int?
                 switch ending {
-                case .updated(let before, let after, let took, let sent, let resent):
+                case .updated(let before, let after, let took, let sent, let resent, let aired):
                     outcome = "updated"
-                    (seconds, bytes, resends) = (took, sent, resent)
+                    (seconds, bytes, resends, airBytes) = (took, sent, resent, aired)
                     rows = try await connection.query(
                         """
                         UPDATE bleota.devices SET state = 'updated', version_before = coalesce(version_before, \(before)), version_after = \(after),
-                            seconds = seconds + \(took), bytes = bytes + \(sent), resends = resends + \(resent),
+                            seconds = seconds + \(took), bytes = bytes + \(sent), resends = resends + \(resent), air_bytes = air_bytes + \(aired),
                             error = NULL, error_step = NULL, device_state = NULL, lease_expires = NULL, finished_at = now() + make_interval(secs => \(shift))
                         WHERE campaign = \(campaign.name) AND address = \(address) AND worker = \(worker) AND state = 'running'
                         RETURNING address
@@ -429,6 +431,17 @@ public final class CampaignStore: Sendable {
                         """
                         UPDATE bleota.devices SET state = 'skipped', version_before = coalesce(version_before, \(version)), version_after = \(version),
                             seconds = seconds + \(took), error = NULL, error_step = NULL, device_state = NULL, lease_expires = NULL, finished_at = now() + make_interval(secs => \(shift))
+                        WHERE campaign = \(campaign.name) AND address = \(address) AND worker = \(worker) AND state = 'running'
+                        RETURNING address
+                        """, logger: databaseLogger)
+                case .otherVersion(let version, let reason, let took):
+                    outcome = "other-version"
+                    (error, seconds) = (reason, took)
+                    rows = try await connection.query(
+                        """
+                        UPDATE bleota.devices SET state = 'other-version', version_before = \(version), version_after = \(version),
+                            seconds = seconds + \(took), error = \(reason), error_step = 'connect', device_state = NULL, lease_expires = NULL,
+                            finished_at = now() + make_interval(secs => \(shift))
                         WHERE campaign = \(campaign.name) AND address = \(address) AND worker = \(worker) AND state = 'running'
                         RETURNING address
                         """, logger: databaseLogger)
@@ -455,7 +468,7 @@ public final class CampaignStore: Sendable {
                 try await connection.query(
                     """
                     UPDATE bleota.tries SET ended_at = now() + make_interval(secs => \(shift)), outcome = \(outcome), error = \(error), error_step = \(step),
-                        seconds = \(seconds), bytes = \(bytes), resends = \(resends)
+                        seconds = \(seconds), bytes = \(bytes), resends = \(resends), air_bytes = \(airBytes)
                     WHERE id = \(claimed.tryID)
                     """, logger: databaseLogger)
                 return true
@@ -470,18 +483,19 @@ public final class CampaignStore: Sendable {
             let rows = try await client.query(
                 """
                 SELECT address, label, state, tries, worker, version_before, version_after, seconds, bytes, resends, error, error_step, device_state,
-                       stage
+                       stage, air_bytes
                 FROM bleota.devices WHERE campaign = \(name) ORDER BY position
                 """, logger: databaseLogger)
             var devices: [CampaignDeviceState] = []
-            for try await (address, label, state, tries, worker, before, after, seconds, bytes, resends, error, step, deviceState, stage)
-                in rows.decode((String, String, String, Int, String?, String?, String?, Double, Int, Int, String?, String?, String?, Int).self)
+            for try await (address, label, state, tries, worker, before, after, seconds, bytes, resends, error, step, deviceState, stage, airBytes)
+                in rows.decode((String, String, String, Int, String?, String?, String?, Double, Int, Int, String?, String?, String?, Int, Int).self)
             {
-                devices.append(
-                    CampaignDeviceState(
-                        device: address, label: label, state: .init(rawValue: state) ?? .pending, tries: tries, worker: worker,
-                        versionBefore: before, versionAfter: after, seconds: seconds, bytes: bytes, resends: resends,
-                        error: error, step: step, deviceState: deviceState, stage: stage))
+                var device = CampaignDeviceState(
+                    device: address, label: label, state: .init(rawValue: state) ?? .pending, tries: tries, worker: worker,
+                    versionBefore: before, versionAfter: after, seconds: seconds, bytes: bytes, resends: resends,
+                    error: error, step: step, deviceState: deviceState, stage: stage)
+                device.airBytes = airBytes
+                devices.append(device)
             }
             return CampaignStatus(campaign: campaign, devices: devices)
         }

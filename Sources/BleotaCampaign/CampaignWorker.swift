@@ -38,6 +38,8 @@ public struct CampaignWorkerSummary: Sendable, Codable {
     /// Tries this worker ran, by how they ended.
     public var updated = 0
     public var skipped = 0
+    /// Left alone: they run a version the campaign is not for (`--from-version`).
+    public var otherVersion = 0
     public var failed = 0
     public var retried = 0
     /// Tries whose lease ran out before they ended, so their ending was not recorded.
@@ -210,6 +212,7 @@ public struct CampaignWorker: Sendable {
                     switch ending {
                     case .updated: summary.updated += 1
                     case .alreadyCurrent: summary.skipped += 1
+                    case .otherVersion: summary.otherVersion += 1
                     case .failed(_, _, _, _, _, _, let retryAfter):
                         // ending(of:) leaves retryAfter nil when no try is left.
                         if retryAfter != nil { summary.retried += 1 } else { summary.failed += 1 }
@@ -266,11 +269,12 @@ public struct CampaignWorker: Sendable {
             }
             if let metrics {
                 switch ending {
-                case _ where !recorded: metrics.ended(.leaseLost, stage: claimed.stage, bytes: 0, elapsed: elapsed)
-                case .updated(_, _, _, let bytes, _): metrics.ended(.updated, stage: claimed.stage, bytes: bytes, elapsed: elapsed)
-                case .alreadyCurrent: metrics.ended(.skipped, stage: claimed.stage, bytes: 0, elapsed: elapsed)
+                case _ where !recorded: metrics.ended(.leaseLost, stage: claimed.stage, bytes: 0, sent: 0, elapsed: elapsed)
+                case .updated(_, _, _, let bytes, _, let sent): metrics.ended(.updated, stage: claimed.stage, bytes: bytes, sent: sent, elapsed: elapsed)
+                case .alreadyCurrent: metrics.ended(.skipped, stage: claimed.stage, bytes: 0, sent: 0, elapsed: elapsed)
+                case .otherVersion: metrics.ended(.otherVersion, stage: claimed.stage, bytes: 0, sent: 0, elapsed: elapsed)
                 case .failed(_, _, _, _, let bytes, _, let retryAfter):
-                    metrics.ended(retryAfter == nil ? .failed : .retried, stage: claimed.stage, bytes: bytes, elapsed: elapsed)
+                    metrics.ended(retryAfter == nil ? .failed : .retried, stage: claimed.stage, bytes: bytes, sent: bytes, elapsed: elapsed)
                 }
             }
             return recorded
@@ -286,9 +290,11 @@ public struct CampaignWorker: Sendable {
         case .updated(let report):
             return .updated(
                 versionBefore: report.versionBefore, versionAfter: report.versionAfter, seconds: seconds,
-                bytes: report.bytes, resends: report.statistics.packetsResent)
+                bytes: report.bytes, resends: report.statistics.packetsResent, airBytes: report.streamBytes)
         case .alreadyCurrent(let version):
             return .alreadyCurrent(version: version, seconds: seconds)
+        case .otherVersion(let version, let reason):
+            return .otherVersion(version: version, reason: reason, seconds: seconds)
         case .failed(let error):
             let retry = FleetRunner.worthRetrying(error) && claimed.tryNumber < campaign.attempts
             let delay = campaign.backoffSeconds * Double(1 << min(10, claimed.tryNumber - 1))
@@ -300,10 +306,18 @@ public struct CampaignWorker: Sendable {
 
     func result(_ claimed: ClaimedDevice, _ ending: TryEnding, adapter: String?) -> DeviceResult {
         switch ending {
-        case .updated(let before, let after, let seconds, let bytes, let resends):
-            return DeviceResult(
+        case .updated(let before, let after, let seconds, let bytes, let resends, let sent):
+            var result = DeviceResult(
                 device: claimed.device, adapter: adapter, outcome: .updated, versionBefore: before, versionAfter: after,
                 seconds: seconds, bytes: bytes, resends: resends, attempts: claimed.tryNumber)
+            result.airBytes = sent
+            return result
+        case .otherVersion(let version, let reason, let seconds):
+            var result = DeviceResult(
+                device: claimed.device, adapter: adapter, outcome: .otherVersion, versionBefore: version, versionAfter: version,
+                seconds: seconds, attempts: claimed.tryNumber)
+            result.error = reason
+            return result
         case .alreadyCurrent(let version, let seconds):
             return DeviceResult(
                 device: claimed.device, adapter: adapter, outcome: .skipped, versionBefore: version, versionAfter: version,

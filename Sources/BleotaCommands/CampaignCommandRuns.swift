@@ -59,6 +59,7 @@ extension CampaignCreateCommand {
         let bytes: [UInt8]
         do { bytes = try InputFile.read(image, limit: 1 << 30) } catch { throw CommandFailure(.badInput, error.description) }
         let registry = CommandContext.registry
+        try update.checkFromVersions(protocolNamed: protocolOption.name)
         var pairs = ProtocolOptionText()
         if let name = protocolOption.name {
             let updateProtocol: any UpdateProtocol
@@ -84,7 +85,8 @@ extension CampaignCreateCommand {
         let definition = CampaignDefinition(
             name: location.name ?? "default", imageName: (image as NSString).lastPathComponent, image: bytes,
             devices: list, protocolName: protocolOption.name, protocolOptions: pairs, versionLabel: update.versionLabel,
-            force: update.force, attempts: update.attempts, backoffSeconds: update.backoff, leaseSeconds: lease, rollout: rollout)
+            force: update.force, attempts: update.attempts, backoffSeconds: update.backoff, leaseSeconds: lease, rollout: rollout,
+            fromVersions: update.fromVersions)
         let info = try await withCampaignStore(location, logger: logger) { store in try await store.create(definition) }
         if global.json {
             Terminal.standardOutput.writeLine(try JSONOutput.string(info))
@@ -97,6 +99,10 @@ extension CampaignCreateCommand {
                     return "\(rollout.effectiveStages[index].name) \(reach)"
                 }
                 Terminal.standardOutput.writeLine("stages: \(sizes.joined(separator: " → ")) devices, chosen with seed \(rollout.seed)")
+            }
+            if !update.fromVersions.isEmpty {
+                Terminal.standardOutput.writeLine(
+                    "updates only devices that run \(update.fromVersions.joined(separator: " or ")); the others are left alone and listed as another version's")
             }
             if let rate = rollout.rate { Terminal.standardOutput.writeLine("claims at most \(rate.text), by every worker together") }
             if let window = rollout.window { Terminal.standardOutput.writeLine("claims only between \(window.text)") }
@@ -140,7 +146,8 @@ extension FleetWorkerCommand {
             let planner = FleetPlanner(
                 image: image.path, versionLabel: campaign.versionLabel,
                 protocolOptions: campaign.protocolOptions.pairs,
-                explicit: campaign.protocolName, timeout: timeouts.connect, imageStore: imageStoreOption.store, logger: logger)
+                explicit: campaign.protocolName, timeout: timeouts.connect, imageStore: imageStoreOption.store,
+                fromVersions: campaign.fromVersions, logger: logger)
             logger.notice("worker \(name) joins campaign '\(campaign.name)' with \(adapterNames.joined(separator: ", "))")
             let logs = try runOptions.deviceLogs(devices: [], clock: SystemClock())
             var counters: CampaignMetrics?
@@ -185,6 +192,7 @@ extension FleetWorkerCommand {
         guard let status = summary.status else { return }
         let mine =
             "worker \(summary.worker): \(summary.updated) updated, \(summary.skipped) already current, \(summary.failed) failed, \(summary.retried) left for another try"
+            + (summary.otherVersion > 0 ? ", \(summary.otherVersion) of another version left alone" : "")
             + (summary.lostLeases > 0 ? ", \(summary.lostLeases) lost their lease" : "") + " in \(Int(summary.seconds.rounded())) s"
         if !json { Terminal.standardError.writeLine(mine) }
         if status.campaign.progress.isAborted {
@@ -196,7 +204,7 @@ extension FleetWorkerCommand {
             return
         }
         let succeeded = status.count(.updated) + status.count(.skipped)
-        if succeeded == status.devices.count {
+        if status.endedAsAsked == status.devices.count {
             if !json { Terminal.standardOutput.writeLine("campaign '\(status.campaign.name)' done: \(status.sentence)") }
             return
         }
@@ -290,6 +298,10 @@ extension FleetStatusCommand {
             }
         }
         lines.append(status.sentence)
+        let air = status.air
+        if let sentence = FleetSummary.airSentence(air: air.sent, whole: air.whole) {
+            lines.append("\(sentence); \(air.patched) of \(status.count(.updated)) updates went as delta patches or compressed")
+        }
         let rollout = status.rolloutSentence
         if !rollout.isEmpty { lines.append(rollout) }
         return lines

@@ -64,7 +64,8 @@ struct CampaignCreateCommand: AsyncParsableCommand {
 
     @Option(
         name: .long,
-        help: ArgumentHelp("The devices: one address a line, CSV with a 'device' column (and adapter, protocol, label, option:KEY), or a JSON array.", valueName: "FILE"))
+        help: ArgumentHelp(
+            "The devices: one address a line, CSV with a 'device' column (and adapter, protocol, label, passkey, bonded, option:KEY), or a JSON array.", valueName: "FILE"))
     var devices: String
 
     @Option(

@@ -177,7 +177,7 @@ extension DeviceAddress {
     /// `pairing` answers what a device that demands security asks; a pairing that
     /// fails ends the command with ``ExitStatus/pairingFailed``, whatever step it was in.
     func session<T: Sendable>(
-        protocol updateProtocol: any UpdateProtocol, logger: Logger, pairing: PairingPolicy = .justWorks,
+        protocol updateProtocol: any UpdateProtocol, logger: Logger, pairing: any PairingAgent = PairingPolicy.justWorks,
         _ body: @escaping @Sendable (any DeviceConnector, any BleotaClock) async throws -> T
     ) async throws -> SessionOutcome<T> {
         do {
@@ -235,7 +235,7 @@ extension DeviceAddress {
 /// its CCC descriptor drops every write on such a link without a word, so silence is the only sign.
 /// A pairing failure, however the protocol worded the connect failure, is what is thrown.
 func recoveringSilentDrops<Connector: SecurityRaisingConnector, T: Sendable>(
-    _ connector: Connector, clock: any BleotaClock, pairing: PairingPolicy, description text: String, logger: Logger,
+    _ connector: Connector, clock: any BleotaClock, pairing: any PairingAgent, description text: String, logger: Logger,
     _ body: @Sendable (any DeviceConnector, any BleotaClock) async throws -> T
 ) async throws -> T {
     var current = connector

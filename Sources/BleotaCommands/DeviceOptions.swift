@@ -45,9 +45,10 @@ extension TransferError {
         switch code {
         case .invalidTuning, .unsupported: return .usage
         case .badInput: return .badInput
-        case .deviceRefused, .protocolViolation, .confirmFailed: return .deviceError
+        case .deviceRefused, .protocolViolation, .confirmFailed, .otherVersion: return .deviceError
         case .verificationFailed: return .verificationFailed
         case .linkLost, .timeout: return .linkLost
+        case .pairingFailed: return .pairingFailed
         }
     }
 

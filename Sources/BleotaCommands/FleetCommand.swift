@@ -44,7 +44,8 @@ struct FleetFlashCommand: AsyncParsableCommand, StreamsJSONLines {
 
     @Option(
         name: .long,
-        help: ArgumentHelp("The devices: one address a line, CSV with a 'device' column (and adapter, protocol, label, option:KEY), or a JSON array.", valueName: "FILE"))
+        help: ArgumentHelp(
+            "The devices: one address a line, CSV with a 'device' column (and adapter, protocol, label, passkey, bonded, option:KEY), or a JSON array.", valueName: "FILE"))
     var devices: String?
 
     @Option(name: .customLong("scan-name"), help: "Instead of --devices: every device a scan sees whose advertised name contains this.")
@@ -159,9 +160,10 @@ struct FleetFlashCommand: AsyncParsableCommand, StreamsJSONLines {
         // and devices given --protocol are planned now; a real device whose protocol must be found by
         // scanning or connecting is planned in its own first try, so one that is not there fails alone
         // (and is retried) instead of stopping the fleet before it starts.
+        try update.checkFromVersions(protocolNamed: protocolOption.name)
         let planner = FleetPlanner(
             image: image, versionLabel: update.versionLabel, protocolOptions: update.protocolOptions, explicit: protocolOption.name,
-            timeout: runOptions.timeouts.connect, imageStore: imageStore.store, logger: logger)
+            timeout: runOptions.timeouts.connect, imageStore: imageStore.store, fromVersions: update.fromVersions, logger: logger)
         for (device, address) in zip(list, addresses) where simulated[0] || (device.protocolName ?? protocolOption.name) != nil {
             _ = try await planner.plan(device, address: address)
         }
@@ -195,11 +197,33 @@ struct FleetFlashCommand: AsyncParsableCommand, StreamsJSONLines {
                         return .failed(TransferError(.badInput, step: .load, "no plan for \(device.address)"))
                     }
                     member.use(adapter: fleet.adapters[adapter])
-                    let context = HostContext(
-                        protocolName: plan.updateProtocol.name, connector: member.connector, clock: runtime.clock,
-                        timeouts: timeouts, logger: logs?.logger(for: device, base: logger) ?? logger,
-                        options: plan.hostOptions, transferTurn: turn, onEvent: onEvent)
-                    return await plan.attempt(plan.updateProtocol.makeHost(context), force: force)
+                    let pairing = device.pairingPolicy
+                    member.world.setPairingAgent(pairing)
+                    let deviceLogger = logs?.logger(for: device, base: logger) ?? logger
+                    // As `flash` does: a connect gone unanswered on a plain link is tried once more
+                    // paired, and a pairing that failed is what is reported, however the protocol put it.
+                    do {
+                        let attempt = try await recoveringSilentDrops(
+                            member.connector, clock: runtime.clock, pairing: pairing, description: device.address, logger: deviceLogger
+                        ) { connector, clock in
+                            let context = HostContext(
+                                protocolName: plan.updateProtocol.name, connector: connector, clock: clock,
+                                timeouts: timeouts, logger: deviceLogger, options: plan.hostOptions, transferTurn: turn, onEvent: onEvent)
+                            let attempt = await plan.attempt(plan.updateProtocol.makeHost(context), force: force)
+                            if case .failed(let error) = attempt, error.code == .timeout, error.step == .connect { throw error }
+                            return attempt
+                        }
+                        if case .failed = attempt, let failure = member.connector.security.failure {
+                            return .failed(FleetPlanner.pairingFailure(device, failure))
+                        }
+                        return attempt
+                    } catch let failure as PairingError {
+                        return .failed(FleetPlanner.pairingFailure(device, failure))
+                    } catch let failure as TransferError {
+                        return .failed(failure)
+                    } catch {
+                        return .failed(TransferError(.linkLost, step: .connect, "\(error)"))
+                    }
                 }
                 let outcome = await runner.run()
                 for (member, _) in known.values { await member.world.shutDown() }
@@ -292,9 +316,33 @@ struct FleetUpdateOptions: ParsableArguments {
     @Option(name: .customLong("version-label"), help: "The version every device must report after the update, when the image carries none.")
     var versionLabel: String?
 
+    @Option(
+        name: .customLong("from-version"),
+        help: ArgumentHelp(
+            "Update only devices that run this version (repeatable): others are left alone and listed as another version's. Needs a protocol that reads the running version before sending (bleota protocols: 'update only given versions').",
+            valueName: "VERSION"))
+    var fromVersions: [String] = []
+
     func validate() throws {
         guard (1...10).contains(attempts) else { throw ValidationError("--attempts \(attempts) is out of range: use 1…10") }
+        for version in fromVersions where version.isEmpty || version.contains(where: \.isWhitespace) || version.contains(",") {
+            throw ValidationError("--from-version '\(version)' is not a version: give one a time, as --from-version 1.2.0 --from-version 1.3.0")
+        }
         _ = try backoffTime.checkedSeconds(option: "--backoff", range: 0...3600)
+    }
+}
+
+extension FleetUpdateOptions {
+    /// `--from-version` with a `--protocol` that cannot read the running version before it sends is
+    /// refused before any device is touched (without `--protocol`, each device is told apart alone).
+    func checkFromVersions(protocolNamed name: String?) throws {
+        guard !fromVersions.isEmpty, let name, let updateProtocol = CommandContext.registry.named(name),
+            !updateProtocol.capabilities.contains(.versionCohort)
+        else { return }
+        throw CommandFailure(
+            .usage,
+            "--from-version needs each device's version before anything is sent, which \(name) devices do not report: leave out --from-version, or use a protocol that can (bleota protocols: 'update only given versions')"
+        )
     }
 }
 
@@ -371,14 +419,17 @@ actor FleetPlanner {
     /// The images flashed before: each device gets a delta patch against the one it runs, where its
     /// protocol sends patches and the store holds that image (protocols/delta.md).
     let imageStore: ImageStore?
+    /// `--from-version`: only devices running one of these are sent the image (empty: any).
+    let fromVersions: [String]
     let logger: Logger
     private var plans: [String: FleetPlan] = [:]
     private var prepared: [String: PreparedImage] = [:]
 
     init(
         image: String, versionLabel: String?, protocolOptions: [String], explicit: String?, timeout: Duration, imageStore: ImageStore? = nil,
-        logger: Logger
+        fromVersions: [String] = [], logger: Logger
     ) {
+        self.fromVersions = fromVersions
         self.image = image
         self.versionLabel = versionLabel
         self.protocolOptions = protocolOptions
@@ -412,7 +463,8 @@ actor FleetPlanner {
                 }
                 let plan = try await self.plan(device, address: listed, probingThrough: try listed.through(adapter: adapter))
                 let address = try plan.address.through(adapter: adapter)
-                let session = try await address.session(protocol: plan.updateProtocol, logger: logger) { connector, clock in
+                let pairing = self.pairing(for: device, at: address)
+                let session = try await address.session(protocol: plan.updateProtocol, logger: logger, pairing: pairing) { connector, clock in
                     let context = HostContext(
                         protocolName: plan.updateProtocol.name, connector: connector, clock: clock,
                         timeouts: timeouts, logger: logger, options: plan.hostOptions, transferTurn: turn,
@@ -420,6 +472,8 @@ actor FleetPlanner {
                     return await plan.attempt(plan.updateProtocol.makeHost(context), force: force)
                 }
                 return session.value
+            } catch let failure as CommandFailure where failure.status == .pairingFailed {
+                return .failed(TransferError(.pairingFailed, step: .connect, failure.message + Self.listHint))
             } catch let failure as CommandFailure {
                 // A usage or input mistake is not cured by trying again; a device not reached may be.
                 let code: TransferError.Code = [.usage, .badInput].contains(failure.status) ? .badInput : .linkLost
@@ -429,6 +483,28 @@ actor FleetPlanner {
             }
         }
     }
+
+    /// Every device's pairing answers met so far, by Bluetooth address: each connection's agent
+    /// carries them all, since the adapter's one agent answers whichever device pairs.
+    private let pairings = Mutex<[String: PairingPolicy]>([:])
+
+    /// The agent for one connection to `device`: its own answers, and every other device's.
+    nonisolated func pairing(for device: FleetDevice, at address: DeviceAddress) -> any PairingAgent {
+        guard case .ble(let target)? = try? address.kind() else { return device.pairingPolicy }
+        let key = target.address.description
+        let table = pairings.withLock { table in
+            table[key] = device.pairingPolicy
+            return table
+        }
+        return PerDevicePairing(device: key, policies: table)
+    }
+
+    /// What a fleet's pairing failure says: exit 13's reason, and where a fleet gives the answer.
+    static func pairingFailure(_ device: FleetDevice, _ failure: PairingError) -> TransferError {
+        TransferError(.pairingFailed, step: .connect, "\(device.address): \(failure)" + (failure == .noBond ? "" : listHint))
+    }
+
+    static let listHint = " (in a fleet: the device list's passkey column, or bonded=yes for a device paired before)"
 
     /// The plan for `device` at `address`; a protocol found by asking the device is asked through `probingThrough`.
     func plan(_ device: FleetDevice, address: DeviceAddress, probingThrough probe: DeviceAddress? = nil) async throws -> FleetPlan {
@@ -444,6 +520,7 @@ actor FleetPlanner {
             if let imageStore, updateProtocol.capabilities.contains(.deltaFlash) {
                 image.deltaBase = DeltaBase(origin: .store(imageStore), policy: .auto)
             }
+            image.fromVersions = fromVersions
             prepared[updateProtocol.name] = image
         }
         let pairs = protocolOptions + device.protocolOptions.pairs
@@ -475,7 +552,21 @@ struct FleetPlan: Sendable {
             }
             return .alreadyCurrent(version: active.version)
         }
+        if !image.fromVersions.isEmpty, !updateProtocol.capabilities.contains(.versionCohort) {
+            // Which version it runs is said only once the update is under way: left alone.
+            return .otherVersion(
+                version: nil,
+                reason: "\(updateProtocol.name) devices do not say which version they run before an update, so --from-version cannot be checked: the device was left alone")
+        }
         let mode = updateProtocol.flashModes.first ?? .testAndConfirm
-        do throws(TransferError) { return .updated(try await host.flash(image, mode: mode)) } catch { return .failed(error) }
+        do throws(TransferError) { return .updated(try await host.flash(image, mode: mode)) } catch {
+            if error.code == .otherVersion {
+                guard case .oldImage(let running) = error.outcome, running != DeviceOutcome.unnamedOldImage else {
+                    return .otherVersion(version: nil, reason: error.message)
+                }
+                return .otherVersion(version: running, reason: error.message)
+            }
+            return .failed(error)
+        }
     }
 }

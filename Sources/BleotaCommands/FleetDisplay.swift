@@ -133,6 +133,8 @@ final class FleetDisplay: Sendable {
             return "failed at \(result.step ?? "?"): \(result.error ?? "")" + (result.deviceState.map { " [\($0)]" } ?? "")
         case .notStarted:
             return "not started"
+        case .otherVersion:
+            return "left alone: runs \(result.versionBefore ?? "an unknown version"), not --from-version"
         }
     }
 

@@ -112,12 +112,7 @@ final class ProgressReporter: Sendable {
     }
 }
 
-func formatBytes(_ bytes: Int) -> String {
-    let value = Double(bytes)
-    if value < 1024 { return "\(bytes) B" }
-    if value < 1024 * 1024 { return String(format: "%.1f KiB", value / 1024) }
-    return String(format: "%.2f MiB", value / 1024 / 1024)
-}
+func formatBytes(_ bytes: Int) -> String { ByteCount.text(bytes) }
 
 func formatDuration(_ seconds: Double) -> String {
     if seconds < 1 { return String(format: "%.0f ms", seconds * 1000) }

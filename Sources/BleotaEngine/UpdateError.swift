@@ -39,6 +39,12 @@ public struct TransferError: Error, Sendable, Hashable, CustomStringConvertible 
         case confirmFailed
         /// The protocol cannot do what was asked (a usage error).
         case unsupported
+        /// The device runs a version the update is not for (``PreparedImage/fromVersions``,
+        /// `--from-version`): nothing was sent. A fleet lists the device as another version's,
+        /// not as failed.
+        case otherVersion
+        /// Pairing failed, or could not be done with what was given (a passkey, a bond): exit 13.
+        case pairingFailed
     }
 
     public var code: Code

@@ -18,7 +18,7 @@ public enum FleetReport {
 
     static let columns = [
         "device", "label", "adapter", "outcome", "version_before", "version_after", "seconds", "bytes", "resends",
-        "attempts", "error_step", "error", "device_state",
+        "attempts", "error_step", "error", "device_state", "air_bytes",
     ]
 
     public static func csv(_ results: [DeviceResult]) -> String {
@@ -34,7 +34,7 @@ public enum FleetReport {
                 [
                     result.device, result.label, result.adapter, result.outcome.rawValue, result.versionBefore, result.versionAfter,
                     String(format: "%.3f", result.seconds), String(result.bytes), String(result.resends), String(result.attempts),
-                    result.step, result.error, result.deviceState,
+                    result.step, result.error, result.deviceState, result.airBytes.map(String.init),
                 ].map(field).joined(separator: ","))
         }
         return lines.joined(separator: "\n") + "\n"

@@ -7,6 +7,9 @@ public enum FleetAttempt: Sendable {
     case updated(UpdateReport)
     /// The device already runs the target version: nothing was sent.
     case alreadyCurrent(version: String)
+    /// The device runs a version the update is not for (`--from-version`), or cannot say which:
+    /// nothing was sent, and no try will change that. `reason` says which version, and why.
+    case otherVersion(version: String?, reason: String)
     case failed(TransferError)
 }
 
@@ -255,10 +258,11 @@ public struct FleetRunner: Sendable {
                         tallies[index].bytes += report.bytes
                         tallies[index].resends += report.statistics.packetsResent
                         let tally = tallies[index]
-                        let result = DeviceResult(
+                        var result = DeviceResult(
                             device: device, adapter: adapter, outcome: .updated,
                             versionBefore: tally.versionBefore ?? report.versionBefore, versionAfter: report.versionAfter,
                             seconds: tally.seconds, bytes: tally.bytes, resends: tally.resends, attempts: tally.attempts)
+                        result.airBytes = report.streamBytes
                         results[index] = result
                         onEvent(.finished(result))
                     case .alreadyCurrent(let version):
@@ -266,6 +270,14 @@ public struct FleetRunner: Sendable {
                         let result = DeviceResult(
                             device: device, adapter: adapter, outcome: .skipped, versionBefore: version, versionAfter: version,
                             seconds: tally.seconds, attempts: tally.attempts)
+                        results[index] = result
+                        onEvent(.finished(result))
+                    case .otherVersion(let version, let reason):
+                        let tally = tallies[index]
+                        var result = DeviceResult(
+                            device: device, adapter: adapter, outcome: .otherVersion, versionBefore: version, versionAfter: version,
+                            seconds: tally.seconds, attempts: tally.attempts)
+                        result.error = reason
                         results[index] = result
                         onEvent(.finished(result))
                     case .failed(let error):
@@ -332,7 +344,7 @@ public struct FleetRunner: Sendable {
     /// Not a refusal of the image, a bad input, or a device that already runs the new image.
     public static func worthRetrying(_ error: TransferError) -> Bool {
         switch error.code {
-        case .deviceRefused, .badInput, .unsupported, .invalidTuning: return false
+        case .deviceRefused, .badInput, .unsupported, .invalidTuning, .otherVersion, .pairingFailed: return false
         case .linkLost, .timeout, .verificationFailed, .protocolViolation, .confirmFailed: break
         }
         switch error.outcome {

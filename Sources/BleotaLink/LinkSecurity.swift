@@ -228,6 +228,10 @@ public enum PairingError: Error, Sendable, Equatable, CustomStringConvertible {
     case unansweredWithoutAuthentication
     /// This transport cannot pair (UDP, serial).
     case unsupported(String)
+    /// The device must be reached with a bond this host already holds (a device list's `bonded`),
+    /// and there is none: it is not paired anew, so neither a device that lost its bond nor one
+    /// posing as it gets a new one.
+    case noBond
 
     public var description: String {
         switch self {
@@ -272,6 +276,9 @@ public enum PairingError: Error, Sendable, Equatable, CustomStringConvertible {
                 "the device answered nothing on a link encrypted by Just Works, so it likely demands an authenticated link: give --passkey N with the passkey it shows (or --accept-pairing if it shows a number to compare)"
         case .unsupported(let why):
             return "this link cannot be encrypted: \(why)"
+        case .noBond:
+            return
+                "the device list says this device is bonded, and this host holds no bond with it, so it is not paired anew: pair it once (bleota bond pair), or give its passkey in the list instead"
         }
     }
 

@@ -66,10 +66,14 @@ public protocol PairingAgent: Sendable {
     /// advance): a connector then pairs before it writes anything, since a device that protects
     /// its characteristic but not its CCC descriptor would drop the writes without a word.
     var expectsPairing: Bool { get }
+    /// Whether a device with no bond may be paired anew; false: only a bond the host holds
+    /// already may secure the link (``PairingError/noBond`` otherwise).
+    var pairsAnew: Bool { get }
 }
 
 extension PairingAgent {
     public var expectsPairing: Bool { false }
+    public var pairsAnew: Bool { true }
     /// Whether pairing with this agent can authenticate (passkey entry or numeric comparison);
     /// without, the kernel pairs Just Works and the key is unauthenticated.
     public var canAuthenticate: Bool { ioCapability != .noInputNoOutput }
@@ -96,8 +100,11 @@ public struct PairingPolicy: PairingAgent {
     public var acceptsComparison: Bool
     /// A terminal to ask on when neither was given.
     public var prompt: (any PairingPrompt)?
+    /// False for a device whose bond must exist already (a device list's `bonded`).
+    public var pairsAnew: Bool
 
-    public init(passkey: UInt32? = nil, acceptsComparison: Bool = false, prompt: (any PairingPrompt)? = nil) {
+    public init(passkey: UInt32? = nil, acceptsComparison: Bool = false, prompt: (any PairingPrompt)? = nil, pairsAnew: Bool = true) {
+        self.pairsAnew = pairsAnew
         self.passkey = passkey
         self.acceptsComparison = acceptsComparison
         self.prompt = prompt
@@ -136,4 +143,55 @@ public struct PairingPolicy: PairingAgent {
     public func display(_ passkey: UInt32, for device: String) async {
         await prompt?.show("type \(PairingError.sixDigits(passkey)) on \(device)")
     }
+}
+
+/// The answers for the devices of a fleet, each its own (a device list's passkeys), as one agent.
+///
+/// An adapter has one pairing agent: the kernel (or bluetoothd) asks it for whichever device is
+/// pairing, and announces one IO capability for all of them. So each connection of a fleet passes
+/// one of these, all made from the same table: whichever is the adapter's agent at the moment
+/// answers every device by its address. The IO capability is the table's: KeyboardOnly once any
+/// device has a passkey, so a device that shows a passkey but has none in the table fails alone.
+public struct PerDevicePairing: PairingAgent {
+    /// The device this connection is for (its address), whose ``expectsPairing`` and ``pairsAnew`` count.
+    public let device: String
+    /// Every device's answers, by upper-cased address.
+    public let policies: [String: PairingPolicy]
+    /// For a device the table does not name.
+    public let fallback: PairingPolicy
+
+    public init(device: String, policies: [String: PairingPolicy], fallback: PairingPolicy = .justWorks) {
+        self.device = device.uppercased()
+        var table: [String: PairingPolicy] = [:]
+        for (address, policy) in policies { table[address.uppercased()] = policy }
+        self.policies = table
+        self.fallback = fallback
+    }
+
+    func policy(for address: String) -> PairingPolicy { policies[address.uppercased()] ?? fallback }
+
+    public var ioCapability: PairingIOCapability {
+        let all = Array(policies.values) + [fallback]
+        let types = all.contains { $0.passkey != nil }, confirms = all.contains(where: \.acceptsComparison)
+        if all.contains(where: { $0.prompt != nil }) || (types && confirms) { return .keyboardDisplay }
+        if types { return .keyboardOnly }
+        return confirms ? .displayYesNo : .noInputNoOutput
+    }
+
+    public var expectsPairing: Bool { policy(for: device).expectsPairing }
+    public var pairsAnew: Bool { policy(for: device).pairsAnew }
+
+    public func passkey(for device: String) async throws(PairingError) -> UInt32 {
+        let policy = policy(for: device)
+        guard policy.pairsAnew else { throw .noBond }
+        return try await policy.passkey(for: device)
+    }
+
+    public func confirm(_ number: UInt32, for device: String) async throws(PairingError) -> Bool {
+        let policy = policy(for: device)
+        guard policy.pairsAnew else { throw .noBond }
+        return try await policy.confirm(number, for: device)
+    }
+
+    public func display(_ passkey: UInt32, for device: String) async { await policy(for: device).display(passkey, for: device) }
 }

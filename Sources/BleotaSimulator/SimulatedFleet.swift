@@ -28,11 +28,16 @@ public final class SimulatedFleet: Sendable {
         public func use(adapter: SimulatedAdapter?) { world.use(adapter: adapter) }
     }
 
+    /// The device of `address`, with the security its address demands (`security=`), paired
+    /// through the world's agent (``SimulatedWorld/setPairingAgent(_:)``) as `flash` pairs one.
     public func add(_ address: SimulatorAddress, protocol updateProtocol: any UpdateProtocol, description: String) async throws -> Member {
         let half = try updateProtocol.makeDevice(Simulation.configuration(address, for: updateProtocol))
         let world = SimulatedWorld(runtime: runtime, model: address.model, faults: address.faults, seed: address.seed)
-        await world.add(SimulatedDevice(address: Simulation.deviceAddress, half: half, model: address.model, speaking: updateProtocol, whenQueueFull: address.whenQueueFull))
-        let connector = SimulatedConnector(world: world, address: Simulation.deviceAddress, description: description)
+        await world.add(
+            SimulatedDevice(
+                address: Simulation.deviceAddress, half: half, model: address.model, speaking: updateProtocol, security: address.deviceSecurity,
+                whenQueueFull: address.whenQueueFull))
+        let connector = SimulatedConnector(world: world, address: Simulation.deviceAddress, description: description, security: ConnectionSecurityRecord())
         return Member(
             world: world, half: half, connector: connector,
             linkCapacity: address.model.linkCapacity)

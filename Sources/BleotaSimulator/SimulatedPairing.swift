@@ -114,8 +114,13 @@ extension SimulatedConnection {
             }
             return encrypted
         }
-        state.withLock { $0.pairing.pairings += 1 }
         let agent = world.pairingAgent
+        if !agent.pairsAnew {
+            // A bond the host must hold already, and it holds none: never paired anew.
+            close("pairing refused: no bond with this device")
+            throw .noBond
+        }
+        state.withLock { $0.pairing.pairings += 1 }
         let device = deviceSecurity
         let secureConnections = device.secureConnections
         let mitm = wanted >= .high || agent.ioCapability != .noInputNoOutput || device.required >= .high

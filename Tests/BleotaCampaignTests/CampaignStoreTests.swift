@@ -37,7 +37,7 @@ import Testing
     }
 
     static func updated(_ seconds: Double = 1) -> TryEnding {
-        .updated(versionBefore: "1.0.0", versionAfter: "2.0.0", seconds: seconds, bytes: 4096, resends: 0)
+        .updated(versionBefore: "1.0.0", versionAfter: "2.0.0", seconds: seconds, bytes: 4096, resends: 0, airBytes: 4096)
     }
 
     @Test func theSchemaIsCreatedOnceAndANewerOneIsRefused() async throws {

@@ -131,7 +131,9 @@ import Testing
     }
 
     /// A worker sends each device a patch against the image it runs when the host kept that image:
-    /// the first campaign's worker flashes whole images and keeps one, the second's patches.
+    /// the first campaign's worker flashes whole images and keeps one, the second's patches. Each
+    /// campaign is for one version (`--from-version`): a third device, running another, is left
+    /// alone by both, and the status says what went over the air against whole images.
     @Test func aWorkerPatchesDevicesThatRunAnImageItsHostFlashed() throws {
         let server = try PostgresTestServer.start()
         defer { server.stop() }
@@ -139,24 +141,51 @@ import Testing
         defer { try? FileManager.default.removeItem(at: home) }
         let (list, stop) = try NativeUDPCLITests.twoServedDevices(listedIn: home)
         defer { stop() }
+        let (other, otherPort) = try NativeUDPCLITests.serve(["--firmware-version", "0.9.0"])
+        defer {
+            other.terminate()
+            other.waitUntilExit()
+        }
+        let otherAddress = "udp://127.0.0.1:\(otherPort)"
+        try (String(contentsOf: list, encoding: .utf8) + otherAddress + "\n").write(to: list, atomically: true, encoding: .utf8)
         let firmware = "samples/cortex-m/gcc-arm-none-eabi-12.2.1"
-        func campaign(_ name: String, _ image: String, _ label: String) throws -> [String] {
+        func campaign(_ name: String, _ image: String, _ label: String, from version: String) throws -> (logs: [String], status: [String: Any]) {
             let create = try BleotaProcess.run([
                 "fleet", "campaign", "create", image, "--devices", list.path, "--protocol", "native", "--version-label", label,
-                "--campaign", server.url, "--name", name,
+                "--from-version", version, "--campaign", server.url, "--name", name,
             ])
             #expect(create.status == 0, "\(create.stderr)")
+            #expect(create.stdout.contains("updates only devices that run \(version); the others are left alone"), "\(create.stdout)")
             let logs = home.appendingPathComponent("logs-\(name)")
             let worker = try BleotaProcess.run(
                 ["fleet", "worker", "--campaign", server.url, "--name", name, "--adapter", "a0", "--poll", "0.2", "--log-dir", logs.path],
                 dataHome: home.appendingPathComponent("data"))
             #expect(worker.status == 0, "\(worker.stderr)")
-            return try NativeUDPCLITests.logs(in: logs)
+            #expect(worker.stderr.contains("1 of another version left alone"), "\(worker.stderr)")
+            let status = try BleotaProcess.run(["fleet", "status", "--campaign", server.url, "--name", name, "--json"])
+            return (try NativeUDPCLITests.logs(in: logs), try #require(Self.json(status.stdout)))
         }
-        let whole = try campaign("release-1", "\(firmware)/sensor-hub-2.0.0.bin", "2.0.0")
-        #expect(whole.count == 2 && whole.allSatisfy { !$0.contains("sending a delta patch") }, "\(whole)")
-        let patched = try campaign("release-2", "\(firmware)/delta/sensor-hub-2.0.1.bin", "2.0.1")
-        #expect(patched.count == 2 && patched.allSatisfy { $0.contains("sending a delta patch") }, "\(patched)")
+        func states(_ status: [String: Any]) -> [String: [String: Any]] {
+            Dictionary(uniqueKeysWithValues: ((status["devices"] as? [[String: Any]]) ?? []).map { ($0["device"] as? String ?? "?", $0) })
+        }
+        let whole = try campaign("release-1", "\(firmware)/sensor-hub-2.0.0.bin", "2.0.0", from: "1.0.0")
+        #expect(whole.logs.count == 3 && whole.logs.allSatisfy { !$0.contains("sending a delta patch") }, "\(whole.logs)")
+        let first = states(whole.status)
+        #expect(first[otherAddress]?["state"] as? String == "other-version" && first[otherAddress]?["versionBefore"] as? String == "0.9.0", "\(first)")
+        // Whole images, compressed where the device takes it: never more than the image.
+        let wholeAir = first.values.filter { $0["state"] as? String == "updated" }.map { ($0["airBytes"] as? Int ?? .max, $0["bytes"] as? Int ?? 0) }
+        #expect(wholeAir.count == 2 && wholeAir.allSatisfy { $0.0 <= $0.1 && $0.0 > $0.1 / 2 }, "\(wholeAir)")
+
+        let patched = try campaign("release-2", "\(firmware)/delta/sensor-hub-2.0.1.bin", "2.0.1", from: "2.0.0")
+        #expect(patched.logs.count { $0.contains("sending a delta patch") } == 2, "\(patched.logs)")
+        let second = states(patched.status)
+        #expect(second[otherAddress]?["state"] as? String == "other-version" && second[otherAddress]?["bytes"] as? Int == 0, "\(second)")
+        let updated = second.values.filter { $0["state"] as? String == "updated" }
+        #expect(updated.count == 2)
+        #expect(updated.allSatisfy { ($0["airBytes"] as? Int ?? .max) < ($0["bytes"] as? Int ?? 0) / 4 }, "a patch is a fraction of the image: \(updated)")
+        let text = try BleotaProcess.run(["fleet", "status", "--campaign", server.url, "--name", "release-2"])
+        #expect(text.stdout.contains("3 devices: 2 updated, 1 another version's (left alone)"), "\(text.stdout)")
+        #expect(text.stdout.contains("of whole images") && text.stdout.contains("2 of 2 updates went as delta patches or compressed"), "\(text.stdout)")
     }
 
     @Test func mistakesAreOneLineWithTheirExitStatus() throws {

@@ -28,9 +28,12 @@ import Testing
         let summary = try #require(events.last?["summary"] as? [String: Any])
         #expect(summary["updated"] as? Int == 6 && summary["failed"] as? Int == 0)
         let csv = try String(contentsOf: report, encoding: .utf8).split(separator: "\n").map(String.init)
-        #expect(csv.first == "device,label,adapter,outcome,version_before,version_after,seconds,bytes,resends,attempts,error_step,error,device_state")
+        #expect(csv.first == "device,label,adapter,outcome,version_before,version_after,seconds,bytes,resends,attempts,error_step,error,device_state,air_bytes")
         #expect(csv.count == 7)
         #expect(csv.dropFirst().allSatisfy { $0.contains(",updated,1.0.0,2.0.0,") }, "\(csv)")
+        // Whole images went: what went over the air is each image's bytes.
+        let fields = csv.dropFirst().map { $0.split(separator: ",", omittingEmptySubsequences: false) }
+        #expect(fields.allSatisfy { $0.count == 14 && $0[13] == $0[7] && Int($0[7]) ?? 0 > 0 }, "\(csv)")
     }
 
     @Test func someFailedIsExitTenWithTheStepInTheReport() throws {
@@ -56,6 +59,97 @@ import Testing
         // A failure's keys are every command's (code, step), and 0.1.0's errorStep is kept for one release.
         #expect(devices[1]["code"] as? String != nil && devices[1]["errorStep"] as? String == devices[1]["step"] as? String, "\(devices[1])")
         #expect(devices[1]["attempts"] as? Int == 1, "a refusal is not tried again")
+    }
+
+    /// `--from-version`: a device that runs another version is left alone (nothing sent) and
+    /// reported as such, not as failed; the fleet exits 0. Native devices say their version in their
+    /// hello, SMP devices in their slot list; a protocol that cannot say is refused at once.
+    @Test func fromVersionUpdatesOnlyTheCohortAndLeavesTheRestAlone() throws {
+        let list = try temporaryFile(
+            "devices.csv",
+            """
+            device,label
+            sim://2m-dle?seed=1,one-oh
+            sim://2m-dle?seed=2&version=1.1.0,one-one
+            sim://2m-dle?seed=3&version=0.9.0,old
+            """)
+        let report = list.deletingLastPathComponent().appendingPathComponent("report.json")
+        let result = try BleotaProcess.run([
+            "fleet", "flash", "samples/firmware/app-v2.bin", "--devices", list.path, "--version-label", "2.0.0",
+            "--from-version", "1.0.0", "--from-version", "1.1.0", "--report", report.path, "--quiet",
+        ])
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        #expect(
+            result.stdout.contains("2 of 3 devices run the target (2 updated, 0 already did), 1 run another version (not --from-version), left alone"),
+            "\(result.stdout)")
+        let document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: report)) as? [String: Any])
+        let devices = try #require(document["devices"] as? [[String: Any]])
+        #expect(devices.map { $0["outcome"] as? String } == ["updated", "updated", "other-version"], "\(devices)")
+        #expect(devices.map { $0["versionBefore"] as? String } == ["1.0.0", "1.1.0", "0.9.0"])
+        #expect(devices[2]["bytes"] as? Int == 0 && devices[2]["airBytes"] == nil && devices[2]["attempts"] as? Int == 1, "\(devices[2])")
+        #expect((devices[2]["error"] as? String)?.contains("the device runs 0.9.0, not one of --from-version 1.0.0, 1.1.0: nothing was sent") == true)
+        #expect((document["summary"] as? [String: Any])?["otherVersion"] as? Int == 1)
+
+        // SMP: the version is the running slot's.
+        let smp = try temporaryFile("smp.txt", "sim://2m-dle?protocol=smp&seed=4\nsim://2m-dle?protocol=smp&seed=5&version=0.5.0\n")
+        let mcuboot = try BleotaProcess.run([
+            "fleet", "flash", "samples/cortex-m/gcc-arm-none-eabi-12.2.1/sensor-hub-2.0.0-mcuboot-ecdsa-p256.bin", "--devices", smp.path,
+            "--from-version", "1.0.0", "--json",
+        ])
+        #expect(mcuboot.status == 0, "\(mcuboot.stderr)")
+        let finished = mcuboot.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            .filter { $0["event"] as? String == "finished" }
+        let outcomes = finished.compactMap { ($0["result"] as? [String: Any]).map { ($0["versionBefore"] as? String ?? "?", $0["outcome"] as? String ?? "?") } }
+        #expect(Set(outcomes.map { "\($0.0) \($0.1)" }) == ["1.0.0 updated", "0.5.0 other-version"], "\(finished)")
+
+        // A protocol that learns the version only once the update is under way cannot take it.
+        let refused = try BleotaProcess.run([
+            "fleet", "flash", "samples/firmware/app-v2.bin", "--devices", list.path, "--protocol", "suota", "--from-version", "1.0.0",
+        ])
+        #expect(refused.status == 2)
+        #expect(
+            refused.stderr
+                == "error: --from-version needs each device's version before anything is sent, which suota devices do not report: leave out --from-version, or use a protocol that can (bleota protocols: 'update only given versions')\n",
+            "\(refused.stderr)")
+        let blank = try BleotaProcess.run(["fleet", "flash", "samples/firmware/app-v2.bin", "--devices", list.path, "--from-version", "1.0 beta"])
+        #expect(blank.status == 2 && blank.stderr.contains("--from-version '1.0 beta' is not a version"), "\(blank.stderr)")
+    }
+
+    /// A device list's passkeys and `bonded`, in a fleet of devices that demand authenticated
+    /// pairing: each device is answered its own; one that cannot be paired fails alone, with exit
+    /// 13's reason and code `pairingFailed`, tried once; the others are updated.
+    @Test func eachDeviceIsPairedWithItsOwnPasskeyAndOneThatCannotBeFailsAlone() throws {
+        let list = try temporaryFile(
+            "devices.csv",
+            """
+            device,label,passkey,bonded
+            sim://2m-dle?security=authenticated&seed=1,right,123456,
+            sim://2m-dle?security=authenticated&seed=2&device-passkey=000042,own,42,
+            sim://2m-dle?security=authenticated&seed=3,wrong,654321,
+            sim://2m-dle?security=authenticated&seed=4,none,,
+            sim://2m-dle?security=authenticated&seed=5,bonded,,yes
+            sim://2m-dle?seed=6,open,,
+            """)
+        let report = list.deletingLastPathComponent().appendingPathComponent("report.json")
+        let result = try BleotaProcess.run([
+            "fleet", "flash", "samples/firmware/blinky.bin", "--devices", list.path, "--report", report.path, "--quiet",
+        ])
+        #expect(result.status == 10, "\(result.stdout)\(result.stderr)")
+        let document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: report)) as? [String: Any])
+        let devices = try #require(document["devices"] as? [[String: Any]])
+        let outcome = Dictionary(uniqueKeysWithValues: devices.map { ($0["label"] as? String ?? "?", $0) })
+        for label in ["right", "own", "open"] { #expect(outcome[label]?["outcome"] as? String == "updated", "\(label): \(outcome[label] ?? [:])") }
+        for (label, says) in [
+            ("wrong", "pairing failed at the device: confirm value failed (the passkeys did not match)"),
+            ("none", "the device asks for a passkey"),
+            ("bonded", "the device list says this device is bonded, and this host holds no bond with it, so it is not paired anew"),
+        ] {
+            let failed = try #require(outcome[label])
+            #expect(failed["outcome"] as? String == "failed" && failed["code"] as? String == "pairingFailed", "\(label): \(failed)")
+            #expect((failed["error"] as? String)?.contains(says) == true, "\(label): \(failed)")
+            #expect(failed["attempts"] as? Int == 1, "\(label): a pairing that failed is not tried again")
+        }
+        #expect((outcome["none"]?["error"] as? String)?.hasSuffix("(in a fleet: the device list's passkey column, or bonded=yes for a device paired before)") == true)
     }
 
     @Test func aBadListIsOneLineNamingTheLineExitThree() throws {

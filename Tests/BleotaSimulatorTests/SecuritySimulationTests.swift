@@ -131,6 +131,33 @@ import Testing
         #expect(outcome.pairing.encryptionsWithBond >= 1 && outcome.pairing.refusedForSecurity == 0)
     }
 
+    /// A device list's `bonded`: a device with no bond is refused before anything is sent, never
+    /// paired anew; once the host holds its bond, the link encrypts with it and pairs nothing.
+    @Test func aBondedOnlyAgentUsesTheBondAndNeverPairsAnew() async throws {
+        let (refusal, packets, pairingsBefore, reached, pairingsAfter, withBond) = try await Self.withSecuredDevice(
+            "sim://2m-dle?security=authenticated", pairing: PairingPolicy(pairsAnew: false)
+        ) { world, connector in
+            var refusal: LinkError?
+            do throws(LinkError) { _ = try await connector.connect(for: .initial, timeout: .seconds(10)) } catch { refusal = error }
+            let packets = world.statistics.packetsToDevice
+            let before = world.pairingStatistics.pairings
+            // The device pairs once by its passkey (bleota bond pair, say); afterwards only the bond is used.
+            // (A connector keeps its pairing failure: each later session has its own.)
+            world.setPairingAgent(PairingPolicy(passkey: 123_456))
+            let paired = try await SimulatedConnector(world: world, address: Simulation.deviceAddress, description: "pairing").connect(for: .initial, timeout: .seconds(10))
+            await paired.close()
+            world.setPairingAgent(PairingPolicy(pairsAnew: false))
+            let bonded = SimulatedConnector(world: world, address: Simulation.deviceAddress, description: "bonded")
+            let link = try await bonded.connect(for: .initial, timeout: .seconds(10))
+            await link.close()
+            return (refusal, packets, before, bonded.security.latest, world.pairingStatistics.pairings, world.pairingStatistics.encryptionsWithBond)
+        }
+        #expect(refusal == LinkError.security(.noBond))
+        #expect(packets == 0 && pairingsBefore == 0, "nothing reached the device, and nothing paired")
+        #expect(pairingsAfter == 1 && withBond >= 1, "the one pairing was the passkey's; the bonded-only link used the bond")
+        #expect(reached?.method == .storedKey)
+    }
+
     @Test func justWorksGivesAnEncryptedLinkAndTheDevicesBondIsUsedOnReconnects() async throws {
         let outcome = try await Self.flash(
             "native", image: "samples/firmware/blinky.bin", description: nil,

@@ -217,6 +217,11 @@ public struct PreparedImage: Sendable, Hashable {
     /// with ``ProtocolCapabilities/refuseDowngrade`` refuses otherwise, before sending, and asks the
     /// device to refuse it too.
     public var refusesDowngrade = false
+    /// The versions a device must run to be sent the image (a campaign's or fleet's
+    /// `--from-version`); empty: any. A protocol with ``ProtocolCapabilities/versionCohort``
+    /// refuses any other with ``TransferError/Code/otherVersion`` before sending
+    /// (``otherVersionRefusal(running:)``).
+    public var fromVersions: [String] = []
 
     /// The one image held in memory, or nil for several parts or one read from its file as it is
     /// sent: what a delta patch can be made from or against, and what the store of flashed images keeps.
@@ -439,5 +444,22 @@ public struct ImageDescription: Sendable, Hashable, Encodable {
             }
         }
         return lines
+    }
+}
+
+extension PreparedImage {
+    /// The refusal owed to a device that runs `running` when the image is only for
+    /// ``fromVersions``; nil when it may be sent, or when the device already runs this image (an
+    /// update that is done is reported as such, not as another version's).
+    public func otherVersionRefusal(running: String?) -> TransferError? {
+        guard !fromVersions.isEmpty, running != version else { return nil }
+        if let running, fromVersions.contains(running) { return nil }
+        let listed = fromVersions.joined(separator: ", ")
+        var error = TransferError(
+            .otherVersion, step: .connect,
+            running.map { "the device runs \($0), not one of --from-version \(listed): nothing was sent" }
+                ?? "the device reports no version, and the image is only for --from-version \(listed): nothing was sent")
+        error.outcome = .oldImage(running ?? DeviceOutcome.unnamedOldImage)
+        return error
     }
 }

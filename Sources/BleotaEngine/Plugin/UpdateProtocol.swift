@@ -160,11 +160,15 @@ public struct ProtocolCapabilities: OptionSet, Sendable, Hashable {
     /// Update one of several images (cores) a device has, or all of a package's in one update
     /// (``ImageRequest/imageNumber``, `flash --image N`; MCUboot's image numbers).
     public static let multipleImages = ProtocolCapabilities(rawValue: 1 << 10)
+    /// Send only to a device that runs one of ``PreparedImage/fromVersions`` (a campaign's
+    /// `--from-version`), checked against the version the device reports before anything is sent.
+    public static let versionCohort = ProtocolCapabilities(rawValue: 1 << 11)
 
     static let names: [(ProtocolCapabilities, String)] = [
         (.flash, "flash"), (.push, "push files"), (.pull, "pull files"), (.testTransfer, "tune"),
         (.imageState, "show and change image state"), (.echo, "echo"), (.reset, "reset"), (.eraseStaging, "erase its staging slot"), (.refuseDowngrade, "refuse a downgrade"),
         (.deltaFlash, "flash delta patches"), (.multipleImages, "update several images"),
+        (.versionCohort, "update only given versions"),
     ]
 
     /// "flash, push files and tune".

@@ -31,7 +31,7 @@ public struct NativeProtocol: UpdateProtocol {
             imageFormats: ["bin", "hex", "srec"])
     }
 
-    public var capabilities: ProtocolCapabilities { [.flash, .push, .pull, .testTransfer, .deltaFlash] }
+    public var capabilities: ProtocolCapabilities { [.flash, .push, .pull, .testTransfer, .deltaFlash, .versionCohort] }
 
     public var tuningKnobs: [TuningKnob: String] {
         [

@@ -35,9 +35,10 @@ package struct NativeUpdater: ContextHost {
 
     package func flash(_ image: PreparedImage, mode: FlashMode) async throws(TransferError) -> UpdateReport {
         if let part = image.parts.first, let streamed = part.streamed {
-            return try await flash(source: streamed.file, digests: (streamed.crc32, streamed.sha256), version: image.version, deltaBase: image.deltaBase)
+            return try await flash(
+                source: streamed.file, digests: (streamed.crc32, streamed.sha256), version: image.version, deltaBase: image.deltaBase, cohort: image)
         }
-        return try await flash(source: image.bytes, digests: nil, version: image.version, deltaBase: image.deltaBase)
+        return try await flash(source: image.bytes, digests: nil, version: image.version, deltaBase: image.deltaBase, cohort: image)
     }
 
     /// A test transfer of a prepared image; one streamed from its file (16 MiB and more) is refused,
@@ -70,7 +71,8 @@ package struct NativeUpdater: ContextHost {
     /// Updates the device's firmware to the bytes of `source` (read as they are sent;
     /// `digests`, its CRC-32 and SHA-256 when already known), which it must then report as `version`.
     package func flash(
-        source image: any ByteSource, digests: (crc32: UInt32, sha256: [UInt8])?, version: String, deltaBase: DeltaBase? = nil
+        source image: any ByteSource, digests: (crc32: UInt32, sha256: [UInt8])?, version: String, deltaBase: DeltaBase? = nil,
+        cohort: PreparedImage? = nil
     )
         async throws(TransferError) -> UpdateReport
     {
@@ -78,6 +80,7 @@ package struct NativeUpdater: ContextHost {
         var machine = UpdateStateMachine(expectedVersion: version)
         var session = Session(updater: self, operation: "flash")
         session.deltaBase = deltaBase
+        session.cohort = cohort
         var steps = FlashSteps(session: session, image: image, digests: digests, version: version)
         return try await machine.run(&steps)
     }
@@ -111,6 +114,10 @@ package struct NativeUpdater: ContextHost {
             let (newLink, hello) = try await session.connect(.initial, step: .connect)
             link = newLink
             versionBefore = hello.firmwareVersion
+            // A device waiting in its bootloader is finishing an update, whatever it ran before.
+            if hello.mode == .application, let refusal = session.cohort?.otherVersionRefusal(running: hello.firmwareVersion) {
+                throw refusal
+            }
             try session.checkFits(image.count, hello: hello, step: .connect)
             // Every option is checked against what the device announced before it is sent
             // to its bootloader: a refusal after the switch would leave it there.
@@ -307,6 +314,9 @@ struct Session {
     var fullHeadersOnly = false
     /// The image the device is believed to run, when a delta patch may be sent instead of the image.
     var deltaBase: DeltaBase?
+    /// The image being flashed, for its ``PreparedImage/fromVersions``: checked against the
+    /// version the device's hello reports, before anything is sent.
+    var cohort: PreparedImage?
 
     init(updater: NativeUpdater, operation: String) {
         self.updater = updater

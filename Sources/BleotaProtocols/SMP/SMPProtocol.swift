@@ -26,7 +26,7 @@ public struct SMPProtocol: UpdateProtocol {
     }
 
     public var capabilities: ProtocolCapabilities {
-        [.flash, .push, .pull, .imageState, .echo, .reset, .eraseStaging, .refuseDowngrade, .multipleImages, .testTransfer]
+        [.flash, .push, .pull, .imageState, .echo, .reset, .eraseStaging, .refuseDowngrade, .multipleImages, .testTransfer, .versionCohort]
     }
 
     public var flashModes: [FlashMode] { [.testAndConfirm, .test, .confirm, .upload] }

@@ -366,6 +366,7 @@ package struct SMPUpdater: ContextHost {
         var steps = FlashSteps(host: self, parts: parts, mode: mode)
         steps.variants = variants
         steps.refusesDowngrade = prepared.refusesDowngrade ? MCUbootImage.Version(parsing: steps.version) : nil
+        steps.cohort = prepared.fromVersions.isEmpty ? nil : prepared
         // The application takes the image (MCUmgr runs beside it); an upload-only flash ends at the
         // verification; MCUboot's slots say what a repeated mark, reset or confirm would mend.
         var machine = UpdateStateMachine(
@@ -434,6 +435,9 @@ package struct SMPUpdater: ContextHost {
         /// The image's version when only a device running an older one may take it (`--no-downgrade`):
         /// checked at connect, and sent as the upload's `upgrade` flag so that the device checks it too.
         var refusesDowngrade: MCUbootImage.Version?
+        /// The image when only a device running one of its ``PreparedImage/fromVersions`` may take
+        /// it (a campaign's `--from-version`): checked at connect, against what the device runs.
+        var cohort: PreparedImage?
         /// The lead is for a core the device cannot read, and its update left its slot at the reset.
         var leadCopied = false
 
@@ -504,6 +508,8 @@ package struct SMPUpdater: ContextHost {
             } catch { throw host.fail(.connect, error) }
             try await read(.connect)
             versionBefore = reading.active?.version
+            // Its firmware loader (slot 1) is an update under way, whatever the application was.
+            if reading.active?.slot != 1, let refusal = cohort?.otherVersionRefusal(running: versionBefore) { throw refusal }
             if !variants.isEmpty { try await pickVariant() }
             try refuseUnmetDependencies()
             var info: SMPSlotInfo?
