@@ -4,21 +4,23 @@
 /// The rate is over the last minute of looks (the first look and the last within it), so a
 /// stage that opens or a halt shows within a minute rather than being averaged away.
 public struct CampaignPace: Sendable, Equatable {
-    /// Looks within the window: when, and how many devices had finished.
-    public private(set) var looks: [(at: Duration, finished: Int)] = []
+    /// One look: when, and how many devices had finished.
+    public struct Look: Sendable, Equatable {
+        public var at: Duration
+        public var finished: Int
+    }
+
+    /// Looks within the window.
+    public private(set) var looks: [Look] = []
     public private(set) var total = 0
     public let window: Duration
 
     public init(window: Duration = .seconds(60)) { self.window = window }
 
-    public static func == (left: CampaignPace, right: CampaignPace) -> Bool {
-        left.total == right.total && left.window == right.window && left.looks.elementsEqual(right.looks) { $0 == $1 }
-    }
-
     /// A look `at` (any clock, as long as it is the same one each time): `finished` of `total` done.
     public mutating func observe(finished: Int, of total: Int, at time: Duration) {
         self.total = total
-        looks.append((time, finished))
+        looks.append(Look(at: time, finished: finished))
         // Keep the oldest look still within the window, and the one just before it, so the rate
         // always spans up to a whole window.
         while looks.count > 2, time - looks[1].at >= window { looks.removeFirst() }

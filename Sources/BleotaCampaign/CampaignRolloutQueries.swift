@@ -110,6 +110,10 @@ extension CampaignStore {
     ///
     /// The campaign's row is read `FOR SHARE`, or `FOR UPDATE` where a rate is set: then claims
     /// take turns, so that two hosts counting the same tries cannot both claim the last place.
+    /// Three statements, not one: the lock's kind depends on the first; and the tries are
+    /// counted by a statement begun after the lock is held, since a statement that waited for
+    /// the lock still reads with the snapshot it began with, which misses the tries the other
+    /// claim just committed (PostgreSQL's READ COMMITTED).
     static func claimable(_ name: String, connection: PostgresConnection, shift: Double, logger: Logger) async throws -> (stage: Int, room: Int)? {
         var rated = false
         for try await value in try await connection.query(

@@ -67,8 +67,38 @@ struct SimServe: AsyncParsableCommand {
         name: .customLong("device-option"),
         help: ArgumentHelp("A key of the protocol's simulated device, as in a sim:// address (repeatable; bleota sim presets lists them).", valueName: "KEY=VALUE"))
     var deviceOptions: [String] = []
+    @Option(
+        name: .customLong("power-loss"),
+        help: ArgumentHelp(
+            "A share of the devices (5%, or a count) loses power for good mid-update, --power-loss-at bytes into it, and never answers again: devices that fail late, for fleets and campaigns. Chosen by --power-loss-seed, named on stderr and in --ledger.",
+            valueName: "SHARE"))
+    var powerLoss: String?
+    @Option(name: .customLong("power-loss-at"), help: ArgumentHelp("Bytes into its update a --power-loss device goes dark (default 20000).", valueName: "BYTES"))
+    var powerLossAt: Int = 20_000
+    @Option(name: .customLong("power-loss-seed"), help: "The seed that picks the --power-loss devices (default 1): the same seed picks the same ones.")
+    var powerLossSeed: UInt64 = 1
+
+    /// The devices --power-loss picks (0-based), from the seed: the same every run.
+    func devicesLosingPower() throws -> Set<Int> {
+        guard let powerLoss else { return [] }
+        let count: Int
+        if powerLoss.hasSuffix("%"), let percent = Double(powerLoss.dropLast()), percent > 0, percent <= 100 {
+            count = Int((Double(devices) * percent / 100).rounded(.up))
+        } else if let number = Int(powerLoss), number > 0, number <= devices {
+            count = number
+        } else {
+            throw ValidationError("--power-loss '\(powerLoss)' is neither a share above 0 and at most 100 % nor a count of 1…\(devices) devices: write it as 1% or 3")
+        }
+        var order = Array(0..<devices)
+        var random = SeededRandom(seed: powerLossSeed, stream: "sim-serve-power-loss")
+        for index in stride(from: devices - 1, to: 0, by: -1) { order.swapAt(index, Int(random.next() % UInt64(index + 1))) }
+        return Set(order.prefix(count))
+    }
 
     func validate() throws {
+        _ = try devicesLosingPower()
+        guard powerLossAt >= 1 else { throw ValidationError("--power-loss-at \(powerLossAt) is out of range: use 1 byte or more") }
+        if powerLoss == nil, powerLossAt != 20_000 { throw ValidationError("--power-loss-at needs --power-loss: give the share of devices, e.g. --power-loss 1%") }
         if let swapTime {
             guard swapTime.value >= 0 || !swapTime.value.isFinite else { throw ValidationError("--swap-time cannot be negative: use 0 or more, e.g. --swap-time 300ms") }
             _ = try swapTime.checkedSeconds(option: "--swap-time", range: 0...3600, bare: .milliseconds)
@@ -182,6 +212,21 @@ struct SimServe: AsyncParsableCommand {
         let ledger = try self.ledger.map { path in
             do { return try ResetLedger(path: path) } catch { throw CommandFailure(.failure, "--ledger \(path): \(error)") }
         }
+        // --power-loss: each chosen device's supply, cut for good once enough of an update reached it.
+        let losing = try devicesLosingPower()
+        let addressesForLoss = Mutex<[String]>([])
+        let supplies: [PowerSupply?] = (0..<devices).map { index in
+            guard losing.contains(index) else { return nil }
+            let away = windows[index]
+            return PowerSupply(cuttingAfter: powerLossAt) {
+                // Not back within any run: a client waits for a device that does not come. (A day, not
+                // "never": a deadline decades away was seen to stall every other timer of the process.)
+                away.until(clock.now + .seconds(86_400))
+                let address = addressesForLoss.withLock { $0.indices.contains(index) ? $0[index] : "device \(index + 1)" }
+                logger.notice("device \(index + 1) (\(address)) lost power for good")
+                ledger?.appendPowerLoss(device: index + 1, address: address)
+            }
+        }
         let shapedLinks = ShapedLinks()
         /// Serves the client's link as the device sees it: through the link model when --link is given.
         @Sendable func serving(_ link: any Link, _ body: @escaping @Sendable (any Link) async -> Void) async {
@@ -275,6 +320,12 @@ struct SimServe: AsyncParsableCommand {
         defer { cleanup?.removeNow() }
         // Each device's address as clients give it (and the ledger records it).
         let addresses = servers.map { [udpHost] in "udp://\(udpHost):\($0.port)" }
+        addressesForLoss.withLock { $0 = addresses }
+        if !losing.isEmpty {
+            Terminal.standardError.writeLine(
+                "--power-loss: \(losing.count) device\(losing.count == 1 ? "" : "s") lose power for good \(powerLossAt) bytes into an update (seed \(powerLossSeed)): "
+                    + losing.sorted().map { addresses.indices.contains($0) ? addresses[$0] : "device \($0 + 1)" }.joined(separator: ", "))
+        }
         if devices > 1 {
             // One address a line: the list `bleota fleet` takes.
             if global.json {
@@ -326,8 +377,12 @@ struct SimServe: AsyncParsableCommand {
                                 // a client that reconnects at once after ACTIVATE (a new UDP socket is a new
                                 // peer) must not be answered by the bootloader that is about to reset.
                                 _ = try? await clock.sleep(for: Self.connectionSetup)
+                                if supplies[index]?.isCut == true { return }
                                 _ = try? await clock.sleep(until: away.end)
-                                await serving(link) { client in
+                                // A device whose power was cut answers nobody again.
+                                if supplies[index]?.isCut == true { return }
+                                let served: any Link = supplies[index].map { PowerCutLink(inner: link, supply: $0) } ?? link
+                                await serving(served) { client in
                                     while !Task.isCancelled {
                                         let environment = environment { request in
                                             await reboot(request, index: index)
@@ -393,9 +448,9 @@ struct SimServe: AsyncParsableCommand {
     }
 }
 
-/// `sim serve --ledger`: one JSON line per device reset, appended and flushed at once, so a
-/// test or benchmark can count how often each device was updated (an update is one reset
-/// that changes what the device runs).
+/// `sim serve --ledger`: one JSON line per device reset, and one per device that lost its power
+/// for good (`--power-loss`), appended and flushed at once, so a test or benchmark can count how
+/// often each device was updated (an update is one reset that changes what the device runs).
 final class ResetLedger: Sendable {
     private let handle: Mutex<FileHandle>
     private let began = Date()
@@ -410,24 +465,32 @@ final class ResetLedger: Sendable {
     }
 
     func append(device: Int, address: String, before: String, after: String) {
-        /// `seconds` since `sim serve` started; `time`, the same moment as Unix time, lets a script set it
-        /// against when its client started (scripts/peers-bench).
-        struct Line: Codable {
-            var device: Int
-            var address: String
-            var event = "reset"
-            var before: String
-            var after: String
-            var seconds: Double
-            var time: Double
-        }
+        write(Line(device: device, address: address, event: "reset", before: before, after: after))
+    }
+
+    /// `--power-loss`: the device went dark for good.
+    func appendPowerLoss(device: Int, address: String) {
+        write(Line(device: device, address: address, event: "power-loss"))
+    }
+
+    /// One line: `seconds` since `sim serve` started; `time`, the same moment as Unix time, lets a
+    /// script set it against when its client started (scripts/peers-bench). A reset carries the
+    /// versions before and after it.
+    private struct Line: Codable {
+        var device: Int
+        var address: String
+        var event: String
+        var before: String?
+        var after: String?
+        var seconds = 0.0
+        var time = 0.0
+    }
+
+    private func write(_ line: Line) {
+        var line = line
         let now = Date()
-        guard
-            let text = try? JSONOutput.string(
-                Line(
-                    device: device, address: address, before: before, after: after,
-                    seconds: now.timeIntervalSince(began), time: now.timeIntervalSince1970), pretty: false)
-        else { return }
+        (line.seconds, line.time) = (now.timeIntervalSince(began), now.timeIntervalSince1970)
+        guard let text = try? JSONOutput.string(line, pretty: false) else { return }
         handle.withLock { try? $0.write(contentsOf: Data((text + "\n").utf8)) }
     }
 }

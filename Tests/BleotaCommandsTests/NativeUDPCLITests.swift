@@ -46,6 +46,60 @@ import Testing
         return (list, stop)
     }
 
+    /// `sim serve --power-loss`: the devices the seed picks go dark for good mid-update, the ledger
+    /// says which and when, and a fleet fails each of them alone while the others are updated once.
+    @Test func powerLossDevicesGoDarkForGoodAndTheLedgerSaysWhich() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bleota-power-loss-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let ledger = directory.appendingPathComponent("ledger.jsonl").path
+        let list = directory.appendingPathComponent("devices.txt")
+        let server = Process()
+        server.executableURL = BleotaProcess.executable
+        server.currentDirectoryURL = BleotaProcess.repositoryRoot
+        server.arguments = [
+            "sim", "serve", "--protocol", "native", "--devices", "4", "--udp", "127.0.0.1:0", "--power-loss", "25%", "--power-loss-at", "12000",
+            "--power-loss-seed", "9", "--ledger", ledger, "--duration", "60",
+        ]
+        _ = FileManager.default.createFile(atPath: list.path, contents: nil)
+        server.standardOutput = try FileHandle(forWritingTo: list)
+        let errors = Pipe()
+        server.standardError = errors
+        try server.run()
+        defer {
+            server.terminate()
+            server.waitUntilExit()
+        }
+        var said = ""
+        while !said.contains("serving 4") {
+            let chunk = errors.fileHandleForReading.availableData
+            guard !chunk.isEmpty else { break }
+            said += String(decoding: chunk, as: UTF8.self)
+        }
+        let chosen = try #require(said.split(separator: "\n").first { $0.hasPrefix("--power-loss: 1 device") }, "\(said)")
+        #expect(chosen.contains("12000 bytes into an update (seed 9)"), "\(chosen)")
+        let dark = try #require(chosen.split(separator: " ").last.map(String.init))
+        let run = try BleotaProcess.run([
+            "fleet", "flash", "samples/firmware/app-v2.bin", "--version-label", "2.0.0", "--protocol", "native", "--devices", list.path,
+            "--attempts", "1", "--connect-timeout", "0.5", "--report", directory.appendingPathComponent("report.json").path, "--quiet",
+        ])
+        #expect(run.status == 10, "\(run.stderr)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: directory.appendingPathComponent("report.json"))) as? [String: Any])
+        let devices = try #require(report["devices"] as? [[String: Any]])
+        #expect(devices.filter { $0["outcome"] as? String == "failed" }.map { $0["device"] as? String } == [dark], "\(devices)")
+        let events = try String(contentsOfFile: ledger, encoding: .utf8).split(separator: "\n").compactMap {
+            try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+        #expect(events.filter { $0["event"] as? String == "power-loss" }.map { $0["address"] as? String } == [dark])
+        // The others took the image exactly once; the dark one never came back to take it.
+        let into = events.filter { $0["event"] as? String == "reset" && $0["after"] as? String == "2.0.0" }.compactMap { $0["address"] as? String }
+        #expect(Set(into).count == 3 && !into.contains(dark), "\(events)")
+        // A share that is no share is one line.
+        let refused = try BleotaProcess.run(["sim", "serve", "--devices", "4", "--power-loss", "0%"])
+        #expect(refused.status == 2)
+        #expect(refused.stderr.contains("--power-loss '0%' is neither a share above 0 and at most 100 % nor a count of 1…4 devices: write it as 1% or 3"), "\(refused.stderr)")
+    }
+
     /// The text of each file in `directory` (a fleet's --log-dir), in name order.
     static func logs(in directory: URL) throws -> [String] {
         try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted().map {
