@@ -469,7 +469,12 @@ actor FleetPlanner {
                         protocolName: plan.updateProtocol.name, connector: connector, clock: clock,
                         timeouts: timeouts, logger: logger, options: plan.hostOptions, transferTurn: turn,
                         onEvent: onEvent)
-                    return await plan.attempt(plan.updateProtocol.makeHost(context), force: force)
+                    let attempt = await plan.attempt(plan.updateProtocol.makeHost(context), force: force)
+                    // However the protocol worded its failure, a pairing that failed is what happened.
+                    if case .failed = attempt, let failure = (connector as? any SecurityRaisingConnector)?.security.failure {
+                        return FleetAttempt.failed(Self.pairingFailure(device, failure))
+                    }
+                    return attempt
                 }
                 return session.value
             } catch let failure as CommandFailure where failure.status == .pairingFailed {
