@@ -398,6 +398,10 @@ public struct TransferPlaces: Sendable {
     public var limitsTransfers: Bool { !gates.isEmpty }
     /// Places free now, over every adapter.
     public var freePlaces: Int { gates.values.reduce(0) { $0 + $1.freePlaces } }
+    /// Places no transfer is on or on its way to, over every adapter (``TransferGate/unpromisedPlaces``).
+    public var unpromisedPlaces: Int { gates.values.reduce(0) { $0 + $1.unpromisedPlaces } }
+    /// The adapters whose every place holds a transfer (``TransferGate/allPlacesTransferring``).
+    public var adaptersTransferringAtCapacity: [String] { order.filter { gates[$0]?.allPlacesTransferring == true } }
     /// The adapters with a place free now.
     public var adaptersWithFreePlaces: Set<String> { Set(gates.filter { $0.value.freePlaces > 0 }.keys) }
 

@@ -74,6 +74,15 @@ public final class TransferGate: Sendable {
         state.withLock { $0.holders == 1 && $0.waiters.isEmpty && $0.expected == 0 && !$0.openToNewcomers }
     }
 
+    /// Places no transfer is on or on its way to: the capacity less the transfers placed and the
+    /// turns made whose device has not reached its transfer yet (it is connecting, getting ready,
+    /// or waiting here). A campaign worker claims devices for these first.
+    public var unpromisedPlaces: Int { state.withLock { max(0, capacity - $0.holders - $0.expected) } }
+
+    /// Whether every place holds a transfer: a device that gets ready now on another connection
+    /// is ready when one ends.
+    public var allPlacesTransferring: Bool { state.withLock { $0.holders >= capacity } }
+
     /// Updates waiting for a place.
     public var waiting: Int { state.withLock { $0.waiters.count } }
     /// Whether a wait now would queue.

@@ -373,6 +373,76 @@ extension CampaignWorkerTests {
     }
 }
 
+extension CampaignWorkerTests {
+    /// How many devices a worker with limited transfer places asks for, as a table: its unpromised
+    /// places first, less what it holds unstarted; spare connections only where they are given.
+    @Test func aWorkersClaimIsItsUnpromisedPlacesThenItsSpareConnections() {
+        let rows: [(room: Int, unpromised: Int, waiting: Int, spare: Int, claim: Int)] = [
+            (room: 75, unpromised: 50, waiting: 0, spare: 0, claim: 50),  // a stage opens: one device a place
+            (room: 25, unpromised: 0, waiting: 0, spare: 25, claim: 25),  // every place transfers: ready the next
+            (room: 25, unpromised: 0, waiting: 0, spare: 0, claim: 0),  // devices are scarce: none for spares
+            (room: 10, unpromised: 4, waiting: 1, spare: 0, claim: 3),  // one claimed device is still to start
+            (room: 3, unpromised: 4, waiting: 0, spare: 6, claim: 3),  // never beyond the free connections
+            (room: 0, unpromised: 2, waiting: 0, spare: 0, claim: 0),
+            (room: 5, unpromised: 0, waiting: 2, spare: 0, claim: 0),
+        ]
+        for row in rows {
+            #expect(
+                CampaignWorker.claimSize(room: row.room, unpromised: row.unpromised, waiting: row.waiting, spare: row.spare) == row.claim,
+                "\(row)")
+        }
+    }
+
+    /// Two workers and a stage smaller than their connections: each claims one device for its one
+    /// transfer place, so both places transfer, instead of the first to look taking both devices and
+    /// transferring them one after the other.
+    @Test(.timeLimit(.minutes(2))) func aScarceStageIsSharedOutOverTheWorkersTransferPlaces() async throws {
+        let server = try PostgresTestServer.start()
+        defer { server.stop() }
+        let logger = Logger(label: "bleota.worker.test")
+        try await CampaignStore.withStore(try CampaignAddress(parsing: server.url), logger: logger) { store in
+            let devices = (1...2).map { FleetDevice(address: "udp://127.0.0.1:\(32_000 + $0)") }
+            let info = try await store.create(CampaignDefinition(name: "scarce", imageName: "app.bin", image: [7], devices: devices))
+            let clock = SteppedClock { moved in store.advanceClock(by: Double(moved / .milliseconds(1)) / 1000) }
+            let started = Shared<[String: [String]]>([:])
+            let released = Shared(false)
+            let happened = AsyncCondition()
+            func worker(_ name: String) -> CampaignWorker {
+                let options = CampaignWorkerOptions(
+                    adapters: ["a0"], connectionsPerAdapter: 3, transfersPerAdapter: 1, name: name, poll: .milliseconds(100))
+                return CampaignWorker(store: store, campaign: info, options: options, clock: clock, logger: logger) { device, _, turn, _ in
+                    started.value.withLock { $0[name, default: []].append(device.address) }
+                    happened.changed()
+                    guard let turn else { return .failed(TransferError(.badInput, step: .load, "no transfer turn given")) }
+                    await turn.wait(clock: SystemClock())
+                    await happened.wait { released.value.withLock { $0 } }
+                    turn.release()
+                    var report = UpdateReport(
+                        operation: "flash", device: device.address, bytes: 1, streamBytes: 1, compressed: false, packetSize: 244,
+                        transferSeconds: 0.06, totalSeconds: 0.06, statistics: TransferStatistics(), stepSeconds: [:],
+                        tuning: TransferTuning())
+                    report.versionAfter = "2.0.0"
+                    return .updated(report)
+                }
+            }
+            // The clock stands still until both have claimed: neither looks twice before the other looks once.
+            let first = Task { try await worker("w1").run() }
+            let second = Task { try await worker("w2").run() }
+            await happened.wait { started.value.withLock { $0.values.reduce(0) { $0 + $1.count } } == 2 }
+            let shares = started.value.withLock { $0 }
+            #expect(shares["w1"]?.count == 1 && shares["w2"]?.count == 1, "each worker's one place takes one device: \(shares)")
+            let stepping = Task {
+                while !Task.isCancelled { await clock.step() }
+            }
+            defer { stepping.cancel() }
+            released.value.withLock { $0 = true }
+            happened.changed()
+            let summaries = [try await first.value, try await second.value]
+            #expect(summaries.map(\.updated) == [1, 1])
+        }
+    }
+}
+
 /// A value several tasks change, behind a lock.
 final class Shared<Value: Sendable>: Sendable {
     let value: Mutex<Value>
