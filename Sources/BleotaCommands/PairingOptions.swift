@@ -20,10 +20,7 @@ struct PairingOptions: ParsableArguments {
         }
     }
 
-    static func parse(_ text: String) -> UInt32? {
-        guard (1...6).contains(text.count), text.allSatisfy(\.isASCII), let value = UInt32(text), value <= 999_999 else { return nil }
-        return value
-    }
+    static func parse(_ text: String) -> UInt32? { PairingPolicy.passkey(parsing: text) }
 
     /// The agent these options make: a terminal prompt when stdin and stderr are a terminal.
     var policy: PairingPolicy {

@@ -75,17 +75,11 @@ public enum DevicePairing: Sendable, Hashable, Codable {
     public init?(text: String) {
         if text == "bonded" {
             self = .bonded
-        } else if text.hasPrefix("passkey:"), let passkey = Self.passkey(String(text.dropFirst("passkey:".count))) {
+        } else if text.hasPrefix("passkey:"), let passkey = PairingPolicy.passkey(parsing: String(text.dropFirst("passkey:".count))) {
             self = .passkey(passkey)
         } else {
             return nil
         }
-    }
-
-    /// Six digits at most, as a device shows them (leading zeros allowed).
-    public static func passkey(_ text: String) -> UInt32? {
-        guard (1...6).contains(text.count), text.allSatisfy({ $0.isASCII && $0.isNumber }), let value = UInt32(text) else { return nil }
-        return value
     }
 
     /// A list's `passkey` and `bonded` fields as one answer; a problem as the sentence to print.
@@ -100,7 +94,7 @@ public enum DevicePairing: Sendable, Hashable, Codable {
         guard !isBonded else {
             return .failure(PairingFieldProblem("gives both a passkey and 'bonded': a bonded device is not paired again, so give one of them"))
         }
-        guard let value = Self.passkey(passkey) else {
+        guard let value = PairingPolicy.passkey(parsing: passkey) else {
             return .failure(PairingFieldProblem("passkey '\(passkey)' is not a passkey: give the six digits the device shows, e.g. 123456"))
         }
         return .success(.passkey(value))

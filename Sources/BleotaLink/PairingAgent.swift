@@ -113,6 +113,14 @@ public struct PairingPolicy: PairingAgent {
     /// Just Works only: no passkey, no comparison, no terminal.
     public static let justWorks = PairingPolicy()
 
+    /// A passkey as a person writes one: one to six ASCII digits, as the device shows them (leading
+    /// zeros allowed; a sign, a space or a seventh digit is no passkey). The one reading of
+    /// `--passkey`, a terminal's answer and a device list's `passkey` field.
+    public static func passkey(parsing text: String) -> UInt32? {
+        guard (1...6).contains(text.count), text.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+        return UInt32(text)
+    }
+
     /// A given passkey (`--passkey`) says the device pairs by passkey entry, and
     /// `--accept-pairing` that it pairs by numeric comparison.
     public var expectsPairing: Bool { passkey != nil || acceptsComparison }

@@ -54,6 +54,10 @@ import Testing
         #expect(result.stderr.contains("--passkey '12a456' is not a passkey: give the six digits the device shows, e.g. --passkey 123456"))
         let long = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", Self.device, "--passkey", "1234567"])
         #expect(long.status == 2)
+        // Read as a device list reads its passkey column: a sign is no digit (UInt32 alone took "+12345").
+        let signed = try BleotaProcess.run(["flash", "samples/firmware/blinky.bin", "--device", Self.device, "--passkey", "+12345"])
+        #expect(signed.status == 2)
+        #expect(signed.stderr.contains("--passkey '+12345' is not a passkey"))
     }
 
     @Test func bondListSaysWhereBondsAreAndRemoveNamesAMissingOne() throws {
