@@ -260,10 +260,23 @@ public struct CampaignStatus: Sendable, Codable, Equatable {
     public var endedAsAsked: Int { count(.updated) + count(.skipped) + count(.otherVersion) }
 
     /// What went over the air to the updated devices against what their whole images are.
-    public var air: (sent: Int, whole: Int, patched: Int) {
+    public var air: AirBytes {
         let updated = devices.filter { $0.state == .updated }
-        return (updated.reduce(0) { $0 + $1.airBytes }, updated.reduce(0) { $0 + $1.bytes }, updated.count { $0.airBytes < $0.bytes })
+        return AirBytes(
+            sent: updated.reduce(0) { $0 + $1.airBytes }, whole: updated.reduce(0) { $0 + $1.bytes },
+            patched: updated.count { $0.airBytes < $0.bytes })
     }
+}
+
+/// The bytes a campaign's updated devices took over the air, against their whole images (`--from-version`
+/// cohorts are sent delta patches where their protocol takes one).
+public struct AirBytes: Sendable, Equatable {
+    /// Bytes of the streams sent: patches, compressed or whole images.
+    public var sent: Int
+    /// Bytes of the whole images those devices now run.
+    public var whole: Int
+    /// Updates whose stream was smaller than the image (a delta patch, or compressed).
+    public var patched: Int
 }
 
 /// One stage of a campaign as its devices stand.

@@ -53,7 +53,7 @@ import Testing
             #expect(status.devices[2].versionBefore == "1.0.0" && status.devices[2].error?.contains("not one of --from-version") == true)
             #expect(status.isFinished && status.endedAsAsked == 3)
             #expect(status.sentence == "4 devices: 1 updated, 1 failed, 2 another version's (left alone)")
-            #expect(status.air == (sent: 700, whole: 8192, patched: 1))
+            #expect(status.air == AirBytes(sent: 700, whole: 8192, patched: 1))
             // Devices left alone are not updates: 1 failure of 2 finished updates is the share, not 1 of 4.
             #expect(status.campaign.progress.haltReason?.hasPrefix("1 of 2 finished devices failed") == true, "\(status.campaign.progress)")
             let tries = try await store.tries("cohort")
