@@ -266,11 +266,16 @@ public struct CommandFailure: Error, Sendable, CustomStringConvertible {
     /// The command already printed its one `--json` document, with the error in
     /// it: stdout must not get a second one (`jq` and `json.load` reject two).
     public var reportedInJSON: Bool
-    public init(_ status: ExitStatus, _ message: String, details: FailureDetails? = nil, reportedInJSON: Bool = false) {
+    /// The update's failure this reports, when it is one: a fleet reports that, not the command's wording.
+    public var transferError: TransferError?
+    public init(
+        _ status: ExitStatus, _ message: String, details: FailureDetails? = nil, reportedInJSON: Bool = false, transferError: TransferError? = nil
+    ) {
         self.status = status
         self.message = message
         self.details = details
         self.reportedInJSON = reportedInJSON
+        self.transferError = transferError
     }
     public var description: String { message }
 }

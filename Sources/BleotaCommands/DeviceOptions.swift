@@ -54,6 +54,6 @@ extension TransferError {
 
     /// A load failure (a bad image, before any device is involved) is its message alone.
     var commandFailure: CommandFailure {
-        CommandFailure(exitStatus, step == .load ? message : description, details: FailureDetails(self))
+        CommandFailure(exitStatus, step == .load ? message : description, details: FailureDetails(self), transferError: self)
     }
 }

@@ -200,23 +200,14 @@ struct FleetFlashCommand: AsyncParsableCommand, StreamsJSONLines {
                     let pairing = device.pairingPolicy
                     member.world.setPairingAgent(pairing)
                     let deviceLogger = logs?.logger(for: device, base: logger) ?? logger
-                    // As `flash` does: a connect gone unanswered on a plain link is tried once more
-                    // paired, and a pairing that failed is what is reported, however the protocol put it.
                     do {
-                        let attempt = try await recoveringSilentDrops(
+                        return try await recoveringSilentDrops(
                             member.connector, clock: runtime.clock, pairing: pairing, description: device.address, logger: deviceLogger
                         ) { connector, clock in
-                            let context = HostContext(
-                                protocolName: plan.updateProtocol.name, connector: connector, clock: clock,
-                                timeouts: timeouts, logger: deviceLogger, options: plan.hostOptions, transferTurn: turn, onEvent: onEvent)
-                            let attempt = await plan.attempt(plan.updateProtocol.makeHost(context), force: force)
-                            if case .failed(let error) = attempt, error.code == .timeout, error.step == .connect { throw error }
-                            return attempt
+                            try await plan.tryUpdate(
+                                connector: connector, clock: clock, timeouts: timeouts, logger: deviceLogger, turn: turn, force: force,
+                                onEvent: onEvent)
                         }
-                        if case .failed = attempt, let failure = member.connector.security.failure {
-                            return .failed(FleetPlanner.pairingFailure(device, failure))
-                        }
-                        return attempt
                     } catch let failure as PairingError {
                         return .failed(FleetPlanner.pairingFailure(device, failure))
                     } catch let failure as TransferError {
@@ -464,19 +455,15 @@ actor FleetPlanner {
                 let plan = try await self.plan(device, address: listed, probingThrough: try listed.through(adapter: adapter))
                 let address = try plan.address.through(adapter: adapter)
                 let pairing = self.pairing(for: device, at: address)
+                // Over BLE the session recovers a connect gone unanswered as `flash` does (silent drops).
                 let session = try await address.session(protocol: plan.updateProtocol, logger: logger, pairing: pairing) { connector, clock in
-                    let context = HostContext(
-                        protocolName: plan.updateProtocol.name, connector: connector, clock: clock,
-                        timeouts: timeouts, logger: logger, options: plan.hostOptions, transferTurn: turn,
-                        onEvent: onEvent)
-                    let attempt = await plan.attempt(plan.updateProtocol.makeHost(context), force: force)
-                    // However the protocol worded its failure, a pairing that failed is what happened.
-                    if case .failed = attempt, let failure = (connector as? any SecurityRaisingConnector)?.security.failure {
-                        return FleetAttempt.failed(Self.pairingFailure(device, failure))
-                    }
-                    return attempt
+                    try await plan.tryUpdate(
+                        connector: connector, clock: clock, timeouts: timeouts, logger: logger, turn: turn, force: force, onEvent: onEvent)
                 }
                 return session.value
+            } catch let failure as CommandFailure where failure.transferError != nil && failure.status != .pairingFailed {
+                // The try's own failure (a connect gone unanswered, not cured by a raised link), as it was.
+                return .failed(failure.transferError!)
             } catch let failure as CommandFailure where failure.status == .pairingFailed {
                 return .failed(TransferError(.pairingFailed, step: .connect, failure.message + Self.listHint))
             } catch let failure as CommandFailure {
@@ -543,6 +530,27 @@ struct FleetPlan: Sendable {
     var updateProtocol: any UpdateProtocol
     var image: PreparedImage
     var hostOptions: ProtocolOptions
+
+    /// One try through `connector`, the same for a simulated and a real fleet: the update
+    /// (``attempt(_:force:)``); a pairing that failed reported as such, however the protocol worded
+    /// its failure (exit 13's reason); and a connect whose requests went unanswered thrown, so that
+    /// the silent-drop recovery around it (`recoveringSilentDrops`, as `flash` has) may connect
+    /// again on a raised link.
+    func tryUpdate(
+        connector: any DeviceConnector, clock: any BleotaClock, timeouts: StepTimeouts, logger: Logger, turn: (any TransferTurn)?,
+        force: Bool, onEvent: @escaping @Sendable (UpdateEvent) -> Void
+    ) async throws -> FleetAttempt {
+        let context = HostContext(
+            protocolName: updateProtocol.name, connector: connector, clock: clock, timeouts: timeouts, logger: logger,
+            options: hostOptions, transferTurn: turn, onEvent: onEvent)
+        let attempt = await attempt(updateProtocol.makeHost(context), force: force)
+        guard case .failed(let error) = attempt else { return attempt }
+        if let failure = (connector as? any SecurityRaisingConnector)?.security.failure {
+            return .failed(FleetPlanner.pairingFailure(device, failure))
+        }
+        if error.code == .timeout, error.step == .connect { throw error }
+        return attempt
+    }
 
     /// One try: the version the device runs first (where the protocol can say), then the update.
     func attempt(_ host: any ProtocolHost, force: Bool) async -> FleetAttempt {
