@@ -116,6 +116,48 @@ import Testing
         #expect(pipeline.answerTimeout > .milliseconds(400) && pipeline.probeDelay == .milliseconds(100))
     }
 
+    /// A device that answered and then answers nothing at all: the upload stalls once it has been
+    /// silent for the silence limit, long before the stall limit's count of timeouts; an answer
+    /// (an echo's too) restarts the count; a reconnect forgets it (the device may erase again); and
+    /// on a link that was losing much, silence alone ends nothing.
+    @Test func aDeviceSilentPastTheSilenceLimitStallsTheUploadWhateverTheTimeoutCount() {
+        func healthy(clean: Int) -> SMPUploadPipeline {
+            var pipeline = SMPUploadPipeline(
+                .init(total: 100_000, chunk: 100, firstChunk: 100, singlePacketChunk: nil, window: 3, stallLimit: 30, silenceLimit: .seconds(20)))
+            var sequence: UInt8 = 0
+            // `clean` requests answered in turn, one second apart at the end.
+            for index in 0..<clean {
+                let sent = Self.sendAll(&pipeline, from: &sequence)
+                guard let first = sent.first else { break }
+                _ = pipeline.answered(sequence: first.0, offset: first.2, match: nil, at: .milliseconds(Int64(index * 10)))
+                pipeline.heard(at: .seconds(1))
+            }
+            return pipeline
+        }
+        var pipeline = healthy(clean: 30)
+        let after11 = pipeline.timedOut(at: .seconds(12))
+        let after19 = pipeline.timedOut(at: .seconds(20.9))
+        #expect(after11 && after19, "silent 19.9 s: not yet")
+        pipeline.heard(at: .seconds(21))  // a probe's echo came back: the device is there
+        let afterEcho19 = pipeline.timedOut(at: .seconds(40))
+        #expect(afterEcho19 && !pipeline.isStalled)
+        let afterEcho20 = pipeline.timedOut(at: .seconds(41))
+        #expect(!afterEcho20, "silent 20 s after the echo, four timeouts of thirty")
+        #expect(pipeline.isStalled && pipeline.wentSilent && pipeline.timeoutsInARow == 4)
+
+        var reconnected = healthy(clean: 30)
+        reconnected.reconnected()
+        let afterReconnect = reconnected.timedOut(at: .seconds(60))
+        #expect(afterReconnect && !reconnected.wentSilent, "after a reconnect the first answer may take as long as an erase")
+
+        // A link that had lost a request in every few: a long silence may be bad luck there.
+        var lossy = healthy(clean: 10)
+        for second in 2...5 { _ = lossy.timedOut(at: .seconds(Double(second))) }
+        lossy.heard(at: .seconds(6))
+        let lossySilence = lossy.timedOut(at: .seconds(30))
+        #expect(lossySilence && !lossy.wentSilent, "the stall limit's count decides on a lossy link")
+    }
+
     @Test func onTheShortestMTUEachLossHalvesRequestsDownToAFloorAndCleanAnswersDoubleThemAgain() {
         var pipeline = Self.pipeline(chunk: 400, single: nil)
         pipeline.sent(sequence: 0, offset: 0, end: 400, at: .zero)

@@ -3,6 +3,7 @@ import BleotaEngine
 import BleotaLink
 import BleotaProtocols
 import Foundation
+import Synchronization
 import Testing
 
 @testable import BleotaSimulator
@@ -208,6 +209,32 @@ func same(_ a: [UInt8]?, _ b: [UInt8]?) -> Bool { a == b }
         #expect(report.statistics.bytesOnWire < image.count + image.count / 4)
     }
 
+    /// A device that goes dark mid-upload over a link that says nothing of it (UDP, serial; over
+    /// BLE the supervision timeout would drop the link): the upload gives up 20 s after its last
+    /// answer, saying so, instead of after thirty growing timeouts, about a minute. Virtual time.
+    @Test func aDeviceThatGoesQuietMidUploadIsGivenUpOnAfterTheSilenceLimit() async throws {
+        let image = try imgtoolSample("app-1.1.0-ecdsa-p256.bin")
+        let parsed = try SimulatorAddress(parsing: "sim://2m-dle?protocol=smp")
+        let (failure, silent) = try await SimulationRuntime.run { runtime in
+            let world = SimulatedWorld(runtime: runtime, model: parsed.model, faults: parsed.faults, seed: parsed.seed)
+            let device = try SMPProtocol().makeDevice(Simulation.configuration(parsed, for: SMPProtocol())) as! SMPDevice
+            await world.add(SimulatedDevice(address: "C0:FF:EE:00:00:01", half: device, model: parsed.model, whenQueueFull: parsed.whenQueueFull))
+            let quiet = QuietAfterBytes(limit: 20_000, clock: world.clock)
+            let connector = QuietConnector(inner: SimulatedConnector(world: world, address: "C0:FF:EE:00:00:01", description: "sim"), quiet: quiet)
+            let updater = SMPUpdater(connector: connector, clock: world.clock) { _ in }
+            do throws(TransferError) {
+                _ = try await updater.upgrade(imageBytes: image, mode: .testAndConfirm)
+                return (TransferError?.none, Duration.zero)
+            } catch {
+                return (error, world.clock.now - (quiet.wentQuietAt ?? world.clock.now))
+            }
+        }
+        let error = try #require(failure, "a device that answers nothing cannot be updated")
+        #expect(error.code == .timeout && error.step == .transfer, "\(error)")
+        #expect(error.message.contains("for 20 s: the device answers nothing (gone, or out of range)"), "\(error.message)")
+        #expect(silent >= .seconds(20) && silent < .seconds(25), "given up \(silent) after the device went quiet")
+    }
+
     @Test func windowOneAndThePipelineBothDeliverTheSameBytes() async throws {
         let image = try imgtoolSample("blinky-1.0.1-unsigned.bin")
         let single = try await simulateSMPUpgrade("sim://linux-bluez?protocol=smp", image: image, window: 1)
@@ -252,5 +279,53 @@ func same(_ a: [UInt8]?, _ b: [UInt8]?) -> Bool { a == b }
         #expect(error.step == .transfer)
         #expect(error.message == "the device's image group answered no free slot (rc 9)")
         #expect(run.slots.first?.version == "1.0.0")
+    }
+}
+
+/// Where a device goes quiet for good: after `limit` bytes written to it, over every link.
+final class QuietAfterBytes: Sendable {
+    let limit: Int
+    let clock: any BleotaClock
+    private let state = Mutex<(written: Int, quietAt: Duration?)>((0, nil))
+    init(limit: Int, clock: any BleotaClock) {
+        self.limit = limit
+        self.clock = clock
+    }
+    var wentQuietAt: Duration? { state.withLock { $0.quietAt } }
+    /// Whether a write of `count` bytes still reaches the device.
+    func passes(_ count: Int) -> Bool {
+        let now = clock.now
+        return state.withLock { state in
+            guard state.quietAt == nil else { return false }
+            state.written += count
+            if state.written >= limit { state.quietAt = now }
+            return state.quietAt == nil
+        }
+    }
+}
+
+/// A link whose writes stop reaching the device once it has gone quiet; it stays open, as a UDP
+/// socket does, so only the silence tells.
+final class QuietLink: Link {
+    let inner: any Link
+    let quiet: QuietAfterBytes
+    init(inner: any Link, quiet: QuietAfterBytes) {
+        self.inner = inner
+        self.quiet = quiet
+    }
+    var parameters: LinkParameters { inner.parameters }
+    func send(_ packet: [UInt8]) async throws(LinkError) {
+        if quiet.passes(packet.count) { try await inner.send(packet) }
+    }
+    func receive() async throws(LinkError) -> [UInt8] { try await inner.receive() }
+    func close() async { await inner.close() }
+}
+
+struct QuietConnector: DeviceConnector {
+    let inner: SimulatedConnector
+    let quiet: QuietAfterBytes
+    var description: String { inner.description }
+    func connect(for purpose: ConnectPurpose, timeout: Duration) async throws(LinkError) -> any Link {
+        QuietLink(inner: try await inner.connect(for: purpose, timeout: timeout), quiet: quiet)
     }
 }

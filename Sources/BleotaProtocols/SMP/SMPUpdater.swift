@@ -131,7 +131,11 @@ package struct SMPUpdater: ContextHost {
             // packets a request of a few packets fails more often than not, yet the
             // upload still moves; a dead link takes about as long to give up on as
             // the native protocol's stall limit.
-            stallLimit: timeouts.attempts * 6, measuresWindow: self.window == nil)
+            stallLimit: timeouts.attempts * 6,
+            // A device that has answered and then goes quiet for good (its battery died, it went out
+            // of range) is given up on after twice the patience of one request (20 s by default), not
+            // after the stall limit's worth of growing timeouts (about a minute).
+            silenceLimit: timeouts.response * (timeouts.attempts * 2), measuresWindow: self.window == nil)
     }
 
     /// After a lost answer on a link where requests span several packets: a
@@ -235,6 +239,7 @@ package struct SMPUpdater: ContextHost {
                         connection.resetReassembly()
                         continue
                     }
+                    if next != nil { pipeline.heard(at: clock.now) }
                     guard let response = next else {
                         if probeDelay != nil {
                             let number = try await connection.send(
@@ -245,7 +250,13 @@ package struct SMPUpdater: ContextHost {
                         }
                         connection.resetReassembly()
                         let spanned = configuration.requestsSpanPackets
-                        guard pipeline.timedOut() else { throw SMPClientError.timeout("the upload at offset \(pipeline.confirmed)") }
+                        guard pipeline.timedOut(at: clock.now) else {
+                            throw SMPClientError.timeout(
+                                "the upload at offset \(pipeline.confirmed)"
+                                    + (pipeline.wentSilent
+                                        ? " for \(Int((clock.now - (pipeline.lastHeard ?? clock.now)).seconds.rounded())) s: the device answers nothing (gone, or out of range)"
+                                        : ""))
+                        }
                         if spanned { try await flushPartialRequest(connection, clearing: parameters.bufferSize) }
                         lossesFlushed = pipeline.lossEvents
                         continue
